@@ -1,0 +1,131 @@
+// Package app is the rocketdelay program: its subcommands, and the serve loop that wires
+// the scheduler, the sender and the stores together. cmd/rocketdelay only turns signals
+// into a cancelled context and an error into an exit code; everything else is here, so
+// tests can run the whole program in-process.
+//
+// Like every package below cmd, it never calls os.Exit, reads os.Args or installs signal
+// handlers.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rocketdelay/rocketdelay/config"
+)
+
+// Version is the program's version, set at build time with
+// -ldflags "-X github.com/rocketdelay/rocketdelay/app.Version=…".
+var Version = "dev"
+
+// ErrUsage marks an error in how the command was called (unknown flag, missing
+// argument); cmd/rocketdelay maps it to exit code 2.
+var ErrUsage = errors.New("usage")
+
+// IO is where a command reads and writes.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Getenv reads the environment; os.Getenv in the real program.
+	Getenv func(string) string
+}
+
+// Run runs the rocketdelay command line args (without the program name) until it
+// finishes or ctx is cancelled.
+func Run(ctx context.Context, args []string, stdio IO) error {
+	root := newRoot(stdio)
+	root.SetArgs(args)
+	root.SetIn(stdio.Stdin)
+	root.SetOut(stdio.Stdout)
+	root.SetErr(stdio.Stderr)
+	return root.ExecuteContext(ctx)
+}
+
+func newRoot(stdio IO) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "rocketdelay",
+		Short: "Delayed alert delivery on RocketMQ delay levels, to DingTalk robots",
+		Long: `rocketdelay delivers alerts published to a RocketMQ topic at an exact future moment,
+at any delay, and sends them to DingTalk group robots without tripping their rate limit.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w: %v (see '%s --help')", ErrUsage, err, c.CommandPath())
+	})
+	root.AddCommand(
+		newVersionCmd(),
+		newConfigCmd(stdio),
+		newMigrateCmd(stdio),
+		newServeCmd(stdio),
+	)
+	return root
+}
+
+// exactArgs is cobra.ExactArgs with errors marked as usage errors.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return fmt.Errorf("%w: %v (see '%s --help')", ErrUsage, err, cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// configFlag registers the -f/--config flag every command that needs a config takes.
+func configFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVarP(path, "config", "f", "", "YAML config file (environment variables ROCKETDELAY_* override it)")
+}
+
+func loadConfig(path string, stdio IO) (config.Config, error) {
+	return config.Load(path, stdio.Getenv)
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "rocketdelay %s\n", Version)
+			return err
+		},
+	}
+}
+
+func newConfigCmd(stdio IO) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
+	var path string
+	check := &cobra.Command{
+		Use:   "check -f FILE",
+		Short: "Validate a config file and print the effective configuration, secrets redacted",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(path, stdio)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(c.OutOrStdout(), cfg.Redacted())
+			return err
+		},
+	}
+	configFlag(check, &path)
+	cmd.AddCommand(check)
+	return cmd
+}
+
+// newLogger builds the process logger from the config.
+func newLogger(w io.Writer, c config.Log) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated by config.Validate
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

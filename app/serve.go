@@ -1,0 +1,121 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+func newServeCmd(stdio IO) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "serve -f FILE",
+		Short: "Run the service: health, readiness and metrics endpoints",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(path, stdio)
+			if err != nil {
+				return err
+			}
+			return Serve(c.Context(), cfg, ServeOptions{Logger: newLogger(stdio.Stderr, cfg.Log)})
+		},
+	}
+	configFlag(cmd, &path)
+	return cmd
+}
+
+// ServeOptions are the parts of Serve that tests replace.
+type ServeOptions struct {
+	// Logger receives the service's log. Required.
+	Logger *slog.Logger
+	// Listener, when set, is used instead of listening on cfg.HTTP.Addr.
+	Listener net.Listener
+	// Registry, when set, receives the metrics instead of a fresh registry.
+	Registry *prometheus.Registry
+}
+
+// Serve runs the service until ctx is cancelled, then shuts down gracefully within
+// cfg.ShutdownTimeout: readiness turns off first, then the HTTP server and the stores
+// close. It returns an error when a dependency cannot be reached at start.
+func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
+	logger := opts.Logger
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newBuildInfo(),
+	)
+
+	rdb, err := store.OpenRedis(ctx, cfg.Redis.URL.Reveal())
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	pg, err := store.OpenPostgres(ctx, cfg.Postgres.URL.Reveal())
+	if err != nil {
+		return err
+	}
+	defer pg.Close()
+
+	h := newHealth(reg,
+		check{"redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		check{"postgres", func(ctx context.Context) error { return pg.Ping(ctx) }},
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", h.live)
+	mux.HandleFunc("GET /readyz", h.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
+			return fmt.Errorf("serve: listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
+		}
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("rocketdelay serving", "version", Version, "http", ln.Addr().String(),
+		"topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.Group, "levels", cfg.Scheduler.Levels.String())
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: http server: %w", err)
+	}
+
+	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	h.drain()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("http server did not shut down cleanly", "err", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func newBuildInfo() prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rocketdelay_build_info",
+		Help: "Always 1; the labels say which build is running.",
+	}, []string{"version", "goversion"})
+	g.WithLabelValues(Version, runtime.Version()).Set(1)
+	return g
+}

@@ -1,0 +1,29 @@
+// Command rocketdelay is the rocketdelay service and its operator tools. main only turns
+// SIGINT/SIGTERM into a cancelled context and the result of app.Run into an exit code:
+// 0 success, 2 wrong usage, 1 any other error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/rocketdelay/rocketdelay/app"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := app.Run(ctx, os.Args[1:], app.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
+	stop()
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "rocketdelay:", err)
+	if errors.Is(err, app.ErrUsage) {
+		os.Exit(2)
+	}
+	os.Exit(1)
+}

@@ -1,0 +1,412 @@
+// Package config holds rocketdelay's configuration: one typed struct, loaded from a YAML
+// file (strictly: an unknown key is an error), overridden by environment variables, filled
+// with defaults in one place (WithDefaults) and checked by Validate before anything
+// starts.
+//
+// Secrets (DSNs that may carry passwords, robot tokens) have the type Secret, which
+// prints as "<secret>" everywhere: fmt, slog, YAML and JSON output.
+//
+// This package reads files and the environment it is given; it opens no connection.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration of a rocketdelay process.
+type Config struct {
+	// Log configures the process's structured log.
+	Log Log `yaml:"log" json:"log"`
+	// HTTP configures the listener for /healthz, /readyz, /metrics and the admin API.
+	HTTP HTTP `yaml:"http" json:"http"`
+	// RocketMQ says where the broker is and which topic and group the scheduler uses.
+	RocketMQ RocketMQ `yaml:"rocketmq" json:"rocketmq"`
+	// Scheduler configures the decomposition of delays into broker delay levels.
+	Scheduler Scheduler `yaml:"scheduler" json:"scheduler"`
+	// Redis holds the wheel stage and the robots' rate-limit windows.
+	Redis Redis `yaml:"redis" json:"redis"`
+	// Postgres holds the failed_sends table.
+	Postgres Postgres `yaml:"postgres" json:"postgres"`
+	// ShutdownTimeout bounds a graceful stop: stop consuming, drain, close stores.
+	// Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdownTimeout" json:"shutdownTimeout"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is one of debug, info, warn, error. Default info.
+	Level string `yaml:"level" json:"level"`
+	// Format is json or text. Default json.
+	Format string `yaml:"format" json:"format"`
+}
+
+// HTTP configures the HTTP listener.
+type HTTP struct {
+	// Addr is the host:port to listen on. Default ":8080".
+	Addr string `yaml:"addr" json:"addr"`
+}
+
+// RocketMQ configures the connection to the broker.
+type RocketMQ struct {
+	// NameServers are the name server addresses, host:port. Required.
+	NameServers []string `yaml:"nameServers" json:"nameServers"`
+	// Topic is the topic producers publish alerts to and the scheduler re-publishes hops
+	// to. Default "guava".
+	Topic string `yaml:"topic" json:"topic"`
+	// Group is the scheduler's consumer group. Default "rocketdelay".
+	Group string `yaml:"group" json:"group"`
+	// SendTimeout bounds one publish to the broker. Default 3s.
+	SendTimeout time.Duration `yaml:"sendTimeout" json:"sendTimeout"`
+}
+
+// Scheduler configures how delays are decomposed.
+type Scheduler struct {
+	// Levels are the broker's delay levels, in the broker's `messageDelayLevel` syntax; they
+	// must match the broker's setting exactly. Default RocketMQ's 18 levels,
+	// "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".
+	Levels DelayLevels `yaml:"levels" json:"levels"`
+	// Threshold: a remainder at or above it takes another broker hop, a remainder below it
+	// goes to the wheel stage. Must be at least the smallest level. Default 60s.
+	Threshold time.Duration `yaml:"threshold" json:"threshold"`
+	// Horizon is the longest delay accepted; a due time further out is rejected.
+	// Default 720h (30 days).
+	Horizon time.Duration `yaml:"horizon" json:"horizon"`
+}
+
+// Redis configures the Redis connection.
+type Redis struct {
+	// URL is a redis:// or rediss:// URL; it may carry a password. Required.
+	URL Secret `yaml:"url" json:"url"`
+	// KeyPrefix starts every key rocketdelay writes, so several deployments can share one
+	// Redis. Default "rd".
+	KeyPrefix string `yaml:"keyPrefix" json:"keyPrefix"`
+}
+
+// Postgres configures the Postgres connection.
+type Postgres struct {
+	// URL is a postgres:// DSN; it may carry a password. Required.
+	URL Secret `yaml:"url" json:"url"`
+}
+
+// Defaults of the fields above, in one place.
+const (
+	DefaultLogLevel        = "info"
+	DefaultLogFormat       = "json"
+	DefaultHTTPAddr        = ":8080"
+	DefaultTopic           = "guava"
+	DefaultGroup           = "rocketdelay"
+	DefaultSendTimeout     = 3 * time.Second
+	DefaultLevels          = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+	DefaultThreshold       = 60 * time.Second
+	DefaultHorizon         = 30 * 24 * time.Hour
+	DefaultKeyPrefix       = "rd"
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// WithDefaults returns a copy of c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	setDefault(&c.Log.Level, DefaultLogLevel)
+	setDefault(&c.Log.Format, DefaultLogFormat)
+	setDefault(&c.HTTP.Addr, DefaultHTTPAddr)
+	setDefault(&c.RocketMQ.Topic, DefaultTopic)
+	setDefault(&c.RocketMQ.Group, DefaultGroup)
+	setDefault(&c.RocketMQ.SendTimeout, DefaultSendTimeout)
+	if len(c.Scheduler.Levels) == 0 {
+		c.Scheduler.Levels = MustParseDelayLevels(DefaultLevels)
+	}
+	setDefault(&c.Scheduler.Threshold, DefaultThreshold)
+	setDefault(&c.Scheduler.Horizon, DefaultHorizon)
+	setDefault(&c.Redis.KeyPrefix, DefaultKeyPrefix)
+	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	return c
+}
+
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+// FieldError names the configuration key that is wrong and why.
+type FieldError struct {
+	Key    string // the YAML path, e.g. "scheduler.threshold"
+	Reason string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("config: %s: %s", e.Key, e.Reason) }
+
+// Validate reports every invalid field of c (which should have its defaults filled in),
+// each as a *FieldError naming the key, joined with errors.Join.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &FieldError{Key: key, Reason: fmt.Sprintf(format, args...)})
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		bad("log.format", "%q is not one of json, text", c.Log.Format)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		bad("http.addr", "%q is not host:port", c.HTTP.Addr)
+	}
+	if len(c.RocketMQ.NameServers) == 0 {
+		bad("rocketmq.nameServers", "at least one name server (host:port) is required; set it in the file or in ROCKETDELAY_NAMESRV")
+	}
+	for i, ns := range c.RocketMQ.NameServers {
+		if _, port, err := net.SplitHostPort(ns); err != nil || port == "" {
+			bad(fmt.Sprintf("rocketmq.nameServers[%d]", i), "%q is not host:port", ns)
+		}
+	}
+	if !validResourceName(c.RocketMQ.Topic) {
+		bad("rocketmq.topic", "%q is not a valid topic name (letters, digits, %%, -, _, |; at most 127 characters)", c.RocketMQ.Topic)
+	}
+	if !validResourceName(c.RocketMQ.Group) {
+		bad("rocketmq.group", "%q is not a valid group name (letters, digits, %%, -, _, |; at most 127 characters)", c.RocketMQ.Group)
+	}
+	if c.RocketMQ.SendTimeout <= 0 {
+		bad("rocketmq.sendTimeout", "must be positive, got %s", c.RocketMQ.SendTimeout)
+	}
+	if len(c.Scheduler.Levels) == 0 {
+		bad("scheduler.levels", "at least one delay level is required")
+	} else if c.Scheduler.Threshold < c.Scheduler.Levels[0] {
+		bad("scheduler.threshold", "%s is below the smallest delay level %s", c.Scheduler.Threshold, c.Scheduler.Levels[0])
+	}
+	if c.Scheduler.Horizon <= 0 {
+		bad("scheduler.horizon", "must be positive, got %s", c.Scheduler.Horizon)
+	}
+	if c.Redis.URL == "" {
+		bad("redis.url", "required; set it in the file or in ROCKETDELAY_REDIS_URL")
+	} else if u, err := url.Parse(c.Redis.URL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+		bad("redis.url", "must be a redis://, rediss:// or unix:// URL")
+	}
+	if strings.ContainsAny(c.Redis.KeyPrefix, "{} \t\n") {
+		bad("redis.keyPrefix", "%q must not contain braces or whitespace", c.Redis.KeyPrefix)
+	}
+	if c.Postgres.URL == "" {
+		bad("postgres.url", "required; set it in the file or in ROCKETDELAY_POSTGRES_URL")
+	} else if u, err := url.Parse(c.Postgres.URL.Reveal()); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		bad("postgres.url", "must be a postgres:// URL")
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// validResourceName mirrors the broker's check for topic and group names.
+func validResourceName(s string) bool {
+	if s == "" || len(s) > 127 {
+		return false
+	}
+	for _, r := range s {
+		ok := r == '%' || r == '-' || r == '_' || r == '|' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Decode reads YAML from r strictly: an unknown key or a value of the wrong type is an
+// error that names the line. An empty document yields the zero Config.
+func Decode(r io.Reader) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+// Load reads the YAML file at path (no file when path is ""), applies the environment
+// overrides from getenv (os.Getenv when nil), fills in defaults and validates.
+func Load(path string, getenv func(string) string) (Config, error) {
+	var c Config
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: read %s: %w", path, err)
+		}
+		c, err = Decode(bytes.NewReader(data))
+		if err != nil {
+			return Config{}, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if err := c.applyEnv(getenv); err != nil {
+		return Config{}, err
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// EnvVar is one environment override: when the variable is set and not empty, it
+// replaces the key's value from the file.
+type EnvVar struct {
+	Name string // e.g. ROCKETDELAY_NAMESRV
+	Key  string // the YAML key it overrides
+	set  func(c *Config, v string) error
+}
+
+// EnvVars lists every environment variable Load reads.
+var EnvVars = []EnvVar{
+	{"ROCKETDELAY_LOG_LEVEL", "log.level", func(c *Config, v string) error { c.Log.Level = v; return nil }},
+	{"ROCKETDELAY_LOG_FORMAT", "log.format", func(c *Config, v string) error { c.Log.Format = v; return nil }},
+	{"ROCKETDELAY_HTTP_ADDR", "http.addr", func(c *Config, v string) error { c.HTTP.Addr = v; return nil }},
+	{"ROCKETDELAY_NAMESRV", "rocketmq.nameServers", func(c *Config, v string) error {
+		c.RocketMQ.NameServers = splitList(v)
+		return nil
+	}},
+	{"ROCKETDELAY_TOPIC", "rocketmq.topic", func(c *Config, v string) error { c.RocketMQ.Topic = v; return nil }},
+	{"ROCKETDELAY_GROUP", "rocketmq.group", func(c *Config, v string) error { c.RocketMQ.Group = v; return nil }},
+	{"ROCKETDELAY_LEVELS", "scheduler.levels", func(c *Config, v string) error {
+		l, err := ParseDelayLevels(v)
+		c.Scheduler.Levels = l
+		return err
+	}},
+	{"ROCKETDELAY_THRESHOLD", "scheduler.threshold", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		c.Scheduler.Threshold = d
+		return err
+	}},
+	{"ROCKETDELAY_REDIS_URL", "redis.url", func(c *Config, v string) error { c.Redis.URL = Secret(v); return nil }},
+	{"ROCKETDELAY_REDIS_KEY_PREFIX", "redis.keyPrefix", func(c *Config, v string) error { c.Redis.KeyPrefix = v; return nil }},
+	{"ROCKETDELAY_POSTGRES_URL", "postgres.url", func(c *Config, v string) error { c.Postgres.URL = Secret(v); return nil }},
+	{"ROCKETDELAY_SHUTDOWN_TIMEOUT", "shutdownTimeout", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		c.ShutdownTimeout = d
+		return err
+	}},
+}
+
+func (c *Config) applyEnv(getenv func(string) string) error {
+	var errs []error
+	for _, ev := range EnvVars {
+		v := getenv(ev.Name)
+		if v == "" {
+			continue
+		}
+		if err := ev.set(c, v); err != nil {
+			// The value may be a secret: name the variable, not its content.
+			errs = append(errs, &FieldError{Key: ev.Key, Reason: fmt.Sprintf("from %s: %v", ev.Name, redactErr(err, v))})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func redactErr(err error, value string) string {
+	return strings.ReplaceAll(err.Error(), value, "<value>")
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
+		out = append(out, f)
+	}
+	return out
+}
+
+// Redacted returns the effective configuration as YAML with every secret printed as
+// "<secret>"; `rocketdelay config check` prints it.
+func (c Config) Redacted() string {
+	out, err := yaml.Marshal(c)
+	if err != nil { // only unmarshalable types could fail, and Config has none
+		return fmt.Sprintf("config: cannot render: %v", err)
+	}
+	return string(out)
+}
+
+// DelayLevels are the broker's delay levels in order; level i+1 (RocketMQ's DELAY=i+1)
+// waits DelayLevels[i].
+type DelayLevels []time.Duration
+
+// ParseDelayLevels parses the broker's `messageDelayLevel` syntax: whole numbers with a
+// unit s, m, h or d, separated by single spaces, strictly increasing.
+func ParseDelayLevels(s string) (DelayLevels, error) {
+	if s == "" {
+		return nil, errors.New("empty level list")
+	}
+	fields := strings.Split(s, " ")
+	levels := make(DelayLevels, 0, len(fields))
+	for i, f := range fields {
+		if f == "" {
+			return nil, fmt.Errorf("levels must be separated by single spaces (as the broker requires): %q", s)
+		}
+		unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[f[len(f)-1]]
+		n, err := strconv.Atoi(f[:len(f)-1])
+		if unit == 0 || err != nil || n <= 0 || f[0] == '+' {
+			return nil, fmt.Errorf("level %d %q: want a positive whole number followed by s, m, h or d", i+1, f)
+		}
+		d := time.Duration(n) * unit
+		if i > 0 && d <= levels[i-1] {
+			return nil, fmt.Errorf("level %d %q is not longer than level %d (%s): levels must increase", i+1, f, i, levels[i-1])
+		}
+		levels = append(levels, d)
+	}
+	return levels, nil
+}
+
+// MustParseDelayLevels is ParseDelayLevels for constants; it panics on a bad string.
+func MustParseDelayLevels(s string) DelayLevels {
+	l, err := ParseDelayLevels(s)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+// String prints the levels in the broker's syntax.
+func (l DelayLevels) String() string {
+	parts := make([]string, len(l))
+	for i, d := range l {
+		switch {
+		case d%(24*time.Hour) == 0:
+			parts[i] = fmt.Sprintf("%dd", d/(24*time.Hour))
+		case d%time.Hour == 0:
+			parts[i] = fmt.Sprintf("%dh", d/time.Hour)
+		case d%time.Minute == 0:
+			parts[i] = fmt.Sprintf("%dm", d/time.Minute)
+		default:
+			parts[i] = fmt.Sprintf("%ds", d/time.Second)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// MarshalText prints the levels in the broker's syntax.
+func (l DelayLevels) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+// UnmarshalText parses the broker's syntax (see ParseDelayLevels).
+func (l *DelayLevels) UnmarshalText(b []byte) error {
+	v, err := ParseDelayLevels(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}

@@ -1,0 +1,206 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+const validYAML = `
+rocketmq:
+  nameServers: ["127.0.0.1:9876"]
+scheduler:
+  levels: "1s 2s 3s"
+  threshold: 3s
+redis:
+  url: redis://:hunter2@127.0.0.1:6379/0
+postgres:
+  url: postgres://rd:pg-pass-42@127.0.0.1:5432/rd
+`
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+func noEnv(string) string { return "" }
+
+func TestLoadFillsDefaults(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, DefaultTopic, c.RocketMQ.Topic)
+	require.Equal(t, DefaultGroup, c.RocketMQ.Group)
+	require.Equal(t, DefaultHTTPAddr, c.HTTP.Addr)
+	require.Equal(t, DefaultHorizon, c.Scheduler.Horizon)
+	require.Equal(t, 3*time.Second, c.Scheduler.Threshold)
+	require.Equal(t, DelayLevels{time.Second, 2 * time.Second, 3 * time.Second}, c.Scheduler.Levels)
+	require.Equal(t, "redis://:hunter2@127.0.0.1:6379/0", c.Redis.URL.Reveal())
+}
+
+func TestDefaultLevelsAreRocketMQs(t *testing.T) {
+	c := Config{}.WithDefaults()
+	require.Len(t, c.Scheduler.Levels, 18)
+	require.Equal(t, time.Second, c.Scheduler.Levels[0])
+	require.Equal(t, 2*time.Hour, c.Scheduler.Levels[17])
+	require.Equal(t, DefaultLevels, c.Scheduler.Levels.String())
+}
+
+func TestUnknownKeyIsAnError(t *testing.T) {
+	_, err := Load(writeFile(t, validYAML+"\nreddis:\n  url: x\n"), noEnv)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "reddis")
+	require.Contains(t, err.Error(), "not found")
+}
+
+func TestWrongTypeNamesTheLine(t *testing.T) {
+	_, err := Load(writeFile(t, "shutdownTimeout: soon\n"), noEnv)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "line 1")
+}
+
+func TestValidateNamesEveryBadKey(t *testing.T) {
+	c := Config{
+		Log:      Log{Level: "loud"},
+		HTTP:     HTTP{Addr: "8080"},
+		RocketMQ: RocketMQ{NameServers: []string{"nohost"}, Topic: "bad topic"},
+		Scheduler: Scheduler{
+			Levels:    DelayLevels{5 * time.Second},
+			Threshold: time.Second,
+		},
+		Redis:    Redis{URL: "http://:hunter2@x"},
+		Postgres: Postgres{URL: "mysql://u:pg-pass-42@x/db"},
+	}.WithDefaults()
+	err := c.Validate()
+	require.Error(t, err)
+	msg := err.Error()
+	for _, key := range []string{"log.level", "http.addr", "rocketmq.nameServers[0]", "rocketmq.topic",
+		"scheduler.threshold", "redis.url", "postgres.url"} {
+		require.Contains(t, msg, "config: "+key+":")
+	}
+	require.NotContains(t, msg, "hunter2")
+	require.NotContains(t, msg, "pg-pass-42")
+}
+
+func TestMissingRequiredKeysSayHowToSetThem(t *testing.T) {
+	_, err := Load("", noEnv)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "ROCKETDELAY_NAMESRV")
+	require.Contains(t, err.Error(), "ROCKETDELAY_REDIS_URL")
+	require.Contains(t, err.Error(), "ROCKETDELAY_POSTGRES_URL")
+}
+
+func TestEnvironmentOverridesFile(t *testing.T) {
+	env := map[string]string{
+		"ROCKETDELAY_NAMESRV":   "10.0.0.1:9876,10.0.0.2:9876",
+		"ROCKETDELAY_LEVELS":    "1s 2s",
+		"ROCKETDELAY_THRESHOLD": "2s",
+		"ROCKETDELAY_REDIS_URL": "redis://127.0.0.1:1/2",
+		"ROCKETDELAY_TOPIC":     "other",
+	}
+	c, err := Load(writeFile(t, validYAML), func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.0.0.1:9876", "10.0.0.2:9876"}, c.RocketMQ.NameServers)
+	require.Equal(t, DelayLevels{time.Second, 2 * time.Second}, c.Scheduler.Levels)
+	require.Equal(t, 2*time.Second, c.Scheduler.Threshold)
+	require.Equal(t, "redis://127.0.0.1:1/2", c.Redis.URL.Reveal())
+	require.Equal(t, "other", c.RocketMQ.Topic)
+}
+
+func TestBadEnvironmentValueNamesVariable(t *testing.T) {
+	_, err := Load(writeFile(t, validYAML), func(k string) string {
+		if k == "ROCKETDELAY_LEVELS" {
+			return "1s  2s"
+		}
+		return ""
+	})
+	require.ErrorContains(t, err, "scheduler.levels: from ROCKETDELAY_LEVELS")
+}
+
+func TestEnvVarNamesAreUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, ev := range EnvVars {
+		require.True(t, strings.HasPrefix(ev.Name, "ROCKETDELAY_"), ev.Name)
+		require.False(t, seen[ev.Name], "duplicate %s", ev.Name)
+		seen[ev.Name] = true
+	}
+}
+
+func TestSecretsNeverPrint(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML), noEnv)
+	require.NoError(t, err)
+
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("cfg", "redis", c.Redis.URL, "config", c)
+	js, err := json.Marshal(c)
+	require.NoError(t, err)
+	outputs := map[string]string{
+		"Redacted": c.Redacted(),
+		"%v":       fmt.Sprintf("%v", c),
+		"%+v":      fmt.Sprintf("%+v", c),
+		"%#v":      fmt.Sprintf("%#v", c),
+		"%s":       fmt.Sprintf("%s", c.Postgres.URL),
+		"slog":     logs.String(),
+		"json":     string(js),
+	}
+	for name, out := range outputs {
+		require.NotContains(t, out, "hunter2", name)
+		require.NotContains(t, out, "pg-pass-42", name)
+	}
+	require.Contains(t, c.Redacted(), "url: <secret>")
+}
+
+func TestRedactedIsValidConfigExceptSecrets(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML), noEnv)
+	require.NoError(t, err)
+	back, err := Decode(strings.NewReader(c.Redacted()))
+	require.NoError(t, err)
+	require.Equal(t, c.Scheduler, back.Scheduler)
+	require.Equal(t, Secret("<secret>"), back.Redis.URL)
+}
+
+func TestParseDelayLevelsRejects(t *testing.T) {
+	for _, s := range []string{"", "1s  2s", " 1s", "1s ", "1x", "1.5s", "0s", "-1s", "+1s", "2s 1s", "1s 1s", "s", "1m 60s"} {
+		_, err := ParseDelayLevels(s)
+		require.Error(t, err, "%q", s)
+	}
+}
+
+func TestDelayLevelsRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 20).Draw(t, "n")
+		units := []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour}
+		var levels DelayLevels
+		var last time.Duration
+		for range n {
+			unit := rapid.SampledFrom(units).Draw(t, "unit")
+			k := rapid.IntRange(1, 90).Draw(t, "k")
+			d := time.Duration(k) * unit
+			if d <= last {
+				continue
+			}
+			levels = append(levels, d)
+			last = d
+		}
+		if len(levels) == 0 {
+			return
+		}
+		back, err := ParseDelayLevels(levels.String())
+		if err != nil {
+			t.Fatalf("parse %q: %v", levels.String(), err)
+		}
+		if fmt.Sprint(back) != fmt.Sprint(levels) {
+			t.Fatalf("round trip %v -> %q -> %v", levels, levels.String(), back)
+		}
+	})
+}

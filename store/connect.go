@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// connectTimeout bounds the first ping of a new connection.
+const connectTimeout = 10 * time.Second
+
+// OpenRedis connects to the Redis at rawURL and pings it. The error names the host, never
+// the URL's password.
+func OpenRedis(ctx context.Context, rawURL string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: redis url: %s", scrub(err.Error(), rawURL))
+	}
+	client := redis.NewClient(opts)
+	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := client.Ping(pingCtx).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("store: connect to redis at %s: %s: %w", opts.Addr, scrub(err.Error(), rawURL), ErrUnavailable)
+	}
+	return client, nil
+}
+
+// OpenPostgres opens a connection pool to the Postgres at dsn and pings it. The error
+// names the host and database, never the password.
+func OpenPostgres(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres url: %s", scrub(err.Error(), dsn))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: %s", scrub(err.Error(), dsn))
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: connect to postgres database %q at %s:%d: %s: %w",
+			cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port, scrub(err.Error(), dsn), ErrUnavailable)
+	}
+	return pool, nil
+}
+
+// ErrUnavailable marks errors caused by a store that cannot be reached; callers retry.
+var ErrUnavailable = errors.New("store unavailable")
+
+// scrub removes the DSN and its password from a driver's error text.
+func scrub(msg, dsn string) string {
+	if dsn == "" {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, dsn, "<dsn>")
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "<secret>")
+			if esc := url.QueryEscape(pw); esc != pw {
+				msg = strings.ReplaceAll(msg, esc, "<secret>")
+			}
+		}
+	}
+	return msg
+}

@@ -1,0 +1,27 @@
+// Package timewheel is a hashed timing wheel that fires string keys at
+// chosen instants with tick precision.
+//
+// rocketdelay uses it for the final sub-minute remainder of every delayed
+// alert: at peak it holds hundreds of thousands of keys, so a key costs no
+// goroutine, no closure and, in steady state, no heap allocation. Keys live in
+// a slab of fixed-size entries linked into per-slot lists, found through an
+// open-addressing index; a cancelled or fired entry is unlinked at once, drops
+// its key and is reused by the next Add.
+//
+// Timing: a key fires on the first tick at or after its time, so it is never
+// early and, when the process is not overloaded, at most one tick late. A key
+// whose time has already passed fires on the next tick. If the tick goroutine
+// is held up (GC pause, suspended process, long catch-up), the next tick
+// processes every missed tick, so no key is skipped. Any horizon works: a key
+// more than one revolution away stays in its slot until its round comes.
+//
+// Delivery: due keys are handed over as batches on the channel returned by
+// [Wheel.C]. The tick goroutine never runs user code and never waits for the
+// receiver; fired keys queue up inside the wheel (bounded by
+// [Config.MaxPending]) and a delivery goroutine hands them over, merging them
+// into larger batches while the receiver is slow. Nothing is dropped:
+// [Wheel.Stop] returns every key that was not received.
+//
+// The package does no I/O and no logging: no Redis, no RocketMQ. The caller
+// owns durability; the wheel only supplies precise timing.
+package timewheel

@@ -1,0 +1,386 @@
+package timewheel
+
+import (
+	"errors"
+	"sync"
+	"time"
+)
+
+var (
+	// ErrFull is returned by Add when the wheel already holds
+	// Config.MaxPending keys.
+	ErrFull = errors.New("timewheel: full: too many pending keys")
+	// ErrStopped is returned by Add and Start after Stop.
+	ErrStopped = errors.New("timewheel: stopped")
+)
+
+// fireChunk is how many entries the tick goroutine examines per hold of the
+// lock, so that Add and Cancel get in during a large burst and the receiver
+// gets the first keys early.
+const fireChunk = 1024
+
+// firstBatchCap is the capacity a new batch starts with; it grows by append
+// up to Config.MaxBatch.
+const firstBatchCap = 16
+
+// Wheel is a hashed timing wheel of string keys. Its methods are safe for
+// concurrent use. Create one with New, receive from C, call Start, and call
+// Stop when done.
+type Wheel struct {
+	tick     time.Duration
+	mask     int64
+	clock    Clock
+	origin   time.Time // the start of tick 0
+	maxBatch int
+	limit    int // Config.MaxPending; 0 for none
+
+	out     chan []string
+	readyCh chan struct{} // a batch was queued; capacity 1
+	stopCh  chan struct{}
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	current int64   // the last tick processed; entries are due later
+	slots   []int32 // head of each slot's list, or nilIdx
+	table   table
+	cursor  int32      // next entry the firing walk will look at, or nilIdx
+	ready   [][]string // fired batches waiting for the delivery goroutine
+	backlog int        // fired keys not yet received from C
+}
+
+// New returns a stopped wheel configured by cfg (defaults filled in, then
+// validated). Tick 0 begins now, by cfg.Clock; keys may be added before Start.
+func New(cfg Config) (*Wheel, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	w := &Wheel{
+		tick:     cfg.Tick,
+		mask:     int64(cfg.Slots - 1),
+		clock:    cfg.Clock,
+		maxBatch: cfg.MaxBatch,
+		limit:    cfg.MaxPending,
+		out:      make(chan []string),
+		readyCh:  make(chan struct{}, 1),
+		stopCh:   make(chan struct{}),
+		slots:    make([]int32, cfg.Slots),
+		table:    newTable(cfg.Capacity),
+		cursor:   nilIdx,
+	}
+	for i := range w.slots {
+		w.slots[i] = nilIdx
+	}
+	w.origin = w.clock.Now()
+	return w, nil
+}
+
+// C returns the channel on which due keys arrive, in batches of at most
+// Config.MaxBatch keys. The receiver owns each batch. A key arrives once, on
+// the first tick at or after its time, or later if the receiver is slow: fired
+// keys wait inside the wheel, merged into larger batches, and are never
+// dropped. C is closed by Stop.
+func (w *Wheel) C() <-chan []string { return w.out }
+
+// Add schedules key to fire at time at. A time already past fires on the next
+// tick. Adding a key that is already scheduled reschedules it to the new time
+// (it fires once, at the new time); a key that has fired but has not been
+// received yet is a new key. Add returns ErrFull if the key is new and the
+// wheel holds Config.MaxPending keys, and ErrStopped after Stop. The wheel
+// keeps a reference to key and does not copy it.
+func (w *Wheel) Add(key string, at time.Time) error {
+	due := w.tickAfter(at)
+	h := w.table.hash(key)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return ErrStopped
+	}
+	due = max(due, w.current+1)
+	if i := w.table.find(key, h); i != nilIdx {
+		if e := w.table.entry(i); e.due != due {
+			w.unlink(i, e)
+			w.link(i, e, due)
+		}
+		return nil
+	}
+	if (w.limit > 0 && w.table.n+w.backlog >= w.limit) || w.table.full() {
+		return ErrFull
+	}
+	i := w.table.insert(key, h)
+	w.link(i, w.table.entry(i), due)
+	return nil
+}
+
+// Cancel removes key from the wheel and reports whether it was scheduled. A
+// key that has already fired cannot be cancelled: Cancel returns false and
+// the key is delivered on C.
+func (w *Wheel) Cancel(key string) bool {
+	h := w.table.hash(key)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return false
+	}
+	i := w.table.find(key, h)
+	if i == nilIdx {
+		return false
+	}
+	w.unlink(i, w.table.entry(i))
+	w.table.remove(i)
+	return true
+}
+
+// Len returns the number of keys scheduled and not yet fired.
+func (w *Wheel) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.table.n
+}
+
+// Start starts the tick and delivery goroutines. Starting a started wheel
+// does nothing; starting a stopped wheel returns ErrStopped.
+func (w *Wheel) Start() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return ErrStopped
+	}
+	if w.started {
+		return nil
+	}
+	w.started = true
+	w.wg.Add(2)
+	go w.run()
+	go w.deliver()
+	return nil
+}
+
+// Stop stops the wheel, closes C and returns every key that was not received
+// from C: keys that fired but were not received come first, then keys still
+// scheduled, roughly in the order they were due. It does not wait for the
+// receiver. Later calls return nil. After Stop, Add returns ErrStopped, Cancel
+// returns false and Len returns 0.
+func (w *Wheel) Stop() []string {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return nil
+	}
+	w.stopped = true
+	w.mu.Unlock()
+	close(w.stopCh)
+	w.wg.Wait()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make([]string, 0, w.backlog+w.table.n)
+	for _, batch := range w.ready {
+		keys = append(keys, batch...)
+	}
+	for t := w.current + 1; t <= w.current+int64(len(w.slots)); t++ {
+		for i := w.slots[t&w.mask]; i != nilIdx; {
+			e := w.table.entry(i)
+			keys = append(keys, e.key)
+			i = e.next
+		}
+	}
+	w.ready, w.backlog = nil, 0
+	w.table = table{free: nilIdx}
+	w.slots = nil
+	close(w.out)
+	return keys
+}
+
+// tickAfter returns the first tick that starts at or after at.
+func (w *Wheel) tickAfter(at time.Time) int64 {
+	d := at.Sub(w.origin)
+	if d <= 0 {
+		return 0
+	}
+	t := int64(d / w.tick)
+	if d%w.tick != 0 {
+		t++
+	}
+	return t
+}
+
+// tickOf returns the last tick that started at or before now.
+func (w *Wheel) tickOf(now time.Time) int64 {
+	d := now.Sub(w.origin)
+	if d <= 0 {
+		return 0
+	}
+	return int64(d / w.tick)
+}
+
+// link puts entry i, not in any list, at the head of the slot of tick due.
+func (w *Wheel) link(i int32, e *entry, due int64) {
+	head := &w.slots[due&w.mask]
+	e.due = due
+	e.prev = nilIdx
+	e.next = *head
+	if *head != nilIdx {
+		w.table.entry(*head).prev = i
+	}
+	*head = i
+}
+
+// unlink takes entry i out of its slot list, moving the firing walk past it.
+func (w *Wheel) unlink(i int32, e *entry) {
+	if w.cursor == i {
+		w.cursor = e.next
+	}
+	if e.prev == nilIdx {
+		w.slots[e.due&w.mask] = e.next
+	} else {
+		w.table.entry(e.prev).next = e.next
+	}
+	if e.next != nilIdx {
+		w.table.entry(e.next).prev = e.prev
+	}
+}
+
+// run is the tick goroutine: it wakes at every tick boundary and fires what
+// is due. It never blocks on the receiver.
+func (w *Wheel) run() {
+	defer w.wg.Done()
+	timer := w.clock.NewTimer(w.untilNextTick(w.clock.Now()))
+	defer timer.Stop()
+	for {
+		select {
+		case <-w.stopCh:
+			return
+		case <-timer.C():
+		}
+		w.advance(w.tickOf(w.clock.Now()))
+		timer.Reset(w.untilNextTick(w.clock.Now()))
+	}
+}
+
+// untilNextTick returns how long after now the next tick starts.
+func (w *Wheel) untilNextTick(now time.Time) time.Duration {
+	d := now.Sub(w.origin)
+	if d < 0 {
+		return -d
+	}
+	return w.tick - d%w.tick
+}
+
+// advance processes every tick after w.current up to and including target,
+// firing every key due by target. After a stall it catches up on all missed
+// ticks at once; one revolution of slots covers any number of missed ticks.
+func (w *Wheel) advance(target int64) {
+	w.mu.Lock()
+	if w.stopped || target <= w.current {
+		w.mu.Unlock()
+		return
+	}
+	from := w.current + 1
+	// Adds from now on land after target, so the walk below sees no key it
+	// must fire that was added while the lock was released.
+	w.current = target
+	if w.table.n == 0 {
+		w.mu.Unlock()
+		return
+	}
+	last := min(target, from+int64(len(w.slots))-1)
+	fired := false
+	budget := fireChunk
+	for t := from; t <= last; t++ {
+		w.cursor = w.slots[t&w.mask]
+		for w.cursor != nilIdx {
+			if budget == 0 {
+				// Let Add, Cancel and the delivery goroutine in.
+				w.mu.Unlock()
+				if fired {
+					w.signal()
+					fired = false
+				}
+				budget = fireChunk
+				w.mu.Lock()
+				if w.stopped {
+					w.cursor = nilIdx
+					w.mu.Unlock()
+					return
+				}
+				continue
+			}
+			budget--
+			i := w.cursor
+			e := w.table.entry(i)
+			w.cursor = e.next
+			if e.due > target {
+				continue // a later round
+			}
+			w.unlink(i, e)
+			w.queue(w.table.remove(i))
+			fired = true
+		}
+	}
+	w.cursor = nilIdx
+	w.mu.Unlock()
+	if fired {
+		w.signal()
+	}
+}
+
+// queue appends a fired key to the last batch waiting for delivery.
+func (w *Wheel) queue(key string) {
+	n := len(w.ready)
+	if n == 0 || len(w.ready[n-1]) >= w.maxBatch {
+		w.ready = append(w.ready, make([]string, 0, min(firstBatchCap, w.maxBatch)))
+		n++
+	}
+	w.ready[n-1] = append(w.ready[n-1], key)
+	w.backlog++
+}
+
+// signal wakes the delivery goroutine.
+func (w *Wheel) signal() {
+	select {
+	case w.readyCh <- struct{}{}:
+	default:
+	}
+}
+
+// deliver is the delivery goroutine: it hands queued batches to the receiver
+// one at a time, oldest first. While it waits for the receiver, the tick
+// goroutine keeps filling the next batch.
+func (w *Wheel) deliver() {
+	defer w.wg.Done()
+	for {
+		w.mu.Lock()
+		var batch []string
+		if len(w.ready) > 0 {
+			batch = w.ready[0]
+			w.ready[0] = nil
+			w.ready = w.ready[1:]
+			if len(w.ready) == 0 {
+				w.ready = nil
+			}
+		}
+		w.mu.Unlock()
+		if batch == nil {
+			select {
+			case <-w.readyCh:
+				continue
+			case <-w.stopCh:
+				return
+			}
+		}
+		select {
+		case w.out <- batch:
+			w.mu.Lock()
+			w.backlog -= len(batch)
+			w.mu.Unlock()
+		case <-w.stopCh:
+			w.mu.Lock()
+			w.ready = append([][]string{batch}, w.ready...)
+			w.mu.Unlock()
+			return
+		}
+	}
+}
