@@ -34,7 +34,7 @@ type Migrator struct {
 // New returns a Migrator that runs on pool (see store.OpenPostgres).
 func New(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
 	db := stdlib.OpenDBFromPool(pool)
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(5, 120)) // poll every 5s, up to 10 min
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 600)) // poll every second, up to 10 min
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrations: %w", err)

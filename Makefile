@@ -1,0 +1,54 @@
+# rocketdelay — the two quickstart commands are `make run` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/rocketdelay/rocketdelay/app.Version=$(VERSION)
+BIN := bin/rocketdelay
+LOCAL_CONFIG := deploy/local/rocketdelay.yaml
+GO_TEST_TIMEOUT ?= 15m
+
+.PHONY: help build run test test-short bench bench-timewheel down status fmt vet
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+build: ## build bin/rocketdelay
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rocketdelay
+
+run: build ## start the local stack (default delay levels), migrate, and serve in the foreground
+	deploy/local/up --profile default >/dev/null
+	eval "$$(deploy/local/env)"; \
+	$(BIN) migrate up -f $(LOCAL_CONFIG); \
+	exec $(BIN) serve -f $(LOCAL_CONFIG)
+
+test: ## start the local stack (test delay levels), then gofmt, go vet and go test -race
+	deploy/local/up --profile test >/dev/null
+	@unformatted="$$(gofmt -l .)"; \
+	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	eval "$$(deploy/local/env)"; \
+	go vet ./...; \
+	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+
+test-short: ## only the tests that need no server (go test -short)
+	go test -short -race -count=1 ./...
+
+bench: ## the Go benchmarks of every package, then the timing wheel comparison table
+	go test -run '^$$' -bench . -benchmem ./...
+	$(MAKE) bench-timewheel
+
+bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one table
+	cd timewheel/bench && go run .
+
+down: ## stop the local stack
+	deploy/local/down
+
+status: ## show the local stack's processes, ports and logs
+	deploy/local/status
+
+fmt: ## gofmt the tree
+	gofmt -w .
+
+vet: ## go vet
+	go vet ./...

@@ -1,0 +1,180 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func run(t *testing.T, env map[string]string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := Run(context.Background(), args, IO{
+		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
+		Getenv: func(k string) string { return env[k] },
+	})
+	return out.String(), errOut.String(), err
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := run(t, nil, "version")
+	require.NoError(t, err)
+	require.Equal(t, "rocketdelay "+Version+"\n", out)
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"--bogus"}, {"version", "extra"}, {"config", "check", "--nope"}} {
+		_, _, err := run(t, nil, args...)
+		require.Error(t, err, "%v", args)
+		require.True(t, errors.Is(err, ErrUsage), "%v: %v", args, err)
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	require.NoError(t, os.WriteFile(good, []byte(`
+rocketmq: {nameServers: ["127.0.0.1:9876"]}
+redis: {url: "redis://:redis-pw-77@127.0.0.1:6379/0"}
+postgres: {url: "postgres://u:pg-pw-88@127.0.0.1/db"}
+`), 0o600))
+	out, _, err := run(t, nil, "config", "check", "-f", good)
+	require.NoError(t, err)
+	require.Contains(t, out, "topic: guava")
+	require.Contains(t, out, "url: <secret>")
+	require.NotContains(t, out, "redis-pw-77")
+	require.NotContains(t, out, "pg-pw-88")
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("scheduler: {threshold: 10ms}\nrocketmq: {topik: x}\n"), 0o600))
+	_, _, err = run(t, nil, "config", "check", "-f", bad)
+	require.Error(t, err)
+	require.False(t, errors.Is(err, ErrUsage))
+	require.Contains(t, err.Error(), "topik")
+	require.Contains(t, err.Error(), bad)
+
+	_, _, err = run(t, nil, "config", "check", "-f", filepath.Join(dir, "missing.yaml"))
+	require.ErrorContains(t, err, "missing.yaml")
+}
+
+func stackConfig(t *testing.T) config.Config {
+	t.Helper()
+	env := map[string]string{
+		"ROCKETDELAY_NAMESRV":      testenv.NameServer(t),
+		"ROCKETDELAY_REDIS_URL":    testenv.RedisURL(t),
+		"ROCKETDELAY_POSTGRES_URL": testenv.PostgresURL(t),
+		"ROCKETDELAY_LEVELS":       testenv.Levels(t).String(),
+	}
+	cfg, err := config.Load("", func(k string) string { return env[k] })
+	require.NoError(t, err)
+	cfg.ShutdownTimeout = 5 * time.Second
+	return cfg
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+func TestServeHealthReadinessMetrics(t *testing.T) {
+	cfg := stackConfig(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+
+	var logs bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs}, nil)), Listener: ln})
+	}()
+
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond)
+
+	code, body := get(t, base+"/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+	var report readyReport
+	require.NoError(t, json.Unmarshal([]byte(body), &report))
+	require.Equal(t, map[string]string{"redis": "ok", "postgres": "ok"}, report.Checks)
+
+	code, body = get(t, base+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `rocketdelay_build_info{goversion=`)
+	require.Contains(t, body, `rocketdelay_dependency_up{dependency="redis"} 1`)
+	require.Contains(t, body, `rocketdelay_dependency_up{dependency="postgres"} 1`)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after cancel")
+	}
+	require.NotContains(t, logs.String(), cfg.Postgres.URL.Reveal())
+	require.Contains(t, logs.String(), `"msg":"stopped"`)
+}
+
+func TestReadinessOffWhileDraining(t *testing.T) {
+	h := newHealth(prometheusRegistry(t), check{"dep", func(context.Context) error { return nil }})
+	srv := http.NewServeMux()
+	srv.HandleFunc("GET /readyz", h.ready)
+	rec := doRequest(srv, "/readyz")
+	require.Equal(t, http.StatusOK, rec.code)
+	h.drain()
+	rec = doRequest(srv, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, rec.code)
+	require.Contains(t, rec.body, "shutting down")
+}
+
+func TestReadinessReportsFailingDependency(t *testing.T) {
+	h := newHealth(prometheusRegistry(t),
+		check{"good", func(context.Context) error { return nil }},
+		check{"bad", func(context.Context) error { return errors.New("connection refused") }},
+	)
+	srv := http.NewServeMux()
+	srv.HandleFunc("GET /readyz", h.ready)
+	rec := doRequest(srv, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, rec.code)
+	var report readyReport
+	require.NoError(t, json.Unmarshal([]byte(rec.body), &report))
+	require.Equal(t, "connection refused", report.Checks["bad"])
+	require.Equal(t, "ok", report.Checks["good"])
+}
+
+func TestServeFailsClearlyWhenRedisIsDown(t *testing.T) {
+	cfg := stackConfig(t)
+	cfg.Redis.URL = "redis://:pw-never-shown@127.0.0.1:1/0"
+	err := Serve(context.Background(), cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "redis at 127.0.0.1:1")
+	require.NotContains(t, err.Error(), "pw-never-shown")
+}

@@ -1,0 +1,122 @@
+// Package testenv gives tests the real Redis, Postgres and RocketMQ started by
+// deploy/local (make test), each isolated per test: a key prefix in Redis, a fresh schema
+// in Postgres, unique topic and group names in RocketMQ.
+//
+// The addresses come from the environment deploy/local/env prints. A test that needs a
+// server fails when its variable is missing, with a message saying how to start the
+// stack; under `go test -short` such tests are skipped instead.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// Env reads one variable of the local stack, or ends the test.
+func Env(t testing.TB, name string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs the local stack (%s); skipped under -short", name)
+	}
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run the tests with `make test`, or start the stack with "+
+			"`deploy/local/up --profile test` and `eval \"$(deploy/local/env)\"`", name)
+	}
+	return v
+}
+
+// Unique returns prefix plus a random suffix, usable in topic, group, key and schema
+// names.
+func Unique(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// RedisURL is the local Redis URL.
+func RedisURL(t testing.TB) string { return Env(t, "ROCKETDELAY_REDIS_URL") }
+
+// PostgresURL is the local Postgres DSN.
+func PostgresURL(t testing.TB) string { return Env(t, "ROCKETDELAY_POSTGRES_URL") }
+
+// NameServer is the local RocketMQ name server address.
+func NameServer(t testing.TB) string { return Env(t, "ROCKETDELAY_NAMESRV") }
+
+// Levels are the delay levels of the local broker's profile.
+func Levels(t testing.TB) config.DelayLevels {
+	t.Helper()
+	l, err := config.ParseDelayLevels(Env(t, "ROCKETDELAY_LEVELS"))
+	require.NoError(t, err)
+	return l
+}
+
+// Redis connects to the local Redis and returns the client and a key prefix that belongs
+// to this test alone; keys under it are deleted when the test ends.
+func Redis(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	rdb, err := store.OpenRedis(context.Background(), RedisURL(t))
+	require.NoError(t, err)
+	prefix := Unique("rdtest")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		rdb.Close()
+	})
+	return rdb, prefix
+}
+
+// Postgres returns a pool on the local database whose search_path is a fresh schema
+// owned by this test; the schema is dropped when the test ends.
+func Postgres(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, _ := PostgresSchema(t)
+	return pool
+}
+
+// PostgresSchema is Postgres, also returning a DSN that selects the same schema, for
+// code under test that opens its own connections.
+func PostgresSchema(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := PostgresURL(t)
+	admin, err := store.OpenPostgres(ctx, dsn)
+	require.NoError(t, err)
+	schema := Unique("test_")
+	_, err = admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	require.NoError(t, err)
+
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	schemaDSN := dsn + sep + "search_path=" + schema
+	pool, err := store.OpenPostgres(ctx, schemaDSN)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		pool.Close()
+		_, err := admin.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		admin.Close()
+	})
+	return pool, schemaDSN
+}

@@ -1,0 +1,103 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	RouteClientLog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	goleak.VerifyTestMain(m, rocketMQStragglers...)
+}
+
+// rocketMQStragglers are goroutines rocketmq-client-go leaves running after Shutdown
+// (upstream issue #1147).
+var rocketMQStragglers = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Start.func1.1"),
+	goleak.IgnoreTopFunction("github.com/patrickmn/go-cache.(*janitor).Run"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal/remote.(*remotingClient).connect.func1"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal/remote.(*remotingClient).receiveResponse"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/primitive.WithRecover.func1"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*pushConsumer).Start.func1.1"),
+	// a long-polling pull still waiting for the broker's answer when Shutdown returns
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*pushConsumer).pullMessage"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*traceDispatcher).process"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*namesrvs).UpdateNameServerAddress"),
+	goleak.IgnoreTopFunction("time.Sleep"),
+}
+
+// TestBrokerHonoursDelayLevel proves the local broker is real: a message produced with
+// delay level 2 to a fresh topic arrives no earlier than that level's delay.
+func TestBrokerHonoursDelayLevel(t *testing.T) {
+	ns := testenv.NameServer(t)
+	levels := testenv.Levels(t)
+	topic := testenv.Unique("rd_proof_")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	p, err := rocketmq.NewProducer(
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		producer.WithGroupName(testenv.Unique("rd_proof_p_")),
+		producer.WithInstanceName(testenv.Unique("proof")),
+		producer.WithRetry(2),
+	)
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Shutdown()
+
+	// The first send creates the topic (autoCreateTopicEnable on the local broker), so the
+	// consumer below finds its route.
+	warm, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("warm-up")))
+	require.NoError(t, err)
+	require.Equal(t, primitive.SendOK, warm.Status)
+
+	got := make(chan *primitive.MessageExt, 16)
+	c, err := rocketmq.NewPushConsumer(
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		consumer.WithGroupName(testenv.Unique("rd_proof_c_")),
+		consumer.WithInstance(testenv.Unique("proof")),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	)
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			if string(m.Body) == "delayed" {
+				got <- m
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	}))
+	require.NoError(t, c.Start())
+	defer c.Shutdown()
+
+	msg := primitive.NewMessage(topic, []byte("delayed"))
+	msg.WithDelayTimeLevel(2)
+	sent := time.Now()
+	res, err := p.SendSync(ctx, msg)
+	require.NoError(t, err)
+	require.Equal(t, primitive.SendOK, res.Status, "send result %s", res)
+
+	select {
+	case m := <-got:
+		arrived := time.Now()
+		waited := arrived.Sub(sent)
+		t.Logf("level 2 (%s) message arrived after %s", levels[1], waited)
+		require.GreaterOrEqual(t, waited, levels[1], "delivered before its delay level")
+		require.GreaterOrEqual(t, arrived.UnixMilli()-m.BornTimestamp, levels[1].Milliseconds(), "delivered before born+level")
+		require.Less(t, waited, levels[1]+20*time.Second, "delayed message took far longer than its level")
+	case <-ctx.Done():
+		t.Fatalf("the delayed message never arrived on topic %s", topic)
+	}
+}

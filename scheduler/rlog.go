@@ -1,0 +1,49 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+)
+
+// RouteClientLog sends rocketmq-client-go's log into logger: its Info becomes Debug (the
+// client is chatty about routine rebalancing), its Warning, Error and Fatal keep their
+// level. The client's logger is a process-wide global, so call this once, from main's
+// side of the program.
+func RouteClientLog(logger *slog.Logger) {
+	rlog.SetLogger(&clientLog{l: logger.With("component", "rocketmq-client")})
+}
+
+type clientLog struct{ l *slog.Logger }
+
+func (c *clientLog) log(level slog.Level, msg string, fields map[string]any) {
+	if !c.l.Enabled(context.Background(), level) || (msg == "" && len(fields) == 0) {
+		return
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	attrs := make([]slog.Attr, 0, len(keys))
+	for _, k := range keys {
+		attrs = append(attrs, slog.Any(k, fields[k]))
+	}
+	c.l.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+func (c *clientLog) Debug(msg string, f map[string]any)   { c.log(slog.LevelDebug-4, msg, f) }
+func (c *clientLog) Info(msg string, f map[string]any)    { c.log(slog.LevelDebug, msg, f) }
+func (c *clientLog) Warning(msg string, f map[string]any) { c.log(slog.LevelWarn, msg, f) }
+func (c *clientLog) Error(msg string, f map[string]any)   { c.log(slog.LevelError, msg, f) }
+
+// Fatal is logged as an error: the client must never end the process.
+func (c *clientLog) Fatal(msg string, f map[string]any) { c.log(slog.LevelError, msg, f) }
+
+// Level is ignored: the slog handler decides.
+func (c *clientLog) Level(string) {}
+
+// OutputPath is ignored: the slog handler decides where logs go.
+func (c *clientLog) OutputPath(string) error { return nil }
