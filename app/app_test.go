@@ -20,9 +20,17 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/scheduler"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+type recordingHandoff struct{ got chan scheduler.Alert }
+
+func (r *recordingHandoff) Deliver(_ context.Context, a scheduler.Alert) error {
+	r.got <- a
+	return nil
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.RocketMQStragglers...) }
 
 func run(t *testing.T, env map[string]string, args ...string) (string, string, error) {
 	t.Helper()
@@ -78,13 +86,18 @@ postgres: {url: "postgres://u:pg-pw-88@127.0.0.1/db"}
 func stackConfig(t *testing.T) config.Config {
 	t.Helper()
 	env := map[string]string{
-		"ROCKETDELAY_NAMESRV":      testenv.NameServer(t),
-		"ROCKETDELAY_REDIS_URL":    testenv.RedisURL(t),
-		"ROCKETDELAY_POSTGRES_URL": testenv.PostgresURL(t),
-		"ROCKETDELAY_LEVELS":       testenv.Levels(t).String(),
+		"ROCKETDELAY_NAMESRV":          testenv.NameServer(t),
+		"ROCKETDELAY_REDIS_URL":        testenv.RedisURL(t),
+		"ROCKETDELAY_POSTGRES_URL":     testenv.PostgresURL(t),
+		"ROCKETDELAY_LEVELS":           testenv.Levels(t).String(),
+		"ROCKETDELAY_BROKERS":          testenv.Brokers(t),
+		"ROCKETDELAY_TOPIC":            testenv.Unique("rd_app_"),
+		"ROCKETDELAY_GROUP":            testenv.Unique("rd_app_"),
+		"ROCKETDELAY_REDIS_KEY_PREFIX": testenv.Unique("rdtest"),
 	}
 	cfg, err := config.Load("", func(k string) string { return env[k] })
 	require.NoError(t, err)
+	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "t"}}}}
 	cfg.ShutdownTimeout = 5 * time.Second
 	return cfg
 }
@@ -105,11 +118,12 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 	require.NoError(t, err)
 	base := "http://" + ln.Addr().String()
 
-	var logs bytes.Buffer
+	logs := &lockedWriter{w: &bytes.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	handoff := &recordingHandoff{got: make(chan scheduler.Alert, 1)}
 	go func() {
-		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs}, nil)), Listener: ln})
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Listener: ln, Handoff: handoff})
 	}()
 
 	require.Eventually(t, func() bool {
@@ -124,13 +138,28 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	var report readyReport
 	require.NoError(t, json.Unmarshal([]byte(body), &report))
-	require.Equal(t, map[string]string{"redis": "ok", "postgres": "ok"}, report.Checks)
+	require.Equal(t, map[string]string{"consumer": "ok", "redis": "ok", "postgres": "ok"}, report.Checks)
 
 	code, body = get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `rocketdelay_build_info{goversion=`)
 	require.Contains(t, body, `rocketdelay_dependency_up{dependency="redis"} 1`)
 	require.Contains(t, body, `rocketdelay_dependency_up{dependency="postgres"} 1`)
+
+	// An alert published now goes through the running service to the hand-off.
+	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
+	require.NoError(t, err)
+	defer p.Close()
+	pub, err := p.Publish(ctx, scheduler.Publication{Target: "ops", In: 500 * time.Millisecond, Body: []byte("serve works")})
+	require.NoError(t, err)
+	select {
+	case a := <-handoff.got:
+		require.Equal(t, pub.ID, a.ID)
+		require.Equal(t, "serve works", string(a.Body))
+		require.False(t, time.Now().Before(pub.DeliverAt), "handed off before its due time")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the published alert was never handed off")
+	}
 
 	cancel()
 	select {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,12 @@ func doRequest(h http.Handler, path string) recorded {
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.(fmt.Stringer).String()
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {

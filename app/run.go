@@ -63,6 +63,9 @@ at any delay, and sends them to DingTalk group robots without tripping their rat
 		newConfigCmd(stdio),
 		newMigrateCmd(stdio),
 		newServeCmd(stdio),
+		newPlanCmd(),
+		newPublishCmd(stdio),
+		newCancelCmd(stdio),
 	)
 	return root
 }

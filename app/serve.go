@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -23,7 +24,7 @@ func newServeCmd(stdio IO) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
 		Use:   "serve -f FILE",
-		Short: "Run the service: health, readiness and metrics endpoints",
+		Short: "Run the service: the scheduler, and health, readiness and metrics endpoints",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(path, stdio)
@@ -45,6 +46,8 @@ type ServeOptions struct {
 	Listener net.Listener
 	// Registry, when set, receives the metrics instead of a fresh registry.
 	Registry *prometheus.Registry
+	// Handoff receives due alerts; default a sink that logs them.
+	Handoff scheduler.Handoff
 }
 
 // Serve runs the service until ctx is cancelled, then shuts down gracefully within
@@ -73,7 +76,32 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	defer pg.Close()
 
+	scheduler.RouteClientLog(logger)
+	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wheelStageOptions(cfg))
+	handoff := opts.Handoff
+	if handoff == nil {
+		handoff = scheduler.LogSink{Logger: logger.With("component", "handoff")}
+	}
+	sched, err := scheduler.New(scheduler.OptionsFromConfig(cfg), ws, handoff, logger, scheduler.NewMetrics(reg), time.Now)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = sched.Stop(stopCtx)
+	}()
+	if err := sched.Start(ctx); err != nil {
+		return err
+	}
+
 	h := newHealth(reg,
+		check{"consumer", func(context.Context) error {
+			if !sched.Running() {
+				return errors.New("the consumer is not running")
+			}
+			return nil
+		}},
 		check{"redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 		check{"postgres", func(ctx context.Context) error { return pg.Ping(ctx) }},
 	)

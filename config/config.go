@@ -38,6 +38,9 @@ type Config struct {
 	Redis Redis `yaml:"redis" json:"redis"`
 	// Postgres holds the failed_sends table.
 	Postgres Postgres `yaml:"postgres" json:"postgres"`
+	// Targets are the robot groups alerts are sent to, by the name producers put in
+	// RD_TARGET. An alert naming a target that is not here is rejected. Default none.
+	Targets map[string]Target `yaml:"targets" json:"targets"`
 	// ShutdownTimeout bounds a graceful stop: stop consuming, drain, close stores.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout" json:"shutdownTimeout"`
@@ -68,6 +71,9 @@ type RocketMQ struct {
 	Group string `yaml:"group" json:"group"`
 	// SendTimeout bounds one publish to the broker. Default 3s.
 	SendTimeout time.Duration `yaml:"sendTimeout" json:"sendTimeout"`
+	// Brokers are broker addresses (host:port) on which rocketdelay creates the topic at
+	// start when the name server does not know it. Default none: the topic must exist.
+	Brokers []string `yaml:"brokers" json:"brokers"`
 }
 
 // Scheduler configures how delays are decomposed.
@@ -82,6 +88,10 @@ type Scheduler struct {
 	// Horizon is the longest delay accepted; a due time further out is rejected.
 	// Default 720h (30 days).
 	Horizon time.Duration `yaml:"horizon" json:"horizon"`
+	// Grace is how far past its due time an entry of the wheel stage must be before any
+	// replica's sweeper claims it (the replica holding it in its wheel goes first); it
+	// bounds the extra lateness when a replica dies. Default 2s.
+	Grace time.Duration `yaml:"grace" json:"grace"`
 }
 
 // Redis configures the Redis connection.
@@ -99,6 +109,26 @@ type Postgres struct {
 	URL Secret `yaml:"url" json:"url"`
 }
 
+// Target is a named group of DingTalk robots that share the load of one group chat.
+type Target struct {
+	// Robots of the group; at least one.
+	Robots []Robot `yaml:"robots" json:"robots"`
+}
+
+// Robot is one DingTalk custom robot.
+type Robot struct {
+	// Name identifies the robot in logs and metrics (never its token). Unique within its
+	// target. Required.
+	Name string `yaml:"name" json:"name"`
+	// Token is the robot's access_token. Required.
+	Token Secret `yaml:"token" json:"token"`
+	// SigningSecret is the robot's "加签" secret (SEC…); empty when the robot does not sign.
+	SigningSecret Secret `yaml:"signingSecret" json:"signingSecret"`
+	// Keyword is the robot's custom keyword, when its security setting uses one; the
+	// sender makes sure every message contains it. Default none.
+	Keyword string `yaml:"keyword" json:"keyword"`
+}
+
 // Defaults of the fields above, in one place.
 const (
 	DefaultLogLevel        = "info"
@@ -110,6 +140,7 @@ const (
 	DefaultLevels          = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 	DefaultThreshold       = 60 * time.Second
 	DefaultHorizon         = 30 * 24 * time.Hour
+	DefaultGrace           = 2 * time.Second
 	DefaultKeyPrefix       = "rd"
 	DefaultShutdownTimeout = 30 * time.Second
 )
@@ -127,6 +158,7 @@ func (c Config) WithDefaults() Config {
 	}
 	setDefault(&c.Scheduler.Threshold, DefaultThreshold)
 	setDefault(&c.Scheduler.Horizon, DefaultHorizon)
+	setDefault(&c.Scheduler.Grace, DefaultGrace)
 	setDefault(&c.Redis.KeyPrefix, DefaultKeyPrefix)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	return c
@@ -189,6 +221,14 @@ func (c Config) Validate() error {
 	} else if c.Scheduler.Threshold < c.Scheduler.Levels[0] {
 		bad("scheduler.threshold", "%s is below the smallest delay level %s", c.Scheduler.Threshold, c.Scheduler.Levels[0])
 	}
+	for i, b := range c.RocketMQ.Brokers {
+		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+			bad(fmt.Sprintf("rocketmq.brokers[%d]", i), "%q is not host:port", b)
+		}
+	}
+	if c.Scheduler.Grace <= 0 {
+		bad("scheduler.grace", "must be positive, got %s", c.Scheduler.Grace)
+	}
 	if c.Scheduler.Horizon <= 0 {
 		bad("scheduler.horizon", "must be positive, got %s", c.Scheduler.Horizon)
 	}
@@ -204,6 +244,29 @@ func (c Config) Validate() error {
 		bad("postgres.url", "required; set it in the file or in ROCKETDELAY_POSTGRES_URL")
 	} else if u, err := url.Parse(c.Postgres.URL.Reveal()); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		bad("postgres.url", "must be a postgres:// URL")
+	}
+	for name, t := range c.Targets {
+		key := "targets." + name
+		if !validResourceName(name) {
+			bad(key, "a target name may hold letters, digits, %%, -, _ and | only")
+		}
+		if len(t.Robots) == 0 {
+			bad(key+".robots", "a target needs at least one robot")
+		}
+		seen := map[string]bool{}
+		for i, r := range t.Robots {
+			rkey := fmt.Sprintf("%s.robots[%d]", key, i)
+			switch {
+			case r.Name == "":
+				bad(rkey+".name", "required")
+			case seen[r.Name]:
+				bad(rkey+".name", "%q is used twice in this target", r.Name)
+			}
+			seen[r.Name] = true
+			if r.Token == "" {
+				bad(rkey+".token", "required (the robot webhook's access_token)")
+			}
+		}
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
@@ -280,6 +343,10 @@ var EnvVars = []EnvVar{
 	{"ROCKETDELAY_HTTP_ADDR", "http.addr", func(c *Config, v string) error { c.HTTP.Addr = v; return nil }},
 	{"ROCKETDELAY_NAMESRV", "rocketmq.nameServers", func(c *Config, v string) error {
 		c.RocketMQ.NameServers = splitList(v)
+		return nil
+	}},
+	{"ROCKETDELAY_BROKERS", "rocketmq.brokers", func(c *Config, v string) error {
+		c.RocketMQ.Brokers = splitList(v)
 		return nil
 	}},
 	{"ROCKETDELAY_TOPIC", "rocketmq.topic", func(c *Config, v string) error { c.RocketMQ.Topic = v; return nil }},

@@ -204,3 +204,32 @@ func TestDelayLevelsRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+func TestTargets(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML+`
+targets:
+  ops:
+    robots:
+      - {name: r1, token: tok-secret-1, signingSecret: SEC-secret-2, keyword: alert}
+      - {name: r2, token: tok-secret-3}
+`), noEnv)
+	require.NoError(t, err)
+	require.Len(t, c.Targets["ops"].Robots, 2)
+	require.Equal(t, "tok-secret-1", c.Targets["ops"].Robots[0].Token.Reveal())
+	out := c.Redacted() + fmt.Sprintf("%+v", c)
+	for _, s := range []string{"tok-secret-1", "SEC-secret-2", "tok-secret-3"} {
+		require.NotContains(t, out, s)
+	}
+
+	_, err = Load(writeFile(t, validYAML+`
+targets:
+  ops:
+    robots:
+      - {name: r1}
+      - {name: r1, token: x}
+  empty: {}
+`), noEnv)
+	require.ErrorContains(t, err, "targets.ops.robots[0].token: required")
+	require.ErrorContains(t, err, `targets.ops.robots[1].name: "r1" is used twice`)
+	require.ErrorContains(t, err, "targets.empty.robots: a target needs at least one robot")
+}

@@ -19,23 +19,7 @@ import (
 
 func TestMain(m *testing.M) {
 	RouteClientLog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	goleak.VerifyTestMain(m, rocketMQStragglers...)
-}
-
-// rocketMQStragglers are goroutines rocketmq-client-go leaves running after Shutdown
-// (upstream issue #1147).
-var rocketMQStragglers = []goleak.Option{
-	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Start.func1.1"),
-	goleak.IgnoreTopFunction("github.com/patrickmn/go-cache.(*janitor).Run"),
-	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal/remote.(*remotingClient).connect.func1"),
-	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal/remote.(*remotingClient).receiveResponse"),
-	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/primitive.WithRecover.func1"),
-	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*pushConsumer).Start.func1.1"),
-	// a long-polling pull still waiting for the broker's answer when Shutdown returns
-	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*pushConsumer).pullMessage"),
-	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*traceDispatcher).process"),
-	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*namesrvs).UpdateNameServerAddress"),
-	goleak.IgnoreTopFunction("time.Sleep"),
+	goleak.VerifyTestMain(m, testenv.RocketMQStragglers...)
 }
 
 // TestBrokerHonoursDelayLevel proves the local broker is real: a message produced with

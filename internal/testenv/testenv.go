@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -55,6 +56,9 @@ func PostgresURL(t testing.TB) string { return Env(t, "ROCKETDELAY_POSTGRES_URL"
 
 // NameServer is the local RocketMQ name server address.
 func NameServer(t testing.TB) string { return Env(t, "ROCKETDELAY_NAMESRV") }
+
+// Brokers is the local broker's address, on which tests create their topics.
+func Brokers(t testing.TB) string { return Env(t, "ROCKETDELAY_BROKERS") }
 
 // Levels are the delay levels of the local broker's profile.
 func Levels(t testing.TB) config.DelayLevels {
@@ -119,4 +123,20 @@ func PostgresSchema(t testing.TB) (*pgxpool.Pool, string) {
 		admin.Close()
 	})
 	return pool, schemaDSN
+}
+
+// RocketMQStragglers are goroutines rocketmq-client-go leaves running after Shutdown
+// (upstream issue #1147).
+var RocketMQStragglers = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Start.func1.1"),
+	goleak.IgnoreTopFunction("github.com/patrickmn/go-cache.(*janitor).Run"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal/remote.(*remotingClient).connect.func1"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal/remote.(*remotingClient).receiveResponse"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/primitive.WithRecover.func1"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*pushConsumer).Start.func1.1"),
+	// a long-polling pull still waiting for the broker's answer when Shutdown returns
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*pushConsumer).pullMessage"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*traceDispatcher).process"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*namesrvs).UpdateNameServerAddress"),
+	goleak.IgnoreTopFunction("time.Sleep"),
 }

@@ -1,0 +1,184 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+func newPlanCmd() *cobra.Command {
+	var levels string
+	var threshold time.Duration
+	cmd := &cobra.Command{
+		Use:   "plan DELAY",
+		Short: "Print the broker hops and the wheel remainder a delay decomposes into",
+		Long: `plan prints the hops the scheduler takes for DELAY (a Go duration such as 3h25m17s):
+the delay level of each hop and the time reached after it, then the remainder left for
+the wheel stage. It runs the same decomposition step as the consumer.`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			delay, err := time.ParseDuration(args[0])
+			if err != nil || delay < 0 {
+				return fmt.Errorf("%w: DELAY %q is not a non-negative duration such as 3h25m17s", ErrUsage, args[0])
+			}
+			lv, err := config.ParseDelayLevels(levels)
+			if err != nil {
+				return fmt.Errorf("%w: --levels: %v", ErrUsage, err)
+			}
+			if threshold < lv[0] {
+				return fmt.Errorf("%w: --threshold %s is below the smallest level %s", ErrUsage, threshold, lv[0])
+			}
+			hops, rem := scheduler.Plan(delay, lv, threshold)
+			out := c.OutOrStdout()
+			fmt.Fprintf(out, "delay %s, levels %q, threshold %s\n", delay, lv.String(), threshold)
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "HOP\tLEVEL\tDELAY\tREACHED")
+			for i, h := range hops {
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", i+1, h.Level, lv[h.Level-1:h.Level].String(), h.Reached)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(out, "%d hops, then %s in the wheel stage\n", len(hops), rem)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&levels, "levels", config.DefaultLevels, "the broker's messageDelayLevel")
+	cmd.Flags().DurationVar(&threshold, "threshold", config.DefaultThreshold, "remainders at or above it take another hop")
+	return cmd
+}
+
+func newPublishCmd(stdio IO) *cobra.Command {
+	var (
+		path, target, id, text, markdownFile, title, jsonFile, at string
+		in                                                        time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "publish --target NAME (--in 3h25m17s | --at RFC3339) (--text T | --markdown-file F --title T | --json FILE)",
+		Short: "Publish a delayed alert to the topic",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(path, stdio)
+			if err != nil {
+				return err
+			}
+			pub := scheduler.Publication{Target: target, ID: id, In: in}
+			switch {
+			case at != "" && c.Flags().Changed("in"):
+				return fmt.Errorf("%w: give --in or --at, not both", ErrUsage)
+			case at != "":
+				if pub.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
+					return fmt.Errorf("%w: --at %q is not an RFC 3339 time such as 2026-12-02T15:04:05+08:00", ErrUsage, at)
+				}
+			case !c.Flags().Changed("in"):
+				return fmt.Errorf("%w: give --in DURATION or --at TIME", ErrUsage)
+			}
+			if pub.Body, err = publishBody(text, markdownFile, title, jsonFile); err != nil {
+				return err
+			}
+			p, err := scheduler.NewProducer(scheduler.ProducerOptions{
+				NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic, SendTimeout: cfg.RocketMQ.SendTimeout,
+			})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			res, err := p.Publish(c.Context(), pub)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c.OutOrStdout(), "published %s to %s, due %s (in %s)\n", res.ID, target,
+				res.DeliverAt.UTC().Format(time.RFC3339Nano), time.Until(res.DeliverAt).Round(time.Millisecond))
+			return err
+		},
+	}
+	configFlag(cmd, &path)
+	f := cmd.Flags()
+	f.StringVar(&target, "target", "", "robot group name (RD_TARGET)")
+	f.DurationVar(&in, "in", 0, "delay from now, e.g. 3h25m17s")
+	f.StringVar(&at, "at", "", "due time, RFC 3339")
+	f.StringVar(&id, "id", "", "idempotency key (default: a new random id)")
+	f.StringVar(&text, "text", "", "plain text alert")
+	f.StringVar(&markdownFile, "markdown-file", "", "markdown alert read from this file (needs --title)")
+	f.StringVar(&title, "title", "", "title of the markdown alert")
+	f.StringVar(&jsonFile, "json", "", "a DingTalk message JSON object read from this file")
+	return cmd
+}
+
+func publishBody(text, markdownFile, title, jsonFile string) ([]byte, error) {
+	given := 0
+	for _, s := range []string{text, markdownFile, jsonFile} {
+		if s != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, fmt.Errorf("%w: give exactly one of --text, --markdown-file, --json", ErrUsage)
+	}
+	switch {
+	case text != "":
+		return []byte(text), nil
+	case markdownFile != "":
+		if title == "" {
+			return nil, fmt.Errorf("%w: --markdown-file needs --title", ErrUsage)
+		}
+		md, err := os.ReadFile(markdownFile)
+		if err != nil {
+			return nil, fmt.Errorf("publish: %w", err)
+		}
+		return sender.MarshalMessage(sender.Message{MsgType: sender.TypeMarkdown, Markdown: &sender.Markdown{Title: title, Text: string(md)}})
+	default:
+		return os.ReadFile(jsonFile)
+	}
+}
+
+func newCancelCmd(stdio IO) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Stop an alert that has not been sent, whether it is still hopping or in the wheel stage",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cfg, err := loadConfig(path, stdio)
+			if err != nil {
+				return err
+			}
+			rdb, err := store.OpenRedis(c.Context(), cfg.Redis.URL.Reveal())
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wheelStageOptions(cfg))
+			res, err := ws.Cancel(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			out := c.OutOrStdout()
+			switch res {
+			case store.CancelRemoved:
+				fmt.Fprintf(out, "cancelled %s: removed from the wheel stage\n", args[0])
+			case store.CancelTombstoned:
+				fmt.Fprintf(out, "cancelled %s: it will be dropped when it next arrives (still hopping through RocketMQ, or not published yet)\n", args[0])
+			case store.CancelTooLate:
+				return fmt.Errorf("cancel %s: too late, it is being sent right now", args[0])
+			case store.CancelAlreadyDelivered:
+				return fmt.Errorf("cancel %s: too late, it was already delivered", args[0])
+			}
+			return nil
+		},
+	}
+	configFlag(cmd, &path)
+	return cmd
+}
+
+func wheelStageOptions(c config.Config) store.WheelStageOptions {
+	return store.WheelStageOptions{CancelTTL: c.Scheduler.Horizon + 24*time.Hour}
+}

@@ -1,0 +1,168 @@
+package scheduler
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+	"unicode"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rocketdelay/rocketdelay/sender"
+)
+
+// The wire contract: scheduling metadata travels in message properties, so hops never
+// re-encode the body.
+const (
+	// PropDeliverAt is the absolute due time, Unix epoch milliseconds.
+	PropDeliverAt = "RD_DELIVER_AT_MS"
+	// PropDelay is a delay in milliseconds relative to the message's born timestamp;
+	// the scheduler converts it to PropDeliverAt on first receipt.
+	PropDelay = "RD_DELAY_MS"
+	// PropTarget names a robot group of the configuration. Required.
+	PropTarget = "RD_TARGET"
+	// PropID is the idempotency key. Optional: when absent the scheduler derives it from
+	// the original message's unique key and carries it across hops.
+	PropID = "RD_ID"
+	// PropHops counts the hops taken so far; set by the scheduler, never by producers.
+	PropHops = "RD_HOPS"
+)
+
+// MaxIDLength bounds RD_ID.
+const MaxIDLength = 128
+
+// Alert is one delayed alert as the scheduler sees it.
+type Alert struct {
+	// ID is the idempotency key (RD_ID).
+	ID string
+	// Target names the robot group.
+	Target string
+	// DeliverAt is the due time, millisecond precision.
+	DeliverAt time.Time
+	// Body is the alert as published: a DingTalk message JSON object or plain text.
+	Body []byte
+	// Hops is the number of broker hops taken so far.
+	Hops int
+}
+
+// RejectReason classifies a message that can never be delivered; it is a metric label.
+type RejectReason string
+
+// The reasons a message is rejected.
+const (
+	RejectMissingTarget RejectReason = "missing_target"
+	RejectUnknownTarget RejectReason = "unknown_target"
+	RejectMissingDue    RejectReason = "missing_due"
+	RejectBadDue        RejectReason = "bad_due"
+	RejectBeyondHorizon RejectReason = "beyond_horizon"
+	RejectBadID         RejectReason = "bad_id"
+	RejectBadBody       RejectReason = "bad_body"
+)
+
+// RejectReasons lists every RejectReason, for metrics.
+var RejectReasons = []RejectReason{RejectMissingTarget, RejectUnknownTarget, RejectMissingDue,
+	RejectBadDue, RejectBeyondHorizon, RejectBadID, RejectBadBody}
+
+// Rejection says why a message can never be delivered, in words a producer can act on.
+type Rejection struct {
+	Reason RejectReason
+	Detail string
+}
+
+func (r *Rejection) Error() string { return fmt.Sprintf("rejected (%s): %s", r.Reason, r.Detail) }
+
+func reject(reason RejectReason, format string, args ...any) *Rejection {
+	return &Rejection{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// decodeRules are what decode checks a message against.
+type decodeRules struct {
+	knownTarget func(string) bool
+	horizon     time.Duration
+}
+
+// decode reads an Alert from a consumed message. now is the receipt time; it bounds
+// the horizon. A message that can never be delivered yields a *Rejection, with the
+// alert's fields decoded as far as they could be (for the record of the rejection).
+func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (Alert, *Rejection) {
+	a := Alert{Body: msg.Body, Target: msg.GetProperty(PropTarget), ID: messageID(msg)}
+	if h, err := strconv.Atoi(msg.GetProperty(PropHops)); err == nil && h > 0 {
+		a.Hops = h
+	}
+	if a.ID == "" {
+		return a, reject(RejectBadID, "the message has neither %s nor a unique key", PropID)
+	}
+	if len(a.ID) > MaxIDLength || !printable(a.ID) {
+		return a, reject(RejectBadID, "%s must be at most %d printable characters without spaces", PropID, MaxIDLength)
+	}
+	if a.Target == "" {
+		return a, reject(RejectMissingTarget, "the message has no %s property naming a robot group", PropTarget)
+	}
+	if !rules.knownTarget(a.Target) {
+		return a, reject(RejectUnknownTarget, "%s %q is not a target in the configuration", PropTarget, a.Target)
+	}
+	at, rej := deliverAt(msg)
+	if rej != nil {
+		return a, rej
+	}
+	a.DeliverAt = at
+	if at.Sub(now) > rules.horizon {
+		return a, reject(RejectBeyondHorizon, "due at %s, more than %s ahead (scheduler.horizon)",
+			at.UTC().Format(time.RFC3339), rules.horizon)
+	}
+	if _, err := sender.ParseBody(msg.Body); err != nil {
+		return a, reject(RejectBadBody, "%v", err)
+	}
+	return a, nil
+}
+
+// absurdMillis is a due time no alert can have: year 9999.
+const absurdMillis = 253402300799999
+
+func deliverAt(msg *primitive.MessageExt) (time.Time, *Rejection) {
+	if v := msg.GetProperty(PropDeliverAt); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return time.Time{}, reject(RejectBadDue, "%s=%q is not a whole number of Unix milliseconds", PropDeliverAt, v)
+		}
+		if ms < 0 || ms > absurdMillis {
+			return time.Time{}, reject(RejectBadDue, "%s=%d is outside the years 1970–9999", PropDeliverAt, ms)
+		}
+		return time.UnixMilli(ms), nil
+	}
+	if v := msg.GetProperty(PropDelay); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return time.Time{}, reject(RejectBadDue, "%s=%q is not a whole number of milliseconds", PropDelay, v)
+		}
+		if ms < 0 {
+			return time.Time{}, reject(RejectBadDue, "%s=%d is negative", PropDelay, ms)
+		}
+		if ms > absurdMillis-msg.BornTimestamp {
+			return time.Time{}, reject(RejectBadDue, "%s=%d is absurdly far ahead", PropDelay, ms)
+		}
+		return time.UnixMilli(msg.BornTimestamp + ms), nil
+	}
+	return time.Time{}, reject(RejectMissingDue, "the message has neither %s nor %s", PropDeliverAt, PropDelay)
+}
+
+// messageID is RD_ID, or else the original message's unique key, which a redelivery of
+// the same message keeps.
+func messageID(msg *primitive.MessageExt) string {
+	if id := msg.GetProperty(PropID); id != "" {
+		return id
+	}
+	if k := msg.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex); k != "" {
+		return k
+	}
+	return msg.MsgId
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}

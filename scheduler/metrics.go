@@ -1,0 +1,88 @@
+package scheduler
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the scheduler's Prometheus metrics.
+type Metrics struct {
+	received     prometheus.Counter
+	hops         *prometheus.CounterVec
+	stored       *prometheus.CounterVec
+	claims       *prometheus.CounterVec
+	recovered    prometheus.Counter
+	handoffs     *prometheus.CounterVec
+	lateness     prometheus.Histogram
+	rejected     *prometheus.CounterVec
+	cancelled    *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	wheelEntries prometheus.GaugeFunc
+	wheelLen     atomic.Value // func() int, set when the scheduler starts
+}
+
+// NewMetrics registers the scheduler's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		received: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rocketdelay_messages_received_total",
+			Help: "Messages consumed from the topic, first receipts and hops alike.",
+		}),
+		hops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_hops_published_total",
+			Help: "Hops re-published to the broker, by delay level.",
+		}, []string{"level"}),
+		stored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_wheel_stage_puts_total",
+			Help: "Alerts handed to the Redis wheel stage, by result (stored, duplicate, done, cancelled).",
+		}, []string{"result"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_claims_total",
+			Help: "Claims of due alerts when the wheel fired: won by this replica, or lost (another replica, cancel or done).",
+		}, []string{"result"}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rocketdelay_sweeper_recovered_total",
+			Help: "Alerts the sweeper claimed because they were overdue past the grace period or their lease expired.",
+		}),
+		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_handoffs_total",
+			Help: "Due alerts handed to the sender, by result (ok, error).",
+		}, []string{"result"}),
+		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rocketdelay_handoff_lateness_seconds",
+			Help:    "Time from an alert's due time to its hand-off to the sender.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_rejected_total",
+			Help: "Messages that can never be delivered, by reason.",
+		}, []string{"reason"}),
+		cancelled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_cancelled_dropped_total",
+			Help: "Cancelled alerts dropped, by stage (hop: still in RocketMQ; wheel: in Redis).",
+		}, []string{"stage"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_consume_retries_total",
+			Help: "Messages handed back to RocketMQ for a later retry because their next home was not durable, by stage.",
+		}, []string{"stage"}),
+	}
+	m.wheelEntries = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rocketdelay_wheel_entries",
+		Help: "Keys in this replica's in-process timing wheel.",
+	}, func() float64 {
+		if f, ok := m.wheelLen.Load().(func() int); ok {
+			return float64(f())
+		}
+		return 0
+	})
+	reg.MustRegister(m.received, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
+		m.rejected, m.cancelled, m.retries, m.wheelEntries)
+	for _, r := range RejectReasons {
+		m.rejected.WithLabelValues(string(r))
+	}
+	return m
+}
+
+func (m *Metrics) hop(level int) { m.hops.WithLabelValues(strconv.Itoa(level)).Inc() }

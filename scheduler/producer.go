@@ -1,0 +1,132 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/rocketdelay/rocketdelay/sender"
+)
+
+// Producer publishes delayed alerts to the topic, following the wire contract. It is the
+// Go producer API; `rocketdelay publish` uses it.
+type Producer struct {
+	p     rocketmq.Producer
+	topic string
+	now   func() time.Time
+}
+
+// ProducerOptions configures a Producer.
+type ProducerOptions struct {
+	// NameServers are the RocketMQ name servers. Required.
+	NameServers []string
+	// Topic is the topic rocketdelay consumes. Default "guava".
+	Topic string
+	// SendTimeout bounds one publish. Default 3s.
+	SendTimeout time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// NewProducer starts a producer.
+func NewProducer(opts ProducerOptions) (*Producer, error) {
+	if len(opts.NameServers) == 0 {
+		return nil, errors.New("scheduler: producer: no name servers")
+	}
+	if opts.Topic == "" {
+		opts.Topic = "guava"
+	}
+	if opts.SendTimeout <= 0 {
+		opts.SendTimeout = 3 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	p, err := rocketmq.NewProducer(
+		producer.WithNsResolver(primitive.NewPassthroughResolver(opts.NameServers)),
+		producer.WithGroupName("rocketdelay-producer"),
+		producer.WithInstanceName("rocketdelay-producer-"+randomHex(4)),
+		producer.WithSendMsgTimeout(opts.SendTimeout),
+		producer.WithRetry(2),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: producer: %w", err)
+	}
+	if err := p.Start(); err != nil {
+		return nil, fmt.Errorf("scheduler: start producer: %w", err)
+	}
+	return &Producer{p: p, topic: opts.Topic, now: opts.Now}, nil
+}
+
+// Publication is one alert to publish.
+type Publication struct {
+	// Target names a robot group of rocketdelay's configuration. Required.
+	Target string
+	// At is the due time. Either At or In is set.
+	At time.Time
+	// In is the delay from now. Either At or In is set.
+	In time.Duration
+	// ID is the idempotency key; publishing the same ID twice delivers once. Default: a
+	// new random id.
+	ID string
+	// Body is a DingTalk message JSON object or plain text.
+	Body []byte
+}
+
+// Published says what was published.
+type Published struct {
+	ID        string
+	DeliverAt time.Time
+	MsgID     string
+}
+
+// Publish sends one alert. It checks what the scheduler would reject (missing target,
+// invalid body, bad id) before sending, and it treats a send whose status is not SEND_OK
+// as failed.
+func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, error) {
+	if pub.Target == "" {
+		return Published{}, errors.New("scheduler: publish: a target is required")
+	}
+	if !pub.At.IsZero() && pub.In != 0 {
+		return Published{}, errors.New("scheduler: publish: give a due time or a delay, not both")
+	}
+	if pub.In < 0 {
+		return Published{}, fmt.Errorf("scheduler: publish: negative delay %s", pub.In)
+	}
+	if _, err := sender.ParseBody(pub.Body); err != nil {
+		return Published{}, fmt.Errorf("scheduler: publish: %w", err)
+	}
+	if pub.ID == "" {
+		pub.ID = "rd-" + randomHex(12)
+	}
+	if len(pub.ID) > MaxIDLength || !printable(pub.ID) {
+		return Published{}, fmt.Errorf("scheduler: publish: the id must be at most %d printable characters without spaces", MaxIDLength)
+	}
+	at := pub.At
+	if at.IsZero() {
+		at = p.now().Add(pub.In)
+	}
+	at = at.Truncate(time.Millisecond)
+	m := primitive.NewMessage(p.topic, pub.Body)
+	m.WithProperty(PropDeliverAt, strconv.FormatInt(at.UnixMilli(), 10))
+	m.WithProperty(PropTarget, pub.Target)
+	m.WithProperty(PropID, pub.ID)
+	m.WithKeys([]string{pub.ID})
+	res, err := p.p.SendSync(ctx, m)
+	if err != nil {
+		return Published{}, fmt.Errorf("scheduler: publish %s: %w", pub.ID, err)
+	}
+	if res.Status != primitive.SendOK {
+		return Published{}, fmt.Errorf("scheduler: publish %s: broker answered %s", pub.ID, sendStatus(res.Status))
+	}
+	return Published{ID: pub.ID, DeliverAt: at, MsgID: res.MsgID}, nil
+}
+
+// Close stops the producer.
+func (p *Producer) Close() error { return p.p.Shutdown() }

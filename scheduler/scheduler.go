@@ -1,0 +1,580 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/timewheel"
+)
+
+// WheelStore is the Redis wheel stage as the scheduler uses it; *store.WheelStage
+// implements it.
+type WheelStore interface {
+	Put(ctx context.Context, e store.Entry) (store.PutResult, error)
+	Claim(ctx context.Context, ids []string) ([]store.Entry, error)
+	ClaimOverdue(ctx context.Context, grace time.Duration, limit int) ([]store.Entry, error)
+	Release(ctx context.Context, ids ...string) error
+	GiveBack(ctx context.Context, id string, retryAt time.Time) error
+	DueWithin(ctx context.Context, window time.Duration, limit int) ([]store.Due, error)
+	IsCancelled(ctx context.Context, id string) (bool, error)
+}
+
+// Options configures a Scheduler. Zero fields take the defaults their comments give.
+type Options struct {
+	// NameServers are the RocketMQ name servers. Required.
+	NameServers []string
+	// Topic is consumed and receives the hops. Required.
+	Topic string
+	// Group is the consumer group. Required.
+	Group string
+	// SendTimeout bounds one hop publish. Default 3s.
+	SendTimeout time.Duration
+	// Levels are the broker's delay levels. Required.
+	Levels config.DelayLevels
+	// Threshold: remainders at or above it hop again. Required.
+	Threshold time.Duration
+	// Horizon is the longest delay accepted. Required.
+	Horizon time.Duration
+	// KnownTarget says whether a target name is configured. Required.
+	KnownTarget func(string) bool
+	// Brokers, when set, are broker addresses on which the topic is created if the name
+	// server does not know it; when empty a missing topic is an error at Start.
+	Brokers []string
+	// Grace is how far past its due time an entry must be before the sweeper claims it
+	// (the replica that holds it in its wheel gets it first). Default 2s.
+	Grace time.Duration
+	// SweepInterval is how often the sweeper looks for overdue entries and expired
+	// leases. Default 500ms.
+	SweepInterval time.Duration
+	// ClaimBatch bounds the entries one sweep claims. Default 512.
+	ClaimBatch int
+	// RetryDelay is how long a hand-off that failed waits before it is tried again.
+	// Default 1s.
+	RetryDelay time.Duration
+	// HandoffWorkers is how many alerts are handed off at once. Default 16.
+	HandoffWorkers int
+	// ConsumeGoroutines is the push consumer's concurrency. Default 20.
+	ConsumeGoroutines int
+	// Wheel configures the in-process timing wheel; the zero value is the default.
+	Wheel timewheel.Config
+	// InstanceName tells this replica's RocketMQ clients apart from others in the same
+	// process. Default: hostname, pid and a random suffix.
+	InstanceName string
+}
+
+func (o Options) withDefaults() Options {
+	setDefault := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	setDefault(&o.SendTimeout, 3*time.Second)
+	setDefault(&o.Grace, 2*time.Second)
+	setDefault(&o.SweepInterval, 500*time.Millisecond)
+	setDefault(&o.RetryDelay, time.Second)
+	if o.ClaimBatch <= 0 {
+		o.ClaimBatch = 512
+	}
+	if o.HandoffWorkers <= 0 {
+		o.HandoffWorkers = 16
+	}
+	if o.ConsumeGoroutines <= 0 {
+		o.ConsumeGoroutines = 20
+	}
+	if o.InstanceName == "" {
+		host, _ := os.Hostname()
+		o.InstanceName = fmt.Sprintf("rocketdelay-%s-%d-%s", host, os.Getpid(), randomHex(4))
+	}
+	return o
+}
+
+// OptionsFromConfig takes the scheduler's options from the service configuration.
+func OptionsFromConfig(c config.Config) Options {
+	return Options{
+		NameServers: c.RocketMQ.NameServers,
+		Topic:       c.RocketMQ.Topic,
+		Group:       c.RocketMQ.Group,
+		SendTimeout: c.RocketMQ.SendTimeout,
+		Brokers:     c.RocketMQ.Brokers,
+		Levels:      c.Scheduler.Levels,
+		Threshold:   c.Scheduler.Threshold,
+		Horizon:     c.Scheduler.Horizon,
+		Grace:       c.Scheduler.Grace,
+		KnownTarget: func(name string) bool { _, ok := c.Targets[name]; return ok },
+	}
+}
+
+// Scheduler consumes the topic, takes hops through the broker's delay levels, keeps the
+// final remainder in the Redis wheel stage and an in-process timing wheel, and hands
+// due alerts to a Handoff.
+type Scheduler struct {
+	opts    Options
+	store   WheelStore
+	handoff Handoff
+	logger  *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
+
+	mu       sync.Mutex // guards started, stopped
+	started  bool
+	stopped  bool
+	handling sync.RWMutex // consume handlers hold it shared; Stop takes it to drain them
+	closing  bool         // set under handling's write lock
+
+	wheel    *timewheel.Wheel
+	producer rocketmq.Producer
+	consumer rocketmq.PushConsumer
+	work     chan store.Entry
+	cancel   context.CancelFunc // stops the sweeper and the hand-off workers' retries
+	loops    sync.WaitGroup     // fire loop and sweeper
+	workers  sync.WaitGroup
+	running  chan struct{} // closed once the consumer runs
+}
+
+// New returns a stopped Scheduler. logger, metrics and now may not be nil.
+func New(opts Options, ws WheelStore, h Handoff, logger *slog.Logger, metrics *Metrics, now func() time.Time) (*Scheduler, error) {
+	switch {
+	case len(opts.NameServers) == 0:
+		return nil, errors.New("scheduler: no name servers")
+	case opts.Topic == "" || opts.Group == "":
+		return nil, errors.New("scheduler: topic and group are required")
+	case len(opts.Levels) == 0 || opts.Threshold < opts.Levels[0]:
+		return nil, errors.New("scheduler: levels are required and the threshold must be at least the smallest level")
+	case opts.Horizon <= 0 || opts.KnownTarget == nil:
+		return nil, errors.New("scheduler: horizon and KnownTarget are required")
+	}
+	return &Scheduler{
+		opts:    opts.withDefaults(),
+		store:   ws,
+		handoff: h,
+		logger:  logger.With("component", "scheduler"),
+		metrics: metrics,
+		now:     now,
+		running: make(chan struct{}),
+	}, nil
+}
+
+// Start loads the due-soon entries of the wheel stage into the wheel, starts the hop
+// producer, checks (or creates) the topic, and starts consuming. It returns once the
+// consumer runs; a second call is a no-op.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return nil
+	}
+	wheel, err := timewheel.New(s.opts.Wheel)
+	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	if err := wheel.Start(); err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	s.wheel = wheel
+	s.metrics.wheelLen.Store(wheel.Len)
+	s.work = make(chan store.Entry, s.opts.ClaimBatch)
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.loops.Add(2)
+	go s.fireLoop(loopCtx)
+	go s.sweepLoop(loopCtx)
+	for range s.opts.HandoffWorkers {
+		s.workers.Add(1)
+		go s.handoffWorker(loopCtx)
+	}
+	s.started = true // from here on Stop undoes whatever ran
+
+	if err := s.loadDueSoon(ctx); err != nil {
+		return err
+	}
+	resolver := primitive.NewPassthroughResolver(s.opts.NameServers)
+	s.producer, err = rocketmq.NewProducer(
+		producer.WithNsResolver(resolver),
+		producer.WithGroupName(s.opts.Group+"-hops"),
+		// Not the consumer's instance name: rocketmq-client-go shares one client per name,
+		// and the producer's Shutdown would close it under the consumer.
+		producer.WithInstanceName(s.opts.InstanceName+"-hops"),
+		producer.WithSendMsgTimeout(s.opts.SendTimeout),
+		producer.WithRetry(2),
+	)
+	if err != nil {
+		return fmt.Errorf("scheduler: hop producer: %w", err)
+	}
+	if err := s.producer.Start(); err != nil {
+		return fmt.Errorf("scheduler: start hop producer: %w", err)
+	}
+	if err := ensureTopic(ctx, s.opts.NameServers, s.opts.Topic, s.opts.Brokers, s.logger); err != nil {
+		return err
+	}
+	s.consumer, err = rocketmq.NewPushConsumer(
+		consumer.WithNsResolver(resolver),
+		consumer.WithGroupName(s.opts.Group),
+		consumer.WithInstance(s.opts.InstanceName),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithConsumeGoroutineNums(s.opts.ConsumeGoroutines),
+		consumer.WithConsumeMessageBatchMaxSize(1),
+	)
+	if err != nil {
+		return fmt.Errorf("scheduler: consumer: %w", err)
+	}
+	if err := s.consumer.Subscribe(s.opts.Topic, consumer.MessageSelector{}, s.consume); err != nil {
+		return fmt.Errorf("scheduler: subscribe to %s: %w", s.opts.Topic, err)
+	}
+	if err := s.consumer.Start(); err != nil {
+		return fmt.Errorf("scheduler: start consumer of topic %s, group %s: %w", s.opts.Topic, s.opts.Group, err)
+	}
+	close(s.running)
+	s.logger.Info("scheduler started", "topic", s.opts.Topic, "group", s.opts.Group,
+		"levels", s.opts.Levels.String(), "threshold", s.opts.Threshold.String(), "instance", s.opts.InstanceName)
+	return nil
+}
+
+// Running reports whether the consumer runs (for readiness).
+func (s *Scheduler) Running() bool {
+	select {
+	case <-s.running:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.stopped
+	default:
+		return false
+	}
+}
+
+// Stop shuts down in order: stop consuming and wait for the running handlers, stop the
+// wheel (its keys stay in Redis), let the hand-off workers finish what they hold and give
+// back what is still queued, then close the producer. ctx bounds the wait; past it,
+// claimed entries are left to their leases and the other replicas' sweepers. A second
+// call is a no-op.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.stopped = true
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	s.mu.Unlock()
+
+	if s.consumer != nil {
+		_ = s.consumer.Shutdown()
+	}
+	drained := make(chan struct{})
+	go func() {
+		s.handling.Lock() // waits for handlers in progress
+		s.closing = true
+		s.handling.Unlock()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		s.logger.Warn("stop: consume handlers still running at the deadline; their messages will be redelivered")
+	}
+
+	pending := s.wheel.Stop() // closes wheel.C, which ends the fire loop
+	s.cancel()                // ends the sweeper
+	s.loops.Wait()
+	close(s.work)
+	done := make(chan struct{})
+	go func() { s.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.logger.Warn("stop: hand-offs still running at the deadline; their leases will expire and another replica will deliver them")
+	}
+	if s.producer != nil {
+		_ = s.producer.Shutdown()
+	}
+	s.logger.Info("scheduler stopped", "wheel_keys_left_in_redis", len(pending))
+	return nil
+}
+
+// consume is the push consumer's handler. A message is acknowledged only once its next
+// home is durable; any error hands it back to RocketMQ for a later retry.
+func (s *Scheduler) consume(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	s.handling.RLock()
+	defer s.handling.RUnlock()
+	if s.closing {
+		return consumer.ConsumeRetryLater, nil
+	}
+	for _, m := range msgs {
+		if stage, err := s.handle(ctx, m); err != nil {
+			s.metrics.retries.WithLabelValues(stage).Inc()
+			s.logger.Warn("message handed back to RocketMQ for a retry", "stage", stage,
+				"rd_id", messageID(m), "msg_id", m.MsgId, "reconsume", m.ReconsumeTimes, "err", err)
+			return consumer.ConsumeRetryLater, nil
+		}
+	}
+	return consumer.ConsumeSuccess, nil
+}
+
+// handle routes one message; a non-nil error means "retry later", stage says where it
+// failed.
+func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stage string, err error) {
+	s.metrics.received.Inc()
+	now := s.now()
+	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, horizon: s.opts.Horizon}, now)
+	if rej != nil {
+		s.metrics.rejected.WithLabelValues(string(rej.Reason)).Inc()
+		s.logger.Error("message rejected: it can never be delivered", "rd_id", a.ID, "target", a.Target,
+			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)
+		return "reject", nil
+	}
+	if level, ok := NextLevel(a.DeliverAt.Sub(now), s.opts.Levels, s.opts.Threshold); ok {
+		cancelled, err := s.store.IsCancelled(ctx, a.ID)
+		if err != nil {
+			return "hop", err
+		}
+		if cancelled {
+			s.metrics.cancelled.WithLabelValues("hop").Inc()
+			s.logger.Info("cancelled alert dropped", "rd_id", a.ID, "stage", "hop")
+			return "hop", nil
+		}
+		return "hop", s.publishHop(ctx, msg, a, level)
+	}
+	res, err := s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DeliverAt, Body: a.Body, Hops: a.Hops})
+	if err != nil {
+		return "wheel", err
+	}
+	s.metrics.stored.WithLabelValues(res.String()).Inc()
+	switch res {
+	case store.PutStored:
+		if err := s.wheel.Add(a.ID, a.DeliverAt); err != nil {
+			// Redis holds it; the sweeper claims it once it is overdue.
+			s.logger.Warn("wheel refused a key; the sweeper will deliver it", "rd_id", a.ID, "err", err)
+		}
+	case store.PutCancelled:
+		s.metrics.cancelled.WithLabelValues("wheel").Inc()
+		s.logger.Info("cancelled alert dropped", "rd_id", a.ID, "stage", "wheel")
+	default:
+		s.logger.Debug("duplicate alert ignored", "rd_id", a.ID, "result", res.String())
+	}
+	return "wheel", nil
+}
+
+// publishHop re-publishes msg with the next delay level, carrying its properties.
+func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a Alert, level int) error {
+	m := primitive.NewMessage(s.opts.Topic, orig.Body)
+	for k, v := range orig.GetProperties() {
+		if !systemProperty[k] {
+			m.WithProperty(k, v)
+		}
+	}
+	m.RemoveProperty(PropDelay)
+	m.WithProperty(PropDeliverAt, strconv.FormatInt(a.DeliverAt.UnixMilli(), 10))
+	m.WithProperty(PropID, a.ID)
+	m.WithProperty(PropHops, strconv.Itoa(a.Hops+1))
+	m.WithDelayTimeLevel(level)
+	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
+	defer cancel()
+	res, err := s.producer.SendSync(sendCtx, m)
+	if err != nil {
+		return fmt.Errorf("publish hop (level %d): %w", level, err)
+	}
+	if res.Status != primitive.SendOK {
+		return fmt.Errorf("publish hop (level %d): broker answered %s", level, sendStatus(res.Status))
+	}
+	s.metrics.hop(level)
+	s.logger.Debug("hop published", "rd_id", a.ID, "level", level, "delay", s.opts.Levels[level-1].String(),
+		"remaining", a.DeliverAt.Sub(s.now()).String(), "hops", a.Hops+1)
+	return nil
+}
+
+// systemProperty are the broker's and client's own properties, which a hop must not
+// copy from the message it re-publishes.
+var systemProperty = map[string]bool{
+	primitive.PropertyDelayTimeLevel:                 true,
+	primitive.PropertyRealTopic:                      true,
+	primitive.PropertyRealQueueId:                    true,
+	primitive.PropertyUniqueClientMessageIdKeyIndex:  true,
+	primitive.PropertyMinOffset:                      true,
+	primitive.PropertyMaxOffset:                      true,
+	primitive.PropertyConsumeStartTime:               true,
+	primitive.PropertyRetryTopic:                     true,
+	primitive.PropertyOriginMessageId:                true,
+	primitive.PropertyReconsumeTime:                  true,
+	primitive.PropertyMaxReconsumeTimes:              true,
+	primitive.PropertyTransactionPrepared:            true,
+	primitive.PropertyProducerGroup:                  true,
+	primitive.PropertyWaitStoreMsgOk:                 true,
+	primitive.PropertyMsgRegion:                      true,
+	primitive.PropertyTraceSwitch:                    true,
+	primitive.PropertyTranscationPreparedQueueOffset: true,
+	primitive.PropertyTranscationCheckTimes:          true,
+	primitive.PropertyCluster:                        true,
+	primitive.PropertyTimerDeliverMS:                 true,
+	"__STARTDELIVERTIME":                             true,
+	"TIMER_DELAY_SEC":                                true,
+	"TIMER_DELAY_MS":                                 true,
+	"TIMER_OUT_MS":                                   true,
+	"TIMER_ENQUEUE_MS":                               true,
+	"TIMER_DEQUEUE_MS":                               true,
+	"TIMER_ROLL_TIMES":                               true,
+	"INNER_NUM":                                      true,
+	"INNER_BASE":                                     true,
+	"TRACE_CONTEXT":                                  true,
+}
+
+func sendStatus(s primitive.SendStatus) string {
+	switch s {
+	case primitive.SendOK:
+		return "SEND_OK"
+	case primitive.SendFlushDiskTimeout:
+		return "FLUSH_DISK_TIMEOUT"
+	case primitive.SendFlushSlaveTimeout:
+		return "FLUSH_SLAVE_TIMEOUT"
+	case primitive.SendSlaveNotAvailable:
+		return "SLAVE_NOT_AVAILABLE"
+	case primitive.SendUnknownError:
+		return "UNKNOWN_ERROR"
+	default:
+		return fmt.Sprintf("status %d", int(s))
+	}
+}
+
+// loadDueSoon puts the wheel stage's entries due within the threshold into the wheel, so
+// a restarted replica fires them on time rather than after the grace period.
+func (s *Scheduler) loadDueSoon(ctx context.Context) error {
+	due, err := s.store.DueWithin(ctx, s.opts.Threshold+s.opts.Grace, 1_000_000)
+	if err != nil {
+		return fmt.Errorf("scheduler: load due-soon entries: %w", err)
+	}
+	for _, d := range due {
+		if err := s.wheel.Add(d.ID, d.DueAt); err != nil {
+			s.logger.Warn("wheel refused a key; the sweeper will deliver it", "rd_id", d.ID, "err", err)
+		}
+	}
+	if len(due) > 0 {
+		s.logger.Info("loaded due-soon entries into the wheel", "count", len(due))
+	}
+	return nil
+}
+
+// fireLoop claims the keys the wheel fires and queues the won entries for hand-off.
+func (s *Scheduler) fireLoop(ctx context.Context) {
+	defer s.loops.Done()
+	for batch := range s.wheel.C() {
+		entries, err := s.store.Claim(ctx, batch)
+		if err != nil {
+			// The entries stay in Redis; the sweeper claims them once overdue.
+			s.logger.Warn("claim of fired keys failed; the sweeper will retry", "keys", len(batch), "err", err)
+			continue
+		}
+		s.metrics.claims.WithLabelValues("won").Add(float64(len(entries)))
+		s.metrics.claims.WithLabelValues("lost").Add(float64(len(batch) - len(entries)))
+		s.enqueue(ctx, entries)
+	}
+}
+
+// sweepLoop claims entries that are overdue past the grace period or whose lease
+// expired: those of a crashed replica, or whose claim failed.
+func (s *Scheduler) sweepLoop(ctx context.Context) {
+	defer s.loops.Done()
+	t := time.NewTicker(s.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for {
+			entries, err := s.store.ClaimOverdue(ctx, s.opts.Grace, s.opts.ClaimBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.logger.Warn("sweep failed", "err", err)
+				}
+				break
+			}
+			if len(entries) > 0 {
+				s.metrics.recovered.Add(float64(len(entries)))
+				s.logger.Info("sweeper recovered overdue entries", "count", len(entries))
+			}
+			s.enqueue(ctx, entries)
+			if len(entries) < s.opts.ClaimBatch {
+				break
+			}
+		}
+	}
+}
+
+// enqueue hands claimed entries to the workers; when stopping, it gives back the rest.
+func (s *Scheduler) enqueue(ctx context.Context, entries []store.Entry) {
+	for i, e := range entries {
+		select {
+		case s.work <- e:
+		case <-ctx.Done():
+			s.giveBack(context.WithoutCancel(ctx), entries[i:], s.now())
+			return
+		}
+	}
+}
+
+func (s *Scheduler) handoffWorker(ctx context.Context) {
+	defer s.workers.Done()
+	for e := range s.work {
+		if ctx.Err() != nil && s.stopping() {
+			s.giveBack(context.WithoutCancel(ctx), []store.Entry{e}, s.now())
+			continue
+		}
+		s.deliver(context.WithoutCancel(ctx), e)
+	}
+}
+
+func (s *Scheduler) stopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
+func (s *Scheduler) deliver(ctx context.Context, e store.Entry) {
+	a := Alert{ID: e.ID, Target: e.Target, DeliverAt: e.DueAt, Body: e.Body, Hops: e.Hops}
+	start := s.now()
+	if err := s.handoff.Deliver(ctx, a); err != nil {
+		s.metrics.handoffs.WithLabelValues("error").Inc()
+		retryAt := s.now().Add(s.opts.RetryDelay)
+		s.logger.Warn("hand-off failed; will retry", "rd_id", e.ID, "retry_at", retryAt.UTC().Format(time.RFC3339Nano), "err", err)
+		s.giveBack(ctx, []store.Entry{e}, retryAt)
+		return
+	}
+	s.metrics.handoffs.WithLabelValues("ok").Inc()
+	s.metrics.lateness.Observe(max(start.Sub(e.DueAt), 0).Seconds())
+	if err := s.store.Release(ctx, e.ID); err != nil {
+		// The lease will expire and the alert be handed off again: at least once.
+		s.logger.Error("release after hand-off failed; the alert may be handed off again", "rd_id", e.ID, "err", err)
+	}
+}
+
+func (s *Scheduler) giveBack(ctx context.Context, entries []store.Entry, retryAt time.Time) {
+	for _, e := range entries {
+		if err := s.store.GiveBack(ctx, e.ID, retryAt); err != nil {
+			s.logger.Warn("give-back failed; the lease will expire and the sweeper retry", "rd_id", e.ID, "err", err)
+			continue
+		}
+		if !s.stopping() {
+			_ = s.wheel.Add(e.ID, retryAt)
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

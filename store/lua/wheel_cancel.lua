@@ -1,0 +1,33 @@
+-- wheel_cancel.lua: cancel one alert, wherever it is.
+--
+-- KEYS[1]  {p}:due          sorted set: id -> next due time (Unix ms)
+-- KEYS[2]  {p}:inflight     sorted set: id -> lease expiry (Unix ms, Redis clock)
+-- KEYS[3]  {p}:entries      hash: id -> encoded entry
+-- KEYS[4]  {p}:done:<id>    done marker of this id
+-- KEYS[5]  {p}:cancel:<id>  cancel tombstone of this id
+-- ARGV[1]  id
+-- ARGV[2]  tombstone lifetime, ms
+--
+-- Returns 1 removed (was waiting in due: entry deleted, tombstone set so a redelivered
+--           copy is refused by wheel_put.lua),
+--         2 too late (in flight: being sent now; nothing changed),
+--         3 already delivered (done marker exists; nothing changed),
+--         4 tombstoned (not in Redis: the alert is still hopping through the broker; the
+--           tombstone makes its arrival a no-op).
+-- The tombstone's value is Redis now in Unix ms.
+local id = ARGV[1]
+if redis.call('ZSCORE', KEYS[2], id) then
+  return 2
+end
+local t = redis.call('TIME')
+local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+if redis.call('ZREM', KEYS[1], id) == 1 then
+  redis.call('HDEL', KEYS[3], id)
+  redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
+  return 1
+end
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return 3
+end
+redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
+return 4

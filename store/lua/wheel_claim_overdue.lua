@@ -1,0 +1,46 @@
+-- wheel_claim_overdue.lua: the sweeper's claim of entries nobody else is taking care of.
+--
+-- KEYS[1]  {p}:due       sorted set: id -> next due time (Unix ms)
+-- KEYS[2]  {p}:inflight  sorted set: id -> lease expiry (Unix ms, Redis clock)
+-- KEYS[3]  {p}:entries   hash: id -> encoded entry
+-- ARGV[1]  grace, ms: only due times earlier than Redis now - grace count as overdue
+-- ARGV[2]  limit: most entries to claim
+-- ARGV[3]  lease, ms
+--
+-- Claims, oldest first, entries of inflight whose lease has expired (lease expiry <= now),
+-- then entries of due overdue by more than grace, up to limit in all; each gets
+-- score = Redis now + lease in inflight.
+-- Returns a flat array id1, entry1, id2, entry2, … of the claimed ids.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local limit = tonumber(ARGV[2])
+local expiry = string.format('%d', now + tonumber(ARGV[3]))
+local out = {}
+local n = 0
+
+local function take(id)
+  local entry = redis.call('HGET', KEYS[3], id)
+  if entry then
+    redis.call('ZADD', KEYS[2], expiry, id)
+    out[#out + 1] = id
+    out[#out + 1] = entry
+    n = n + 1
+  else
+    -- An index entry without a payload cannot be delivered: drop it.
+    redis.call('ZREM', KEYS[2], id)
+  end
+end
+
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now), 'LIMIT', 0, limit)
+for _, id in ipairs(expired) do
+  take(id)
+end
+if n < limit then
+  local overdue = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf',
+    '(' .. string.format('%d', now - tonumber(ARGV[1])), 'LIMIT', 0, limit - n)
+  for _, id in ipairs(overdue) do
+    redis.call('ZREM', KEYS[1], id)
+    take(id)
+  end
+end
+return out

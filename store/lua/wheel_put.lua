@@ -1,0 +1,30 @@
+-- wheel_put.lua: store one entry of the wheel stage, atomically and idempotently.
+--
+-- KEYS[1]  {p}:due          sorted set: id -> next due time (Unix ms)
+-- KEYS[2]  {p}:inflight     sorted set: id -> lease expiry (Unix ms, Redis clock)
+-- KEYS[3]  {p}:entries      hash: id -> encoded entry
+-- KEYS[4]  {p}:done:<id>    done marker of this id
+-- KEYS[5]  {p}:cancel:<id>  cancel tombstone of this id
+-- ARGV[1]  id
+-- ARGV[2]  due time, Unix ms
+-- ARGV[3]  encoded entry
+--
+-- Returns 1 stored (entry written, id added to due),
+--         2 duplicate (the id is already waiting or in flight: nothing changed),
+--         3 done (the id was delivered already: nothing changed),
+--         4 cancelled (the id has a cancel tombstone: nothing stored, tombstone kept).
+local id = ARGV[1]
+if redis.call('HEXISTS', KEYS[3], id) == 1
+    or redis.call('ZSCORE', KEYS[1], id)
+    or redis.call('ZSCORE', KEYS[2], id) then
+  return 2
+end
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return 3
+end
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  return 4
+end
+redis.call('HSET', KEYS[3], id, ARGV[3])
+redis.call('ZADD', KEYS[1], ARGV[2], id)
+return 1

@@ -1,0 +1,571 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The wheel stage keeps, in Redis, every alert whose remaining delay is below the
+// scheduler's hop threshold. Its keys, all under one hash tag so that every script's keys
+// sit in one Redis Cluster slot (p is the configured key prefix):
+//
+//	{p}:due          sorted set  id → next due time, Unix ms (the due time, or a retry time)
+//	{p}:inflight     sorted set  id → lease expiry, Unix ms by the Redis clock
+//	{p}:entries      hash        id → encoded Entry (see encodeWheelEntry)
+//	{p}:done:<id>    string      delivered marker, value Redis now in ms, expires after DoneTTL
+//	{p}:cancel:<id>  string      cancel tombstone, value Redis now in ms, expires after CancelTTL
+//
+// An id that has an entry is in exactly one of due and inflight. All entries share one
+// hash rather than a key each so that the sweeper's script, which finds its ids in the
+// sorted sets, reads only keys it was given in KEYS.
+
+// Defaults of WheelStageOptions.
+const (
+	DefaultLease     = 30 * time.Second
+	DefaultDoneTTL   = 7 * 24 * time.Hour
+	DefaultCancelTTL = 31 * 24 * time.Hour
+)
+
+// WheelStageOptions tune a WheelStage. A zero or negative field takes its default.
+type WheelStageOptions struct {
+	// Lease is how long a claimed entry belongs to its claimer before the sweeper of any
+	// replica may claim it again. It must comfortably exceed the time from a claim to
+	// Release or GiveBack, or a backlog must be kept alive with ExtendLease.
+	// Default 30s.
+	Lease time.Duration
+	// DoneTTL is how long the done marker that Release leaves turns a later Put of the same
+	// id into a no-op. It must exceed the longest time a duplicate can still arrive: the
+	// broker's redelivery window for the last hop plus a consumer's downtime. Default 7 days.
+	DoneTTL time.Duration
+	// CancelTTL is how long a cancel tombstone makes the arrival of its id a no-op. It must
+	// exceed the longest delay the scheduler accepts (config scheduler.horizon, 30 days by
+	// default), as the cancelled alert may still be hopping through the broker until then.
+	// Default 31 days.
+	CancelTTL time.Duration
+}
+
+func (o WheelStageOptions) withDefaults() WheelStageOptions {
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	if o.DoneTTL <= 0 {
+		o.DoneTTL = DefaultDoneTTL
+	}
+	if o.CancelTTL <= 0 {
+		o.CancelTTL = DefaultCancelTTL
+	}
+	return o
+}
+
+// Entry is one alert waiting in the wheel stage.
+type Entry struct {
+	// ID is the alert's idempotency key (RD_ID): any string up to a few hundred bytes.
+	ID string
+	// Target names the robot group the alert goes to.
+	Target string
+	// DueAt is when the alert is due, at millisecond precision. It is the alert's own due
+	// time: GiveBack reschedules the entry without changing it.
+	DueAt time.Time
+	// Body is the alert as the producer sent it, arbitrary bytes.
+	Body []byte
+	// Props are the original message's properties, carried along for the sender; nil when
+	// there are none (an empty map is stored as nil).
+	Props map[string]string
+	// Hops counts the broker hops the alert took before reaching the wheel stage.
+	Hops int
+}
+
+// Due is an id of the wheel stage and when it is next due.
+type Due struct {
+	// ID is the entry's id.
+	ID string
+	// DueAt is the entry's score in the due index, at millisecond precision: its due
+	// time, or the retry time GiveBack set.
+	DueAt time.Time
+}
+
+// PutResult says what Put did.
+type PutResult int
+
+// The results of Put.
+const (
+	// PutStored means the entry is new and was stored.
+	PutStored PutResult = iota + 1
+	// PutDuplicate means an entry with this id is already waiting or in flight; nothing
+	// changed.
+	PutDuplicate
+	// PutDone means the id was delivered already (its done marker exists); nothing changed.
+	PutDone
+	// PutCancelled means the id was cancelled (its tombstone exists); nothing was stored.
+	// The tombstone is kept until it expires, so every further copy is refused too.
+	PutCancelled
+)
+
+// String returns the result's name, usable as a metric label: "stored", "duplicate",
+// "done" or "cancelled".
+func (r PutResult) String() string {
+	switch r {
+	case PutStored:
+		return "stored"
+	case PutDuplicate:
+		return "duplicate"
+	case PutDone:
+		return "done"
+	case PutCancelled:
+		return "cancelled"
+	}
+	return "PutResult(" + strconv.Itoa(int(r)) + ")"
+}
+
+// CancelResult says what Cancel did.
+type CancelResult int
+
+// The results of Cancel.
+const (
+	// CancelRemoved means the entry was waiting and is gone. A tombstone is left as well,
+	// so a redelivered copy of the alert's last hop is refused by Put.
+	CancelRemoved CancelResult = iota + 1
+	// CancelTooLate means the entry is in flight: it is being sent now. Nothing changed.
+	CancelTooLate
+	// CancelAlreadyDelivered means the id's done marker exists. Nothing changed.
+	CancelAlreadyDelivered
+	// CancelTombstoned means the id is not in Redis: the alert is still hopping through the
+	// broker (or never existed). A tombstone now makes its arrival a no-op (Put returns
+	// PutCancelled; IsCancelled reports true).
+	CancelTombstoned
+)
+
+// String returns the result's name, usable as a metric label: "removed", "too_late",
+// "already_delivered" or "tombstoned".
+func (r CancelResult) String() string {
+	switch r {
+	case CancelRemoved:
+		return "removed"
+	case CancelTooLate:
+		return "too_late"
+	case CancelAlreadyDelivered:
+		return "already_delivered"
+	case CancelTombstoned:
+		return "tombstoned"
+	}
+	return "CancelResult(" + strconv.Itoa(int(r)) + ")"
+}
+
+//go:embed lua/wheel_*.lua
+var wheelStageLua embed.FS
+
+func wheelStageScript(name string) *redis.Script {
+	src, err := wheelStageLua.ReadFile("lua/" + name)
+	if err != nil {
+		panic("store: missing embedded script " + name)
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	wheelPutScript          = wheelStageScript("wheel_put.lua")
+	wheelClaimScript        = wheelStageScript("wheel_claim.lua")
+	wheelClaimOverdueScript = wheelStageScript("wheel_claim_overdue.lua")
+	wheelReleaseScript      = wheelStageScript("wheel_release.lua")
+	wheelGiveBackScript     = wheelStageScript("wheel_give_back.lua")
+	wheelExtendLeaseScript  = wheelStageScript("wheel_extend_lease.lua")
+	wheelDueWithinScript    = wheelStageScript("wheel_due_within.lua")
+	wheelCancelScript       = wheelStageScript("wheel_cancel.lua")
+)
+
+// WheelStage is the Redis side of the scheduler's wheel stage: the payloads and due index
+// of alerts about to be delivered, claims with leases, done markers and cancel
+// tombstones. Every mutation is one Lua script, one round trip, atomic against every
+// other replica; scripts take "now" from Redis TIME, so replicas share one clock.
+//
+// A WheelStage is safe for concurrent use. Errors caused by an unreachable or unready
+// Redis also match ErrUnavailable; the caller retries them. go-redis may itself retry a
+// script whose reply was lost; every script tolerates that (a repeated Put reports
+// PutDuplicate, a repeated Claim returns nothing and the entry comes back through the
+// sweeper when its lease expires).
+type WheelStage struct {
+	rdb    redis.UniversalClient
+	opts   WheelStageOptions
+	prefix string // "{p}:"
+
+	due, inflight, entries string
+}
+
+// NewWheelStage returns the wheel stage whose keys start with "{prefix}:" (prefix is the
+// configured key prefix, config redis.keyPrefix). It panics when prefix is empty, as the
+// keys would then not share a hash tag.
+func NewWheelStage(rdb redis.UniversalClient, prefix string, opts WheelStageOptions) *WheelStage {
+	if prefix == "" {
+		panic("store: NewWheelStage: empty key prefix")
+	}
+	p := "{" + prefix + "}:"
+	return &WheelStage{
+		rdb:      rdb,
+		opts:     opts.withDefaults(),
+		prefix:   p,
+		due:      p + "due",
+		inflight: p + "inflight",
+		entries:  p + "entries",
+	}
+}
+
+// Options returns the options in effect, defaults filled in.
+func (w *WheelStage) Options() WheelStageOptions { return w.opts }
+
+func (w *WheelStage) doneKey(id string) string   { return w.prefix + "done:" + id }
+func (w *WheelStage) cancelKey(id string) string { return w.prefix + "cancel:" + id }
+
+// Put stores e, atomically and idempotently, in one round trip: the entry is written and
+// its id added to the due index with score e.DueAt. An id already waiting or in flight
+// gives PutDuplicate, a delivered id PutDone, a cancelled id PutCancelled; none of these
+// change anything.
+func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
+	if e.ID == "" {
+		return 0, errors.New("store: put: empty id")
+	}
+	keys := []string{w.due, w.inflight, w.entries, w.doneKey(e.ID), w.cancelKey(e.ID)}
+	code, err := wheelPutScript.Run(ctx, w.rdb, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e)).Int()
+	if err != nil {
+		return 0, w.fail("put", err)
+	}
+	r := PutResult(code)
+	if r < PutStored || r > PutCancelled {
+		return 0, fmt.Errorf("store: put: unexpected script result %d", code)
+	}
+	return r, nil
+}
+
+// Claim atomically claims, in one round trip, every id of ids that is still in the due
+// index: it moves to in flight with a lease of Options().Lease from Redis now, and its
+// entry is returned. Ids not in the due index (claimed by another replica, cancelled,
+// delivered) are left out, so len(ids)-len(result) claims were lost. Claim does not check
+// due times: deciding when to claim is the caller's business.
+func (w *WheelStage) Claim(ctx context.Context, ids []string) ([]Entry, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, w.opts.Lease.Milliseconds())
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	res, err := wheelClaimScript.Run(ctx, w.rdb, []string{w.due, w.inflight, w.entries}, args...).Slice()
+	if err != nil {
+		return nil, w.fail("claim", err)
+	}
+	entries, err := decodeWheelPairs(res)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim: %w", err)
+	}
+	return entries, nil
+}
+
+// ClaimOverdue is the sweeper's claim, in one round trip: it atomically claims up to limit
+// entries that nobody is taking care of, first those in flight whose lease expired, then
+// those waiting whose due time is more than grace before Redis now, oldest first. Each
+// gets a fresh lease, as in Claim. A limit below 1 is an error.
+func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limit int) ([]Entry, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("store: claim overdue: limit %d is not positive", limit)
+	}
+	grace = max(grace, 0)
+	res, err := wheelClaimOverdueScript.Run(ctx, w.rdb, []string{w.due, w.inflight, w.entries},
+		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds()).Slice()
+	if err != nil {
+		return nil, w.fail("claim overdue", err)
+	}
+	entries, err := decodeWheelPairs(res)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim overdue: %w", err)
+	}
+	return entries, nil
+}
+
+// Release records that ids were delivered, in one round trip: their entries are deleted,
+// they leave the in-flight and due indexes, and each gets a done marker that lives
+// Options().DoneTTL, so a later Put of the same id is PutDone. Releasing an id that is not
+// in flight still leaves the marker.
+func (w *WheelStage) Release(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(ids)+3)
+	keys = append(keys, w.due, w.inflight, w.entries)
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, w.opts.DoneTTL.Milliseconds())
+	for _, id := range ids {
+		keys = append(keys, w.doneKey(id))
+		args = append(args, id)
+	}
+	if err := wheelReleaseScript.Run(ctx, w.rdb, keys, args...).Err(); err != nil {
+		return w.fail("release", err)
+	}
+	return nil
+}
+
+// GiveBack returns an in-flight entry whose hand-off failed to the due index with score
+// retryAt (millisecond precision); its entry, including DueAt, is kept. When id is not in
+// flight any more (released, cancelled, given back already) nothing changes.
+func (w *WheelStage) GiveBack(ctx context.Context, id string, retryAt time.Time) error {
+	err := wheelGiveBackScript.Run(ctx, w.rdb, []string{w.due, w.inflight}, id, retryAt.UnixMilli()).Err()
+	if err != nil {
+		return w.fail("give back", err)
+	}
+	return nil
+}
+
+// ExtendLease renews, in one round trip, the lease of every id of ids still in flight to
+// Options().Lease from Redis now, and returns how many it renewed. Ids not in flight are
+// not added.
+func (w *WheelStage) ExtendLease(ctx context.Context, ids []string) (extended int, err error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, w.opts.Lease.Milliseconds())
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	n, err := wheelExtendLeaseScript.Run(ctx, w.rdb, []string{w.inflight}, args...).Int()
+	if err != nil {
+		return 0, w.fail("extend lease", err)
+	}
+	return n, nil
+}
+
+// DueWithin lists, read only and earliest first, up to limit ids of the due index whose
+// due time is at most Redis now + window, including those already overdue. A starting
+// replica loads them into its wheel. A limit below 1 is an error.
+func (w *WheelStage) DueWithin(ctx context.Context, window time.Duration, limit int) ([]Due, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("store: due within: limit %d is not positive", limit)
+	}
+	res, err := wheelDueWithinScript.Run(ctx, w.rdb, []string{w.due}, window.Milliseconds(), limit).StringSlice()
+	if err != nil {
+		return nil, w.fail("due within", err)
+	}
+	if len(res)%2 != 0 {
+		return nil, errors.New("store: due within: odd reply length")
+	}
+	out := make([]Due, 0, len(res)/2)
+	for i := 0; i < len(res); i += 2 {
+		score, err := strconv.ParseFloat(res[i+1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("store: due within: score of %q: %w", res[i], err)
+		}
+		out = append(out, Due{ID: res[i], DueAt: time.UnixMilli(int64(score))})
+	}
+	return out, nil
+}
+
+// Cancel cancels the alert id wherever it is, atomically: waiting in the due index
+// (CancelRemoved), in flight (CancelTooLate), delivered (CancelAlreadyDelivered), or not in
+// Redis yet (CancelTombstoned). Removed and tombstoned ids get a tombstone that lives
+// Options().CancelTTL.
+func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error) {
+	keys := []string{w.due, w.inflight, w.entries, w.doneKey(id), w.cancelKey(id)}
+	code, err := wheelCancelScript.Run(ctx, w.rdb, keys, id, w.opts.CancelTTL.Milliseconds()).Int()
+	if err != nil {
+		return 0, w.fail("cancel", err)
+	}
+	r := CancelResult(code)
+	if r < CancelRemoved || r > CancelTombstoned {
+		return 0, fmt.Errorf("store: cancel: unexpected script result %d", code)
+	}
+	return r, nil
+}
+
+// IsCancelled reports whether id has a cancel tombstone. The scheduler asks on every hop.
+func (w *WheelStage) IsCancelled(ctx context.Context, id string) (bool, error) {
+	n, err := w.rdb.Exists(ctx, w.cancelKey(id)).Result()
+	if err != nil {
+		return false, w.fail("is cancelled", err)
+	}
+	return n == 1, nil
+}
+
+// Stats returns the number of entries waiting in the due index and in flight, in one
+// round trip.
+func (w *WheelStage) Stats(ctx context.Context) (waiting, inflight int64, err error) {
+	var dueCmd, inflightCmd *redis.IntCmd
+	_, err = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		dueCmd = p.ZCard(ctx, w.due)
+		inflightCmd = p.ZCard(ctx, w.inflight)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, w.fail("stats", err)
+	}
+	return dueCmd.Val(), inflightCmd.Val(), nil
+}
+
+// fail wraps err for operation op; errors of an unreachable or unready Redis also wrap
+// ErrUnavailable.
+func (w *WheelStage) fail(op string, err error) error {
+	if wheelStageRetryable(err) {
+		return fmt.Errorf("store: %s: %w: %w", op, err, ErrUnavailable)
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}
+
+// wheelStageRetryable reports whether err means Redis could not be reached or could not
+// serve the command for now, as opposed to a reply that would not change on retry.
+func wheelStageRetryable(err error) bool {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return false // the caller gave up; it knows
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrClosed),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsClusterDownError(err),
+		redis.IsTryAgainError(err), redis.IsMasterDownError(err), redis.IsMaxClientsError(err),
+		redis.HasErrorPrefix(err, "BUSY"):
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}
+
+// An entry is stored as one binary record (all integers are unsigned varints unless noted):
+//
+//	version (1 byte, 1) | due ms (signed varint) | hops | len(target) target |
+//	property count, then per property in key order: len(key) key len(value) value |
+//	body (the rest)
+//
+// The id is the hash field, not part of the record. A length-prefixed record, unlike
+// JSON, carries arbitrary bytes in every field without escaping.
+const wheelEntryV1 = 1
+
+func encodeWheelEntry(e Entry) []byte {
+	n := 1 + 3*binary.MaxVarintLen64 + len(e.Target) + len(e.Body)
+	for k, v := range e.Props {
+		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, wheelEntryV1)
+	b = binary.AppendVarint(b, e.DueAt.UnixMilli())
+	b = binary.AppendUvarint(b, uint64(max(e.Hops, 0)))
+	b = appendWheelString(b, e.Target)
+	b = binary.AppendUvarint(b, uint64(len(e.Props)))
+	keys := make([]string, 0, len(e.Props))
+	for k := range e.Props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b = appendWheelString(b, k)
+		b = appendWheelString(b, e.Props[k])
+	}
+	return append(b, e.Body...)
+}
+
+func appendWheelString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+var errWheelEntryCorrupt = errors.New("corrupt entry record")
+
+func decodeWheelEntry(id string, rec []byte) (Entry, error) {
+	if len(rec) == 0 || rec[0] != wheelEntryV1 {
+		return Entry{}, fmt.Errorf("entry %q: %w: unknown format", id, errWheelEntryCorrupt)
+	}
+	r := wheelRecordReader{b: rec[1:]}
+	e := Entry{ID: id}
+	e.DueAt = time.UnixMilli(r.varint())
+	e.Hops = int(r.uvarint())
+	e.Target = r.string()
+	if n := r.uvarint(); n > 0 && !r.bad {
+		if n > uint64(len(r.b)/2) { // a property takes at least two bytes
+			r.bad = true
+		} else {
+			e.Props = make(map[string]string, n)
+			for range n {
+				k := r.string()
+				e.Props[k] = r.string()
+			}
+		}
+	}
+	if r.bad {
+		return Entry{}, fmt.Errorf("entry %q: %w: truncated", id, errWheelEntryCorrupt)
+	}
+	if len(r.b) > 0 {
+		e.Body = r.b
+	}
+	return e, nil
+}
+
+// wheelRecordReader reads an entry record; after the first error every read returns zero
+// and bad stays set.
+type wheelRecordReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *wheelRecordReader) uvarint() uint64 {
+	if r.bad {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *wheelRecordReader) varint() int64 {
+	if r.bad {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *wheelRecordReader) string() string {
+	n := r.uvarint()
+	if r.bad || n > uint64(len(r.b)) {
+		r.bad = true
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// decodeWheelPairs decodes a script's flat reply id1, record1, id2, record2, ….
+func decodeWheelPairs(res []any) ([]Entry, error) {
+	if len(res)%2 != 0 {
+		return nil, errors.New("odd reply length")
+	}
+	out := make([]Entry, 0, len(res)/2)
+	for i := 0; i < len(res); i += 2 {
+		id, ok1 := res[i].(string)
+		rec, ok2 := res[i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("reply item %d is %T, %T, not two strings", i/2, res[i], res[i+1])
+		}
+		e, err := decodeWheelEntry(id, []byte(rec))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

@@ -1,0 +1,811 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// newWheelStage returns a wheel stage on the local Redis under a prefix of its own, and
+// deletes its keys when the test ends (testenv.Redis only deletes keys that start with the
+// prefix, and the wheel stage's keys start with "{prefix}").
+func newWheelStage(t testing.TB, opts store.WheelStageOptions) (*redis.Client, string, *store.WheelStage) {
+	t.Helper()
+	rdb, prefix := testenv.Redis(t)
+	t.Cleanup(func() { // runs before testenv's cleanup closes rdb
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := rdb.Scan(ctx, 0, "{"+prefix+"}*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	})
+	return rdb, prefix, store.NewWheelStage(rdb, prefix, opts)
+}
+
+func entryAt(id string, due time.Time) store.Entry {
+	return store.Entry{ID: id, Target: "ops", DueAt: due, Body: []byte("body of " + id)}
+}
+
+// redisNow reads the Redis clock, which the scripts use.
+func redisNow(t testing.TB, rdb *redis.Client) time.Time {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	require.NoError(t, err)
+	return now
+}
+
+func ids(entries []store.Entry) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func idRange(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + strconv.Itoa(i)
+	}
+	return out
+}
+
+func TestWheelStagePut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	due := time.Now().Add(time.Second)
+
+	r, err := ws.Put(ctx, entryAt("a", due))
+	require.NoError(t, err)
+	require.Equal(t, store.PutStored, r)
+
+	// A duplicate of a waiting entry changes nothing, not even the body or due time.
+	dup := entryAt("a", due.Add(time.Hour))
+	dup.Body = []byte("another body")
+	r, err = ws.Put(ctx, dup)
+	require.NoError(t, err)
+	require.Equal(t, store.PutDuplicate, r)
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 0}, [2]int64{waiting, inflight})
+
+	claimed, err := ws.Claim(ctx, []string{"a"})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.Equal(t, []byte("body of a"), claimed[0].Body)
+	require.Equal(t, due.UnixMilli(), claimed[0].DueAt.UnixMilli())
+
+	// A duplicate of an entry in flight changes nothing either.
+	r, err = ws.Put(ctx, dup)
+	require.NoError(t, err)
+	require.Equal(t, store.PutDuplicate, r)
+	waiting, inflight, err = ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 1}, [2]int64{waiting, inflight})
+
+	require.NoError(t, ws.Release(ctx, "a"))
+	r, err = ws.Put(ctx, dup)
+	require.NoError(t, err)
+	require.Equal(t, store.PutDone, r)
+
+	c, err := ws.Cancel(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelTombstoned, c)
+	for range 2 { // the tombstone is kept: every copy is refused
+		r, err = ws.Put(ctx, entryAt("b", due))
+		require.NoError(t, err)
+		require.Equal(t, store.PutCancelled, r)
+	}
+	cancelled, err := ws.IsCancelled(ctx, "b")
+	require.NoError(t, err)
+	require.True(t, cancelled)
+
+	waiting, inflight, err = ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+
+	_, err = ws.Put(ctx, entryAt("", due))
+	require.Error(t, err)
+}
+
+// Every field survives the trip, whatever bytes it holds.
+func TestWheelStageEntryRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+
+	body := make([]byte, 20_000)
+	_, _ = rand.Read(body)
+	longID := strings.Repeat("{x}:é\x00 ", 16)[:128]
+	full := store.Entry{
+		ID:     longID,
+		Target: "group-ä",
+		DueAt:  time.UnixMilli(time.Now().Add(-time.Second).UnixMilli()),
+		Body:   body,
+		Props:  map[string]string{"RD_TARGET": "group-ä", "RD_ID": longID, "bin": "\x00\xff\n", "": "empty key"},
+		Hops:   7,
+	}
+	bare := store.Entry{ID: "bare", DueAt: full.DueAt}
+
+	for _, e := range []store.Entry{full, bare} {
+		r, err := ws.Put(ctx, e)
+		require.NoError(t, err)
+		require.Equal(t, store.PutStored, r)
+	}
+	got, err := ws.Claim(ctx, []string{longID, "bare"})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	for i, want := range []store.Entry{full, bare} {
+		require.Equal(t, want.ID, got[i].ID)
+		require.Equal(t, want.Target, got[i].Target)
+		require.True(t, want.DueAt.Equal(got[i].DueAt), "due %v, got %v", want.DueAt, got[i].DueAt)
+		require.Equal(t, want.Body, got[i].Body)
+		require.Equal(t, want.Props, got[i].Props)
+		require.Equal(t, want.Hops, got[i].Hops)
+	}
+	require.Nil(t, got[1].Props)
+	require.Empty(t, got[1].Body)
+}
+
+func TestWheelStageClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: 10 * time.Second})
+	due := time.Now()
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+	}
+
+	got, err := ws.Claim(ctx, []string{"b"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"b"}, ids(got))
+
+	// b is in flight already and x does not exist: both are lost claims.
+	before := redisNow(t, rdb)
+	got, err = ws.Claim(ctx, []string{"c", "b", "x", "a"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"c", "a"}, ids(got))
+	after := redisNow(t, rdb)
+
+	// The lease runs from Redis now.
+	lease, err := rdb.ZScore(ctx, "{"+prefix+"}:inflight", "a").Result()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, int64(lease), before.Add(10*time.Second).UnixMilli())
+	require.LessOrEqual(t, int64(lease), after.Add(10*time.Second).UnixMilli())
+
+	got, err = ws.Claim(ctx, []string{"a", "b", "c"})
+	require.NoError(t, err)
+	require.Empty(t, got)
+	got, err = ws.Claim(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 3}, [2]int64{waiting, inflight})
+}
+
+// Eight replicas racing for the same 1000 ids: each id is claimed exactly once.
+func TestWheelStageConcurrentClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	all := idRange("id-", 1000)
+	due := time.Now()
+	for _, id := range all {
+		r, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+		require.Equal(t, store.PutStored, r)
+	}
+
+	const claimers = 8
+	claimed := make([][]string, claimers)
+	errs := make([]error, claimers)
+	var wg sync.WaitGroup
+	for c := range claimers {
+		wg.Go(func() {
+			order := append([]string(nil), all...)
+			mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			for len(order) > 0 {
+				n := min(1+mrand.IntN(100), len(order))
+				got, err := ws.Claim(ctx, order[:n])
+				if err != nil {
+					errs[c] = err
+					return
+				}
+				claimed[c] = append(claimed[c], ids(got)...)
+				order = order[n:]
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+
+	seen := make(map[string]int, len(all))
+	for _, got := range claimed {
+		for _, id := range got {
+			seen[id]++
+		}
+	}
+	require.Len(t, seen, len(all))
+	for id, n := range seen {
+		require.Equal(t, 1, n, "id %s claimed %d times", id, n)
+	}
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 1000}, [2]int64{waiting, inflight})
+}
+
+// A claimer that crashes leaves its entries in flight; once their lease expires the
+// sweeper claims them again, with a new lease.
+func TestWheelStageLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const lease = 200 * time.Millisecond
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: lease})
+	_, err := ws.Put(ctx, entryAt("a", time.Now()))
+	require.NoError(t, err)
+	claimedAt := time.Now()
+	got, err := ws.Claim(ctx, []string{"a"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	got, err = ws.ClaimOverdue(ctx, time.Hour, 10)
+	require.NoError(t, err)
+	if time.Since(claimedAt) < lease*3/4 { // only meaningful on a machine that is not overloaded
+		require.Empty(t, got, "the lease has not expired yet")
+	}
+
+	deadline := time.Now().Add(5 * time.Second)
+	var sweptAt time.Time
+	for len(got) == 0 {
+		require.True(t, time.Now().Before(deadline), "the expired lease was never recovered")
+		time.Sleep(50 * time.Millisecond)
+		sweptAt = redisNow(t, rdb)
+		got, err = ws.ClaimOverdue(ctx, time.Hour, 10)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []string{"a"}, ids(got))
+	require.Equal(t, []byte("body of a"), got[0].Body)
+
+	// Re-leased from the Redis now of the sweep.
+	expiry, err := rdb.ZScore(ctx, "{"+prefix+"}:inflight", "a").Result()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, int64(expiry), sweptAt.Add(lease).UnixMilli())
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 1}, [2]int64{waiting, inflight})
+}
+
+// The sweeper leaves entries alone while they are within the grace period (the wheel of
+// some replica will fire for them); it takes the oldest first, and expired leases before
+// overdue entries.
+func TestWheelStageClaimOverdue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: time.Second})
+	now := time.Now()
+	for id, due := range map[string]time.Time{
+		"old-30s": now.Add(-30 * time.Second),
+		"old-20s": now.Add(-20 * time.Second),
+		"old-10s": now.Add(-10 * time.Second),
+		"in-2s":   now.Add(-2 * time.Second), // overdue, but within grace
+		"future":  now.Add(time.Minute),
+	} {
+		_, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+	}
+
+	got, err := ws.ClaimOverdue(ctx, 5*time.Second, 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"old-30s", "old-20s"}, ids(got))
+	got, err = ws.ClaimOverdue(ctx, 5*time.Second, 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"old-10s"}, ids(got))
+	got, err = ws.ClaimOverdue(ctx, 5*time.Second, 2)
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	due, err := ws.DueWithin(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	require.Equal(t, "in-2s", due[0].ID)
+
+	// Once the three leases expire they come first.
+	time.Sleep(1100 * time.Millisecond)
+	got, err = ws.ClaimOverdue(ctx, 0, 3)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"old-30s", "old-20s", "old-10s"}, ids(got))
+	got, err = ws.ClaimOverdue(ctx, 0, 3)
+	require.NoError(t, err)
+	require.Equal(t, []string{"in-2s"}, ids(got))
+
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 4}, [2]int64{waiting, inflight})
+
+	_, err = ws.ClaimOverdue(ctx, 0, 0)
+	require.Error(t, err)
+}
+
+func TestWheelStageRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{DoneTTL: time.Hour})
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := ws.Put(ctx, entryAt(id, time.Now()))
+		require.NoError(t, err)
+	}
+	_, err := ws.Claim(ctx, []string{"a", "b"})
+	require.NoError(t, err)
+
+	// c was never claimed, d never existed: both still get a done marker.
+	require.NoError(t, ws.Release(ctx, "a", "b", "c", "d"))
+	require.NoError(t, ws.Release(ctx)) // nothing to do
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+	n, err := rdb.HLen(ctx, "{"+prefix+"}:entries").Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	for _, id := range []string{"a", "b", "c", "d"} {
+		ttl, err := rdb.PTTL(ctx, "{"+prefix+"}:done:"+id).Result()
+		require.NoError(t, err)
+		require.InDelta(t, time.Hour.Seconds(), ttl.Seconds(), 5)
+		r, err := ws.Put(ctx, entryAt(id, time.Now()))
+		require.NoError(t, err)
+		require.Equal(t, store.PutDone, r, id)
+	}
+
+	// Releasing again is harmless.
+	require.NoError(t, ws.Release(ctx, "a"))
+}
+
+func TestWheelStageGiveBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	due := time.UnixMilli(time.Now().UnixMilli())
+	_, err := ws.Put(ctx, entryAt("a", due))
+	require.NoError(t, err)
+	_, err = ws.Claim(ctx, []string{"a"})
+	require.NoError(t, err)
+
+	retryAt := due.Add(3 * time.Second)
+	require.NoError(t, ws.GiveBack(ctx, "a", retryAt))
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 0}, [2]int64{waiting, inflight})
+	list, err := ws.DueWithin(ctx, time.Minute, 10)
+	require.NoError(t, err)
+	require.Equal(t, []store.Due{{ID: "a", DueAt: retryAt}}, normalize(list))
+
+	// Not in flight any more: a second give-back changes nothing.
+	require.NoError(t, ws.GiveBack(ctx, "a", retryAt.Add(time.Hour)))
+	require.NoError(t, ws.GiveBack(ctx, "never", retryAt))
+	list, err = ws.DueWithin(ctx, 24*time.Hour, 10)
+	require.NoError(t, err)
+	require.Equal(t, []store.Due{{ID: "a", DueAt: retryAt}}, normalize(list))
+
+	got, err := ws.Claim(ctx, []string{"a"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.True(t, due.Equal(got[0].DueAt), "the entry keeps its own due time")
+	require.NoError(t, ws.Release(ctx, "a"))
+	require.NoError(t, ws.GiveBack(ctx, "a", retryAt))
+	waiting, inflight, err = ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+}
+
+func TestWheelStageExtendLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: time.Hour})
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := ws.Put(ctx, entryAt(id, time.Now()))
+		require.NoError(t, err)
+	}
+	_, err := ws.Claim(ctx, []string{"a", "b"})
+	require.NoError(t, err)
+	inflightKey := "{" + prefix + "}:inflight"
+	before, err := rdb.ZScore(ctx, inflightKey, "a").Result()
+	require.NoError(t, err)
+
+	time.Sleep(20 * time.Millisecond)
+	n, err := ws.ExtendLease(ctx, []string{"a", "b", "c", "x"})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	after, err := rdb.ZScore(ctx, inflightKey, "a").Result()
+	require.NoError(t, err)
+	require.Greater(t, after, before)
+
+	// c is waiting and x does not exist: neither was added to inflight.
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 2}, [2]int64{waiting, inflight})
+	n, err = ws.ExtendLease(ctx, nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func normalize(list []store.Due) []store.Due {
+	for i := range list {
+		list[i].DueAt = time.UnixMilli(list[i].DueAt.UnixMilli())
+	}
+	return list
+}
+
+func TestWheelStageDueWithin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	now := time.UnixMilli(time.Now().UnixMilli())
+	dues := map[string]time.Time{
+		"past": now.Add(-time.Minute),
+		"1s":   now.Add(time.Second),
+		"2s":   now.Add(2 * time.Second),
+		"10m":  now.Add(10 * time.Minute),
+	}
+	for id, due := range dues {
+		_, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+	}
+	list, err := ws.DueWithin(ctx, time.Minute, 10)
+	require.NoError(t, err)
+	require.Equal(t, []store.Due{{"past", dues["past"]}, {"1s", dues["1s"]}, {"2s", dues["2s"]}}, normalize(list))
+
+	list, err = ws.DueWithin(ctx, time.Hour, 2)
+	require.NoError(t, err)
+	require.Equal(t, []store.Due{{"past", dues["past"]}, {"1s", dues["1s"]}}, normalize(list))
+
+	// In-flight entries are not listed.
+	_, err = ws.Claim(ctx, []string{"past"})
+	require.NoError(t, err)
+	list, err = ws.DueWithin(ctx, time.Hour, 10)
+	require.NoError(t, err)
+	require.Equal(t, []store.Due{{"1s", dues["1s"]}, {"2s", dues["2s"]}, {"10m", dues["10m"]}}, normalize(list))
+
+	_, err = ws.DueWithin(ctx, time.Hour, 0)
+	require.Error(t, err)
+}
+
+func TestWheelStageCancel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{CancelTTL: 2 * time.Hour})
+	for _, id := range []string{"waiting", "inflight", "done"} {
+		_, err := ws.Put(ctx, entryAt(id, time.Now()))
+		require.NoError(t, err)
+	}
+	_, err := ws.Claim(ctx, []string{"inflight", "done"})
+	require.NoError(t, err)
+	require.NoError(t, ws.Release(ctx, "done"))
+	tombstoneTTL := func(id string) time.Duration {
+		ttl, err := rdb.PTTL(ctx, "{"+prefix+"}:cancel:"+id).Result()
+		require.NoError(t, err)
+		return ttl
+	}
+
+	r, err := ws.Cancel(ctx, "waiting")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelRemoved, r)
+	require.InDelta(t, (2 * time.Hour).Seconds(), tombstoneTTL("waiting").Seconds(), 5)
+	p, err := ws.Put(ctx, entryAt("waiting", time.Now())) // a redelivered copy
+	require.NoError(t, err)
+	require.Equal(t, store.PutCancelled, p)
+
+	r, err = ws.Cancel(ctx, "inflight")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelTooLate, r)
+	require.Equal(t, time.Duration(-2), tombstoneTTL("inflight"), "no tombstone for an alert being sent")
+
+	r, err = ws.Cancel(ctx, "done")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelAlreadyDelivered, r)
+	require.Equal(t, time.Duration(-2), tombstoneTTL("done"))
+
+	r, err = ws.Cancel(ctx, "hopping")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelTombstoned, r)
+	require.InDelta(t, (2 * time.Hour).Seconds(), tombstoneTTL("hopping").Seconds(), 5)
+	for id, want := range map[string]bool{"hopping": true, "waiting": true, "inflight": false, "done": false, "other": false} {
+		got, err := ws.IsCancelled(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, got, id)
+	}
+	p, err = ws.Put(ctx, entryAt("hopping", time.Now()))
+	require.NoError(t, err)
+	require.Equal(t, store.PutCancelled, p)
+
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 1}, [2]int64{waiting, inflight})
+	n, err := rdb.HLen(ctx, "{"+prefix+"}:entries").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "only the in-flight entry is left")
+}
+
+// Every key the wheel stage writes carries the hash tag {prefix}, so that each script's
+// keys sit in one Redis Cluster slot.
+func TestWheelStageKeysShareHashTag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{})
+	for _, id := range []string{"a", "b", "c", "{d}", "e}"} {
+		_, err := ws.Put(ctx, entryAt(id, time.Now()))
+		require.NoError(t, err)
+	}
+	_, err := ws.Claim(ctx, []string{"a", "b", "{d}"})
+	require.NoError(t, err)
+	require.NoError(t, ws.Release(ctx, "a", "{d}"))
+	require.NoError(t, ws.GiveBack(ctx, "b", time.Now()))
+	_, err = ws.Cancel(ctx, "c")
+	require.NoError(t, err)
+	_, err = ws.Cancel(ctx, "f")
+	require.NoError(t, err)
+
+	var keys []string
+	iter := rdb.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	require.ElementsMatch(t, []string{
+		"{" + prefix + "}:due", "{" + prefix + "}:entries",
+		"{" + prefix + "}:done:a", "{" + prefix + "}:done:{d}",
+		"{" + prefix + "}:cancel:c", "{" + prefix + "}:cancel:f",
+	}, keys)
+	slot := clusterSlot("{" + prefix + "}:due")
+	for _, k := range keys {
+		require.True(t, strings.HasPrefix(k, "{"+prefix+"}:"), k)
+		require.Equal(t, slot, clusterSlot(k), k)
+	}
+}
+
+// clusterSlot is Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, mod 16384.
+func clusterSlot(key string) int {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
+
+// commandCounter counts the round trips a client makes: one per command, one per
+// pipeline; commands that set up a new connection do not count.
+type commandCounter struct {
+	n atomic.Int64
+}
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch cmd.Name() {
+		case "hello", "auth", "select", "client":
+		default:
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+func (c *commandCounter) count(t *testing.T, what string, want int64, do func() error) {
+	t.Helper()
+	c.n.Store(0)
+	require.NoError(t, do())
+	require.Equal(t, want, c.n.Load(), "round trips of %s", what)
+}
+
+func TestWheelStageRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: time.Hour})
+	counter := &commandCounter{}
+	rdb.AddHook(counter)
+
+	batch := idRange("rt-", 100)
+	// Warm up: the first run of a script on a server may need EVAL after EVALSHA.
+	_, err := ws.Put(ctx, entryAt("warm", time.Now()))
+	require.NoError(t, err)
+	_, err = ws.Claim(ctx, []string{"warm"})
+	require.NoError(t, err)
+	_, err = ws.ExtendLease(ctx, []string{"warm"})
+	require.NoError(t, err)
+	require.NoError(t, ws.GiveBack(ctx, "warm", time.Now()))
+	_, err = ws.ClaimOverdue(ctx, time.Hour, 1)
+	require.NoError(t, err)
+	_, err = ws.DueWithin(ctx, time.Hour, 1)
+	require.NoError(t, err)
+	require.NoError(t, ws.Release(ctx, "warm"))
+	_, err = ws.Cancel(ctx, "warm")
+	require.NoError(t, err)
+	_, err = ws.IsCancelled(ctx, "warm")
+	require.NoError(t, err)
+	_, _, err = ws.Stats(ctx) // the first pipeline on a connection sets it up
+	require.NoError(t, err)
+
+	counter.count(t, "Put", 1, func() error {
+		_, err := ws.Put(ctx, entryAt("one", time.Now()))
+		return err
+	})
+	for _, id := range batch {
+		_, err := ws.Put(ctx, entryAt(id, time.Now()))
+		require.NoError(t, err)
+	}
+	counter.count(t, "Claim of 100", 1, func() error {
+		got, err := ws.Claim(ctx, batch)
+		require.Len(t, got, 100)
+		return err
+	})
+	counter.count(t, "ExtendLease of 100", 1, func() error {
+		n, err := ws.ExtendLease(ctx, batch)
+		require.Equal(t, 100, n)
+		return err
+	})
+	counter.count(t, "Release of 100", 1, func() error { return ws.Release(ctx, batch...) })
+	counter.count(t, "GiveBack", 1, func() error { return ws.GiveBack(ctx, "one", time.Now()) })
+	counter.count(t, "ClaimOverdue", 1, func() error {
+		_, err := ws.ClaimOverdue(ctx, 0, 100)
+		return err
+	})
+	counter.count(t, "DueWithin", 1, func() error {
+		_, err := ws.DueWithin(ctx, time.Hour, 100)
+		return err
+	})
+	counter.count(t, "Cancel", 1, func() error {
+		_, err := ws.Cancel(ctx, "one")
+		return err
+	})
+	counter.count(t, "IsCancelled", 1, func() error {
+		_, err := ws.IsCancelled(ctx, "one")
+		return err
+	})
+	counter.count(t, "Stats", 1, func() error {
+		_, _, err := ws.Stats(ctx)
+		return err
+	})
+}
+
+// An unreachable Redis gives errors that match ErrUnavailable and name the operation.
+func TestWheelStageUnavailable(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialTimeout: 500 * time.Millisecond})
+	defer rdb.Close()
+	ws := store.NewWheelStage(rdb, "rd", store.WheelStageOptions{})
+	ctx := context.Background()
+
+	_, err := ws.Put(ctx, entryAt("a", time.Now()))
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.True(t, strings.HasPrefix(err.Error(), "store: put: "), err.Error())
+	_, err = ws.Claim(ctx, []string{"a"})
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.True(t, strings.HasPrefix(err.Error(), "store: claim: "), err.Error())
+	require.ErrorIs(t, ws.Release(ctx, "a"), store.ErrUnavailable)
+	_, _, err = ws.Stats(ctx)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	_, err = ws.IsCancelled(ctx, "a")
+	require.ErrorIs(t, err, store.ErrUnavailable)
+
+	// A caller that gave up is told so, not that Redis is down.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = ws.Cancel(cancelled, "a")
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, store.ErrUnavailable)
+}
+
+func TestWheelStageOptionsAndNames(t *testing.T) {
+	t.Parallel()
+	ws := store.NewWheelStage(redis.NewClient(&redis.Options{}), "rd", store.WheelStageOptions{DoneTTL: time.Hour})
+	require.Equal(t, store.WheelStageOptions{Lease: 30 * time.Second, DoneTTL: time.Hour, CancelTTL: 31 * 24 * time.Hour}, ws.Options())
+	require.Panics(t, func() { store.NewWheelStage(redis.NewClient(&redis.Options{}), "", store.WheelStageOptions{}) })
+
+	for r, want := range map[fmt.Stringer]string{
+		store.PutStored: "stored", store.PutDuplicate: "duplicate", store.PutDone: "done",
+		store.PutCancelled: "cancelled", store.PutResult(0): "PutResult(0)",
+		store.CancelRemoved: "removed", store.CancelTooLate: "too_late",
+		store.CancelAlreadyDelivered: "already_delivered", store.CancelTombstoned: "tombstoned",
+		store.CancelResult(9): "CancelResult(9)",
+	} {
+		require.Equal(t, want, r.String())
+	}
+}
+
+// BenchmarkWheelStagePutClaimRelease measures one alert's whole life in the wheel stage:
+// Put, Claim of that id, Release: three round trips.
+func BenchmarkWheelStagePutClaimRelease(b *testing.B) {
+	ctx := context.Background()
+	_, _, ws := newWheelStage(b, store.WheelStageOptions{})
+	body := make([]byte, 512)
+	_, _ = rand.Read(body)
+	e := store.Entry{Target: "ops", Body: body, Props: map[string]string{"RD_TARGET": "ops"}, DueAt: time.Now()}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		e.ID = "bench-" + strconv.Itoa(i)
+		i++
+		if r, err := ws.Put(ctx, e); err != nil || r != store.PutStored {
+			b.Fatal(r, err)
+		}
+		if got, err := ws.Claim(ctx, []string{e.ID}); err != nil || len(got) != 1 {
+			b.Fatal(len(got), err)
+		}
+		if err := ws.Release(ctx, e.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWheelStageBatch100 is the same life for 100 alerts at a time, claimed and
+// released in one batch each; ns/op is per alert.
+func BenchmarkWheelStageBatch100(b *testing.B) {
+	ctx := context.Background()
+	_, _, ws := newWheelStage(b, store.WheelStageOptions{})
+	body := make([]byte, 512)
+	_, _ = rand.Read(body)
+	e := store.Entry{Target: "ops", Body: body, DueAt: time.Now()}
+	batch := make([]string, 0, 100)
+	b.ReportAllocs()
+	i := 0
+	flush := func() {
+		if got, err := ws.Claim(ctx, batch); err != nil || len(got) != len(batch) {
+			b.Fatal(len(got), err)
+		}
+		if err := ws.Release(ctx, batch...); err != nil {
+			b.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	for b.Loop() {
+		e.ID = "bench-" + strconv.Itoa(i)
+		i++
+		if _, err := ws.Put(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+		if batch = append(batch, e.ID); len(batch) == 100 {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+}
