@@ -92,6 +92,10 @@ type Scheduler struct {
 	// replica's sweeper claims it (the replica holding it in its wheel goes first); it
 	// bounds the extra lateness when a replica dies. Default 2s.
 	Grace time.Duration `yaml:"grace" json:"grace"`
+	// Lease is how long a claimed entry belongs to the replica that claimed it; after
+	// that, if it was neither delivered nor given back (the replica died), any replica's
+	// sweeper claims it again. Default 30s.
+	Lease time.Duration `yaml:"lease" json:"lease"`
 }
 
 // Redis configures the Redis connection.
@@ -141,6 +145,7 @@ const (
 	DefaultThreshold       = 60 * time.Second
 	DefaultHorizon         = 30 * 24 * time.Hour
 	DefaultGrace           = 2 * time.Second
+	DefaultLease           = 30 * time.Second
 	DefaultKeyPrefix       = "rd"
 	DefaultShutdownTimeout = 30 * time.Second
 )
@@ -159,6 +164,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Scheduler.Threshold, DefaultThreshold)
 	setDefault(&c.Scheduler.Horizon, DefaultHorizon)
 	setDefault(&c.Scheduler.Grace, DefaultGrace)
+	setDefault(&c.Scheduler.Lease, DefaultLease)
 	setDefault(&c.Redis.KeyPrefix, DefaultKeyPrefix)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	return c
@@ -228,6 +234,9 @@ func (c Config) Validate() error {
 	}
 	if c.Scheduler.Grace <= 0 {
 		bad("scheduler.grace", "must be positive, got %s", c.Scheduler.Grace)
+	}
+	if c.Scheduler.Lease < time.Second {
+		bad("scheduler.lease", "must be at least 1s, got %s", c.Scheduler.Lease)
 	}
 	if c.Scheduler.Horizon <= 0 {
 		bad("scheduler.horizon", "must be positive, got %s", c.Scheduler.Horizon)

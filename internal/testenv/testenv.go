@@ -78,9 +78,12 @@ func Redis(t testing.TB) (*redis.Client, string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
+		// Plain keys start with the prefix; the wheel stage's start with "{prefix}".
+		for _, pattern := range []string{prefix + "*", "{" + prefix + "}*"} {
+			iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+			for iter.Next(ctx) {
+				rdb.Del(ctx, iter.Val())
+			}
 		}
 		rdb.Close()
 	})

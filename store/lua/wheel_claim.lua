@@ -7,7 +7,8 @@
 -- ARGV[2…] ids to claim
 --
 -- Every id still in due moves to inflight with score = Redis now + lease. Ids not in due
--- (claimed elsewhere, cancelled, delivered) are skipped.
+-- (claimed elsewhere, cancelled, delivered) are skipped; an id in due without an entry (never
+-- written by these scripts) is dropped from due.
 -- Returns a flat array id1, entry1, id2, entry2, … of the claimed ids, in ARGV order.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

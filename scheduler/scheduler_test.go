@@ -1,0 +1,204 @@
+package scheduler
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// TestEndToEndRandomDelays sends 200 alerts with random delays of 0–90 s through the
+// real broker (several hops each on the test levels) and Redis: each is handed off
+// exactly once, never before its due time.
+func TestEndToEndRandomDelays(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	_, m := h.start("e2e")
+
+	const n = 200
+	keys := ids("e2e", n)
+	due := map[string]time.Time{}
+	for i, d := range randomDelays(n, 90*time.Second, uint64(time.Now().UnixNano())) {
+		due[keys[i]] = h.publish(keys[i], d, "alert "+keys[i]).DeliverAt
+	}
+	h.rec.waitAll(t, keys, 150*time.Second)
+	time.Sleep(3 * time.Second) // room for a duplicate to show up
+	p50, p99, worst := h.rec.latenessReport(t, due)
+	t.Logf("%d alerts, delays 0–90s: lateness p50 %s, p99 %s, max %s", n, p50, p99, worst)
+
+	require.Greater(t, total(m.hops), 0.0, "no hop was published")
+	require.Equal(t, float64(n), testutil.ToFloat64(m.handoffs.WithLabelValues("ok")))
+	require.Equal(t, 0.0, total(m.retries))
+}
+
+// TestTwoReplicasNoDuplicates runs two replicas in one group: every alert is handed off
+// exactly once.
+func TestTwoReplicasNoDuplicates(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	_, ma := h.start("twin-a")
+	_, mb := h.start("twin-b")
+
+	const n = 200
+	keys := ids("twin", n)
+	due := map[string]time.Time{}
+	for i, d := range randomDelays(n, 20*time.Second, 42) {
+		due[keys[i]] = h.publish(keys[i], d, "alert "+keys[i]).DeliverAt
+	}
+	h.rec.waitAll(t, keys, 60*time.Second)
+	time.Sleep(3 * time.Second)
+	p50, p99, worst := h.rec.latenessReport(t, due)
+	a := testutil.ToFloat64(ma.handoffs.WithLabelValues("ok"))
+	b := testutil.ToFloat64(mb.handoffs.WithLabelValues("ok"))
+	t.Logf("replica a handed off %.0f, b %.0f; lateness p50 %s, p99 %s, max %s", a, b, p50, p99, worst)
+	require.Equal(t, float64(n), a+b)
+}
+
+// TestRestartDeliversWheelStageEntries stops a replica while its alerts wait in the
+// wheel stage; a new replica loads them from Redis and delivers them.
+func TestRestartDeliversWheelStageEntries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	first, _ := h.start("restart-1")
+
+	const n = 20
+	keys := ids("restart", n)
+	due := map[string]time.Time{}
+	for _, id := range keys {
+		due[id] = h.publish(id, 4*time.Second, "restart "+id).DeliverAt // below the threshold: straight to the wheel stage
+	}
+	require.Eventually(t, func() bool {
+		waiting, _, err := h.ws.Stats(context.Background())
+		return err == nil && waiting == n
+	}, 20*time.Second, 50*time.Millisecond, "the alerts never reached the wheel stage")
+	stop(t, first)
+	require.Zero(t, len(h.rec.at), "handed off before the restart")
+
+	h.start("restart-2")
+	h.rec.waitAll(t, keys, 30*time.Second)
+	time.Sleep(time.Second)
+	p50, p99, worst := h.rec.latenessReport(t, due)
+	t.Logf("after restart: lateness p50 %s, p99 %s, max %s", p50, p99, worst)
+}
+
+// TestDuplicatePublishHandedOffOnce publishes the same RD_ID twice before and once after
+// its hand-off: one hand-off.
+func TestDuplicatePublishHandedOffOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	_, m := h.start("dup")
+
+	first := h.publish("dup-1", 2*time.Second, "first")
+	h.publish("dup-1", 2*time.Second, "second")
+	h.publish("dup-2", 8*time.Second, "hops twice") // through a hop, duplicated
+	h.publish("dup-2", 8*time.Second, "hops twice")
+	h.rec.waitAll(t, []string{"dup-1", "dup-2"}, 40*time.Second)
+	time.Sleep(2 * time.Second)
+	h.publish("dup-1", 0, "after delivery")
+	time.Sleep(3 * time.Second)
+
+	require.Equal(t, 1, h.rec.count("dup-1"))
+	require.Equal(t, 1, h.rec.count("dup-2"))
+	require.False(t, h.rec.at["dup-1"][0].Before(first.DeliverAt))
+	require.Equal(t, 2.0, testutil.ToFloat64(m.stored.WithLabelValues(store.PutStored.String())))
+	require.GreaterOrEqual(t, testutil.ToFloat64(m.stored.WithLabelValues(store.PutDone.String()))+
+		testutil.ToFloat64(m.stored.WithLabelValues(store.PutDuplicate.String())), 3.0)
+}
+
+// TestCancelBothStages cancels one alert waiting in the wheel stage and one still
+// hopping through the broker; neither is handed off, a control alert is.
+func TestCancelBothStages(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	_, m := h.start("cancel")
+	ctx := context.Background()
+
+	h.publish("c-wheel", 4*time.Second, "cancel me in the wheel stage")
+	require.Eventually(t, func() bool {
+		due, err := h.ws.DueWithin(ctx, time.Minute, 10)
+		return err == nil && len(due) == 1 && due[0].ID == "c-wheel"
+	}, 10*time.Second, 20*time.Millisecond)
+	res, err := h.ws.Cancel(ctx, "c-wheel")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelRemoved, res)
+
+	h.publish("c-hop", 12*time.Second, "cancel me while hopping")
+	res, err = h.ws.Cancel(ctx, "c-hop")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelTombstoned, res)
+
+	h.publish("c-ok", 13*time.Second, "control")
+	h.rec.waitAll(t, []string{"c-ok"}, 40*time.Second)
+	time.Sleep(2 * time.Second)
+	require.Zero(t, h.rec.count("c-wheel"))
+	require.Zero(t, h.rec.count("c-hop"))
+	require.GreaterOrEqual(t, testutil.ToFloat64(m.cancelled.WithLabelValues("hop")), 1.0)
+
+	// Too late once delivered.
+	res, err = h.ws.Cancel(ctx, "c-ok")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelAlreadyDelivered, res)
+}
+
+// TestBadInputsAreRejected mixes every kind of bad input with a good alert: each bad one
+// is counted under its reason and acknowledged, the good one is delivered.
+func TestBadInputsAreRejected(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	_, m := h.start("bad")
+	now := time.Now()
+	at := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
+
+	bad := []struct {
+		reason RejectReason
+		props  map[string]string
+		body   string
+	}{
+		{RejectMissingTarget, map[string]string{PropDeliverAt: at(time.Second)}, "x"},
+		{RejectUnknownTarget, map[string]string{PropTarget: "nobody", PropDeliverAt: at(time.Second)}, "x"},
+		{RejectMissingDue, map[string]string{PropTarget: "ops"}, "x"},
+		{RejectBadDue, map[string]string{PropTarget: "ops", PropDeliverAt: "soon"}, "x"},
+		{RejectBadDue, map[string]string{PropTarget: "ops", PropDelay: "-5000"}, "x"},
+		{RejectBadDue, map[string]string{PropTarget: "ops", PropDeliverAt: "99999999999999999"}, "x"},
+		{RejectBeyondHorizon, map[string]string{PropTarget: "ops", PropDeliverAt: at(48 * time.Hour)}, "x"},
+		{RejectBadBody, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second)}, `{"msgtype":"text","text":{}}`},
+		{RejectBadBody, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second)}, `{"msgtype":"link","link":{"title":"t","text":"` + strings.Repeat("y", 20001) + `","messageUrl":"u"}}`},
+		{RejectBadBody, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second)}, "\xff\xfe bad utf-8"},
+		{RejectBadID, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second), PropID: "has space"}, "x"},
+	}
+	want := map[RejectReason]float64{}
+	ctx := context.Background()
+	for i, b := range bad {
+		msg := primitive.NewMessage(h.topic, []byte(b.body))
+		msg.WithProperties(b.props)
+		if _, ok := b.props[PropID]; !ok {
+			msg.WithProperty(PropID, "bad-"+strconv.Itoa(i))
+		}
+		res, err := h.producer.p.SendSync(ctx, msg)
+		require.NoError(t, err)
+		require.Equal(t, primitive.SendOK, res.Status)
+		want[b.reason]++
+	}
+	h.publish("good-after-bad", time.Second, "still works")
+	h.rec.waitAll(t, []string{"good-after-bad"}, 30*time.Second)
+	require.Eventually(t, func() bool {
+		for reason, n := range want {
+			if testutil.ToFloat64(m.rejected.WithLabelValues(string(reason))) != n {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 50*time.Millisecond)
+	for reason, n := range want {
+		require.Equal(t, n, testutil.ToFloat64(m.rejected.WithLabelValues(string(reason))), string(reason))
+	}
+	require.Equal(t, 0.0, total(m.retries), "a rejected message was retried")
+	require.Equal(t, 1, len(h.rec.at), "only the good alert is handed off")
+}
