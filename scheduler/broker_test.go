@@ -25,7 +25,10 @@ func TestMain(m *testing.M) {
 		level = slog.LevelWarn
 	}
 	RouteClientLog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	goleak.VerifyTestMain(m, testenv.RocketMQStragglers...)
+	goleak.VerifyTestMain(m, append(testenv.RocketMQStragglers, goleak.Cleanup(func(code int) {
+		removeBinary()
+		os.Exit(code)
+	}))...)
 }
 
 // TestBrokerHonoursDelayLevel proves the local broker is real: a message produced with

@@ -29,6 +29,7 @@ type harness struct {
 	topic     string
 	group     string
 	ws        *store.WheelStage
+	prefix    string // the Redis key prefix of this test
 	levels    config.DelayLevels
 	threshold time.Duration
 	lease     time.Duration
@@ -48,6 +49,7 @@ func newHarness(t *testing.T, threshold time.Duration) *harness {
 		threshold: threshold,
 		lease:     3 * time.Second,
 		rec:       newRecorder(),
+		prefix:    prefix,
 	}
 	h.ws = store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Lease: h.lease})
 	p, err := NewProducer(ProducerOptions{NameServers: []string{h.ns}, Topic: h.topic})
