@@ -9,7 +9,7 @@ BIN := bin/rocketdelay
 LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
 
-.PHONY: help build run test test-short bench bench-timewheel down status fmt vet
+.PHONY: help build run test test-short bench bench-timewheel bench-pipeline down status fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -34,12 +34,18 @@ test: ## start the local stack (test delay levels), then gofmt, go vet and go te
 test-short: ## only the tests that need no server (go test -short)
 	go test -short -race -count=1 ./...
 
-bench: ## the Go benchmarks of every package, then the timing wheel comparison table
-	go test -run '^$$' -bench . -benchmem ./...
-	$(MAKE) bench-timewheel
+bench: ## the Go benchmarks of every package, the timing wheel table, the pipeline benchmark
+	deploy/local/up --profile test >/dev/null
+	eval "$$(deploy/local/env)"; go test -run '^$$' -bench . -benchmem ./store/ ./sender/
+	go test -short -run '^$$' -bench . -benchtime 1x ./timewheel/
+	$(MAKE) bench-timewheel bench-pipeline
 
 bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one table
 	cd timewheel/bench && go run .
+
+bench-pipeline: build ## raw RocketMQ vs scheduler hop and wheel-stage throughput, Redis round trips, lateness
+	deploy/local/up --profile test >/dev/null
+	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=5s $(BIN) bench pipeline
 
 down: ## stop the local stack
 	deploy/local/down

@@ -66,6 +66,7 @@ at any delay, and sends them to DingTalk group robots without tripping their rat
 		newPlanCmd(),
 		newPublishCmd(stdio),
 		newCancelCmd(stdio),
+		newBenchCmd(stdio),
 	)
 	return root
 }

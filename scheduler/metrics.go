@@ -17,7 +17,7 @@ type Metrics struct {
 	handoffs     *prometheus.CounterVec
 	lateness     prometheus.Histogram
 	rejected     *prometheus.CounterVec
-	cancelled    *prometheus.CounterVec
+	cancelled    prometheus.Counter
 	retries      *prometheus.CounterVec
 	wheelEntries prometheus.GaugeFunc
 	wheelLen     atomic.Value // func() int, set when the scheduler starts
@@ -59,10 +59,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rocketdelay_rejected_total",
 			Help: "Messages that can never be delivered, by reason.",
 		}, []string{"reason"}),
-		cancelled: prometheus.NewCounterVec(prometheus.CounterOpts{
+		cancelled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rocketdelay_cancelled_dropped_total",
-			Help: "Cancelled alerts dropped, by stage (hop: still in RocketMQ; wheel: in Redis).",
-		}, []string{"stage"}),
+			Help: "Alerts cancelled while still hopping, dropped when they reached the wheel stage.",
+		}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_consume_retries_total",
 			Help: "Messages handed back to RocketMQ for a later retry because their next home was not durable, by stage.",

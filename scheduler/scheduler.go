@@ -31,7 +31,6 @@ type WheelStore interface {
 	Release(ctx context.Context, ids ...string) error
 	GiveBack(ctx context.Context, id string, retryAt time.Time) error
 	DueWithin(ctx context.Context, window time.Duration, limit int) ([]store.Due, error)
-	IsCancelled(ctx context.Context, id string) (bool, error)
 }
 
 // Options configures a Scheduler. Zero fields take the defaults their comments give.
@@ -218,7 +217,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.producer.Start(); err != nil {
 		return fmt.Errorf("scheduler: start hop producer: %w", err)
 	}
-	if err := ensureTopic(ctx, s.opts.NameServers, s.opts.Topic, s.opts.Brokers, s.logger); err != nil {
+	if err := EnsureTopic(ctx, s.opts.NameServers, s.opts.Topic, s.opts.Brokers, s.logger); err != nil {
 		return err
 	}
 	s.consumer, err = rocketmq.NewPushConsumer(
@@ -337,15 +336,8 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		return "reject", nil
 	}
 	if level, ok := NextLevel(a.DeliverAt.Sub(now), s.opts.Levels, s.opts.Threshold); ok {
-		cancelled, err := s.store.IsCancelled(ctx, a.ID)
-		if err != nil {
-			return "hop", err
-		}
-		if cancelled {
-			s.metrics.cancelled.WithLabelValues("hop").Inc()
-			s.logger.Info("cancelled alert dropped", "rd_id", a.ID, "stage", "hop")
-			return "hop", nil
-		}
+		// A hop touches no Redis: an alert cancelled while hopping keeps hopping and is
+		// dropped by the wheel stage's Put, which checks the cancel tombstone.
 		return "hop", s.publishHop(ctx, msg, a, level)
 	}
 	res, err := s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DeliverAt, Body: a.Body, Hops: a.Hops})
@@ -360,8 +352,8 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 			s.logger.Warn("wheel refused a key; the sweeper will deliver it", "rd_id", a.ID, "err", err)
 		}
 	case store.PutCancelled:
-		s.metrics.cancelled.WithLabelValues("wheel").Inc()
-		s.logger.Info("cancelled alert dropped", "rd_id", a.ID, "stage", "wheel")
+		s.metrics.cancelled.Inc()
+		s.logger.Info("cancelled alert dropped", "rd_id", a.ID, "hops", a.Hops)
 	default:
 		s.logger.Debug("duplicate alert ignored", "rd_id", a.ID, "result", res.String())
 	}

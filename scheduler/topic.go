@@ -11,9 +11,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
-// ensureTopic checks that the name servers know topic; when they do not and brokers are
+// EnsureTopic checks that the name servers know topic; when they do not and brokers are
 // given, it creates the topic on each broker and waits until the route appears.
-func ensureTopic(ctx context.Context, nameServers []string, topic string, brokers []string, logger *slog.Logger) error {
+func EnsureTopic(ctx context.Context, nameServers []string, topic string, brokers []string, logger *slog.Logger) error {
 	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))
 	if err != nil {
 		return fmt.Errorf("scheduler: admin client: %w", err)

@@ -385,7 +385,8 @@ func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error
 	return r, nil
 }
 
-// IsCancelled reports whether id has a cancel tombstone. The scheduler asks on every hop.
+// IsCancelled reports whether id has a cancel tombstone. The scheduler does not ask on
+// hops (Put refuses a tombstoned id); operators and tests do.
 func (w *WheelStage) IsCancelled(ctx context.Context, id string) (bool, error) {
 	n, err := w.rdb.Exists(ctx, w.cancelKey(id)).Result()
 	if err != nil {

@@ -9,7 +9,9 @@
 // its key and is reused by the next Add.
 //
 // Timing: a key fires on the first tick at or after its time, so it is never
-// early and, when the process is not overloaded, at most one tick late. A key
+// early and, when the process is not overloaded, at most one tick late, plus
+// the wake-up delay of the Go runtime's timers (on Linux an idle process
+// sleeps in whole milliseconds, which adds up to about 1ms). A key
 // whose time has already passed fires on the next tick. If the tick goroutine
 // is held up (GC pause, suspended process, long catch-up), the next tick
 // processes every missed tick, so no key is skipped. Any horizon works: a key

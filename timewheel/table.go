@@ -33,7 +33,7 @@ const (
 // without touching the entries and growing rehashes without touching the keys.
 // Memory is about 32 bytes of entry plus 11–21 bytes of index per key.
 type table struct {
-	seed  maphash.Seed
+	seed  maphash.Seed // set once by newTable
 	index []uint64
 	mask  uint32
 	n     int // keys in the table
@@ -58,6 +58,13 @@ func newTable(capacity int) table {
 func indexSlotsFor(n int) int {
 	need := n + n/3 + 1
 	return max(minIndexSlots, 1<<bits.Len(uint(need-1)))
+}
+
+// clear forgets every key and frees the memory. The seed stays: hash is
+// called without the wheel's lock.
+func (t *table) clear() {
+	t.index, t.mask, t.n = nil, 0, 0
+	t.pages, t.used, t.free = nil, 0, nilIdx
 }
 
 func (t *table) hash(key string) uint32 { return uint32(maphash.String(t.seed, key)) }
@@ -133,7 +140,10 @@ func (t *table) remove(i int32) string {
 	key := e.key
 	want := uint32(i) + 1
 	pos := t.hash(key) & t.mask
-	for uint32(t.index[pos]) != want {
+	for probes := 0; uint32(t.index[pos]) != want; probes++ {
+		if probes == len(t.index) {
+			panic("timewheel: entry missing from its index")
+		}
 		pos = (pos + 1) & t.mask
 	}
 	// Backward-shift deletion: pull later members of the probe run into the

@@ -33,6 +33,11 @@ type Wheel struct {
 	origin   time.Time // the start of tick 0
 	maxBatch int
 	limit    int // Config.MaxPending; 0 for none
+	chunk    int // fireChunk, smaller in tests
+
+	// betweenChunks, if set, runs while the firing walk has released the
+	// lock between two chunks; tests use it to cancel and move entries there.
+	betweenChunks func()
 
 	out     chan []string
 	readyCh chan struct{} // a batch was queued; capacity 1
@@ -69,6 +74,7 @@ func New(cfg Config) (*Wheel, error) {
 		slots:    make([]int32, cfg.Slots),
 		table:    newTable(cfg.Capacity),
 		cursor:   nilIdx,
+		chunk:    fireChunk,
 	}
 	for i := range w.slots {
 		w.slots[i] = nilIdx
@@ -188,7 +194,7 @@ func (w *Wheel) Stop() []string {
 		}
 	}
 	w.ready, w.backlog = nil, 0
-	w.table = table{free: nilIdx}
+	w.table.clear()
 	w.slots = nil
 	close(w.out)
 	return keys
@@ -288,7 +294,7 @@ func (w *Wheel) advance(target int64) {
 	}
 	last := min(target, from+int64(len(w.slots))-1)
 	fired := false
-	budget := fireChunk
+	budget := w.chunk
 	for t := from; t <= last; t++ {
 		w.cursor = w.slots[t&w.mask]
 		for w.cursor != nilIdx {
@@ -299,7 +305,10 @@ func (w *Wheel) advance(target int64) {
 					w.signal()
 					fired = false
 				}
-				budget = fireChunk
+				if w.betweenChunks != nil {
+					w.betweenChunks()
+				}
+				budget = w.chunk
 				w.mu.Lock()
 				if w.stopped {
 					w.cursor = nilIdx

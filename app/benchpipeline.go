@@ -1,0 +1,402 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+func newBenchCmd(stdio IO) *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks against the configured broker and Redis"}
+	var path string
+	var n, concurrency int
+	pipeline := &cobra.Command{
+		Use:   "pipeline",
+		Short: "Measure raw RocketMQ consume+publish, the scheduler's hop and wheel-stage throughput, Redis round trips and lateness",
+		Long: `pipeline measures, in one run on the configured broker and Redis, on fresh topics:
+  raw    a bare rocketmq-client-go consumer that re-publishes every message (the cost of a hop)
+  hop    the scheduler taking one hop per message (decode, cancel check, re-publish)
+  wheel  the scheduler storing each message in the Redis wheel stage, then claiming and
+         handing it off at its due time
+and prints throughput, the hop/raw ratio, Redis round trips per wheel-stage message and
+the lateness from due time to hand-off.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(path, stdio)
+			if err != nil {
+				return err
+			}
+			if n < 100 {
+				return fmt.Errorf("%w: -n must be at least 100", ErrUsage)
+			}
+			return benchPipeline(c.Context(), cfg, n, concurrency, c.OutOrStdout())
+		},
+	}
+	configFlag(pipeline, &path)
+	pipeline.Flags().IntVarP(&n, "messages", "n", 10000, "messages per stage")
+	pipeline.Flags().IntVar(&concurrency, "concurrency", 20, "consumer goroutines, the same for every stage")
+	cmd.AddCommand(pipeline)
+	return cmd
+}
+
+type benchResult struct {
+	raw, hop, wheel     float64 // messages per second
+	produce             float64
+	roundTrips          float64
+	p50, p99, worst     time.Duration
+	handedOff, expected int
+}
+
+func benchPipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io.Writer) error {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	scheduler.RouteClientLog(quiet)
+	ns := cfg.RocketMQ.NameServers
+	if len(cfg.RocketMQ.Brokers) == 0 {
+		return fmt.Errorf("bench: set rocketmq.brokers (ROCKETDELAY_BROKERS) so the benchmark can create its topics")
+	}
+	if cfg.Scheduler.Threshold > 10*time.Minute || cfg.Scheduler.Threshold < 2*time.Second {
+		return fmt.Errorf("bench: scheduler.threshold %s must be between 2s and 10m for a benchmark run", cfg.Scheduler.Threshold)
+	}
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	fmt.Fprintf(out, "rocketdelay pipeline benchmark: %d messages per stage, %d consumer goroutines, %d CPUs, %s\n",
+		n, concurrency, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(out, "broker %v, levels %q, threshold %s\n\n", ns, cfg.Scheduler.Levels.String(), cfg.Scheduler.Threshold)
+
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(ns)),
+		producer.WithGroupName("rd-bench-p"), producer.WithInstanceName("rd-bench-p-"+suffix), producer.WithRetry(2))
+	if err != nil {
+		return err
+	}
+	if err := p.Start(); err != nil {
+		return err
+	}
+	defer p.Shutdown()
+
+	var res benchResult
+	// Stage 1: raw consume + re-publish with the bare client.
+	rawIn, rawOut := "rd_bench_raw_"+suffix, "rd_bench_rawout_"+suffix
+	for _, t := range []string{rawIn, rawOut} {
+		if err := createTopic(ctx, cfg, t); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	if err := produceN(ctx, p, n, func(i int) *primitive.Message {
+		return primitive.NewMessage(rawIn, []byte("raw "+strconv.Itoa(i)))
+	}); err != nil {
+		return err
+	}
+	res.produce = float64(n) / time.Since(start).Seconds()
+	fmt.Fprintf(out, "produced %d messages at %.0f msg/s (SendSync, 64 goroutines)\n", n, res.produce)
+	res.raw, err = rawRepublish(ctx, ns, p, rawIn, rawOut, n, concurrency, suffix)
+	if err != nil {
+		return err
+	}
+
+	// Stage 2: scheduler hops. Every message is due far enough ahead to hop once.
+	hopTopic := "rd_bench_hop_" + suffix
+	if err := createTopic(ctx, cfg, hopTopic); err != nil {
+		return err
+	}
+	farAhead := time.Now().Add(cfg.Scheduler.Levels[len(cfg.Scheduler.Levels)-1] + cfg.Scheduler.Threshold + time.Hour)
+	if err := produceN(ctx, p, n, func(i int) *primitive.Message {
+		m := primitive.NewMessage(hopTopic, []byte("hop "+strconv.Itoa(i)))
+		m.WithProperties(map[string]string{scheduler.PropTarget: "bench", scheduler.PropID: "hop-" + suffix + "-" + strconv.Itoa(i),
+			scheduler.PropDeliverAt: strconv.FormatInt(farAhead.UnixMilli(), 10)})
+		return m
+	}); err != nil {
+		return err
+	}
+	res.hop, _, err = runScheduler(ctx, out, cfg, hopTopic, "hop", n, concurrency, suffix, nil)
+	if err != nil {
+		return err
+	}
+
+	// Stage 3: wheel stage. Every message is due soon after production, below the
+	// threshold, so it goes straight to Redis and the wheel.
+	wheelTopic := "rd_bench_wheel_" + suffix
+	if err := createTopic(ctx, cfg, wheelTopic); err != nil {
+		return err
+	}
+	// Due within half the threshold (plus up to 1s of spread), so that no message hops.
+	due := time.Now().Add(cfg.Scheduler.Threshold / 2)
+	if err := produceN(ctx, p, n, func(i int) *primitive.Message {
+		m := primitive.NewMessage(wheelTopic, []byte("wheel "+strconv.Itoa(i)))
+		at := due.Add(time.Duration(i%1000) * time.Millisecond * min(cfg.Scheduler.Threshold/2, time.Second) / time.Second)
+		m.WithProperties(map[string]string{scheduler.PropTarget: "bench", scheduler.PropID: "wheel-" + suffix + "-" + strconv.Itoa(i),
+			scheduler.PropDeliverAt: strconv.FormatInt(at.UnixMilli(), 10)})
+		return m
+	}); err != nil {
+		return err
+	}
+	rec := &latencyRecorder{}
+	var cmds atomic.Int64
+	res.wheel, res.roundTrips, err = runScheduler(ctx, out, cfg, wheelTopic, "wheel", n, concurrency, suffix, &wheelRun{rec: rec, cmds: &cmds})
+	if err != nil {
+		return err
+	}
+	res.p50, res.p99, res.worst, res.handedOff = rec.percentiles()
+	res.expected = n
+
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\tmsg/s\tvs raw\ttarget\t")
+	fmt.Fprintf(tw, "raw consume+publish (bare client)\t%.0f\t1.00\t\t\n", res.raw)
+	fmt.Fprintf(tw, "scheduler hop\t%.0f\t%.2f\t≥ 0.70\t\n", res.hop, res.hop/res.raw)
+	fmt.Fprintf(tw, "scheduler wheel stage (consume+store)\t%.0f\t%.2f\t\t\n", res.wheel, res.wheel/res.raw)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nRedis round trips per wheel-stage message: %.2f (target ≤ 3)\n", res.roundTrips)
+	fmt.Fprintf(out, "lateness due → hand-off over %d/%d alerts: p50 %s, p99 %s, max %s (target p99 ≤ 50ms)\n",
+		res.handedOff, res.expected, res.p50.Round(10*time.Microsecond), res.p99.Round(10*time.Microsecond), res.worst.Round(10*time.Microsecond))
+	return nil
+}
+
+func createTopic(ctx context.Context, cfg config.Config, topic string) error {
+	return scheduler.EnsureTopic(ctx, cfg.RocketMQ.NameServers, topic, cfg.RocketMQ.Brokers, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func produceN(ctx context.Context, p rocketmq.Producer, n int, msg func(int) *primitive.Message) error {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				res, err := p.SendSync(ctx, msg(i))
+				if err == nil && res.Status != primitive.SendOK {
+					err = fmt.Errorf("send status %d", res.Status)
+				}
+				if err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("bench: produce: %w", err) })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// rawRepublish consumes n messages from in and re-publishes each to out with the bare
+// client, returning messages per second from the first to the last receipt.
+func rawRepublish(ctx context.Context, ns []string, p rocketmq.Producer, in, out string, n, concurrency int, suffix string) (float64, error) {
+	var count atomic.Int64
+	var first atomic.Int64
+	done := make(chan time.Time, 1)
+	c, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver(ns)),
+		consumer.WithGroupName("rd_bench_raw_"+suffix), consumer.WithInstance("rd-bench-raw-"+suffix),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithConsumeGoroutineNums(concurrency))
+	if err != nil {
+		return 0, err
+	}
+	err = c.Subscribe(in, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			first.CompareAndSwap(0, time.Now().UnixNano())
+			res, err := p.SendSync(ctx, primitive.NewMessage(out, m.Body))
+			if err != nil || res.Status != primitive.SendOK {
+				return consumer.ConsumeRetryLater, nil
+			}
+			if count.Add(1) == int64(n) {
+				done <- time.Now()
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := c.Start(); err != nil {
+		return 0, err
+	}
+	defer c.Shutdown()
+	select {
+	case end := <-done:
+		return float64(n) / end.Sub(time.Unix(0, first.Load())).Seconds(), nil
+	case <-time.After(5 * time.Minute):
+		return 0, fmt.Errorf("bench: raw stage saw %d of %d messages in 5 minutes", count.Load(), n)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+type wheelRun struct {
+	rec  *latencyRecorder
+	cmds *atomic.Int64
+}
+
+// runScheduler runs an in-process scheduler on topic until n messages went through the
+// stage, and returns messages per second (first receipt to last stage completion) and,
+// for the wheel stage, Redis commands per message.
+func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, stage string, n, concurrency int, suffix string, wr *wheelRun) (float64, float64, error) {
+	rdb, err := store.OpenRedis(ctx, cfg.Redis.URL.Reveal())
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rdb.Close()
+	prefix := "rdbench" + suffix + stage
+	defer cleanupPrefix(context.WithoutCancel(ctx), rdb, prefix)
+	if wr != nil {
+		rdb.AddHook(countingHook{n: wr.cmds})
+	}
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	reg := prometheus.NewRegistry()
+	m := scheduler.NewMetrics(reg)
+	opts := scheduler.OptionsFromConfig(cfg)
+	opts.Topic, opts.Group = topic, "rd_bench_"+stage+"_"+suffix
+	opts.KnownTarget = func(string) bool { return true }
+	opts.ConsumeGoroutines = concurrency
+	opts.InstanceName = "rd-bench-" + stage + "-" + suffix
+	var handoff scheduler.Handoff = scheduler.LogSink{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if wr != nil {
+		handoff = wr.rec
+	}
+	s, err := scheduler.New(opts, ws, handoff, slog.New(slog.NewTextHandler(io.Discard, nil)), m, time.Now)
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := s.Start(ctx); err != nil {
+		return 0, 0, err
+	}
+	started := time.Now()
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		_ = s.Stop(stopCtx)
+	}()
+	metric := "rocketdelay_hops_published_total"
+	if stage == "wheel" {
+		metric = "rocketdelay_wheel_stage_puts_total"
+	}
+	var first, end time.Time
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		if first.IsZero() && sumMetric(reg, "rocketdelay_messages_received_total") > 0 {
+			first = time.Now()
+		}
+		if sumMetric(reg, metric) >= float64(n) {
+			end = time.Now()
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("bench: %s stage saw %.0f of %d messages in 5 minutes", stage, sumMetric(reg, metric), n)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	rate := float64(n) / end.Sub(first).Seconds()
+	fmt.Fprintf(out, "%s stage: started in %s, first message after %s, %d messages in %s\n", stage,
+		started.Sub(start).Round(time.Millisecond), first.Sub(start).Round(time.Millisecond), n, end.Sub(first).Round(time.Millisecond))
+	if wr == nil {
+		return rate, 0, nil
+	}
+	for deadline := time.Now().Add(5 * time.Minute); wr.rec.count() < n; {
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("bench: %d of %d wheel-stage alerts handed off", wr.rec.count(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // let the last releases finish
+	return rate, float64(wr.cmds.Load()) / float64(n), nil
+}
+
+func sumMetric(g prometheus.Gatherer, name string) float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+func cleanupPrefix(ctx context.Context, rdb *redis.Client, prefix string) {
+	iter := rdb.Scan(ctx, 0, "{"+prefix+"}*", 1000).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+}
+
+// countingHook counts the Redis commands sent (a pipeline counts as one round trip).
+type countingHook struct{ n *atomic.Int64 }
+
+func (h countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// latencyRecorder is a Handoff that records lateness.
+type latencyRecorder struct {
+	mu   sync.Mutex
+	late []time.Duration
+}
+
+func (r *latencyRecorder) Deliver(_ context.Context, a scheduler.Alert) error {
+	l := time.Since(a.DeliverAt)
+	r.mu.Lock()
+	r.late = append(r.late, l)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *latencyRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.late)
+}
+
+func (r *latencyRecorder) percentiles() (p50, p99, worst time.Duration, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.late) == 0 {
+		return 0, 0, 0, 0
+	}
+	l := slices.Clone(r.late)
+	slices.Sort(l)
+	at := func(p float64) time.Duration { return l[int(p*float64(len(l)-1))] }
+	return at(0.5), at(0.99), l[len(l)-1], len(l)
+}

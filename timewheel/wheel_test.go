@@ -1,0 +1,377 @@
+package timewheel_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/timewheel"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	c := timewheel.Config{}.WithDefaults()
+	require.Equal(t, 10*time.Millisecond, c.Tick)
+	require.Equal(t, 8192, c.Slots)
+	require.Equal(t, 8192, c.MaxBatch)
+	require.Zero(t, c.MaxPending)
+	require.NotNil(t, c.Clock)
+	require.NoError(t, c.Validate())
+
+	c = timewheel.Config{Tick: time.Millisecond}.WithDefaults()
+	require.Equal(t, 65536, c.Slots, "60s of 1ms ticks round up to a power of two")
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   timewheel.Config
+		field string
+	}{
+		{timewheel.Config{Tick: -time.Second}, "Tick"},
+		{timewheel.Config{Slots: 3}, "Slots"},
+		{timewheel.Config{Slots: -8}, "Slots"},
+		{timewheel.Config{Slots: 1 << 23}, "Slots"},
+		{timewheel.Config{MaxPending: -1}, "MaxPending"},
+		{timewheel.Config{Capacity: -1}, "Capacity"},
+		{timewheel.Config{MaxBatch: -1}, "MaxBatch"},
+	} {
+		err := tc.cfg.WithDefaults().Validate()
+		require.ErrorContains(t, err, tc.field, "%+v", tc.cfg)
+		_, err = timewheel.New(tc.cfg)
+		require.ErrorContains(t, err, tc.field, "%+v", tc.cfg)
+	}
+	require.ErrorContains(t, timewheel.Config{Tick: time.Second, Slots: 8, MaxBatch: 1}.Validate(), "Clock")
+}
+
+// newWheel starts a wheel and its receiver in a synctest bubble and stops
+// both when the test ends.
+func newWheel(t *testing.T, cfg timewheel.Config) (*timewheel.Wheel, *receiver) {
+	t.Helper()
+	w, err := timewheel.New(cfg)
+	require.NoError(t, err)
+	r := receive(w)
+	require.NoError(t, w.Start())
+	t.Cleanup(func() {
+		w.Stop()
+		<-r.done
+	})
+	return w, r
+}
+
+func TestFiresOnFirstTickAtOrAfterTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond})
+		require.NoError(t, w.Add("a", origin.Add(25*time.Millisecond)))
+		require.NoError(t, w.Add("b", origin.Add(30*time.Millisecond))) // on a boundary: exactly on time
+		require.NoError(t, w.Add("c", origin.Add(-time.Hour)))          // long past: next tick
+		require.NoError(t, w.Add("d", origin.Add(90*time.Second+1)))    // beyond one revolution
+		require.Equal(t, 4, w.Len())
+
+		time.Sleep(time.Minute + 35*time.Second)
+		synctest.Wait()
+		got := map[string]time.Duration{}
+		for _, f := range r.take() {
+			got[f.key] = f.at.Sub(origin)
+		}
+		require.Equal(t, map[string]time.Duration{
+			"a": 30 * time.Millisecond,
+			"b": 30 * time.Millisecond,
+			"c": 10 * time.Millisecond,
+			"d": 90*time.Second + 10*time.Millisecond,
+		}, got)
+		require.Zero(t, w.Len())
+	})
+}
+
+func TestPastKeyFiresOnNextTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond})
+		time.Sleep(43 * time.Millisecond)
+		require.NoError(t, w.Add("late", origin)) // 43ms in the past
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		got := r.take()
+		require.Len(t, got, 1)
+		require.Equal(t, 50*time.Millisecond, got[0].at.Sub(origin))
+	})
+}
+
+func TestAddReschedules(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond})
+		require.NoError(t, w.Add("k", origin.Add(time.Second)))
+		require.NoError(t, w.Add("k", origin.Add(200*time.Millisecond))) // earlier
+		require.Equal(t, 1, w.Len())
+		require.NoError(t, w.Add("j", origin.Add(100*time.Millisecond)))
+		require.NoError(t, w.Add("j", origin.Add(3*time.Second))) // later
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		got := r.take()
+		require.Equal(t, []fired{
+			{"k", origin.Add(200 * time.Millisecond)},
+			{"j", origin.Add(3 * time.Second)},
+		}, got)
+	})
+}
+
+func TestCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond})
+		require.NoError(t, w.Add("gone", origin.Add(50*time.Millisecond)))
+		require.NoError(t, w.Add("kept", origin.Add(50*time.Millisecond)))
+		require.True(t, w.Cancel("gone"))
+		require.False(t, w.Cancel("gone"), "a second Cancel finds nothing")
+		require.False(t, w.Cancel("never added"))
+		require.Equal(t, 1, w.Len())
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, []fired{{"kept", origin.Add(50 * time.Millisecond)}}, r.take())
+		require.False(t, w.Cancel("kept"), "a fired key cannot be cancelled")
+	})
+}
+
+func TestCatchUpAfterStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := &stallClock{}
+		origin := time.Now()
+		// 64 slots of 10ms: the 5s stall spans almost eight revolutions.
+		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, Slots: 64, Clock: clock})
+		synctest.Wait()
+		const n = 2000
+		for i := range n {
+			require.NoError(t, w.Add(fmt.Sprint(i), origin.Add(time.Duration(i)*5*time.Millisecond+time.Millisecond)))
+		}
+		clock.Stall(5 * time.Second) // the wake-up at 10ms arms the next one 5s late
+		time.Sleep(5*time.Second + 25*time.Millisecond)
+		synctest.Wait()
+		got := r.take()
+		wake := origin.Add(5*time.Second + 20*time.Millisecond)
+		var keys []string
+		for _, f := range got {
+			keys = append(keys, f.key)
+			if f.key != "0" && f.key != "1" {
+				require.Equal(t, wake, f.at, "key %s", f.key)
+			}
+		}
+		var want []string
+		for i := range n {
+			if time.Duration(i)*5*time.Millisecond+time.Millisecond <= 5*time.Second+20*time.Millisecond {
+				want = append(want, fmt.Sprint(i))
+			}
+		}
+		slices.Sort(keys)
+		slices.Sort(want)
+		require.Equal(t, want, keys, "every key due during the stall fires at the first wake-up after it")
+		require.Equal(t, n-len(want), w.Len())
+	})
+}
+
+func TestSlowReceiverGetsEverythingInLargerBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		w, err := timewheel.New(timewheel.Config{Tick: 10 * time.Millisecond, MaxBatch: 50})
+		require.NoError(t, err)
+		require.NoError(t, w.Start())
+		defer w.Stop()
+		const n = 300
+		for i := range n {
+			require.NoError(t, w.Add(fmt.Sprint(i), origin.Add(time.Duration(i+1)*time.Millisecond)))
+		}
+		time.Sleep(time.Second) // nobody receives: 30 ticks' worth of keys wait
+		synctest.Wait()
+		require.Zero(t, w.Len())
+		var sizes []int
+		var keys []string
+		for len(keys) < n {
+			batch := <-w.C()
+			sizes = append(sizes, len(batch))
+			keys = append(keys, batch...)
+		}
+		require.Len(t, keys, n)
+		// The first tick's 10 keys were taken by the delivery goroutine at once;
+		// the 290 that fired while it waited come as full batches of MaxBatch.
+		require.Equal(t, []int{10, 50, 50, 50, 50, 50, 40}, sizes)
+		tick := 0 // key i fires on tick (i+10)/10
+		for _, k := range keys {
+			var i int
+			_, err := fmt.Sscan(k, &i)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, (i+10)/10, tick, "keys come out in the order they fired")
+			tick = (i + 10) / 10
+		}
+	})
+}
+
+func TestMaxPendingCountsUnreceivedKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		w, err := timewheel.New(timewheel.Config{Tick: 10 * time.Millisecond, MaxPending: 3})
+		require.NoError(t, err)
+		require.NoError(t, w.Start())
+		defer w.Stop()
+		for _, k := range []string{"a", "b", "c"} {
+			require.NoError(t, w.Add(k, origin.Add(15*time.Millisecond)))
+		}
+		require.ErrorIs(t, w.Add("d", origin), timewheel.ErrFull)
+		require.NoError(t, w.Add("a", origin.Add(5*time.Millisecond)), "rescheduling is not a new key")
+
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		require.Zero(t, w.Len())
+		require.ErrorIs(t, w.Add("d", origin), timewheel.ErrFull, "fired but not received keys still count")
+
+		var got []string
+		for len(got) < 3 {
+			got = append(got, <-w.C()...)
+		}
+		synctest.Wait()
+		require.ElementsMatch(t, []string{"a", "b", "c"}, got)
+		require.NoError(t, w.Add("d", origin), "received keys free their place")
+		require.True(t, w.Cancel("d"))
+		for _, k := range []string{"x", "y", "z"} {
+			require.NoError(t, w.Add(k, origin.Add(time.Hour)))
+		}
+		require.ErrorIs(t, w.Add("w", origin), timewheel.ErrFull)
+	})
+}
+
+func TestStopReturnsPendingAndUnreceivedKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := time.Now()
+		w, err := timewheel.New(timewheel.Config{Tick: 10 * time.Millisecond})
+		require.NoError(t, err)
+		require.NoError(t, w.Add("early", origin.Add(5*time.Millisecond)), "Add works before Start")
+		require.NoError(t, w.Start())
+		require.NoError(t, w.Start(), "Start is idempotent")
+		require.NoError(t, w.Add("later", origin.Add(time.Hour)))
+		require.NoError(t, w.Add("soon", origin.Add(20*time.Millisecond)))
+		time.Sleep(time.Second)
+		synctest.Wait() // early and soon fired; nobody received them
+
+		left := w.Stop()
+		require.Equal(t, []string{"early", "soon", "later"}, left, "unreceived keys first, in firing order")
+		_, open := <-w.C()
+		require.False(t, open, "Stop closes C")
+		require.Nil(t, w.Stop(), "Stop is idempotent")
+		require.ErrorIs(t, w.Add("x", origin), timewheel.ErrStopped)
+		require.ErrorIs(t, w.Start(), timewheel.ErrStopped)
+		require.False(t, w.Cancel("later"))
+		require.Zero(t, w.Len())
+	})
+}
+
+func TestStopBeforeStart(t *testing.T) {
+	w, err := timewheel.New(timewheel.Config{})
+	require.NoError(t, err)
+	require.NoError(t, w.Add("a", time.Now().Add(time.Minute)))
+	require.Equal(t, []string{"a"}, w.Stop())
+}
+
+// TestConcurrentAddCancel hammers one wheel from many goroutines, with large
+// bursts firing while keys of the same slot are cancelled and rescheduled,
+// and checks that every key is either delivered once or cancelled once.
+func TestConcurrentAddCancel(t *testing.T) {
+	w, err := timewheel.New(timewheel.Config{Tick: time.Millisecond, Slots: 64})
+	require.NoError(t, err)
+	r := receive(w)
+	require.NoError(t, w.Start())
+	const workers, perWorker = 8, 5000
+	cancelled := make([][]string, workers)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			at := time.Now().Add(20 * time.Millisecond) // one instant: big slots
+			for i := range perWorker {
+				k := fmt.Sprintf("%d-%d", g, i)
+				if err := w.Add(k, at); err != nil {
+					panic(err)
+				}
+				switch i % 4 {
+				case 1:
+					if w.Cancel(k) {
+						cancelled[g] = append(cancelled[g], k)
+					}
+				case 2: // cancel an earlier key, maybe while its slot fires
+					if w.Cancel(fmt.Sprintf("%d-%d", g, i/2)) {
+						cancelled[g] = append(cancelled[g], fmt.Sprintf("%d-%d", g, i/2))
+					}
+				case 3: // move it, maybe while its slot fires; if it has fired
+					// already, adding it again would schedule it a second time
+					if w.Cancel(k) {
+						if err := w.Add(k, at.Add(time.Duration(i%7)*time.Millisecond)); err != nil {
+							panic(err)
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		return w.Len() == 0
+	}, 10*time.Second, time.Millisecond)
+	left := w.Stop()
+	<-r.done
+
+	seen := map[string]int{}
+	for _, f := range r.take() {
+		seen[f.key]++
+	}
+	for _, k := range left {
+		seen[k]++
+	}
+	for _, ks := range cancelled {
+		for _, k := range ks {
+			seen[k]++
+		}
+	}
+	require.Len(t, seen, workers*perWorker)
+	for k, n := range seen {
+		require.Equal(t, 1, n, "key %s delivered or cancelled %d times", k, n)
+	}
+}
+
+func TestAddCancelDoNotAllocate(t *testing.T) {
+	w, err := timewheel.New(timewheel.Config{})
+	require.NoError(t, err)
+	defer w.Stop()
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("alert-%d", i)
+	}
+	at := time.Now().Add(time.Minute)
+	for _, k := range keys { // warm up: grow the slab and the index
+		require.NoError(t, w.Add(k, at))
+	}
+	for _, k := range keys {
+		w.Cancel(k)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		k := keys[i%len(keys)]
+		i++
+		if err := w.Add(k, at.Add(time.Duration(i)*time.Millisecond)); err != nil {
+			panic(err)
+		}
+		if err := w.Add(k, at); err != nil { // reschedule
+			panic(err)
+		}
+		if !w.Cancel(k) {
+			panic("not cancelled")
+		}
+	})
+	require.Zero(t, allocs)
+}
+
+func TestErrorsAreDistinct(t *testing.T) {
+	require.False(t, errors.Is(timewheel.ErrFull, timewheel.ErrStopped))
+}
