@@ -41,6 +41,9 @@ type Config struct {
 	// Targets are the robot groups alerts are sent to, by the name producers put in
 	// RD_TARGET. An alert naming a target that is not here is rejected. Default none.
 	Targets map[string]Target `yaml:"targets" json:"targets"`
+	// Sender configures delivery to DingTalk: the robots' rate limit, cool-downs,
+	// retries and the HTTP client.
+	Sender Sender `yaml:"sender" json:"sender"`
 	// ShutdownTimeout bounds a graceful stop: stop consuming, drain, close stores.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout" json:"shutdownTimeout"`
@@ -124,13 +127,83 @@ type Robot struct {
 	// Name identifies the robot in logs and metrics (never its token). Unique within its
 	// target. Required.
 	Name string `yaml:"name" json:"name"`
-	// Token is the robot's access_token. Required.
+	// Token is the robot's access_token, or its whole webhook URL
+	// (https://oapi.dingtalk.com/robot/send?access_token=…), from which the access_token
+	// is taken. Required. Like every secret it may be written "env:NAME" (read from the
+	// environment variable NAME) or "file:/path" (read from the file, surrounding
+	// whitespace trimmed) and is then resolved by Load.
 	Token Secret `yaml:"token" json:"token"`
 	// SigningSecret is the robot's "加签" secret (SEC…); empty when the robot does not sign.
+	// It may be written "env:NAME" or "file:/path" like Token.
 	SigningSecret Secret `yaml:"signingSecret" json:"signingSecret"`
 	// Keyword is the robot's custom keyword, when its security setting uses one; the
 	// sender makes sure every message contains it. Default none.
 	Keyword string `yaml:"keyword" json:"keyword"`
+	// Limit is how many messages the robot may send per sender.window; 0 takes
+	// sender.limit. At most 20 (DingTalk's own limit).
+	Limit int `yaml:"limit" json:"limit"`
+}
+
+// AccessToken returns the robot's access_token: Token itself, or the access_token
+// parameter when Token is a webhook URL. The error never contains the token.
+func (r Robot) AccessToken() (Secret, error) {
+	v := strings.TrimSpace(r.Token.Reveal())
+	if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+		return Secret(v), nil
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		return "", errors.New("the webhook URL does not parse")
+	}
+	tok := u.Query().Get("access_token")
+	if tok == "" {
+		return "", errors.New("the webhook URL has no access_token parameter")
+	}
+	return Secret(tok), nil
+}
+
+// MaxRobotLimit is DingTalk's limit on a custom robot: 20 messages per minute.
+const MaxRobotLimit = 20
+
+// Sender configures delivery to DingTalk robots.
+type Sender struct {
+	// Limit is how many messages each robot may send per Window, counted by all replicas
+	// together in Redis; 1 to 20. One below DingTalk's 20 leaves room for clock skew and
+	// network jitter. Default 19.
+	Limit int `yaml:"limit" json:"limit"`
+	// Window is the length of the sliding rate-limit window. DingTalk counts per minute,
+	// so against the real service it must be at least 60s (Validate refuses less when
+	// BaseURL is DingTalk's); tests against the simulator use seconds. Default 60s.
+	Window time.Duration `yaml:"window" json:"window"`
+	// Cooldown is how long a robot DingTalk throttled (130101, 410100, a redirect) stays
+	// out of rotation. Default 10m.
+	Cooldown time.Duration `yaml:"cooldown" json:"cooldown"`
+	// DisableFor is how long a broken robot (bad token, signature or keyword, removed from
+	// its group) stays out of rotation before it is tried again. Default 1h.
+	DisableFor time.Duration `yaml:"disableFor" json:"disableFor"`
+	// HTTPTimeout bounds one request to DingTalk, connection to answer. Default 5s.
+	HTTPTimeout time.Duration `yaml:"httpTimeout" json:"httpTimeout"`
+	// Attempts bounds the tries of one message on transient errors (system busy, 5xx,
+	// 429, network errors) within one send; throttled and broken robots do not count.
+	// Default 5.
+	Attempts int `yaml:"attempts" json:"attempts"`
+	// BackoffBase is the first retry's backoff ceiling; it doubles per attempt up to
+	// BackoffMax, and the actual wait is random below it (full jitter), or Retry-After
+	// when DingTalk sends one. Default 500ms.
+	BackoffBase time.Duration `yaml:"backoffBase" json:"backoffBase"`
+	// BackoffMax caps the backoff. Default 30s.
+	BackoffMax time.Duration `yaml:"backoffMax" json:"backoffMax"`
+	// BaseURL is the robot webhook endpoint without its query; point it at
+	// `rocketdelay dingtalk-sim` for tests and demos. Default
+	// "https://oapi.dingtalk.com/robot/send".
+	BaseURL string `yaml:"baseURL" json:"baseURL"`
+	// MaxInFlight bounds the HTTP requests to DingTalk in flight at once in this process.
+	// Default 32.
+	MaxInFlight int `yaml:"maxInFlight" json:"maxInFlight"`
+	// MaxWait bounds how long one send waits for a free robot before it gives up with a
+	// transient failure that says when to retry; 0 waits as long as the caller's context
+	// allows. Default 0.
+	MaxWait time.Duration `yaml:"maxWait" json:"maxWait"`
 }
 
 // Defaults of the fields above, in one place.
@@ -148,6 +221,17 @@ const (
 	DefaultLease           = 30 * time.Second
 	DefaultKeyPrefix       = "rd"
 	DefaultShutdownTimeout = 30 * time.Second
+
+	DefaultSenderLimit       = 19
+	DefaultSenderWindow      = 60 * time.Second
+	DefaultSenderCooldown    = 10 * time.Minute
+	DefaultSenderDisableFor  = time.Hour
+	DefaultSenderHTTPTimeout = 5 * time.Second
+	DefaultSenderAttempts    = 5
+	DefaultSenderBackoffBase = 500 * time.Millisecond
+	DefaultSenderBackoffMax  = 30 * time.Second
+	DefaultSenderBaseURL     = "https://oapi.dingtalk.com/robot/send"
+	DefaultSenderMaxInFlight = 32
 )
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -167,6 +251,16 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Scheduler.Lease, DefaultLease)
 	setDefault(&c.Redis.KeyPrefix, DefaultKeyPrefix)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&c.Sender.Limit, DefaultSenderLimit)
+	setDefault(&c.Sender.Window, DefaultSenderWindow)
+	setDefault(&c.Sender.Cooldown, DefaultSenderCooldown)
+	setDefault(&c.Sender.DisableFor, DefaultSenderDisableFor)
+	setDefault(&c.Sender.HTTPTimeout, DefaultSenderHTTPTimeout)
+	setDefault(&c.Sender.Attempts, DefaultSenderAttempts)
+	setDefault(&c.Sender.BackoffBase, DefaultSenderBackoffBase)
+	setDefault(&c.Sender.BackoffMax, DefaultSenderBackoffMax)
+	setDefault(&c.Sender.BaseURL, DefaultSenderBaseURL)
+	setDefault(&c.Sender.MaxInFlight, DefaultSenderMaxInFlight)
 	return c
 }
 
@@ -274,13 +368,58 @@ func (c Config) Validate() error {
 			seen[r.Name] = true
 			if r.Token == "" {
 				bad(rkey+".token", "required (the robot webhook's access_token)")
+			} else if tok, err := r.AccessToken(); err != nil {
+				bad(rkey+".token", "%v", err)
+			} else if strings.ContainsAny(tok.Reveal(), " \t\r\n&?#") {
+				bad(rkey+".token", "the access_token holds whitespace or URL punctuation")
+			}
+			if r.Limit < 0 || r.Limit > MaxRobotLimit {
+				bad(rkey+".limit", "must be between 1 and %d (DingTalk's limit), or 0 for sender.limit; got %d", MaxRobotLimit, r.Limit)
 			}
 		}
 	}
+	c.Sender.validate(bad)
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+func (s Sender) validate(bad func(key, format string, args ...any)) {
+	if s.Limit < 1 || s.Limit > MaxRobotLimit {
+		bad("sender.limit", "must be between 1 and %d (DingTalk's limit per robot), got %d", MaxRobotLimit, s.Limit)
+	}
+	u, err := url.Parse(s.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		bad("sender.baseURL", "%q must be an http:// or https:// URL without a query", s.BaseURL)
+	}
+	switch {
+	case s.Window < time.Second:
+		bad("sender.window", "must be at least 1s, got %s", s.Window)
+	case s.Window < time.Minute && err == nil && u.Host == "oapi.dingtalk.com":
+		bad("sender.window", "DingTalk counts per minute: the window must be at least 60s against %s, got %s", u.Host, s.Window)
+	}
+	positive := map[string]time.Duration{
+		"sender.cooldown": s.Cooldown, "sender.disableFor": s.DisableFor,
+		"sender.httpTimeout": s.HTTPTimeout, "sender.backoffBase": s.BackoffBase,
+	}
+	for _, key := range []string{"sender.cooldown", "sender.disableFor", "sender.httpTimeout", "sender.backoffBase"} {
+		if positive[key] <= 0 {
+			bad(key, "must be positive, got %s", positive[key])
+		}
+	}
+	if s.BackoffMax < s.BackoffBase {
+		bad("sender.backoffMax", "%s is below sender.backoffBase %s", s.BackoffMax, s.BackoffBase)
+	}
+	if s.Attempts < 1 {
+		bad("sender.attempts", "must be at least 1, got %d", s.Attempts)
+	}
+	if s.MaxInFlight < 1 {
+		bad("sender.maxInFlight", "must be at least 1, got %d", s.MaxInFlight)
+	}
+	if s.MaxWait < 0 {
+		bad("sender.maxWait", "must not be negative, got %s", s.MaxWait)
+	}
 }
 
 // validResourceName mirrors the broker's check for topic and group names.
@@ -330,6 +469,9 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if err := c.applyEnv(getenv); err != nil {
 		return Config{}, err
 	}
+	if err := c.resolveSecrets(getenv, os.ReadFile); err != nil {
+		return Config{}, err
+	}
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -373,6 +515,17 @@ var EnvVars = []EnvVar{
 	{"ROCKETDELAY_REDIS_URL", "redis.url", func(c *Config, v string) error { c.Redis.URL = Secret(v); return nil }},
 	{"ROCKETDELAY_REDIS_KEY_PREFIX", "redis.keyPrefix", func(c *Config, v string) error { c.Redis.KeyPrefix = v; return nil }},
 	{"ROCKETDELAY_POSTGRES_URL", "postgres.url", func(c *Config, v string) error { c.Postgres.URL = Secret(v); return nil }},
+	{"ROCKETDELAY_SENDER_BASE_URL", "sender.baseURL", func(c *Config, v string) error { c.Sender.BaseURL = v; return nil }},
+	{"ROCKETDELAY_SENDER_WINDOW", "sender.window", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		c.Sender.Window = d
+		return err
+	}},
+	{"ROCKETDELAY_SENDER_LIMIT", "sender.limit", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		c.Sender.Limit = n
+		return err
+	}},
 	{"ROCKETDELAY_SHUTDOWN_TIMEOUT", "shutdownTimeout", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		c.ShutdownTimeout = d

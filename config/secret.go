@@ -1,6 +1,14 @@
 package config
 
-import "log/slog"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+)
 
 // Secret is a string that must never be printed: a DSN with a password, a robot token,
 // a signing secret. Every way of printing it (fmt verbs, slog, YAML, JSON, text) yields
@@ -33,4 +41,85 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 func (s *Secret) UnmarshalText(b []byte) error {
 	*s = Secret(b)
 	return nil
+}
+
+// Secret references. A secret written in the file (or an environment override) as
+//
+//	env:NAME     is replaced by the value of the environment variable NAME;
+//	file:/path   is replaced by the content of the file, surrounding whitespace trimmed.
+//
+// Load resolves them before validating, so the rest of the program sees values only.
+// Errors name the key, the variable or the path, never a value.
+const (
+	secretEnvPrefix  = "env:"
+	secretFilePrefix = "file:"
+)
+
+// resolve returns the secret a reference points to, or s itself when it is a plain
+// value.
+func (s Secret) resolve(getenv func(string) string, readFile func(string) ([]byte, error)) (Secret, error) {
+	v := string(s)
+	switch {
+	case strings.HasPrefix(v, secretEnvPrefix):
+		name := strings.TrimPrefix(v, secretEnvPrefix)
+		if name == "" {
+			return "", errors.New(`"env:" needs a variable name`)
+		}
+		val := getenv(name)
+		if val == "" {
+			return "", fmt.Errorf("environment variable %s is not set or empty", name)
+		}
+		return Secret(val), nil
+	case strings.HasPrefix(v, secretFilePrefix):
+		path := strings.TrimPrefix(v, secretFilePrefix)
+		if path == "" {
+			return "", errors.New(`"file:" needs a path`)
+		}
+		b, err := readFile(path)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is named below; the error adds nothing secret
+			}
+			return "", fmt.Errorf("read %s: %v", path, err)
+		}
+		val := strings.TrimSpace(string(b))
+		if val == "" {
+			return "", fmt.Errorf("file %s is empty", path)
+		}
+		return Secret(val), nil
+	}
+	return s, nil
+}
+
+// resolveSecrets replaces every secret reference of c (see Secret) by its value.
+func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string) ([]byte, error)) error {
+	var errs []error
+	one := func(key string, s *Secret) {
+		v, err := s.resolve(getenv, readFile)
+		if err != nil {
+			errs = append(errs, &FieldError{Key: key, Reason: err.Error()})
+			return
+		}
+		*s = v
+	}
+	one("redis.url", &c.Redis.URL)
+	one("postgres.url", &c.Postgres.URL)
+	names := make([]string, 0, len(c.Targets))
+	for name := range c.Targets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := c.Targets[name]
+		robots := slices.Clone(t.Robots)
+		for i := range robots {
+			key := fmt.Sprintf("targets.%s.robots[%d]", name, i)
+			one(key+".token", &robots[i].Token)
+			one(key+".signingSecret", &robots[i].SigningSecret)
+		}
+		t.Robots = robots
+		c.Targets[name] = t
+	}
+	return errors.Join(errs...)
 }

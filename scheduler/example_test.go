@@ -1,0 +1,47 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/scheduler"
+)
+
+// Plan shows the hops a delay takes through RocketMQ's default delay levels.
+func ExamplePlan() {
+	levels := config.MustParseDelayLevels(config.DefaultLevels)
+	hops, remainder := scheduler.Plan(3*time.Hour+25*time.Minute+17*time.Second, levels, time.Minute)
+	for _, h := range hops {
+		fmt.Printf("level %d (%s), reached %s\n", h.Level, h.Delay, h.Reached)
+	}
+	fmt.Println("wheel stage:", remainder)
+	// Output:
+	// level 18 (2h0m0s), reached 2h0m0s
+	// level 17 (1h0m0s), reached 3h0m0s
+	// level 15 (20m0s), reached 3h20m0s
+	// level 9 (5m0s), reached 3h25m0s
+	// wheel stage: 17s
+}
+
+// A producer publishes an alert due in 90 minutes to the robot group "ops". Publishing
+// the same ID again is harmless: the alert is delivered once.
+func ExampleProducer_Publish() {
+	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: []string{"127.0.0.1:19876"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	res, err := p.Publish(context.Background(), scheduler.Publication{
+		Target: "ops",
+		In:     90 * time.Minute,
+		ID:     "order-4711-recheck",
+		Body:   []byte(`{"msgtype":"markdown","markdown":{"title":"Order 4711","text":"### Order 4711 is still dirty"}}`),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.ID, res.DeliverAt)
+}

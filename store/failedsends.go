@@ -1,0 +1,487 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The failed_sends table (migrations/00001_create_failed_sends.sql) keeps every alert the
+// sender could not deliver and every input that can never be delivered. Its life cycle:
+//
+//	Record ──▶ pending ──(retry job)──▶ delivered
+//	   │          │  ▲
+//	   │          ▼  │ Retry (operator)
+//	   │        dead ┘
+//	   └──▶ rejected ──Retry──▶ pending
+//	pending, dead, rejected ──Discard (operator)──▶ discarded ──Retry──▶ pending
+//
+// A delivered row never changes again. The queries live in sql/failed_*.sql.
+
+// FailedStatus is the state of a failed_sends row.
+type FailedStatus string
+
+// The statuses of a failed_sends row.
+const (
+	// StatusPending rows are retried by the retry job when next_attempt_at has passed.
+	StatusPending FailedStatus = "pending"
+	// StatusDelivered rows were sent by the retry job; they never change again.
+	StatusDelivered FailedStatus = "delivered"
+	// StatusDead rows failed permanently or ran out of attempts or age; only an operator
+	// brings them back.
+	StatusDead FailedStatus = "dead"
+	// StatusRejected rows are inputs that can never be delivered as they are (bad body,
+	// unknown target, bad due time).
+	StatusRejected FailedStatus = "rejected"
+	// StatusDiscarded rows were given up by an operator, with a reason.
+	StatusDiscarded FailedStatus = "discarded"
+)
+
+// FailedStatuses lists every status, in the order operators read them.
+var FailedStatuses = []FailedStatus{StatusPending, StatusDead, StatusRejected, StatusDiscarded, StatusDelivered}
+
+// Valid reports whether s is one of the known statuses.
+func (s FailedStatus) Valid() bool {
+	for _, k := range FailedStatuses {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNotFound is returned when the row asked for does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrInvalid marks a request the store refuses before asking Postgres (an unknown status,
+// a missing message id, an empty discard reason); its message says what to change.
+var ErrInvalid = errors.New("invalid request")
+
+// FailedSend is one row of failed_sends.
+type FailedSend struct {
+	ID        int64
+	MessageID string // RD_ID of the alert
+	Target    string // robot group name; "" when the input had none
+	Payload   []byte // the alert body as received
+	// Properties are the message properties as received.
+	Properties map[string]string
+	DueAt      *time.Time // when the alert was due; nil when unknown
+	Status     FailedStatus
+	ErrorClass string // throttled, transient, robot_broken, payload_permanent, rejected, …
+	LastError  string // readable reason of the last failure; never holds a secret
+	HTTPStatus *int   // of the last failed attempt, when there was a response
+	Errcode    *int   // DingTalk errcode of the last failed attempt, when there was one
+	// Attempts counts the retry job's attempts (not the sender's in-process retries).
+	Attempts int
+	// NextAttemptAt is when the retry job may try the row next (while claimed: when the
+	// claim lease ends); nil unless the row is pending.
+	NextAttemptAt *time.Time
+	DiscardReason *string // why an operator discarded the row
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// NewFailedSend is what Record stores about one alert.
+type NewFailedSend struct {
+	// MessageID is the alert's RD_ID. Required.
+	MessageID  string
+	Target     string
+	Payload    []byte
+	Properties map[string]string
+	DueAt      *time.Time
+	// Rejected is true for an input that can never be delivered as it is: the row is
+	// recorded as rejected and the retry job leaves it alone. Otherwise the row is
+	// pending and the retry job tries it at NextAttemptAt.
+	Rejected bool
+	// ErrorClass is the failure's class; "rejected" when empty and Rejected is set.
+	// Required otherwise.
+	ErrorClass string
+	// LastError is a readable reason. It must not contain tokens or secrets.
+	LastError  string
+	HTTPStatus *int
+	Errcode    *int
+	// NextAttemptAt is the retry job's first attempt; zero means now (Postgres' clock).
+	NextAttemptAt time.Time
+}
+
+// Failure describes a failed attempt of the retry job.
+type Failure struct {
+	Class      string
+	LastError  string
+	HTTPStatus *int
+	Errcode    *int
+}
+
+// Filter selects rows for List. Zero fields select everything.
+type Filter struct {
+	Status     FailedStatus
+	Target     string
+	ErrorClass string
+	Since      time.Time // created at or after
+	Until      time.Time // created before
+	// Limit is the page size; 0 means DefaultListLimit, more than MaxListLimit is an error.
+	Limit int
+	// AfterID continues a listing: only rows with a smaller id (List returns newest
+	// first) are returned. Pass the previous page's next cursor.
+	AfterID int64
+}
+
+// FailedStats are counts of failed_sends rows.
+type FailedStats struct {
+	// ByStatus counts every row by status.
+	ByStatus map[FailedStatus]int64
+	// ByTarget and ByErrorClass count the rows that still need attention: pending, dead
+	// and rejected.
+	ByTarget     map[string]int64
+	ByErrorClass map[string]int64
+	// OldestPending is when the oldest pending row was recorded; nil when none is.
+	OldestPending *time.Time
+}
+
+// Defaults and limits of FailedSends.
+const (
+	// DefaultClaimLease is how long a row claimed by the retry job stays invisible to
+	// other instances. It must exceed the time one send can take.
+	DefaultClaimLease = 5 * time.Minute
+	DefaultListLimit  = 50
+	MaxListLimit      = 1000
+)
+
+// FailedSendsOptions tune FailedSends. A zero field takes its default.
+type FailedSendsOptions struct {
+	// ClaimLease is how long ClaimDue hides a claimed row from other claimers. Default
+	// DefaultClaimLease (5m).
+	ClaimLease time.Duration
+}
+
+// FailedSends is the failed_sends table. It is safe for concurrent use.
+type FailedSends struct {
+	pool  *pgxpool.Pool
+	lease time.Duration
+}
+
+// NewFailedSends returns the failed_sends table on pool (see OpenPostgres).
+func NewFailedSends(pool *pgxpool.Pool, opts FailedSendsOptions) *FailedSends {
+	if opts.ClaimLease <= 0 {
+		opts.ClaimLease = DefaultClaimLease
+	}
+	return &FailedSends{pool: pool, lease: opts.ClaimLease}
+}
+
+//go:embed sql/failed_*.sql
+var failedSQL embed.FS
+
+func failedQuery(name string) string {
+	b, err := failedSQL.ReadFile("sql/failed_" + name + ".sql")
+	if err != nil {
+		panic("store: missing embedded query " + name)
+	}
+	return string(b)
+}
+
+var (
+	qRecord        = failedQuery("record")
+	qClaimDue      = failedQuery("claim_due")
+	qMarkDelivered = failedQuery("mark_delivered")
+	qMarkRetry     = failedQuery("mark_retry")
+	qMarkDead      = failedQuery("mark_dead")
+	qList          = failedQuery("list")
+	qGet           = failedQuery("get")
+	qRetry         = failedQuery("retry")
+	qRetryWhere    = failedQuery("retry_where")
+	qDiscard       = failedQuery("discard")
+	qStats         = failedQuery("stats")
+	qOldestPending = failedQuery("oldest_pending")
+)
+
+// Record inserts one failed send or rejected input. It is idempotent on MessageID: when
+// a row for the alert exists already it changes nothing and returns false. An error
+// wrapping ErrUnavailable means Postgres could not be reached: keep the alert where it is
+// and try again.
+func (s *FailedSends) Record(ctx context.Context, in NewFailedSend) (inserted bool, err error) {
+	if in.MessageID == "" {
+		return false, fmt.Errorf("store: record failed send: %w: the message id is empty", ErrInvalid)
+	}
+	status := StatusPending
+	var next *time.Time
+	if in.Rejected {
+		status = StatusRejected
+		if in.ErrorClass == "" {
+			in.ErrorClass = "rejected"
+		}
+	} else {
+		t := in.NextAttemptAt
+		if t.IsZero() {
+			t = time.Now()
+		}
+		next = &t
+	}
+	if in.ErrorClass == "" {
+		return false, fmt.Errorf("store: record failed send %q: %w: the error class is empty", in.MessageID, ErrInvalid)
+	}
+	payload := in.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	props := in.Properties
+	if props == nil {
+		props = map[string]string{}
+	}
+	var id int64
+	err = s.pool.QueryRow(ctx, qRecord, in.MessageID, in.Target, payload, props, in.DueAt, string(status),
+		in.ErrorClass, in.LastError, in.HTTPStatus, in.Errcode, next).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // a row for this alert exists already
+	}
+	if err != nil {
+		return false, pgErr(ctx, "record failed send", err)
+	}
+	return true, nil
+}
+
+// ClaimDue claims up to limit pending rows whose next attempt is due at now, oldest due
+// first, for one retry-job instance. A claimed row's NextAttemptAt moves to the end of the
+// claim lease, so no other caller (in this process or another) claims it until the lease
+// runs out; the claimer ends the claim with MarkDelivered, MarkRetry or MarkDead.
+func (s *FailedSends) ClaimDue(ctx context.Context, limit int, now time.Time) ([]FailedSend, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, qClaimDue, now, limit, now.Add(s.lease))
+	if err != nil {
+		return nil, pgErr(ctx, "claim due failed sends", err)
+	}
+	out, err := pgx.CollectRows(rows, scanFailedSend)
+	if err != nil {
+		return nil, pgErr(ctx, "claim due failed sends", err)
+	}
+	return out, nil
+}
+
+// MarkDelivered records that the retry job delivered row id. It changes any row that is
+// not delivered yet, even one an operator discarded meanwhile: the alert was sent.
+func (s *FailedSends) MarkDelivered(ctx context.Context, id int64) error {
+	if _, err := s.pool.Exec(ctx, qMarkDelivered, id); err != nil {
+		return pgErr(ctx, fmt.Sprintf("mark failed send %d delivered", id), err)
+	}
+	return nil
+}
+
+// MarkRetry records a failed attempt of the retry job on row id: attempts attempts so
+// far, next try at nextAt. A row that is no longer pending (an operator discarded it
+// meanwhile) is left alone.
+func (s *FailedSends) MarkRetry(ctx context.Context, id int64, attempts int, nextAt time.Time, f Failure) error {
+	if _, err := s.pool.Exec(ctx, qMarkRetry, id, attempts, nextAt, f.Class, f.LastError, f.HTTPStatus, f.Errcode); err != nil {
+		return pgErr(ctx, fmt.Sprintf("mark failed send %d for retry", id), err)
+	}
+	return nil
+}
+
+// MarkDead records that the retry job gives up on row id after attempts attempts. A row
+// that is no longer pending is left alone.
+func (s *FailedSends) MarkDead(ctx context.Context, id int64, attempts int, f Failure) error {
+	if _, err := s.pool.Exec(ctx, qMarkDead, id, attempts, f.Class, f.LastError, f.HTTPStatus, f.Errcode); err != nil {
+		return pgErr(ctx, fmt.Sprintf("mark failed send %d dead", id), err)
+	}
+	return nil
+}
+
+// List returns the rows f selects, newest first, at most f.Limit of them, and the cursor
+// of the next page (pass it as Filter.AfterID), or 0 when this page is the last.
+func (s *FailedSends) List(ctx context.Context, f Filter) (rows []FailedSend, next int64, err error) {
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, 0, fmt.Errorf("store: list failed sends: %w: unknown status %q (want one of %s)", ErrInvalid, f.Status, statusList())
+	}
+	switch {
+	case f.Limit == 0:
+		f.Limit = DefaultListLimit
+	case f.Limit < 0 || f.Limit > MaxListLimit:
+		return nil, 0, fmt.Errorf("store: list failed sends: %w: limit %d is not between 1 and %d", ErrInvalid, f.Limit, MaxListLimit)
+	}
+	if f.AfterID < 0 {
+		return nil, 0, fmt.Errorf("store: list failed sends: %w: the cursor must be a positive id", ErrInvalid)
+	}
+	r, err := s.pool.Query(ctx, qList, string(f.Status), f.Target, f.ErrorClass,
+		optTime(f.Since), optTime(f.Until), f.AfterID, f.Limit+1)
+	if err != nil {
+		return nil, 0, pgErr(ctx, "list failed sends", err)
+	}
+	rows, err = pgx.CollectRows(r, scanFailedSend)
+	if err != nil {
+		return nil, 0, pgErr(ctx, "list failed sends", err)
+	}
+	if len(rows) > f.Limit {
+		rows = rows[:f.Limit]
+		next = rows[len(rows)-1].ID
+	}
+	return rows, next, nil
+}
+
+// Get returns row id, or an error wrapping ErrNotFound.
+func (s *FailedSends) Get(ctx context.Context, id int64) (FailedSend, error) {
+	r, err := s.pool.Query(ctx, qGet, id)
+	if err != nil {
+		return FailedSend{}, pgErr(ctx, fmt.Sprintf("get failed send %d", id), err)
+	}
+	fs, err := pgx.CollectExactlyOneRow(r, scanFailedSend)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return FailedSend{}, fmt.Errorf("store: failed send %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return FailedSend{}, pgErr(ctx, fmt.Sprintf("get failed send %d", id), err)
+	}
+	return fs, nil
+}
+
+// Retry makes the rows ids pending and due now, for the retry job to send again. Rows
+// that are pending, dead, rejected or discarded change; delivered rows and unknown ids
+// do not. Attempts, error class and last error stay as history, so a row that had used
+// up its attempts or age gets exactly one more attempt. It returns the ids that changed,
+// in ascending order.
+func (s *FailedSends) Retry(ctx context.Context, ids []int64) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.collectIDs(ctx, "retry failed sends", qRetry, ids)
+}
+
+// RetryWhere is Retry for every row with status status (pending, dead, rejected or
+// discarded) and, unless target is "", that target.
+func (s *FailedSends) RetryWhere(ctx context.Context, status FailedStatus, target string) ([]int64, error) {
+	switch status {
+	case StatusPending, StatusDead, StatusRejected, StatusDiscarded:
+	default:
+		return nil, fmt.Errorf("store: retry failed sends: %w: status %q cannot be retried (want pending, dead, rejected or discarded)", ErrInvalid, status)
+	}
+	return s.collectIDs(ctx, "retry failed sends", qRetryWhere, string(status), target)
+}
+
+// Discard gives up on the rows ids for reason: rows that are pending, dead or rejected
+// become discarded and the retry job leaves them alone; delivered and discarded rows and
+// unknown ids do not change. It returns the ids that changed, in ascending order.
+func (s *FailedSends) Discard(ctx context.Context, ids []int64, reason string) ([]int64, error) {
+	if strings.TrimSpace(reason) == "" {
+		return nil, fmt.Errorf("store: discard failed sends: %w: a reason is required", ErrInvalid)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.collectIDs(ctx, "discard failed sends", qDiscard, ids, reason)
+}
+
+// Stats counts the rows by status, target and error class, and finds the oldest pending
+// row.
+func (s *FailedSends) Stats(ctx context.Context) (FailedStats, error) {
+	st := FailedStats{
+		ByStatus:     map[FailedStatus]int64{},
+		ByTarget:     map[string]int64{},
+		ByErrorClass: map[string]int64{},
+	}
+	rows, err := s.pool.Query(ctx, qStats)
+	if err != nil {
+		return FailedStats{}, pgErr(ctx, "failed send stats", err)
+	}
+	var dim, key string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&dim, &key, &n}, func() error {
+		switch dim {
+		case "status":
+			st.ByStatus[FailedStatus(key)] = n
+		case "target":
+			st.ByTarget[key] = n
+		case "error_class":
+			st.ByErrorClass[key] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return FailedStats{}, pgErr(ctx, "failed send stats", err)
+	}
+	if err := s.pool.QueryRow(ctx, qOldestPending).Scan(&st.OldestPending); err != nil {
+		return FailedStats{}, pgErr(ctx, "failed send stats", err)
+	}
+	return st, nil
+}
+
+func (s *FailedSends) collectIDs(ctx context.Context, op, query string, args ...any) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, pgErr(ctx, op, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, pgErr(ctx, op, err)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+func scanFailedSend(row pgx.CollectableRow) (FailedSend, error) {
+	var f FailedSend
+	var status string
+	err := row.Scan(&f.ID, &f.MessageID, &f.Target, &f.Payload, &f.Properties, &f.DueAt, &status,
+		&f.ErrorClass, &f.LastError, &f.HTTPStatus, &f.Errcode, &f.Attempts, &f.NextAttemptAt,
+		&f.DiscardReason, &f.CreatedAt, &f.UpdatedAt)
+	f.Status = FailedStatus(status)
+	if f.Properties == nil {
+		f.Properties = map[string]string{}
+	}
+	return f, err
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func statusList() string {
+	parts := make([]string, len(FailedStatuses))
+	for i, s := range FailedStatuses {
+		parts[i] = string(s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// pgErr wraps a Postgres error for op. Errors that mean Postgres cannot be reached (no
+// connection, a broken one, a server shutting down or refusing connections) wrap
+// ErrUnavailable; a cancelled ctx wraps ctx's error. Server errors keep their message
+// and SQLSTATE but never the query text.
+func pgErr(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("store: %s: %w", op, ctxErr)
+	}
+	if unavailable(err) {
+		return fmt.Errorf("store: %s: %v: %w", op, err, ErrUnavailable)
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}
+
+func unavailable(err error) bool {
+	var pgE *pgconn.PgError
+	if errors.As(err, &pgE) {
+		switch {
+		case strings.HasPrefix(pgE.Code, "08"), // connection exception
+			pgE.Code == "57P01", pgE.Code == "57P02", pgE.Code == "57P03", // shutdown, cannot connect now
+			pgE.Code == "53300": // too many connections
+			return true
+		}
+		return false
+	}
+	var connE *pgconn.ConnectError
+	var netE net.Error
+	return errors.As(err, &connE) || errors.As(err, &netE) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded) ||
+		strings.Contains(err.Error(), "closed pool")
+}
