@@ -84,11 +84,7 @@ func (h *harness) start(name string) (*Scheduler, *Metrics) {
 func (h *harness) startWith(name string, handoff Handoff) (*Scheduler, *Metrics) {
 	h.t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("RD_TEST_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", name)
-	}
-	s, err := New(h.options(name), h.ws, handoff, logger, m, time.Now)
+	s, err := New(h.options(name), h.ws, handoff, discardLogger().With("replica", name), m, time.Now)
 	require.NoError(h.t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -110,6 +106,14 @@ func (h *harness) publish(id string, in time.Duration, body string) Published {
 	pub, err := h.producer.Publish(ctx, Publication{Target: "ops", ID: id, In: in, Body: []byte(body)})
 	require.NoError(h.t, err)
 	return pub
+}
+
+// discardLogger drops logs unless RD_TEST_LOG is set.
+func discardLogger() *slog.Logger {
+	if os.Getenv("RD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 // recorder is a Handoff that records every hand-off with its time.

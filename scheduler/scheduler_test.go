@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
@@ -201,4 +202,50 @@ func TestBadInputsAreRejected(t *testing.T) {
 	}
 	require.Equal(t, 0.0, total(m.retries), "a rejected message was retried")
 	require.Equal(t, 1, len(h.rec.at), "only the good alert is handed off")
+}
+
+// slowHandoff records like recorder but takes its time.
+type slowHandoff struct {
+	*recorder
+	delay time.Duration
+}
+
+func (s slowHandoff) Deliver(ctx context.Context, a Alert) error {
+	time.Sleep(s.delay)
+	return s.recorder.Deliver(ctx, a)
+}
+
+// TestStopGivesBackClaimedEntries stops a replica while claimed alerts still wait for a
+// slow hand-off: Stop finishes the running hand-offs, gives the queued ones back, and a
+// second replica delivers them; every alert exactly once.
+func TestStopGivesBackClaimedEntries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	opts := h.options("stop-1")
+	opts.HandoffWorkers = 2
+	s, err := New(opts, h.ws, slowHandoff{h.rec, 200 * time.Millisecond}, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+
+	const n = 40
+	keys := ids("stop", n)
+	due := map[string]time.Time{}
+	for _, id := range keys {
+		due[id] = h.publish(id, 2*time.Second, "stop "+id).DeliverAt
+	}
+	// Wait until the first hand-offs happened: the rest are claimed and queued.
+	require.Eventually(t, func() bool { h.rec.mu.Lock(); defer h.rec.mu.Unlock(); return len(h.rec.at) >= 2 },
+		20*time.Second, 10*time.Millisecond)
+	stopped := time.Now()
+	stop(t, s)
+	t.Logf("stopped in %s with %d of %d handed off", time.Since(stopped), len(h.rec.at), n)
+	require.Less(t, len(h.rec.at), n, "everything was handed off before Stop: the test proves nothing")
+	_, inflight, err := h.ws.Stats(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, inflight, "Stop left claimed entries in flight instead of giving them back")
+
+	h.start("stop-2")
+	h.rec.waitAll(t, keys, 30*time.Second)
+	time.Sleep(time.Second)
+	h.rec.latenessReport(t, due)
 }

@@ -1,0 +1,148 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// consume is the push consumer's handler. A message is acknowledged only once its next
+// home is durable; any error hands it back to RocketMQ for a later retry.
+func (s *Scheduler) consume(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	s.handling.RLock()
+	defer s.handling.RUnlock()
+	if s.closing {
+		return consumer.ConsumeRetryLater, nil
+	}
+	for _, m := range msgs {
+		if stage, err := s.handle(ctx, m); err != nil {
+			s.metrics.retries.WithLabelValues(stage).Inc()
+			s.logger.Warn("message handed back to RocketMQ for a retry", "stage", stage,
+				"rd_id", messageID(m), "msg_id", m.MsgId, "reconsume", m.ReconsumeTimes, "err", err)
+			return consumer.ConsumeRetryLater, nil
+		}
+	}
+	return consumer.ConsumeSuccess, nil
+}
+
+// handle routes one message; a non-nil error means "retry later", stage says where it
+// failed.
+func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stage string, err error) {
+	s.metrics.received.Inc()
+	now := s.now()
+	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, horizon: s.opts.Horizon}, now)
+	if rej != nil {
+		s.metrics.rejected.WithLabelValues(string(rej.Reason)).Inc()
+		s.logger.Error("message rejected: it can never be delivered", "rd_id", a.ID, "target", a.Target,
+			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)
+		return "reject", nil
+	}
+	if level, ok := NextLevel(a.DeliverAt.Sub(now), s.opts.Levels, s.opts.Threshold); ok {
+		// A hop touches no Redis: an alert cancelled while hopping keeps hopping and is
+		// dropped by the wheel stage's Put, which checks the cancel tombstone.
+		return "hop", s.publishHop(ctx, msg, a, level)
+	}
+	res, err := s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DeliverAt, Body: a.Body, Hops: a.Hops})
+	if err != nil {
+		return "wheel", err
+	}
+	s.metrics.stored.WithLabelValues(res.String()).Inc()
+	switch res {
+	case store.PutStored:
+		if err := s.wheel.Add(a.ID, a.DeliverAt); err != nil {
+			// Redis holds it; the sweeper claims it once it is overdue.
+			s.logger.Warn("wheel refused a key; the sweeper will deliver it", "rd_id", a.ID, "err", err)
+		}
+	case store.PutCancelled:
+		s.metrics.cancelled.Inc()
+		s.logger.Info("cancelled alert dropped", "rd_id", a.ID, "hops", a.Hops)
+	default:
+		s.logger.Debug("duplicate alert ignored", "rd_id", a.ID, "result", res.String())
+	}
+	return "wheel", nil
+}
+
+// publishHop re-publishes msg with the next delay level, carrying its properties.
+func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a Alert, level int) error {
+	m := primitive.NewMessage(s.opts.Topic, orig.Body)
+	for k, v := range orig.GetProperties() {
+		if !systemProperty[k] {
+			m.WithProperty(k, v)
+		}
+	}
+	m.RemoveProperty(PropDelay)
+	m.WithProperty(PropDeliverAt, strconv.FormatInt(a.DeliverAt.UnixMilli(), 10))
+	m.WithProperty(PropID, a.ID)
+	m.WithProperty(PropHops, strconv.Itoa(a.Hops+1))
+	m.WithDelayTimeLevel(level)
+	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
+	defer cancel()
+	res, err := s.producer.SendSync(sendCtx, m)
+	if err != nil {
+		return fmt.Errorf("publish hop (level %d): %w", level, err)
+	}
+	if res.Status != primitive.SendOK {
+		return fmt.Errorf("publish hop (level %d): broker answered %s", level, sendStatus(res.Status))
+	}
+	s.metrics.hop(level)
+	s.logger.Debug("hop published", "rd_id", a.ID, "level", level, "delay", s.opts.Levels[level-1].String(),
+		"remaining", a.DeliverAt.Sub(s.now()).String(), "hops", a.Hops+1)
+	return nil
+}
+
+// systemProperty are the broker's and client's own properties, which a hop must not
+// copy from the message it re-publishes.
+var systemProperty = map[string]bool{
+	primitive.PropertyDelayTimeLevel:                 true,
+	primitive.PropertyRealTopic:                      true,
+	primitive.PropertyRealQueueId:                    true,
+	primitive.PropertyUniqueClientMessageIdKeyIndex:  true,
+	primitive.PropertyMinOffset:                      true,
+	primitive.PropertyMaxOffset:                      true,
+	primitive.PropertyConsumeStartTime:               true,
+	primitive.PropertyRetryTopic:                     true,
+	primitive.PropertyOriginMessageId:                true,
+	primitive.PropertyReconsumeTime:                  true,
+	primitive.PropertyMaxReconsumeTimes:              true,
+	primitive.PropertyTransactionPrepared:            true,
+	primitive.PropertyProducerGroup:                  true,
+	primitive.PropertyWaitStoreMsgOk:                 true,
+	primitive.PropertyMsgRegion:                      true,
+	primitive.PropertyTraceSwitch:                    true,
+	primitive.PropertyTranscationPreparedQueueOffset: true,
+	primitive.PropertyTranscationCheckTimes:          true,
+	primitive.PropertyCluster:                        true,
+	primitive.PropertyTimerDeliverMS:                 true,
+	"__STARTDELIVERTIME":                             true,
+	"TIMER_DELAY_SEC":                                true,
+	"TIMER_DELAY_MS":                                 true,
+	"TIMER_OUT_MS":                                   true,
+	"TIMER_ENQUEUE_MS":                               true,
+	"TIMER_DEQUEUE_MS":                               true,
+	"TIMER_ROLL_TIMES":                               true,
+	"INNER_NUM":                                      true,
+	"INNER_BASE":                                     true,
+	"TRACE_CONTEXT":                                  true,
+}
+
+func sendStatus(s primitive.SendStatus) string {
+	switch s {
+	case primitive.SendOK:
+		return "SEND_OK"
+	case primitive.SendFlushDiskTimeout:
+		return "FLUSH_DISK_TIMEOUT"
+	case primitive.SendFlushSlaveTimeout:
+		return "FLUSH_SLAVE_TIMEOUT"
+	case primitive.SendSlaveNotAvailable:
+		return "SLAVE_NOT_AVAILABLE"
+	case primitive.SendUnknownError:
+		return "UNKNOWN_ERROR"
+	default:
+		return fmt.Sprintf("status %d", int(s))
+	}
+}
