@@ -29,6 +29,7 @@ type WheelStore interface {
 	ClaimOverdue(ctx context.Context, grace time.Duration, limit int) ([]store.Entry, error)
 	Release(ctx context.Context, ids ...string) error
 	GiveBack(ctx context.Context, id string, retryAt time.Time) error
+	ExtendLease(ctx context.Context, ids []string) (int, error)
 	DueWithin(ctx context.Context, window time.Duration, limit int) ([]store.Due, error)
 }
 
@@ -61,6 +62,9 @@ type Options struct {
 	SweepInterval time.Duration
 	// ClaimBatch bounds the entries one sweep claims. Default 512.
 	ClaimBatch int
+	// Lease is the wheel stage's claim lease (it must equal the store's); the scheduler
+	// extends the leases of the entries it holds three times per lease. Default 30s.
+	Lease time.Duration
 	// RetryDelay is how long a hand-off that failed waits before it is tried again.
 	// Default 1s.
 	RetryDelay time.Duration
@@ -85,6 +89,7 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.Grace, 2*time.Second)
 	setDefault(&o.SweepInterval, 500*time.Millisecond)
 	setDefault(&o.RetryDelay, time.Second)
+	setDefault(&o.Lease, 30*time.Second)
 	if o.ClaimBatch <= 0 {
 		o.ClaimBatch = 512
 	}
@@ -113,6 +118,7 @@ func OptionsFromConfig(c config.Config) Options {
 		Threshold:   c.Scheduler.Threshold,
 		Horizon:     c.Scheduler.Horizon,
 		Grace:       c.Scheduler.Grace,
+		Lease:       c.Scheduler.Lease,
 		KnownTarget: func(name string) bool { _, ok := c.Targets[name]; return ok },
 	}
 }
@@ -138,7 +144,12 @@ type Scheduler struct {
 	producer rocketmq.Producer
 	consumer rocketmq.PushConsumer
 	work     chan store.Entry
-	cancel   context.CancelFunc // stops the sweeper and the hand-off workers' retries
+	cancel   context.CancelFunc // stops the fire loop, the sweeper and the lease keeper
+	// handoffCtx is given to the Handoff; Stop cancels it when its deadline passes.
+	handoffCtx    context.Context
+	handoffCancel context.CancelFunc
+	heldMu        sync.Mutex
+	held          map[string]struct{} // claimed entries not yet released or given back
 	loops    sync.WaitGroup     // fire loop and sweeper
 	workers  sync.WaitGroup
 	running  chan struct{} // closed once the consumer runs
@@ -188,9 +199,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.work = make(chan store.Entry, s.opts.ClaimBatch)
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	s.loops.Add(2)
+	s.handoffCtx, s.handoffCancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.held = make(map[string]struct{})
+	s.loops.Add(3)
 	go s.fireLoop(loopCtx)
 	go s.sweepLoop(loopCtx)
+	go s.leaseKeeper(loopCtx)
 	for range s.opts.HandoffWorkers {
 		s.workers.Add(1)
 		go s.handoffWorker(loopCtx)
@@ -286,16 +300,27 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	}
 
 	pending := s.wheel.Stop() // closes wheel.C, which ends the fire loop
-	s.cancel()                // ends the sweeper
-	s.loops.Wait()
-	close(s.work)
+	s.cancel()                // ends the sweeper and the lease keeper
 	done := make(chan struct{})
-	go func() { s.workers.Wait(); close(done) }()
+	go func() {
+		s.loops.Wait()
+		close(s.work)
+		s.workers.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		s.logger.Warn("stop: hand-offs still running at the deadline; their leases will expire and another replica will deliver them")
+		// Cancel the running hand-offs: they give their alerts back.
+		s.logger.Warn("stop: hand-offs still running at the deadline; cancelling them")
+		s.handoffCancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			s.logger.Error("stop: a hand-off ignores cancellation; leaving it, its lease will expire")
+		}
 	}
+	s.handoffCancel()
 	if s.producer != nil {
 		_ = s.producer.Shutdown()
 	}

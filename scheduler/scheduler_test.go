@@ -249,3 +249,31 @@ func TestStopGivesBackClaimedEntries(t *testing.T) {
 	time.Sleep(time.Second)
 	h.rec.latenessReport(t, due)
 }
+
+// TestBacklogKeepsItsLeases makes one replica hold a backlog that takes longer than a
+// lease to hand off, while a second replica sweeps: the holder keeps extending its
+// leases, so the sweeper never takes an alert over and each is handed off once.
+func TestBacklogKeepsItsLeases(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	opts := h.options("backlog-a")
+	opts.HandoffWorkers = 2
+	opts.Lease = h.lease
+	slow := slowHandoff{h.rec, 150 * time.Millisecond}
+	a, err := New(opts, h.ws, slow, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	require.NoError(t, err)
+	require.NoError(t, a.Start(context.Background()))
+	t.Cleanup(func() { stop(t, a) })
+
+	const n = 60 // 60 × 150ms / 2 workers = 4.5s of hand-offs, longer than the 3s lease
+	keys := ids("backlog", n)
+	due := map[string]time.Time{}
+	for _, id := range keys {
+		due[id] = h.publish(id, 2*time.Second, "backlog "+id).DeliverAt
+	}
+	_, mb := h.start("backlog-b") // sweeps every 200ms, would take over expired leases
+	h.rec.waitAll(t, keys, 60*time.Second)
+	time.Sleep(time.Second)
+	h.rec.latenessReport(t, due)
+	require.Zero(t, testutil.ToFloat64(mb.recovered), "the other replica's sweeper took over alerts whose lease was kept")
+}

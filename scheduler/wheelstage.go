@@ -75,7 +75,10 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 }
 
 // enqueue hands claimed entries to the workers; when stopping, it gives back the rest.
+// Entries are held (their leases kept alive) from here until released or given back, so
+// a backlog waiting for the sender never loses its claim to another replica's sweeper.
 func (s *Scheduler) enqueue(ctx context.Context, entries []store.Entry) {
+	s.hold(entries)
 	for i, e := range entries {
 		select {
 		case s.work <- e:
@@ -93,7 +96,49 @@ func (s *Scheduler) handoffWorker(ctx context.Context) {
 			s.giveBack(context.WithoutCancel(ctx), []store.Entry{e}, s.now())
 			continue
 		}
-		s.deliver(context.WithoutCancel(ctx), e)
+		s.deliver(s.handoffCtx, e)
+	}
+}
+
+func (s *Scheduler) hold(entries []store.Entry) {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	for _, e := range entries {
+		s.held[e.ID] = struct{}{}
+	}
+}
+
+func (s *Scheduler) unhold(id string) {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	delete(s.held, id)
+}
+
+// leaseKeeper extends the leases of every entry this replica holds, three times per
+// lease, so that claimed alerts waiting in a backlog stay this replica's.
+func (s *Scheduler) leaseKeeper(ctx context.Context) {
+	defer s.loops.Done()
+	t := time.NewTicker(s.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.heldMu.Lock()
+		ids := make([]string, 0, len(s.held))
+		for id := range s.held {
+			ids = append(ids, id)
+		}
+		s.heldMu.Unlock()
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), 1000)]
+			ids = ids[len(chunk):]
+			if _, err := s.store.ExtendLease(ctx, chunk); err != nil && ctx.Err() == nil {
+				s.logger.Warn("extending leases failed; another replica may claim these alerts again", "count", len(chunk), "err", err)
+			}
+		}
 	}
 }
 
@@ -110,12 +155,14 @@ func (s *Scheduler) deliver(ctx context.Context, e store.Entry) {
 		s.metrics.handoffs.WithLabelValues("error").Inc()
 		retryAt := s.now().Add(s.opts.RetryDelay)
 		s.logger.Warn("hand-off failed; will retry", "rd_id", e.ID, "retry_at", retryAt.UTC().Format(time.RFC3339Nano), "err", err)
-		s.giveBack(ctx, []store.Entry{e}, retryAt)
+		s.giveBack(context.WithoutCancel(ctx), []store.Entry{e}, retryAt)
 		return
 	}
 	s.metrics.handoffs.WithLabelValues("ok").Inc()
 	s.metrics.lateness.Observe(max(start.Sub(e.DueAt), 0).Seconds())
-	if err := s.store.Release(ctx, e.ID); err != nil {
+	err := s.store.Release(context.WithoutCancel(ctx), e.ID)
+	s.unhold(e.ID)
+	if err != nil {
 		// The lease will expire and the alert be handed off again: at least once.
 		s.logger.Error("release after hand-off failed; the alert may be handed off again", "rd_id", e.ID, "err", err)
 	}
@@ -123,7 +170,9 @@ func (s *Scheduler) deliver(ctx context.Context, e store.Entry) {
 
 func (s *Scheduler) giveBack(ctx context.Context, entries []store.Entry, retryAt time.Time) {
 	for _, e := range entries {
-		if err := s.store.GiveBack(ctx, e.ID, retryAt); err != nil {
+		err := s.store.GiveBack(ctx, e.ID, retryAt)
+		s.unhold(e.ID)
+		if err != nil {
 			s.logger.Warn("give-back failed; the lease will expire and the sweeper retry", "rd_id", e.ID, "err", err)
 			continue
 		}
