@@ -21,6 +21,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 type recordingHandoff struct{ got chan scheduler.Alert }
@@ -85,10 +86,11 @@ postgres: {url: "postgres://u:pg-pw-88@127.0.0.1/db"}
 
 func stackConfig(t *testing.T) config.Config {
 	t.Helper()
+	dsn := testenv.MigratedPostgres(t)
 	env := map[string]string{
 		"ROCKETDELAY_NAMESRV":          testenv.NameServer(t),
 		"ROCKETDELAY_REDIS_URL":        testenv.RedisURL(t),
-		"ROCKETDELAY_POSTGRES_URL":     testenv.PostgresURL(t),
+		"ROCKETDELAY_POSTGRES_URL":     dsn,
 		"ROCKETDELAY_LEVELS":           testenv.Levels(t).String(),
 		"ROCKETDELAY_BROKERS":          testenv.Brokers(t),
 		"ROCKETDELAY_TOPIC":            testenv.Unique("rd_app_"),
@@ -161,6 +163,18 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 		t.Fatal("the published alert was never handed off")
 	}
 
+	// An alert for an unknown target is rejected and recorded in failed_sends.
+	pool, err := store.OpenPostgres(ctx, cfg.Postgres.URL.Reveal())
+	require.NoError(t, err)
+	defer pool.Close()
+	bad, err := p.Publish(ctx, scheduler.Publication{Target: "nobody", In: 0, Body: []byte("lost?")})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var status, class string
+		err := pool.QueryRow(ctx, `SELECT status, error_class FROM failed_sends WHERE message_id = $1`, bad.ID).Scan(&status, &class)
+		return err == nil && status == "rejected" && class == "rejected_unknown_target"
+	}, 20*time.Second, 50*time.Millisecond, "the rejected alert never reached failed_sends")
+
 	cancel()
 	select {
 	case err := <-done:
@@ -197,6 +211,14 @@ func TestReadinessReportsFailingDependency(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(rec.body), &report))
 	require.Equal(t, "connection refused", report.Checks["bad"])
 	require.Equal(t, "ok", report.Checks["good"])
+}
+
+func TestServeRefusesASchemaThatIsBehind(t *testing.T) {
+	cfg := stackConfig(t)
+	_, dsn := testenv.PostgresSchema(t) // no migrations applied
+	cfg.Postgres.URL = config.Secret(dsn)
+	err := Serve(context.Background(), cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.ErrorContains(t, err, "rocketdelay migrate up")
 }
 
 func TestServeFailsClearlyWhenRedisIsDown(t *testing.T) {

@@ -67,6 +67,7 @@ at any delay, and sends them to DingTalk group robots without tripping their rat
 		newPublishCmd(stdio),
 		newCancelCmd(stdio),
 		newBenchCmd(stdio),
+		newFailedCmd(stdio),
 	)
 	return root
 }

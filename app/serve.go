@@ -10,12 +10,15 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/migrations"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -75,6 +78,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer pg.Close()
+	if err := checkSchema(ctx, pg, logger); err != nil {
+		return err
+	}
 
 	scheduler.RouteClientLog(logger)
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wheelStageOptions(cfg))
@@ -82,7 +88,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if handoff == nil {
 		handoff = scheduler.LogSink{Logger: logger.With("component", "handoff")}
 	}
-	sched, err := scheduler.New(scheduler.OptionsFromConfig(cfg), ws, handoff, logger, scheduler.NewMetrics(reg), time.Now)
+	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{})
+	schedOpts := scheduler.OptionsFromConfig(cfg)
+	schedOpts.Rejects = rejectRecorder{failedSends}
+	sched, err := scheduler.New(schedOpts, ws, handoff, logger, scheduler.NewMetrics(reg), time.Now)
 	if err != nil {
 		return err
 	}
@@ -109,6 +118,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.HandleFunc("GET /healthz", h.live)
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	adminAPI := failed.Handler(failedSends, logger, cfg.Admin.Token)
+	mux.Handle(failed.APIPrefix, adminAPI)
+	mux.Handle(failed.APIPrefix+"/", adminAPI)
 
 	ln := opts.Listener
 	if ln == nil {
@@ -146,4 +158,23 @@ func newBuildInfo() prometheus.Collector {
 	}, []string{"version", "goversion"})
 	g.WithLabelValues(Version, runtime.Version()).Set(1)
 	return g
+}
+
+// checkSchema refuses to serve on a database whose migrations are not all applied.
+func checkSchema(ctx context.Context, pg *pgxpool.Pool, logger *slog.Logger) error {
+	m, err := migrations.New(pg, logger)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	st, err := m.Status(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range st {
+		if !s.Applied {
+			return fmt.Errorf("serve: the Postgres schema is behind (migration %s is not applied): run `rocketdelay migrate up` first", s.Name)
+		}
+	}
+	return nil
 }

@@ -44,6 +44,10 @@ type Config struct {
 	// Sender configures delivery to DingTalk: the robots' rate limit, cool-downs,
 	// retries and the HTTP client.
 	Sender Sender `yaml:"sender" json:"sender"`
+	// Admin configures the authenticated admin HTTP API (/api/v1/failed).
+	Admin Admin `yaml:"admin" json:"admin"`
+	// FailedSends configures the retry job of the failed_sends table.
+	FailedSends FailedSends `yaml:"failedSends" json:"failedSends"`
 	// ShutdownTimeout bounds a graceful stop: stop consuming, drain, close stores.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout" json:"shutdownTimeout"`
@@ -206,6 +210,60 @@ type Sender struct {
 	MaxWait time.Duration `yaml:"maxWait" json:"maxWait"`
 }
 
+// Admin configures the admin HTTP API.
+type Admin struct {
+	// Token is the bearer token the admin API requires (Authorization: Bearer …); at
+	// least 16 characters. Default none: the admin API answers 503, disabled.
+	Token Secret `yaml:"token" json:"token"`
+}
+
+// MinAdminTokenLen is the shortest admin token Validate accepts.
+const MinAdminTokenLen = 16
+
+// FailedSends configures the retry job that re-sends pending rows of failed_sends, on
+// every replica.
+type FailedSends struct {
+	// Interval is how often the retry job looks for due rows. Default 30s.
+	Interval time.Duration `yaml:"interval" json:"interval"`
+	// MaxAttempts is how many retry-job attempts a row gets before it is dead.
+	// Default 20.
+	MaxAttempts int `yaml:"maxAttempts" json:"maxAttempts"`
+	// MaxAge is how long after it was recorded a row may still be retried; a failed
+	// attempt after that makes it dead. Default 24h.
+	MaxAge time.Duration `yaml:"maxAge" json:"maxAge"`
+	// BackoffBase is the wait after a row's first failed retry; it doubles per attempt up
+	// to BackoffCap. Default 30s.
+	BackoffBase time.Duration `yaml:"backoffBase" json:"backoffBase"`
+	// BackoffCap caps the wait between two attempts on a row. Default 1h.
+	BackoffCap time.Duration `yaml:"backoffCap" json:"backoffCap"`
+	// BatchSize is how many due rows the job claims at once. Default 100.
+	BatchSize int `yaml:"batchSize" json:"batchSize"`
+}
+
+// MaxFailedSendsBatchSize bounds failedSends.batchSize.
+const MaxFailedSendsBatchSize = 1000
+
+func (f FailedSends) validate(bad func(key, format string, args ...any)) {
+	if f.Interval < 100*time.Millisecond {
+		bad("failedSends.interval", "must be at least 100ms, got %s", f.Interval)
+	}
+	if f.MaxAttempts < 1 {
+		bad("failedSends.maxAttempts", "must be at least 1, got %d", f.MaxAttempts)
+	}
+	if f.MaxAge <= 0 {
+		bad("failedSends.maxAge", "must be positive, got %s", f.MaxAge)
+	}
+	if f.BackoffBase <= 0 {
+		bad("failedSends.backoffBase", "must be positive, got %s", f.BackoffBase)
+	}
+	if f.BackoffCap < f.BackoffBase {
+		bad("failedSends.backoffCap", "must be at least failedSends.backoffBase (%s), got %s", f.BackoffBase, f.BackoffCap)
+	}
+	if f.BatchSize < 1 || f.BatchSize > MaxFailedSendsBatchSize {
+		bad("failedSends.batchSize", "must be between 1 and %d, got %d", MaxFailedSendsBatchSize, f.BatchSize)
+	}
+}
+
 // Defaults of the fields above, in one place.
 const (
 	DefaultLogLevel        = "info"
@@ -232,6 +290,13 @@ const (
 	DefaultSenderBackoffMax  = 30 * time.Second
 	DefaultSenderBaseURL     = "https://oapi.dingtalk.com/robot/send"
 	DefaultSenderMaxInFlight = 32
+
+	DefaultFailedSendsInterval    = 30 * time.Second
+	DefaultFailedSendsMaxAttempts = 20
+	DefaultFailedSendsMaxAge      = 24 * time.Hour
+	DefaultFailedSendsBackoffBase = 30 * time.Second
+	DefaultFailedSendsBackoffCap  = time.Hour
+	DefaultFailedSendsBatchSize   = 100
 )
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -261,6 +326,12 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Sender.BackoffMax, DefaultSenderBackoffMax)
 	setDefault(&c.Sender.BaseURL, DefaultSenderBaseURL)
 	setDefault(&c.Sender.MaxInFlight, DefaultSenderMaxInFlight)
+	setDefault(&c.FailedSends.Interval, DefaultFailedSendsInterval)
+	setDefault(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
+	setDefault(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)
+	setDefault(&c.FailedSends.BackoffBase, DefaultFailedSendsBackoffBase)
+	setDefault(&c.FailedSends.BackoffCap, DefaultFailedSendsBackoffCap)
+	setDefault(&c.FailedSends.BatchSize, DefaultFailedSendsBatchSize)
 	return c
 }
 
@@ -379,6 +450,10 @@ func (c Config) Validate() error {
 		}
 	}
 	c.Sender.validate(bad)
+	if tok := c.Admin.Token.Reveal(); tok != "" && (len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n")) {
+		bad("admin.token", "must be at least %d characters without whitespace", MinAdminTokenLen)
+	}
+	c.FailedSends.validate(bad)
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
@@ -526,6 +601,7 @@ var EnvVars = []EnvVar{
 		c.Sender.Limit = n
 		return err
 	}},
+	{"ROCKETDELAY_ADMIN_TOKEN", "admin.token", func(c *Config, v string) error { c.Admin.Token = Secret(v); return nil }},
 	{"ROCKETDELAY_SHUTDOWN_TIMEOUT", "shutdownTimeout", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		c.ShutdownTimeout = d

@@ -233,3 +233,66 @@ targets:
 	require.ErrorContains(t, err, `targets.ops.robots[1].name: "r1" is used twice`)
 	require.ErrorContains(t, err, "targets.empty.robots: a target needs at least one robot")
 }
+
+func TestFailedSendsAndAdminDefaults(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, FailedSends{
+		Interval:    30 * time.Second,
+		MaxAttempts: 20,
+		MaxAge:      24 * time.Hour,
+		BackoffBase: 30 * time.Second,
+		BackoffCap:  time.Hour,
+		BatchSize:   100,
+	}, c.FailedSends)
+	require.Equal(t, Secret(""), c.Admin.Token, "no token: the admin API is disabled")
+}
+
+func TestFailedSendsAndAdminFromFileAndEnv(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML+`
+admin:
+  token: file-token-0123456789
+failedSends:
+  interval: 5s
+  maxAttempts: 3
+  maxAge: 2h
+  backoffBase: 1s
+  backoffCap: 10s
+  batchSize: 7
+`), func(k string) string {
+		if k == "ROCKETDELAY_ADMIN_TOKEN" {
+			return "env-token-abcdefghijkl"
+		}
+		return ""
+	})
+	require.NoError(t, err)
+	require.Equal(t, FailedSends{Interval: 5 * time.Second, MaxAttempts: 3, MaxAge: 2 * time.Hour,
+		BackoffBase: time.Second, BackoffCap: 10 * time.Second, BatchSize: 7}, c.FailedSends)
+	require.Equal(t, "env-token-abcdefghijkl", c.Admin.Token.Reveal())
+	out := c.Redacted() + fmt.Sprintf("%+v", c)
+	require.NotContains(t, out, "env-token-abcdefghijkl")
+	require.Contains(t, c.Redacted(), "token: <secret>")
+}
+
+func TestFailedSendsAndAdminValidation(t *testing.T) {
+	_, err := Load(writeFile(t, validYAML+`
+admin:
+  token: short-secret
+failedSends:
+  interval: 1ms
+  maxAttempts: -1
+  maxAge: -1h
+  backoffBase: 2m
+  backoffCap: 1m
+  batchSize: 5000
+`), noEnv)
+	require.Error(t, err)
+	for _, key := range []string{"admin.token", "failedSends.interval", "failedSends.maxAttempts", "failedSends.maxAge",
+		"failedSends.backoffCap", "failedSends.batchSize"} {
+		require.ErrorContains(t, err, "config: "+key+":")
+	}
+	require.NotContains(t, err.Error(), "short-secret")
+
+	_, err = Load(writeFile(t, validYAML+"failedSends:\n  backoffBase: -1s\n"), noEnv)
+	require.ErrorContains(t, err, "config: failedSends.backoffBase:")
+}

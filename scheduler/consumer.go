@@ -37,6 +37,11 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	now := s.now()
 	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, horizon: s.opts.Horizon}, now)
 	if rej != nil {
+		if s.opts.Rejects != nil {
+			if err := s.opts.Rejects.RecordRejected(ctx, a, msg.GetProperties(), rej); err != nil {
+				return "reject", fmt.Errorf("record the rejection (%s): %w", rej.Reason, err)
+			}
+		}
 		s.metrics.rejected.WithLabelValues(string(rej.Reason)).Inc()
 		s.logger.Error("message rejected: it can never be delivered", "rd_id", a.ID, "target", a.Target,
 			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)

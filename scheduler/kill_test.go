@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
 )
 
 var (
@@ -68,13 +70,14 @@ shutdownTimeout: 10s
 	return path
 }
 
-func (h *harness) startReplica(t *testing.T, cfgPath, prefix string) *replica {
+func (h *harness) startReplica(t *testing.T, cfgPath, prefix, postgresURL string) *replica {
 	t.Helper()
 	cmd := exec.Command(binary(t), "serve", "-f", cfgPath)
 	cmd.Env = append(os.Environ(),
 		"ROCKETDELAY_TOPIC="+h.topic,
 		"ROCKETDELAY_GROUP="+h.group,
 		"ROCKETDELAY_REDIS_KEY_PREFIX="+prefix,
+		"ROCKETDELAY_POSTGRES_URL="+postgresURL,
 	)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
@@ -130,8 +133,9 @@ func TestKilledReplicaLosesNothing(t *testing.T) {
 	// they share the harness's key prefix through the environment.
 	cfg := h.replicaConfig(t)
 	prefix := h.prefix
-	a := h.startReplica(t, cfg, prefix)
-	h.startReplica(t, cfg, prefix)
+	pg := testenv.MigratedPostgres(t)
+	a := h.startReplica(t, cfg, prefix, pg)
+	h.startReplica(t, cfg, prefix, pg)
 
 	const n = 300
 	keys := ids("kill", n)
@@ -144,7 +148,7 @@ func TestKilledReplicaLosesNothing(t *testing.T) {
 		time.Sleep(time.Until(start.Add(at)))
 		a.kill()
 		time.Sleep(2 * time.Second)
-		a = h.startReplica(t, cfg, prefix)
+		a = h.startReplica(t, cfg, prefix, pg)
 	}
 	h.rec.waitAll(t, keys, 90*time.Second)
 	time.Sleep(2 * time.Second)

@@ -77,6 +77,15 @@ type Options struct {
 	// InstanceName tells this replica's RocketMQ clients apart from others in the same
 	// process. Default: hostname, pid and a random suffix.
 	InstanceName string
+	// Rejects records inputs that can never be delivered (the failed_sends table). When
+	// recording fails the message is handed back to RocketMQ and retried, so nothing is
+	// lost while Postgres is down. Default nil: rejects are only logged and counted.
+	Rejects RejectStore
+}
+
+// RejectStore records inputs that can never be delivered.
+type RejectStore interface {
+	RecordRejected(ctx context.Context, a Alert, properties map[string]string, r *Rejection) error
 }
 
 func (o Options) withDefaults() Options {
@@ -150,9 +159,9 @@ type Scheduler struct {
 	handoffCancel context.CancelFunc
 	heldMu        sync.Mutex
 	held          map[string]struct{} // claimed entries not yet released or given back
-	loops    sync.WaitGroup     // fire loop and sweeper
-	workers  sync.WaitGroup
-	running  chan struct{} // closed once the consumer runs
+	loops         sync.WaitGroup      // fire loop and sweeper
+	workers       sync.WaitGroup
+	running       chan struct{} // closed once the consumer runs
 }
 
 // New returns a stopped Scheduler. logger, metrics and now may not be nil.
@@ -284,6 +293,11 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 
 	if s.consumer != nil {
+		// Suspend first: it stops new rebalances (another replica leaving triggers one),
+		// and the pause lets one already running finish, because rocketmq-client-go's
+		// Shutdown writes a flag its rebalance reads without synchronisation.
+		s.consumer.Suspend()
+		time.Sleep(200 * time.Millisecond)
 		_ = s.consumer.Shutdown()
 	}
 	drained := make(chan struct{})

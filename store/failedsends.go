@@ -195,6 +195,7 @@ var (
 	qMarkDelivered = failedQuery("mark_delivered")
 	qMarkRetry     = failedQuery("mark_retry")
 	qMarkDead      = failedQuery("mark_dead")
+	qRelease       = failedQuery("release")
 	qList          = failedQuery("list")
 	qGet           = failedQuery("get")
 	qRetry         = failedQuery("retry")
@@ -295,6 +296,23 @@ func (s *FailedSends) MarkDead(ctx context.Context, id int64, attempts int, f Fa
 	}
 	return nil
 }
+
+// Release hands back claimed rows that the claimer will not try after all (it is
+// stopping, or its lease is running out): they are due again at nextAt. leaseEnd is the
+// claim's lease end, the NextAttemptAt ClaimDue returned; rows claimed by someone else
+// since are left alone.
+func (s *FailedSends) Release(ctx context.Context, ids []int64, leaseEnd, nextAt time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, qRelease, ids, leaseEnd, nextAt); err != nil {
+		return pgErr(ctx, "release claimed failed sends", err)
+	}
+	return nil
+}
+
+// ClaimLease is how long ClaimDue hides a claimed row from other claimers.
+func (s *FailedSends) ClaimLease() time.Duration { return s.lease }
 
 // List returns the rows f selects, newest first, at most f.Limit of them, and the cursor
 // of the next page (pass it as Filter.AfterID), or 0 when this page is the last.

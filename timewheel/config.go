@@ -9,9 +9,11 @@ import (
 // Config holds a Wheel's settings. The zero value is valid: every field has a
 // default, filled in by WithDefaults.
 type Config struct {
-	// Tick is the wheel's resolution: a key fires on the first tick at or
-	// after its time. Default 10ms. Below about 1ms the operating system's
-	// timer precision, not the wheel, bounds lateness.
+	// Tick is the wheel's resolution: the tick goroutine wakes at every tick
+	// boundary and fires every key due by then, so a key fires no later than
+	// the wake-up for the first boundary at or after its time (see the
+	// package doc, Timing). Default 10ms. Below about 1ms the operating
+	// system's timer precision, not the wheel, bounds lateness.
 	Tick time.Duration
 
 	// Slots is the number of slots in one revolution; a power of two between

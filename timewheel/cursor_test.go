@@ -47,7 +47,7 @@ func TestCancelAndMoveDuringFiringWalk(t *testing.T) {
 				moved[key] = true
 			}
 		}
-		w.advance(1)
+		w.advance(1, int64(time.Millisecond))
 		var got []string
 		for _, b := range w.ready {
 			got = append(got, b...)

@@ -16,10 +16,15 @@ import (
 
 // The model test runs random operation sequences against a real Wheel (its
 // goroutines included) on synctest's fake time, and against a plain list of
-// pending keys that predicts, tick by tick, which keys fire when. With fake
-// time every instant is exact, so the test compares fire times exactly and
-// also checks the promises directly: never early, at most one tick late
-// unless the tick goroutine was held up, nothing lost after a stall.
+// pending keys that predicts, wake-up by wake-up, which keys fire when. The
+// model knows the instant of every wake-up of the tick goroutine (each tick
+// boundary, or later after a stall), and a key fires at the first wake-up at
+// or after its time, or at the next one if that time had passed when it was
+// added. With fake time every instant is exact, so the test compares fire
+// times exactly and also checks the promises directly: never early, no later
+// than the first tick boundary at or after its time (after its Add, if that
+// was later) unless the tick goroutine was held up, nothing lost after a
+// stall.
 
 const modelTick = 10 * time.Millisecond
 
@@ -36,8 +41,19 @@ type op struct {
 	kind opKind
 	key  int
 	d    time.Duration // add: at minus now; advance: how long; stall: extra delay
-	snap int           // add: 0 as is, 1 at on a tick boundary, 2 one ns after one
+	snap int           // add: how at is chosen, one of the snap constants
 }
+
+// How an Add picks its time.
+const (
+	snapNone      = iota // now+d
+	snapBoundary         // the tick boundary at or before now+d
+	snapAfter            // one ns after that boundary
+	snapWake             // the next wake-up instant, d ignored
+	snapAfterWake        // one ns after the next wake-up
+	snapWakeAfter        // the wake-up after the next one, late if a stall is pending
+	snapKinds
+)
 
 func (o op) String() string {
 	switch o.kind {
@@ -70,7 +86,7 @@ func drawModel(t *rapid.T) (modelConfig, []op) {
 				kind: opAdd,
 				key:  rapid.IntRange(0, 7).Draw(t, "key"),
 				d:    time.Duration(rapid.Int64Range(-3*int64(modelTick), 2*rev+10*int64(modelTick)).Draw(t, "at")),
-				snap: rapid.IntRange(0, 2).Draw(t, "snap"),
+				snap: rapid.IntRange(0, snapKinds-1).Draw(t, "snap"),
 			}
 		case k < 6:
 			return op{kind: opCancel, key: rapid.IntRange(0, 7).Draw(t, "key")}
@@ -115,7 +131,6 @@ func FuzzModel(f *testing.F) {
 // pendingKey is what the model knows of a scheduled key.
 type pendingKey struct {
 	at, added time.Time
-	due       int64 // the tick that fires it
 }
 
 // model predicts the wheel: it replays the tick goroutine's wake-ups
@@ -131,15 +146,13 @@ type model struct {
 
 func (m *model) tickOf(t time.Time) int64 { return int64(t.Sub(m.origin) / modelTick) }
 
-func (m *model) current() int64 { return m.tickOf(m.lastWake) }
-
-func (m *model) dueFor(at time.Time) int64 {
-	d := at.Sub(m.origin)
-	t := int64(0)
-	if d > 0 {
-		t = int64((d + modelTick - 1) / modelTick)
+// boundaryAtOrAfter returns the first tick boundary at or after t.
+func (m *model) boundaryAtOrAfter(t time.Time) time.Time {
+	b := m.origin.Add(t.Sub(m.origin).Truncate(modelTick))
+	if b.Before(t) {
+		b = b.Add(modelTick)
 	}
-	return max(t, m.current()+1)
+	return b
 }
 
 // wakeAfter returns the wake-up that follows one at w, given a pending stall.
@@ -167,13 +180,16 @@ func (m *model) avoidWake(t time.Time) time.Time {
 }
 
 // wakeUntil replays the wake-ups up to t and returns the keys they fire
-// and whether each came from a late wake-up.
+// and whether each came from a late wake-up. A wake-up at w fires every
+// pending key whose time is at or before w: with the tick of w processed,
+// that is every key of that tick or earlier, and the keys of the next tick
+// that are already due. A key added after its time fires at the next wake-up.
 func (m *model) wakeUntil(t time.Time) (map[string]time.Time, map[string]bool) {
 	want, late := map[string]time.Time{}, map[string]bool{}
 	for !m.nextWake.After(t) {
 		w := m.nextWake
 		for k, p := range m.pending {
-			if p.due <= m.tickOf(w) {
+			if !p.at.After(w) {
 				want[k], late[k] = w, m.nextDelayed
 				delete(m.pending, k)
 			}
@@ -224,8 +240,13 @@ func runModel(cfg modelConfig, ops []op) (err error) {
 		switch o.kind {
 		case opAdd:
 			at := now.Add(o.d)
-			if o.snap > 0 {
-				at = origin.Add(at.Sub(origin).Truncate(modelTick)).Add(time.Duration(o.snap - 1))
+			switch o.snap {
+			case snapBoundary, snapAfter:
+				at = origin.Add(at.Sub(origin).Truncate(modelTick)).Add(time.Duration(o.snap - snapBoundary))
+			case snapWake, snapAfterWake:
+				at = m.nextWake.Add(time.Duration(o.snap - snapWake))
+			case snapWakeAfter:
+				at = m.wakeAfter(m.nextWake, m.stall)
 			}
 			_, isPending := m.pending[key]
 			wantErr := error(nil)
@@ -236,7 +257,7 @@ func runModel(cfg modelConfig, ops []op) (err error) {
 				return fail("Add returned %v, want %v", got, wantErr)
 			}
 			if wantErr == nil {
-				p := pendingKey{at: at, added: now, due: m.dueFor(at)}
+				p := pendingKey{at: at, added: now}
 				m.pending[key], history[key] = p, p
 			}
 		case opCancel:
@@ -266,8 +287,10 @@ func runModel(cfg modelConfig, ops []op) (err error) {
 				if f.at.Before(p.at) {
 					return fail("key %s fired early: at +%v, due +%v", f.key, f.at.Sub(origin), p.at.Sub(origin))
 				}
-				if limit := later(p.at, p.added).Add(modelTick); !late[f.key] && f.at.After(limit) {
-					return fail("key %s fired more than a tick late: at +%v, due +%v, added +%v",
+				// No later than the first tick boundary at or after its time,
+				// or after its Add if that time was not later.
+				if limit := m.boundaryAtOrAfter(later(p.at, p.added.Add(1))); !late[f.key] && f.at.After(limit) {
+					return fail("key %s fired after the first tick boundary at or after its time: at +%v, due +%v, added +%v",
 						f.key, f.at.Sub(origin), p.at.Sub(origin), p.added.Sub(origin))
 				}
 			}

@@ -11,7 +11,7 @@ import (
 // list through next.
 type entry struct {
 	key  string
-	due  int64 // tick on which the key fires
+	at   int64 // when the key fires, in ns since the wheel's origin; its tick is the first at or after it
 	next int32 // next entry in the slot list or the free list, or nilIdx
 	prev int32 // previous entry in the slot list, or nilIdx for the head
 }

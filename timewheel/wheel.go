@@ -28,6 +28,7 @@ const firstBatchCap = 16
 // Stop when done.
 type Wheel struct {
 	tick     time.Duration
+	tickNs   int64 // tick in nanoseconds
 	mask     int64
 	clock    Clock
 	origin   time.Time // the start of tick 0
@@ -47,7 +48,7 @@ type Wheel struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
-	current int64   // the last tick processed; entries are due later
+	current int64   // the last tick processed; entries are due after its start
 	slots   []int32 // head of each slot's list, or nilIdx
 	table   table
 	cursor  int32      // next entry the firing walk will look at, or nilIdx
@@ -64,6 +65,7 @@ func New(cfg Config) (*Wheel, error) {
 	}
 	w := &Wheel{
 		tick:     cfg.Tick,
+		tickNs:   int64(cfg.Tick),
 		mask:     int64(cfg.Slots - 1),
 		clock:    cfg.Clock,
 		maxBatch: cfg.MaxBatch,
@@ -84,31 +86,37 @@ func New(cfg Config) (*Wheel, error) {
 }
 
 // C returns the channel on which due keys arrive, in batches of at most
-// Config.MaxBatch keys. The receiver owns each batch. A key arrives once, on
-// the first tick at or after its time, or later if the receiver is slow: fired
-// keys wait inside the wheel, merged into larger batches, and are never
+// Config.MaxBatch keys. The receiver owns each batch. A key arrives once, when
+// it fires (see the package doc, Timing), or later if the receiver is slow:
+// fired keys wait inside the wheel, merged into larger batches, and are never
 // dropped. C is closed by Stop.
 func (w *Wheel) C() <-chan []string { return w.out }
 
-// Add schedules key to fire at time at. A time already past fires on the next
-// tick. Adding a key that is already scheduled reschedules it to the new time
+// Add schedules key to fire at time at. A time already past fires at the next
+// wake-up of the tick goroutine. Adding a key that is already scheduled reschedules it to the new time
 // (it fires once, at the new time); a key that has fired but has not been
 // received yet is a new key. Add returns ErrFull if the key is new and the
 // wheel holds Config.MaxPending keys, and ErrStopped after Stop. The wheel
 // keeps a reference to key and does not copy it.
 func (w *Wheel) Add(key string, at time.Time) error {
-	due := w.tickAfter(at)
+	ns := int64(at.Sub(w.origin))
 	h := w.table.hash(key)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
 		return ErrStopped
 	}
-	due = max(due, w.current+1)
+	// A time at or before the start of the last processed tick moves to just
+	// after it: the key then belongs to the next tick and fires at the next
+	// wake-up, which is later than both times.
+	ns = max(ns, w.current*w.tickNs+1)
 	if i := w.table.find(key, h); i != nilIdx {
-		if e := w.table.entry(i); e.due != due {
+		e := w.table.entry(i)
+		if w.tickAfter(ns) != w.tickAfter(e.at) {
 			w.unlink(i, e)
-			w.link(i, e, due)
+			w.link(i, e, ns)
+		} else {
+			e.at = ns // same slot, same round
 		}
 		return nil
 	}
@@ -116,7 +124,7 @@ func (w *Wheel) Add(key string, at time.Time) error {
 		return ErrFull
 	}
 	i := w.table.insert(key, h)
-	w.link(i, w.table.entry(i), due)
+	w.link(i, w.table.entry(i), ns)
 	return nil
 }
 
@@ -200,17 +208,13 @@ func (w *Wheel) Stop() []string {
 	return keys
 }
 
-// tickAfter returns the first tick that starts at or after at.
-func (w *Wheel) tickAfter(at time.Time) int64 {
-	d := at.Sub(w.origin)
-	if d <= 0 {
+// tickAfter returns the first tick that starts at or after ns nanoseconds
+// after the origin.
+func (w *Wheel) tickAfter(ns int64) int64 {
+	if ns <= 0 {
 		return 0
 	}
-	t := int64(d / w.tick)
-	if d%w.tick != 0 {
-		t++
-	}
-	return t
+	return (ns-1)/w.tickNs + 1 // no overflow for ns near math.MaxInt64
 }
 
 // tickOf returns the last tick that started at or before now.
@@ -222,10 +226,11 @@ func (w *Wheel) tickOf(now time.Time) int64 {
 	return int64(d / w.tick)
 }
 
-// link puts entry i, not in any list, at the head of the slot of tick due.
-func (w *Wheel) link(i int32, e *entry, due int64) {
-	head := &w.slots[due&w.mask]
-	e.due = due
+// link puts entry i, not in any list, at the head of the slot of the tick
+// of ns, and sets its time to ns.
+func (w *Wheel) link(i int32, e *entry, ns int64) {
+	head := &w.slots[w.tickAfter(ns)&w.mask]
+	e.at = ns
 	e.prev = nilIdx
 	e.next = *head
 	if *head != nilIdx {
@@ -240,7 +245,7 @@ func (w *Wheel) unlink(i int32, e *entry) {
 		w.cursor = e.next
 	}
 	if e.prev == nilIdx {
-		w.slots[e.due&w.mask] = e.next
+		w.slots[w.tickAfter(e.at)&w.mask] = e.next
 	} else {
 		w.table.entry(e.prev).next = e.next
 	}
@@ -249,8 +254,8 @@ func (w *Wheel) unlink(i int32, e *entry) {
 	}
 }
 
-// run is the tick goroutine: it wakes at every tick boundary and fires what
-// is due. It never blocks on the receiver.
+// run is the tick goroutine: it wakes at every tick boundary and fires every
+// key due by the instant it woke. It never blocks on the receiver.
 func (w *Wheel) run() {
 	defer w.wg.Done()
 	timer := w.clock.NewTimer(w.untilNextTick(w.clock.Now()))
@@ -261,7 +266,8 @@ func (w *Wheel) run() {
 			return
 		case <-timer.C():
 		}
-		w.advance(w.tickOf(w.clock.Now()))
+		now := w.clock.Now()
+		w.advance(w.tickOf(now), int64(now.Sub(w.origin)))
 		timer.Reset(w.untilNextTick(w.clock.Now()))
 	}
 }
@@ -275,24 +281,36 @@ func (w *Wheel) untilNextTick(now time.Time) time.Duration {
 	return w.tick - d%w.tick
 }
 
-// advance processes every tick after w.current up to and including target,
-// firing every key due by target. After a stall it catches up on all missed
-// ticks at once; one revolution of slots covers any number of missed ticks.
-func (w *Wheel) advance(target int64) {
+// advance is one wake-up of the tick goroutine at now (nanoseconds since the
+// origin), in tick target. It processes every tick after w.current up to and
+// including target, and fires every key due by now: those of the ticks
+// processed, and those of tick target+1 whose time is at or before now,
+// which would otherwise wait for the next wake-up. Each key is checked
+// against its own time, so none fires early, and only a key of the right
+// round fires. After a stall it catches up on all missed ticks at once; one
+// revolution of slots covers any number of missed ticks.
+//
+// Every key due by now is in the slots walked: it was added with a time
+// after w.current's start, so its tick is from w.current+1 to target+1.
+// An entry of tick target+1 that is not due yet is looked at again on the
+// next wake-up, so the walk of tick target+1 costs at most one extra look per
+// entry.
+func (w *Wheel) advance(target, now int64) {
 	w.mu.Lock()
 	if w.stopped || target <= w.current {
 		w.mu.Unlock()
 		return
 	}
 	from := w.current + 1
-	// Adds from now on land after target, so the walk below sees no key it
-	// must fire that was added while the lock was released.
+	// Adds from now on land after target. One added while the lock is
+	// released may land in tick target+1 and fire below if it is due by now,
+	// which is never early.
 	w.current = target
 	if w.table.n == 0 {
 		w.mu.Unlock()
 		return
 	}
-	last := min(target, from+int64(len(w.slots))-1)
+	last := min(target+1, from+int64(len(w.slots))-1)
 	fired := false
 	budget := w.chunk
 	for t := from; t <= last; t++ {
@@ -321,8 +339,8 @@ func (w *Wheel) advance(target int64) {
 			i := w.cursor
 			e := w.table.entry(i)
 			w.cursor = e.next
-			if e.due > target {
-				continue // a later round
+			if e.at > now {
+				continue // later in tick target+1, or a later round
 			}
 			w.unlink(i, e)
 			w.queue(w.table.remove(i))

@@ -375,3 +375,56 @@ func TestAddCancelDoNotAllocate(t *testing.T) {
 func TestErrorsAreDistinct(t *testing.T) {
 	require.False(t, errors.Is(timewheel.ErrFull, timewheel.ErrStopped))
 }
+
+// TestDueKeysOfNextTickFireAtLateWakeUp holds the tick goroutine's wake-up
+// for the 20ms boundary up to 23ms: the keys of the next tick (20ms, 30ms]
+// that are due by 23ms fire then, not a tick later, and the others wait.
+func TestDueKeysOfNextTickFireAtLateWakeUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := &stallClock{}
+		origin := time.Now()
+		// 4 slots of 10ms: tick 3 shares its slot with ticks 7, 11...
+		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, Slots: 4, Clock: clock})
+		synctest.Wait() // the first wake-up, at 10ms, is armed
+		at := func(d time.Duration) time.Time { return origin.Add(d) }
+		for k, d := range map[string]time.Duration{
+			"boundary":      20 * time.Millisecond,   // tick 2
+			"after":         20*time.Millisecond + 1, // tick 3, due before the wake-up
+			"mid":           22 * time.Millisecond,   // tick 3
+			"atWake":        23 * time.Millisecond,   // tick 3, due at the wake-up itself
+			"afterWake":     23*time.Millisecond + 1, // tick 3, 1ns after the wake-up
+			"nextRound":     60*time.Millisecond + 1, // tick 7, same slot as tick 3
+			"boundaryRound": 60 * time.Millisecond,   // tick 6, same slot as tick 2
+		} {
+			require.NoError(t, w.Add(k, at(d)))
+		}
+		time.Sleep(5 * time.Millisecond)
+		clock.Stall(3 * time.Millisecond) // the wake-up at 10ms arms the next one for 23ms
+		time.Sleep(20 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, 25*time.Millisecond, time.Since(origin))
+		got := map[string]time.Duration{}
+		for _, f := range r.take() {
+			got[f.key] = f.at.Sub(origin)
+		}
+		require.Equal(t, map[string]time.Duration{
+			"boundary": 23 * time.Millisecond,
+			"after":    23 * time.Millisecond, // not at 30ms
+			"mid":      23 * time.Millisecond,
+			"atWake":   23 * time.Millisecond,
+		}, got, "the wake-up at 23ms fires every key due by 23ms and nothing else")
+		require.Equal(t, 3, w.Len())
+
+		time.Sleep(time.Second)
+		synctest.Wait()
+		got = map[string]time.Duration{}
+		for _, f := range r.take() {
+			got[f.key] = f.at.Sub(origin)
+		}
+		require.Equal(t, map[string]time.Duration{
+			"afterWake":     30 * time.Millisecond,
+			"boundaryRound": 60 * time.Millisecond,
+			"nextRound":     70 * time.Millisecond,
+		}, got)
+	})
+}

@@ -11,6 +11,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/migrations"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -126,6 +129,19 @@ func PostgresSchema(t testing.TB) (*pgxpool.Pool, string) {
 		admin.Close()
 	})
 	return pool, schemaDSN
+}
+
+// MigratedPostgres returns the DSN of a fresh schema with every migration applied, for a
+// rocketdelay process the test starts.
+func MigratedPostgres(t testing.TB) string {
+	t.Helper()
+	pool, dsn := PostgresSchema(t)
+	m, err := migrations.New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.Up(context.Background())
+	require.NoError(t, err)
+	return dsn
 }
 
 // RocketMQStragglers are goroutines rocketmq-client-go leaves running after Shutdown

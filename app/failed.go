@@ -1,0 +1,199 @@
+package app
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// newFailedCmd is `rocketdelay failed …`: operators list, inspect, retry and discard the
+// rows of failed_sends, talking to Postgres directly.
+func newFailedCmd(stdio IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "failed",
+		Short: "List, inspect, retry and discard failed sends (the Postgres failed_sends table)",
+		Long: `Alerts the sender could not deliver, and inputs that can never be delivered, are kept
+in the Postgres table failed_sends. The retry job of every replica retries pending rows
+with exponential backoff until they are delivered or dead; these commands let an operator
+look at the rows and retry or discard them.`,
+	}
+	var path string
+	// run opens the store named by the config, runs do, and closes the store.
+	run := func(c *cobra.Command, do func(op failed.Operator) error) error {
+		cfg, err := loadConfig(path, stdio)
+		if err != nil {
+			return err
+		}
+		pool, err := store.OpenPostgres(c.Context(), cfg.Postgres.URL.Reveal())
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		return do(failed.Operator{Store: store.NewFailedSends(pool, store.FailedSendsOptions{}), Out: c.OutOrStdout(), Now: time.Now})
+	}
+
+	var (
+		status, target, errorClass, since, output string
+		limit                                     int
+		after                                     int64
+	)
+	list := &cobra.Command{
+		Use:   "list [--status S] [--target NAME] [--error-class C] [--since 6h] [--limit N] [-o table|json]",
+		Short: "List failed sends, newest first",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			format, err := parseFormat(c, output)
+			if err != nil {
+				return err
+			}
+			f := store.Filter{Target: target, ErrorClass: errorClass, Limit: limit, AfterID: after}
+			if f.Status, err = failed.ParseStatus(status); err != nil {
+				return usageError(c, "--status: %v", err)
+			}
+			if since != "" {
+				if f.Since, err = failed.ParseSince(since, time.Now()); err != nil {
+					return usageError(c, "--since: %v", err)
+				}
+			}
+			if limit < 1 || limit > store.MaxListLimit {
+				return usageError(c, "--limit: want 1 to %d, got %d", store.MaxListLimit, limit)
+			}
+			if after < 0 {
+				return usageError(c, "--after: want a row id from a previous listing")
+			}
+			return run(c, func(op failed.Operator) error { return op.List(c.Context(), f, format) })
+		},
+	}
+	list.Flags().StringVar(&status, "status", "", "only rows with this status: pending, dead, rejected, discarded, delivered")
+	list.Flags().StringVar(&target, "target", "", "only rows for this target (robot group)")
+	list.Flags().StringVar(&errorClass, "error-class", "", "only rows whose last failure has this class (transient, throttled, payload_permanent, …)")
+	list.Flags().StringVar(&since, "since", "", "only rows recorded since this RFC 3339 time, or this long ago (90m, 6h, 3d)")
+	list.Flags().IntVar(&limit, "limit", store.DefaultListLimit, "at most this many rows")
+	list.Flags().Int64Var(&after, "after", 0, "continue a listing: only rows older than this id")
+	outputFlag(list, &output)
+
+	show := &cobra.Command{
+		Use:   "show ID [-o table|json]",
+		Short: "Show one failed send: its error, attempts, properties and payload",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			format, err := parseFormat(c, output)
+			if err != nil {
+				return err
+			}
+			ids, err := parseIDs(c, args)
+			if err != nil {
+				return err
+			}
+			return run(c, func(op failed.Operator) error { return op.Show(c.Context(), ids[0], format) })
+		},
+	}
+	outputFlag(show, &output)
+
+	var retryStatus, retryTarget string
+	retry := &cobra.Command{
+		Use:   "retry ID… | --status dead [--target NAME]",
+		Short: "Make failed sends due now, for the retry job to send again (history is kept)",
+		Long: `Make failed sends due now: the retry job of any replica sends them within its interval.
+Rows that are pending, dead, rejected or discarded are retried; delivered rows never are.
+Attempts and the last error are kept, so a row past its attempts or age gets exactly one
+more attempt before it is dead again.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			switch {
+			case len(args) > 0 && (retryStatus != "" || retryTarget != ""):
+				return usageError(c, "give row ids or --status (with an optional --target), not both")
+			case len(args) > 0:
+				ids, err := parseIDs(c, args)
+				if err != nil {
+					return err
+				}
+				return run(c, func(op failed.Operator) error { return op.Retry(c.Context(), ids) })
+			case retryStatus != "":
+				st := store.FailedStatus(retryStatus)
+				switch st {
+				case store.StatusDead, store.StatusRejected, store.StatusDiscarded, store.StatusPending:
+				default:
+					return usageError(c, "--status %q cannot be retried: want dead, rejected, discarded or pending", retryStatus)
+				}
+				return run(c, func(op failed.Operator) error { return op.RetryWhere(c.Context(), st, retryTarget) })
+			default:
+				return usageError(c, "give the row ids to retry, or --status dead (with an optional --target)")
+			}
+		},
+	}
+	retry.Flags().StringVar(&retryStatus, "status", "", "retry every row with this status: dead, rejected, discarded or pending")
+	retry.Flags().StringVar(&retryTarget, "target", "", "with --status: only rows for this target")
+
+	var reason string
+	discard := &cobra.Command{
+		Use:   "discard ID… --reason TEXT",
+		Short: "Give up on failed sends; the retry job leaves them alone",
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError(c, "give the row ids to discard")
+			}
+			if reason == "" {
+				return usageError(c, "--reason is required: say why these alerts are given up")
+			}
+			ids, err := parseIDs(c, args)
+			if err != nil {
+				return err
+			}
+			return run(c, func(op failed.Operator) error { return op.Discard(c.Context(), ids, reason) })
+		},
+	}
+	discard.Flags().StringVar(&reason, "reason", "", "why the alerts are given up (kept with the rows)")
+
+	stats := &cobra.Command{
+		Use:   "stats [-o table|json]",
+		Short: "Count failed sends by status, target and error class",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			format, err := parseFormat(c, output)
+			if err != nil {
+				return err
+			}
+			return run(c, func(op failed.Operator) error { return op.Stats(c.Context(), format) })
+		},
+	}
+	outputFlag(stats, &output)
+
+	for _, sub := range []*cobra.Command{list, show, retry, discard, stats} {
+		configFlag(sub, &path)
+		cmd.AddCommand(sub)
+	}
+	return cmd
+}
+
+func outputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", string(failed.FormatTable), "output format: table or json")
+}
+
+func parseFormat(c *cobra.Command, s string) (failed.Format, error) {
+	f, err := failed.ParseFormat(s)
+	if err != nil {
+		return "", usageError(c, "-o: %v", err)
+	}
+	return f, nil
+}
+
+func parseIDs(c *cobra.Command, args []string) ([]int64, error) {
+	ids := make([]int64, 0, len(args))
+	for _, a := range args {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id < 1 {
+			return nil, usageError(c, "%q is not a row id (a positive whole number, the ID column of `rocketdelay failed list`)", a)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func usageError(c *cobra.Command, format string, args ...any) error {
+	return fmt.Errorf("%w: %s (see '%s --help')", ErrUsage, fmt.Sprintf(format, args...), c.CommandPath())
+}

@@ -1,0 +1,355 @@
+package failed
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// APIPrefix is the path under which Handler serves; mount Handler on both APIPrefix and
+// APIPrefix + "/".
+const APIPrefix = "/api/v1/failed"
+
+// maxBody bounds the JSON body of a POST.
+const maxBody = 1 << 20
+
+// Handler returns the admin HTTP API for operators, all answers JSON:
+//
+//	GET  /api/v1/failed              list; query status, target, error_class, since, until, limit, after
+//	GET  /api/v1/failed/stats        counts by status, target, error class; oldest pending
+//	GET  /api/v1/failed/{id}         one row
+//	POST /api/v1/failed/{id}/retry   retry one row now
+//	POST /api/v1/failed/retry        body {"ids":[…]} or {"status":"dead","target":"…"}
+//	POST /api/v1/failed/discard      body {"ids":[…],"reason":"…"}
+//
+// Every request needs "Authorization: Bearer <token>" (401 otherwise); with no token
+// configured the API answers 503, disabled. Errors are {"error": "…"} with a message a
+// person can act on; a store failure is logged and answered with a generic message,
+// never with SQL or connection details.
+func Handler(fs *store.FailedSends, logger *slog.Logger, token config.Secret) http.Handler {
+	a := &api{store: fs, logger: logger.With("component", "admin-api"), now: time.Now}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+APIPrefix, a.list)
+	mux.HandleFunc("GET "+APIPrefix+"/{$}", a.list)
+	mux.HandleFunc("GET "+APIPrefix+"/stats", a.stats)
+	mux.HandleFunc("GET "+APIPrefix+"/{id}", a.get)
+	mux.HandleFunc("POST "+APIPrefix+"/{id}/retry", a.retryOne)
+	mux.HandleFunc("POST "+APIPrefix+"/retry", a.retry)
+	mux.HandleFunc("POST "+APIPrefix+"/discard", a.discard)
+	mux.HandleFunc(APIPrefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path+"; see the README for the admin API")
+	})
+	return authenticate(token, mux)
+}
+
+// authenticate requires the bearer token on every request.
+func authenticate(token config.Secret, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token.Reveal()))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token == "" {
+			writeError(w, http.StatusServiceUnavailable,
+				"the admin API is disabled: set admin.token in the config (or ROCKETDELAY_ADMIN_TOKEN) to enable it")
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// Hashing first makes the comparison constant-time in the token's length too.
+		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rocketdelay admin"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <admin.token>)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type api struct {
+	store  *store.FailedSends
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for key := range q {
+		switch key {
+		case "status", "target", "error_class", "since", "until", "limit", "after":
+		default:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: use status, target, error_class, since, until, limit, after", cell(key, 40)))
+			return
+		}
+	}
+	var f store.Filter
+	var err error
+	if f.Status, err = ParseStatus(q.Get("status")); err != nil {
+		writeError(w, http.StatusBadRequest, "status: "+err.Error())
+		return
+	}
+	f.Target, f.ErrorClass = q.Get("target"), q.Get("error_class")
+	if s := q.Get("since"); s != "" {
+		if f.Since, err = ParseSince(s, a.now()); err != nil {
+			writeError(w, http.StatusBadRequest, "since: "+err.Error())
+			return
+		}
+	}
+	if s := q.Get("until"); s != "" {
+		if f.Until, err = ParseUntil(s); err != nil {
+			writeError(w, http.StatusBadRequest, "until: "+err.Error())
+			return
+		}
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > store.MaxListLimit {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit: want a whole number from 1 to %d", store.MaxListLimit))
+			return
+		}
+		f.Limit = n
+	}
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "after: want the `next` cursor of the previous page (a positive id)")
+			return
+		}
+		f.AfterID = n
+	}
+	rows, next, err := a.store.List(r.Context(), f)
+	if err != nil {
+		a.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, NewPage(rows, next))
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	row, err := a.store.Get(r.Context(), id)
+	if err != nil {
+		a.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, NewView(row))
+}
+
+func (a *api) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := a.store.Stats(r.Context())
+	if err != nil {
+		a.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, NewStatsView(st, a.now()))
+}
+
+// Changed is the answer of a retry or discard: the ids that changed, ascending, and how
+// many.
+type Changed struct {
+	IDs   []int64 `json:"ids"`
+	Count int     `json:"count"`
+}
+
+func newChanged(ids []int64) Changed {
+	if ids == nil {
+		ids = []int64{}
+	}
+	return Changed{IDs: ids, Count: len(ids)}
+}
+
+func (a *api) retryOne(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	if _, err := a.store.Get(r.Context(), id); err != nil {
+		a.storeError(w, r, err)
+		return
+	}
+	ids, err := a.store.Retry(r.Context(), []int64{id})
+	if err != nil {
+		a.storeError(w, r, err)
+		return
+	}
+	if len(ids) == 0 {
+		writeError(w, http.StatusConflict, fmt.Sprintf("failed send %d was delivered already; there is nothing to retry", id))
+		return
+	}
+	a.logger.Info("operator retried failed sends", "ids", ids, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, newChanged(ids))
+}
+
+// RetryRequest is the body of POST /api/v1/failed/retry: either IDs, or Status (and
+// optionally Target) to retry every row with that status.
+type RetryRequest struct {
+	IDs    []int64 `json:"ids"`
+	Status string  `json:"status"`
+	Target string  `json:"target"`
+}
+
+func (a *api) retry(w http.ResponseWriter, r *http.Request) {
+	var req RetryRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	var ids []int64
+	var err error
+	switch {
+	case len(req.IDs) > 0 && (req.Status != "" || req.Target != ""):
+		writeError(w, http.StatusBadRequest, `give either "ids" or "status" (with an optional "target"), not both`)
+		return
+	case len(req.IDs) > 0:
+		if !validIDs(w, req.IDs) {
+			return
+		}
+		ids, err = a.store.Retry(r.Context(), req.IDs)
+	case req.Status != "":
+		switch st := store.FailedStatus(req.Status); st {
+		case store.StatusDead, store.StatusRejected, store.StatusDiscarded, store.StatusPending:
+			ids, err = a.store.RetryWhere(r.Context(), st, req.Target)
+		default:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("status %q cannot be retried: want dead, rejected, discarded or pending", cell(req.Status, 40)))
+			return
+		}
+	default:
+		writeError(w, http.StatusBadRequest, `give "ids" (a list of row ids) or "status" (dead, rejected, discarded or pending)`)
+		return
+	}
+	if err != nil {
+		a.storeError(w, r, err)
+		return
+	}
+	a.logger.Info("operator retried failed sends", "ids", ids, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, newChanged(ids))
+}
+
+// DiscardRequest is the body of POST /api/v1/failed/discard.
+type DiscardRequest struct {
+	IDs    []int64 `json:"ids"`
+	Reason string  `json:"reason"`
+}
+
+func (a *api) discard(w http.ResponseWriter, r *http.Request) {
+	var req DiscardRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if len(req.IDs) == 0 {
+		writeError(w, http.StatusBadRequest, `"ids" is required: the row ids to discard`)
+		return
+	}
+	if !validIDs(w, req.IDs) {
+		return
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		writeError(w, http.StatusBadRequest, `"reason" is required: say why these alerts are given up`)
+		return
+	}
+	ids, err := a.store.Discard(r.Context(), req.IDs, req.Reason)
+	if err != nil {
+		a.storeError(w, r, err)
+		return
+	}
+	a.logger.Info("operator discarded failed sends", "ids", ids, "reason", req.Reason, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, newChanged(ids))
+}
+
+// storeError answers a store error without its text, which is logged instead.
+func (a *api) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "no failed send with this id")
+	case errors.Is(err, store.ErrInvalid):
+		// ErrInvalid messages are written for people and hold no SQL.
+		msg := err.Error()
+		if _, after, ok := strings.Cut(msg, store.ErrInvalid.Error()+": "); ok {
+			msg = after
+		}
+		writeError(w, http.StatusBadRequest, msg)
+	case errors.Is(err, store.ErrUnavailable):
+		a.logger.Error("admin API: postgres unavailable", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "postgres is unavailable; try again shortly")
+	case r.Context().Err() != nil:
+		// the client went away; nobody reads the answer
+	default:
+		a.logger.Error("admin API: store error", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error; see the server log")
+	}
+}
+
+func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not a row id: want a positive whole number", cell(r.PathValue("id"), 40)))
+		return 0, false
+	}
+	return id, true
+}
+
+func validIDs(w http.ResponseWriter, ids []int64) bool {
+	if len(ids) > store.MaxListLimit {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("at most %d ids per request", store.MaxListLimit))
+		return false
+	}
+	for _, id := range ids {
+		if id < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%d is not a row id: ids are positive", id))
+			return false
+		}
+	}
+	return true
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		msg := "the body must be a JSON object"
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.Is(err, io.EOF):
+			msg = "the body is empty: " + msg
+		case errors.As(err, &syn):
+			msg = fmt.Sprintf("the body is not valid JSON (at byte %d)", syn.Offset)
+		case errors.As(err, &typ):
+			msg = fmt.Sprintf("field %q has the wrong type: want %s", typ.Field, typ.Type)
+		case errors.As(err, &tooBig):
+			msg = fmt.Sprintf("the body is larger than %d bytes", maxBody)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			msg = "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+		}
+		writeError(w, http.StatusBadRequest, msg)
+		return false
+	}
+	return true
+}
+
+// apiError is the body of every error answer.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, apiError{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = WriteJSON(w, v)
+}

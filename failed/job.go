@@ -1,0 +1,330 @@
+package failed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// Sender delivers one alert to a robot group. The real sender is adapted to it; the
+// retry job calls it for each due row.
+type Sender interface {
+	// Send delivers payload (the alert body as the producer sent it) to the robot group
+	// named target. A nil error means DingTalk accepted it.
+	Send(ctx context.Context, target string, payload []byte) error
+}
+
+// ClassifiedError is implemented by Send errors that know their class. Errors that do
+// not implement it are transient.
+type ClassifiedError interface {
+	error
+	// Class names the failure: throttled, transient, robot_broken, payload_permanent, ….
+	Class() string
+	// Permanent reports that trying again cannot succeed; the row becomes dead at once.
+	Permanent() bool
+}
+
+// ResponseError is implemented by Send errors that carry DingTalk's answer.
+type ResponseError interface {
+	error
+	// HTTPStatus is the HTTP status of the answer; 0 when there was none.
+	HTTPStatus() int
+	// Errcode is DingTalk's errcode; 0 when the answer carried none.
+	Errcode() int
+}
+
+// Defaults of JobOptions that config does not set.
+const (
+	// DefaultSendTimeout bounds one Send of the retry job.
+	DefaultSendTimeout = time.Minute
+	// maxLastError bounds the error text stored with a row.
+	maxLastError = 2000
+)
+
+// JobOptions tune a Job. A zero field takes its default (config's defaults, and
+// DefaultSendTimeout).
+type JobOptions struct {
+	// Interval is the time between two rounds of the job.
+	Interval time.Duration
+	// MaxAttempts is how many attempts a row gets before it is dead.
+	MaxAttempts int
+	// MaxAge is how long after it was recorded a row may still be retried.
+	MaxAge time.Duration
+	// BackoffBase is the wait after the first failed attempt; it doubles per attempt.
+	BackoffBase time.Duration
+	// BackoffCap caps the wait.
+	BackoffCap time.Duration
+	// BatchSize is how many rows one claim takes.
+	BatchSize int
+	// SendTimeout bounds one Send. It must be well below the store's claim lease: the
+	// job starts no send once less than SendTimeout of the lease is left, and hands the
+	// rest of the batch back.
+	SendTimeout time.Duration
+}
+
+// OptionsFromConfig returns the job's options from the config's failedSends section.
+func OptionsFromConfig(c config.FailedSends) JobOptions {
+	return JobOptions{
+		Interval:    c.Interval,
+		MaxAttempts: c.MaxAttempts,
+		MaxAge:      c.MaxAge,
+		BackoffBase: c.BackoffBase,
+		BackoffCap:  c.BackoffCap,
+		BatchSize:   c.BatchSize,
+	}
+}
+
+func (o JobOptions) withDefaults() JobOptions {
+	def := config.Config{}.WithDefaults().FailedSends
+	if o.Interval <= 0 {
+		o.Interval = def.Interval
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = def.MaxAttempts
+	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = def.MaxAge
+	}
+	if o.BackoffBase <= 0 {
+		o.BackoffBase = def.BackoffBase
+	}
+	if o.BackoffCap <= 0 {
+		o.BackoffCap = def.BackoffCap
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = def.BatchSize
+	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = DefaultSendTimeout
+	}
+	return o
+}
+
+// Backoff is the wait after the attempt-th failed attempt (1-based): base, 2·base,
+// 4·base, …, never more than ceiling.
+func Backoff(attempt int, base, ceiling time.Duration) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := base
+	for i := 1; i < attempt; i++ {
+		if d >= ceiling/2 {
+			return ceiling
+		}
+		d *= 2
+	}
+	return min(d, ceiling)
+}
+
+// Job is the retry job: every Interval it claims the due pending rows of failed_sends,
+// in batches, and sends each through the Sender; a row is marked delivered, retried
+// later with exponential backoff, or dead. Every replica runs one; the store's claims
+// make sure two jobs never send the same row at the same time.
+type Job struct {
+	store   *store.FailedSends
+	sender  Sender
+	opts    JobOptions
+	logger  *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
+}
+
+// NewJob returns a retry job on fs that sends through sender. now is the clock (time.Now
+// in the real program); metrics may be nil.
+func NewJob(fs *store.FailedSends, sender Sender, opts JobOptions, logger *slog.Logger, metrics *Metrics, now func() time.Time) *Job {
+	return &Job{store: fs, sender: sender, opts: opts.withDefaults(), logger: logger.With("component", "failed-retry"),
+		metrics: metrics, now: now}
+}
+
+// Run runs a round every Interval, the first at once, until ctx ends; then it returns
+// nil. Errors of a round (Postgres unavailable) are logged and the next round tries
+// again.
+func (j *Job) Run(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			j.logger.Warn("retry round failed; trying again next round", "err", err, "next_in", j.opts.Interval.String())
+		}
+		if err := j.refreshMetrics(ctx); err != nil && ctx.Err() == nil {
+			j.logger.Warn("cannot refresh the failed_sends metrics", "err", err)
+		}
+		t.Reset(j.opts.Interval)
+	}
+}
+
+// Round counts what one round of the job did.
+type Round struct {
+	Delivered int // rows sent
+	Retried   int // rows that failed and will be tried again
+	Dead      int // rows given up
+	Released  int // claimed rows handed back untried (shutdown, lease running out)
+}
+
+// RunOnce claims and tries due rows, batch after batch, until none is due; it returns
+// early when ctx ends, handing unsent claimed rows back.
+func (j *Job) RunOnce(ctx context.Context) (Round, error) {
+	var r Round
+	for ctx.Err() == nil {
+		claimedAt := j.now()
+		rows, err := j.store.ClaimDue(ctx, j.opts.BatchSize, claimedAt)
+		if err != nil {
+			return r, err
+		}
+		stopAt := claimedAt.Add(j.store.ClaimLease() - j.opts.SendTimeout)
+		for i, row := range rows {
+			if ctx.Err() != nil || !j.now().Before(stopAt) {
+				j.release(ctx, rows[i:])
+				r.Released += len(rows) - i
+				return r, nil
+			}
+			switch j.try(ctx, row) {
+			case store.StatusDelivered:
+				r.Delivered++
+			case store.StatusDead:
+				r.Dead++
+			case store.StatusPending:
+				r.Retried++
+			default: // the attempt was cut short by ctx
+				j.release(ctx, rows[i:])
+				r.Released += len(rows) - i
+				return r, nil
+			}
+		}
+		if len(rows) < j.opts.BatchSize {
+			break
+		}
+	}
+	return r, nil
+}
+
+// try sends one claimed row and records the outcome; it returns the row's new status,
+// or "" when ctx ended during the send (the row is then released, not counted).
+func (j *Job) try(ctx context.Context, row store.FailedSend) store.FailedStatus {
+	log := j.logger.With("id", row.ID, "rd_id", row.MessageID, "target", row.Target)
+	sendCtx, cancel := context.WithTimeout(ctx, j.opts.SendTimeout)
+	err := j.sender.Send(sendCtx, row.Target, row.Payload)
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return ""
+	}
+	j.metrics.attempted()
+	// The outcome is recorded even if ctx ends now: the send has happened.
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer mcancel()
+	if err == nil {
+		j.metrics.delivered()
+		if err := j.store.MarkDelivered(mctx, row.ID); err != nil {
+			log.Error("delivered, but cannot mark the row delivered; it may be sent again", "err", err)
+		} else {
+			log.Info("failed send delivered on retry", "attempts", row.Attempts+1)
+		}
+		return store.StatusDelivered
+	}
+
+	attempts := row.Attempts + 1
+	f := failure(err)
+	now := j.now()
+	var reason string
+	switch {
+	case permanent(err):
+		reason = "permanent failure"
+	case attempts >= j.opts.MaxAttempts:
+		reason = fmt.Sprintf("%d attempts", attempts)
+	case now.Sub(row.CreatedAt) >= j.opts.MaxAge:
+		reason = fmt.Sprintf("older than %s", j.opts.MaxAge)
+	}
+	if reason != "" {
+		j.metrics.dead(f.Class)
+		if err := j.store.MarkDead(mctx, row.ID, attempts, f); err != nil {
+			log.Error("cannot mark the row dead", "err", err)
+		} else {
+			log.Warn("failed send is dead: no more retries", "reason", reason, "attempts", attempts,
+				"class", f.Class, "err", f.LastError)
+		}
+		return store.StatusDead
+	}
+	next := now.Add(Backoff(attempts, j.opts.BackoffBase, j.opts.BackoffCap))
+	if err := j.store.MarkRetry(mctx, row.ID, attempts, next, f); err != nil {
+		log.Error("cannot record the failed retry", "err", err)
+	} else {
+		log.Info("retry failed; trying again later", "attempts", attempts, "next_attempt_at", next,
+			"class", f.Class, "err", f.LastError)
+	}
+	return store.StatusPending
+}
+
+func (j *Job) release(ctx context.Context, rows []store.FailedSend) {
+	if len(rows) == 0 || rows[0].NextAttemptAt == nil {
+		return
+	}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := j.store.Release(rctx, ids, *rows[0].NextAttemptAt, j.now()); err != nil {
+		j.logger.Warn("cannot hand claimed rows back; they are retried when their claim lease ends", "rows", len(ids), "err", err)
+	}
+}
+
+func (j *Job) refreshMetrics(ctx context.Context) error {
+	if j.metrics == nil {
+		return nil
+	}
+	st, err := j.store.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	j.metrics.observe(st, j.now())
+	return nil
+}
+
+func permanent(err error) bool {
+	var ce ClassifiedError
+	return errors.As(err, &ce) && ce.Permanent()
+}
+
+// failure describes err for the row: its class (transient when unknown), a bounded
+// readable message, and DingTalk's answer when err carries one.
+func failure(err error) store.Failure {
+	f := store.Failure{Class: "transient", LastError: truncate(err.Error(), maxLastError)}
+	var ce ClassifiedError
+	if errors.As(err, &ce) && ce.Class() != "" {
+		f.Class = ce.Class()
+	}
+	var re ResponseError
+	if errors.As(err, &re) {
+		if s := re.HTTPStatus(); s != 0 {
+			f.HTTPStatus = &s
+		}
+		if c := re.Errcode(); c != 0 {
+			f.Errcode = &c
+		}
+	}
+	return f
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

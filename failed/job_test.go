@@ -1,0 +1,288 @@
+package failed_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+func TestBackoff(t *testing.T) {
+	base, ceiling := 30*time.Second, time.Hour
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
+		16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
+	for i, w := range want {
+		require.Equal(t, w, failed.Backoff(i+1, base, ceiling), "attempt %d", i+1)
+	}
+	require.Equal(t, time.Hour, failed.Backoff(1000, base, ceiling))
+	require.Equal(t, base, failed.Backoff(0, base, ceiling))
+}
+
+// clock is a fake clock the test moves by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+
+func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	_, fs := newStore(t)
+	ctx := context.Background()
+	t0 := time.Now().Truncate(time.Millisecond)
+	clk := &clock{t: t0}
+	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "m-1", Target: "ops", Payload: []byte("disk full"),
+		ErrorClass: "transient", NextAttemptAt: t0})
+	require.NoError(t, err)
+
+	sender := newFakeSender(func(string) error { return &sendError{class: "transient", status: 503} })
+	job := failed.NewJob(fs, sender, failed.JobOptions{MaxAttempts: 4, BackoffBase: time.Second, BackoffCap: 3 * time.Second},
+		discardLogger(), nil, clk.now)
+	get := func() store.FailedSend {
+		rows, _, err := fs.List(ctx, store.Filter{})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		return rows[0]
+	}
+
+	// Attempt n fails at a; the next is due Backoff(n) later: 1s, 2s, then the cap, 3s.
+	a := t0
+	for n, wait := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
+		clk.set(a)
+		r, err := job.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, failed.Round{Retried: 1}, r, "attempt %d", n+1)
+		row := get()
+		require.Equal(t, n+1, row.Attempts)
+		require.Equal(t, store.StatusPending, row.Status)
+		require.Equal(t, 503, *row.HTTPStatus)
+		require.True(t, a.Add(wait).Equal(*row.NextAttemptAt), "attempt %d: next %s, want %s", n+1, row.NextAttemptAt, a.Add(wait))
+
+		clk.set(a.Add(wait - time.Millisecond))
+		r, err = job.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Zero(t, r, "not due before its backoff has passed")
+		a = a.Add(wait)
+	}
+	clk.set(a)
+	r, err := job.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, failed.Round{Dead: 1}, r)
+	row := get()
+	require.Equal(t, store.StatusDead, row.Status)
+	require.Equal(t, 4, row.Attempts)
+	require.Nil(t, row.NextAttemptAt)
+	delivered, failures := sender.snapshot()
+	require.Empty(t, delivered)
+	require.Equal(t, 4, failures)
+}
+
+func TestJobDeadAtOnceOnPermanentFailureOrMaxAge(t *testing.T) {
+	t.Parallel()
+	_, fs := newStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	for _, id := range []string{"too-big", "old"} {
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: id, Payload: []byte(id), ErrorClass: "transient", NextAttemptAt: now})
+		require.NoError(t, err)
+	}
+	sender := newFakeSender(func(p string) error {
+		if p == "too-big" {
+			return fmt.Errorf("send: %w", &sendError{class: "payload_permanent", permanent: true, errcode: 460101})
+		}
+		return &sendError{class: "throttled"}
+	})
+	// 25h later, "old" is past the 24h max age after one more failed attempt.
+	later := now.Add(25 * time.Hour)
+	job := failed.NewJob(fs, sender, failed.JobOptions{}, discardLogger(), nil, func() time.Time { return later })
+	r, err := job.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, failed.Round{Dead: 2}, r)
+	rows, _, err := fs.List(ctx, store.Filter{Status: store.StatusDead})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	for _, row := range rows {
+		require.Equal(t, 1, row.Attempts)
+		if row.MessageID == "too-big" {
+			require.Equal(t, "payload_permanent", row.ErrorClass)
+			require.Equal(t, 460101, *row.Errcode)
+			require.Nil(t, row.HTTPStatus)
+			require.Equal(t, "send: dingtalk: payload_permanent", row.LastError)
+		} else {
+			require.Equal(t, "throttled", row.ErrorClass)
+		}
+	}
+}
+
+func TestJobHandsBackRowsWhenStopped(t *testing.T) {
+	t.Parallel()
+	_, fs := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 3 {
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: fmt.Sprint(i), ErrorClass: "transient", NextAttemptAt: time.Now()})
+		require.NoError(t, err)
+	}
+	started := make(chan struct{}, 3)
+	sender := blockingSender{started: started}
+	job := failed.NewJob(fs, sender, failed.JobOptions{}, discardLogger(), nil, time.Now)
+	done := make(chan failed.Round)
+	go func() {
+		r, _ := job.RunOnce(ctx)
+		done <- r
+	}()
+	<-started
+	cancel()
+	r := <-done
+	require.Equal(t, failed.Round{Released: 3}, r)
+	rows, _, err := fs.List(context.Background(), store.Filter{})
+	require.NoError(t, err)
+	for _, row := range rows {
+		require.Equal(t, store.StatusPending, row.Status)
+		require.Zero(t, row.Attempts, "an attempt cut short by a shutdown does not count")
+		require.WithinDuration(t, time.Now(), *row.NextAttemptAt, 10*time.Second, "due again at once, not after the claim lease")
+	}
+}
+
+type blockingSender struct{ started chan struct{} }
+
+func (s blockingSender) Send(ctx context.Context, _ string, _ []byte) error {
+	s.started <- struct{}{}
+	<-ctx.Done()
+	return errBlocked
+}
+
+// Two retry jobs run side by side through an outage: every send fails until the
+// outage ends. Afterwards every row has been delivered exactly once.
+func TestTwoJobsThroughAnOutageDeliverEachRowExactlyOnce(t *testing.T) {
+	t.Parallel()
+	_, fs := newStore(t)
+	ctx := context.Background()
+	const n = 60
+	now := time.Now()
+	for i := range n {
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: fmt.Sprintf("m-%02d", i), Target: "ops",
+			Payload: fmt.Appendf(nil, "alert %02d", i), ErrorClass: "transient", NextAttemptAt: now})
+		require.NoError(t, err)
+	}
+	var down atomic.Bool
+	down.Store(true)
+	outage := func(string) error {
+		if down.Load() {
+			return &sendError{class: "transient", status: 503}
+		}
+		return nil
+	}
+	senders := []*fakeSender{newFakeSender(outage), newFakeSender(outage)}
+	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
+	opts := failed.JobOptions{Interval: 10 * time.Millisecond, BatchSize: 7, MaxAttempts: 1000,
+		BackoffBase: 5 * time.Millisecond, BackoffCap: 40 * time.Millisecond}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		job := failed.NewJob(fs, senders[i], opts, discardLogger(), failed.NewMetrics(regs[i]), time.Now)
+		wg.Go(func() {
+			if err := job.Run(runCtx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	require.Eventually(t, func() bool {
+		_, f0 := senders[0].snapshot()
+		_, f1 := senders[1].snapshot()
+		return f0+f1 >= 3*n
+	}, 20*time.Second, 5*time.Millisecond, "the outage should cause failed attempts")
+	down.Store(false)
+	require.Eventually(t, func() bool {
+		st, err := fs.Stats(ctx)
+		return err == nil && st.ByStatus[store.StatusDelivered] == n
+	}, 30*time.Second, 10*time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // a few more rounds: nothing may be sent again
+	stop()
+	wg.Wait()
+
+	total := map[string]int{}
+	var succeeded float64
+	for i, s := range senders {
+		d, _ := s.snapshot()
+		for k, v := range d {
+			total[k] += v
+		}
+		succeeded += gathered(t, regs[i], "rocketdelay_failed_send_retries_succeeded_total")
+		t.Logf("job %d delivered %d rows", i, len(d))
+	}
+	require.Len(t, total, n)
+	for k, v := range total {
+		require.Equal(t, 1, v, "%s delivered %d times", k, v)
+	}
+	require.Equal(t, float64(n), succeeded)
+	st, err := fs.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[store.FailedStatus]int64{store.StatusDelivered: n}, st.ByStatus)
+	require.Nil(t, st.OldestPending)
+}
+
+func TestMetricsFollowTheTable(t *testing.T) {
+	t.Parallel()
+	_, fs := newStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "later", ErrorClass: "transient", NextAttemptAt: now.Add(time.Hour)})
+	require.NoError(t, err)
+	_, err = fs.Record(ctx, store.NewFailedSend{MessageID: "bad", Rejected: true})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	job := failed.NewJob(fs, newFakeSender(nil), failed.JobOptions{Interval: time.Hour}, discardLogger(), failed.NewMetrics(reg),
+		func() time.Time { return now.Add(10 * time.Minute) })
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- job.Run(runCtx) }()
+	require.Eventually(t, func() bool {
+		return gathered(t, reg, "rocketdelay_failed_sends_oldest_pending_age_seconds") > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	stop()
+	require.NoError(t, <-done)
+	age := gathered(t, reg, "rocketdelay_failed_sends_oldest_pending_age_seconds")
+	require.InDelta(t, 600, age, 5)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP rocketdelay_failed_sends Rows of the failed_sends table by status, as of the retry job's last round (every replica reports the same table).
+# TYPE rocketdelay_failed_sends gauge
+rocketdelay_failed_sends{status="dead"} 0
+rocketdelay_failed_sends{status="delivered"} 0
+rocketdelay_failed_sends{status="discarded"} 0
+rocketdelay_failed_sends{status="pending"} 1
+rocketdelay_failed_sends{status="rejected"} 1
+`), "rocketdelay_failed_sends"))
+}
+
+// gathered is the value of the unlabelled gauge or counter name in reg (0 if absent).
+func gathered(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name || len(mf.GetMetric()) == 0 {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		if m.GetGauge() != nil {
+			return m.GetGauge().GetValue()
+		}
+		return m.GetCounter().GetValue()
+	}
+	return 0
+}

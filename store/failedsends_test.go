@@ -1,0 +1,368 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/migrations"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// newFailedSends returns the failed_sends table in a fresh, migrated schema.
+func newFailedSends(t testing.TB) (*pgxpool.Pool, *store.FailedSends) {
+	t.Helper()
+	pool := testenv.Postgres(t)
+	m, err := migrations.New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.Up(context.Background())
+	require.NoError(t, err)
+	return pool, store.NewFailedSends(pool, store.FailedSendsOptions{})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func record(t testing.TB, fs *store.FailedSends, in store.NewFailedSend) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if in.ErrorClass == "" && !in.Rejected {
+		in.ErrorClass = "transient"
+	}
+	ok, err := fs.Record(ctx, in)
+	require.NoError(t, err)
+	require.True(t, ok, "%s recorded before", in.MessageID)
+	rows, _, err := fs.List(ctx, store.Filter{Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, in.MessageID, rows[0].MessageID)
+	return rows[0].ID
+}
+
+func TestFailedSendsRecordIsIdempotent(t *testing.T) {
+	t.Parallel()
+	_, fs := newFailedSends(t)
+	ctx := context.Background()
+	due := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	in := store.NewFailedSend{
+		MessageID:  "m-1",
+		Target:     "ops",
+		Payload:    []byte(`{"msgtype":"text","text":{"content":"disk full"}}`),
+		Properties: map[string]string{"RD_TARGET": "ops", "RD_ID": "m-1"},
+		DueAt:      &due,
+		ErrorClass: "transient",
+		LastError:  "HTTP 503 from DingTalk",
+		HTTPStatus: ptr(503),
+	}
+	ok, err := fs.Record(ctx, in)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	in.LastError = "something else"
+	ok, err = fs.Record(ctx, in)
+	require.NoError(t, err)
+	require.False(t, ok, "a second Record of the same message id is a no-op")
+
+	rows, next, err := fs.List(ctx, store.Filter{})
+	require.NoError(t, err)
+	require.Zero(t, next)
+	require.Len(t, rows, 1)
+	got, err := fs.Get(ctx, rows[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, "m-1", got.MessageID)
+	require.Equal(t, store.StatusPending, got.Status)
+	require.Equal(t, "HTTP 503 from DingTalk", got.LastError)
+	require.Equal(t, in.Payload, got.Payload)
+	require.Equal(t, in.Properties, got.Properties)
+	require.True(t, due.Equal(*got.DueAt))
+	require.Equal(t, 503, *got.HTTPStatus)
+	require.Nil(t, got.Errcode)
+	require.NotNil(t, got.NextAttemptAt)
+	require.Zero(t, got.Attempts)
+
+	ok, err = fs.Record(ctx, store.NewFailedSend{MessageID: "bad-1", Payload: []byte{0xff, 0xfe}, Rejected: true, LastError: "unknown target"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	rows, _, err = fs.List(ctx, store.Filter{Status: store.StatusRejected})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, "rejected", rows[0].ErrorClass)
+	require.Nil(t, rows[0].NextAttemptAt)
+	require.Equal(t, []byte{0xff, 0xfe}, rows[0].Payload)
+
+	_, err = fs.Get(ctx, 999999)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = fs.Record(ctx, store.NewFailedSend{ErrorClass: "transient"})
+	require.ErrorIs(t, err, store.ErrInvalid)
+}
+
+func TestFailedSendsRecordUnavailable(t *testing.T) {
+	t.Parallel()
+	testenv.PostgresURL(t) // skipped under -short like the other store tests
+	pool, err := pgxpool.New(context.Background(), "postgres://rd:pw-secret-9@127.0.0.1:1/rd?connect_timeout=2")
+	require.NoError(t, err)
+	defer pool.Close()
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{})
+	_, err = fs.Record(context.Background(), store.NewFailedSend{MessageID: "m", ErrorClass: "transient"})
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.NotContains(t, err.Error(), "pw-secret-9")
+}
+
+func TestFailedSendsClaimDue(t *testing.T) {
+	t.Parallel()
+	_, fs := newFailedSends(t)
+	ctx := context.Background()
+	now := time.Now()
+	a := record(t, fs, store.NewFailedSend{MessageID: "a", NextAttemptAt: now.Add(-2 * time.Minute)})
+	b := record(t, fs, store.NewFailedSend{MessageID: "b", NextAttemptAt: now.Add(-time.Minute)})
+	record(t, fs, store.NewFailedSend{MessageID: "later", NextAttemptAt: now.Add(time.Hour)})
+	record(t, fs, store.NewFailedSend{MessageID: "rej", Rejected: true})
+
+	got, err := fs.ClaimDue(ctx, 10, now)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{a, b}, rowIDs(got))
+	for _, r := range got {
+		require.WithinDuration(t, now.Add(store.DefaultClaimLease), *r.NextAttemptAt, time.Millisecond)
+	}
+	again, err := fs.ClaimDue(ctx, 10, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Empty(t, again, "claimed rows stay hidden during the lease")
+
+	// Outcomes.
+	require.NoError(t, fs.MarkDelivered(ctx, a))
+	require.NoError(t, fs.MarkRetry(ctx, b, 1, now.Add(30*time.Second), store.Failure{Class: "transient", LastError: "HTTP 502", HTTPStatus: ptr(502)}))
+	rb, err := fs.Get(ctx, b)
+	require.NoError(t, err)
+	require.Equal(t, 1, rb.Attempts)
+	require.Equal(t, "HTTP 502", rb.LastError)
+	require.WithinDuration(t, now.Add(30*time.Second), *rb.NextAttemptAt, time.Millisecond)
+	got, err = fs.ClaimDue(ctx, 10, now.Add(31*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []int64{b}, rowIDs(got))
+	require.NoError(t, fs.MarkDead(ctx, b, 2, store.Failure{Class: "payload_permanent", LastError: "errcode 430101", Errcode: ptr(430101)}))
+	rb, err = fs.Get(ctx, b)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDead, rb.Status)
+	require.Equal(t, 430101, *rb.Errcode)
+	require.Nil(t, rb.NextAttemptAt)
+	ra, err := fs.Get(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDelivered, ra.Status)
+
+	// A discarded row is not resurrected by a late MarkRetry.
+	c := record(t, fs, store.NewFailedSend{MessageID: "c", NextAttemptAt: now.Add(-time.Second)})
+	_, err = fs.ClaimDue(ctx, 10, now)
+	require.NoError(t, err)
+	_, err = fs.Discard(ctx, []int64{c}, "operator gave up")
+	require.NoError(t, err)
+	require.NoError(t, fs.MarkRetry(ctx, c, 1, now, store.Failure{Class: "transient"}))
+	rc, err := fs.Get(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDiscarded, rc.Status)
+}
+
+func TestFailedSendsConcurrentClaimersNeverShareARow(t *testing.T) {
+	t.Parallel()
+	_, fs := newFailedSends(t)
+	ctx := context.Background()
+	now := time.Now()
+	const n = 300
+	for i := range n {
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: fmt.Sprintf("m-%03d", i), ErrorClass: "transient",
+			NextAttemptAt: now.Add(-time.Duration(i) * time.Millisecond)})
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				got, err := fs.ClaimDue(ctx, 7, now)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range got {
+					seen[r.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, seen, n)
+	for id, c := range seen {
+		require.Equal(t, 1, c, "row %d claimed %d times", id, c)
+	}
+}
+
+func TestFailedSendsListFiltersAndPages(t *testing.T) {
+	t.Parallel()
+	pool, fs := newFailedSends(t)
+	ctx := context.Background()
+	for i := range 7 {
+		target := "ops"
+		if i%2 == 1 {
+			target = "dev"
+		}
+		record(t, fs, store.NewFailedSend{MessageID: fmt.Sprintf("m-%d", i), Target: target, ErrorClass: []string{"transient", "throttled"}[i%3/2]})
+	}
+	var all []int64
+	var after int64
+	for page := 0; ; page++ {
+		rows, next, err := fs.List(ctx, store.Filter{Limit: 3, AfterID: after})
+		require.NoError(t, err)
+		all = append(all, rowIDs(rows)...)
+		if next == 0 {
+			break
+		}
+		require.Less(t, page, 3)
+		after = next
+	}
+	require.Len(t, all, 7)
+	require.True(t, slices.IsSortedFunc(all, func(a, b int64) int { return int(b - a) }), "newest first: %v", all)
+
+	rows, _, err := fs.List(ctx, store.Filter{Target: "dev"})
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	rows, _, err = fs.List(ctx, store.Filter{ErrorClass: "throttled", Target: "ops"})
+	require.NoError(t, err)
+	for _, r := range rows {
+		require.Equal(t, "throttled", r.ErrorClass)
+		require.Equal(t, "ops", r.Target)
+	}
+	rows, _, err = fs.List(ctx, store.Filter{Since: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, rows)
+	rows, _, err = fs.List(ctx, store.Filter{Until: time.Now().Add(time.Hour), Since: time.Now().Add(-time.Hour)})
+	require.NoError(t, err)
+	require.Len(t, rows, 7)
+
+	_, _, err = fs.List(ctx, store.Filter{Limit: store.MaxListLimit + 1})
+	require.ErrorIs(t, err, store.ErrInvalid)
+
+	// Injection attempts are plain values: they match nothing and break nothing.
+	for _, evil := range []string{`' OR 1=1 --`, `"; DROP TABLE failed_sends; --`, `ops'; DELETE FROM failed_sends; --`, `%`, `\`} {
+		rows, _, err := fs.List(ctx, store.Filter{Target: evil, ErrorClass: evil})
+		require.NoError(t, err, evil)
+		require.Empty(t, rows, evil)
+		_, _, err = fs.List(ctx, store.Filter{Status: store.FailedStatus(evil)})
+		require.ErrorIs(t, err, store.ErrInvalid)
+		require.NotContains(t, strings.ToUpper(err.Error()), "SELECT")
+		changed, err := fs.RetryWhere(ctx, store.StatusDead, evil)
+		require.NoError(t, err)
+		require.Empty(t, changed)
+	}
+	var count int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM failed_sends").Scan(&count))
+	require.Equal(t, 7, count)
+}
+
+func TestFailedSendsRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
+	t.Parallel()
+	_, fs := newFailedSends(t)
+	ctx := context.Background()
+	now := time.Now()
+	var id []int64
+	for i := range 6 {
+		id = append(id, record(t, fs, store.NewFailedSend{MessageID: fmt.Sprintf("m-%d", i), Target: []string{"ops", "dev"}[i%2],
+			NextAttemptAt: now.Add(time.Hour)}))
+	}
+	// 0,1,2 dead; 3 delivered; 4,5 pending (due in an hour).
+	for _, i := range []int{0, 1, 2} {
+		require.NoError(t, fs.MarkDead(ctx, id[i], 20, store.Failure{Class: "transient", LastError: "HTTP 503"}))
+	}
+	require.NoError(t, fs.MarkDelivered(ctx, id[3]))
+
+	changed, err := fs.Retry(ctx, []int64{id[0], id[3], id[4], 424242})
+	require.NoError(t, err)
+	require.Equal(t, []int64{id[0], id[4]}, changed, "delivered and unknown rows do not change")
+	r0, err := fs.Get(ctx, id[0])
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, r0.Status)
+	require.Equal(t, 20, r0.Attempts, "history is kept")
+	require.Equal(t, "HTTP 503", r0.LastError)
+	require.WithinDuration(t, time.Now(), *r0.NextAttemptAt, 5*time.Second)
+	for _, i := range []int{1, 2} {
+		r, err := fs.Get(ctx, id[i])
+		require.NoError(t, err)
+		require.Equal(t, store.StatusDead, r.Status)
+	}
+
+	changed, err = fs.RetryWhere(ctx, store.StatusDead, "dev")
+	require.NoError(t, err)
+	require.Equal(t, []int64{id[1]}, changed)
+	_, err = fs.RetryWhere(ctx, store.StatusDelivered, "")
+	require.ErrorIs(t, err, store.ErrInvalid)
+
+	_, err = fs.Discard(ctx, []int64{id[2]}, "  ")
+	require.ErrorIs(t, err, store.ErrInvalid)
+	changed, err = fs.Discard(ctx, []int64{id[2], id[3], id[5]}, "noise from the test cluster")
+	require.NoError(t, err)
+	require.Equal(t, []int64{id[2], id[5]}, changed)
+	r5, err := fs.Get(ctx, id[5])
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDiscarded, r5.Status)
+	require.Equal(t, "noise from the test cluster", *r5.DiscardReason)
+	require.Nil(t, r5.NextAttemptAt)
+
+	st, err := fs.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[store.FailedStatus]int64{store.StatusPending: 3, store.StatusDiscarded: 2, store.StatusDelivered: 1}, st.ByStatus)
+	require.Equal(t, map[string]int64{"ops": 2, "dev": 1}, st.ByTarget)
+	require.Equal(t, map[string]int64{"transient": 3}, st.ByErrorClass)
+	require.NotNil(t, st.OldestPending)
+
+	// Retried, a discarded row comes back without its discard reason.
+	changed, err = fs.Retry(ctx, []int64{id[5]})
+	require.NoError(t, err)
+	require.Equal(t, []int64{id[5]}, changed)
+	r5, err = fs.Get(ctx, id[5])
+	require.NoError(t, err)
+	require.Nil(t, r5.DiscardReason)
+}
+
+func rowIDs(rows []store.FailedSend) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func TestFailedSendsReleaseOnlyTheOwnClaim(t *testing.T) {
+	t.Parallel()
+	_, fs := newFailedSends(t)
+	ctx := context.Background()
+	now := time.Now()
+	a := record(t, fs, store.NewFailedSend{MessageID: "a", NextAttemptAt: now.Add(-time.Second)})
+	got, err := fs.ClaimDue(ctx, 10, now)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	lease := *got[0].NextAttemptAt
+
+	// A release with another claim's lease end changes nothing.
+	require.NoError(t, fs.Release(ctx, []int64{a}, lease.Add(time.Second), now))
+	again, err := fs.ClaimDue(ctx, 10, now)
+	require.NoError(t, err)
+	require.Empty(t, again)
+
+	require.NoError(t, fs.Release(ctx, []int64{a}, lease, now))
+	again, err = fs.ClaimDue(ctx, 10, now)
+	require.NoError(t, err)
+	require.Equal(t, []int64{a}, rowIDs(again))
+}
