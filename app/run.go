@@ -68,6 +68,7 @@ at any delay, and sends them to DingTalk group robots without tripping their rat
 		newCancelCmd(stdio),
 		newBenchCmd(stdio),
 		newFailedCmd(stdio),
+		newDingtalkSimCmd(stdio),
 	)
 	return root
 }

@@ -296,3 +296,123 @@ failedSends:
 	_, err = Load(writeFile(t, validYAML+"failedSends:\n  backoffBase: -1s\n"), noEnv)
 	require.ErrorContains(t, err, "config: failedSends.backoffBase:")
 }
+
+func TestSenderDefaultsAndValidation(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, Sender{
+		Limit: 19, Window: time.Minute, Cooldown: 10 * time.Minute, DisableFor: time.Hour,
+		HTTPTimeout: 5 * time.Second, Attempts: 5, BackoffBase: 500 * time.Millisecond,
+		BackoffMax: 30 * time.Second, BaseURL: "https://oapi.dingtalk.com/robot/send", MaxInFlight: 32,
+	}, c.Sender)
+
+	_, err = Load(writeFile(t, validYAML+`
+sender:
+  limit: 21
+  window: 10s
+  attempts: -1
+  backoffBase: 2s
+  backoffMax: 1s
+  baseURL: "ftp://x"
+  maxInFlight: -3
+  maxWait: -1s
+`), noEnv)
+	for _, want := range []string{
+		"sender.limit: must be between 1 and 20",
+		"sender.attempts: must be at least 1",
+		"sender.backoffMax: 1s is below sender.backoffBase 2s",
+		`sender.baseURL: "ftp://x" must be an http:// or https:// URL`,
+		"sender.maxInFlight: must be at least 1",
+		"sender.maxWait: must not be negative",
+	} {
+		require.ErrorContains(t, err, want)
+	}
+
+	// Against DingTalk itself the window must be a minute; against the simulator seconds do.
+	_, err = Load(writeFile(t, validYAML+"sender: {window: 2s}\n"), noEnv)
+	require.ErrorContains(t, err, "sender.window: DingTalk counts per minute")
+	c, err = Load(writeFile(t, validYAML+"sender: {window: 2s, limit: 20, baseURL: \"http://127.0.0.1:18090/robot/send\"}\n"), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, c.Sender.Window)
+	require.Equal(t, 20, c.Sender.Limit)
+
+	c, err = Load(writeFile(t, validYAML), func(k string) string {
+		return map[string]string{"ROCKETDELAY_SENDER_BASE_URL": "http://sim:1/robot/send", "ROCKETDELAY_SENDER_WINDOW": "3s", "ROCKETDELAY_SENDER_LIMIT": "5"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, "http://sim:1/robot/send", c.Sender.BaseURL)
+	require.Equal(t, 3*time.Second, c.Sender.Window)
+	require.Equal(t, 5, c.Sender.Limit)
+}
+
+func TestRobotTokenAsWebhookURLAndLimit(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML+`
+targets:
+  ops:
+    robots:
+      - {name: r1, token: "https://oapi.dingtalk.com/robot/send?access_token=tok-secret-9", limit: 10}
+      - {name: r2, token: "https://oapi.dingtalk.com/robot/send?x=1"}
+      - {name: r3, token: tok, limit: 21}
+`), noEnv)
+	require.ErrorContains(t, err, "targets.ops.robots[1].token: the webhook URL has no access_token parameter")
+	require.ErrorContains(t, err, "targets.ops.robots[2].limit: must be between 1 and 20")
+	require.NotContains(t, err.Error(), "tok-secret-9")
+
+	c, err = Load(writeFile(t, validYAML+`
+targets:
+  ops:
+    robots:
+      - {name: r1, token: "https://oapi.dingtalk.com/robot/send?access_token=tok-secret-9", limit: 10}
+`), noEnv)
+	require.NoError(t, err)
+	tok, err := c.Targets["ops"].Robots[0].AccessToken()
+	require.NoError(t, err)
+	require.Equal(t, "tok-secret-9", tok.Reveal())
+	require.Equal(t, 10, c.Targets["ops"].Robots[0].Limit)
+}
+
+func TestSecretsFromEnvironmentAndFiles(t *testing.T) {
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "sign")
+	require.NoError(t, os.WriteFile(secretFile, []byte("SEC-from-file-77\n"), 0o600))
+	env := map[string]string{"OPS_TOKEN": "tok-from-env-55", "PG": "postgres://rd:pw-from-env@127.0.0.1:5432/rd"}
+	getenv := func(k string) string { return env[k] }
+	c, err := Load(writeFile(t, `
+rocketmq:
+  nameServers: ["127.0.0.1:9876"]
+redis:
+  url: redis://127.0.0.1:6379/0
+postgres:
+  url: env:PG
+targets:
+  ops:
+    robots:
+      - {name: r1, token: "env:OPS_TOKEN", signingSecret: "file:`+secretFile+`"}
+`), getenv)
+	require.NoError(t, err)
+	r := c.Targets["ops"].Robots[0]
+	require.Equal(t, "tok-from-env-55", r.Token.Reveal())
+	require.Equal(t, "SEC-from-file-77", r.SigningSecret.Reveal())
+	require.Equal(t, env["PG"], c.Postgres.URL.Reveal())
+	require.NotContains(t, c.Redacted(), "from-env")
+
+	_, err = Load(writeFile(t, validYAML+`
+targets:
+  ops:
+    robots:
+      - {name: r1, token: "env:MISSING_TOKEN", signingSecret: "file:`+filepath.Join(dir, "nope")+`"}
+      - {name: r2, token: "file:`+filepath.Join(dir, "empty")+`"}
+`), getenv)
+	require.ErrorContains(t, err, "targets.ops.robots[0].token: environment variable MISSING_TOKEN is not set")
+	require.ErrorContains(t, err, "targets.ops.robots[0].signingSecret: read "+filepath.Join(dir, "nope")+": no such file")
+	require.ErrorContains(t, err, "targets.ops.robots[1].token: read")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty"), []byte(" \n"), 0o600))
+	_, err = Load(writeFile(t, validYAML+`
+targets:
+  ops:
+    robots:
+      - {name: r2, token: "file:`+filepath.Join(dir, "empty")+`"}
+`), getenv)
+	require.ErrorContains(t, err, "is empty")
+}

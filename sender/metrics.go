@@ -1,0 +1,71 @@
+package sender
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the sender's Prometheus metrics. Labels name targets and robots, never a
+// token.
+type Metrics struct {
+	requests  *prometheus.CounterVec
+	delivered *prometheus.CounterVec
+	failures  *prometheus.CounterVec
+	disabled  *prometheus.CounterVec
+	cooldowns *prometheus.CounterVec
+	wait      *prometheus.HistogramVec
+	duration  *prometheus.HistogramVec
+	inflight  prometheus.Gauge
+}
+
+// NewMetrics creates the sender's metrics and registers them with reg (none when reg is
+// nil):
+//
+//	rocketdelay_sender_requests_total{target,robot,result}   requests to DingTalk by result:
+//	    ok, throttled, transient, robot_broken, permanent, circuit_open
+//	rocketdelay_sender_delivered_total{target}               messages (parts) delivered
+//	rocketdelay_sender_failures_total{target,class}          sends given up, by class
+//	rocketdelay_sender_robots_disabled_total{target,robot}   robots taken out of rotation
+//	rocketdelay_sender_cooldowns_total{target,robot}         robots cooled down after throttling
+//	rocketdelay_sender_robot_wait_seconds{target}            time a send waited for a free robot
+//	rocketdelay_sender_request_duration_seconds{target}      duration of a request to DingTalk
+//	rocketdelay_sender_inflight_requests                     requests to DingTalk in flight
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_sender_requests_total",
+			Help: "Requests to DingTalk robots, by target, robot and result (ok or the failure class).",
+		}, []string{"target", "robot", "result"}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_sender_delivered_total",
+			Help: "Messages (parts of split alerts count one each) DingTalk accepted, by target.",
+		}, []string{"target"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_sender_failures_total",
+			Help: "Sends given up after their in-process attempts, by target and class.",
+		}, []string{"target", "class"}),
+		disabled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_sender_robots_disabled_total",
+			Help: "Robots taken out of rotation because DingTalk said they are broken.",
+		}, []string{"target", "robot"}),
+		cooldowns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_sender_cooldowns_total",
+			Help: "Robots cooled down because DingTalk throttled them.",
+		}, []string{"target", "robot"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rocketdelay_sender_robot_wait_seconds",
+			Help:    "Time one message waited for a free robot.",
+			Buckets: []float64{0.001, 0.01, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600},
+		}, []string{"target"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rocketdelay_sender_request_duration_seconds",
+			Help:    "Duration of one request to DingTalk.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"target"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rocketdelay_sender_inflight_requests",
+			Help: "Requests to DingTalk in flight in this process.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight)
+	}
+	return m
+}

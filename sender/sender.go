@@ -1,0 +1,515 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// Pool is the shared rate-limit state of the robots; *store.RobotPool implements it.
+type Pool interface {
+	Pick(ctx context.Context, target string, robots []store.PoolRobot) (store.Pick, error)
+	Touch(ctx context.Context, target string, pick store.Pick) (bool, error)
+	Cool(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
+	Disable(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
+}
+
+// Defaults of the Options fields that have no config key.
+const (
+	// DefaultBreakerFailures is how many transient failures in a row open a robot's
+	// circuit breaker.
+	DefaultBreakerFailures = 5
+	// DefaultBreakerOpen is how long an open circuit breaker keeps its robot out of this
+	// process's rotation before one trial request.
+	DefaultBreakerOpen = 30 * time.Second
+)
+
+// Options configure a Sender. Zero fields take the defaults of the matching config keys
+// (config.DefaultSender…).
+type Options struct {
+	// Targets are the robot groups by name.
+	Targets map[string][]Robot
+	// Limit is the sends per Window of a robot whose own Limit is 0 (config sender.limit).
+	Limit int
+	// BaseURL is the webhook endpoint (config sender.baseURL).
+	BaseURL string
+	// HTTPTimeout bounds one request (config sender.httpTimeout).
+	HTTPTimeout time.Duration
+	// Cooldown is how long a throttled robot rests (config sender.cooldown).
+	Cooldown time.Duration
+	// DisableFor is how long a broken robot stays out of rotation (config
+	// sender.disableFor).
+	DisableFor time.Duration
+	// Attempts bounds the tries on transient errors (config sender.attempts).
+	Attempts int
+	// BackoffBase and BackoffMax shape the backoff (config sender.backoffBase,
+	// sender.backoffMax).
+	BackoffBase, BackoffMax time.Duration
+	// MaxInFlight bounds concurrent requests (config sender.maxInFlight).
+	MaxInFlight int
+	// MaxWait bounds the wait for a free robot; 0 means no bound but ctx (config
+	// sender.maxWait).
+	MaxWait time.Duration
+	// BreakerFailures and BreakerOpen tune the per-robot circuit breakers; defaults
+	// DefaultBreakerFailures and DefaultBreakerOpen.
+	BreakerFailures uint32
+	BreakerOpen     time.Duration
+}
+
+// OptionsFromConfig builds Options from the configuration (defaults filled in).
+func OptionsFromConfig(c config.Config) (Options, error) {
+	s := c.Sender
+	o := Options{
+		Targets:     make(map[string][]Robot, len(c.Targets)),
+		Limit:       s.Limit,
+		BaseURL:     s.BaseURL,
+		HTTPTimeout: s.HTTPTimeout,
+		Cooldown:    s.Cooldown,
+		DisableFor:  s.DisableFor,
+		Attempts:    s.Attempts,
+		BackoffBase: s.BackoffBase,
+		BackoffMax:  s.BackoffMax,
+		MaxInFlight: s.MaxInFlight,
+		MaxWait:     s.MaxWait,
+	}
+	for name, t := range c.Targets {
+		for i, r := range t.Robots {
+			tok, err := r.AccessToken()
+			if err != nil {
+				return Options{}, fmt.Errorf("sender: targets.%s.robots[%d].token: %w", name, i, err)
+			}
+			o.Targets[name] = append(o.Targets[name], Robot{
+				Name: r.Name, Token: tok, SigningSecret: r.SigningSecret, Keyword: r.Keyword, Limit: r.Limit,
+			})
+		}
+	}
+	return o, nil
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.Limit <= 0 {
+		o.Limit = config.DefaultSenderLimit
+	}
+	if o.BaseURL == "" {
+		o.BaseURL = config.DefaultSenderBaseURL
+	}
+	def(&o.HTTPTimeout, config.DefaultSenderHTTPTimeout)
+	def(&o.Cooldown, config.DefaultSenderCooldown)
+	def(&o.DisableFor, config.DefaultSenderDisableFor)
+	def(&o.BackoffBase, config.DefaultSenderBackoffBase)
+	def(&o.BackoffMax, config.DefaultSenderBackoffMax)
+	def(&o.BreakerOpen, DefaultBreakerOpen)
+	if o.Attempts <= 0 {
+		o.Attempts = config.DefaultSenderAttempts
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = config.DefaultSenderMaxInFlight
+	}
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = DefaultBreakerFailures
+	}
+	return o
+}
+
+// Failure is the error of a send that did not succeed: every error Send and SendBody
+// return is one (find it with errors.As). When ctx ended, it is ClassTransient and
+// wraps ctx.Err(). Reason and Error never contain a token or a secret.
+type Failure struct {
+	// Class says what went wrong; Class.Retryable tells whether a later send may succeed.
+	Class Class
+	// Reason says it in words a person can act on.
+	Reason string
+	// Target is the robot group.
+	Target string
+	// Robot names the robot of the last request, "" when none was made.
+	Robot string
+	// HTTPStatus and Errcode are those of the last answer, 0 when none.
+	HTTPStatus int
+	Errcode    int
+	// Attempts counts the requests that failed transiently.
+	Attempts int
+	// Part and Parts locate the failed part (Part counts from 1; Parts is 1 for a message
+	// sent whole); the parts before it were delivered. Both are 0 when the message was
+	// refused before sending (unknown target, invalid or oversized body).
+	Part, Parts int
+	// RetryAfter, when not 0, is the earliest a retry makes sense (a Retry-After longer
+	// than the backoff cap, or the wait for a free robot beyond Options.MaxWait).
+	RetryAfter time.Duration
+	// Err is the underlying error, if any (ctx.Err(), store.ErrNoRobot, a store error).
+	Err error
+}
+
+// Error describes the failure.
+func (f *Failure) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sender: send to %s", f.Target)
+	if f.Parts > 1 {
+		fmt.Fprintf(&b, " (part %d/%d)", f.Part, f.Parts)
+	}
+	if f.Robot != "" {
+		fmt.Fprintf(&b, " via robot %s", f.Robot)
+	}
+	fmt.Fprintf(&b, ": %s", f.Class)
+	if f.HTTPStatus != 0 {
+		fmt.Fprintf(&b, ", HTTP %d", f.HTTPStatus)
+	}
+	if f.Attempts > 0 {
+		fmt.Fprintf(&b, ", %d attempts", f.Attempts)
+	}
+	fmt.Fprintf(&b, ": %s", f.Reason)
+	return b.String()
+}
+
+// Unwrap returns the underlying error.
+func (f *Failure) Unwrap() error { return f.Err }
+
+// errTransientAnswer marks, for the circuit breaker, a request that failed transiently.
+var errTransientAnswer = errors.New("transient failure")
+
+// Sender delivers messages to the robots of a target: it picks a free robot from the
+// shared pool (waiting exactly as long as the pool says when none is), signs and posts
+// the message, and handles every class of failure: a throttled robot cools down and the
+// message moves on at once, a broken robot is taken out of rotation, transient failures
+// are retried with exponential backoff and full jitter, and payload failures are not
+// retried. Each robot has a circuit breaker in this process, and requests in flight are
+// bounded. A Sender is safe for concurrent use.
+type Sender struct {
+	opts    Options
+	pool    Pool
+	client  *Client
+	logger  *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
+	sem     chan struct{}
+	targets map[string]*target
+}
+
+type target struct {
+	name     string
+	robots   map[string]Robot
+	order    []store.PoolRobot
+	breakers map[string]*gobreaker.CircuitBreaker[Outcome]
+	reserve  int // room the longest keyword needs
+}
+
+// New returns a Sender. pool is the shared robot pool; metrics may come from
+// NewMetrics(nil) in tests; now is the clock of signatures and metrics (nil: time.Now).
+// Waits use the time package's timers, so a test can fake them with testing/synctest.
+func New(opts Options, pool Pool, logger *slog.Logger, metrics *Metrics, now func() time.Time) (*Sender, error) {
+	opts = opts.withDefaults()
+	if now == nil {
+		now = time.Now
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	s := &Sender{
+		opts:    opts,
+		pool:    pool,
+		client:  NewClient(opts.BaseURL, opts.HTTPTimeout, now),
+		logger:  logger,
+		metrics: metrics,
+		now:     now,
+		sem:     make(chan struct{}, opts.MaxInFlight),
+		targets: make(map[string]*target, len(opts.Targets)),
+	}
+	for name, robots := range opts.Targets {
+		if len(robots) == 0 {
+			return nil, fmt.Errorf("sender: target %q has no robot", name)
+		}
+		t := &target{name: name, robots: map[string]Robot{}, breakers: map[string]*gobreaker.CircuitBreaker[Outcome]{}}
+		for _, r := range robots {
+			if r.Name == "" || r.Token == "" {
+				return nil, fmt.Errorf("sender: target %q: every robot needs a name and a token", name)
+			}
+			if _, dup := t.robots[r.Name]; dup {
+				return nil, fmt.Errorf("sender: target %q: robot %q appears twice", name, r.Name)
+			}
+			if r.Limit <= 0 {
+				r.Limit = opts.Limit
+			}
+			t.robots[r.Name] = r
+			t.order = append(t.order, store.PoolRobot{Name: r.Name, Limit: r.Limit})
+			t.reserve = max(t.reserve, keywordReserve(r.Keyword))
+			t.breakers[r.Name] = s.newBreaker(name, r.Name)
+		}
+		s.targets[name] = t
+	}
+	return s, nil
+}
+
+func (s *Sender) newBreaker(target, robot string) *gobreaker.CircuitBreaker[Outcome] {
+	failures := s.opts.BreakerFailures
+	return gobreaker.NewCircuitBreaker[Outcome](gobreaker.Settings{
+		Name:        target + "/" + robot,
+		MaxRequests: 1,
+		Timeout:     s.opts.BreakerOpen,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			s.logger.Warn("robot circuit breaker changed state", "target", target, "robot", robot,
+				"from", from.String(), "to", to.String())
+		},
+	})
+}
+
+// Close releases the sender's idle HTTP connections. Sends still running are not
+// affected.
+func (s *Sender) Close() { s.client.Close() }
+
+// SendBody parses body as producers publish alerts (see ParseBody) and sends it; an
+// invalid body is a *Failure of ClassPermanent wrapping ErrInvalidBody.
+func (s *Sender) SendBody(ctx context.Context, target string, body []byte) error {
+	m, err := ParseBody(body)
+	if err != nil {
+		f := &Failure{Class: ClassPermanent, Target: target, Reason: err.Error(), Err: err}
+		s.metrics.failures.WithLabelValues(target, string(f.Class)).Inc()
+		return f
+	}
+	return s.Send(ctx, target, m)
+}
+
+// Send delivers m to target. A text or markdown message over MaxBodyBytes goes as
+// numbered parts, in order; any other type over the limit is refused. It returns nil
+// once DingTalk accepted every part, or a *Failure: find it with errors.As and look at
+// its Class. A Failure of a later part means the earlier parts were delivered; a retry
+// sends them again. When ctx ends, Send returns a transient Failure wrapping ctx.Err().
+func (s *Sender) Send(ctx context.Context, target string, m Message) error {
+	t, ok := s.targets[target]
+	if !ok {
+		f := &Failure{Class: ClassPermanent, Target: target, Reason: fmt.Sprintf("target %q is not configured", target)}
+		s.metrics.failures.WithLabelValues(target, string(f.Class)).Inc()
+		return f
+	}
+	parts, err := splitMessage(m, t.reserve)
+	if err != nil {
+		var f *Failure
+		if errors.As(err, &f) {
+			f.Target = target
+		}
+		s.metrics.failures.WithLabelValues(target, string(ClassPermanent)).Inc()
+		return err
+	}
+	for i, p := range parts {
+		if err := s.sendOne(ctx, t, p); err != nil {
+			var f *Failure
+			if errors.As(err, &f) {
+				f.Part, f.Parts = i+1, len(parts)
+			}
+			s.metrics.failures.WithLabelValues(target, string(f.Class)).Inc()
+			s.logger.Warn("send failed", "target", target, "part", i+1, "parts", len(parts),
+				"class", string(f.Class), "robot", f.Robot, "http_status", f.HTTPStatus,
+				"errcode", f.Errcode, "attempts", f.Attempts, "reason", f.Reason)
+			return err
+		}
+	}
+	return nil
+}
+
+// sendOne delivers one part; the error is always a *Failure.
+func (s *Sender) sendOne(ctx context.Context, t *target, m Message) error {
+	var (
+		attempts, throttles int
+		waited              time.Duration
+		last                Outcome
+		lastRobot           string
+	)
+	fail := func(class Class, reason string, err error) *Failure {
+		return &Failure{Class: class, Reason: reason, Target: t.name, Robot: lastRobot,
+			HTTPStatus: last.HTTPStatus, Errcode: last.Errcode, Attempts: attempts, Err: err}
+	}
+	defer func() { s.metrics.wait.WithLabelValues(t.name).Observe(waited.Seconds()) }()
+	for {
+		if err := ctx.Err(); err != nil {
+			return fail(ClassTransient, "gave up: "+err.Error(), err)
+		}
+		robots := s.closedCircuits(t)
+		if len(robots) == 0 {
+			f := fail(ClassTransient, "the circuit breaker of every robot is open", nil)
+			f.RetryAfter = s.opts.BreakerOpen
+			return f
+		}
+		// Hold an in-flight slot from the pick to the answer, so that a picked send goes
+		// out at once and DingTalk sees the pool's spacing.
+		if err := s.acquire(ctx); err != nil {
+			return fail(ClassTransient, "gave up: "+err.Error(), err)
+		}
+		pick, err := s.pool.Pick(ctx, t.name, robots)
+		if err != nil {
+			s.release()
+			if errors.Is(err, store.ErrNoRobot) {
+				return fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
+			}
+			if ctx.Err() != nil {
+				return fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+			}
+			return fail(ClassTransient, "robot pool: "+err.Error(), err)
+		}
+		if pick.Robot == "" {
+			s.release()
+			if s.opts.MaxWait > 0 && waited+pick.Wait > s.opts.MaxWait {
+				f := fail(ClassTransient, fmt.Sprintf("no robot free within %s", s.opts.MaxWait), nil)
+				f.RetryAfter = pick.Wait
+				return f
+			}
+			if err := sleep(ctx, pick.Wait); err != nil {
+				return fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
+			}
+			waited += pick.Wait
+			continue
+		}
+		robot := t.robots[pick.Robot]
+		lastRobot = robot.Name
+		o, berr := s.post(ctx, t, robot, m)
+		s.release()
+		if berr == nil || errors.Is(berr, errTransientAnswer) {
+			// The request went out: count it from its answer, DingTalk's latest moment.
+			if _, err := s.pool.Touch(context.WithoutCancel(ctx), t.name, pick); err != nil {
+				s.logger.Warn("could not move a send to its answer time in the robot's window",
+					"target", t.name, "robot", robot.Name, "error", err.Error())
+			}
+		}
+		if errors.Is(berr, gobreaker.ErrOpenState) || errors.Is(berr, gobreaker.ErrTooManyRequests) {
+			s.metrics.requests.WithLabelValues(t.name, robot.Name, "circuit_open").Inc()
+			continue // the breaker opened since closedCircuits; the next pick skips the robot
+		}
+		if o.OK {
+			s.metrics.requests.WithLabelValues(t.name, robot.Name, "ok").Inc()
+			s.metrics.delivered.WithLabelValues(t.name).Inc()
+			return nil
+		}
+		last = o
+		s.metrics.requests.WithLabelValues(t.name, robot.Name, string(o.Class)).Inc()
+		if ctx.Err() != nil {
+			return fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+		}
+		switch o.Class {
+		case ClassPermanent:
+			return fail(ClassPermanent, o.Reason, nil)
+		case ClassThrottled:
+			throttles++
+			if throttles > 3*len(t.order) { // robots that keep throttling despite cool-downs
+				attempts++
+				if attempts >= s.opts.Attempts {
+					return fail(ClassThrottled, o.Reason, nil)
+				}
+			}
+			until, err := s.pool.Cool(ctx, t.name, robot.Name, s.opts.Cooldown)
+			s.metrics.cooldowns.WithLabelValues(t.name, robot.Name).Inc()
+			s.logger.Warn("robot throttled by DingTalk; cooling it down", "target", t.name, "robot", robot.Name,
+				"http_status", o.HTTPStatus, "errcode", o.Errcode, "reason", o.Reason, "until", until, "cool_error", errString(err))
+			continue
+		case ClassRobotBroken:
+			until, err := s.pool.Disable(ctx, t.name, robot.Name, s.opts.DisableFor)
+			s.metrics.disabled.WithLabelValues(t.name, robot.Name).Inc()
+			s.logger.Error("robot broken; taken out of rotation", "target", t.name, "robot", robot.Name,
+				"http_status", o.HTTPStatus, "errcode", o.Errcode, "reason", o.Reason, "until", until, "disable_error", errString(err))
+			continue
+		}
+		// ClassTransient
+		attempts++
+		if attempts >= s.opts.Attempts {
+			return fail(ClassTransient, o.Reason, nil)
+		}
+		d := s.backoff(attempts)
+		if o.RetryAfter > d {
+			if o.RetryAfter > s.opts.BackoffMax {
+				f := fail(ClassTransient, o.Reason, nil)
+				f.RetryAfter = o.RetryAfter
+				return f
+			}
+			d = o.RetryAfter
+		}
+		s.logger.Info("send failed; retrying", "target", t.name, "robot", robot.Name, "attempt", attempts,
+			"http_status", o.HTTPStatus, "errcode", o.Errcode, "reason", o.Reason, "backoff", d)
+		if err := sleep(ctx, d); err != nil {
+			return fail(ClassTransient, "gave up: "+err.Error(), err)
+		}
+	}
+}
+
+// post makes one request through robot's circuit breaker.
+func (s *Sender) post(ctx context.Context, t *target, robot Robot, m Message) (Outcome, error) {
+	body, err := encodeBody(addKeyword(m, robot.Keyword))
+	if err != nil {
+		return Outcome{Class: ClassPermanent, Reason: err.Error()}, nil
+	}
+	return t.breakers[robot.Name].Execute(func() (Outcome, error) {
+		start := s.now()
+		o := s.client.Post(ctx, robot, body)
+		s.metrics.duration.WithLabelValues(t.name).Observe(s.now().Sub(start).Seconds())
+		if !o.OK && o.Class == ClassTransient && ctx.Err() == nil {
+			return o, errTransientAnswer
+		}
+		return o, nil
+	})
+}
+
+// closedCircuits lists the robots of t whose circuit breaker lets requests through.
+func (s *Sender) closedCircuits(t *target) []store.PoolRobot {
+	out := make([]store.PoolRobot, 0, len(t.order))
+	for _, r := range t.order {
+		if t.breakers[r.Name].State() != gobreaker.StateOpen {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *Sender) acquire(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+		s.metrics.inflight.Inc()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Sender) release() {
+	s.metrics.inflight.Dec()
+	<-s.sem
+}
+
+// backoff is the wait before retry number attempt (1 for the first retry): exponential
+// with full jitter, a random duration in [0, min(BackoffMax, BackoffBase·2^(attempt-1))].
+func (s *Sender) backoff(attempt int) time.Duration {
+	ceil := s.opts.BackoffBase
+	for i := 1; i < attempt && ceil < s.opts.BackoffMax; i++ {
+		ceil *= 2
+	}
+	ceil = min(ceil, s.opts.BackoffMax)
+	return rand.N(ceil + 1)
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,467 @@
+package sender_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// harness is a simulator, a robot pool on the local Redis and senders sharing it.
+type harness struct {
+	t       *testing.T
+	sim     *dingtalksim.Server
+	simURL  string
+	pool    *store.RobotPool
+	logs    *syncBuffer
+	robots  []sender.Robot
+	secrets []string
+}
+
+// robotSpec describes one test robot: r<i> with token "tok-<i>-c0ffee" and, when signed,
+// secret "SECsecret-<i>".
+type robotSpec struct {
+	signed  bool
+	keyword string
+}
+
+func newHarness(t *testing.T, window time.Duration, simLimit int, specs ...robotSpec) *harness {
+	t.Helper()
+	rdb, prefix := testenv.Redis(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	})
+	h := &harness{t: t, pool: store.NewRobotPool(rdb, prefix, window), logs: &syncBuffer{}}
+	var simRobots []dingtalksim.Robot
+	for i, s := range specs {
+		r := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("tok-%d-c0ffee", i+1)), Keyword: s.keyword}
+		if s.signed {
+			r.SigningSecret = config.Secret(fmt.Sprintf("SECsecret-%d", i+1))
+			h.secrets = append(h.secrets, r.SigningSecret.Reveal())
+		}
+		h.secrets = append(h.secrets, r.Token.Reveal())
+		h.robots = append(h.robots, r)
+		simRobots = append(simRobots, dingtalksim.Robot{Name: r.Name, Token: r.Token.Reveal(), Secret: r.SigningSecret.Reveal(), Keyword: s.keyword})
+	}
+	h.sim, h.simURL = dingtalksim.Start(t, dingtalksim.Options{Robots: simRobots, Limit: simLimit, Window: window, Throttle: time.Minute})
+	// Every test checks that no log line holds a token or a secret.
+	t.Cleanup(func() {
+		logs := h.logs.String()
+		for _, s := range h.secrets {
+			require.NotContains(t, logs, s, "a secret leaked into the log")
+		}
+	})
+	return h
+}
+
+// options are fast test settings; change fields as needed.
+func (h *harness) options(limit int) sender.Options {
+	return sender.Options{
+		Targets:     map[string][]sender.Robot{"ops": h.robots},
+		Limit:       limit,
+		BaseURL:     h.simURL,
+		HTTPTimeout: 2 * time.Second,
+		Cooldown:    time.Minute,
+		DisableFor:  time.Hour,
+		Attempts:    5,
+		BackoffBase: 10 * time.Millisecond,
+		BackoffMax:  100 * time.Millisecond,
+		MaxInFlight: 8,
+	}
+}
+
+func (h *harness) sender(opts sender.Options) (*sender.Sender, *prometheus.Registry) {
+	h.t.Helper()
+	reg := prometheus.NewRegistry()
+	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := sender.New(opts, h.pool, logger, sender.NewMetrics(reg), time.Now)
+	require.NoError(h.t, err)
+	h.t.Cleanup(s.Close)
+	return s, reg
+}
+
+func (h *harness) token(i int) string { return h.robots[i].Token.Reveal() }
+
+func (h *harness) noSecretIn(s string) {
+	h.t.Helper()
+	for _, sec := range h.secrets {
+		require.NotContains(h.t, s, sec)
+	}
+}
+
+func text(s string) sender.Message {
+	return sender.Message{MsgType: sender.TypeText, Text: &sender.Text{Content: s}}
+}
+
+func failure(t *testing.T, err error) *sender.Failure {
+	t.Helper()
+	var f *sender.Failure
+	require.ErrorAs(t, err, &f)
+	return f
+}
+
+func TestSendEveryMessageTypeSignedWithKeyword(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{signed: true, keyword: "ALERT"})
+	s, reg := h.sender(h.options(19))
+	ctx := context.Background()
+	msgs := []sender.Message{
+		{MsgType: sender.TypeText, Text: &sender.Text{Content: "disk full"}, At: &sender.At{AtMobiles: []string{"13800000000"}, IsAtAll: true}},
+		{MsgType: sender.TypeMarkdown, Markdown: &sender.Markdown{Title: "t", Text: "# disk <full> & more"}, At: &sender.At{AtUserIDs: []string{"u1"}}},
+		{MsgType: sender.TypeLink, Link: &sender.Link{Title: "t", Text: "x", MessageURL: "https://example.com"}},
+		{MsgType: sender.TypeActionCard, ActionCard: &sender.ActionCard{Title: "t", Text: "x", SingleTitle: "open", SingleURL: "https://example.com"}},
+		{MsgType: sender.TypeFeedCard, FeedCard: &sender.FeedCard{Links: []sender.FeedLink{{Title: "a", MessageURL: "https://e", PicURL: "https://p"}}}},
+	}
+	for _, m := range msgs {
+		require.NoError(t, s.Send(ctx, "ops", m))
+	}
+	require.NoError(t, s.SendBody(ctx, "ops", []byte("plain text alert")))
+	got := h.sim.Accepted()
+	require.Len(t, got, 6)
+	for i, m := range got {
+		require.Equal(t, "r1", m.Robot)
+		require.Contains(t, m.Text, "ALERT", "message %d", i)
+	}
+	require.Equal(t, []string{"text", "markdown", "link", "actionCard", "feedCard", "text"},
+		[]string{got[0].MsgType, got[1].MsgType, got[2].MsgType, got[3].MsgType, got[4].MsgType, got[5].MsgType})
+	require.Contains(t, string(got[0].Body), `"at":{"atMobiles":["13800000000"],"isAtAll":true}`)
+	require.Contains(t, string(got[1].Body), `"atUserIds":["u1"]`)
+	require.Contains(t, string(got[1].Body), `# disk <full> & more`)
+	require.Equal(t, 6.0, testutil.ToFloat64(prometheusCounter(t, reg, "rocketdelay_sender_delivered_total")))
+
+	// Invalid input and unknown targets are permanent, without a request.
+	f := failure(t, s.SendBody(ctx, "ops", []byte(`{"msgtype":"link"}`)))
+	require.Equal(t, sender.ClassPermanent, f.Class)
+	require.ErrorIs(t, f, sender.ErrInvalidBody)
+	f = failure(t, s.Send(ctx, "nope", text("x")))
+	require.Equal(t, sender.ClassPermanent, f.Class)
+	require.Equal(t, 6, h.sim.Stats().Requests)
+}
+
+// prometheusCounter sums a metric family of reg.
+func prometheusCounter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	return gathered{reg: reg, name: name}
+}
+
+type gathered struct {
+	reg  *prometheus.Registry
+	name string
+}
+
+func (g gathered) Describe(chan<- *prometheus.Desc) {}
+func (g gathered) Collect(ch chan<- prometheus.Metric) {
+	fams, _ := g.reg.Gather()
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != g.name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(g.name, "sum", nil, nil), prometheus.UntypedValue, sum)
+}
+
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return testutil.ToFloat64(prometheusCounter(t, reg, name))
+}
+
+func TestThrottledRobotIsCooledAndSkipped(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{signed: true}, robotSpec{}, robotSpec{})
+	s, reg := h.sender(h.options(19))
+	ctx := context.Background()
+	require.NoError(t, h.sim.Inject(h.token(0), dingtalksim.Fault{Kind: dingtalksim.FaultErrcode, Errcode: sender.ErrcodeSendTooFast}))
+	require.NoError(t, h.sim.Inject(h.token(1), dingtalksim.Fault{Kind: dingtalksim.FaultThrottle})) // 302 redirects
+
+	for i := range 4 {
+		require.NoError(t, s.Send(ctx, "ops", text(fmt.Sprintf("m%d", i))))
+	}
+	for _, m := range h.sim.Accepted() {
+		require.Equal(t, "r3", m.Robot)
+	}
+	require.Len(t, h.sim.Accepted(), 4)
+	st, err := h.pool.State(ctx, "ops", []string{"r1", "r2", "r3"})
+	require.NoError(t, err)
+	require.False(t, st[0].CoolingUntil.IsZero(), "r1 answered 130101")
+	require.False(t, st[1].CoolingUntil.IsZero(), "r2 answered 302")
+	require.True(t, st[2].CoolingUntil.IsZero())
+	require.Equal(t, 2.0, metric(t, reg, "rocketdelay_sender_cooldowns_total"))
+	require.Equal(t, 0.0, metric(t, reg, "rocketdelay_sender_failures_total"))
+	require.Contains(t, h.logs.String(), "robot throttled")
+}
+
+func TestBrokenRobotIsDisabled(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{signed: true}, robotSpec{keyword: "kw"})
+	opts := h.options(19)
+	// The first robot's secret is wrong in the sender's configuration: 310000.
+	opts.Targets["ops"] = []sender.Robot{h.robots[0], h.robots[1]}
+	opts.Targets["ops"][0].SigningSecret = "SECwrong-secret"
+	h.secrets = append(h.secrets, "SECwrong-secret")
+	s, reg := h.sender(opts)
+	ctx := context.Background()
+
+	require.NoError(t, s.Send(ctx, "ops", text("one")))
+	require.NoError(t, s.Send(ctx, "ops", text("two")))
+	got := h.sim.Accepted()
+	require.Len(t, got, 2)
+	require.Equal(t, "r2", got[0].Robot)
+	require.Equal(t, "r2", got[1].Robot)
+	st, err := h.pool.State(ctx, "ops", []string{"r1", "r2"})
+	require.NoError(t, err)
+	require.True(t, st[0].Disabled)
+	require.Equal(t, 1.0, metric(t, reg, "rocketdelay_sender_robots_disabled_total"))
+	require.Contains(t, h.logs.String(), `"msg":"robot broken; taken out of rotation"`)
+	require.Contains(t, h.logs.String(), `"robot":"r1"`)
+
+	// When the last robot breaks too, the send fails as robot_broken.
+	require.NoError(t, h.sim.Inject(h.token(1), dingtalksim.Fault{Kind: dingtalksim.FaultErrcode, Errcode: sender.ErrcodeNotInGroup}))
+	f := failure(t, s.Send(ctx, "ops", text("three")))
+	require.Equal(t, sender.ClassRobotBroken, f.Class)
+	require.ErrorIs(t, f, store.ErrNoRobot)
+	require.True(t, f.Class.Retryable())
+	h.noSecretIn(f.Error())
+}
+
+func TestTransientIsRetriedWithBackoffThenSucceeds(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{signed: true})
+	opts := h.options(19)
+	opts.HTTPTimeout = 300 * time.Millisecond
+	s, reg := h.sender(opts)
+	tok := h.token(0)
+	for _, f := range []dingtalksim.Fault{
+		{Kind: dingtalksim.FaultErrcode, Errcode: sender.ErrcodeBusy, Count: 1},
+		{Kind: dingtalksim.FaultStatus, Status: 503, Count: 1},
+		{Kind: dingtalksim.FaultDrop, Count: 1},
+		{Kind: dingtalksim.FaultSlow, Delay: 2 * time.Second, Count: 1},
+	} {
+		require.NoError(t, h.sim.Inject(tok, f))
+	}
+	require.NoError(t, s.Send(context.Background(), "ops", text("eventually")))
+	require.Len(t, h.sim.Accepted(), 1)
+	require.Equal(t, 5, h.sim.Stats().Requests)
+	require.Equal(t, 4.0, testutil.ToFloat64(gathered{reg, "rocketdelay_sender_requests_total"})-1)
+	require.Contains(t, h.logs.String(), "send failed; retrying")
+
+	// A Retry-After beyond the backoff cap ends the send with a failure that says when
+	// to retry, rather than holding it.
+	require.NoError(t, h.sim.Inject(tok, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 429, RetryAfter: time.Second, Count: 2}))
+	f := failure(t, s.Send(context.Background(), "ops", text("after 429")))
+	require.Equal(t, sender.ClassTransient, f.Class)
+	require.Equal(t, time.Second, f.RetryAfter)
+	require.Equal(t, 429, f.HTTPStatus)
+
+	// Within the cap, the retry waits at least Retry-After.
+	opts.BackoffMax = 2 * time.Second
+	s2, _ := h.sender(opts)
+	start := time.Now()
+	require.NoError(t, s2.Send(context.Background(), "ops", text("after 429")))
+	require.GreaterOrEqual(t, time.Since(start), time.Second)
+}
+
+func TestTransientGivesUpAfterAttempts(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{})
+	opts := h.options(19)
+	opts.Attempts = 3
+	s, reg := h.sender(opts)
+	require.NoError(t, h.sim.Inject(h.token(0), dingtalksim.Fault{Kind: dingtalksim.FaultErrcode, Errcode: sender.ErrcodeBusy}))
+	f := failure(t, s.Send(context.Background(), "ops", text("never")))
+	require.Equal(t, sender.ClassTransient, f.Class)
+	require.Equal(t, 3, f.Attempts)
+	require.Equal(t, -1, f.Errcode)
+	require.Equal(t, "r1", f.Robot)
+	require.Equal(t, 3, h.sim.Stats().Requests)
+	require.Equal(t, 1.0, metric(t, reg, "rocketdelay_sender_failures_total"))
+	h.noSecretIn(f.Error())
+}
+
+func TestPermanentIsNotRetried(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{}, robotSpec{})
+	s, _ := h.sender(h.options(19))
+	for _, tok := range []string{h.token(0), h.token(1)} {
+		require.NoError(t, h.sim.Inject(tok, dingtalksim.Fault{Kind: dingtalksim.FaultErrcode, Errcode: 430102}))
+	}
+	f := failure(t, s.Send(context.Background(), "ops", text("rejected content")))
+	require.Equal(t, sender.ClassPermanent, f.Class)
+	require.Equal(t, 430102, f.Errcode)
+	require.False(t, f.Class.Retryable())
+	require.Equal(t, 1, h.sim.Stats().Requests)
+
+	h.sim.ClearFaults("")
+	require.NoError(t, h.sim.Inject(h.token(0), dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 404}))
+	require.NoError(t, h.sim.Inject(h.token(1), dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 404}))
+	f = failure(t, s.Send(context.Background(), "ops", text("404")))
+	require.Equal(t, sender.ClassPermanent, f.Class)
+	require.Equal(t, 404, f.HTTPStatus)
+	require.Equal(t, 2, h.sim.Stats().Requests)
+
+	// A link over the size limit is refused before any request.
+	big := sender.Message{MsgType: sender.TypeLink, Link: &sender.Link{Title: "t", Text: strings.Repeat("x", 25000), MessageURL: "https://e"}}
+	f = failure(t, s.Send(context.Background(), "ops", big))
+	require.Equal(t, sender.ClassPermanent, f.Class)
+	require.Equal(t, 2, h.sim.Stats().Requests)
+}
+
+func TestCircuitBreakerStopsHammeringAFailingRobot(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{}, robotSpec{})
+	opts := h.options(19)
+	opts.BreakerFailures = 2
+	opts.Attempts = 10
+	s, _ := h.sender(opts)
+	require.NoError(t, h.sim.Inject(h.token(0), dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 500}))
+	for i := range 8 {
+		require.NoError(t, s.Send(context.Background(), "ops", text(fmt.Sprint(i))))
+	}
+	require.Len(t, h.sim.Accepted(), 8)
+	// r1 failed twice in a row, then its breaker kept it out of this sender's picks.
+	require.Equal(t, 8+2, h.sim.Stats().Requests)
+	require.Contains(t, h.logs.String(), "circuit breaker changed state")
+}
+
+func TestSplitTextIsDeliveredInOrder(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{keyword: "告警"}, robotSpec{signed: true})
+	s, _ := h.sender(h.options(19))
+	var b strings.Builder
+	for i := 0; b.Len() < 45*1024; i++ {
+		fmt.Fprintf(&b, "line %05d: 磁盘使用率超过阈值 <host-%d> & \"quoted\"\n", i, i)
+	}
+	require.NoError(t, s.Send(context.Background(), "ops", text(b.String())))
+	got := h.sim.Accepted()
+	require.Len(t, got, 3)
+	var joined strings.Builder
+	for i, m := range got {
+		require.LessOrEqual(t, len(m.Body), sender.MaxBodyBytes)
+		label := fmt.Sprintf("(%d/3)\n", i+1)
+		require.True(t, strings.HasPrefix(m.Text, label), "part %d starts with its number", i+1)
+		c := strings.TrimPrefix(m.Text, label)
+		if m.Robot == "r1" {
+			c = strings.TrimSuffix(c, "\n告警")
+		}
+		joined.WriteString(c)
+	}
+	require.Equal(t, b.String(), joined.String())
+}
+
+func TestWaitsForAFreeRobotAndHonoursContext(t *testing.T) {
+	h := newHarness(t, 2*time.Second, 20, robotSpec{})
+	opts := h.options(2)
+	s, reg := h.sender(opts)
+	ctx := context.Background()
+	require.NoError(t, s.Send(ctx, "ops", text("1")))
+	require.NoError(t, s.Send(ctx, "ops", text("2")))
+	// The third waits for the first to leave the window.
+	require.NoError(t, s.Send(ctx, "ops", text("3")))
+	got := h.sim.Accepted()
+	require.Len(t, got, 3)
+	require.GreaterOrEqual(t, got[2].At.Sub(got[0].At), 2*time.Second-50*time.Millisecond)
+	require.Greater(t, metric(t, reg, "rocketdelay_sender_robot_wait_seconds"), -1.0)
+
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	require.NoError(t, s.Send(ctx, "ops", text("4")))
+	f := failure(t, s.Send(cctx, "ops", text("5")))
+	require.Equal(t, sender.ClassTransient, f.Class)
+	require.True(t, errors.Is(f, context.DeadlineExceeded))
+
+	opts.MaxWait = 10 * time.Millisecond
+	s2, _ := h.sender(opts)
+	f = failure(t, s2.Send(ctx, "ops", text("6")))
+	require.Equal(t, sender.ClassTransient, f.Class)
+	require.Greater(t, f.RetryAfter, time.Duration(0))
+}
+
+// TestBurstAcrossFourSenders sends 1000 alerts through four senders sharing a pool of
+// five robots (limit 19 per window, the simulator allowing 20): DingTalk never sees a
+// robot over its limit, and every alert arrives exactly once.
+func TestBurstAcrossFourSenders(t *testing.T) {
+	const (
+		window = time.Second
+		alerts = 1000
+	)
+	h := newHarness(t, window, 20, robotSpec{signed: true}, robotSpec{}, robotSpec{keyword: "alert"}, robotSpec{signed: true}, robotSpec{})
+	var senders []*sender.Sender
+	for range 4 {
+		s, _ := h.sender(h.options(19))
+		senders = append(senders, s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, alerts)
+	for i := range alerts {
+		wg.Go(func() {
+			if err := senders[i%4].Send(ctx, "ops", text(fmt.Sprintf("alert-%04d", i))); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	t.Logf("simulator: %+v", h.sim.Stats())
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	elapsed := time.Since(start)
+
+	stats := h.sim.Stats()
+	require.Zero(t, stats.OverLimit, "DingTalk saw a robot over its limit")
+	got := h.sim.Accepted()
+	require.Len(t, got, alerts)
+	seen := map[string]bool{}
+	perRobot := map[string]int{}
+	for _, m := range got {
+		id := strings.TrimSuffix(m.Text, "\nalert")
+		require.False(t, seen[id], "%s delivered twice", id)
+		seen[id] = true
+		perRobot[m.Robot]++
+	}
+	for i := range alerts {
+		require.True(t, seen[fmt.Sprintf("alert-%04d", i)])
+	}
+	windows := elapsed.Seconds() / window.Seconds()
+	t.Logf("%d alerts in %s = %.1f windows: %.1f sends per window (pool capacity %d); per robot %v",
+		alerts, elapsed.Round(time.Millisecond), windows, float64(alerts)/windows, 5*19, perRobot)
+}

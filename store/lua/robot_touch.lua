@@ -1,0 +1,18 @@
+-- robot_touch.lua: move one recorded send of a robot's window to Redis now, once its
+-- request is answered (or failed). DingTalk counted the send at some moment between the
+-- pick and the answer, so scoring it with the answer's time keeps the window an upper
+-- bound of DingTalk's count, whatever the request's latency.
+--
+-- KEYS[1]  {p:g}:win:<robot>   sorted set: one member per send, score = send time (Unix ms)
+-- ARGV[1]  the member Pick recorded
+-- ARGV[2]  window, ms
+--
+-- Returns 1 when the member was moved, 0 when it is gone (its window expired).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], 'XX', 'GT', now, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + 1000)
+return 1

@@ -1,0 +1,296 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The robot pool keeps, in Redis, the rate-limit state of the DingTalk robots of every
+// target group. Its keys share one hash tag per group, so every script's keys sit in one
+// Redis Cluster slot (p is the configured key prefix, g the target's name):
+//
+//	{p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms by the
+//	                               Redis clock; expires one window after its last send
+//	{p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
+//	{p:g}:disabled     sorted set  robot → end of its disable, Unix ms (+inf: until Enable)
+
+//go:embed lua/robot_*.lua
+var robotPoolLua embed.FS
+
+func robotPoolScript(name string) *redis.Script {
+	src, err := robotPoolLua.ReadFile("lua/" + name)
+	if err != nil {
+		panic("store: missing embedded script " + name)
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	robotPickScript    = robotPoolScript("robot_pick.lua")
+	robotSuspendScript = robotPoolScript("robot_suspend.lua")
+	robotTouchScript   = robotPoolScript("robot_touch.lua")
+)
+
+// ErrNoRobot is returned by RobotPool.Pick when every robot of the group is disabled (or
+// the group has none): waiting does not help.
+var ErrNoRobot = errors.New("no robot in rotation")
+
+// PoolRobot is one robot as the pool sees it: a name and its limit.
+type PoolRobot struct {
+	// Name identifies the robot within its group; never its token.
+	Name string
+	// Limit is how many sends the robot may make per window, at least 1.
+	Limit int
+}
+
+// Pick is the answer of RobotPool.Pick: either a robot (Robot is set) whose send was
+// recorded, or how long until one is free (Wait).
+type Pick struct {
+	// Robot is the picked robot's name; "" when none is free.
+	Robot string
+	// InWindow counts the picked robot's sends in the window, this one included.
+	InWindow int
+	// Wait is how long until a robot is free, when none is; at least 1ms.
+	Wait time.Duration
+	// At is Redis's clock at the pick, millisecond precision; for a picked robot it is the
+	// send time recorded in its window.
+	At time.Time
+	// Member identifies the recorded send in the robot's window, for Touch.
+	Member string
+}
+
+// RobotState is one robot's state in the pool, for operators and tests.
+type RobotState struct {
+	// Name is the robot's name.
+	Name string
+	// InWindow counts its sends in the current window.
+	InWindow int
+	// CoolingUntil is the end of its cool-down; zero when it is not cooling down.
+	CoolingUntil time.Time
+	// Disabled reports whether it is out of rotation; DisabledUntil is when it comes
+	// back, zero when only Enable brings it back.
+	Disabled      bool
+	DisabledUntil time.Time
+}
+
+// RobotPool is the Redis side of the sender's robot groups: one sliding rate-limit
+// window per robot, cool-downs and disables, shared by every replica. Pick is one Lua
+// script, one round trip, atomic against every other replica, with Redis TIME as the
+// clock, so the robots' limits hold across replicas without any clock agreement between
+// hosts.
+//
+// A RobotPool is safe for concurrent use. Errors caused by an unreachable or unready
+// Redis also match ErrUnavailable.
+type RobotPool struct {
+	rdb    redis.UniversalClient
+	prefix string
+	window time.Duration
+}
+
+// NewRobotPool returns the pool whose keys start with "{prefix:" (prefix is the
+// configured key prefix, config redis.keyPrefix) and whose windows last window (config
+// sender.window). It panics when prefix is empty or window is below 1ms.
+func NewRobotPool(rdb redis.UniversalClient, prefix string, window time.Duration) *RobotPool {
+	if prefix == "" {
+		panic("store: NewRobotPool: empty key prefix")
+	}
+	if window < time.Millisecond {
+		panic("store: NewRobotPool: window below 1ms")
+	}
+	return &RobotPool{rdb: rdb, prefix: prefix, window: window}
+}
+
+// Window returns the length of the sliding window.
+func (p *RobotPool) Window() time.Duration { return p.window }
+
+func (p *RobotPool) tag(target string) string { return "{" + p.prefix + ":" + target + "}:" }
+
+func (p *RobotPool) coolKey(target string) string     { return p.tag(target) + "cool" }
+func (p *RobotPool) disabledKey(target string) string { return p.tag(target) + "disabled" }
+func (p *RobotPool) windowKey(target, robot string) string {
+	return p.tag(target) + "win:" + robot
+}
+
+// Pick atomically picks, among robots of the group target, the least-used robot that is
+// not disabled, not cooling down and under its limit in the sliding window, and records
+// a send for it at Redis now (move it to the answer's time with Touch). When none is
+// free, Pick records nothing and says in Wait how long until one is: the caller waits
+// exactly that long and picks again. Disabled robots are not waited for: when every
+// robot is disabled the error is ErrNoRobot.
+func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot) (Pick, error) {
+	if len(robots) == 0 {
+		return Pick{}, fmt.Errorf("store: pick robot of %q: %w", target, ErrNoRobot)
+	}
+	keys := make([]string, 0, len(robots)+2)
+	keys = append(keys, p.coolKey(target), p.disabledKey(target))
+	args := make([]any, 0, 2*len(robots)+2)
+	args = append(args, p.window.Milliseconds(), nonce())
+	for _, r := range robots {
+		if r.Name == "" || r.Limit < 1 {
+			return Pick{}, fmt.Errorf("store: pick robot of %q: robot %q needs a name and a limit of at least 1", target, r.Name)
+		}
+		keys = append(keys, p.windowKey(target, r.Name))
+		args = append(args, r.Name, r.Limit)
+	}
+	res, err := robotPickScript.Run(ctx, p.rdb, keys, args...).Slice()
+	if err != nil {
+		return Pick{}, robotPoolFail("pick robot", err)
+	}
+	bad := fmt.Errorf("store: pick robot of %q: unexpected script result %v", target, res)
+	if len(res) < 2 || (res[0] == int64(1) && len(res) < 5) {
+		return Pick{}, bad
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case 1:
+		name, _ := res[1].(string)
+		count, _ := res[2].(int64)
+		at, _ := res[3].(int64)
+		member, _ := res[4].(string)
+		return Pick{Robot: name, InWindow: int(count), At: time.UnixMilli(at), Member: member}, nil
+	case 0:
+		wait, _ := res[1].(int64)
+		at, _ := res[2].(int64)
+		return Pick{Wait: time.Duration(max(wait, 1)) * time.Millisecond, At: time.UnixMilli(at)}, nil
+	case -1:
+		return Pick{}, fmt.Errorf("store: pick robot of %q: every robot is disabled: %w", target, ErrNoRobot)
+	}
+	return Pick{}, bad
+}
+
+// Touch moves the send Pick recorded (p.Member) to Redis now; the sender calls it when
+// the request is answered or has failed. DingTalk counts a send at some moment between
+// the pick and the answer, so with Touch the window never ends before DingTalk's does,
+// however long the request took; without it, a slow request followed by a fast one
+// could look, to DingTalk, like two sends one window apart landing in one window. It
+// returns whether the send was still in the window.
+func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick) (bool, error) {
+	if pick.Robot == "" || pick.Member == "" {
+		return false, nil
+	}
+	n, err := robotTouchScript.Run(ctx, p.rdb, []string{p.windowKey(target, pick.Robot)}, pick.Member, p.window.Milliseconds()).Int()
+	if err != nil {
+		return false, robotPoolFail("touch robot window", err)
+	}
+	return n == 1, nil
+}
+
+// Cool takes robot of target out of rotation for d from Redis now (DingTalk throttled
+// it); a later deadline already set is kept. It returns the end of the cool-down.
+func (p *RobotPool) Cool(ctx context.Context, target, robot string, d time.Duration) (time.Time, error) {
+	if d <= 0 {
+		return time.Time{}, fmt.Errorf("store: cool robot: duration %s is not positive", d)
+	}
+	return p.suspend(ctx, "cool robot", p.coolKey(target), robot, d)
+}
+
+// Disable takes robot of target out of rotation (it is broken: bad token, signature or
+// keyword, removed from its group) for d from Redis now, or until Enable when d is 0 or
+// less. A later deadline already set is kept. It returns the end of the disable, zero
+// when it lasts until Enable.
+func (p *RobotPool) Disable(ctx context.Context, target, robot string, d time.Duration) (time.Time, error) {
+	return p.suspend(ctx, "disable robot", p.disabledKey(target), robot, max(d, 0))
+}
+
+func (p *RobotPool) suspend(ctx context.Context, op, key, robot string, d time.Duration) (time.Time, error) {
+	if robot == "" {
+		return time.Time{}, fmt.Errorf("store: %s: empty robot name", op)
+	}
+	ms := d.Milliseconds()
+	if d > 0 && ms == 0 {
+		ms = 1
+	}
+	score, err := robotSuspendScript.Run(ctx, p.rdb, []string{key}, robot, ms).Text()
+	if err != nil {
+		return time.Time{}, robotPoolFail(op, err)
+	}
+	return parseUntil(score)
+}
+
+// Enable puts robot of target back into rotation: its disable and cool-down end now.
+func (p *RobotPool) Enable(ctx context.Context, target, robot string) error {
+	_, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.ZRem(ctx, p.disabledKey(target), robot)
+		pipe.ZRem(ctx, p.coolKey(target), robot)
+		return nil
+	})
+	if err != nil {
+		return robotPoolFail("enable robot", err)
+	}
+	return nil
+}
+
+// State reads the state of robots of target, in order, as of Redis now. It is for
+// operators and tests and takes no lock: the answer may be stale at once.
+func (p *RobotPool) State(ctx context.Context, target string, robots []string) ([]RobotState, error) {
+	now, err := p.rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, robotPoolFail("robot state", err)
+	}
+	nowMs := now.UnixMilli()
+	type cmds struct {
+		count          *redis.IntCmd
+		cool, disabled *redis.FloatCmd
+	}
+	cs := make([]cmds, len(robots))
+	_, err = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, r := range robots {
+			cs[i].count = pipe.ZCount(ctx, p.windowKey(target, r), "("+strconv.FormatInt(nowMs-p.window.Milliseconds(), 10), "+inf")
+			cs[i].cool = pipe.ZScore(ctx, p.coolKey(target), r)
+			cs[i].disabled = pipe.ZScore(ctx, p.disabledKey(target), r)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, robotPoolFail("robot state", err)
+	}
+	out := make([]RobotState, len(robots))
+	for i, r := range robots {
+		st := RobotState{Name: r, InWindow: int(cs[i].count.Val())}
+		if v, err := cs[i].cool.Result(); err == nil && int64(v) > nowMs {
+			st.CoolingUntil = time.UnixMilli(int64(v))
+		}
+		if v, err := cs[i].disabled.Result(); err == nil && v > float64(nowMs) {
+			st.Disabled = true
+			if !math.IsInf(v, 1) {
+				st.DisabledUntil = time.UnixMilli(int64(v))
+			}
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+func parseUntil(score string) (time.Time, error) {
+	if score == "inf" || score == "+inf" {
+		return time.Time{}, nil
+	}
+	v, err := strconv.ParseFloat(score, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: unexpected deadline %q", score)
+	}
+	return time.UnixMilli(int64(v)), nil
+}
+
+// nonce makes a window member unique even when two picks share a millisecond.
+func nonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func robotPoolFail(op string, err error) error {
+	if wheelStageRetryable(err) {
+		return fmt.Errorf("store: %s: %w: %w", op, err, ErrUnavailable)
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}

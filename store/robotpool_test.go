@@ -1,0 +1,236 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// newRobotPool returns a robot pool on the local Redis under a prefix of its own and
+// deletes its keys ("{prefix:<target>}:…") when the test ends.
+func newRobotPool(t testing.TB, window time.Duration) (*redis.Client, string, *store.RobotPool) {
+	t.Helper()
+	rdb, prefix := testenv.Redis(t)
+	t.Cleanup(func() { // runs before testenv's cleanup closes rdb
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	})
+	return rdb, prefix, store.NewRobotPool(rdb, prefix, window)
+}
+
+func poolRobots(limit int, names ...string) []store.PoolRobot {
+	out := make([]store.PoolRobot, len(names))
+	for i, n := range names {
+		out[i] = store.PoolRobot{Name: n, Limit: limit}
+	}
+	return out
+}
+
+func TestRobotPoolPicksLeastUsedThenWaits(t *testing.T) {
+	ctx := context.Background()
+	_, _, pool := newRobotPool(t, 2*time.Second)
+	robots := poolRobots(2, "a", "b", "c")
+
+	var picked []string
+	var first time.Time
+	for i := range 6 {
+		p, err := pool.Pick(ctx, "ops", robots)
+		require.NoError(t, err)
+		require.NotEmpty(t, p.Robot, "pick %d", i)
+		if i == 0 {
+			first = p.At
+		}
+		picked = append(picked, p.Robot)
+	}
+	// Least used first, ties to the robot whose last send is oldest: a round robin.
+	require.Equal(t, []string{"a", "b", "c", "a", "b", "c"}, picked)
+
+	p, err := pool.Pick(ctx, "ops", robots)
+	require.NoError(t, err)
+	require.Empty(t, p.Robot)
+	// The first send leaves the window 2s after it was made.
+	require.Equal(t, first.Add(2*time.Second).Sub(p.At), p.Wait)
+	require.Greater(t, p.Wait, time.Duration(0))
+
+	time.Sleep(p.Wait)
+	p, err = pool.Pick(ctx, "ops", robots)
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot)
+
+	st, err := pool.State(ctx, "ops", []string{"a", "b", "c"})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st[0].InWindow, 1)
+	require.LessOrEqual(t, st[0].InWindow, 2)
+}
+
+func TestRobotPoolCoolAndDisable(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix, pool := newRobotPool(t, time.Minute)
+	robots := poolRobots(5, "a", "b")
+
+	until, err := pool.Cool(ctx, "ops", "a", 300*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, until.IsZero())
+	for range 3 {
+		p, err := pool.Pick(ctx, "ops", robots)
+		require.NoError(t, err)
+		require.Equal(t, "b", p.Robot, "a is cooling down")
+	}
+	_, err = pool.Disable(ctx, "ops", "b", 0)
+	require.NoError(t, err)
+	st, err := pool.State(ctx, "ops", []string{"a", "b"})
+	require.NoError(t, err)
+	require.False(t, st[0].CoolingUntil.IsZero())
+	require.True(t, st[1].Disabled)
+	require.True(t, st[1].DisabledUntil.IsZero(), "disabled until Enable")
+
+	// Only a is left and it cools down: wait for the end of its cool-down.
+	p, err := pool.Pick(ctx, "ops", robots)
+	require.NoError(t, err)
+	require.Empty(t, p.Robot)
+	require.LessOrEqual(t, p.Wait, 300*time.Millisecond)
+	time.Sleep(p.Wait)
+	p, err = pool.Pick(ctx, "ops", robots)
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot)
+
+	// A shorter cool-down does not shorten a longer one.
+	long, err := pool.Cool(ctx, "ops", "a", time.Hour)
+	require.NoError(t, err)
+	short, err := pool.Cool(ctx, "ops", "a", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, long, short)
+	ttl, err := rdb.PTTL(ctx, "{"+prefix+":ops}:cool").Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, 59*time.Minute, "the cool key expires with its last deadline")
+
+	// Everything disabled: no waiting helps.
+	_, err = pool.Disable(ctx, "ops", "a", time.Hour)
+	require.NoError(t, err)
+	_, err = pool.Pick(ctx, "ops", robots)
+	require.ErrorIs(t, err, store.ErrNoRobot)
+
+	require.NoError(t, pool.Enable(ctx, "ops", "b"))
+	p, err = pool.Pick(ctx, "ops", robots)
+	require.NoError(t, err)
+	require.Equal(t, "b", p.Robot)
+
+	// A timed disable ends by itself; until then the robot is not waited for.
+	until, err = pool.Disable(ctx, "ops", "b", 200*time.Millisecond)
+	require.NoError(t, err)
+	_, err = pool.Pick(ctx, "ops", robots)
+	require.ErrorIs(t, err, store.ErrNoRobot)
+	time.Sleep(time.Until(until) + 10*time.Millisecond)
+	p, err = pool.Pick(ctx, "ops", robots)
+	require.NoError(t, err)
+	require.Equal(t, "b", p.Robot)
+}
+
+func TestRobotPoolGroupsAreIndependent(t *testing.T) {
+	ctx := context.Background()
+	_, _, pool := newRobotPool(t, time.Minute)
+	for range 2 {
+		p, err := pool.Pick(ctx, "one", poolRobots(2, "a"))
+		require.NoError(t, err)
+		require.Equal(t, "a", p.Robot)
+	}
+	p, err := pool.Pick(ctx, "two", poolRobots(2, "a"))
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot)
+	_, err = pool.Pick(ctx, "two", nil)
+	require.ErrorIs(t, err, store.ErrNoRobot)
+}
+
+// TestRobotPoolConcurrentPicksNeverExceedTheLimit has many goroutines pick from three
+// robots, limit 5 per 2s, waiting exactly as told, and checks every recorded pick: no
+// window of 2s holds more than 5 picks of one robot.
+func TestRobotPoolConcurrentPicksNeverExceedTheLimit(t *testing.T) {
+	const (
+		window  = 2 * time.Second
+		limit   = 5
+		workers = 24
+		picks   = 45 // three windows' worth of the pool's capacity
+	)
+	ctx := context.Background()
+	_, _, pool := newRobotPool(t, window)
+	robots := poolRobots(limit, "a", "b", "c")
+
+	var mu sync.Mutex
+	got := map[string][]time.Time{}
+	remaining := picks
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if remaining == 0 {
+					mu.Unlock()
+					return
+				}
+				remaining--
+				mu.Unlock()
+				for {
+					p, err := pool.Pick(ctx, "ops", robots)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if p.Robot != "" {
+						mu.Lock()
+						got[p.Robot] = append(got[p.Robot], p.At)
+						mu.Unlock()
+						break
+					}
+					time.Sleep(p.Wait) // exactly as told, as the sender does with a timer
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	total := 0
+	for robot, ts := range got {
+		total += len(ts)
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		for i := range ts {
+			// picks in [ts[i], ts[i]+window)
+			n := 0
+			for j := i; j < len(ts) && ts[j].Before(ts[i].Add(window)); j++ {
+				n++
+			}
+			require.LessOrEqual(t, n, limit, "robot %s: %d picks in the window starting at %s", robot, n, ts[i].Format(time.StampMilli))
+		}
+	}
+	require.Equal(t, picks, total)
+	t.Logf("picks per robot: a=%d b=%d c=%d", len(got["a"]), len(got["b"]), len(got["c"]))
+}
+
+func TestRobotPoolTouchMovesTheSendToNow(t *testing.T) {
+	ctx := context.Background()
+	_, _, pool := newRobotPool(t, time.Second)
+	robots := poolRobots(1, "a")
+	p, err := pool.Pick(ctx, "ops", robots)
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Member)
+	time.Sleep(300 * time.Millisecond) // the request's latency
+	moved, err := pool.Touch(ctx, "ops", p)
+	require.NoError(t, err)
+	require.True(t, moved)
+	again, err := pool.Pick(ctx, "ops", robots)
+	require.NoError(t, err)
+	require.Empty(t, again.Robot)
+	// The slot frees one window after the answer, not after the pick.
+	require.Greater(t, again.Wait, time.Second-again.At.Sub(p.At)+250*time.Millisecond)
+}
