@@ -17,11 +17,14 @@ help: ## list the targets
 build: ## build bin/rocketdelay
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rocketdelay
 
-run: build ## start the local stack (default delay levels), migrate, and serve in the foreground
+run: build ## start the local stack (default delay levels) and the DingTalk simulator, migrate, and serve in the foreground
 	deploy/local/up --profile default >/dev/null
 	eval "$$(deploy/local/env)"; \
 	$(BIN) migrate up -f $(LOCAL_CONFIG); \
-	exec $(BIN) serve -f $(LOCAL_CONFIG)
+	$(BIN) dingtalk-sim -f deploy/local/dingtalk-sim.yaml 2>"$$ROCKETDELAY_LOCAL_LOGS/dingtalk-sim.log" & sim=$$!; \
+	trap 'kill $$sim 2>/dev/null' EXIT; \
+	echo "DingTalk simulator on 127.0.0.1:18090 (log: $$ROCKETDELAY_LOCAL_LOGS/dingtalk-sim.log)"; \
+	$(BIN) serve -f $(LOCAL_CONFIG)
 
 test: ## start the local stack (test delay levels), then gofmt, go vet and go test -race
 	deploy/local/up --profile test >/dev/null
@@ -30,6 +33,7 @@ test: ## start the local stack (test delay levels), then gofmt, go vet and go te
 	eval "$$(deploy/local/env)"; \
 	go vet ./...; \
 	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+	cd deploy/k8s && go vet ./... && go test -count=1 ./...
 
 test-short: ## only the tests that need no server (go test -short)
 	go test -short -race -count=1 ./...

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,12 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -31,7 +34,10 @@ func (r *recordingHandoff) Deliver(_ context.Context, a scheduler.Alert) error {
 	return nil
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.RocketMQStragglers...) }
+func TestMain(m *testing.M) {
+	scheduler.RouteClientLog(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	goleak.VerifyTestMain(m, testenv.RocketMQStragglers...)
+}
 
 func run(t *testing.T, env map[string]string, args ...string) (string, string, error) {
 	t.Helper()
@@ -228,4 +234,130 @@ func TestServeFailsClearlyWhenRedisIsDown(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "redis at 127.0.0.1:1")
 	require.NotContains(t, err.Error(), "pw-never-shown")
+}
+
+// TestServeDeliversToDingTalkThroughAnOutage runs two replicas against the DingTalk
+// simulator: alerts are delivered; during an outage they land in failed_sends; when the
+// simulator recovers, the retry jobs of both replicas deliver each exactly once.
+func TestServeDeliversToDingTalkThroughAnOutage(t *testing.T) {
+	sim, simURL := dingtalksim.Start(t, dingtalksim.Options{
+		Robots: []dingtalksim.Robot{
+			{Name: "r1", Token: "tok-one-3f9a", Secret: "SECsecret-one-77"},
+			{Name: "r2", Token: "tok-two-8c1b"},
+		},
+		Window: 2 * time.Second,
+	})
+	cfg := stackConfig(t)
+	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{
+		{Name: "r1", Token: "tok-one-3f9a", SigningSecret: "SECsecret-one-77"},
+		{Name: "r2", Token: "tok-two-8c1b"},
+	}}}
+	cfg.Sender.BaseURL = simURL
+	cfg.Sender.Window = 2 * time.Second
+	cfg.Sender.Attempts = 2
+	cfg.Sender.BackoffBase = 20 * time.Millisecond
+	cfg.Sender.BreakerOpen = 2 * time.Second
+	cfg.FailedSends.Interval = 200 * time.Millisecond
+	cfg.FailedSends.BackoffBase = 300 * time.Millisecond
+	cfg.FailedSends.BackoffCap = time.Second
+	require.NoError(t, cfg.Validate())
+
+	logs := &lockedWriter{w: &bytes.Buffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var done []chan error
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ch := make(chan error, 1)
+		done = append(done, ch)
+		go func() {
+			ch <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Listener: ln})
+		}()
+	}
+	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
+	require.NoError(t, err)
+	defer p.Close()
+	publish := func(prefix string, n int) []string {
+		var ids []string
+		for i := range n {
+			pub, err := p.Publish(ctx, scheduler.Publication{Target: "ops", In: 300 * time.Millisecond,
+				ID: fmt.Sprintf("%s-%d", prefix, i), Body: []byte(fmt.Sprintf("alert %s-%d", prefix, i))})
+			require.NoError(t, err)
+			ids = append(ids, pub.ID)
+		}
+		return ids
+	}
+	accepted := func() map[string]int {
+		got := map[string]int{}
+		for _, m := range sim.Accepted() {
+			got[strings.TrimPrefix(m.Text, "alert ")]++
+		}
+		return got
+	}
+
+	before := publish("ok", 10)
+	require.Eventually(t, func() bool { return len(accepted()) == 10 }, 30*time.Second, 50*time.Millisecond)
+
+	// Outage: every request answers 503.
+	for _, tok := range []string{"tok-one-3f9a", "tok-two-8c1b"} {
+		require.NoError(t, sim.Inject(tok, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}))
+	}
+	during := publish("outage", 10)
+	pool, err := store.OpenPostgres(ctx, cfg.Postgres.URL.Reveal())
+	require.NoError(t, err)
+	defer pool.Close()
+	require.Eventually(t, func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM failed_sends WHERE message_id LIKE 'outage-%'`).Scan(&n)
+		return err == nil && n == 10
+	}, 60*time.Second, 100*time.Millisecond, "the alerts sent during the outage never reached failed_sends")
+
+	sim.ClearFaults("")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM failed_sends WHERE message_id LIKE 'outage-%' AND status = 'delivered'`).Scan(&n)
+		if err == nil && n == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the retry jobs did not deliver the failed sends: %s\nlog:\n%s", dumpFailedSends(t, pool), logs.String())
+		}
+	}
+	time.Sleep(time.Second) // room for a duplicate
+	got := accepted()
+	for _, id := range append(before, during...) {
+		require.Equal(t, 1, got[id], "alert %s accepted %d times", id, got[id])
+	}
+	require.Zero(t, sim.Stats().OverLimit)
+
+	cancel()
+	for _, ch := range done {
+		select {
+		case err := <-ch:
+			require.NoError(t, err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("Serve did not return after cancel")
+		}
+	}
+	for _, secret := range []string{"tok-one-3f9a", "tok-two-8c1b", "SECsecret-one-77", cfg.Postgres.URL.Reveal()} {
+		require.NotContains(t, logs.String(), secret)
+	}
+}
+
+func dumpFailedSends(t *testing.T, pool *pgxpool.Pool) string {
+	rows, err := pool.Query(context.Background(), `SELECT message_id, status, attempts, error_class, last_error, next_attempt_at FROM failed_sends ORDER BY id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var b strings.Builder
+	var dbNow time.Time
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT now()`).Scan(&dbNow))
+	fmt.Fprintf(&b, "db now %s, go now %s", dbNow, time.Now())
+	for rows.Next() {
+		var id, status, class, last string
+		var attempts int
+		var next *time.Time
+		require.NoError(t, rows.Scan(&id, &status, &attempts, &class, &last, &next))
+		fmt.Fprintf(&b, "\n%s %s attempts=%d %s %q next=%v", id, status, attempts, class, last, next)
+	}
+	return b.String()
 }

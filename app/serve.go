@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,6 +21,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/migrations"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -27,14 +29,17 @@ func newServeCmd(stdio IO) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
 		Use:   "serve -f FILE",
-		Short: "Run the service: the scheduler, and health, readiness and metrics endpoints",
+		Short: "Run the service: scheduler, DingTalk sender, failed-sends retry job, health, metrics and admin API",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(path, stdio)
 			if err != nil {
 				return err
 			}
-			return Serve(c.Context(), cfg, ServeOptions{Logger: newLogger(stdio.Stderr, cfg.Log)})
+			logger := newLogger(stdio.Stderr, cfg.Log)
+			// The RocketMQ client's logger is process-wide: set it here, once, not in Serve.
+			scheduler.RouteClientLog(logger)
+			return Serve(c.Context(), cfg, ServeOptions{Logger: logger})
 		},
 	}
 	configFlag(cmd, &path)
@@ -53,9 +58,11 @@ type ServeOptions struct {
 	Handoff scheduler.Handoff
 }
 
-// Serve runs the service until ctx is cancelled, then shuts down gracefully within
-// cfg.ShutdownTimeout: readiness turns off first, then the HTTP server and the stores
-// close. It returns an error when a dependency cannot be reached at start.
+// Serve runs the service — scheduler, DingTalk sender, failed-sends retry job, and the
+// HTTP endpoints — until ctx is cancelled, then shuts down gracefully within
+// cfg.ShutdownTimeout: readiness turns off first, then consuming stops, claimed alerts are
+// handed off or given back, the retry job and the HTTP server stop, and the stores close.
+// It returns an error when a dependency cannot be reached at start.
 func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	logger := opts.Logger
 	reg := opts.Registry
@@ -82,27 +89,45 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 
-	scheduler.RouteClientLog(logger)
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wheelStageOptions(cfg))
+	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{})
+	senderOpts, err := sender.OptionsFromConfig(cfg)
+	if err != nil {
+		return err
+	}
+	snd, err := sender.New(senderOpts, store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window),
+		logger.With("component", "sender"), sender.NewMetrics(reg), time.Now)
+	if err != nil {
+		return err
+	}
+	defer snd.Close()
 	handoff := opts.Handoff
 	if handoff == nil {
-		handoff = scheduler.LogSink{Logger: logger.With("component", "handoff")}
+		handoff = senderHandoff{snd: snd, fs: failedSends, retry: cfg.FailedSends.BackoffBase,
+			logger: logger.With("component", "handoff"), now: time.Now}
 	}
-	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{})
+	job := failed.NewJob(failedSends, jobSender{snd}, failed.OptionsFromConfig(cfg.FailedSends),
+		logger.With("component", "failed-sends"), failed.NewMetrics(reg), time.Now)
 	schedOpts := scheduler.OptionsFromConfig(cfg)
 	schedOpts.Rejects = rejectRecorder{failedSends}
 	sched, err := scheduler.New(schedOpts, ws, handoff, logger, scheduler.NewMetrics(reg), time.Now)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		_ = sched.Stop(stopCtx)
-	}()
+	// One deadline bounds the whole stop, set when the stop begins; Stop is idempotent,
+	// so this deferred call only matters when Serve returns early.
+	stopCtx, cancelStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelStop()
+	defer func() { _ = sched.Stop(stopCtx) }()
 	if err := sched.Start(ctx); err != nil {
 		return err
 	}
+	jobCtx, stopJob := context.WithCancel(context.WithoutCancel(ctx))
+	jobDone := make(chan error, 1)
+	go func() { jobDone <- job.Run(jobCtx) }()
+	var jobOnce sync.Once
+	stopRetryJob := func() { jobOnce.Do(func() { stopJob(); <-jobDone }) } // hands claimed rows back
+	defer stopRetryJob()
 
 	h := newHealth(reg,
 		check{"consumer", func(context.Context) error {
@@ -140,10 +165,17 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return fmt.Errorf("serve: http server: %w", err)
 	}
 
+	// Readiness off first; then stop consuming and hand off or give back what is claimed,
+	// stop the retry job, and close the HTTP server last, all within one deadline.
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
 	h.drain()
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	defer cancel()
+	var cancelDeadline context.CancelFunc
+	stopCtx, cancelDeadline = context.WithTimeout(stopCtx, cfg.ShutdownTimeout)
+	defer cancelDeadline()
+	if err := sched.Stop(stopCtx); err != nil {
+		logger.Warn("scheduler did not stop cleanly", "err", err)
+	}
+	stopRetryJob()
 	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("http server did not shut down cleanly", "err", err)
 	}

@@ -208,6 +208,13 @@ type Sender struct {
 	// transient failure that says when to retry; 0 waits as long as the caller's context
 	// allows. Default 0.
 	MaxWait time.Duration `yaml:"maxWait" json:"maxWait"`
+	// BreakerFailures is how many transient failures in a row open a robot's circuit
+	// breaker, which keeps this replica from sending through it for BreakerOpen.
+	// Default 5.
+	BreakerFailures int `yaml:"breakerFailures" json:"breakerFailures"`
+	// BreakerOpen is how long an open circuit breaker keeps its robot out of rotation
+	// before one trial request. Default 30s.
+	BreakerOpen time.Duration `yaml:"breakerOpen" json:"breakerOpen"`
 }
 
 // Admin configures the admin HTTP API.
@@ -280,16 +287,18 @@ const (
 	DefaultKeyPrefix       = "rd"
 	DefaultShutdownTimeout = 30 * time.Second
 
-	DefaultSenderLimit       = 19
-	DefaultSenderWindow      = 60 * time.Second
-	DefaultSenderCooldown    = 10 * time.Minute
-	DefaultSenderDisableFor  = time.Hour
-	DefaultSenderHTTPTimeout = 5 * time.Second
-	DefaultSenderAttempts    = 5
-	DefaultSenderBackoffBase = 500 * time.Millisecond
-	DefaultSenderBackoffMax  = 30 * time.Second
-	DefaultSenderBaseURL     = "https://oapi.dingtalk.com/robot/send"
-	DefaultSenderMaxInFlight = 32
+	DefaultSenderLimit           = 19
+	DefaultSenderWindow          = 60 * time.Second
+	DefaultSenderCooldown        = 10 * time.Minute
+	DefaultSenderDisableFor      = time.Hour
+	DefaultSenderHTTPTimeout     = 5 * time.Second
+	DefaultSenderAttempts        = 5
+	DefaultSenderBackoffBase     = 500 * time.Millisecond
+	DefaultSenderBackoffMax      = 30 * time.Second
+	DefaultSenderBaseURL         = "https://oapi.dingtalk.com/robot/send"
+	DefaultSenderMaxInFlight     = 32
+	DefaultSenderBreakerFailures = 5
+	DefaultSenderBreakerOpen     = 30 * time.Second
 
 	DefaultFailedSendsInterval    = 30 * time.Second
 	DefaultFailedSendsMaxAttempts = 20
@@ -326,6 +335,8 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Sender.BackoffMax, DefaultSenderBackoffMax)
 	setDefault(&c.Sender.BaseURL, DefaultSenderBaseURL)
 	setDefault(&c.Sender.MaxInFlight, DefaultSenderMaxInFlight)
+	setDefault(&c.Sender.BreakerFailures, DefaultSenderBreakerFailures)
+	setDefault(&c.Sender.BreakerOpen, DefaultSenderBreakerOpen)
 	setDefault(&c.FailedSends.Interval, DefaultFailedSendsInterval)
 	setDefault(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
 	setDefault(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)
@@ -491,6 +502,12 @@ func (s Sender) validate(bad func(key, format string, args ...any)) {
 	}
 	if s.MaxInFlight < 1 {
 		bad("sender.maxInFlight", "must be at least 1, got %d", s.MaxInFlight)
+	}
+	if s.BreakerFailures < 1 {
+		bad("sender.breakerFailures", "must be at least 1, got %d", s.BreakerFailures)
+	}
+	if s.BreakerOpen <= 0 {
+		bad("sender.breakerOpen", "must be positive, got %s", s.BreakerOpen)
 	}
 	if s.MaxWait < 0 {
 		bad("sender.maxWait", "must not be negative, got %s", s.MaxWait)

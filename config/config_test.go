@@ -304,6 +304,7 @@ func TestSenderDefaultsAndValidation(t *testing.T) {
 		Limit: 19, Window: time.Minute, Cooldown: 10 * time.Minute, DisableFor: time.Hour,
 		HTTPTimeout: 5 * time.Second, Attempts: 5, BackoffBase: 500 * time.Millisecond,
 		BackoffMax: 30 * time.Second, BaseURL: "https://oapi.dingtalk.com/robot/send", MaxInFlight: 32,
+		BreakerFailures: 5, BreakerOpen: 30 * time.Second,
 	}, c.Sender)
 
 	_, err = Load(writeFile(t, validYAML+`
@@ -415,4 +416,15 @@ targets:
       - {name: r2, token: "file:`+filepath.Join(dir, "empty")+`"}
 `), getenv)
 	require.ErrorContains(t, err, "is empty")
+}
+
+func TestAdminTokenFromEnvReference(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML+"\nadmin: {token: \"env:RD_TEST_ADMIN\"}\n"), func(k string) string {
+		if k == "RD_TEST_ADMIN" {
+			return "a-long-admin-token-0123456789"
+		}
+		return ""
+	})
+	require.NoError(t, err)
+	require.Equal(t, "a-long-admin-token-0123456789", c.Admin.Token.Reveal())
 }

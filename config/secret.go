@@ -105,6 +105,7 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 	}
 	one("redis.url", &c.Redis.URL)
 	one("postgres.url", &c.Postgres.URL)
+	one("admin.token", &c.Admin.Token)
 	names := make([]string, 0, len(c.Targets))
 	for name := range c.Targets {
 		names = append(names, name)

@@ -30,6 +30,13 @@ type ClassifiedError interface {
 	Permanent() bool
 }
 
+// RetryAfterError is implemented by Send errors that know the earliest moment a retry
+// makes sense; the job waits at least that long.
+type RetryAfterError interface {
+	error
+	RetryAfter() time.Duration
+}
+
 // ResponseError is implemented by Send errors that carry DingTalk's answer.
 type ResponseError interface {
 	error
@@ -255,7 +262,12 @@ func (j *Job) try(ctx context.Context, row store.FailedSend) store.FailedStatus 
 		}
 		return store.StatusDead
 	}
-	next := now.Add(Backoff(attempts, j.opts.BackoffBase, j.opts.BackoffCap))
+	wait := Backoff(attempts, j.opts.BackoffBase, j.opts.BackoffCap)
+	var ra RetryAfterError
+	if errors.As(err, &ra) && ra.RetryAfter() > wait {
+		wait = ra.RetryAfter() // e.g. every robot's circuit breaker is open for a while
+	}
+	next := now.Add(wait)
 	if err := j.store.MarkRetry(mctx, row.ID, attempts, next, f); err != nil {
 		log.Error("cannot record the failed retry", "err", err)
 	} else {

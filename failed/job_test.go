@@ -286,3 +286,33 @@ func gathered(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	}
 	return 0
 }
+
+// retryAfterError is a transient failure that says when a retry makes sense.
+type retryAfterError struct{ after time.Duration }
+
+func (e retryAfterError) Error() string             { return "every circuit breaker is open" }
+func (e retryAfterError) Class() string             { return "transient" }
+func (e retryAfterError) Permanent() bool           { return false }
+func (e retryAfterError) RetryAfter() time.Duration { return e.after }
+
+// A failure that says "not before 30s" is not retried at the 1s backoff, so a long
+// local condition (every breaker open) does not burn the row's attempts.
+func TestJobHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	_, fs := newStore(t)
+	ctx := context.Background()
+	t0 := time.Now().Truncate(time.Millisecond)
+	clk := &clock{t: t0}
+	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "m-ra", Target: "ops", Payload: []byte("x"),
+		ErrorClass: "transient", NextAttemptAt: t0})
+	require.NoError(t, err)
+	sender := newFakeSender(func(string) error { return retryAfterError{30 * time.Second} })
+	job := failed.NewJob(fs, sender, failed.JobOptions{BackoffBase: time.Second, BackoffCap: time.Minute},
+		discardLogger(), nil, clk.now)
+	r, err := job.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, failed.Round{Retried: 1}, r)
+	rows, _, err := fs.List(ctx, store.Filter{})
+	require.NoError(t, err)
+	require.True(t, t0.Add(30*time.Second).Equal(*rows[0].NextAttemptAt), "next %s", rows[0].NextAttemptAt)
+}

@@ -8,9 +8,10 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 )
 
-// RouteClientLog sends rocketmq-client-go's log into logger: its Info becomes Debug (the
-// client is chatty about routine rebalancing), its Warning, Error and Fatal keep their
-// level. The client's logger is a process-wide global, so call this once, from main's
+// RouteClientLog sends rocketmq-client-go's log into logger, one level down: the client
+// is chatty about routine things (Info about rebalancing, Warning about a retry topic that
+// does not exist until the first retry), so its Info becomes Debug and its Warning Info;
+// Error and Fatal stay errors. The client's logger is a process-wide global, so call this once, from main's
 // side of the program.
 func RouteClientLog(logger *slog.Logger) {
 	rlog.SetLogger(&clientLog{l: logger.With("component", "rocketmq-client")})
@@ -36,7 +37,7 @@ func (c *clientLog) log(level slog.Level, msg string, fields map[string]any) {
 
 func (c *clientLog) Debug(msg string, f map[string]any)   { c.log(slog.LevelDebug-4, msg, f) }
 func (c *clientLog) Info(msg string, f map[string]any)    { c.log(slog.LevelDebug, msg, f) }
-func (c *clientLog) Warning(msg string, f map[string]any) { c.log(slog.LevelWarn, msg, f) }
+func (c *clientLog) Warning(msg string, f map[string]any) { c.log(slog.LevelInfo, msg, f) }
 func (c *clientLog) Error(msg string, f map[string]any)   { c.log(slog.LevelError, msg, f) }
 
 // Fatal is logged as an error: the client must never end the process.

@@ -80,6 +80,9 @@ func OptionsFromConfig(c config.Config) (Options, error) {
 		BackoffMax:  s.BackoffMax,
 		MaxInFlight: s.MaxInFlight,
 		MaxWait:     s.MaxWait,
+
+		BreakerFailures: uint32(max(s.BreakerFailures, 0)),
+		BreakerOpen:     s.BreakerOpen,
 	}
 	for name, t := range c.Targets {
 		for i, r := range t.Robots {
