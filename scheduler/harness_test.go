@@ -18,6 +18,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -35,6 +36,7 @@ type harness struct {
 	lease     time.Duration
 	producer  *Producer
 	rec       *recorder
+	sim       *dingtalksim.Server // set by startSim
 }
 
 func newHarness(t *testing.T, threshold time.Duration) *harness {

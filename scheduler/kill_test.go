@@ -1,13 +1,12 @@
 package scheduler
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 )
 
 var (
@@ -49,25 +49,63 @@ func removeBinary() {
 	}
 }
 
-// replica is a `rocketdelay serve` subprocess whose hand-offs (the log sink's "alert
-// due" lines) are recorded.
+// replica is a `rocketdelay serve` subprocess.
 type replica struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-func (h *harness) replicaConfig(t *testing.T) string {
+func (h *harness) replicaConfig(t *testing.T, simURL string) string {
 	path := filepath.Join(t.TempDir(), "rocketdelay.yaml")
 	cfg := fmt.Sprintf(`log: {level: info, format: json}
 http: {addr: "127.0.0.1:0"}
 scheduler: {levels: %q, threshold: %s, grace: 1s, lease: %s}
 targets:
   ops:
-    robots: [{name: r1, token: local-token}]
+    robots:
+      - {name: r1, token: kill-token-1, signingSecret: SECkill-secret-1}
+      - {name: r2, token: kill-token-2}
+      - {name: r3, token: kill-token-3}
+sender: {baseURL: %q, window: 1s, limit: 19}
 shutdownTimeout: 10s
-`, h.levels.String(), h.threshold, h.lease)
+`, h.levels.String(), h.threshold, h.lease, simURL)
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	return path
+}
+
+// startSim starts a DingTalk simulator whose robots match replicaConfig, and feeds what
+// it accepts into the harness's recorder: a hand-off counts once DingTalk has it.
+func (h *harness) startSim(t *testing.T) string {
+	sim, url := dingtalksim.Start(t, dingtalksim.Options{
+		Robots: []dingtalksim.Robot{
+			{Name: "r1", Token: "kill-token-1", Secret: "SECkill-secret-1"},
+			{Name: "r2", Token: "kill-token-2"},
+			{Name: "r3", Token: "kill-token-3"},
+		},
+		Window: time.Second,
+	})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		seen := 0
+		for {
+			msgs := sim.Accepted()
+			for _, m := range msgs[seen:] {
+				id := strings.TrimPrefix(m.Text, "kill ")
+				h.rec.mu.Lock()
+				h.rec.at[id] = append(h.rec.at[id], m.At)
+				h.rec.mu.Unlock()
+			}
+			seen = len(msgs)
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	h.sim = sim
+	return url
 }
 
 func (h *harness) startReplica(t *testing.T, cfgPath, prefix, postgresURL string) *replica {
@@ -85,7 +123,7 @@ func (h *harness) startReplica(t *testing.T, cfgPath, prefix, postgresURL string
 	r := &replica{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		h.rec.readLog(stderr)
+		_, _ = io.Copy(io.Discard, stderr)
 	}()
 	t.Cleanup(func() { r.kill() })
 	return r
@@ -98,40 +136,15 @@ func (r *replica) kill() {
 	_ = r.cmd.Wait()
 }
 
-// readLog records every hand-off the log sink reports.
-func (r *recorder) readLog(rd io.Reader) {
-	sc := bufio.NewScanner(rd)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var line struct {
-			Time time.Time `json:"time"`
-			Msg  string    `json:"msg"`
-			ID   string    `json:"rd_id"`
-			Due  time.Time `json:"due"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Msg != "alert due" {
-			continue
-		}
-		r.mu.Lock()
-		r.at[line.ID] = append(r.at[line.ID], line.Time)
-		r.due[line.ID] = line.Due
-		r.mu.Unlock()
-		select {
-		case r.notify <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// TestKilledReplicaLosesNothing runs two `rocketdelay serve` processes in one group and
-// SIGKILLs one of them twice mid-run (restarting it each time): every alert is still
-// handed off, none early.
+// TestKilledReplicaLosesNothing runs two `rocketdelay serve` processes in one group,
+// sending to the DingTalk simulator, and SIGKILLs one of them twice mid-run (restarting
+// it each time): DingTalk receives every alert, none early.
 func TestKilledReplicaLosesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
 	// The subprocesses need the topic to exist (ROCKETDELAY_BROKERS lets them create it);
 	// they share the harness's key prefix through the environment.
-	cfg := h.replicaConfig(t)
+	cfg := h.replicaConfig(t, h.startSim(t))
 	prefix := h.prefix
 	pg := testenv.MigratedPostgres(t)
 	a := h.startReplica(t, cfg, prefix, pg)
@@ -166,6 +179,7 @@ func TestKilledReplicaLosesNothing(t *testing.T) {
 			worst = max(worst, at.Sub(want))
 		}
 	}
-	t.Logf("%d alerts, 2 SIGKILLs: lost 0, duplicate hand-offs %d (a kill between hand-off and release), max lateness %s",
-		n, duplicates, worst)
+	t.Logf("%d alerts, 2 SIGKILLs: lost 0, duplicates at DingTalk %d (a kill between the send and the release), max lateness %s; over-limit answers %d",
+		n, duplicates, worst, h.sim.Stats().OverLimit)
+	require.Zero(t, h.sim.Stats().OverLimit, "the robots' rate limit was exceeded")
 }
