@@ -7,13 +7,31 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
+// recordErrors counts writes to failed_sends that failed (Postgres unreachable): the
+// alert is kept (in Redis, or in RocketMQ for a rejected input) and tried again.
+func newRecordErrors(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rocketdelay_failed_sends_record_errors_total",
+		Help: "Writes to failed_sends that failed; the alert is kept and retried. By kind: send_failure, rejected.",
+	}, []string{"kind"})
+	reg.MustRegister(c)
+	c.WithLabelValues("send_failure")
+	c.WithLabelValues("rejected")
+	return c
+}
+
 // rejectRecorder records the scheduler's rejected inputs in failed_sends.
-type rejectRecorder struct{ fs *store.FailedSends }
+type rejectRecorder struct {
+	fs     *store.FailedSends
+	errors *prometheus.CounterVec
+}
 
 func (r rejectRecorder) RecordRejected(ctx context.Context, a scheduler.Alert, props map[string]string, rej *scheduler.Rejection) error {
 	var due *time.Time
@@ -35,6 +53,9 @@ func (r rejectRecorder) RecordRejected(ctx context.Context, a scheduler.Alert, p
 		ErrorClass: "rejected_" + string(rej.Reason),
 		LastError:  rej.Detail,
 	})
+	if err != nil {
+		r.errors.WithLabelValues("rejected").Inc()
+	}
 	return err
 }
 
@@ -48,6 +69,7 @@ type senderHandoff struct {
 	retry  time.Duration // the retry job's first wait
 	logger *slog.Logger
 	now    func() time.Time
+	errors *prometheus.CounterVec
 }
 
 func (h senderHandoff) Deliver(ctx context.Context, a scheduler.Alert) error {
@@ -76,6 +98,7 @@ func (h senderHandoff) Deliver(ctx context.Context, a scheduler.Alert) error {
 		rec.Rejected = true
 	}
 	if _, rerr := h.fs.Record(ctx, rec); rerr != nil {
+		h.errors.WithLabelValues("send_failure").Inc()
 		h.logger.Error("cannot record an undeliverable alert in failed_sends; it stays in Redis and is retried",
 			"rd_id", a.ID, "target", a.Target, "send_err", f.Error(), "err", rerr)
 		return fmt.Errorf("record failed send: %w", rerr)

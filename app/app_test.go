@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -360,4 +361,102 @@ func dumpFailedSends(t *testing.T, pool *pgxpool.Pool) string {
 		fmt.Fprintf(&b, "\n%s %s attempts=%d %s %q next=%v", id, status, attempts, class, last, next)
 	}
 	return b.String()
+}
+
+// TestPostgresOutageWhileSendsFail cuts the service off Postgres while DingTalk fails:
+// nothing is lost — the alerts stay in Redis (and the rejected input in RocketMQ) — and
+// once Postgres is back their rows appear; once DingTalk is back each is delivered once.
+func TestPostgresOutageWhileSendsFail(t *testing.T) {
+	sim, simURL := dingtalksim.Start(t, dingtalksim.Options{
+		Robots: []dingtalksim.Robot{{Name: "r1", Token: "pg-tok-1"}, {Name: "r2", Token: "pg-tok-2"}},
+		Window: 2 * time.Second,
+	})
+	for _, tok := range []string{"pg-tok-1", "pg-tok-2"} {
+		require.NoError(t, sim.Inject(tok, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}))
+	}
+	cfg := stackConfig(t)
+	direct, err := store.OpenPostgres(context.Background(), cfg.Postgres.URL.Reveal())
+	require.NoError(t, err)
+	defer direct.Close()
+	u, err := url.Parse(cfg.Postgres.URL.Reveal())
+	require.NoError(t, err)
+	proxy := testenv.StartProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	cfg.Postgres.URL = config.Secret(u.String())
+	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "pg-tok-1"}, {Name: "r2", Token: "pg-tok-2"}}}}
+	cfg.Sender.BaseURL = simURL
+	cfg.Sender.Window = 2 * time.Second
+	cfg.Sender.Attempts = 1
+	cfg.Sender.BreakerOpen = time.Second
+	cfg.FailedSends.Interval = 200 * time.Millisecond
+	cfg.FailedSends.BackoffBase = 300 * time.Millisecond
+	cfg.FailedSends.BackoffCap = time.Second
+	require.NoError(t, cfg.Validate())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() {
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln})
+	}()
+	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
+	require.NoError(t, err)
+	defer p.Close()
+	// The service is up once it hands off a first alert (delivered after the outage).
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond)
+
+	proxy.Down()
+	var ids []string
+	for i := range 10 {
+		pub, err := p.Publish(ctx, scheduler.Publication{Target: "ops", In: 300 * time.Millisecond,
+			ID: fmt.Sprintf("pgout-%d", i), Body: []byte(fmt.Sprintf("alert pgout-%d", i))})
+		require.NoError(t, err)
+		ids = append(ids, pub.ID)
+	}
+	bad, err := p.Publish(ctx, scheduler.Publication{Target: "nobody", In: 0, ID: "pgout-bad", Body: []byte("x")})
+	require.NoError(t, err)
+
+	count := func(where string) int {
+		var n int
+		require.NoError(t, direct.QueryRow(ctx, `SELECT count(*) FROM failed_sends WHERE `+where).Scan(&n))
+		return n
+	}
+	time.Sleep(5 * time.Second) // sends fail and cannot be recorded, again and again
+	require.Zero(t, count("true"), "rows written while Postgres was unreachable")
+	require.Empty(t, sim.Accepted())
+	_, metrics := get(t, "http://"+ln.Addr().String()+"/metrics")
+	require.Regexp(t, `rocketdelay_failed_sends_record_errors_total\{kind="send_failure"\} [1-9]`, metrics)
+
+	proxy.Up()
+	require.Eventually(t, func() bool {
+		return count("message_id LIKE 'pgout-%' AND status IN ('pending','delivered')") == 10 &&
+			count(fmt.Sprintf("message_id = '%s' AND status = 'rejected'", bad.ID)) == 1
+	}, 60*time.Second, 100*time.Millisecond, "the rows did not appear once Postgres was back")
+
+	sim.ClearFaults("")
+	require.Eventually(t, func() bool { return count("message_id LIKE 'pgout-%' AND status = 'delivered'") == 10 },
+		60*time.Second, 100*time.Millisecond, "the retry job did not deliver the rows")
+	time.Sleep(time.Second)
+	got := map[string]int{}
+	for _, m := range sim.Accepted() {
+		got[strings.TrimPrefix(m.Text, "alert ")]++
+	}
+	for _, id := range ids {
+		require.Equal(t, 1, got[id], "alert %s accepted %d times", id, got[id])
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return after cancel")
+	}
 }

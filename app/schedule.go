@@ -181,5 +181,5 @@ func newCancelCmd(stdio IO) *cobra.Command {
 }
 
 func wheelStageOptions(c config.Config) store.WheelStageOptions {
-	return store.WheelStageOptions{Lease: c.Scheduler.Lease, CancelTTL: c.Scheduler.Horizon + 24*time.Hour}
+	return store.WheelStageOptions{Lease: c.Scheduler.Lease, DoneTTL: c.Scheduler.DoneTTL, CancelTTL: c.Scheduler.Horizon + 24*time.Hour}
 }

@@ -101,15 +101,16 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer snd.Close()
+	recordErrors := newRecordErrors(reg)
 	handoff := opts.Handoff
 	if handoff == nil {
 		handoff = senderHandoff{snd: snd, fs: failedSends, retry: cfg.FailedSends.BackoffBase,
-			logger: logger.With("component", "handoff"), now: time.Now}
+			logger: logger.With("component", "handoff"), now: time.Now, errors: recordErrors}
 	}
 	job := failed.NewJob(failedSends, jobSender{snd}, failed.OptionsFromConfig(cfg.FailedSends),
 		logger.With("component", "failed-sends"), failed.NewMetrics(reg), time.Now)
 	schedOpts := scheduler.OptionsFromConfig(cfg)
-	schedOpts.Rejects = rejectRecorder{failedSends}
+	schedOpts.Rejects = rejectRecorder{fs: failedSends, errors: recordErrors}
 	sched, err := scheduler.New(schedOpts, ws, handoff, logger, scheduler.NewMetrics(reg), time.Now)
 	if err != nil {
 		return err

@@ -103,6 +103,10 @@ type Scheduler struct {
 	// that, if it was neither delivered nor given back (the replica died), any replica's
 	// sweeper claims it again. Default 30s.
 	Lease time.Duration `yaml:"lease" json:"lease"`
+	// DoneTTL is how long a delivered alert's done marker turns a later duplicate of the
+	// same RD_ID into a no-op; it must exceed the longest a duplicate can still arrive
+	// (a redelivery of the last hop plus a consumer's downtime). Default 168h (7 days).
+	DoneTTL time.Duration `yaml:"doneTTL" json:"doneTTL"`
 }
 
 // Redis configures the Redis connection.
@@ -284,6 +288,7 @@ const (
 	DefaultHorizon         = 30 * 24 * time.Hour
 	DefaultGrace           = 2 * time.Second
 	DefaultLease           = 30 * time.Second
+	DefaultDoneTTL         = 7 * 24 * time.Hour
 	DefaultKeyPrefix       = "rd"
 	DefaultShutdownTimeout = 30 * time.Second
 
@@ -323,6 +328,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Scheduler.Horizon, DefaultHorizon)
 	setDefault(&c.Scheduler.Grace, DefaultGrace)
 	setDefault(&c.Scheduler.Lease, DefaultLease)
+	setDefault(&c.Scheduler.DoneTTL, DefaultDoneTTL)
 	setDefault(&c.Redis.KeyPrefix, DefaultKeyPrefix)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&c.Sender.Limit, DefaultSenderLimit)
@@ -410,6 +416,9 @@ func (c Config) Validate() error {
 	}
 	if c.Scheduler.Grace <= 0 {
 		bad("scheduler.grace", "must be positive, got %s", c.Scheduler.Grace)
+	}
+	if c.Scheduler.DoneTTL < time.Minute {
+		bad("scheduler.doneTTL", "must be at least 1m, got %s", c.Scheduler.DoneTTL)
 	}
 	if c.Scheduler.Lease < time.Second {
 		bad("scheduler.lease", "must be at least 1s, got %s", c.Scheduler.Lease)
