@@ -1,6 +1,7 @@
 package timewheel_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,13 +19,14 @@ import (
 // goroutines included) on synctest's fake time, and against a plain list of
 // pending keys that predicts, wake-up by wake-up, which keys fire when. The
 // model knows the instant of every wake-up of the tick goroutine (each tick
-// boundary, or later after a stall), and a key fires at the first wake-up at
-// or after its time, or at the next one if that time had passed when it was
-// added. With fake time every instant is exact, so the test compares fire
-// times exactly and also checks the promises directly: never early, no later
-// than the first tick boundary at or after its time (after its Add, if that
-// was later) unless the tick goroutine was held up, nothing lost after a
-// stall.
+// boundary and each of the WakesPerTick-1 instants between two boundaries,
+// or later after a stall), and a key fires at the first wake-up at or after
+// its time, or at the next one if that time had passed when it was added.
+// With fake time every instant is exact, so the test compares fire times
+// exactly and also checks the promises directly: never early, no later than
+// the first wake-up instant at or after its time (after its Add, if that was
+// later), and so at most ⌈Tick/WakesPerTick⌉ late, unless the tick goroutine
+// was held up, nothing lost after a stall.
 
 const modelTick = 10 * time.Millisecond
 
@@ -52,6 +54,8 @@ const (
 	snapWake             // the next wake-up instant, d ignored
 	snapAfterWake        // one ns after the next wake-up
 	snapWakeAfter        // the wake-up after the next one, late if a stall is pending
+	snapGrid             // the wake-up instant (boundary or intermediate) at or before now+d
+	snapAfterGrid        // one ns after that instant
 	snapKinds
 )
 
@@ -70,13 +74,18 @@ func (o op) String() string {
 
 type modelConfig struct {
 	slots, maxPending, maxBatch int
+	wakes                       int // Config.WakesPerTick; 0 for the default
 }
+
+// modelDefaultWakes is the default of Config.WakesPerTick.
+const modelDefaultWakes = 2
 
 func drawModel(t *rapid.T) (modelConfig, []op) {
 	cfg := modelConfig{
 		slots:      rapid.SampledFrom([]int{1, 2, 4, 16, 64}).Draw(t, "slots"),
 		maxPending: rapid.IntRange(0, 6).Draw(t, "maxPending"),
 		maxBatch:   rapid.SampledFrom([]int{1, 2, 3, 8192}).Draw(t, "maxBatch"),
+		wakes:      rapid.SampledFrom([]int{0, 1, 2, 3, 4, 7}).Draw(t, "wakes"),
 	}
 	rev := int64(cfg.slots) * int64(modelTick)
 	gen := rapid.Custom(func(t *rapid.T) op {
@@ -120,9 +129,12 @@ func TestModel(t *testing.T) {
 	rapid.Check(t, modelProp(t))
 }
 
+// FuzzModel runs the model test on fuzzer-chosen draws: the wheel's
+// settings (WakesPerTick among them) and the operations.
 func FuzzModel(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	f.Add(bytes.Repeat([]byte{0xff, 0x7f, 0x3f, 0x1f, 0x0f, 0x07, 0x03, 0x01}, 32))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rapid.MakeFuzz(modelProp(t))(t, data)
 	})
@@ -133,10 +145,12 @@ type pendingKey struct {
 	at, added time.Time
 }
 
-// model predicts the wheel: it replays the tick goroutine's wake-ups
-// (every tick boundary, or later after a stall) over a plain list of keys.
+// model predicts the wheel: it replays the tick goroutine's wake-ups (every
+// tick boundary and intermediate instant, or later after a stall) over a
+// plain list of keys.
 type model struct {
 	origin      time.Time
+	wakes       int64 // wake-ups per tick
 	lastWake    time.Time
 	nextWake    time.Time
 	nextDelayed bool          // the next wake-up comes late because of a stall
@@ -144,20 +158,44 @@ type model struct {
 	pending     map[string]pendingKey
 }
 
-func (m *model) tickOf(t time.Time) int64 { return int64(t.Sub(m.origin) / modelTick) }
-
-// boundaryAtOrAfter returns the first tick boundary at or after t.
-func (m *model) boundaryAtOrAfter(t time.Time) time.Time {
-	b := m.origin.Add(t.Sub(m.origin).Truncate(modelTick))
-	if b.Before(t) {
-		b = b.Add(modelTick)
+// tickOf returns the tick that t is in, rounding down before the origin too.
+func (m *model) tickOf(t time.Time) int64 {
+	d := t.Sub(m.origin)
+	n := int64(d / modelTick)
+	if d%modelTick < 0 {
+		n--
 	}
-	return b
+	return n
+}
+
+// gridAfter returns the first wake-up instant strictly after t: a tick
+// boundary, or the j-th instant between two, ⌊j×tick/wakes⌋ after the first
+// (j from 1 to wakes-1).
+func (m *model) gridAfter(t time.Time) time.Time {
+	start := m.origin.Add(time.Duration(m.tickOf(t)) * modelTick)
+	for j := int64(1); ; j++ {
+		g := start.Add(time.Duration(j * int64(modelTick) / m.wakes))
+		if g.After(t) {
+			return g
+		}
+	}
+}
+
+// gridAtOrAfter returns the first wake-up instant at or after t.
+func (m *model) gridAtOrAfter(t time.Time) time.Time { return m.gridAfter(t.Add(-1)) }
+
+// gridAtOrBefore returns the last wake-up instant at or before t.
+func (m *model) gridAtOrBefore(t time.Time) time.Time {
+	g := m.origin.Add(time.Duration(m.tickOf(t)) * modelTick)
+	for next := m.gridAfter(g); !next.After(t); next = m.gridAfter(next) {
+		g = next
+	}
+	return g
 }
 
 // wakeAfter returns the wake-up that follows one at w, given a pending stall.
 func (m *model) wakeAfter(w time.Time, stall time.Duration) time.Time {
-	return m.origin.Add(time.Duration(m.tickOf(w)+1) * modelTick).Add(stall)
+	return m.gridAfter(w).Add(stall)
 }
 
 // avoidWake moves t off any wake-up instant up to t, so that the test never
@@ -205,7 +243,7 @@ func runModel(cfg modelConfig, ops []op) (err error) {
 	clock := &stallClock{}
 	origin := time.Now()
 	w, err := timewheel.New(timewheel.Config{
-		Tick: modelTick, Slots: cfg.slots, MaxPending: cfg.maxPending, MaxBatch: cfg.maxBatch, Clock: clock,
+		Tick: modelTick, WakesPerTick: cfg.wakes, Slots: cfg.slots, MaxPending: cfg.maxPending, MaxBatch: cfg.maxBatch, Clock: clock,
 	})
 	if err != nil {
 		return err
@@ -225,10 +263,16 @@ func runModel(cfg modelConfig, ops []op) (err error) {
 
 	m := &model{
 		origin:   origin,
+		wakes:    int64(cfg.wakes),
 		lastWake: origin,
-		nextWake: origin.Add(modelTick),
 		pending:  map[string]pendingKey{},
 	}
+	if m.wakes == 0 {
+		m.wakes = modelDefaultWakes
+	}
+	m.nextWake = m.gridAfter(origin)
+	// The longest wait for a wake-up: ⌈tick/wakes⌉.
+	maxWait := (modelTick + time.Duration(m.wakes) - 1) / time.Duration(m.wakes)
 	// history keeps every key's last schedule, for the checks on fired keys.
 	history := map[string]pendingKey{}
 	for n, o := range ops {
@@ -247,6 +291,8 @@ func runModel(cfg modelConfig, ops []op) (err error) {
 				at = m.nextWake.Add(time.Duration(o.snap - snapWake))
 			case snapWakeAfter:
 				at = m.wakeAfter(m.nextWake, m.stall)
+			case snapGrid, snapAfterGrid:
+				at = m.gridAtOrBefore(at).Add(time.Duration(o.snap - snapGrid))
 			}
 			_, isPending := m.pending[key]
 			wantErr := error(nil)
@@ -287,11 +333,16 @@ func runModel(cfg modelConfig, ops []op) (err error) {
 				if f.at.Before(p.at) {
 					return fail("key %s fired early: at +%v, due +%v", f.key, f.at.Sub(origin), p.at.Sub(origin))
 				}
-				// No later than the first tick boundary at or after its time,
-				// or after its Add if that time was not later.
-				if limit := m.boundaryAtOrAfter(later(p.at, p.added.Add(1))); !late[f.key] && f.at.After(limit) {
-					return fail("key %s fired after the first tick boundary at or after its time: at +%v, due +%v, added +%v",
+				// No later than the first wake-up instant at or after its
+				// time, or after its Add if that time was not later: at most
+				// ⌈tick/wakes⌉ after the later of the two.
+				if limit := m.gridAtOrAfter(later(p.at, p.added.Add(1))); !late[f.key] && f.at.After(limit) {
+					return fail("key %s fired after the first wake-up instant at or after its time: at +%v, due +%v, added +%v",
 						f.key, f.at.Sub(origin), p.at.Sub(origin), p.added.Sub(origin))
+				}
+				if !late[f.key] && f.at.Sub(later(p.at, p.added)) > maxWait {
+					return fail("key %s fired more than %v late: at +%v, due +%v, added +%v",
+						f.key, maxWait, f.at.Sub(origin), p.at.Sub(origin), p.added.Sub(origin))
 				}
 			}
 			if !maps.Equal(got, want) {

@@ -3,6 +3,7 @@ package timewheel
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -36,4 +37,10 @@ func TestTable(t *testing.T) {
 		}
 		require.LessOrEqual(rt, tb.n*4, len(tb.index)*3, "load stays at most 3/4")
 	})
+}
+
+// TestEntrySize keeps an entry at 32 bytes: a page of 1024 is 32KiB and a
+// pending key costs 32 bytes of slab.
+func TestEntrySize(t *testing.T) {
+	require.Equal(t, uintptr(32), unsafe.Sizeof(entry{}))
 }

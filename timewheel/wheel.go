@@ -2,6 +2,8 @@ package timewheel
 
 import (
 	"errors"
+	"math"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -29,6 +31,7 @@ const firstBatchCap = 16
 type Wheel struct {
 	tick     time.Duration
 	tickNs   int64 // tick in nanoseconds
+	wakes    int64 // Config.WakesPerTick
 	mask     int64
 	clock    Clock
 	origin   time.Time // the start of tick 0
@@ -48,13 +51,27 @@ type Wheel struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
-	current int64   // the last tick processed; entries are due after its start
-	slots   []int32 // head of each slot's list, or nilIdx
+	current int64  // the last tick processed; entries are due after its start
+	slots   []slot // one per tick of a revolution
 	table   table
 	cursor  int32      // next entry the firing walk will look at, or nilIdx
 	ready   [][]string // fired batches waiting for the delivery goroutine
 	backlog int        // fired keys not yet received from C
 }
+
+// slot is the list of entries of the ticks t with t&mask equal to its index.
+type slot struct {
+	// min is at most the time of every entry in the list (noEntry if it is
+	// empty), so a wake-up skips a slot with min after now without walking
+	// it. Link lowers it, a walk of the slot sets it to the earliest time
+	// left, and emptying the slot resets it; cancelling or moving an entry
+	// otherwise leaves it, still a lower bound, until the next walk.
+	min  int64
+	head int32 // first entry, or nilIdx
+}
+
+// noEntry is the min of an empty slot.
+const noEntry = math.MaxInt64
 
 // New returns a stopped wheel configured by cfg (defaults filled in, then
 // validated). Tick 0 begins now, by cfg.Clock; keys may be added before Start.
@@ -66,6 +83,7 @@ func New(cfg Config) (*Wheel, error) {
 	w := &Wheel{
 		tick:     cfg.Tick,
 		tickNs:   int64(cfg.Tick),
+		wakes:    int64(cfg.WakesPerTick),
 		mask:     int64(cfg.Slots - 1),
 		clock:    cfg.Clock,
 		maxBatch: cfg.MaxBatch,
@@ -73,13 +91,13 @@ func New(cfg Config) (*Wheel, error) {
 		out:      make(chan []string),
 		readyCh:  make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
-		slots:    make([]int32, cfg.Slots),
+		slots:    make([]slot, cfg.Slots),
 		table:    newTable(cfg.Capacity),
 		cursor:   nilIdx,
 		chunk:    fireChunk,
 	}
 	for i := range w.slots {
-		w.slots[i] = nilIdx
+		w.slots[i] = slot{min: noEntry, head: nilIdx}
 	}
 	w.origin = w.clock.Now()
 	return w, nil
@@ -116,6 +134,9 @@ func (w *Wheel) Add(key string, at time.Time) error {
 			w.unlink(i, e)
 			w.link(i, e, ns)
 		} else {
+			if s := &w.slots[w.tickAfter(ns)&w.mask]; ns < s.min {
+				s.min = ns
+			}
 			e.at = ns // same slot, same round
 		}
 		return nil
@@ -195,7 +216,7 @@ func (w *Wheel) Stop() []string {
 		keys = append(keys, batch...)
 	}
 	for t := w.current + 1; t <= w.current+int64(len(w.slots)); t++ {
-		for i := w.slots[t&w.mask]; i != nilIdx; {
+		for i := w.slots[t&w.mask].head; i != nilIdx; {
 			e := w.table.entry(i)
 			keys = append(keys, e.key)
 			i = e.next
@@ -229,14 +250,15 @@ func (w *Wheel) tickOf(now time.Time) int64 {
 // link puts entry i, not in any list, at the head of the slot of the tick
 // of ns, and sets its time to ns.
 func (w *Wheel) link(i int32, e *entry, ns int64) {
-	head := &w.slots[w.tickAfter(ns)&w.mask]
+	s := &w.slots[w.tickAfter(ns)&w.mask]
 	e.at = ns
 	e.prev = nilIdx
-	e.next = *head
-	if *head != nilIdx {
-		w.table.entry(*head).prev = i
+	e.next = s.head
+	if s.head != nilIdx {
+		w.table.entry(s.head).prev = i
 	}
-	*head = i
+	s.head = i
+	s.min = min(s.min, ns)
 }
 
 // unlink takes entry i out of its slot list, moving the firing walk past it.
@@ -245,7 +267,11 @@ func (w *Wheel) unlink(i int32, e *entry) {
 		w.cursor = e.next
 	}
 	if e.prev == nilIdx {
-		w.slots[w.tickAfter(e.at)&w.mask] = e.next
+		s := &w.slots[w.tickAfter(e.at)&w.mask]
+		s.head = e.next
+		if e.next == nilIdx {
+			s.min = noEntry
+		}
 	} else {
 		w.table.entry(e.prev).next = e.next
 	}
@@ -254,11 +280,12 @@ func (w *Wheel) unlink(i int32, e *entry) {
 	}
 }
 
-// run is the tick goroutine: it wakes at every tick boundary and fires every
-// key due by the instant it woke. It never blocks on the receiver.
+// run is the tick goroutine: it wakes at every tick boundary and at
+// WakesPerTick-1 instants in between, and fires every key due by the
+// instant it woke. It never blocks on the receiver.
 func (w *Wheel) run() {
 	defer w.wg.Done()
-	timer := w.clock.NewTimer(w.untilNextTick(w.clock.Now()))
+	timer := w.clock.NewTimer(w.untilNextWake(w.clock.Now()))
 	defer timer.Stop()
 	for {
 		select {
@@ -268,36 +295,59 @@ func (w *Wheel) run() {
 		}
 		now := w.clock.Now()
 		w.advance(w.tickOf(now), int64(now.Sub(w.origin)))
-		timer.Reset(w.untilNextTick(w.clock.Now()))
+		timer.Reset(w.untilNextWake(w.clock.Now()))
 	}
 }
 
-// untilNextTick returns how long after now the next tick starts.
-func (w *Wheel) untilNextTick(now time.Time) time.Duration {
-	d := now.Sub(w.origin)
+// untilNextWake returns how long after now the next wake-up instant is: the
+// first tick boundary or intermediate instant strictly after now. The j-th
+// wake-up of a tick, j from 0 to WakesPerTick-1, is wakeOffset(j) after its
+// start.
+func (w *Wheel) untilNextWake(now time.Time) time.Duration {
+	d := int64(now.Sub(w.origin))
 	if d < 0 {
-		return -d
+		return time.Duration(-d)
 	}
-	return w.tick - d%w.tick
+	r := d % w.tickNs
+	// The last j with wakeOffset(j) = ⌊j×tick/wakes⌋ ≤ r is the largest j
+	// with j×tick < (r+1)×wakes, that is ⌊((r+1)×wakes-1)/tick⌋ < wakes.
+	hi, lo := bits.Mul64(uint64(r+1), uint64(w.wakes))
+	lo, borrow := bits.Sub64(lo, 1, 0)
+	last, _ := bits.Div64(hi-borrow, lo, uint64(w.tickNs))
+	if next := int64(last) + 1; next < w.wakes {
+		return time.Duration(w.wakeOffset(next) - r)
+	}
+	return time.Duration(w.tickNs - r)
+}
+
+// wakeOffset returns ⌊j×tick/wakes⌋ for j from 0 to wakes-1: when the j-th
+// wake-up of a tick comes, in nanoseconds after its start.
+func (w *Wheel) wakeOffset(j int64) int64 {
+	hi, lo := bits.Mul64(uint64(j), uint64(w.tickNs))
+	q, _ := bits.Div64(hi, lo, uint64(w.wakes))
+	return int64(q)
 }
 
 // advance is one wake-up of the tick goroutine at now (nanoseconds since the
 // origin), in tick target. It processes every tick after w.current up to and
 // including target, and fires every key due by now: those of the ticks
-// processed, and those of tick target+1 whose time is at or before now,
-// which would otherwise wait for the next wake-up. Each key is checked
-// against its own time, so none fires early, and only a key of the right
-// round fires. After a stall it catches up on all missed ticks at once; one
-// revolution of slots covers any number of missed ticks.
+// processed, and those of tick target+1 whose time is at or before now. An
+// intermediate wake-up (target is w.current) processes no tick and only
+// fires the due keys of tick target+1. Each key is checked against its own
+// time, so none fires early, and only a key of the right round fires. After
+// a stall it catches up on all missed ticks at once; one revolution of
+// slots covers any number of missed ticks.
 //
 // Every key due by now is in the slots walked: it was added with a time
 // after w.current's start, so its tick is from w.current+1 to target+1.
-// An entry of tick target+1 that is not due yet is looked at again on the
-// next wake-up, so the walk of tick target+1 costs at most one extra look per
-// entry.
+// A slot whose min is after now holds nothing due and is not walked, so a
+// wake-up that finds nothing due costs a look at one or two slot headers.
+// Otherwise every entry of the slot is looked at; one of tick target+1 that
+// is not due yet is looked at again on the next wake-up that finds its slot
+// due, at most WakesPerTick times in all before its own tick is processed.
 func (w *Wheel) advance(target, now int64) {
 	w.mu.Lock()
-	if w.stopped || target <= w.current {
+	if w.stopped || target < w.current {
 		w.mu.Unlock()
 		return
 	}
@@ -314,7 +364,14 @@ func (w *Wheel) advance(target, now int64) {
 	fired := false
 	budget := w.chunk
 	for t := from; t <= last; t++ {
-		w.cursor = w.slots[t&w.mask]
+		s := &w.slots[t&w.mask]
+		if s.min > now {
+			continue // later in tick target+1, or a later round
+		}
+		// Recompute min from the entries left; entries linked while the
+		// lock is released lower it themselves.
+		s.min = noEntry
+		w.cursor = s.head
 		for w.cursor != nilIdx {
 			if budget == 0 {
 				// Let Add, Cancel and the delivery goroutine in.
@@ -340,6 +397,7 @@ func (w *Wheel) advance(target, now int64) {
 			e := w.table.entry(i)
 			w.cursor = e.next
 			if e.at > now {
+				s.min = min(s.min, e.at)
 				continue // later in tick target+1, or a later round
 			}
 			w.unlink(i, e)

@@ -17,6 +17,7 @@ import (
 func TestConfigDefaults(t *testing.T) {
 	c := timewheel.Config{}.WithDefaults()
 	require.Equal(t, 10*time.Millisecond, c.Tick)
+	require.Equal(t, 2, c.WakesPerTick)
 	require.Equal(t, 8192, c.Slots)
 	require.Equal(t, 8192, c.MaxBatch)
 	require.Zero(t, c.MaxPending)
@@ -25,6 +26,8 @@ func TestConfigDefaults(t *testing.T) {
 
 	c = timewheel.Config{Tick: time.Millisecond}.WithDefaults()
 	require.Equal(t, 65536, c.Slots, "60s of 1ms ticks round up to a power of two")
+	require.Equal(t, 2, c.WakesPerTick)
+	require.Equal(t, 1, timewheel.Config{Tick: 1}.WithDefaults().WakesPerTick, "at most one wake-up per ns")
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -33,6 +36,8 @@ func TestConfigValidate(t *testing.T) {
 		field string
 	}{
 		{timewheel.Config{Tick: -time.Second}, "Tick"},
+		{timewheel.Config{WakesPerTick: -1}, "WakesPerTick"},
+		{timewheel.Config{Tick: 10, WakesPerTick: 11}, "WakesPerTick"},
 		{timewheel.Config{Slots: 3}, "Slots"},
 		{timewheel.Config{Slots: -8}, "Slots"},
 		{timewheel.Config{Slots: 1 << 23}, "Slots"},
@@ -45,7 +50,7 @@ func TestConfigValidate(t *testing.T) {
 		_, err = timewheel.New(tc.cfg)
 		require.ErrorContains(t, err, tc.field, "%+v", tc.cfg)
 	}
-	require.ErrorContains(t, timewheel.Config{Tick: time.Second, Slots: 8, MaxBatch: 1}.Validate(), "Clock")
+	require.ErrorContains(t, timewheel.Config{Tick: time.Second, WakesPerTick: 1, Slots: 8, MaxBatch: 1}.Validate(), "Clock")
 }
 
 // newWheel starts a wheel and its receiver in a synctest bubble and stops
@@ -63,44 +68,131 @@ func newWheel(t *testing.T, cfg timewheel.Config) (*timewheel.Wheel, *receiver) 
 	return w, r
 }
 
-func TestFiresOnFirstTickAtOrAfterTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		origin := time.Now()
-		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond})
-		require.NoError(t, w.Add("a", origin.Add(25*time.Millisecond)))
-		require.NoError(t, w.Add("b", origin.Add(30*time.Millisecond))) // on a boundary: exactly on time
-		require.NoError(t, w.Add("c", origin.Add(-time.Hour)))          // long past: next tick
-		require.NoError(t, w.Add("d", origin.Add(90*time.Second+1)))    // beyond one revolution
-		require.Equal(t, 4, w.Len())
-
-		time.Sleep(time.Minute + 35*time.Second)
-		synctest.Wait()
-		got := map[string]time.Duration{}
-		for _, f := range r.take() {
-			got[f.key] = f.at.Sub(origin)
-		}
-		require.Equal(t, map[string]time.Duration{
+func TestFiresOnFirstWakeAtOrAfterTime(t *testing.T) {
+	for _, tc := range []struct {
+		wakes int
+		want  map[string]time.Duration
+	}{
+		{1, map[string]time.Duration{
 			"a": 30 * time.Millisecond,
 			"b": 30 * time.Millisecond,
 			"c": 10 * time.Millisecond,
 			"d": 90*time.Second + 10*time.Millisecond,
-		}, got)
-		require.Zero(t, w.Len())
-	})
+		}},
+		{0, map[string]time.Duration{ // the default: 2, every 5ms
+			"a": 25 * time.Millisecond,
+			"b": 30 * time.Millisecond,
+			"c": 5 * time.Millisecond,
+			"d": 90*time.Second + 5*time.Millisecond,
+		}},
+		{4, map[string]time.Duration{ // every 2.5ms
+			"a": 25 * time.Millisecond,
+			"b": 30 * time.Millisecond,
+			"c": 2500 * time.Microsecond,
+			"d": 90*time.Second + 2500*time.Microsecond,
+		}},
+	} {
+		t.Run(fmt.Sprint(tc.wakes), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				origin := time.Now()
+				w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, WakesPerTick: tc.wakes})
+				require.NoError(t, w.Add("a", origin.Add(25*time.Millisecond)))
+				require.NoError(t, w.Add("b", origin.Add(30*time.Millisecond))) // on a boundary: exactly on time
+				require.NoError(t, w.Add("c", origin.Add(-time.Hour)))          // long past: next wake-up
+				require.NoError(t, w.Add("d", origin.Add(90*time.Second+1)))    // beyond one revolution
+				require.Equal(t, 4, w.Len())
+
+				time.Sleep(time.Minute + 35*time.Second)
+				synctest.Wait()
+				got := map[string]time.Duration{}
+				for _, f := range r.take() {
+					got[f.key] = f.at.Sub(origin)
+				}
+				require.Equal(t, tc.want, got)
+				require.Zero(t, w.Len())
+			})
+		})
+	}
 }
 
-func TestPastKeyFiresOnNextTick(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		origin := time.Now()
-		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond})
-		time.Sleep(43 * time.Millisecond)
-		require.NoError(t, w.Add("late", origin)) // 43ms in the past
-		time.Sleep(10 * time.Millisecond)
-		synctest.Wait()
-		got := r.take()
-		require.Len(t, got, 1)
-		require.Equal(t, 50*time.Millisecond, got[0].at.Sub(origin))
-	})
+func TestPastKeyFiresOnNextWake(t *testing.T) {
+	for wakes, want := range map[int]time.Duration{1: 50 * time.Millisecond, 2: 45 * time.Millisecond} {
+		t.Run(fmt.Sprint(wakes), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				origin := time.Now()
+				w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, WakesPerTick: wakes})
+				time.Sleep(43 * time.Millisecond)
+				require.NoError(t, w.Add("late", origin)) // 43ms in the past
+				time.Sleep(10 * time.Millisecond)
+				synctest.Wait()
+				got := r.take()
+				require.Len(t, got, 1)
+				require.Equal(t, want, got[0].at.Sub(origin))
+			})
+		})
+	}
+}
+
+// TestIntermediateWakeFiresDueKeys checks the wake-ups between tick
+// boundaries: each fires the keys of the next tick that are due by then, and
+// nothing else, and wakes at ⌊j×Tick/WakesPerTick⌋ after the boundary.
+func TestIntermediateWakeFiresDueKeys(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	for _, tc := range []struct {
+		wakes int
+		keys  map[string]time.Duration // key: due after the origin
+		want  map[string]time.Duration // key: fired after the origin
+	}{
+		{2, map[string]time.Duration{
+			"early":     ms(12),     // tick 2
+			"atWake":    ms(15),     // due at the intermediate wake-up itself
+			"afterWake": ms(15) + 1, // 1ns after it: the boundary
+			"boundary":  ms(20),
+			"nextTick":  ms(21),
+			"nextRound": ms(52), // tick 6, the slot of tick 2
+		}, map[string]time.Duration{
+			"early":     ms(15), // not at 20ms
+			"atWake":    ms(15),
+			"afterWake": ms(20),
+			"boundary":  ms(20),
+			"nextTick":  ms(25),
+			"nextRound": ms(55),
+		}},
+		{3, map[string]time.Duration{
+			"early":     ms(11),
+			"atWake":    ms(10) + 3333333,
+			"afterWake": ms(10) + 3333334,
+			"second":    ms(16),
+			"late":      ms(18),
+			"nextRound": ms(51),
+		}, map[string]time.Duration{
+			"early":     ms(10) + 3333333, // 10ms + ⌊10ms/3⌋
+			"atWake":    ms(10) + 3333333,
+			"afterWake": ms(10) + 6666666, // 10ms + ⌊20ms/3⌋
+			"second":    ms(10) + 6666666,
+			"late":      ms(20),
+			"nextRound": ms(50) + 3333333,
+		}},
+	} {
+		t.Run(fmt.Sprint(tc.wakes), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				origin := time.Now()
+				// 4 slots of 10ms: tick 2 shares its slot with tick 6.
+				w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, Slots: 4, WakesPerTick: tc.wakes})
+				time.Sleep(ms(10.5)) // past the wake-up at 10ms: the keys wait in their slots
+				for k, d := range tc.keys {
+					require.NoError(t, w.Add(k, origin.Add(d)))
+				}
+				time.Sleep(time.Second)
+				synctest.Wait()
+				got := map[string]time.Duration{}
+				for _, f := range r.take() {
+					got[f.key] = f.at.Sub(origin)
+				}
+				require.Equal(t, tc.want, got)
+			})
+		})
+	}
 }
 
 func TestAddReschedules(t *testing.T) {
@@ -140,21 +232,28 @@ func TestCancel(t *testing.T) {
 }
 
 func TestCatchUpAfterStall(t *testing.T) {
+	for _, wakes := range []int{1, 2} {
+		t.Run(fmt.Sprint(wakes), func(t *testing.T) { testCatchUpAfterStall(t, wakes) })
+	}
+}
+
+func testCatchUpAfterStall(t *testing.T, wakes int) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := &stallClock{}
 		origin := time.Now()
 		// 64 slots of 10ms: the 5s stall spans almost eight revolutions.
-		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, Slots: 64, Clock: clock})
+		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, WakesPerTick: wakes, Slots: 64, Clock: clock})
 		synctest.Wait()
 		const n = 2000
 		for i := range n {
 			require.NoError(t, w.Add(fmt.Sprint(i), origin.Add(time.Duration(i)*5*time.Millisecond+time.Millisecond)))
 		}
-		clock.Stall(5 * time.Second) // the wake-up at 10ms arms the next one 5s late
-		time.Sleep(5*time.Second + 25*time.Millisecond)
+		// The first wake-up, at 10ms/wakes, arms the next one 5s late.
+		clock.Stall(5 * time.Second)
+		wake := origin.Add(5*time.Second + 2*10*time.Millisecond/time.Duration(wakes))
+		time.Sleep(wake.Sub(origin) + 1*time.Millisecond) // before the wake-up after it
 		synctest.Wait()
 		got := r.take()
-		wake := origin.Add(5*time.Second + 20*time.Millisecond)
 		var keys []string
 		for _, f := range got {
 			keys = append(keys, f.key)
@@ -164,7 +263,7 @@ func TestCatchUpAfterStall(t *testing.T) {
 		}
 		var want []string
 		for i := range n {
-			if time.Duration(i)*5*time.Millisecond+time.Millisecond <= 5*time.Second+20*time.Millisecond {
+			if origin.Add(time.Duration(i)*5*time.Millisecond+time.Millisecond).Compare(wake) <= 0 {
 				want = append(want, fmt.Sprint(i))
 			}
 		}
@@ -197,16 +296,17 @@ func TestSlowReceiverGetsEverythingInLargerBatches(t *testing.T) {
 			keys = append(keys, batch...)
 		}
 		require.Len(t, keys, n)
-		// The first tick's 10 keys were taken by the delivery goroutine at once;
-		// the 290 that fired while it waited come as full batches of MaxBatch.
-		require.Equal(t, []int{10, 50, 50, 50, 50, 50, 40}, sizes)
-		tick := 0 // key i fires on tick (i+10)/10
+		// The 5 keys of the first wake-up, at 5ms, were taken by the delivery
+		// goroutine at once; the 295 that fired while it waited come as full
+		// batches of MaxBatch.
+		require.Equal(t, []int{5, 50, 50, 50, 50, 50, 45}, sizes)
+		wake := 0 // key i fires on the wake-up at 5×((i+5)/5) ms
 		for _, k := range keys {
 			var i int
 			_, err := fmt.Sscan(k, &i)
 			require.NoError(t, err)
-			require.GreaterOrEqual(t, (i+10)/10, tick, "keys come out in the order they fired")
-			tick = (i + 10) / 10
+			require.GreaterOrEqual(t, (i+5)/5, wake, "keys come out in the order they fired")
+			wake = (i + 5) / 5
 		}
 	})
 }
@@ -379,12 +479,14 @@ func TestErrorsAreDistinct(t *testing.T) {
 // TestDueKeysOfNextTickFireAtLateWakeUp holds the tick goroutine's wake-up
 // for the 20ms boundary up to 23ms: the keys of the next tick (20ms, 30ms]
 // that are due by 23ms fire then, not a tick later, and the others wait.
+// It wakes at tick boundaries only, so that no intermediate wake-up comes
+// between.
 func TestDueKeysOfNextTickFireAtLateWakeUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := &stallClock{}
 		origin := time.Now()
 		// 4 slots of 10ms: tick 3 shares its slot with ticks 7, 11...
-		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, Slots: 4, Clock: clock})
+		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, WakesPerTick: 1, Slots: 4, Clock: clock})
 		synctest.Wait() // the first wake-up, at 10ms, is armed
 		at := func(d time.Duration) time.Time { return origin.Add(d) }
 		for k, d := range map[string]time.Duration{

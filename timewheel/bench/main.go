@@ -23,6 +23,8 @@ import (
 var impls = []benchkit.Impl{
 	benchkit.AfterFunc,
 	benchkit.Wheel,
+	benchkit.WheelWith("timewheel 1 wake", timewheel.Config{WakesPerTick: 1}),
+	benchkit.WheelWith("timewheel 4 wakes", timewheel.Config{WakesPerTick: 4}),
 	benchkit.WheelWith("timewheel 1ms", timewheel.Config{Tick: time.Millisecond}),
 	goZero,
 }
@@ -118,7 +120,8 @@ func runAll(n int, window time.Duration) error {
 	start := time.Now()
 	fmt.Printf("timewheel benchmark: %s, %d cores (GOMAXPROCS %d), %s %s/%s\n",
 		cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Printf("n = %d; timewheel: default config (tick 10ms, 8192 slots); timewheel 1ms: tick 1ms, 65536 slots;\n", n)
+	fmt.Printf("n = %d; timewheel: default config (tick 10ms, 8192 slots, 2 wakes per tick); timewheel 1 wake / 4 wakes:\n", n)
+	fmt.Printf("the same with 1 or 4 wake-ups per tick; timewheel 1ms: tick 1ms, 65536 slots, 2 wakes per tick;\n")
 	fmt.Printf("go-zero TimingWheel v1.10.3: tick 10ms, 8192 slots; time.AfterFunc: one closure per key\n\n")
 
 	type row struct {
