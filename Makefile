@@ -9,7 +9,7 @@ BIN := bin/rocketdelay
 LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
 
-.PHONY: help build run test test-short bench bench-timewheel bench-pipeline down status fmt vet
+.PHONY: help build run test test-short bench bench-timewheel bench-pipeline bench-sender down status fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -42,7 +42,7 @@ bench: ## the Go benchmarks of every package, the timing wheel table, the pipeli
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; go test -run '^$$' -bench . -benchmem ./store/ ./sender/
 	go test -short -run '^$$' -bench . -benchtime 1x ./timewheel/
-	$(MAKE) bench-timewheel bench-pipeline
+	$(MAKE) bench-timewheel bench-pipeline bench-sender
 
 bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one table
 	cd timewheel/bench && go run .
@@ -50,6 +50,10 @@ bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one ta
 bench-pipeline: build ## raw RocketMQ vs scheduler hop and wheel-stage throughput, Redis round trips, lateness
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=5s $(BIN) bench pipeline
+
+bench-sender: build ## the sender vs naive rate limiting against the DingTalk simulator
+	deploy/local/up redis >/dev/null
+	eval "$$(deploy/local/env)"; $(BIN) bench sender -n 1000
 
 down: ## stop the local stack
 	deploy/local/down

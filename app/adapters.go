@@ -73,7 +73,7 @@ type senderHandoff struct {
 }
 
 func (h senderHandoff) Deliver(ctx context.Context, a scheduler.Alert) error {
-	err := h.snd.SendBody(ctx, a.Target, a.Body)
+	err := h.snd.SendAlert(ctx, a.Target, a.Body, a.DeliverAt)
 	if err == nil {
 		return nil
 	}

@@ -55,7 +55,7 @@ the lateness from due time to hand-off.`,
 	configFlag(pipeline, &path)
 	pipeline.Flags().IntVarP(&n, "messages", "n", 10000, "messages per stage")
 	pipeline.Flags().IntVar(&concurrency, "concurrency", 20, "consumer goroutines, the same for every stage")
-	cmd.AddCommand(pipeline)
+	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio))
 	return cmd
 }
 

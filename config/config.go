@@ -173,6 +173,17 @@ func (r Robot) AccessToken() (Secret, error) {
 // MaxRobotLimit is DingTalk's limit on a custom robot: 20 messages per minute.
 const MaxRobotLimit = 20
 
+// Values of sender.coalesce.
+const (
+	// CoalesceAuto merges waiting alerts of a target under backlog.
+	CoalesceAuto = "auto"
+	// CoalesceOff sends every alert alone.
+	CoalesceOff = "off"
+)
+
+// MaxCoalesceMax is the largest sender.coalesceMax Validate accepts.
+const MaxCoalesceMax = 1000
+
 // Sender configures delivery to DingTalk robots.
 type Sender struct {
 	// Limit is how many messages each robot may send per Window, counted by all replicas
@@ -219,6 +230,15 @@ type Sender struct {
 	// BreakerOpen is how long an open circuit breaker keeps its robot out of rotation
 	// before one trial request. Default 30s.
 	BreakerOpen time.Duration `yaml:"breakerOpen" json:"breakerOpen"`
+	// Coalesce says whether alerts of one target that wait for a free robot are merged:
+	// "auto" merges them, when the target's queue in this replica is longer than its
+	// robots can drain within the window, into one markdown message (a title, then one
+	// section per alert, in due order) of at most the size limit and CoalesceMax alerts;
+	// "off" sends every alert alone. Default "auto".
+	Coalesce string `yaml:"coalesce" json:"coalesce"`
+	// CoalesceMax is the most alerts one merged message carries, 2 to 1000.
+	// Default 50.
+	CoalesceMax int `yaml:"coalesceMax" json:"coalesceMax"`
 }
 
 // Admin configures the admin HTTP API.
@@ -304,6 +324,8 @@ const (
 	DefaultSenderMaxInFlight     = 32
 	DefaultSenderBreakerFailures = 5
 	DefaultSenderBreakerOpen     = 30 * time.Second
+	DefaultSenderCoalesce        = CoalesceAuto
+	DefaultSenderCoalesceMax     = 50
 
 	DefaultFailedSendsInterval    = 30 * time.Second
 	DefaultFailedSendsMaxAttempts = 20
@@ -343,6 +365,8 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Sender.MaxInFlight, DefaultSenderMaxInFlight)
 	setDefault(&c.Sender.BreakerFailures, DefaultSenderBreakerFailures)
 	setDefault(&c.Sender.BreakerOpen, DefaultSenderBreakerOpen)
+	setDefault(&c.Sender.Coalesce, DefaultSenderCoalesce)
+	setDefault(&c.Sender.CoalesceMax, DefaultSenderCoalesceMax)
 	setDefault(&c.FailedSends.Interval, DefaultFailedSendsInterval)
 	setDefault(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
 	setDefault(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)
@@ -520,6 +544,12 @@ func (s Sender) validate(bad func(key, format string, args ...any)) {
 	}
 	if s.MaxWait < 0 {
 		bad("sender.maxWait", "must not be negative, got %s", s.MaxWait)
+	}
+	if s.Coalesce != CoalesceAuto && s.Coalesce != CoalesceOff {
+		bad("sender.coalesce", "must be %q or %q, got %q", CoalesceAuto, CoalesceOff, s.Coalesce)
+	}
+	if s.CoalesceMax < 2 || s.CoalesceMax > MaxCoalesceMax {
+		bad("sender.coalesceMax", "must be between 2 and %d (sender.coalesce: off sends every alert alone), got %d", MaxCoalesceMax, s.CoalesceMax)
 	}
 }
 

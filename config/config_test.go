@@ -307,7 +307,7 @@ func TestSenderDefaultsAndValidation(t *testing.T) {
 		Limit: 19, Window: time.Minute, Cooldown: 10 * time.Minute, DisableFor: time.Hour,
 		HTTPTimeout: 5 * time.Second, Attempts: 5, BackoffBase: 500 * time.Millisecond,
 		BackoffMax: 30 * time.Second, BaseURL: "https://oapi.dingtalk.com/robot/send", MaxInFlight: 32,
-		BreakerFailures: 5, BreakerOpen: 30 * time.Second,
+		BreakerFailures: 5, BreakerOpen: 30 * time.Second, Coalesce: "auto", CoalesceMax: 50,
 	}, c.Sender)
 
 	_, err = Load(writeFile(t, validYAML+`
@@ -430,4 +430,22 @@ func TestAdminTokenFromEnvReference(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, "a-long-admin-token-0123456789", c.Admin.Token.Reveal())
+}
+
+func TestSenderCoalesceDefaultsAndValidation(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, CoalesceAuto, c.Sender.Coalesce)
+	require.Equal(t, DefaultSenderCoalesceMax, c.Sender.CoalesceMax)
+
+	c, err = Load(writeFile(t, validYAML+"sender: {coalesce: \"off\", coalesceMax: 20}\n"), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, CoalesceOff, c.Sender.Coalesce)
+	require.Equal(t, 20, c.Sender.CoalesceMax)
+
+	_, err = Load(writeFile(t, validYAML+"sender: {coalesce: always, coalesceMax: 1}\n"), noEnv)
+	require.ErrorContains(t, err, `sender.coalesce: must be "auto" or "off", got "always"`)
+	require.ErrorContains(t, err, "sender.coalesceMax: must be between 2 and 1000")
+	_, err = Load(writeFile(t, validYAML+"sender: {coalesceMax: 1001}\n"), noEnv)
+	require.ErrorContains(t, err, "sender.coalesceMax: must be between 2 and 1000")
 }

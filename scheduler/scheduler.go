@@ -68,7 +68,10 @@ type Options struct {
 	// RetryDelay is how long a hand-off that failed waits before it is tried again.
 	// Default 1s.
 	RetryDelay time.Duration
-	// HandoffWorkers is how many alerts are handed off at once. Default 16.
+	// HandoffWorkers is how many alerts are handed off at once. The DingTalk sender merges
+	// only alerts that wait for a robot at the same time, so under backlog one merged
+	// message carries at most this many alerts per replica: keep it above
+	// sender.coalesceMax (50). Default 64.
 	HandoffWorkers int
 	// ConsumeGoroutines is the push consumer's concurrency. Default 20.
 	ConsumeGoroutines int
@@ -103,7 +106,7 @@ func (o Options) withDefaults() Options {
 		o.ClaimBatch = 512
 	}
 	if o.HandoffWorkers <= 0 {
-		o.HandoffWorkers = 16
+		o.HandoffWorkers = 64
 	}
 	if o.ConsumeGoroutines <= 0 {
 		o.ConsumeGoroutines = 20

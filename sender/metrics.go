@@ -13,6 +13,8 @@ type Metrics struct {
 	wait      *prometheus.HistogramVec
 	duration  *prometheus.HistogramVec
 	inflight  prometheus.Gauge
+	coalesced *prometheus.CounterVec
+	merged    *prometheus.CounterVec
 }
 
 // NewMetrics creates the sender's metrics and registers them with reg (none when reg is
@@ -27,6 +29,8 @@ type Metrics struct {
 //	rocketdelay_sender_robot_wait_seconds{target}            time a send waited for a free robot
 //	rocketdelay_sender_request_duration_seconds{target}      duration of a request to DingTalk
 //	rocketdelay_sender_inflight_requests                     requests to DingTalk in flight
+//	rocketdelay_sender_coalesced_alerts_total{target}        alerts delivered inside merged messages
+//	rocketdelay_sender_merged_messages_total{target}         merged messages delivered
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -63,9 +67,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rocketdelay_sender_inflight_requests",
 			Help: "Requests to DingTalk in flight in this process.",
 		}),
+		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_sender_coalesced_alerts_total",
+			Help: "Alerts delivered merged with others into one markdown message, by target.",
+		}, []string{"target"}),
+		merged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_sender_merged_messages_total",
+			Help: "Merged markdown messages (each carrying two or more alerts) DingTalk accepted, by target.",
+		}, []string{"target"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight)
+		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight, m.coalesced, m.merged)
 	}
 	return m
 }

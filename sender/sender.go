@@ -63,6 +63,12 @@ type Options struct {
 	// DefaultBreakerFailures and DefaultBreakerOpen.
 	BreakerFailures uint32
 	BreakerOpen     time.Duration
+	// Coalesce is config.CoalesceAuto (the default) or config.CoalesceOff; see
+	// coalesce.go (config sender.coalesce).
+	Coalesce string
+	// CoalesceMax is the most alerts one merged message carries (config
+	// sender.coalesceMax).
+	CoalesceMax int
 }
 
 // OptionsFromConfig builds Options from the configuration (defaults filled in).
@@ -83,6 +89,8 @@ func OptionsFromConfig(c config.Config) (Options, error) {
 
 		BreakerFailures: uint32(max(s.BreakerFailures, 0)),
 		BreakerOpen:     s.BreakerOpen,
+		Coalesce:        s.Coalesce,
+		CoalesceMax:     s.CoalesceMax,
 	}
 	for name, t := range c.Targets {
 		for i, r := range t.Robots {
@@ -125,6 +133,12 @@ func (o Options) withDefaults() Options {
 	if o.BreakerFailures == 0 {
 		o.BreakerFailures = DefaultBreakerFailures
 	}
+	if o.Coalesce == "" {
+		o.Coalesce = config.DefaultSenderCoalesce
+	}
+	if o.CoalesceMax <= 0 {
+		o.CoalesceMax = config.DefaultSenderCoalesceMax
+	}
 	return o
 }
 
@@ -145,6 +159,9 @@ type Failure struct {
 	Errcode    int
 	// Attempts counts the requests that failed transiently.
 	Attempts int
+	// Merged, when 2 or more, is how many alerts the failed merged message carried; every
+	// one of them got this same Failure.
+	Merged int
 	// Part and Parts locate the failed part (Part counts from 1; Parts is 1 for a message
 	// sent whole); the parts before it were delivered. Both are 0 when the message was
 	// refused before sending (unknown target, invalid or oversized body).
@@ -162,6 +179,9 @@ func (f *Failure) Error() string {
 	fmt.Fprintf(&b, "sender: send to %s", f.Target)
 	if f.Parts > 1 {
 		fmt.Fprintf(&b, " (part %d/%d)", f.Part, f.Parts)
+	}
+	if f.Merged > 1 {
+		fmt.Fprintf(&b, " (merged message of %d alerts)", f.Merged)
 	}
 	if f.Robot != "" {
 		fmt.Fprintf(&b, " via robot %s", f.Robot)
@@ -207,6 +227,8 @@ type target struct {
 	order    []store.PoolRobot
 	breakers map[string]*gobreaker.CircuitBreaker[Outcome]
 	reserve  int // room the longest keyword needs
+	queue    *alertQueue
+	spacing  time.Duration // the pool's window over the target's capacity
 }
 
 // New returns a Sender. pool is the shared robot pool; metrics may come from
@@ -219,6 +241,9 @@ func New(opts Options, pool Pool, logger *slog.Logger, metrics *Metrics, now fun
 	}
 	if metrics == nil {
 		metrics = NewMetrics(nil)
+	}
+	if opts.Coalesce != config.CoalesceAuto && opts.Coalesce != config.CoalesceOff {
+		return nil, fmt.Errorf("sender: coalesce must be %q or %q, got %q", config.CoalesceAuto, config.CoalesceOff, opts.Coalesce)
 	}
 	s := &Sender{
 		opts:    opts,
@@ -234,7 +259,8 @@ func New(opts Options, pool Pool, logger *slog.Logger, metrics *Metrics, now fun
 		if len(robots) == 0 {
 			return nil, fmt.Errorf("sender: target %q has no robot", name)
 		}
-		t := &target{name: name, robots: map[string]Robot{}, breakers: map[string]*gobreaker.CircuitBreaker[Outcome]{}}
+		t := &target{name: name, robots: map[string]Robot{}, breakers: map[string]*gobreaker.CircuitBreaker[Outcome]{},
+			queue: newAlertQueue()}
 		for _, r := range robots {
 			if r.Name == "" || r.Token == "" {
 				return nil, fmt.Errorf("sender: target %q: every robot needs a name and a token", name)
@@ -250,6 +276,7 @@ func New(opts Options, pool Pool, logger *slog.Logger, metrics *Metrics, now fun
 			t.reserve = max(t.reserve, keywordReserve(r.Keyword))
 			t.breakers[r.Name] = s.newBreaker(name, r.Name)
 		}
+		t.spacing = pacing(pool, t.order)
 		s.targets[name] = t
 	}
 	return s, nil
@@ -274,15 +301,23 @@ func (s *Sender) newBreaker(target, robot string) *gobreaker.CircuitBreaker[Outc
 func (s *Sender) Close() { s.client.Close() }
 
 // SendBody parses body as producers publish alerts (see ParseBody) and sends it; an
-// invalid body is a *Failure of ClassPermanent wrapping ErrInvalidBody.
+// invalid body is a *Failure of ClassPermanent wrapping ErrInvalidBody. It is SendAlert
+// without a due time.
 func (s *Sender) SendBody(ctx context.Context, target string, body []byte) error {
+	return s.SendAlert(ctx, target, body, time.Time{})
+}
+
+// SendAlert is SendBody for an alert that was due at due: when alerts of target are
+// merged (see Options.Coalesce), their sections follow their due times. A zero due
+// stands for the moment of the call.
+func (s *Sender) SendAlert(ctx context.Context, target string, body []byte, due time.Time) error {
 	m, err := ParseBody(body)
 	if err != nil {
 		f := &Failure{Class: ClassPermanent, Target: target, Reason: err.Error(), Err: err}
 		s.metrics.failures.WithLabelValues(target, string(f.Class)).Inc()
 		return f
 	}
-	return s.Send(ctx, target, m)
+	return s.SendMessage(ctx, target, m, due)
 }
 
 // Send delivers m to target. A text or markdown message over MaxBodyBytes goes as
@@ -290,7 +325,17 @@ func (s *Sender) SendBody(ctx context.Context, target string, body []byte) error
 // once DingTalk accepted every part, or a *Failure: find it with errors.As and look at
 // its Class. A Failure of a later part means the earlier parts were delivered; a retry
 // sends them again. When ctx ends, Send returns a transient Failure wrapping ctx.Err().
+// It is SendMessage without a due time.
 func (s *Sender) Send(ctx context.Context, target string, m Message) error {
+	return s.SendMessage(ctx, target, m, time.Time{})
+}
+
+// SendMessage is Send for an alert that was due at due (zero: the moment of the call).
+// Unless Options.Coalesce is off, the alert waits for a robot in its target's queue, and
+// under backlog it may go out merged with other waiting alerts of the target, in due
+// order (see coalesce.go); it then counts as delivered when the merged message is, and
+// a failure of the merged message is every one of its alerts' failure.
+func (s *Sender) SendMessage(ctx context.Context, target string, m Message, due time.Time) error {
 	t, ok := s.targets[target]
 	if !ok {
 		f := &Failure{Class: ClassPermanent, Target: target, Reason: fmt.Sprintf("target %q is not configured", target)}
@@ -307,9 +352,15 @@ func (s *Sender) Send(ctx context.Context, target string, m Message) error {
 		return err
 	}
 	for i, p := range parts {
-		if err := s.sendOne(ctx, t, p); err != nil {
+		var err error
+		if s.opts.Coalesce == config.CoalesceOff {
+			err = s.sendOne(ctx, t, p)
+		} else {
+			err = s.sendQueued(ctx, t, p, due, len(parts) > 1 || !mergeable(p))
+		}
+		if err != nil {
 			var f *Failure
-			if errors.As(err, &f) {
+			if errors.As(err, &f) && f.Parts == 0 { // a merged message's Failure is shared and set already
 				f.Part, f.Parts = i+1, len(parts)
 			}
 			s.metrics.failures.WithLabelValues(target, string(f.Class)).Inc()
@@ -324,6 +375,13 @@ func (s *Sender) Send(ctx context.Context, target string, m Message) error {
 
 // sendOne delivers one part; the error is always a *Failure.
 func (s *Sender) sendOne(ctx context.Context, t *target, m Message) error {
+	return s.sendPicked(ctx, t, m, nil)
+}
+
+// sendPicked is sendOne whose first robot, when first is not nil, is already picked and
+// holds an in-flight slot (the queue's drainer picked it).
+func (s *Sender) sendPicked(ctx context.Context, t *target, m Message, first *store.Pick) error {
+	observeWait := first == nil // the queue observes the wait of queued alerts
 	var (
 		attempts, throttles int
 		waited              time.Duration
@@ -334,45 +392,55 @@ func (s *Sender) sendOne(ctx context.Context, t *target, m Message) error {
 		return &Failure{Class: class, Reason: reason, Target: t.name, Robot: lastRobot,
 			HTTPStatus: last.HTTPStatus, Errcode: last.Errcode, Attempts: attempts, Err: err}
 	}
-	defer func() { s.metrics.wait.WithLabelValues(t.name).Observe(waited.Seconds()) }()
+	defer func() {
+		if observeWait {
+			s.metrics.wait.WithLabelValues(t.name).Observe(waited.Seconds())
+		}
+	}()
 	for {
-		if err := ctx.Err(); err != nil {
-			return fail(ClassTransient, "gave up: "+err.Error(), err)
-		}
-		robots := s.closedCircuits(t)
-		if len(robots) == 0 {
-			f := fail(ClassTransient, "the circuit breaker of every robot is open", nil)
-			f.RetryAfter = s.opts.BreakerOpen
-			return f
-		}
-		// Hold an in-flight slot from the pick to the answer, so that a picked send goes
-		// out at once and DingTalk sees the pool's spacing.
-		if err := s.acquire(ctx); err != nil {
-			return fail(ClassTransient, "gave up: "+err.Error(), err)
-		}
-		pick, err := s.pool.Pick(ctx, t.name, robots)
-		if err != nil {
-			s.release()
-			if errors.Is(err, store.ErrNoRobot) {
-				return fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
+		var pick store.Pick
+		if first != nil {
+			pick, first = *first, nil
+		} else {
+			if err := ctx.Err(); err != nil {
+				return fail(ClassTransient, "gave up: "+err.Error(), err)
 			}
-			if ctx.Err() != nil {
-				return fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
-			}
-			return fail(ClassTransient, "robot pool: "+err.Error(), err)
-		}
-		if pick.Robot == "" {
-			s.release()
-			if s.opts.MaxWait > 0 && waited+pick.Wait > s.opts.MaxWait {
-				f := fail(ClassTransient, fmt.Sprintf("no robot free within %s", s.opts.MaxWait), nil)
-				f.RetryAfter = pick.Wait
+			robots := s.closedCircuits(t)
+			if len(robots) == 0 {
+				f := fail(ClassTransient, "the circuit breaker of every robot is open", nil)
+				f.RetryAfter = s.opts.BreakerOpen
 				return f
 			}
-			if err := sleep(ctx, pick.Wait); err != nil {
-				return fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
+			// Hold an in-flight slot from the pick to the answer, so that a picked send goes
+			// out at once and DingTalk sees the pool's spacing.
+			if err := s.acquire(ctx); err != nil {
+				return fail(ClassTransient, "gave up: "+err.Error(), err)
 			}
-			waited += pick.Wait
-			continue
+			var err error
+			pick, err = s.pool.Pick(ctx, t.name, robots)
+			if err != nil {
+				s.release()
+				if errors.Is(err, store.ErrNoRobot) {
+					return fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
+				}
+				if ctx.Err() != nil {
+					return fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+				}
+				return fail(ClassTransient, "robot pool: "+err.Error(), err)
+			}
+			if pick.Robot == "" {
+				s.release()
+				if s.opts.MaxWait > 0 && waited+pick.Wait > s.opts.MaxWait {
+					f := fail(ClassTransient, fmt.Sprintf("no robot free within %s", s.opts.MaxWait), nil)
+					f.RetryAfter = pick.Wait
+					return f
+				}
+				if err := sleep(ctx, pick.Wait); err != nil {
+					return fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
+				}
+				waited += pick.Wait
+				continue
+			}
 		}
 		robot := t.robots[pick.Robot]
 		lastRobot = robot.Name

@@ -413,8 +413,8 @@ func TestWaitsForAFreeRobotAndHonoursContext(t *testing.T) {
 }
 
 // TestBurstAcrossFourSenders sends 1000 alerts through four senders sharing a pool of
-// five robots (limit 19 per window, the simulator allowing 20): DingTalk never sees a
-// robot over its limit, and every alert arrives exactly once.
+// five robots (limit 19 per window, the simulator allowing 20), with coalescing off:
+// DingTalk never sees a robot over its limit, and every alert arrives exactly once.
 func TestBurstAcrossFourSenders(t *testing.T) {
 	const (
 		window = time.Second
@@ -422,8 +422,10 @@ func TestBurstAcrossFourSenders(t *testing.T) {
 	)
 	h := newHarness(t, window, 20, robotSpec{signed: true}, robotSpec{}, robotSpec{keyword: "alert"}, robotSpec{signed: true}, robotSpec{})
 	var senders []*sender.Sender
+	opts := h.options(19)
+	opts.Coalesce = config.CoalesceOff // every alert is one message here
 	for range 4 {
-		s, _ := h.sender(h.options(19))
+		s, _ := h.sender(opts)
 		senders = append(senders, s)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -1,0 +1,519 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// Coalescing (Options.Coalesce "auto", the default).
+//
+// Every alert (every part of a split alert) waits for a robot in its target's queue in
+// this process, ordered by due time. One goroutine per target and process, the drainer,
+// runs while the queue is not empty: it picks a robot from the shared pool and hands the
+// queue's first alert to a send, or — when the queue is longer than the pool can drain
+// within its window — a merged markdown message of the waiting alerts, in due order, of
+// at most MaxBodyBytes (less the room a keyword needs) and Options.CoalesceMax alerts.
+// "Longer than the pool can drain" means either that the pool answered "no robot free"
+// since the queue was last empty (backlog), or that the queue holds more alerts than an
+// upper bound of the sends the pool still has room for in the window, derived from the
+// picked robot's count (it is the least used: no robot has fewer sends). Without backlog
+// every alert goes alone, exactly as with coalescing off.
+//
+// A merged message is: title "<n> alerts: <first alert's title>", text "#### <n> alerts"
+// and one section per alert separated by horizontal rules. A text alert's section is its
+// content as is; a markdown alert's section is its text, under its title when the text
+// does not contain the title. Mentions are merged: the message mentions everyone any of
+// its alerts mentions (isAtAll when any of them has it), and each section ends with the
+// "@mobile"/"@userId" of its own mentions that its text does not show already, so a
+// reader sees whom each alert concerns. Link, actionCard and feedCard alerts, and the
+// parts of a split alert, are never merged: they keep their place in the queue and go
+// alone.
+//
+// Every alert of a merged message gets that send's result: nil, or the same *Failure
+// (Merged says how many alerts it carried). One exception: when DingTalk refuses a
+// merged message as permanent (content rejected, HTTP 4xx), one alert's content may be
+// the cause, so its alerts go again alone and each gets its own verdict; refusing them
+// all would record good alerts as undeliverable.
+//
+// While the pool has room, each alert goes alone; under backlog, after a merged message
+// that emptied the queue, the drainer waits one send's share of the window (window over
+// the target's sends per window) before the next pick, unless a full message's worth of
+// alerts arrives first, so merged messages fill up instead of spending the freed robot
+// slots on one or two alerts each.
+
+// sectionSep separates the sections of a merged message (a blank line before the rule,
+// so the line above does not become a heading).
+const sectionSep = "\n\n---\n\n"
+
+// mergeOverhead bounds the bytes of a merged message's JSON body other than its sections
+// and mentions: msgtype, title, heading, field names.
+const mergeOverhead = 512
+
+// maxTitleRunes bounds the part of a merged message's title taken from its first alert.
+const maxTitleRunes = 48
+
+// alertQueue holds a target's alerts waiting for a robot in this process.
+type alertQueue struct {
+	mu      sync.Mutex
+	waiting []*waiter // by due time, then arrival
+	seq     uint64
+	running bool          // a drainer runs
+	backlog bool          // the pool said "no robot free" since the queue was last empty
+	wake    chan struct{} // a change of waiting, for a sleeping drainer
+}
+
+func newAlertQueue() *alertQueue { return &alertQueue{wake: make(chan struct{}, 1)} }
+
+// waiter is one alert, or one part of a split alert, in a queue.
+type waiter struct {
+	ctx      context.Context
+	m        Message
+	due      time.Time
+	seq      uint64
+	enqueued time.Time
+	solo     bool   // never merged
+	section  string // its section in a merged message
+	size     int    // upper bound of the bytes it adds to a merged message's JSON body
+	taken    bool   // under the queue's lock: out of the queue, in a send
+	done     chan error
+}
+
+func (q *alertQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// insert adds w in due order; the caller holds q.mu.
+func (q *alertQueue) insert(w *waiter) {
+	i, _ := slices.BinarySearchFunc(q.waiting, w, func(a, b *waiter) int {
+		if c := a.due.Compare(b.due); c != 0 {
+			return c
+		}
+		return compareUint(a.seq, b.seq)
+	})
+	q.waiting = slices.Insert(q.waiting, i, w)
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// remove takes w out of the queue; the caller holds q.mu.
+func (q *alertQueue) remove(w *waiter) {
+	if i := slices.Index(q.waiting, w); i >= 0 {
+		q.waiting = slices.Delete(q.waiting, i, i+1)
+	}
+}
+
+// sleep waits d, or less when done (called under q.mu) holds at a change of the queue.
+func (q *alertQueue) sleep(d time.Duration, done func() bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		q.mu.Lock()
+		ok := done()
+		q.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-t.C:
+			return
+		case <-q.wake:
+		}
+	}
+}
+
+// mergeable reports whether m may be a section of a merged message.
+func mergeable(m Message) bool {
+	return (m.MsgType == TypeText && m.Text != nil) || (m.MsgType == TypeMarkdown && m.Markdown != nil)
+}
+
+// windowed is the part of a pool that tells its window (*store.RobotPool does).
+type windowed interface{ Window() time.Duration }
+
+// pacing is one send's share of the pool's window for robots: the drainer's pause after
+// a merged message under backlog. 0 when the pool does not tell its window.
+func pacing(pool Pool, robots []store.PoolRobot) time.Duration {
+	w, ok := pool.(windowed)
+	if !ok {
+		return 0
+	}
+	capacity := 0
+	for _, r := range robots {
+		capacity += r.Limit
+	}
+	if capacity == 0 {
+		return 0
+	}
+	return w.Window() / time.Duration(capacity)
+}
+
+// sendQueued sends m through t's queue and returns its result; solo alerts are never
+// merged.
+func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.Time, solo bool) error {
+	if err := ctx.Err(); err != nil {
+		return &Failure{Class: ClassTransient, Reason: "gave up: " + err.Error(), Target: t.name, Err: err}
+	}
+	now := time.Now()
+	if due.IsZero() {
+		due = now
+	}
+	w := &waiter{ctx: ctx, m: m, due: due, enqueued: now, solo: solo, done: make(chan error, 1)}
+	if !solo {
+		w.section, w.size = section(m)
+	}
+	q := t.queue
+	q.mu.Lock()
+	q.seq++
+	w.seq = q.seq
+	q.insert(w)
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go s.drain(t)
+	} else {
+		q.signal()
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	if !w.taken {
+		q.remove(w)
+	}
+	q.mu.Unlock()
+	q.signal()
+	select {
+	case err := <-w.done: // the send ended as ctx did
+		return err
+	default:
+	}
+	// A send in flight goes on for the other alerts it carries; this one may arrive.
+	return &Failure{Class: ClassTransient, Reason: "gave up: " + ctx.Err().Error(), Target: t.name, Err: ctx.Err()}
+}
+
+// drain picks robots for t's queue until it is empty.
+func (s *Sender) drain(t *target) {
+	q := t.queue
+	ctx := context.Background() // the queue's alerts leave on their own contexts
+	for {
+		q.mu.Lock()
+		if len(q.waiting) == 0 {
+			q.running, q.backlog = false, false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		robots := s.closedCircuits(t)
+		if len(robots) == 0 {
+			s.failWaiting(t, func() *Failure {
+				return &Failure{Class: ClassTransient, Reason: "the circuit breaker of every robot is open",
+					Target: t.name, RetryAfter: s.opts.BreakerOpen}
+			})
+			continue
+		}
+		_ = s.acquire(ctx) // cannot fail: ctx never ends
+		pick, err := s.pool.Pick(ctx, t.name, robots)
+		if err != nil {
+			s.release()
+			s.failWaiting(t, func() *Failure {
+				if errors.Is(err, store.ErrNoRobot) {
+					return &Failure{Class: ClassRobotBroken, Reason: "every robot of the target is out of rotation (broken)", Target: t.name, Err: err}
+				}
+				return &Failure{Class: ClassTransient, Reason: "robot pool: " + err.Error(), Target: t.name, Err: err}
+			})
+			continue
+		}
+		if pick.Robot == "" {
+			s.release()
+			var expired []*waiter
+			q.mu.Lock()
+			q.backlog = true
+			if s.opts.MaxWait > 0 {
+				now := time.Now()
+				q.waiting = slices.DeleteFunc(q.waiting, func(w *waiter) bool {
+					if now.Sub(w.enqueued)+pick.Wait > s.opts.MaxWait {
+						w.taken = true
+						expired = append(expired, w)
+						return true
+					}
+					return false
+				})
+			}
+			q.mu.Unlock()
+			for _, w := range expired {
+				w.done <- &Failure{Class: ClassTransient, Reason: fmt.Sprintf("no robot free within %s", s.opts.MaxWait),
+					Target: t.name, RetryAfter: pick.Wait}
+			}
+			q.sleep(pick.Wait, func() bool { return len(q.waiting) == 0 })
+			continue
+		}
+		q.mu.Lock()
+		batch := s.take(t, pick, robots)
+		backlog, left := q.backlog, len(q.waiting)
+		q.mu.Unlock()
+		if len(batch) == 0 { // every alert left meanwhile; the slot stays spent
+			s.release()
+			continue
+		}
+		go s.sendBatch(t, pick, batch)
+		if backlog && left == 0 && t.spacing > 0 {
+			q.sleep(t.spacing, func() bool { return len(q.waiting) == 0 || len(q.waiting) >= s.opts.CoalesceMax })
+		}
+	}
+}
+
+// failWaiting ends every alert of t's queue with a failure of its own.
+func (s *Sender) failWaiting(t *target, f func() *Failure) {
+	q := t.queue
+	q.mu.Lock()
+	ws := q.waiting
+	q.waiting = nil
+	for _, w := range ws {
+		w.taken = true
+	}
+	q.mu.Unlock()
+	for _, w := range ws {
+		w.done <- f()
+	}
+}
+
+// take removes from t's queue what the picked robot sends: the first alert alone, or,
+// when the queue is longer than the pool can drain, the first alert merged with the
+// following mergeable ones that fit. The caller holds the queue's lock.
+func (s *Sender) take(t *target, pick store.Pick, robots []store.PoolRobot) []*waiter {
+	q := t.queue
+	if len(q.waiting) == 0 {
+		return nil
+	}
+	head := q.waiting[0]
+	batch := []*waiter{head}
+	if !head.solo && (q.backlog || len(q.waiting)-1 > roomAfter(pick, robots)) {
+		batch = pickSections(q.waiting, s.opts.CoalesceMax, MaxBodyBytes-t.reserve)
+	}
+	for _, w := range batch {
+		w.taken = true
+	}
+	q.waiting = slices.DeleteFunc(q.waiting, func(w *waiter) bool { return w.taken })
+	return batch
+}
+
+// pickSections returns, from waiting (in due order, the first one mergeable), the first
+// alert and the mergeable alerts after it that one merged message of at most max alerts
+// and limit bytes can carry; it stops at the first one that does not fit, so merged
+// messages keep due order. Solo alerts are skipped: they go alone.
+func pickSections(waiting []*waiter, max, limit int) []*waiter {
+	batch := []*waiter{waiting[0]}
+	used := mergeOverhead + waiting[0].size
+	for _, w := range waiting[1:] {
+		if len(batch) >= max {
+			break
+		}
+		if w.solo {
+			continue
+		}
+		if used+w.size > limit {
+			break
+		}
+		used += w.size
+		batch = append(batch, w)
+	}
+	return batch
+}
+
+// roomAfter is an upper bound of the sends the pool can still take in the window after
+// pick: the picked robot was the least used, so every robot has at least
+// pick.InWindow-1 sends in the window.
+func roomAfter(pick store.Pick, robots []store.PoolRobot) int {
+	room := -1
+	for _, r := range robots {
+		room += max(r.Limit-(pick.InWindow-1), 0)
+	}
+	return max(room, 0)
+}
+
+// sendBatch sends batch through the picked robot, whose in-flight slot it releases, and
+// gives every alert of it the result.
+func (s *Sender) sendBatch(t *target, pick store.Pick, batch []*waiter) {
+	now := time.Now()
+	for _, w := range batch {
+		s.metrics.wait.WithLabelValues(t.name).Observe(now.Sub(w.enqueued).Seconds())
+	}
+	ctx, stop := batchContext(batch)
+	defer stop()
+	m := batch[0].m
+	if len(batch) > 1 {
+		m = mergeMessage(batch)
+	}
+	err := s.sendPicked(ctx, t, m, &pick)
+	if len(batch) > 1 {
+		var f *Failure
+		switch {
+		case err == nil:
+			s.metrics.merged.WithLabelValues(t.name).Inc()
+			s.metrics.coalesced.WithLabelValues(t.name).Add(float64(len(batch)))
+		case errors.As(err, &f) && f.Class == ClassPermanent:
+			s.logger.Warn("DingTalk refused a merged message; sending its alerts alone", "target", t.name,
+				"alerts", len(batch), "robot", f.Robot, "http_status", f.HTTPStatus, "errcode", f.Errcode, "reason", f.Reason)
+			s.requeueAlone(t, batch)
+			return
+		case errors.As(err, &f):
+			f.Part, f.Parts, f.Merged = 1, 1, len(batch)
+		}
+	}
+	for _, w := range batch {
+		w.done <- err
+	}
+}
+
+// requeueAlone puts the alerts of a refused merged message back in t's queue, to go
+// alone, in their places.
+func (s *Sender) requeueAlone(t *target, batch []*waiter) {
+	q := t.queue
+	q.mu.Lock()
+	for _, w := range batch {
+		if w.ctx.Err() != nil { // its caller has gone
+			w.done <- &Failure{Class: ClassTransient, Reason: "gave up: " + w.ctx.Err().Error(), Target: t.name, Err: w.ctx.Err()}
+			continue
+		}
+		w.taken, w.solo = false, true
+		q.insert(w)
+	}
+	start := !q.running && len(q.waiting) > 0
+	if start {
+		q.running = true
+	}
+	q.mu.Unlock()
+	if start {
+		go s.drain(t)
+	} else {
+		q.signal()
+	}
+}
+
+// batchContext returns the context of a batch's send: it ends when every alert's
+// context has ended, or when stop is called.
+func batchContext(batch []*waiter) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, 0, len(batch))
+	for _, w := range batch {
+		stops = append(stops, context.AfterFunc(w.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// section returns m's section in a merged message and an upper bound of the bytes it
+// adds to the message's JSON body (separator, section, mentions).
+func section(m Message) (string, int) {
+	var text string
+	switch m.MsgType {
+	case TypeText:
+		text = m.Text.Content
+	case TypeMarkdown:
+		text = m.Markdown.Text
+		if title := strings.TrimSpace(m.Markdown.Title); title != "" && !strings.Contains(text, title) {
+			text = "#### " + title + "\n\n" + text
+		}
+	}
+	size := 0
+	if at := m.At; at != nil {
+		var shown []string
+		for _, id := range slices.Concat(at.AtMobiles, at.AtUserIDs) {
+			size += jsonStringLen(id) + 3 // quotes and comma in the merged at
+			if id != "" && !strings.Contains(text, "@"+id) {
+				shown = append(shown, "@"+id)
+			}
+		}
+		if len(shown) > 0 {
+			text += "\n\n" + strings.Join(shown, " ")
+		}
+	}
+	return text, size + jsonStringLen(sectionSep+text)
+}
+
+// alertTitle is how a merged message's title names its first alert: a markdown alert's
+// title, or a text alert's first non-blank line, cut to maxTitleRunes.
+func alertTitle(m Message) string {
+	var title string
+	switch m.MsgType {
+	case TypeMarkdown:
+		title = m.Markdown.Title
+	case TypeText:
+		for line := range strings.Lines(m.Text.Content) {
+			if line = strings.TrimSpace(line); line != "" {
+				title = line
+				break
+			}
+		}
+	}
+	title = strings.TrimSpace(title)
+	if utf8.RuneCountInString(title) > maxTitleRunes {
+		title = string([]rune(title)[:maxTitleRunes-1]) + "…"
+	}
+	return title
+}
+
+// mergeMessage is the markdown message that carries the alerts of batch, in order.
+func mergeMessage(batch []*waiter) Message {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#### %d alerts", len(batch))
+	var at At
+	seen := map[string]bool{}
+	add := func(list *[]string, ids []string, kind string) {
+		for _, id := range ids {
+			if id != "" && !seen[kind+id] {
+				seen[kind+id] = true
+				*list = append(*list, id)
+			}
+		}
+	}
+	for _, w := range batch {
+		b.WriteString(sectionSep)
+		b.WriteString(w.section)
+		if w.m.At != nil {
+			add(&at.AtMobiles, w.m.At.AtMobiles, "m")
+			add(&at.AtUserIDs, w.m.At.AtUserIDs, "u")
+			at.IsAtAll = at.IsAtAll || w.m.At.IsAtAll
+		}
+	}
+	m := Message{MsgType: TypeMarkdown, Markdown: &Markdown{
+		Title: fmt.Sprintf("%d alerts: %s", len(batch), alertTitle(batch[0].m)),
+		Text:  b.String(),
+	}}
+	if len(at.AtMobiles) > 0 || len(at.AtUserIDs) > 0 || at.IsAtAll {
+		m.At = &at
+	}
+	return m
+}

@@ -1,0 +1,239 @@
+package sender_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+)
+
+var alertID = regexp.MustCompile(`alert-\d{4}`)
+
+// content is the text a simulator message shows to readers: text.content or
+// markdown.text (a merged message's title repeats its first alert).
+func content(t *testing.T, m dingtalksim.Message) string {
+	t.Helper()
+	var b struct {
+		Text     *sender.Text     `json:"text"`
+		Markdown *sender.Markdown `json:"markdown"`
+	}
+	require.NoError(t, json.Unmarshal(m.Body, &b))
+	switch {
+	case b.Text != nil:
+		return b.Text.Content
+	case b.Markdown != nil:
+		return b.Markdown.Text
+	}
+	return ""
+}
+
+// TestCoalescedBurstAcrossFourSenders sends a burst of 1000 alerts from 200 goroutines
+// through four senders sharing five robots (limit 19 per 1s window, the simulator
+// allowing 20), with coalescing on: no robot goes over its limit, every alert arrives
+// exactly once, in due order within each merged message, and DingTalk gets far fewer
+// messages than alerts.
+func TestCoalescedBurstAcrossFourSenders(t *testing.T) {
+	const (
+		window  = time.Second
+		alerts  = 1000
+		callers = 200
+	)
+	h := newHarness(t, window, 20, robotSpec{signed: true}, robotSpec{}, robotSpec{keyword: "alert"}, robotSpec{signed: true}, robotSpec{})
+	var senders []*sender.Sender
+	var merged, coalesced float64
+	var gather []func()
+	for range 4 {
+		s, reg := h.sender(h.options(19)) // coalescing auto, the default
+		senders = append(senders, s)
+		gather = append(gather, func() {
+			merged += metric(t, reg, "rocketdelay_sender_merged_messages_total")
+			coalesced += metric(t, reg, "rocketdelay_sender_coalesced_alerts_total")
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := time.Now()
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, alerts)
+	for g := range callers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= alerts {
+					return
+				}
+				due := base.Add(time.Duration(i) * time.Millisecond)
+				if err := senders[g%4].SendAlert(ctx, "ops", fmt.Appendf(nil, "alert-%04d", i), due); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	elapsed := time.Since(start)
+
+	stats := h.sim.Stats()
+	t.Logf("simulator: %+v", stats)
+	require.Zero(t, stats.OverLimit, "DingTalk saw a robot over its limit")
+	got := h.sim.Accepted()
+	seen := map[string]int{}
+	for _, m := range got {
+		ids := alertID.FindAllString(content(t, m), -1)
+		require.NotEmpty(t, ids)
+		for j, id := range ids {
+			seen[id]++
+			if j > 0 {
+				require.Less(t, ids[j-1], id, "sections follow due order")
+			}
+		}
+		require.LessOrEqual(t, len(m.Body), sender.MaxBodyBytes)
+	}
+	for i := range alerts {
+		id := fmt.Sprintf("alert-%04d", i)
+		require.Equal(t, 1, seen[id], "%s delivered %d times", id, seen[id])
+	}
+	require.Len(t, seen, alerts)
+	require.LessOrEqual(t, len(got), alerts/5, "coalescing sends far fewer messages than alerts")
+	for _, g := range gather {
+		g()
+	}
+	require.Greater(t, merged, 0.0)
+	require.Equal(t, float64(alerts), coalesced+float64(len(got))-merged, "alerts = coalesced + alerts sent alone")
+	windows := elapsed.Seconds() / window.Seconds()
+	t.Logf("%d alerts in %d messages (%v merged) in %s = %.1f windows: %.0f alerts per window (pool capacity %d messages)",
+		alerts, len(got), merged, elapsed.Round(time.Millisecond), windows, float64(alerts)/windows, 5*19)
+}
+
+// backlogged returns a harness with one robot allowed one message per window, and a
+// sender whose first message (sent here) fills that window, so that the next alerts wait.
+func backlogged(t *testing.T, window time.Duration, specs ...robotSpec) (*harness, *sender.Sender, func() map[string]float64) {
+	t.Helper()
+	if len(specs) == 0 {
+		specs = []robotSpec{{signed: true}}
+	}
+	h := newHarness(t, window, 20, specs...)
+	opts := h.options(1)
+	opts.BackoffBase, opts.BackoffMax = time.Millisecond, time.Millisecond
+	s, reg := h.sender(opts)
+	require.NoError(t, s.Send(context.Background(), "ops", text("first")))
+	return h, s, func() map[string]float64 {
+		return map[string]float64{
+			"merged":    metric(t, reg, "rocketdelay_sender_merged_messages_total"),
+			"coalesced": metric(t, reg, "rocketdelay_sender_coalesced_alerts_total"),
+			"failures":  metric(t, reg, "rocketdelay_sender_failures_total"),
+		}
+	}
+}
+
+// sendAll sends msgs concurrently (msgs[i] due at base+dues[i]) and returns their errors
+// in order.
+func sendAll(s *sender.Sender, msgs []sender.Message, dues []time.Duration) []error {
+	base := time.Now()
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Go(func() { errs[i] = s.SendMessage(context.Background(), "ops", m, base.Add(dues[i])) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestWaitingAlertsAreMergedInDueOrderAndCardsGoAlone(t *testing.T) {
+	h, s, metrics := backlogged(t, 500*time.Millisecond, robotSpec{signed: true, keyword: "告警"})
+	link := sender.Message{MsgType: sender.TypeLink, Link: &sender.Link{Title: "runbook", Text: "see", MessageURL: "https://e"}}
+	errs := sendAll(s, []sender.Message{
+		{MsgType: sender.TypeMarkdown, Markdown: &sender.Markdown{Title: "m-late", Text: "**late** alert"}, At: &sender.At{AtMobiles: []string{"13800000009"}}},
+		text("text-first"),
+		link,
+		{MsgType: sender.TypeText, Text: &sender.Text{Content: "text-mid"}, At: &sender.At{AtUserIDs: []string{"u1"}, IsAtAll: true}},
+	}, []time.Duration{3 * time.Second, time.Second, 0, 2 * time.Second})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	got := h.sim.Accepted()
+	require.Len(t, got, 3, "first, then the link alone (earliest due), then one merged message")
+	require.Equal(t, "first\n告警", got[0].Text)
+	require.Equal(t, "link", got[1].MsgType)
+	require.Equal(t, "markdown", got[2].MsgType)
+	var body struct {
+		Markdown sender.Markdown `json:"markdown"`
+		At       sender.At       `json:"at"`
+	}
+	require.NoError(t, json.Unmarshal(got[2].Body, &body))
+	require.Equal(t, "3 alerts: text-first", body.Markdown.Title)
+	require.Equal(t, "#### 3 alerts\n\n---\n\ntext-first\n\n---\n\ntext-mid\n\n@u1\n\n---\n\n#### m-late\n\n**late** alert\n\n@13800000009\n\n告警",
+		body.Markdown.Text)
+	require.Equal(t, sender.At{AtMobiles: []string{"13800000009"}, AtUserIDs: []string{"u1"}, IsAtAll: true}, body.At)
+	require.GreaterOrEqual(t, got[2].At.Sub(got[1].At), 500*time.Millisecond-50*time.Millisecond, "the pool's spacing holds")
+	m := metrics()
+	require.Equal(t, 1.0, m["merged"])
+	require.Equal(t, 3.0, m["coalesced"])
+}
+
+func TestMergedMessageFailureIsEveryAlertsFailure(t *testing.T) {
+	h, s, metrics := backlogged(t, 300*time.Millisecond)
+	require.NoError(t, h.sim.Inject(h.token(0), dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}))
+	msgs := []sender.Message{text("a-1"), text("a-2"), text("a-3")}
+	errs := sendAll(s, msgs, []time.Duration{0, 1, 2})
+	f := failure(t, errs[0])
+	require.Equal(t, sender.ClassTransient, f.Class)
+	require.Equal(t, 3, f.Merged)
+	require.Equal(t, 503, f.HTTPStatus)
+	require.Contains(t, f.Error(), "merged message of 3 alerts")
+	for _, err := range errs[1:] {
+		require.Same(t, f, failure(t, err), "one send, one result")
+	}
+	require.Equal(t, 5+1, h.sim.Stats().Requests, "the merged message was tried Attempts times")
+	require.Equal(t, 3.0, metrics()["failures"])
+	require.Zero(t, metrics()["merged"])
+}
+
+func TestRefusedMergedMessageIsSentAlertByAlert(t *testing.T) {
+	h, s, metrics := backlogged(t, 300*time.Millisecond)
+	// DingTalk refuses the next message's content (the merged one) once.
+	require.NoError(t, h.sim.Inject(h.token(0), dingtalksim.Fault{Kind: dingtalksim.FaultErrcode, Errcode: 430102, Count: 1}))
+	errs := sendAll(s, []sender.Message{text("b-1"), text("b-2"), text("b-3")}, []time.Duration{0, 1, 2})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	got := h.sim.Accepted()
+	require.Len(t, got, 4)
+	for i, m := range got[1:] {
+		require.Equal(t, "b-"+strconv.Itoa(i+1), m.Text, "each alert alone, in due order")
+	}
+	require.Contains(t, h.logs.String(), "DingTalk refused a merged message; sending its alerts alone")
+	require.Zero(t, metrics()["merged"])
+}
+
+func TestQueuedAlertHonoursContextAndOthersStillGo(t *testing.T) {
+	h, s, _ := backlogged(t, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	var kept error
+	wg.Go(func() { kept = s.Send(context.Background(), "ops", text("kept")) })
+	f := failure(t, s.Send(ctx, "ops", text("given-up")))
+	require.Equal(t, sender.ClassTransient, f.Class)
+	require.ErrorIs(t, f, context.DeadlineExceeded)
+	wg.Wait()
+	require.NoError(t, kept)
+	got := h.sim.Accepted()
+	require.Len(t, got, 2)
+	require.Equal(t, "kept", got[1].Text)
+}
