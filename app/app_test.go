@@ -436,9 +436,13 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 
 	proxy.Up()
 	require.Eventually(t, func() bool {
-		return count("message_id LIKE 'pgout-%' AND status IN ('pending','delivered')") == 10 &&
-			count(fmt.Sprintf("message_id = '%s' AND status = 'rejected'", bad.ID)) == 1
-	}, 60*time.Second, 100*time.Millisecond, "the rows did not appear once Postgres was back")
+		return count("message_id LIKE 'pgout-%' AND status IN ('pending','delivered')") == 10
+	}, 60*time.Second, 100*time.Millisecond, "the failed sends' rows did not appear once Postgres was back")
+	// The rejected input comes back through RocketMQ's retry topic, whose route a new
+	// consumer group learns on its next route refresh (up to 30s), after a retry delay.
+	require.Eventually(t, func() bool {
+		return count(fmt.Sprintf("message_id = '%s' AND status = 'rejected'", bad.ID)) == 1
+	}, 120*time.Second, 200*time.Millisecond, "the rejected input's row did not appear once Postgres was back")
 
 	sim.ClearFaults("")
 	require.Eventually(t, func() bool { return count("message_id LIKE 'pgout-%' AND status = 'delivered'") == 10 },
