@@ -9,7 +9,8 @@ BIN := bin/rocketdelay
 LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
 
-.PHONY: help build run test test-short bench bench-timewheel bench-pipeline bench-sender down status fmt vet
+.PHONY: help build run test test-short bench bench-timewheel bench-pipeline bench-sender chaos down status fmt vet
+FUZZ_TIME ?= 20s
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -32,7 +33,8 @@ test: ## start the local stack (test delay levels), then gofmt, go vet and go te
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	eval "$$(deploy/local/env)"; \
 	go vet ./...; \
-	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) $$(go list ./... | grep -v /chaos); \
+	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run TestChaosShort ./chaos/
 	cd deploy/k8s && go vet ./... && go test -count=1 ./...
 
 test-short: ## only the tests that need no server (go test -short)
@@ -54,6 +56,16 @@ bench-pipeline: build ## raw RocketMQ vs scheduler hop and wheel-stage throughpu
 bench-sender: build ## the sender vs naive rate limiting against the DingTalk simulator
 	deploy/local/up redis >/dev/null
 	eval "$$(deploy/local/env)"; $(BIN) bench sender -n 1000
+
+chaos: build ## fault suite on a private stack (2 serve replicas; kills, Redis/Postgres/broker restarts, DingTalk storms, malformed inputs), then bounded fuzzing
+	go run ./chaos/cmd/chaos
+	deploy/local/up --profile test >/dev/null
+	eval "$$(deploy/local/env)"; \
+	for t in FuzzAlertBody FuzzDecomposition FuzzDelayLevels FuzzConfigDecode FuzzConfigLoad FuzzAdminParams FuzzAdminAPI; do \
+	  go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZ_TIME) -parallel 2 ./chaos/ || exit 1; done
+	go test -run '^$$' -fuzz '^FuzzParseBody$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./sender/
+	go test -run '^$$' -fuzz '^FuzzDecodeWheelEntry$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./store/
+	go test -run '^$$' -fuzz '^FuzzModel$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./timewheel/
 
 down: ## stop the local stack
 	deploy/local/down

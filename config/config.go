@@ -723,6 +723,9 @@ func ParseDelayLevels(s string) (DelayLevels, error) {
 		if unit == 0 || err != nil || n <= 0 || f[0] == '+' {
 			return nil, fmt.Errorf("level %d %q: want a positive whole number followed by s, m, h or d", i+1, f)
 		}
+		if int64(n) > int64(maxLevel/unit) {
+			return nil, fmt.Errorf("level %d %q is longer than %s, far beyond any broker's delay", i+1, f, maxLevel)
+		}
 		d := time.Duration(n) * unit
 		if i > 0 && d <= levels[i-1] {
 			return nil, fmt.Errorf("level %d %q is not longer than level %d (%s): levels must increase", i+1, f, i, levels[i-1])
@@ -731,6 +734,9 @@ func ParseDelayLevels(s string) (DelayLevels, error) {
 	}
 	return levels, nil
 }
+
+// maxLevel bounds one delay level; it keeps the arithmetic far from overflowing.
+const maxLevel = 100 * 365 * 24 * time.Hour
 
 // MustParseDelayLevels is ParseDelayLevels for constants; it panics on a bad string.
 func MustParseDelayLevels(s string) DelayLevels {

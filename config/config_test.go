@@ -173,7 +173,8 @@ func TestRedactedIsValidConfigExceptSecrets(t *testing.T) {
 }
 
 func TestParseDelayLevelsRejects(t *testing.T) {
-	for _, s := range []string{"", "1s  2s", " 1s", "1s ", "1x", "1.5s", "0s", "-1s", "+1s", "2s 1s", "1s 1s", "s", "1m 60s"} {
+	for _, s := range []string{"", "1s  2s", " 1s", "1s ", "1x", "1.5s", "0s", "-1s", "+1s", "2s 1s", "1s 1s", "s", "1m 60s",
+		"999999999999h", "9999999999999999999s", "36501d"} {
 		_, err := ParseDelayLevels(s)
 		require.Error(t, err, "%q", s)
 	}

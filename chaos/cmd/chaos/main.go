@@ -1,0 +1,58 @@
+// Command chaos runs rocketdelay's fault-injection suite (package chaos) against a
+// private local stack and prints one table. It is `make chaos`:
+//
+//	go run ./chaos/cmd/chaos                       # every scenario, full size
+//	go run ./chaos/cmd/chaos -scenarios kill-one -alerts 2000 -kills 5
+//
+// It exits 1 when a scenario fails its pass criteria.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/chaos"
+)
+
+func main() {
+	var opts chaos.Options
+	scen := flag.String("scenarios", strings.Join(chaos.AllScenarios, ","), "comma-separated scenarios: "+strings.Join(chaos.AllScenarios, ", ")+", baseline")
+	flag.IntVar(&opts.Alerts, "alerts", 2000, "alerts published by kill-one")
+	flag.IntVar(&opts.OtherAlerts, "other-alerts", 400, "alerts published by every other scenario")
+	flag.IntVar(&opts.Kills, "kills", 5, "SIGKILLs in kill-one")
+	flag.DurationVar(&opts.MaxDelay, "max-delay", 60*time.Second, "alert delays are spread over [0, max-delay]")
+	flag.DurationVar(&opts.PublishOver, "publish-over", 40*time.Second, "publishing of a scenario's alerts is spread over this long")
+	flag.DurationVar(&opts.Outage, "outage", 5*time.Second, "how long a stopped component stays down")
+	flag.DurationVar(&opts.Storm, "storm", 42*time.Second, "length of the DingTalk storms")
+	flag.DurationVar(&opts.Drain, "drain", 150*time.Second, "wait for every alert at most this long after the last was due")
+	flag.StringVar(&opts.StackDir, "stack-dir", "", "state directory of the private stack (kept); default a temporary one")
+	flag.BoolVar(&opts.KeepStack, "keep-stack", false, "leave the private stack running")
+	flag.Uint64Var(&opts.Seed, "seed", 0, "seed of delays and kill moments; 0 random")
+	quiet := flag.Bool("q", false, "no progress lines")
+	flag.Parse()
+	opts.Scenarios = strings.Split(*scen, ",")
+	if !*quiet {
+		opts.Log = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Minute)
+	defer cancel()
+	rows, err := chaos.Run(ctx, opts)
+	_ = chaos.WriteTable(os.Stdout, rows)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+	for _, r := range rows {
+		if !r.Pass() {
+			os.Exit(1)
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// BuildBinary builds cmd/rocketdelay of the repository at root into dir.
+func BuildBinary(ctx context.Context, root, dir string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	bin := filepath.Join(dir, "rocketdelay")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rocketdelay")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("chaos: go build ./cmd/rocketdelay: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// replica is one `rocketdelay serve` subprocess.
+type replica struct {
+	name string
+	addr string // its HTTP listener
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startReplica starts `rocketdelay serve -f cfg` with env and waits until /readyz answers
+// 200, at most 90s.
+func startReplica(ctx context.Context, bin, cfg, logPath, name string, env []string) (*replica, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "serve", "-f", cfg)
+	cmd.Env = append(append(os.Environ(), env...), "ROCKETDELAY_HTTP_ADDR="+addr)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("chaos: start %s: %w", name, err)
+	}
+	r := &replica{name: name, addr: addr, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(r.done)
+	}()
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-r.done:
+			return nil, fmt.Errorf("chaos: %s exited during start (%s); see %s", name, cmd.ProcessState, logPath)
+		default:
+		}
+		if resp, err := client.Get("http://" + addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return r, nil
+			}
+		}
+		if !sleep(ctx, 300*time.Millisecond) {
+			break
+		}
+	}
+	r.kill()
+	return nil, fmt.Errorf("chaos: %s not ready within 90s; see %s", name, logPath)
+}
+
+// kill sends SIGKILL — no graceful stop, no give-back, no offset commit — and waits.
+func (r *replica) kill() {
+	if r == nil {
+		return
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGKILL)
+	<-r.done
+}
+
+// stop sends SIGTERM and waits up to 30s, then SIGKILLs.
+func (r *replica) stop() {
+	if r == nil {
+		return
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		r.kill()
+	}
+}

@@ -1,0 +1,656 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rocketdelay/rocketdelay/migrations"
+	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// The scenarios, by name.
+const (
+	ScenarioKillOne   = "kill-one"  // (1) SIGKILL one replica at random moments, restart it
+	ScenarioKillBoth  = "kill-both" // (2) SIGKILL both replicas at once, restart them
+	ScenarioRedis     = "redis"     // (3) restart Redis (AOF, everysec) mid-run
+	ScenarioPostgres  = "postgres"  // (4) stop Postgres while DingTalk fails, restore both
+	ScenarioStorm     = "storm"     // (5) DingTalk storms: 5xx, 130101, throttling, slow, drops
+	ScenarioBroker    = "broker"    // (6) restart the RocketMQ broker mid-run
+	ScenarioMalformed = "malformed" // (7) malformed inputs mixed into a normal run
+	ScenarioBaseline  = "baseline"  // no fault: the reference row
+	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+)
+
+// AllScenarios lists every scenario in the order Run runs them.
+var AllScenarios = []string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedis, ScenarioPostgres,
+	ScenarioStorm, ScenarioBroker, ScenarioMalformed}
+
+// Options choose the scenarios and their sizes.
+type Options struct {
+	// RepoRoot is the repository root. Default: found from the working directory.
+	RepoRoot string
+	// Scenarios to run, by name. Default AllScenarios.
+	Scenarios []string
+	// Alerts is how many alerts scenario kill-one publishes. Default 2000.
+	Alerts int
+	// OtherAlerts is how many alerts every other scenario publishes. Default 400.
+	OtherAlerts int
+	// MaxDelay: alert delays are spread uniformly over [0, MaxDelay]. Default 60s.
+	MaxDelay time.Duration
+	// PublishOver spreads the publishing of a scenario's alerts over this long.
+	// Default 30s.
+	PublishOver time.Duration
+	// Kills is how many times kill-one SIGKILLs a replica. Default 5.
+	Kills int
+	// Outage is how long a stopped component (Redis, Postgres, broker, replicas) stays
+	// down. Default 5s.
+	Outage time.Duration
+	// Storm is how long DingTalk storms last in scenario storm. Default 40s.
+	Storm time.Duration
+	// Drain bounds the wait for every alert after the last one was due. Default 120s.
+	Drain time.Duration
+	// Settle is how long to keep counting after every alert arrived, to catch late
+	// duplicates. Default 5s.
+	Settle time.Duration
+	// StackDir, when set, is the private stack's state directory, kept after the run (and
+	// reused by a later run). Default a temporary directory, removed at the end.
+	StackDir string
+	// KeepStack leaves the private stack running at the end.
+	KeepStack bool
+	// Log receives progress lines. Default discarded.
+	Log io.Writer
+	// Seed makes delays and kill moments reproducible. Default random.
+	Seed uint64
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.RepoRoot == "" {
+		root, err := findRepoRoot()
+		if err != nil {
+			return o, err
+		}
+		o.RepoRoot = root
+	}
+	if len(o.Scenarios) == 0 {
+		o.Scenarios = AllScenarios
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Alerts, 2000)
+	def(&o.OtherAlerts, 400)
+	def(&o.Kills, 5)
+	defd(&o.MaxDelay, 60*time.Second)
+	defd(&o.PublishOver, 30*time.Second)
+	defd(&o.Outage, 5*time.Second)
+	defd(&o.Storm, 40*time.Second)
+	defd(&o.Drain, 120*time.Second)
+	defd(&o.Settle, 5*time.Second)
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64()
+	}
+	return o, nil
+}
+
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "deploy", "local", "up")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("chaos: cannot find the repository root (deploy/local/up) above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Row is the result of one scenario.
+type Row struct {
+	Scenario string
+	// Published counts the valid alerts published (each with a distinct RD_ID).
+	Published int
+	// Delivered counts the valid alerts DingTalk (the simulator) accepted at least once.
+	Delivered int
+	// Lost lists the valid alerts never accepted; Lost = len(LostIDs).
+	Lost    int
+	LostIDs []string
+	// Duplicates counts extra acceptances of an alert that no ambiguity explains.
+	Duplicates int
+	// AmbiguousTimeout counts extra acceptances of alerts that were in a DingTalk request
+	// the sender gave up on (HTTP timeout, dropped connection): DingTalk may have taken
+	// it, so a resend is by design.
+	AmbiguousTimeout int
+	// AmbiguousCrash counts extra acceptances whose first acceptance fell right before a
+	// replica was SIGKILLed or the store it releases into went away: DingTalk took the
+	// alert but the release was never recorded, the same ambiguity seen from inside.
+	AmbiguousCrash int
+	// Rejected counts failed_sends rows with status rejected.
+	Rejected int
+	// Malformed counts the malformed inputs published; MalformedOK those recorded as
+	// rejected with the expected reason and a readable detail.
+	Malformed, MalformedOK int
+	// MalformedProblems describes every malformed input not recorded as expected.
+	MalformedProblems []string
+	// Early counts acceptances before the due time (must be 0).
+	Early int
+	// MaxLateness and P99Lateness are measured from the due time to the first acceptance.
+	MaxLateness, P99Lateness time.Duration
+	// OverLimit is the simulator's count of requests over a robot's rate limit.
+	OverLimit int
+	// Faults describes what was injected.
+	Faults string
+	// Duration is the scenario's wall time.
+	Duration time.Duration
+	// Err is set when the scenario could not run to its end.
+	Err error
+}
+
+// Pass reports whether the row meets the pass criteria: nothing lost, no unexplained
+// duplicate, nothing early, every malformed input rejected as expected, no error.
+func (r Row) Pass() bool {
+	return r.Err == nil && r.Lost == 0 && r.Duplicates == 0 && r.Early == 0 &&
+		r.MalformedOK == r.Malformed && len(r.MalformedProblems) == 0
+}
+
+// Run starts a private stack, runs the scenarios of opts one after the other (each with
+// its own topic, group, Redis key prefix, Postgres schema, simulator and two fresh
+// replicas), stops the stack and returns one row per scenario. A scenario that fails
+// to run has its Err set; Run's error is for what prevents every scenario.
+func Run(ctx context.Context, opts Options) ([]Row, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{opts: opts, logf: func(format string, args ...any) {
+		fmt.Fprintf(opts.Log, "[chaos %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}}
+	// rocketmq-client-go logs process-wide; keep it out of the table's way.
+	scheduler.RouteClientLog(slog.New(slog.DiscardHandler))
+	r.work, err = os.MkdirTemp("", "rocketdelay-chaos-run-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(r.work)
+	r.logf("building cmd/rocketdelay")
+	if r.bin, err = BuildBinary(ctx, opts.RepoRoot, r.work); err != nil {
+		return nil, err
+	}
+	r.logf("starting a private stack (deploy/local/up --profile test, own state dir and ports)")
+	r.stack, err = StartStack(ctx, StackOptions{RepoRoot: opts.RepoRoot, Dir: opts.StackDir, Log: opts.Log})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if opts.KeepStack {
+			r.logf("leaving the private stack running in %s", r.stack.Dir)
+			return
+		}
+		r.logf("stopping the private stack")
+		if err := r.stack.Stop(context.WithoutCancel(ctx)); err != nil {
+			r.logf("stopping the private stack: %v", err)
+		}
+	}()
+	r.logf("private stack: %s, %s, %s", r.stack.Env["ROCKETDELAY_NAMESRV"], r.stack.Env["ROCKETDELAY_REDIS_URL"], r.stack.Dir)
+	rng := rand.New(rand.NewPCG(opts.Seed, 11))
+	var rows []Row
+	for _, name := range opts.Scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		fn, ok := scenarios[name]
+		if !ok {
+			rows = append(rows, Row{Scenario: name, Err: fmt.Errorf("unknown scenario %q", name)})
+			continue
+		}
+		r.logf("scenario %s: start", name)
+		start := time.Now()
+		row := r.runScenario(ctx, name, fn, rand.New(rand.NewPCG(rng.Uint64(), 3)))
+		row.Duration = time.Since(start).Round(time.Second)
+		r.logf("scenario %s: done in %s: published %d delivered %d lost %d dup %d (ambiguous %d+%d) rejected %d max late %s err %v",
+			name, row.Duration, row.Published, row.Delivered, row.Lost, row.Duplicates, row.AmbiguousTimeout, row.AmbiguousCrash,
+			row.Rejected, row.MaxLateness, row.Err)
+		rows = append(rows, row)
+	}
+	return rows, ctx.Err()
+}
+
+type runner struct {
+	opts  Options
+	logf  func(format string, args ...any)
+	work  string
+	bin   string
+	stack *Stack
+}
+
+// scenarioFunc drives one scenario on a prepared env: it publishes and injects faults,
+// and returns when the publishing and fault script are done.
+type scenarioFunc func(ctx context.Context, e *env) error
+
+var scenarios = map[string]scenarioFunc{
+	ScenarioBaseline:  runBaseline,
+	ScenarioKillOne:   runKillOne,
+	ScenarioKillBoth:  runKillBoth,
+	ScenarioRedis:     runRedis,
+	ScenarioPostgres:  runPostgres,
+	ScenarioStorm:     runStorm,
+	ScenarioBroker:    runBroker,
+	ScenarioMalformed: runMalformed,
+}
+
+// env is one scenario's world.
+type env struct {
+	r        *runner
+	name     string
+	rng      *rand.Rand
+	idPrefix string
+	topic    string
+	group    string
+	prefix   string
+	dsn      string
+	cfg      string
+	sim      *simulator
+	producer *scheduler.Producer
+	raw      *rawProducer
+	robots   []dingtalksim.Robot
+
+	mu       sync.Mutex
+	replicas []*replica
+	due      map[string]time.Time // valid alerts published
+	faults   []fault              // ambiguity windows
+	notes    []string
+	cases    []malformedCase // malformed inputs published
+	serial   int
+}
+
+// fault is a window in which a first acceptance may have missed its release.
+type fault struct {
+	what       string
+	start, end time.Time
+}
+
+func (e *env) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	e.mu.Lock()
+	e.notes = append(e.notes, msg)
+	e.mu.Unlock()
+	e.r.logf("  %s: %s", e.name, msg)
+}
+
+func (e *env) addFault(what string, start, end time.Time) {
+	e.mu.Lock()
+	e.faults = append(e.faults, fault{what, start, end})
+	e.mu.Unlock()
+}
+
+func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, rng *rand.Rand) (row Row) {
+	row.Scenario = name
+	e := &env{r: r, name: name, rng: rng, due: map[string]time.Time{}}
+	short := randHex(rng, 3)
+	e.idPrefix = short + "-" + name
+	e.topic = "rd_chaos_" + strings.ReplaceAll(name, "-", "_") + "_" + short
+	e.group = e.topic
+	e.prefix = "rdchaos" + short
+	defer e.cleanup()
+	if err := e.prepare(ctx); err != nil {
+		row.Err = err
+		return row
+	}
+	runErr := fn(ctx, e)
+	if runErr != nil {
+		row.Err = runErr
+	}
+	// The replicas that were stopped are running again; wait for every alert.
+	e.waitAll(ctx)
+	e.measure(ctx, &row)
+	return row
+}
+
+const configTemplate = `log: {level: info, format: json}
+scheduler: {levels: %q, threshold: 5s, grace: 1s, lease: 3s}
+targets:
+  ops:
+    robots:
+%s
+  other:
+    robots:
+      - {name: o1, token: %s-other-1}
+sender:
+  baseURL: %q
+  window: 1s
+  limit: 19
+  httpTimeout: 3s
+  attempts: 4
+  backoffBase: 200ms
+  backoffMax: 2s
+  cooldown: 3s
+  disableFor: 5s
+  breakerOpen: 3s
+failedSends: {interval: 1s, backoffBase: 1s, backoffCap: 4s, maxAttempts: 1000, batchSize: 200}
+shutdownTimeout: 10s
+`
+
+func (e *env) prepare(ctx context.Context) error {
+	tokPrefix := "chaos-" + e.idPrefix
+	for i := 1; i <= 4; i++ {
+		rb := dingtalksim.Robot{Name: fmt.Sprintf("r%d", i), Token: fmt.Sprintf("%s-%d", tokPrefix, i)}
+		if i == 1 {
+			rb.Secret = "SEC" + tokPrefix
+		}
+		e.robots = append(e.robots, rb)
+	}
+	sim, err := startSimulator(append(slices.Clone(e.robots), dingtalksim.Robot{Name: "o1", Token: tokPrefix + "-other-1"}),
+		3*time.Second, regexp.MustCompile(scenarioIDPattern))
+	if err != nil {
+		return err
+	}
+	e.sim = sim
+	var robots strings.Builder
+	for _, rb := range e.robots {
+		fmt.Fprintf(&robots, "      - {name: %s, token: %s", rb.Name, rb.Token)
+		if rb.Secret != "" {
+			fmt.Fprintf(&robots, ", signingSecret: %s", rb.Secret)
+		}
+		robots.WriteString("}\n")
+	}
+	e.cfg = filepath.Join(e.r.work, e.name+".yaml")
+	cfg := fmt.Sprintf(configTemplate, e.r.stack.Env["ROCKETDELAY_LEVELS"], strings.TrimRight(robots.String(), "\n"), tokPrefix, sim.URL)
+	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	if e.dsn, err = migratedSchema(ctx, e.r.stack.Env["ROCKETDELAY_POSTGRES_URL"], "chaos_"+strings.ReplaceAll(e.idPrefix, "-", "_")); err != nil {
+		return err
+	}
+	ns := e.r.stack.Env["ROCKETDELAY_NAMESRV"]
+	if e.producer, err = scheduler.NewProducer(scheduler.ProducerOptions{NameServers: []string{ns}, Topic: e.topic}); err != nil {
+		return err
+	}
+	if e.raw, err = newRawProducer(ns, e.topic); err != nil {
+		return err
+	}
+	for i := range 2 {
+		if _, err := e.startReplica(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migratedSchema creates schema on the private Postgres and applies every migration in
+// it; it returns a DSN selecting it.
+func migratedSchema(ctx context.Context, dsn, schema string) (string, error) {
+	admin, err := store.OpenPostgres(ctx, dsn)
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return "", fmt.Errorf("chaos: create schema: %w", err)
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	out := dsn + sep + "search_path=" + schema
+	pool, err := store.OpenPostgres(ctx, out)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	m, err := migrations.New(pool, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return "", err
+	}
+	defer m.Close()
+	if _, err := m.Up(ctx); err != nil {
+		return "", fmt.Errorf("chaos: migrate: %w", err)
+	}
+	return out, nil
+}
+
+func (e *env) replicaEnv() []string {
+	s := e.r.stack.Env
+	return []string{
+		"ROCKETDELAY_NAMESRV=" + s["ROCKETDELAY_NAMESRV"],
+		"ROCKETDELAY_BROKERS=" + s["ROCKETDELAY_BROKERS"],
+		"ROCKETDELAY_REDIS_URL=" + s["ROCKETDELAY_REDIS_URL"],
+		"ROCKETDELAY_POSTGRES_URL=" + e.dsn,
+		"ROCKETDELAY_LEVELS=" + s["ROCKETDELAY_LEVELS"],
+		"ROCKETDELAY_TOPIC=" + e.topic,
+		"ROCKETDELAY_GROUP=" + e.group,
+		"ROCKETDELAY_REDIS_KEY_PREFIX=" + e.prefix,
+	}
+}
+
+// startReplica starts replica i (0 or 1), replacing a dead one.
+func (e *env) startReplica(ctx context.Context, i int) (*replica, error) {
+	e.mu.Lock()
+	e.serial++
+	name := fmt.Sprintf("%s-r%d-%d", e.name, i, e.serial)
+	e.mu.Unlock()
+	rp, err := startReplica(ctx, e.r.bin, e.cfg, filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+fmt.Sprintf("-r%d.log", i)), name, e.replicaEnv())
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	for len(e.replicas) <= i {
+		e.replicas = append(e.replicas, nil)
+	}
+	e.replicas[i] = rp
+	e.mu.Unlock()
+	return rp, nil
+}
+
+func (e *env) replica(i int) *replica {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.replicas[i]
+}
+
+// restartReplica SIGKILLs replica i, waits down, and starts it again.
+func (e *env) restartReplica(ctx context.Context, i int, down time.Duration) error {
+	at := time.Now()
+	e.replica(i).kill()
+	e.addFault("sigkill", at, at)
+	sleep(ctx, down)
+	_, err := e.startReplica(ctx, i)
+	return err
+}
+
+func (e *env) cleanup() {
+	e.mu.Lock()
+	reps := slices.Clone(e.replicas)
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, rp := range reps {
+		wg.Add(1)
+		go func() { defer wg.Done(); rp.stop() }()
+	}
+	wg.Wait()
+	if e.producer != nil {
+		_ = e.producer.Close()
+	}
+	if e.raw != nil {
+		e.raw.close()
+	}
+	if e.sim != nil {
+		e.sim.close()
+	}
+}
+
+// publish publishes n valid alerts, evenly over `over`, with delays uniform in
+// [0, maxDelay]; a publish that fails is retried with the same id and due time for up
+// to 2 minutes (a broker restart), so a retry of a send that did land is a duplicate
+// input the scheduler must absorb.
+func (e *env) publish(ctx context.Context, n int, over, maxDelay time.Duration) error {
+	start := time.Now()
+	for i := range n {
+		if !sleep(ctx, time.Until(start.Add(time.Duration(int64(over)*int64(i)/int64(max(n, 1)))))) {
+			return ctx.Err()
+		}
+		id := fmt.Sprintf("%s-%05d", e.idPrefix, i)
+		delay := time.Duration(e.rng.Int64N(int64(maxDelay) + 1))
+		at := time.Now().Add(delay).Truncate(time.Millisecond)
+		body := fmt.Sprintf("chaos %s", id)
+		if i%3 == 1 {
+			body = fmt.Sprintf(`{"msgtype":"markdown","markdown":{"title":"chaos %s","text":"### chaos %s\nrun %s"}}`, id, id, e.name)
+		}
+		if err := e.publishOne(ctx, scheduler.Publication{Target: "ops", At: at, ID: id, Body: []byte(body)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *env) publishOne(ctx context.Context, pub scheduler.Publication) error {
+	e.mu.Lock()
+	e.due[pub.ID] = pub.At
+	e.mu.Unlock()
+	deadline := time.Now().Add(2 * time.Minute)
+	for attempt := 0; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := e.producer.Publish(pctx, pub)
+		cancel()
+		if err == nil {
+			if attempt > 0 {
+				e.r.logf("  %s: published %s after %d failed attempts", e.name, pub.ID, attempt)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("chaos: publish %s: %w", pub.ID, err)
+		}
+		if attempt == 0 {
+			e.r.logf("  %s: publish %s failed, retrying: %v", e.name, pub.ID, err)
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
+}
+
+// waitAll waits until every valid alert was accepted, at most Drain past the last due
+// time, then Settle more.
+func (e *env) waitAll(ctx context.Context) {
+	e.mu.Lock()
+	var last time.Time
+	for _, at := range e.due {
+		if at.After(last) {
+			last = at
+		}
+	}
+	e.mu.Unlock()
+	deadline := last.Add(e.r.opts.Drain)
+	if now := time.Now(); deadline.Before(now.Add(e.r.opts.Drain / 2)) {
+		deadline = now.Add(e.r.opts.Drain / 2)
+	}
+	for time.Now().Before(deadline) {
+		got := e.sim.acceptances()
+		missing := 0
+		e.mu.Lock()
+		for id := range e.due {
+			if len(got[id]) == 0 {
+				missing++
+			}
+		}
+		e.mu.Unlock()
+		if missing == 0 {
+			break
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return
+		}
+	}
+	sleep(ctx, e.r.opts.Settle)
+}
+
+func (e *env) measure(ctx context.Context, row *Row) {
+	got := e.sim.acceptances()
+	abandoned := e.sim.abandonedIDs()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	row.Published = len(e.due)
+	var late []time.Duration
+	for id, due := range e.due {
+		at := got[id]
+		if len(at) == 0 {
+			row.LostIDs = append(row.LostIDs, id)
+			continue
+		}
+		row.Delivered++
+		for _, t := range at {
+			if t.Before(due) {
+				row.Early++
+			}
+		}
+		late = append(late, at[0].Sub(due))
+		if extra := len(at) - 1; extra > 0 {
+			switch {
+			case abandoned[id] > 0:
+				row.AmbiguousTimeout += extra
+			case e.inFault(at[0]):
+				row.AmbiguousCrash += extra
+			default:
+				row.Duplicates += extra
+				e.r.logf("  %s: duplicate %s accepted at %v (due %s)", e.name, id, at, due.Format("15:04:05.000"))
+			}
+		}
+	}
+	slices.Sort(row.LostIDs)
+	row.Lost = len(row.LostIDs)
+	if len(late) > 0 {
+		slices.Sort(late)
+		row.MaxLateness = late[len(late)-1].Round(time.Millisecond)
+		row.P99Lateness = late[int(0.99*float64(len(late)-1))].Round(time.Millisecond)
+	}
+	row.OverLimit = e.sim.Stats().OverLimit
+	row.Faults = strings.Join(e.notes, "; ")
+	e.checkRejected(ctx, row)
+}
+
+// inFault reports whether t falls in a window where a release may have been lost: from
+// 2s before a fault began to 2s after it ended.
+func (e *env) inFault(t time.Time) bool {
+	for _, f := range e.faults {
+		if !t.Before(f.start.Add(-2*time.Second)) && !t.After(f.end.Add(2*time.Second)) {
+			return true
+		}
+	}
+	return false
+}
+
+func randHex(rng *rand.Rand, n int) string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, 2*n)
+	for i := range b {
+		b[i] = digits[rng.IntN(16)]
+	}
+	return string(b)
+}

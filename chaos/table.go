@@ -1,0 +1,57 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints rows as one table: scenario, alerts published, delivered, lost,
+// duplicates (unexplained, and the two ambiguous kinds apart), rejected, early, p99 and
+// max lateness, pass; then each scenario's faults and problems.
+func WriteTable(w io.Writer, rows []Row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tpublished\tdelivered\tlost\tduplicates\tdup ambiguous timeout\tdup ambiguous crash\trejected\tearly\tp99 late\tmax late\tover-limit\ttime\tpass\t")
+	for _, r := range rows {
+		pass := "PASS"
+		if !r.Pass() {
+			pass = "FAIL"
+		}
+		rej := fmt.Sprint(r.Rejected)
+		if r.Malformed > 0 {
+			rej = fmt.Sprintf("%d (%d/%d ok)", r.Rejected, r.MalformedOK, r.Malformed)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t\n", r.Scenario, r.Published, r.Delivered, r.Lost,
+			r.Duplicates, r.AmbiguousTimeout, r.AmbiguousCrash, rej, r.Early, dur(r.P99Lateness), dur(r.MaxLateness), r.OverLimit, r.Duration, pass)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Faults != "" {
+			fmt.Fprintf(w, "\n%s: %s\n", r.Scenario, r.Faults)
+		}
+		if r.Err != nil {
+			fmt.Fprintf(w, "%s: ERROR: %v\n", r.Scenario, r.Err)
+		}
+		if r.Lost > 0 {
+			ids := r.LostIDs
+			if len(ids) > 20 {
+				ids = ids[:20]
+			}
+			fmt.Fprintf(w, "%s: lost %d: %v\n", r.Scenario, r.Lost, ids)
+		}
+		for _, p := range r.MalformedProblems {
+			fmt.Fprintf(w, "%s: malformed input: %s\n", r.Scenario, p)
+		}
+	}
+	return nil
+}
+
+func dur(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
