@@ -94,3 +94,30 @@ func TestBrokerHonoursDelayLevel(t *testing.T) {
 		t.Fatalf("the delayed message never arrived on topic %s", topic)
 	}
 }
+
+// TestCheckGroup asks the real broker about a group before and after a consumer of it
+// ran (the local broker creates groups on first use).
+func TestCheckGroup(t *testing.T) {
+	ns, broker := testenv.NameServer(t), testenv.Brokers(t)
+	group := testenv.Unique("rd_group_")
+	ctx := context.Background()
+	missing, err := CheckGroup(ctx, []string{ns}, group, []string{broker}, discardLogger())
+	require.NoError(t, err)
+	require.Equal(t, []string{broker}, missing, "a group nobody used is unknown to the broker")
+
+	topic := testenv.Unique("rd_group_t_")
+	require.NoError(t, EnsureTopic(ctx, []string{ns}, topic, []string{broker}, discardLogger()))
+	c, err := rocketmq.NewPushConsumer(
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		consumer.WithGroupName(group), consumer.WithInstance(testenv.Unique("grp")))
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{}, func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		return consumer.ConsumeSuccess, nil
+	}))
+	require.NoError(t, c.Start())
+	defer c.Shutdown()
+	require.Eventually(t, func() bool {
+		missing, err := CheckGroup(ctx, []string{ns}, group, []string{broker}, discardLogger())
+		return err == nil && len(missing) == 0
+	}, 30*time.Second, 200*time.Millisecond, "the broker never reported the group after a consumer of it started")
+}

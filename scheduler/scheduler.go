@@ -245,6 +245,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := EnsureTopic(ctx, s.opts.NameServers, s.opts.Topic, s.opts.Brokers, s.logger); err != nil {
 		return err
 	}
+	if len(s.opts.Brokers) > 0 {
+		if _, err := CheckGroup(ctx, s.opts.NameServers, s.opts.Group, s.opts.Brokers, s.logger); err != nil {
+			return err
+		}
+	}
 	s.consumer, err = rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(resolver),
 		consumer.WithGroupName(s.opts.Group),

@@ -50,3 +50,29 @@ func EnsureTopic(ctx context.Context, nameServers []string, topic string, broker
 		}
 	}
 }
+
+// CheckGroup asks each broker whether it knows the consumer group. Brokers create a group
+// on first use when their autoCreateSubscriptionGroup is on (the default); when it is off
+// the consumer gets no messages, so a missing group is logged as a warning that says how
+// to create it. It returns the brokers that do not know the group.
+func CheckGroup(ctx context.Context, nameServers []string, group string, brokers []string, logger *slog.Logger) ([]string, error) {
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: admin client: %w", err)
+	}
+	defer adm.Close()
+	var missing []string
+	for _, b := range brokers {
+		groups, err := adm.GetAllSubscriptionGroup(ctx, b, 5*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: ask broker %s for its consumer groups: %w", b, err)
+		}
+		if _, ok := groups.SubscriptionGroupTable[group]; !ok {
+			missing = append(missing, b)
+			logger.Warn("the consumer group does not exist on a broker yet; the broker creates it on first use "+
+				"if autoCreateSubscriptionGroup is on, otherwise create it (mqadmin updateSubGroup -g GROUP)",
+				"group", group, "broker", b)
+		}
+	}
+	return missing, nil
+}
