@@ -73,7 +73,7 @@ func TestBrokerHonoursDelayLevel(t *testing.T) {
 		return consumer.ConsumeSuccess, nil
 	}))
 	require.NoError(t, c.Start())
-	defer c.Shutdown()
+	defer shutdownConsumer(c)
 
 	msg := primitive.NewMessage(topic, []byte("delayed"))
 	msg.WithDelayTimeLevel(2)
@@ -115,9 +115,17 @@ func TestCheckGroup(t *testing.T) {
 		return consumer.ConsumeSuccess, nil
 	}))
 	require.NoError(t, c.Start())
-	defer c.Shutdown()
+	defer shutdownConsumer(c)
 	require.Eventually(t, func() bool {
 		missing, err := CheckGroup(ctx, []string{ns}, group, []string{broker}, discardLogger())
 		return err == nil && len(missing) == 0
 	}, 30*time.Second, 200*time.Millisecond, "the broker never reported the group after a consumer of it started")
+}
+
+// shutdownConsumer stops c the way Scheduler.Stop does: suspended first, so that a
+// rebalance still running does not race rocketmq-client-go's unsynchronised close flag.
+func shutdownConsumer(c rocketmq.PushConsumer) {
+	c.Suspend()
+	time.Sleep(200 * time.Millisecond)
+	_ = c.Shutdown()
 }
