@@ -94,6 +94,7 @@ postgres: {url: "postgres://u:pg-pw-88@127.0.0.1/db"}
 func stackConfig(t *testing.T) config.Config {
 	t.Helper()
 	dsn := testenv.MigratedPostgres(t)
+	_, prefix := testenv.Redis(t) // its keys are deleted when the test ends
 	env := map[string]string{
 		"ROCKETDELAY_NAMESRV":          testenv.NameServer(t),
 		"ROCKETDELAY_REDIS_URL":        testenv.RedisURL(t),
@@ -102,7 +103,7 @@ func stackConfig(t *testing.T) config.Config {
 		"ROCKETDELAY_BROKERS":          testenv.Brokers(t),
 		"ROCKETDELAY_TOPIC":            testenv.Unique("rd_app_"),
 		"ROCKETDELAY_GROUP":            testenv.Unique("rd_app_"),
-		"ROCKETDELAY_REDIS_KEY_PREFIX": testenv.Unique("rdtest"),
+		"ROCKETDELAY_REDIS_KEY_PREFIX": prefix,
 	}
 	cfg, err := config.Load("", func(k string) string { return env[k] })
 	require.NoError(t, err)

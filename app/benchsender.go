@@ -327,30 +327,16 @@ func benchNaiveSleep(ctx context.Context, robots []sender.Robot, baseURL string,
 	defer cancel()
 	client := sender.NewClient(baseURL, 2*time.Second, time.Now)
 	defer client.Close()
-	queue := make(chan int, o.alerts)
-	for i := range o.alerts {
-		queue <- i
-	}
-	var left atomic.Int64
-	left.Store(int64(o.alerts))
+	work := newNaiveWork(o.alerts)
 	var wg sync.WaitGroup
 	for _, r := range robots {
 		wg.Go(func() {
-			for left.Load() > 0 && ctx.Err() == nil {
-				var i int
-				select {
-				case i = <-queue:
-				default:
-					if sleepCtx(ctx, o.window/20) != nil {
-						return
-					}
-					continue
+			for {
+				i, ok := work.next(ctx, o.window/20)
+				if !ok {
+					return
 				}
-				if benchPost(ctx, client, r, benchAlert(i)) {
-					left.Add(-1)
-				} else {
-					queue <- i
-				}
+				work.done(i, benchPost(ctx, client, r, benchAlert(i)))
 				if sleepCtx(ctx, o.window/20) != nil {
 					return
 				}
@@ -358,7 +344,7 @@ func benchNaiveSleep(ctx context.Context, robots []sender.Robot, baseURL string,
 		})
 	}
 	wg.Wait()
-	return int(left.Load()), left.Load() == 0
+	return work.result()
 }
 
 // benchNaiveZcount is the racy Redis window: four workers; for each alert a worker
@@ -370,26 +356,16 @@ func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, rob
 	defer cancel()
 	client := sender.NewClient(baseURL, 2*time.Second, time.Now)
 	defer client.Close()
-	queue := make(chan int, o.alerts)
-	for i := range o.alerts {
-		queue <- i
-	}
-	var left atomic.Int64
-	left.Store(int64(o.alerts))
+	work := newNaiveWork(o.alerts)
 	key := func(r sender.Robot) string { return "{" + prefix + ":naive}:win:" + r.Name }
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
 			var seq int
-			for left.Load() > 0 && ctx.Err() == nil {
-				var i int
-				select {
-				case i = <-queue:
-				default:
-					if sleepCtx(ctx, o.window/60) != nil {
-						return
-					}
-					continue
+			for {
+				i, ok := work.next(ctx, o.window/60)
+				if !ok {
+					return
 				}
 				sent := false
 				for k := range robots {
@@ -402,16 +378,12 @@ func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, rob
 					seq++
 					rdb.ZAdd(ctx, key(r), redis.Z{Score: float64(now.UnixMicro()), Member: fmt.Sprintf("%d-%d-%d", w, seq, now.UnixNano())})
 					rdb.PExpire(ctx, key(r), 2*o.window)
-					if benchPost(ctx, client, r, benchAlert(i)) {
-						left.Add(-1)
-					} else {
-						queue <- i
-					}
+					work.done(i, benchPost(ctx, client, r, benchAlert(i)))
 					sent = true
 					break
 				}
 				if !sent {
-					queue <- i
+					work.done(i, false)
 					if sleepCtx(ctx, o.window/60) != nil {
 						return
 					}
@@ -420,7 +392,54 @@ func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, rob
 		})
 	}
 	wg.Wait()
-	return int(left.Load()), left.Load() == 0
+	return work.result()
+}
+
+// naiveWork is the queue of alerts the naive strategies still have to deliver; a
+// refused alert goes back into it.
+type naiveWork struct {
+	queue chan int
+	left  atomic.Int64
+}
+
+func newNaiveWork(n int) *naiveWork {
+	w := &naiveWork{queue: make(chan int, n)}
+	for i := range n {
+		w.queue <- i
+	}
+	w.left.Store(int64(n))
+	return w
+}
+
+// next returns an alert to send, waiting idle between looks while the queue is empty
+// but alerts are still out; false when all are delivered or ctx ended.
+func (w *naiveWork) next(ctx context.Context, idle time.Duration) (int, bool) {
+	for w.left.Load() > 0 && ctx.Err() == nil {
+		select {
+		case i := <-w.queue:
+			return i, true
+		default:
+		}
+		if sleepCtx(ctx, idle) != nil {
+			break
+		}
+	}
+	return 0, false
+}
+
+// done records alert i as delivered, or puts it back.
+func (w *naiveWork) done(i int, delivered bool) {
+	if delivered {
+		w.left.Add(-1)
+	} else {
+		w.queue <- i
+	}
+}
+
+// result is how many alerts were not delivered, and whether all were.
+func (w *naiveWork) result() (int, bool) {
+	left := int(w.left.Load())
+	return left, left == 0
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

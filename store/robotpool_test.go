@@ -14,19 +14,11 @@ import (
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// newRobotPool returns a robot pool on the local Redis under a prefix of its own and
-// deletes its keys ("{prefix:<target>}:…") when the test ends.
+// newRobotPool returns a robot pool on the local Redis under a prefix of its own; its keys
+// are deleted when the test ends (testenv.Redis).
 func newRobotPool(t testing.TB, window time.Duration) (*redis.Client, string, *store.RobotPool) {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
-	t.Cleanup(func() { // runs before testenv's cleanup closes rdb
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-	})
 	return rdb, prefix, store.NewRobotPool(rdb, prefix, window)
 }
 

@@ -20,20 +20,11 @@ import (
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// newWheelStage returns a wheel stage on the local Redis under a prefix of its own, and
-// deletes its keys when the test ends (testenv.Redis only deletes keys that start with the
-// prefix, and the wheel stage's keys start with "{prefix}").
+// newWheelStage returns a wheel stage on the local Redis under a prefix of its own; its
+// keys are deleted when the test ends (testenv.Redis).
 func newWheelStage(t testing.TB, opts store.WheelStageOptions) (*redis.Client, string, *store.WheelStage) {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
-	t.Cleanup(func() { // runs before testenv's cleanup closes rdb
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		iter := rdb.Scan(ctx, 0, "{"+prefix+"}*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-	})
 	return rdb, prefix, store.NewWheelStage(rdb, prefix, opts)
 }
 

@@ -81,8 +81,9 @@ func Redis(t testing.TB) (*redis.Client, string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		// Plain keys start with the prefix; the wheel stage's start with "{prefix}".
-		for _, pattern := range []string{prefix + "*", "{" + prefix + "}*"} {
+		// Plain keys start with the prefix; hash-tagged ones with "{prefix}" (wheel stage)
+		// or "{prefix:" (robot pool).
+		for _, pattern := range []string{prefix + "*", "{" + prefix + "*"} {
 			iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 			for iter.Next(ctx) {
 				rdb.Del(ctx, iter.Val())
