@@ -262,6 +262,7 @@ func TestServeDeliversToDingTalkThroughAnOutage(t *testing.T) {
 	cfg.FailedSends.Interval = 200 * time.Millisecond
 	cfg.FailedSends.BackoffBase = 300 * time.Millisecond
 	cfg.FailedSends.BackoffCap = time.Second
+	cfg.FailedSends.MaxAttempts = 1000 // the outage lasts many retry rounds
 	require.NoError(t, cfg.Validate())
 
 	logs := &lockedWriter{w: &bytes.Buffer{}}
@@ -392,6 +393,7 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 	cfg.FailedSends.Interval = 200 * time.Millisecond
 	cfg.FailedSends.BackoffBase = 300 * time.Millisecond
 	cfg.FailedSends.BackoffCap = time.Second
+	cfg.FailedSends.MaxAttempts = 1000 // the outage lasts many retry rounds
 	require.NoError(t, cfg.Validate())
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -439,15 +441,15 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return count("message_id LIKE 'pgout-%' AND status IN ('pending','delivered')") == 10
 	}, 60*time.Second, 100*time.Millisecond, "the failed sends' rows did not appear once Postgres was back")
+
+	sim.ClearFaults("")
+	require.Eventually(t, func() bool { return count("message_id LIKE 'pgout-%' AND status = 'delivered'") == 10 },
+		60*time.Second, 100*time.Millisecond, "the retry job did not deliver the rows")
 	// The rejected input comes back through RocketMQ's retry topic, whose route a new
 	// consumer group learns on its next route refresh (up to 30s), after a retry delay.
 	require.Eventually(t, func() bool {
 		return count(fmt.Sprintf("message_id = '%s' AND status = 'rejected'", bad.ID)) == 1
 	}, 120*time.Second, 200*time.Millisecond, "the rejected input's row did not appear once Postgres was back")
-
-	sim.ClearFaults("")
-	require.Eventually(t, func() bool { return count("message_id LIKE 'pgout-%' AND status = 'delivered'") == 10 },
-		60*time.Second, 100*time.Millisecond, "the retry job did not deliver the rows")
 	time.Sleep(time.Second)
 	got := map[string]int{}
 	for _, m := range sim.Accepted() {
