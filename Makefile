@@ -33,8 +33,8 @@ test: ## start the local stack (test delay levels), then gofmt, go vet and go te
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	eval "$$(deploy/local/env)"; \
 	go vet ./...; \
-	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) $$(go list ./... | grep -v /chaos); \
-	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run TestChaosShort ./chaos/
+	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) $$(go list ./... | grep -v /internal/chaos); \
+	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run TestChaosShort ./internal/chaos/
 	cd deploy/k8s && go vet ./... && go test -count=1 ./...
 
 test-short: ## only the tests that need no server (go test -short)
@@ -58,11 +58,11 @@ bench-sender: build ## the sender vs naive rate limiting against the DingTalk si
 	eval "$$(deploy/local/env)"; $(BIN) bench sender -n 1000
 
 chaos: build ## fault suite on a private stack (2 serve replicas; kills, Redis/Postgres/broker restarts, DingTalk storms, malformed inputs), then bounded fuzzing
-	go run ./chaos/cmd/chaos
+	go run ./internal/cmd/chaos
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; \
 	for t in FuzzAlertBody FuzzDecomposition FuzzDelayLevels FuzzConfigDecode FuzzConfigLoad FuzzAdminParams FuzzAdminAPI; do \
-	  go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZ_TIME) -parallel 2 ./chaos/ || exit 1; done
+	  go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZ_TIME) -parallel 2 ./internal/chaos/ || exit 1; done
 	go test -run '^$$' -fuzz '^FuzzParseBody$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./sender/
 	go test -run '^$$' -fuzz '^FuzzDecodeWheelEntry$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./store/
 	go test -run '^$$' -fuzz '^FuzzModel$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./timewheel/

@@ -28,13 +28,6 @@ import (
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-type recordingHandoff struct{ got chan scheduler.Alert }
-
-func (r *recordingHandoff) Deliver(_ context.Context, a scheduler.Alert) error {
-	r.got <- a
-	return nil
-}
-
 func TestMain(m *testing.M) {
 	scheduler.RouteClientLog(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	goleak.VerifyTestMain(m, testenv.RocketMQStragglers...)
@@ -123,7 +116,10 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestServeHealthReadinessMetrics(t *testing.T) {
+	sim, simURL := testenv.DingTalkSim(t, dingtalksim.Options{Robots: []dingtalksim.Robot{{Name: "r1", Token: "tok-health-5e2d"}}})
 	cfg := stackConfig(t)
+	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "tok-health-5e2d"}}}}
+	cfg.Sender.BaseURL = simURL
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	base := "http://" + ln.Addr().String()
@@ -131,9 +127,8 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 	logs := &lockedWriter{w: &bytes.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	handoff := &recordingHandoff{got: make(chan scheduler.Alert, 1)}
 	go func() {
-		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Listener: ln, Handoff: handoff})
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Listener: ln})
 	}()
 
 	require.Eventually(t, func() bool {
@@ -156,20 +151,18 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 	require.Contains(t, body, `rocketdelay_dependency_up{dependency="redis"} 1`)
 	require.Contains(t, body, `rocketdelay_dependency_up{dependency="postgres"} 1`)
 
-	// An alert published now goes through the running service to the hand-off.
+	// An alert published now goes through the running service to DingTalk.
 	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
 	require.NoError(t, err)
 	defer p.Close()
 	pub, err := p.Publish(ctx, scheduler.Publication{Target: "ops", In: 500 * time.Millisecond, Body: []byte("serve works")})
 	require.NoError(t, err)
-	select {
-	case a := <-handoff.got:
-		require.Equal(t, pub.ID, a.ID)
-		require.Equal(t, "serve works", string(a.Body))
-		require.False(t, time.Now().Before(pub.DeliverAt), "handed off before its due time")
-	case <-time.After(30 * time.Second):
-		t.Fatal("the published alert was never handed off")
-	}
+	require.Eventually(t, func() bool { return len(sim.Accepted()) > 0 }, 30*time.Second, 20*time.Millisecond,
+		"the published alert was never delivered")
+	got := sim.Accepted()
+	require.Len(t, got, 1)
+	require.Equal(t, "serve works", got[0].Text)
+	require.False(t, got[0].At.Before(pub.DeliverAt), "delivered before its due time")
 
 	// An alert for an unknown target is rejected and recorded in failed_sends.
 	pool, err := store.OpenPostgres(ctx, cfg.Postgres.URL.Reveal())
@@ -242,7 +235,7 @@ func TestServeFailsClearlyWhenRedisIsDown(t *testing.T) {
 // simulator: alerts are delivered; during an outage they land in failed_sends; when the
 // simulator recovers, the retry jobs of both replicas deliver each exactly once.
 func TestServeDeliversToDingTalkThroughAnOutage(t *testing.T) {
-	sim, simURL := dingtalksim.Start(t, dingtalksim.Options{
+	sim, simURL := testenv.DingTalkSim(t, dingtalksim.Options{
 		Robots: []dingtalksim.Robot{
 			{Name: "r1", Token: "tok-one-3f9a", Secret: "SECsecret-one-77"},
 			{Name: "r2", Token: "tok-two-8c1b"},
@@ -369,7 +362,7 @@ func dumpFailedSends(t *testing.T, pool *pgxpool.Pool) string {
 // nothing is lost — the alerts stay in Redis (and the rejected input in RocketMQ) — and
 // once Postgres is back their rows appear; once DingTalk is back each is delivered once.
 func TestPostgresOutageWhileSendsFail(t *testing.T) {
-	sim, simURL := dingtalksim.Start(t, dingtalksim.Options{
+	sim, simURL := testenv.DingTalkSim(t, dingtalksim.Options{
 		Robots: []dingtalksim.Robot{{Name: "r1", Token: "pg-tok-1"}, {Name: "r2", Token: "pg-tok-2"}},
 		Window: 2 * time.Second,
 	})

@@ -5,8 +5,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -25,16 +27,9 @@ look at the rows and retry or discard them.`,
 	var path string
 	// run opens the store named by the config, runs do, and closes the store.
 	run := func(c *cobra.Command, do func(op failed.Operator) error) error {
-		cfg, err := loadConfig(path, stdio)
-		if err != nil {
-			return err
-		}
-		pool, err := store.OpenPostgres(c.Context(), cfg.Postgres.URL.Reveal())
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		return do(failed.Operator{Store: store.NewFailedSends(pool, store.FailedSendsOptions{}), Out: c.OutOrStdout(), Now: time.Now})
+		return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) error {
+			return do(failed.Operator{Store: store.NewFailedSends(pg, store.FailedSendsOptions{}), Out: c.OutOrStdout(), Now: time.Now})
+		})
 	}
 
 	var (

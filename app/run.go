@@ -14,9 +14,12 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // Version is the program's version, set at build time with
@@ -90,6 +93,35 @@ func configFlag(cmd *cobra.Command, path *string) {
 
 func loadConfig(path string, stdio IO) (config.Config, error) {
 	return config.Load(path, stdio.Getenv)
+}
+
+// withPostgres loads the config at path, connects to its Postgres, runs do and closes
+// the connection: the shape of every command that works on the database.
+func withPostgres(c *cobra.Command, stdio IO, path string, do func(config.Config, *pgxpool.Pool) error) error {
+	cfg, err := loadConfig(path, stdio)
+	if err != nil {
+		return err
+	}
+	pg, err := store.OpenPostgres(c.Context(), cfg.Postgres.URL.Reveal())
+	if err != nil {
+		return err
+	}
+	defer pg.Close()
+	return do(cfg, pg)
+}
+
+// withRedis is withPostgres for the commands that work on Redis.
+func withRedis(c *cobra.Command, stdio IO, path string, do func(config.Config, *redis.Client) error) error {
+	cfg, err := loadConfig(path, stdio)
+	if err != nil {
+		return err
+	}
+	rdb, err := store.OpenRedis(c.Context(), cfg.Redis.URL.Reveal())
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	return do(cfg, rdb)
 }
 
 func newVersionCmd() *cobra.Command {

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -148,17 +149,12 @@ func newCancelCmd(stdio IO) *cobra.Command {
 		Short: "Stop an alert that has not been sent, whether it is still hopping or in the wheel stage",
 		Args:  exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cfg, err := loadConfig(path, stdio)
-			if err != nil {
+			var res store.CancelResult
+			err := withRedis(c, stdio, path, func(cfg config.Config, rdb *redis.Client) (err error) {
+				ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+				res, err = ws.Cancel(c.Context(), args[0])
 				return err
-			}
-			rdb, err := store.OpenRedis(c.Context(), cfg.Redis.URL.Reveal())
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
-			ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wheelStageOptions(cfg))
-			res, err := ws.Cancel(c.Context(), args[0])
+			})
 			if err != nil {
 				return err
 			}
@@ -178,8 +174,4 @@ func newCancelCmd(stdio IO) *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	return cmd
-}
-
-func wheelStageOptions(c config.Config) store.WheelStageOptions {
-	return store.WheelStageOptions{Lease: c.Scheduler.Lease, DoneTTL: c.Scheduler.DoneTTL, CancelTTL: c.Scheduler.Horizon + 24*time.Hour}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/migrations"
 	"github.com/rocketdelay/rocketdelay/scheduler"
@@ -54,8 +55,6 @@ type ServeOptions struct {
 	Listener net.Listener
 	// Registry, when set, receives the metrics instead of a fresh registry.
 	Registry *prometheus.Registry
-	// Handoff receives due alerts; default a sink that logs them.
-	Handoff scheduler.Handoff
 }
 
 // Serve runs the service — scheduler, DingTalk sender, failed-sends retry job, and the
@@ -89,7 +88,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 
-	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wheelStageOptions(cfg))
+	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
 	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{})
 	senderOpts, err := sender.OptionsFromConfig(cfg)
 	if err != nil {
@@ -101,17 +100,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer snd.Close()
-	recordErrors := newRecordErrors(reg)
-	handoff := opts.Handoff
-	if handoff == nil {
-		handoff = senderHandoff{snd: snd, fs: failedSends, retry: cfg.FailedSends.BackoffBase,
-			logger: logger.With("component", "handoff"), now: time.Now, errors: recordErrors}
-	}
-	job := failed.NewJob(failedSends, jobSender{snd}, failed.OptionsFromConfig(cfg.FailedSends),
-		logger.With("component", "failed-sends"), failed.NewMetrics(reg), time.Now)
-	schedOpts := scheduler.OptionsFromConfig(cfg)
-	schedOpts.Rejects = rejectRecorder{fs: failedSends, errors: recordErrors}
-	sched, err := scheduler.New(schedOpts, ws, handoff, logger, scheduler.NewMetrics(reg), time.Now)
+	deliverer := delivery.New(snd, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
+		logger, delivery.NewMetrics(reg), time.Now)
+	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
+	sched, err := scheduler.New(scheduler.OptionsFromConfig(cfg), ws, deliverer, logger, scheduler.NewMetrics(reg), time.Now)
 	if err != nil {
 		return err
 	}

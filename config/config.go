@@ -337,46 +337,49 @@ const (
 
 // WithDefaults returns a copy of c with every unset field set to its default.
 func (c Config) WithDefaults() Config {
-	setDefault(&c.Log.Level, DefaultLogLevel)
-	setDefault(&c.Log.Format, DefaultLogFormat)
-	setDefault(&c.HTTP.Addr, DefaultHTTPAddr)
-	setDefault(&c.RocketMQ.Topic, DefaultTopic)
-	setDefault(&c.RocketMQ.Group, DefaultGroup)
-	setDefault(&c.RocketMQ.SendTimeout, DefaultSendTimeout)
+	Default(&c.Log.Level, DefaultLogLevel)
+	Default(&c.Log.Format, DefaultLogFormat)
+	Default(&c.HTTP.Addr, DefaultHTTPAddr)
+	Default(&c.RocketMQ.Topic, DefaultTopic)
+	Default(&c.RocketMQ.Group, DefaultGroup)
+	Default(&c.RocketMQ.SendTimeout, DefaultSendTimeout)
 	if len(c.Scheduler.Levels) == 0 {
 		c.Scheduler.Levels = MustParseDelayLevels(DefaultLevels)
 	}
-	setDefault(&c.Scheduler.Threshold, DefaultThreshold)
-	setDefault(&c.Scheduler.Horizon, DefaultHorizon)
-	setDefault(&c.Scheduler.Grace, DefaultGrace)
-	setDefault(&c.Scheduler.Lease, DefaultLease)
-	setDefault(&c.Scheduler.DoneTTL, DefaultDoneTTL)
-	setDefault(&c.Redis.KeyPrefix, DefaultKeyPrefix)
-	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	setDefault(&c.Sender.Limit, DefaultSenderLimit)
-	setDefault(&c.Sender.Window, DefaultSenderWindow)
-	setDefault(&c.Sender.Cooldown, DefaultSenderCooldown)
-	setDefault(&c.Sender.DisableFor, DefaultSenderDisableFor)
-	setDefault(&c.Sender.HTTPTimeout, DefaultSenderHTTPTimeout)
-	setDefault(&c.Sender.Attempts, DefaultSenderAttempts)
-	setDefault(&c.Sender.BackoffBase, DefaultSenderBackoffBase)
-	setDefault(&c.Sender.BackoffMax, DefaultSenderBackoffMax)
-	setDefault(&c.Sender.BaseURL, DefaultSenderBaseURL)
-	setDefault(&c.Sender.MaxInFlight, DefaultSenderMaxInFlight)
-	setDefault(&c.Sender.BreakerFailures, DefaultSenderBreakerFailures)
-	setDefault(&c.Sender.BreakerOpen, DefaultSenderBreakerOpen)
-	setDefault(&c.Sender.Coalesce, DefaultSenderCoalesce)
-	setDefault(&c.Sender.CoalesceMax, DefaultSenderCoalesceMax)
-	setDefault(&c.FailedSends.Interval, DefaultFailedSendsInterval)
-	setDefault(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
-	setDefault(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)
-	setDefault(&c.FailedSends.BackoffBase, DefaultFailedSendsBackoffBase)
-	setDefault(&c.FailedSends.BackoffCap, DefaultFailedSendsBackoffCap)
-	setDefault(&c.FailedSends.BatchSize, DefaultFailedSendsBatchSize)
+	Default(&c.Scheduler.Threshold, DefaultThreshold)
+	Default(&c.Scheduler.Horizon, DefaultHorizon)
+	Default(&c.Scheduler.Grace, DefaultGrace)
+	Default(&c.Scheduler.Lease, DefaultLease)
+	Default(&c.Scheduler.DoneTTL, DefaultDoneTTL)
+	Default(&c.Redis.KeyPrefix, DefaultKeyPrefix)
+	Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	Default(&c.Sender.Limit, DefaultSenderLimit)
+	Default(&c.Sender.Window, DefaultSenderWindow)
+	Default(&c.Sender.Cooldown, DefaultSenderCooldown)
+	Default(&c.Sender.DisableFor, DefaultSenderDisableFor)
+	Default(&c.Sender.HTTPTimeout, DefaultSenderHTTPTimeout)
+	Default(&c.Sender.Attempts, DefaultSenderAttempts)
+	Default(&c.Sender.BackoffBase, DefaultSenderBackoffBase)
+	Default(&c.Sender.BackoffMax, DefaultSenderBackoffMax)
+	Default(&c.Sender.BaseURL, DefaultSenderBaseURL)
+	Default(&c.Sender.MaxInFlight, DefaultSenderMaxInFlight)
+	Default(&c.Sender.BreakerFailures, DefaultSenderBreakerFailures)
+	Default(&c.Sender.BreakerOpen, DefaultSenderBreakerOpen)
+	Default(&c.Sender.Coalesce, DefaultSenderCoalesce)
+	Default(&c.Sender.CoalesceMax, DefaultSenderCoalesceMax)
+	Default(&c.FailedSends.Interval, DefaultFailedSendsInterval)
+	Default(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
+	Default(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)
+	Default(&c.FailedSends.BackoffBase, DefaultFailedSendsBackoffBase)
+	Default(&c.FailedSends.BackoffCap, DefaultFailedSendsBackoffCap)
+	Default(&c.FailedSends.BatchSize, DefaultFailedSendsBatchSize)
 	return c
 }
 
-func setDefault[T comparable](field *T, def T) {
+// Default sets *field to def when *field is its type's zero value. Components fill their
+// options' defaults with it from the Default… constants of this package, so every
+// default has one home.
+func Default[T comparable](field *T, def T) {
 	var zero T
 	if *field == zero {
 		*field = def

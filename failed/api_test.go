@@ -16,6 +16,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -68,7 +69,7 @@ func seed(t testing.TB, fs *store.FailedSends, n int) {
 
 func TestAPIAuthorization(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	seed(t, fs, 1)
 	h := failed.Handler(fs, discardLogger(), adminToken)
 	for _, path := range []string{"/api/v1/failed", "/api/v1/failed/1", "/api/v1/failed/stats"} {
@@ -113,7 +114,7 @@ func TestAPIAuthorization(t *testing.T) {
 
 func TestAPIListGetStatsAndPages(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	seed(t, fs, 5)
 	h := failed.Handler(fs, discardLogger(), adminToken)
 
@@ -180,7 +181,7 @@ func TestAPIListGetStatsAndPages(t *testing.T) {
 
 func TestAPIInjectionStringsAreHarmless(t *testing.T) {
 	t.Parallel()
-	pool, fs := newStore(t)
+	pool, fs := testenv.FailedSends(t)
 	seed(t, fs, 3)
 	h := failed.Handler(fs, discardLogger(), adminToken)
 	evils := []string{`' OR 1=1 --`, `"; DROP TABLE failed_sends; --`, `1; DELETE FROM failed_sends`,
@@ -241,11 +242,11 @@ func requireNoSQL(t testing.TB, body, input string) {
 
 func TestAPIRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	seed(t, fs, 6)
 	ctx := context.Background()
 	for _, id := range []int64{1, 2, 3} {
-		require.NoError(t, fs.MarkDead(ctx, id, 20, store.Failure{Class: "transient", LastError: "HTTP 503"}))
+		require.NoError(t, fs.MarkDead(ctx, id, 20, store.FailedAttempt{Class: "transient", LastError: "HTTP 503"}))
 	}
 	require.NoError(t, fs.MarkDelivered(ctx, 4))
 	h := failed.Handler(fs, discardLogger(), adminToken)
@@ -313,7 +314,7 @@ func TestAPIRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 // Mounted the way serve mounts it, next to other routes.
 func TestAPIMountedOnAServeMux(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	seed(t, fs, 2)
 	h := failed.Handler(fs, discardLogger(), adminToken)
 	mux := http.NewServeMux()

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -133,11 +134,11 @@ func TestParseSince(t *testing.T) {
 // the real table.
 func TestOperatorCommands(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	seed(t, fs, 5)
 	ctx := context.Background()
-	require.NoError(t, fs.MarkDead(ctx, 1, 20, store.Failure{Class: "transient", LastError: "HTTP 503"}))
-	require.NoError(t, fs.MarkDead(ctx, 2, 20, store.Failure{Class: "transient", LastError: "HTTP 503"}))
+	require.NoError(t, fs.MarkDead(ctx, 1, 20, store.FailedAttempt{Class: "transient", LastError: "HTTP 503"}))
+	require.NoError(t, fs.MarkDead(ctx, 2, 20, store.FailedAttempt{Class: "transient", LastError: "HTTP 503"}))
 	require.NoError(t, fs.MarkDelivered(ctx, 3))
 	var out bytes.Buffer
 	op := failed.Operator{Store: fs, Out: &out, Now: time.Now}

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -37,29 +38,33 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	now := s.now()
 	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, horizon: s.opts.Horizon}, now)
 	if rej != nil {
-		if s.opts.Rejects != nil {
-			if err := s.opts.Rejects.RecordRejected(ctx, a, msg.GetProperties(), rej); err != nil {
-				return "reject", fmt.Errorf("record the rejection (%s): %w", rej.Reason, err)
-			}
+		key := msg.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex)
+		if key == "" {
+			key = msg.MsgId
+		}
+		err := s.delivery.Reject(ctx, delivery.Rejected{Alert: a, Properties: msg.GetProperties(), MessageKey: key,
+			Reason: string(rej.Reason), Detail: rej.Detail})
+		if err != nil {
+			return "reject", fmt.Errorf("record the rejection (%s): %w", rej.Reason, err)
 		}
 		s.metrics.rejected.WithLabelValues(string(rej.Reason)).Inc()
 		s.logger.Error("message rejected: it can never be delivered", "rd_id", a.ID, "target", a.Target,
 			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)
 		return "reject", nil
 	}
-	if level, ok := NextLevel(a.DeliverAt.Sub(now), s.opts.Levels, s.opts.Threshold); ok {
+	if level, ok := NextLevel(a.DueAt.Sub(now), s.opts.Levels, s.opts.Threshold); ok {
 		// A hop touches no Redis: an alert cancelled while hopping keeps hopping and is
 		// dropped by the wheel stage's Put, which checks the cancel tombstone.
 		return "hop", s.publishHop(ctx, msg, a, level)
 	}
-	res, err := s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DeliverAt, Body: a.Body, Hops: a.Hops})
+	res, err := s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops})
 	if err != nil {
 		return "wheel", err
 	}
 	s.metrics.stored.WithLabelValues(res.String()).Inc()
 	switch res {
 	case store.PutStored:
-		if err := s.wheel.Add(a.ID, a.DeliverAt); err != nil {
+		if err := s.wheel.Add(a.ID, a.DueAt); err != nil {
 			// Redis holds it; the sweeper claims it once it is overdue.
 			s.logger.Warn("wheel refused a key; the sweeper will deliver it", "rd_id", a.ID, "err", err)
 		}
@@ -73,7 +78,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 }
 
 // publishHop re-publishes msg with the next delay level, carrying its properties.
-func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a Alert, level int) error {
+func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a delivery.Alert, level int) error {
 	m := primitive.NewMessage(s.opts.Topic, orig.Body)
 	for k, v := range orig.GetProperties() {
 		if !systemProperty[k] {
@@ -81,7 +86,7 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 		}
 	}
 	m.RemoveProperty(PropDelay)
-	m.WithProperty(PropDeliverAt, strconv.FormatInt(a.DeliverAt.UnixMilli(), 10))
+	m.WithProperty(PropDeliverAt, strconv.FormatInt(a.DueAt.UnixMilli(), 10))
 	m.WithProperty(PropID, a.ID)
 	m.WithProperty(PropHops, strconv.Itoa(a.Hops+1))
 	m.WithDelayTimeLevel(level)
@@ -96,7 +101,7 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 	}
 	s.metrics.hop(level)
 	s.logger.Debug("hop published", "rd_id", a.ID, "level", level, "delay", s.opts.Levels[level-1].String(),
-		"remaining", a.DeliverAt.Sub(s.now()).String(), "hops", a.Hops+1)
+		"remaining", a.DueAt.Sub(s.now()).String(), "hops", a.Hops+1)
 	return nil
 }
 

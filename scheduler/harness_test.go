@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -83,7 +84,7 @@ func (h *harness) start(name string) (*Scheduler, *Metrics) {
 	return h.startWith(name, h.rec)
 }
 
-func (h *harness) startWith(name string, handoff Handoff) (*Scheduler, *Metrics) {
+func (h *harness) startWith(name string, handoff Delivery) (*Scheduler, *Metrics) {
 	h.t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
 	s, err := New(h.options(name), h.ws, handoff, discardLogger().With("replica", name), m, time.Now)
@@ -118,23 +119,32 @@ func discardLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// recorder is a Handoff that records every hand-off with its time.
+// recorder is a Delivery that records every hand-off with its time, and every
+// rejection.
 type recorder struct {
-	mu     sync.Mutex
-	at     map[string][]time.Time
-	due    map[string]time.Time
-	notify chan struct{}
+	mu       sync.Mutex
+	rejected []delivery.Rejected
+	at       map[string][]time.Time
+	due      map[string]time.Time
+	notify   chan struct{}
 }
 
 func newRecorder() *recorder {
 	return &recorder{at: map[string][]time.Time{}, due: map[string]time.Time{}, notify: make(chan struct{}, 1)}
 }
 
-func (r *recorder) Deliver(_ context.Context, a Alert) error {
+func (r *recorder) Reject(_ context.Context, rej delivery.Rejected) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rejected = append(r.rejected, rej)
+	return nil
+}
+
+func (r *recorder) Deliver(_ context.Context, a delivery.Alert) error {
 	now := time.Now()
 	r.mu.Lock()
 	r.at[a.ID] = append(r.at[a.ID], now)
-	r.due[a.ID] = a.DeliverAt
+	r.due[a.ID] = a.DueAt
 	r.mu.Unlock()
 	select {
 	case r.notify <- struct{}{}:

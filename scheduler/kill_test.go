@@ -76,7 +76,7 @@ shutdownTimeout: 10s
 // startSim starts a DingTalk simulator whose robots match replicaConfig, and feeds what
 // it accepts into the harness's recorder: a hand-off counts once DingTalk has it.
 func (h *harness) startSim(t *testing.T) string {
-	sim, url := dingtalksim.Start(t, dingtalksim.Options{
+	sim, url := testenv.DingTalkSim(t, dingtalksim.Options{
 		Robots: []dingtalksim.Robot{
 			{Name: "r1", Token: "kill-token-1", Secret: "SECkill-secret-1"},
 			{Name: "r2", Token: "kill-token-2"},

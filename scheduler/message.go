@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/sender"
 )
 
@@ -31,20 +32,6 @@ const (
 // MaxIDLength bounds RD_ID.
 const MaxIDLength = 128
 
-// Alert is one delayed alert as the scheduler sees it.
-type Alert struct {
-	// ID is the idempotency key (RD_ID).
-	ID string
-	// Target names the robot group.
-	Target string
-	// DeliverAt is the due time, millisecond precision.
-	DeliverAt time.Time
-	// Body is the alert as published: a DingTalk message JSON object or plain text.
-	Body []byte
-	// Hops is the number of broker hops taken so far.
-	Hops int
-}
-
 // RejectReason classifies a message that can never be delivered; it is a metric label.
 type RejectReason string
 
@@ -55,7 +42,7 @@ const (
 	RejectMissingDue    RejectReason = "missing_due"
 	RejectBadDue        RejectReason = "bad_due"
 	RejectBeyondHorizon RejectReason = "beyond_horizon"
-	RejectBadID         RejectReason = "bad_id"
+	RejectBadID         RejectReason = delivery.ReasonBadID
 	RejectBadBody       RejectReason = "bad_body"
 )
 
@@ -81,11 +68,11 @@ type decodeRules struct {
 	horizon     time.Duration
 }
 
-// decode reads an Alert from a consumed message. now is the receipt time; it bounds
+// decode reads an alert from a consumed message. now is the receipt time; it bounds
 // the horizon. A message that can never be delivered yields a *Rejection, with the
 // alert's fields decoded as far as they could be (for the record of the rejection).
-func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (Alert, *Rejection) {
-	a := Alert{Body: msg.Body, Target: msg.GetProperty(PropTarget), ID: messageID(msg)}
+func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (delivery.Alert, *Rejection) {
+	a := delivery.Alert{Body: msg.Body, Target: msg.GetProperty(PropTarget), ID: messageID(msg)}
 	if h, err := strconv.Atoi(msg.GetProperty(PropHops)); err == nil && h > 0 {
 		a.Hops = h
 	}
@@ -105,7 +92,7 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (Alert,
 	if rej != nil {
 		return a, rej
 	}
-	a.DeliverAt = at
+	a.DueAt = at
 	if at.Sub(now) > rules.horizon {
 		return a, reject(RejectBeyondHorizon, "due at %s, more than %s ahead (scheduler.horizon)",
 			at.UTC().Format(time.RFC3339), rules.horizon)

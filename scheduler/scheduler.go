@@ -17,13 +17,14 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 )
 
-// WheelStore is the Redis wheel stage as the scheduler uses it; *store.WheelStage
-// implements it.
-type WheelStore interface {
+// WheelStage is the Redis side of the wheel stage as the scheduler uses it;
+// *store.WheelStage implements it.
+type WheelStage interface {
 	Put(ctx context.Context, e store.Entry) (store.PutResult, error)
 	Claim(ctx context.Context, ids []string) ([]store.Entry, error)
 	ClaimOverdue(ctx context.Context, grace time.Duration, limit int) ([]store.Entry, error)
@@ -31,7 +32,35 @@ type WheelStore interface {
 	GiveBack(ctx context.Context, id string, retryAt time.Time) error
 	ExtendLease(ctx context.Context, ids []string) (int, error)
 	DueWithin(ctx context.Context, window time.Duration, limit int) ([]store.Due, error)
+	// Lease is how long a claim lasts; the scheduler extends the leases of the entries
+	// it holds three times per lease.
+	Lease() time.Duration
 }
+
+// Delivery receives what the scheduler lets go of; *delivery.Deliverer implements it.
+type Delivery interface {
+	// Deliver takes a due alert. nil means the alert needs nothing more (delivered, or
+	// durably recorded as failed) and is released from the wheel stage; an error gives
+	// it back for a later attempt. Deliver must honour ctx.
+	Deliver(ctx context.Context, a delivery.Alert) error
+	// Reject records an input that can never be delivered. nil means it is recorded and
+	// the message is acknowledged; an error hands the message back to RocketMQ.
+	Reject(ctx context.Context, r delivery.Rejected) error
+}
+
+// Defaults of the Options that have no config key.
+const (
+	// DefaultSweepInterval is how often the sweeper looks for overdue entries.
+	DefaultSweepInterval = 500 * time.Millisecond
+	// DefaultClaimBatch bounds the entries one sweep claims.
+	DefaultClaimBatch = 512
+	// DefaultRetryDelay is how long a hand-off that failed waits before it is tried again.
+	DefaultRetryDelay = time.Second
+	// DefaultHandoffWorkers is how many alerts are handed off at once.
+	DefaultHandoffWorkers = 64
+	// DefaultConsumeGoroutines is the push consumer's concurrency.
+	DefaultConsumeGoroutines = 20
+)
 
 // Options configures a Scheduler. Zero fields take the defaults their comments give.
 type Options struct {
@@ -41,7 +70,7 @@ type Options struct {
 	Topic string
 	// Group is the consumer group. Required.
 	Group string
-	// SendTimeout bounds one hop publish. Default 3s.
+	// SendTimeout bounds one hop publish. Default config rocketmq.sendTimeout.
 	SendTimeout time.Duration
 	// Levels are the broker's delay levels. Required.
 	Levels config.DelayLevels
@@ -55,62 +84,40 @@ type Options struct {
 	// server does not know it; when empty a missing topic is an error at Start.
 	Brokers []string
 	// Grace is how far past its due time an entry must be before the sweeper claims it
-	// (the replica that holds it in its wheel gets it first). Default 2s.
+	// (the replica that holds it in its wheel gets it first). Default config
+	// scheduler.grace.
 	Grace time.Duration
 	// SweepInterval is how often the sweeper looks for overdue entries and expired
-	// leases. Default 500ms.
+	// leases. Default DefaultSweepInterval.
 	SweepInterval time.Duration
-	// ClaimBatch bounds the entries one sweep claims. Default 512.
+	// ClaimBatch bounds the entries one sweep claims. Default DefaultClaimBatch.
 	ClaimBatch int
-	// Lease is the wheel stage's claim lease (it must equal the store's); the scheduler
-	// extends the leases of the entries it holds three times per lease. Default 30s.
-	Lease time.Duration
 	// RetryDelay is how long a hand-off that failed waits before it is tried again.
-	// Default 1s.
+	// Default DefaultRetryDelay.
 	RetryDelay time.Duration
 	// HandoffWorkers is how many alerts are handed off at once. The DingTalk sender merges
 	// only alerts that wait for a robot at the same time, so under backlog one merged
 	// message carries at most this many alerts per replica: keep it above
-	// sender.coalesceMax (50). Default 64.
+	// sender.coalesceMax. Default DefaultHandoffWorkers.
 	HandoffWorkers int
-	// ConsumeGoroutines is the push consumer's concurrency. Default 20.
+	// ConsumeGoroutines is the push consumer's concurrency. Default
+	// DefaultConsumeGoroutines.
 	ConsumeGoroutines int
 	// Wheel configures the in-process timing wheel; the zero value is the default.
 	Wheel timewheel.Config
 	// InstanceName tells this replica's RocketMQ clients apart from others in the same
 	// process. Default: hostname, pid and a random suffix.
 	InstanceName string
-	// Rejects records inputs that can never be delivered (the failed_sends table). When
-	// recording fails the message is handed back to RocketMQ and retried, so nothing is
-	// lost while Postgres is down. Default nil: rejects are only logged and counted.
-	Rejects RejectStore
-}
-
-// RejectStore records inputs that can never be delivered.
-type RejectStore interface {
-	RecordRejected(ctx context.Context, a Alert, properties map[string]string, r *Rejection) error
 }
 
 func (o Options) withDefaults() Options {
-	setDefault := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	setDefault(&o.SendTimeout, 3*time.Second)
-	setDefault(&o.Grace, 2*time.Second)
-	setDefault(&o.SweepInterval, 500*time.Millisecond)
-	setDefault(&o.RetryDelay, time.Second)
-	setDefault(&o.Lease, 30*time.Second)
-	if o.ClaimBatch <= 0 {
-		o.ClaimBatch = 512
-	}
-	if o.HandoffWorkers <= 0 {
-		o.HandoffWorkers = 64
-	}
-	if o.ConsumeGoroutines <= 0 {
-		o.ConsumeGoroutines = 20
-	}
+	config.Default(&o.SendTimeout, config.DefaultSendTimeout)
+	config.Default(&o.Grace, config.DefaultGrace)
+	config.Default(&o.SweepInterval, DefaultSweepInterval)
+	config.Default(&o.RetryDelay, DefaultRetryDelay)
+	config.Default(&o.ClaimBatch, DefaultClaimBatch)
+	config.Default(&o.HandoffWorkers, DefaultHandoffWorkers)
+	config.Default(&o.ConsumeGoroutines, DefaultConsumeGoroutines)
 	if o.InstanceName == "" {
 		host, _ := os.Hostname()
 		o.InstanceName = fmt.Sprintf("rocketdelay-%s-%d-%s", host, os.Getpid(), randomHex(4))
@@ -130,21 +137,20 @@ func OptionsFromConfig(c config.Config) Options {
 		Threshold:   c.Scheduler.Threshold,
 		Horizon:     c.Scheduler.Horizon,
 		Grace:       c.Scheduler.Grace,
-		Lease:       c.Scheduler.Lease,
 		KnownTarget: func(name string) bool { _, ok := c.Targets[name]; return ok },
 	}
 }
 
 // Scheduler consumes the topic, takes hops through the broker's delay levels, keeps the
 // final remainder in the Redis wheel stage and an in-process timing wheel, and hands
-// due alerts to a Handoff.
+// due alerts (and inputs that can never be delivered) to its Delivery.
 type Scheduler struct {
-	opts    Options
-	store   WheelStore
-	handoff Handoff
-	logger  *slog.Logger
-	metrics *Metrics
-	now     func() time.Time
+	opts     Options
+	store    WheelStage
+	delivery Delivery
+	logger   *slog.Logger
+	metrics  *Metrics
+	now      func() time.Time
 
 	mu       sync.Mutex // guards started, stopped
 	started  bool
@@ -167,8 +173,9 @@ type Scheduler struct {
 	running       chan struct{} // closed once the consumer runs
 }
 
-// New returns a stopped Scheduler. logger, metrics and now may not be nil.
-func New(opts Options, ws WheelStore, h Handoff, logger *slog.Logger, metrics *Metrics, now func() time.Time) (*Scheduler, error) {
+// New returns a stopped Scheduler that keeps the wheel stage in ws and hands alerts to
+// d. logger, metrics and now may not be nil.
+func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *Metrics, now func() time.Time) (*Scheduler, error) {
 	switch {
 	case len(opts.NameServers) == 0:
 		return nil, errors.New("scheduler: no name servers")
@@ -180,13 +187,13 @@ func New(opts Options, ws WheelStore, h Handoff, logger *slog.Logger, metrics *M
 		return nil, errors.New("scheduler: horizon and KnownTarget are required")
 	}
 	return &Scheduler{
-		opts:    opts.withDefaults(),
-		store:   ws,
-		handoff: h,
-		logger:  logger.With("component", "scheduler"),
-		metrics: metrics,
-		now:     now,
-		running: make(chan struct{}),
+		opts:     opts.withDefaults(),
+		store:    ws,
+		delivery: d,
+		logger:   logger.With("component", "scheduler"),
+		metrics:  metrics,
+		now:      now,
+		running:  make(chan struct{}),
 	}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -212,7 +213,7 @@ type slowHandoff struct {
 	delay time.Duration
 }
 
-func (s slowHandoff) Deliver(ctx context.Context, a Alert) error {
+func (s slowHandoff) Deliver(ctx context.Context, a delivery.Alert) error {
 	time.Sleep(s.delay)
 	return s.recorder.Deliver(ctx, a)
 }
@@ -260,7 +261,6 @@ func TestBacklogKeepsItsLeases(t *testing.T) {
 	h := newHarness(t, 5*time.Second)
 	opts := h.options("backlog-a")
 	opts.HandoffWorkers = 2
-	opts.Lease = h.lease
 	slow := slowHandoff{h.rec, 150 * time.Millisecond}
 	a, err := New(opts, h.ws, slow, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
 	require.NoError(t, err)

@@ -172,7 +172,7 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 	if err := ctx.Err(); err != nil {
 		return &Failure{Class: ClassTransient, Reason: "gave up: " + err.Error(), Target: t.name, Err: err}
 	}
-	now := time.Now()
+	now := s.now()
 	if due.IsZero() {
 		due = now
 	}
@@ -251,7 +251,7 @@ func (s *Sender) drain(t *target) {
 			q.mu.Lock()
 			q.backlog = true
 			if s.opts.MaxWait > 0 {
-				now := time.Now()
+				now := s.now()
 				q.waiting = slices.DeleteFunc(q.waiting, func(w *waiter) bool {
 					if now.Sub(w.enqueued)+pick.Wait > s.opts.MaxWait {
 						w.taken = true
@@ -356,7 +356,7 @@ func roomAfter(pick store.Pick, robots []store.PoolRobot) int {
 // sendBatch sends batch through the picked robot, whose in-flight slot it releases, and
 // gives every alert of it the result.
 func (s *Sender) sendBatch(t *target, pick store.Pick, batch []*waiter) {
-	now := time.Now()
+	now := s.now()
 	for _, w := range batch {
 		s.metrics.wait.WithLabelValues(t.name).Observe(now.Sub(w.enqueued).Seconds())
 	}

@@ -64,14 +64,6 @@ type robotSpec struct {
 func newHarness(t *testing.T, window time.Duration, simLimit int, specs ...robotSpec) *harness {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-	})
 	h := &harness{t: t, pool: store.NewRobotPool(rdb, prefix, window), logs: &syncBuffer{}}
 	var simRobots []dingtalksim.Robot
 	for i, s := range specs {
@@ -84,7 +76,7 @@ func newHarness(t *testing.T, window time.Duration, simLimit int, specs ...robot
 		h.robots = append(h.robots, r)
 		simRobots = append(simRobots, dingtalksim.Robot{Name: r.Name, Token: r.Token.Reveal(), Secret: r.SigningSecret.Reveal(), Keyword: s.keyword})
 	}
-	h.sim, h.simURL = dingtalksim.Start(t, dingtalksim.Options{Robots: simRobots, Limit: simLimit, Window: window, Throttle: time.Minute})
+	h.sim, h.simURL = testenv.DingTalkSim(t, dingtalksim.Options{Robots: simRobots, Limit: simLimit, Window: window, Throttle: time.Minute})
 	// Every test checks that no log line holds a token or a secret.
 	t.Cleanup(func() {
 		logs := h.logs.String()

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -114,8 +113,9 @@ type NewFailedSend struct {
 	NextAttemptAt time.Time
 }
 
-// Failure describes a failed attempt of the retry job.
-type Failure struct {
+// FailedAttempt describes a failed attempt of the retry job: what MarkRetry and MarkDead
+// keep of it.
+type FailedAttempt struct {
 	Class      string
 	LastError  string
 	HTTPStatus *int
@@ -178,31 +178,20 @@ func NewFailedSends(pool *pgxpool.Pool, opts FailedSendsOptions) *FailedSends {
 	return &FailedSends{pool: pool, lease: opts.ClaimLease}
 }
 
-//go:embed sql/failed_*.sql
-var failedSQL embed.FS
-
-func failedQuery(name string) string {
-	b, err := failedSQL.ReadFile("sql/failed_" + name + ".sql")
-	if err != nil {
-		panic("store: missing embedded query " + name)
-	}
-	return string(b)
-}
-
 var (
-	qRecord        = failedQuery("record")
-	qClaimDue      = failedQuery("claim_due")
-	qMarkDelivered = failedQuery("mark_delivered")
-	qMarkRetry     = failedQuery("mark_retry")
-	qMarkDead      = failedQuery("mark_dead")
-	qRelease       = failedQuery("release")
-	qList          = failedQuery("list")
-	qGet           = failedQuery("get")
-	qRetry         = failedQuery("retry")
-	qRetryWhere    = failedQuery("retry_where")
-	qDiscard       = failedQuery("discard")
-	qStats         = failedQuery("stats")
-	qOldestPending = failedQuery("oldest_pending")
+	qRecord        = query("failed_record.sql")
+	qClaimDue      = query("failed_claim_due.sql")
+	qMarkDelivered = query("failed_mark_delivered.sql")
+	qMarkRetry     = query("failed_mark_retry.sql")
+	qMarkDead      = query("failed_mark_dead.sql")
+	qRelease       = query("failed_release.sql")
+	qList          = query("failed_list.sql")
+	qGet           = query("failed_get.sql")
+	qRetry         = query("failed_retry.sql")
+	qRetryWhere    = query("failed_retry_where.sql")
+	qDiscard       = query("failed_discard.sql")
+	qStats         = query("failed_stats.sql")
+	qOldestPending = query("failed_oldest_pending.sql")
 )
 
 // Record inserts one failed send or rejected input. It is idempotent on MessageID: when
@@ -281,7 +270,7 @@ func (s *FailedSends) MarkDelivered(ctx context.Context, id int64) error {
 // MarkRetry records a failed attempt of the retry job on row id: attempts attempts so
 // far, next try at nextAt. A row that is no longer pending (an operator discarded it
 // meanwhile) is left alone.
-func (s *FailedSends) MarkRetry(ctx context.Context, id int64, attempts int, nextAt time.Time, f Failure) error {
+func (s *FailedSends) MarkRetry(ctx context.Context, id int64, attempts int, nextAt time.Time, f FailedAttempt) error {
 	if _, err := s.pool.Exec(ctx, qMarkRetry, id, attempts, nextAt, f.Class, f.LastError, f.HTTPStatus, f.Errcode); err != nil {
 		return pgErr(ctx, fmt.Sprintf("mark failed send %d for retry", id), err)
 	}
@@ -290,7 +279,7 @@ func (s *FailedSends) MarkRetry(ctx context.Context, id int64, attempts int, nex
 
 // MarkDead records that the retry job gives up on row id after attempts attempts. A row
 // that is no longer pending is left alone.
-func (s *FailedSends) MarkDead(ctx context.Context, id int64, attempts int, f Failure) error {
+func (s *FailedSends) MarkDead(ctx context.Context, id int64, attempts int, f FailedAttempt) error {
 	if _, err := s.pool.Exec(ctx, qMarkDead, id, attempts, f.Class, f.LastError, f.HTTPStatus, f.Errcode); err != nil {
 		return pgErr(ctx, fmt.Sprintf("mark failed send %d dead", id), err)
 	}

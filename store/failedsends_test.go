@@ -3,8 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -15,21 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/migrations"
 	"github.com/rocketdelay/rocketdelay/store"
 )
-
-// newFailedSends returns the failed_sends table in a fresh, migrated schema.
-func newFailedSends(t testing.TB) (*pgxpool.Pool, *store.FailedSends) {
-	t.Helper()
-	pool := testenv.Postgres(t)
-	m, err := migrations.New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.NoError(t, err)
-	defer m.Close()
-	_, err = m.Up(context.Background())
-	require.NoError(t, err)
-	return pool, store.NewFailedSends(pool, store.FailedSendsOptions{})
-}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -50,7 +35,7 @@ func record(t testing.TB, fs *store.FailedSends, in store.NewFailedSend) int64 {
 
 func TestFailedSendsRecordIsIdempotent(t *testing.T) {
 	t.Parallel()
-	_, fs := newFailedSends(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	due := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	in := store.NewFailedSend{
@@ -119,7 +104,7 @@ func TestFailedSendsRecordUnavailable(t *testing.T) {
 
 func TestFailedSendsClaimDue(t *testing.T) {
 	t.Parallel()
-	_, fs := newFailedSends(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	now := time.Now()
 	a := record(t, fs, store.NewFailedSend{MessageID: "a", NextAttemptAt: now.Add(-2 * time.Minute)})
@@ -139,7 +124,7 @@ func TestFailedSendsClaimDue(t *testing.T) {
 
 	// Outcomes.
 	require.NoError(t, fs.MarkDelivered(ctx, a))
-	require.NoError(t, fs.MarkRetry(ctx, b, 1, now.Add(30*time.Second), store.Failure{Class: "transient", LastError: "HTTP 502", HTTPStatus: ptr(502)}))
+	require.NoError(t, fs.MarkRetry(ctx, b, 1, now.Add(30*time.Second), store.FailedAttempt{Class: "transient", LastError: "HTTP 502", HTTPStatus: ptr(502)}))
 	rb, err := fs.Get(ctx, b)
 	require.NoError(t, err)
 	require.Equal(t, 1, rb.Attempts)
@@ -148,7 +133,7 @@ func TestFailedSendsClaimDue(t *testing.T) {
 	got, err = fs.ClaimDue(ctx, 10, now.Add(31*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, []int64{b}, rowIDs(got))
-	require.NoError(t, fs.MarkDead(ctx, b, 2, store.Failure{Class: "payload_permanent", LastError: "errcode 430101", Errcode: ptr(430101)}))
+	require.NoError(t, fs.MarkDead(ctx, b, 2, store.FailedAttempt{Class: "payload_permanent", LastError: "errcode 430101", Errcode: ptr(430101)}))
 	rb, err = fs.Get(ctx, b)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusDead, rb.Status)
@@ -164,7 +149,7 @@ func TestFailedSendsClaimDue(t *testing.T) {
 	require.NoError(t, err)
 	_, err = fs.Discard(ctx, []int64{c}, "operator gave up")
 	require.NoError(t, err)
-	require.NoError(t, fs.MarkRetry(ctx, c, 1, now, store.Failure{Class: "transient"}))
+	require.NoError(t, fs.MarkRetry(ctx, c, 1, now, store.FailedAttempt{Class: "transient"}))
 	rc, err := fs.Get(ctx, c)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusDiscarded, rc.Status)
@@ -172,7 +157,7 @@ func TestFailedSendsClaimDue(t *testing.T) {
 
 func TestFailedSendsConcurrentClaimersNeverShareARow(t *testing.T) {
 	t.Parallel()
-	_, fs := newFailedSends(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	now := time.Now()
 	const n = 300
@@ -212,7 +197,7 @@ func TestFailedSendsConcurrentClaimersNeverShareARow(t *testing.T) {
 
 func TestFailedSendsListFiltersAndPages(t *testing.T) {
 	t.Parallel()
-	pool, fs := newFailedSends(t)
+	pool, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	for i := range 7 {
 		target := "ops"
@@ -274,7 +259,7 @@ func TestFailedSendsListFiltersAndPages(t *testing.T) {
 
 func TestFailedSendsRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 	t.Parallel()
-	_, fs := newFailedSends(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	now := time.Now()
 	var id []int64
@@ -284,7 +269,7 @@ func TestFailedSendsRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 	}
 	// 0,1,2 dead; 3 delivered; 4,5 pending (due in an hour).
 	for _, i := range []int{0, 1, 2} {
-		require.NoError(t, fs.MarkDead(ctx, id[i], 20, store.Failure{Class: "transient", LastError: "HTTP 503"}))
+		require.NoError(t, fs.MarkDead(ctx, id[i], 20, store.FailedAttempt{Class: "transient", LastError: "HTTP 503"}))
 	}
 	require.NoError(t, fs.MarkDelivered(ctx, id[3]))
 
@@ -346,7 +331,7 @@ func rowIDs(rows []store.FailedSend) []int64 {
 
 func TestFailedSendsReleaseOnlyTheOwnClaim(t *testing.T) {
 	t.Parallel()
-	_, fs := newFailedSends(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	now := time.Now()
 	a := record(t, fs, store.NewFailedSend{MessageID: "a", NextAttemptAt: now.Add(-time.Second)})

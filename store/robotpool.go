@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,29 +14,12 @@ import (
 )
 
 // The robot pool keeps, in Redis, the rate-limit state of the DingTalk robots of every
-// target group. Its keys share one hash tag per group, so every script's keys sit in one
-// Redis Cluster slot (p is the configured key prefix, g the target's name):
-//
-//	{p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms by the
-//	                               Redis clock; expires one window after its last send
-//	{p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
-//	{p:g}:disabled     sorted set  robot → end of its disable, Unix ms (+inf: until Enable)
-
-//go:embed lua/robot_*.lua
-var robotPoolLua embed.FS
-
-func robotPoolScript(name string) *redis.Script {
-	src, err := robotPoolLua.ReadFile("lua/" + name)
-	if err != nil {
-		panic("store: missing embedded script " + name)
-	}
-	return redis.NewScript(string(src))
-}
+// target group, under one hash tag per group, {p:g} (see keys.go).
 
 var (
-	robotPickScript    = robotPoolScript("robot_pick.lua")
-	robotSuspendScript = robotPoolScript("robot_suspend.lua")
-	robotTouchScript   = robotPoolScript("robot_touch.lua")
+	robotPickScript    = script("robot_pick.lua")
+	robotSuspendScript = script("robot_suspend.lua")
+	robotTouchScript   = script("robot_touch.lua")
 )
 
 // ErrNoRobot is returned by RobotPool.Pick when every robot of the group is disabled (or
@@ -92,7 +74,7 @@ type RobotState struct {
 // Redis also match ErrUnavailable.
 type RobotPool struct {
 	rdb    redis.UniversalClient
-	prefix string
+	keys   keys
 	window time.Duration
 }
 
@@ -100,25 +82,14 @@ type RobotPool struct {
 // configured key prefix, config redis.keyPrefix) and whose windows last window (config
 // sender.window). It panics when prefix is empty or window is below 1ms.
 func NewRobotPool(rdb redis.UniversalClient, prefix string, window time.Duration) *RobotPool {
-	if prefix == "" {
-		panic("store: NewRobotPool: empty key prefix")
-	}
 	if window < time.Millisecond {
 		panic("store: NewRobotPool: window below 1ms")
 	}
-	return &RobotPool{rdb: rdb, prefix: prefix, window: window}
+	return &RobotPool{rdb: rdb, keys: newKeys(prefix), window: window}
 }
 
 // Window returns the length of the sliding window.
 func (p *RobotPool) Window() time.Duration { return p.window }
-
-func (p *RobotPool) tag(target string) string { return "{" + p.prefix + ":" + target + "}:" }
-
-func (p *RobotPool) coolKey(target string) string     { return p.tag(target) + "cool" }
-func (p *RobotPool) disabledKey(target string) string { return p.tag(target) + "disabled" }
-func (p *RobotPool) windowKey(target, robot string) string {
-	return p.tag(target) + "win:" + robot
-}
 
 // Pick atomically picks, among robots of the group target, the least-used robot that is
 // not disabled, not cooling down and under its limit in the sliding window, and records
@@ -131,14 +102,14 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot)
 		return Pick{}, fmt.Errorf("store: pick robot of %q: %w", target, ErrNoRobot)
 	}
 	keys := make([]string, 0, len(robots)+2)
-	keys = append(keys, p.coolKey(target), p.disabledKey(target))
+	keys = append(keys, p.keys.cool(target), p.keys.disabled(target))
 	args := make([]any, 0, 2*len(robots)+2)
 	args = append(args, p.window.Milliseconds(), nonce())
 	for _, r := range robots {
 		if r.Name == "" || r.Limit < 1 {
 			return Pick{}, fmt.Errorf("store: pick robot of %q: robot %q needs a name and a limit of at least 1", target, r.Name)
 		}
-		keys = append(keys, p.windowKey(target, r.Name))
+		keys = append(keys, p.keys.window(target, r.Name))
 		args = append(args, r.Name, r.Limit)
 	}
 	res, err := robotPickScript.Run(ctx, p.rdb, keys, args...).Slice()
@@ -177,7 +148,7 @@ func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick) (bool, 
 	if pick.Robot == "" || pick.Member == "" {
 		return false, nil
 	}
-	n, err := robotTouchScript.Run(ctx, p.rdb, []string{p.windowKey(target, pick.Robot)}, pick.Member, p.window.Milliseconds()).Int()
+	n, err := robotTouchScript.Run(ctx, p.rdb, []string{p.keys.window(target, pick.Robot)}, pick.Member, p.window.Milliseconds()).Int()
 	if err != nil {
 		return false, robotPoolFail("touch robot window", err)
 	}
@@ -190,7 +161,7 @@ func (p *RobotPool) Cool(ctx context.Context, target, robot string, d time.Durat
 	if d <= 0 {
 		return time.Time{}, fmt.Errorf("store: cool robot: duration %s is not positive", d)
 	}
-	return p.suspend(ctx, "cool robot", p.coolKey(target), robot, d)
+	return p.suspend(ctx, "cool robot", p.keys.cool(target), robot, d)
 }
 
 // Disable takes robot of target out of rotation (it is broken: bad token, signature or
@@ -198,7 +169,7 @@ func (p *RobotPool) Cool(ctx context.Context, target, robot string, d time.Durat
 // less. A later deadline already set is kept. It returns the end of the disable, zero
 // when it lasts until Enable.
 func (p *RobotPool) Disable(ctx context.Context, target, robot string, d time.Duration) (time.Time, error) {
-	return p.suspend(ctx, "disable robot", p.disabledKey(target), robot, max(d, 0))
+	return p.suspend(ctx, "disable robot", p.keys.disabled(target), robot, max(d, 0))
 }
 
 func (p *RobotPool) suspend(ctx context.Context, op, key, robot string, d time.Duration) (time.Time, error) {
@@ -219,8 +190,8 @@ func (p *RobotPool) suspend(ctx context.Context, op, key, robot string, d time.D
 // Enable puts robot of target back into rotation: its disable and cool-down end now.
 func (p *RobotPool) Enable(ctx context.Context, target, robot string) error {
 	_, err := p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.ZRem(ctx, p.disabledKey(target), robot)
-		pipe.ZRem(ctx, p.coolKey(target), robot)
+		pipe.ZRem(ctx, p.keys.disabled(target), robot)
+		pipe.ZRem(ctx, p.keys.cool(target), robot)
 		return nil
 	})
 	if err != nil {
@@ -244,9 +215,9 @@ func (p *RobotPool) State(ctx context.Context, target string, robots []string) (
 	cs := make([]cmds, len(robots))
 	_, err = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, r := range robots {
-			cs[i].count = pipe.ZCount(ctx, p.windowKey(target, r), "("+strconv.FormatInt(nowMs-p.window.Milliseconds(), 10), "+inf")
-			cs[i].cool = pipe.ZScore(ctx, p.coolKey(target), r)
-			cs[i].disabled = pipe.ZScore(ctx, p.disabledKey(target), r)
+			cs[i].count = pipe.ZCount(ctx, p.keys.window(target, r), "("+strconv.FormatInt(nowMs-p.window.Milliseconds(), 10), "+inf")
+			cs[i].cool = pipe.ZScore(ctx, p.keys.cool(target), r)
+			cs[i].disabled = pipe.ZScore(ctx, p.keys.disabled(target), r)
 		}
 		return nil
 	})

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"embed"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,58 +12,51 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rocketdelay/rocketdelay/config"
 )
 
 // The wheel stage keeps, in Redis, every alert whose remaining delay is below the
-// scheduler's hop threshold. Its keys, all under one hash tag so that every script's keys
-// sit in one Redis Cluster slot (p is the configured key prefix):
-//
-//	{p}:due          sorted set  id → next due time, Unix ms (the due time, or a retry time)
-//	{p}:inflight     sorted set  id → lease expiry, Unix ms by the Redis clock
-//	{p}:entries      hash        id → encoded Entry (see encodeWheelEntry)
-//	{p}:done:<id>    string      delivered marker, value Redis now in ms, expires after DoneTTL
-//	{p}:cancel:<id>  string      cancel tombstone, value Redis now in ms, expires after CancelTTL
-//
-// An id that has an entry is in exactly one of due and inflight. All entries share one
-// hash rather than a key each so that the sweeper's script, which finds its ids in the
-// sorted sets, reads only keys it was given in KEYS.
+// scheduler's hop threshold, under the hash tag {p} (see keys.go). An id that has an
+// entry is in exactly one of the due and in-flight indexes. All entries share one hash
+// rather than a key each so that the sweeper's script, which finds its ids in the sorted
+// sets, reads only keys it was given in KEYS.
 
-// Defaults of WheelStageOptions.
-const (
-	DefaultLease     = 30 * time.Second
-	DefaultDoneTTL   = 7 * 24 * time.Hour
-	DefaultCancelTTL = 31 * 24 * time.Hour
-)
+// cancelMargin is how much longer than the longest accepted delay a cancel tombstone
+// lives.
+const cancelMargin = 24 * time.Hour
 
 // WheelStageOptions tune a WheelStage. A zero or negative field takes its default.
 type WheelStageOptions struct {
 	// Lease is how long a claimed entry belongs to its claimer before the sweeper of any
 	// replica may claim it again. It must comfortably exceed the time from a claim to
 	// Release or GiveBack, or a backlog must be kept alive with ExtendLease.
-	// Default 30s.
+	// Default config scheduler.lease.
 	Lease time.Duration
 	// DoneTTL is how long the done marker that Release leaves turns a later Put of the same
 	// id into a no-op. It must exceed the longest time a duplicate can still arrive: the
-	// broker's redelivery window for the last hop plus a consumer's downtime. Default 7 days.
+	// broker's redelivery window for the last hop plus a consumer's downtime. Default
+	// config scheduler.doneTTL.
 	DoneTTL time.Duration
 	// CancelTTL is how long a cancel tombstone makes the arrival of its id a no-op. It must
 	// exceed the longest delay the scheduler accepts (config scheduler.horizon, 30 days by
 	// default), as the cancelled alert may still be hopping through the broker until then.
-	// Default 31 days.
+	// Default config scheduler.horizon's default plus a day.
 	CancelTTL time.Duration
 }
 
 func (o WheelStageOptions) withDefaults() WheelStageOptions {
-	if o.Lease <= 0 {
-		o.Lease = DefaultLease
-	}
-	if o.DoneTTL <= 0 {
-		o.DoneTTL = DefaultDoneTTL
-	}
-	if o.CancelTTL <= 0 {
-		o.CancelTTL = DefaultCancelTTL
-	}
+	config.Default(&o.Lease, config.DefaultLease)
+	config.Default(&o.DoneTTL, config.DefaultDoneTTL)
+	config.Default(&o.CancelTTL, config.DefaultHorizon+cancelMargin)
 	return o
+}
+
+// WheelStageOptionsFromConfig takes the wheel stage's options from the service
+// configuration: the scheduler's lease and done TTL, and tombstones that outlive the
+// horizon.
+func WheelStageOptionsFromConfig(c config.Config) WheelStageOptions {
+	return WheelStageOptions{Lease: c.Scheduler.Lease, DoneTTL: c.Scheduler.DoneTTL, CancelTTL: c.Scheduler.Horizon + cancelMargin}
 }
 
 // Entry is one alert waiting in the wheel stage.
@@ -161,26 +153,15 @@ func (r CancelResult) String() string {
 	return "CancelResult(" + strconv.Itoa(int(r)) + ")"
 }
 
-//go:embed lua/wheel_*.lua
-var wheelStageLua embed.FS
-
-func wheelStageScript(name string) *redis.Script {
-	src, err := wheelStageLua.ReadFile("lua/" + name)
-	if err != nil {
-		panic("store: missing embedded script " + name)
-	}
-	return redis.NewScript(string(src))
-}
-
 var (
-	wheelPutScript          = wheelStageScript("wheel_put.lua")
-	wheelClaimScript        = wheelStageScript("wheel_claim.lua")
-	wheelClaimOverdueScript = wheelStageScript("wheel_claim_overdue.lua")
-	wheelReleaseScript      = wheelStageScript("wheel_release.lua")
-	wheelGiveBackScript     = wheelStageScript("wheel_give_back.lua")
-	wheelExtendLeaseScript  = wheelStageScript("wheel_extend_lease.lua")
-	wheelDueWithinScript    = wheelStageScript("wheel_due_within.lua")
-	wheelCancelScript       = wheelStageScript("wheel_cancel.lua")
+	wheelPutScript          = script("wheel_put.lua")
+	wheelClaimScript        = script("wheel_claim.lua")
+	wheelClaimOverdueScript = script("wheel_claim_overdue.lua")
+	wheelReleaseScript      = script("wheel_release.lua")
+	wheelGiveBackScript     = script("wheel_give_back.lua")
+	wheelExtendLeaseScript  = script("wheel_extend_lease.lua")
+	wheelDueWithinScript    = script("wheel_due_within.lua")
+	wheelCancelScript       = script("wheel_cancel.lua")
 )
 
 // WheelStage is the Redis side of the scheduler's wheel stage: the payloads and due index
@@ -194,9 +175,9 @@ var (
 // PutDuplicate, a repeated Claim returns nothing and the entry comes back through the
 // sweeper when its lease expires).
 type WheelStage struct {
-	rdb    redis.UniversalClient
-	opts   WheelStageOptions
-	prefix string // "{p}:"
+	rdb  redis.UniversalClient
+	opts WheelStageOptions
+	keys keys
 
 	due, inflight, entries string
 }
@@ -205,25 +186,22 @@ type WheelStage struct {
 // configured key prefix, config redis.keyPrefix). It panics when prefix is empty, as the
 // keys would then not share a hash tag.
 func NewWheelStage(rdb redis.UniversalClient, prefix string, opts WheelStageOptions) *WheelStage {
-	if prefix == "" {
-		panic("store: NewWheelStage: empty key prefix")
-	}
-	p := "{" + prefix + "}:"
+	k := newKeys(prefix)
 	return &WheelStage{
 		rdb:      rdb,
 		opts:     opts.withDefaults(),
-		prefix:   p,
-		due:      p + "due",
-		inflight: p + "inflight",
-		entries:  p + "entries",
+		keys:     k,
+		due:      k.due(),
+		inflight: k.inflight(),
+		entries:  k.entries(),
 	}
 }
 
 // Options returns the options in effect, defaults filled in.
 func (w *WheelStage) Options() WheelStageOptions { return w.opts }
 
-func (w *WheelStage) doneKey(id string) string   { return w.prefix + "done:" + id }
-func (w *WheelStage) cancelKey(id string) string { return w.prefix + "cancel:" + id }
+// Lease is how long a claim lasts (Options().Lease).
+func (w *WheelStage) Lease() time.Duration { return w.opts.Lease }
 
 // Put stores e, atomically and idempotently, in one round trip: the entry is written and
 // its id added to the due index with score e.DueAt. An id already waiting or in flight
@@ -233,7 +211,7 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 	if e.ID == "" {
 		return 0, errors.New("store: put: empty id")
 	}
-	keys := []string{w.due, w.inflight, w.entries, w.doneKey(e.ID), w.cancelKey(e.ID)}
+	keys := []string{w.due, w.inflight, w.entries, w.keys.done(e.ID), w.keys.cancel(e.ID)}
 	code, err := wheelPutScript.Run(ctx, w.rdb, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e)).Int()
 	if err != nil {
 		return 0, w.fail("put", err)
@@ -304,7 +282,7 @@ func (w *WheelStage) Release(ctx context.Context, ids ...string) error {
 	args := make([]any, 0, len(ids)+1)
 	args = append(args, w.opts.DoneTTL.Milliseconds())
 	for _, id := range ids {
-		keys = append(keys, w.doneKey(id))
+		keys = append(keys, w.keys.done(id))
 		args = append(args, id)
 	}
 	if err := wheelReleaseScript.Run(ctx, w.rdb, keys, args...).Err(); err != nil {
@@ -373,7 +351,7 @@ func (w *WheelStage) DueWithin(ctx context.Context, window time.Duration, limit 
 // Redis yet (CancelTombstoned). Removed and tombstoned ids get a tombstone that lives
 // Options().CancelTTL.
 func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error) {
-	keys := []string{w.due, w.inflight, w.entries, w.doneKey(id), w.cancelKey(id)}
+	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id)}
 	code, err := wheelCancelScript.Run(ctx, w.rdb, keys, id, w.opts.CancelTTL.Milliseconds()).Int()
 	if err != nil {
 		return 0, w.fail("cancel", err)
@@ -388,7 +366,7 @@ func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error
 // IsCancelled reports whether id has a cancel tombstone. The scheduler does not ask on
 // hops (Put refuses a tombstoned id); operators and tests do.
 func (w *WheelStage) IsCancelled(ctx context.Context, id string) (bool, error) {
-	n, err := w.rdb.Exists(ctx, w.cancelKey(id)).Result()
+	n, err := w.rdb.Exists(ctx, w.keys.cancel(id)).Result()
 	if err != nil {
 		return false, w.fail("is cancelled", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/migrations"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -81,14 +83,7 @@ func Redis(t testing.TB) (*redis.Client, string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		// Plain keys start with the prefix; hash-tagged ones with "{prefix}" (wheel stage)
-		// or "{prefix:" (robot pool).
-		for _, pattern := range []string{prefix + "*", "{" + prefix + "*"} {
-			iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-			for iter.Next(ctx) {
-				rdb.Del(ctx, iter.Val())
-			}
-		}
+		_, _ = store.DeleteKeys(ctx, rdb, prefix)
 		rdb.Close()
 	})
 	return rdb, prefix
@@ -136,13 +131,27 @@ func PostgresSchema(t testing.TB) (*pgxpool.Pool, string) {
 // rocketdelay process the test starts.
 func MigratedPostgres(t testing.TB) string {
 	t.Helper()
+	_, dsn := migrated(t)
+	return dsn
+}
+
+// FailedSends returns the failed_sends table in a fresh, migrated schema of its own, and
+// the pool it uses.
+func FailedSends(t testing.TB) (*pgxpool.Pool, *store.FailedSends) {
+	t.Helper()
+	pool, _ := migrated(t)
+	return pool, store.NewFailedSends(pool, store.FailedSendsOptions{})
+}
+
+func migrated(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
 	pool, dsn := PostgresSchema(t)
 	m, err := migrations.New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	defer m.Close()
 	_, err = m.Up(context.Background())
 	require.NoError(t, err)
-	return dsn
+	return pool, dsn
 }
 
 // RocketMQStragglers are goroutines rocketmq-client-go leaves running after Shutdown
@@ -159,4 +168,14 @@ var RocketMQStragglers = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*traceDispatcher).process"),
 	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/internal.(*namesrvs).UpdateNameServerAddress"),
 	goleak.IgnoreTopFunction("time.Sleep"),
+}
+
+// DingTalkSim runs a DingTalk simulator on a local port until the test ends and returns
+// it with its base URL (the webhook endpoint), ready for config sender.baseURL.
+func DingTalkSim(t testing.TB, opts dingtalksim.Options) (*dingtalksim.Server, string) {
+	t.Helper()
+	s := dingtalksim.New(opts)
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return s, ts.URL + dingtalksim.Path
 }

@@ -24,12 +24,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -197,16 +195,6 @@ func New(opts Options) *Server {
 		s.robots[r.Token] = &robotState{Robot: r}
 	}
 	return s
-}
-
-// Start runs a simulator on a local port until the test ends and returns it with its
-// base URL (the webhook endpoint, ending in Path), ready for config sender.baseURL.
-func Start(t testing.TB, opts Options) (*Server, string) {
-	t.Helper()
-	s := New(opts)
-	ts := httptest.NewServer(s)
-	t.Cleanup(ts.Close)
-	return s, ts.URL + Path
 }
 
 // Inject adds a fault for the robot with token; faults apply in the order injected.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 )
 
@@ -55,7 +56,7 @@ func noRedirects() *http.Client {
 }
 
 func TestSimulator(t *testing.T) {
-	sim, base := dingtalksim.Start(t, dingtalksim.Options{
+	sim, base := testenv.DingTalkSim(t, dingtalksim.Options{
 		Robots: []dingtalksim.Robot{{Token: "t1", Secret: "SEC1"}, {Name: "kw", Token: "t2", Keyword: "alert"}},
 		Limit:  3, Window: time.Minute, Throttle: time.Minute,
 	})

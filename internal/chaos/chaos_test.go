@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	full     = flag.Bool("chaos.full", false, "run every scenario at full size (TestChaosFull); `make chaos` uses go run ./chaos/cmd/chaos instead")
+	full     = flag.Bool("chaos.full", false, "run every scenario at full size (TestChaosFull); `make chaos` uses go run ./internal/cmd/chaos instead")
 	stackDir = flag.String("chaos.stack-dir", os.Getenv("CHAOS_STACK_DIR"), "reuse (and keep) a private stack in this state directory")
 )
 
@@ -64,11 +64,11 @@ func TestChaosShort(t *testing.T) {
 	}
 }
 
-// TestChaosFull is the full suite as a test: go test ./chaos -run TestChaosFull
+// TestChaosFull is the full suite as a test: go test ./internal/chaos -run TestChaosFull
 // -chaos.full -timeout 90m -v.
 func TestChaosFull(t *testing.T) {
 	if !*full {
-		t.Skip("the full chaos suite runs with -chaos.full (or go run ./chaos/cmd/chaos)")
+		t.Skip("the full chaos suite runs with -chaos.full (or go run ./internal/cmd/chaos)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 85*time.Minute)
 	defer cancel()

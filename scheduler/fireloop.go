@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/store"
 )
+
+// The fire loop claims what the timing wheel fires; the hand-off workers deliver what
+// is claimed, then release it from the wheel stage or give it back.
 
 // loadDueSoon puts the wheel stage's entries due within the threshold into the wheel, so
 // a restarted replica fires them on time rather than after the grace period.
@@ -42,38 +46,6 @@ func (s *Scheduler) fireLoop(ctx context.Context) {
 	}
 }
 
-// sweepLoop claims entries that are overdue past the grace period or whose lease
-// expired: those of a crashed replica, or whose claim failed.
-func (s *Scheduler) sweepLoop(ctx context.Context) {
-	defer s.loops.Done()
-	t := time.NewTicker(s.opts.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for {
-			entries, err := s.store.ClaimOverdue(ctx, s.opts.Grace, s.opts.ClaimBatch)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.logger.Warn("sweep failed", "err", err)
-				}
-				break
-			}
-			if len(entries) > 0 {
-				s.metrics.recovered.Add(float64(len(entries)))
-				s.logger.Info("sweeper recovered overdue entries", "count", len(entries))
-			}
-			s.enqueue(ctx, entries)
-			if len(entries) < s.opts.ClaimBatch {
-				break
-			}
-		}
-	}
-}
-
 // enqueue hands claimed entries to the workers; when stopping, it gives back the rest.
 // Entries are held (their leases kept alive) from here until released or given back, so
 // a backlog waiting for the sender never loses its claim to another replica's sweeper.
@@ -100,48 +72,6 @@ func (s *Scheduler) handoffWorker(ctx context.Context) {
 	}
 }
 
-func (s *Scheduler) hold(entries []store.Entry) {
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	for _, e := range entries {
-		s.held[e.ID] = struct{}{}
-	}
-}
-
-func (s *Scheduler) unhold(id string) {
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	delete(s.held, id)
-}
-
-// leaseKeeper extends the leases of every entry this replica holds, three times per
-// lease, so that claimed alerts waiting in a backlog stay this replica's.
-func (s *Scheduler) leaseKeeper(ctx context.Context) {
-	defer s.loops.Done()
-	t := time.NewTicker(s.opts.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.heldMu.Lock()
-		ids := make([]string, 0, len(s.held))
-		for id := range s.held {
-			ids = append(ids, id)
-		}
-		s.heldMu.Unlock()
-		for len(ids) > 0 {
-			chunk := ids[:min(len(ids), 1000)]
-			ids = ids[len(chunk):]
-			if _, err := s.store.ExtendLease(ctx, chunk); err != nil && ctx.Err() == nil {
-				s.logger.Warn("extending leases failed; another replica may claim these alerts again", "count", len(chunk), "err", err)
-			}
-		}
-	}
-}
-
 func (s *Scheduler) stopping() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -149,9 +79,9 @@ func (s *Scheduler) stopping() bool {
 }
 
 func (s *Scheduler) deliver(ctx context.Context, e store.Entry) {
-	a := Alert{ID: e.ID, Target: e.Target, DeliverAt: e.DueAt, Body: e.Body, Hops: e.Hops}
+	a := delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Hops: e.Hops}
 	start := s.now()
-	if err := s.handoff.Deliver(ctx, a); err != nil {
+	if err := s.delivery.Deliver(ctx, a); err != nil {
 		s.metrics.handoffs.WithLabelValues("error").Inc()
 		retryAt := s.now().Add(s.opts.RetryDelay)
 		s.logger.Warn("hand-off failed; will retry", "rd_id", e.ID, "retry_at", retryAt.UTC().Format(time.RFC3339Nano), "err", err)

@@ -1,4 +1,4 @@
-package failed
+package delivery
 
 import (
 	"time"
@@ -8,18 +8,30 @@ import (
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// Metrics are the retry job's Prometheus metrics. A nil *Metrics records nothing.
+// The kinds of record errors, a metric label.
+const (
+	kindSendFailure = "send_failure"
+	kindRejected    = "rejected"
+)
+
+// Metrics are the Prometheus metrics of delivery: writes to failed_sends that failed, and
+// the retry job's. A nil *Metrics records nothing.
 type Metrics struct {
-	rows      *prometheus.GaugeVec
-	oldest    prometheus.Gauge
-	attempts  prometheus.Counter
-	succeeded prometheus.Counter
-	deaths    *prometheus.CounterVec
+	recordErrors *prometheus.CounterVec
+	rows         *prometheus.GaugeVec
+	oldest       prometheus.Gauge
+	attempts     prometheus.Counter
+	succeeded    prometheus.Counter
+	deaths       *prometheus.CounterVec
 }
 
-// NewMetrics registers the retry job's metrics with reg.
+// NewMetrics registers the metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		recordErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_failed_sends_record_errors_total",
+			Help: "Writes to failed_sends that failed; the alert is kept and retried. By kind: send_failure, rejected.",
+		}, []string{"kind"}),
 		rows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rocketdelay_failed_sends",
 			Help: "Rows of the failed_sends table by status, as of the retry job's last round (every replica reports the same table).",
@@ -41,11 +53,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Failed sends the retry job gave up on, by the class of their last failure.",
 		}, []string{"class"}),
 	}
-	reg.MustRegister(m.rows, m.oldest, m.attempts, m.succeeded, m.deaths)
+	reg.MustRegister(m.recordErrors, m.rows, m.oldest, m.attempts, m.succeeded, m.deaths)
+	m.recordErrors.WithLabelValues(kindSendFailure)
+	m.recordErrors.WithLabelValues(kindRejected)
 	for _, s := range store.FailedStatuses {
 		m.rows.WithLabelValues(string(s))
 	}
 	return m
+}
+
+func (m *Metrics) recordError(kind string) {
+	if m != nil {
+		m.recordErrors.WithLabelValues(kind).Inc()
+	}
 }
 
 func (m *Metrics) attempted() {

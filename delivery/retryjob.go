@@ -1,4 +1,4 @@
-package failed
+package delivery
 
 import (
 	"context"
@@ -9,54 +9,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// Sender delivers one alert to a robot group. The real sender is adapted to it; the
-// retry job calls it for each due row.
-type Sender interface {
-	// Send delivers payload (the alert body as the producer sent it) to the robot group
-	// named target. A nil error means DingTalk accepted it.
-	Send(ctx context.Context, target string, payload []byte) error
-}
-
-// ClassifiedError is implemented by Send errors that know their class. Errors that do
-// not implement it are transient.
-type ClassifiedError interface {
-	error
-	// Class names the failure: throttled, transient, robot_broken, payload_permanent, ….
-	Class() string
-	// Permanent reports that trying again cannot succeed; the row becomes dead at once.
-	Permanent() bool
-}
-
-// RetryAfterError is implemented by Send errors that know the earliest moment a retry
-// makes sense; the job waits at least that long.
-type RetryAfterError interface {
-	error
-	RetryAfter() time.Duration
-}
-
-// ResponseError is implemented by Send errors that carry DingTalk's answer.
-type ResponseError interface {
-	error
-	// HTTPStatus is the HTTP status of the answer; 0 when there was none.
-	HTTPStatus() int
-	// Errcode is DingTalk's errcode; 0 when the answer carried none.
-	Errcode() int
-}
-
-// Defaults of JobOptions that config does not set.
+// Defaults of RetryOptions that config does not set.
 const (
-	// DefaultSendTimeout bounds one Send of the retry job.
-	DefaultSendTimeout = time.Minute
+	// DefaultRetrySendTimeout bounds one send of the retry job.
+	DefaultRetrySendTimeout = time.Minute
 	// maxLastError bounds the error text stored with a row.
 	maxLastError = 2000
 )
 
-// JobOptions tune a Job. A zero field takes its default (config's defaults, and
-// DefaultSendTimeout).
-type JobOptions struct {
+// RetryOptions tune a Job. A zero field takes its default (config's defaults, and
+// DefaultRetrySendTimeout).
+type RetryOptions struct {
 	// Interval is the time between two rounds of the job.
 	Interval time.Duration
 	// MaxAttempts is how many attempts a row gets before it is dead.
@@ -75,9 +42,10 @@ type JobOptions struct {
 	SendTimeout time.Duration
 }
 
-// OptionsFromConfig returns the job's options from the config's failedSends section.
-func OptionsFromConfig(c config.FailedSends) JobOptions {
-	return JobOptions{
+// RetryOptionsFromConfig returns the retry job's options from the config's failedSends
+// section.
+func RetryOptionsFromConfig(c config.FailedSends) RetryOptions {
+	return RetryOptions{
 		Interval:    c.Interval,
 		MaxAttempts: c.MaxAttempts,
 		MaxAge:      c.MaxAge,
@@ -87,29 +55,14 @@ func OptionsFromConfig(c config.FailedSends) JobOptions {
 	}
 }
 
-func (o JobOptions) withDefaults() JobOptions {
-	def := config.Config{}.WithDefaults().FailedSends
-	if o.Interval <= 0 {
-		o.Interval = def.Interval
-	}
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = def.MaxAttempts
-	}
-	if o.MaxAge <= 0 {
-		o.MaxAge = def.MaxAge
-	}
-	if o.BackoffBase <= 0 {
-		o.BackoffBase = def.BackoffBase
-	}
-	if o.BackoffCap <= 0 {
-		o.BackoffCap = def.BackoffCap
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = def.BatchSize
-	}
-	if o.SendTimeout <= 0 {
-		o.SendTimeout = DefaultSendTimeout
-	}
+func (o RetryOptions) withDefaults() RetryOptions {
+	config.Default(&o.Interval, config.DefaultFailedSendsInterval)
+	config.Default(&o.MaxAttempts, config.DefaultFailedSendsMaxAttempts)
+	config.Default(&o.MaxAge, config.DefaultFailedSendsMaxAge)
+	config.Default(&o.BackoffBase, config.DefaultFailedSendsBackoffBase)
+	config.Default(&o.BackoffCap, config.DefaultFailedSendsBackoffCap)
+	config.Default(&o.BatchSize, config.DefaultFailedSendsBatchSize)
+	config.Default(&o.SendTimeout, DefaultRetrySendTimeout)
 	return o
 }
 
@@ -129,30 +82,30 @@ func Backoff(attempt int, base, ceiling time.Duration) time.Duration {
 	return min(d, ceiling)
 }
 
-// Job is the retry job: every Interval it claims the due pending rows of failed_sends,
-// in batches, and sends each through the Sender; a row is marked delivered, retried
-// later with exponential backoff, or dead. Every replica runs one; the store's claims
-// make sure two jobs never send the same row at the same time.
-type Job struct {
+// RetryJob is the retry job: every Interval it claims the due pending rows of
+// failed_sends, in batches, and sends each through the Deliverer's sender; a row is
+// marked delivered, retried later with exponential backoff, or dead. Every replica runs
+// one; the store's claims make sure two jobs never send the same row at the same time.
+type RetryJob struct {
 	store   *store.FailedSends
 	sender  Sender
-	opts    JobOptions
+	opts    RetryOptions
 	logger  *slog.Logger
 	metrics *Metrics
 	now     func() time.Time
 }
 
-// NewJob returns a retry job on fs that sends through sender. now is the clock (time.Now
-// in the real program); metrics may be nil.
-func NewJob(fs *store.FailedSends, sender Sender, opts JobOptions, logger *slog.Logger, metrics *Metrics, now func() time.Time) *Job {
-	return &Job{store: fs, sender: sender, opts: opts.withDefaults(), logger: logger.With("component", "failed-retry"),
-		metrics: metrics, now: now}
+// NewRetryJob returns the retry job of the rows d records; it sends through d's sender,
+// reports to d's metrics and reads d's clock.
+func NewRetryJob(d *Deliverer, opts RetryOptions) *RetryJob {
+	return &RetryJob{store: d.failed, sender: d.sender, opts: opts.withDefaults(),
+		logger: d.logger.With("component", "failed-retry"), metrics: d.metrics, now: d.now}
 }
 
 // Run runs a round every Interval, the first at once, until ctx ends; then it returns
 // nil. Errors of a round (Postgres unavailable) are logged and the next round tries
 // again.
-func (j *Job) Run(ctx context.Context) error {
+func (j *RetryJob) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -181,7 +134,7 @@ type Round struct {
 
 // RunOnce claims and tries due rows, batch after batch, until none is due; it returns
 // early when ctx ends, handing unsent claimed rows back.
-func (j *Job) RunOnce(ctx context.Context) (Round, error) {
+func (j *RetryJob) RunOnce(ctx context.Context) (Round, error) {
 	var r Round
 	for ctx.Err() == nil {
 		claimedAt := j.now()
@@ -218,10 +171,10 @@ func (j *Job) RunOnce(ctx context.Context) (Round, error) {
 
 // try sends one claimed row and records the outcome; it returns the row's new status,
 // or "" when ctx ended during the send (the row is then released, not counted).
-func (j *Job) try(ctx context.Context, row store.FailedSend) store.FailedStatus {
+func (j *RetryJob) try(ctx context.Context, row store.FailedSend) store.FailedStatus {
 	log := j.logger.With("id", row.ID, "rd_id", row.MessageID, "target", row.Target)
 	sendCtx, cancel := context.WithTimeout(ctx, j.opts.SendTimeout)
-	err := j.sender.Send(sendCtx, row.Target, row.Payload)
+	err := j.sender.SendAlert(sendCtx, row.Target, row.Payload, time.Time{})
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return ""
@@ -241,7 +194,7 @@ func (j *Job) try(ctx context.Context, row store.FailedSend) store.FailedStatus 
 	}
 
 	attempts := row.Attempts + 1
-	f := failure(err)
+	f := attemptOf(err)
 	now := j.now()
 	var reason string
 	switch {
@@ -263,9 +216,8 @@ func (j *Job) try(ctx context.Context, row store.FailedSend) store.FailedStatus 
 		return store.StatusDead
 	}
 	wait := Backoff(attempts, j.opts.BackoffBase, j.opts.BackoffCap)
-	var ra RetryAfterError
-	if errors.As(err, &ra) && ra.RetryAfter() > wait {
-		wait = ra.RetryAfter() // e.g. every robot's circuit breaker is open for a while
+	if sf := (*sender.Failure)(nil); errors.As(err, &sf) && sf.RetryAfter > wait {
+		wait = sf.RetryAfter // e.g. every robot's circuit breaker is open for a while
 	}
 	next := now.Add(wait)
 	if err := j.store.MarkRetry(mctx, row.ID, attempts, next, f); err != nil {
@@ -277,7 +229,7 @@ func (j *Job) try(ctx context.Context, row store.FailedSend) store.FailedStatus 
 	return store.StatusPending
 }
 
-func (j *Job) release(ctx context.Context, rows []store.FailedSend) {
+func (j *RetryJob) release(ctx context.Context, rows []store.FailedSend) {
 	if len(rows) == 0 || rows[0].NextAttemptAt == nil {
 		return
 	}
@@ -292,7 +244,7 @@ func (j *Job) release(ctx context.Context, rows []store.FailedSend) {
 	}
 }
 
-func (j *Job) refreshMetrics(ctx context.Context) error {
+func (j *RetryJob) refreshMetrics(ctx context.Context) error {
 	if j.metrics == nil {
 		return nil
 	}
@@ -304,29 +256,24 @@ func (j *Job) refreshMetrics(ctx context.Context) error {
 	return nil
 }
 
+// permanent reports whether trying err's send again cannot succeed.
 func permanent(err error) bool {
-	var ce ClassifiedError
-	return errors.As(err, &ce) && ce.Permanent()
+	var f *sender.Failure
+	return errors.As(err, &f) && !f.Class.Retryable()
 }
 
-// failure describes err for the row: its class (transient when unknown), a bounded
-// readable message, and DingTalk's answer when err carries one.
-func failure(err error) store.Failure {
-	f := store.Failure{Class: "transient", LastError: truncate(err.Error(), maxLastError)}
-	var ce ClassifiedError
-	if errors.As(err, &ce) && ce.Class() != "" {
-		f.Class = ce.Class()
-	}
-	var re ResponseError
-	if errors.As(err, &re) {
-		if s := re.HTTPStatus(); s != 0 {
-			f.HTTPStatus = &s
+// attemptOf describes a failed attempt for its row: the failure's class (transient when
+// err is not a *sender.Failure), a bounded readable message, and DingTalk's answer.
+func attemptOf(err error) store.FailedAttempt {
+	a := store.FailedAttempt{Class: string(sender.ClassTransient), LastError: truncate(err.Error(), maxLastError)}
+	var f *sender.Failure
+	if errors.As(err, &f) {
+		if f.Class != "" {
+			a.Class = string(f.Class)
 		}
-		if c := re.Errcode(); c != 0 {
-			f.Errcode = &c
-		}
+		a.HTTPStatus, a.Errcode = nonZero(f.HTTPStatus), nonZero(f.Errcode)
 	}
-	return f
+	return a
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut with "…".

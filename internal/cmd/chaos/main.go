@@ -1,8 +1,8 @@
 // Command chaos runs rocketdelay's fault-injection suite (package chaos) against a
 // private local stack and prints one table. It is `make chaos`:
 //
-//	go run ./chaos/cmd/chaos                       # every scenario, full size
-//	go run ./chaos/cmd/chaos -scenarios kill-one -alerts 2000 -kills 5
+//	go run ./internal/cmd/chaos                       # every scenario, full size
+//	go run ./internal/cmd/chaos -scenarios kill-one -alerts 2000 -kills 5
 //
 // It exits 1 when a scenario fails its pass criteria.
 package main
@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/chaos"
+	"github.com/rocketdelay/rocketdelay/internal/chaos"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-package app
+package bench
 
 import (
 	"context"
@@ -19,45 +19,12 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
-
-func newBenchCmd(stdio IO) *cobra.Command {
-	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks against the configured broker and Redis"}
-	var path string
-	var n, concurrency int
-	pipeline := &cobra.Command{
-		Use:   "pipeline",
-		Short: "Measure raw RocketMQ consume+publish, the scheduler's hop and wheel-stage throughput, Redis round trips and lateness",
-		Long: `pipeline measures, in one run on the configured broker and Redis, on fresh topics:
-  raw    a bare rocketmq-client-go consumer that re-publishes every message (the cost of a hop)
-  hop    the scheduler taking one hop per message (decode, cancel check, re-publish)
-  wheel  the scheduler storing each message in the Redis wheel stage, then claiming and
-         handing it off at its due time
-and prints throughput, the hop/raw ratio, Redis round trips per wheel-stage message and
-the lateness from due time to hand-off.`,
-		Args: exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path, stdio)
-			if err != nil {
-				return err
-			}
-			if n < 100 {
-				return fmt.Errorf("%w: -n must be at least 100", ErrUsage)
-			}
-			return benchPipeline(c.Context(), cfg, n, concurrency, c.OutOrStdout())
-		},
-	}
-	configFlag(pipeline, &path)
-	pipeline.Flags().IntVarP(&n, "messages", "n", 10000, "messages per stage")
-	pipeline.Flags().IntVar(&concurrency, "concurrency", 20, "consumer goroutines, the same for every stage")
-	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio))
-	return cmd
-}
 
 type benchResult struct {
 	raw, hop, wheel     float64 // messages per second
@@ -67,7 +34,10 @@ type benchResult struct {
 	handedOff, expected int
 }
 
-func benchPipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io.Writer) error {
+// Pipeline measures, in one run on the configured broker and Redis, on fresh topics, a
+// bare client's consume+publish, the scheduler's hop and its wheel stage, with n messages
+// per stage and concurrency consumer goroutines, and prints the table to out.
+func Pipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io.Writer) error {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	scheduler.RouteClientLog(quiet)
 	ns := cfg.RocketMQ.NameServers
@@ -260,7 +230,7 @@ func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, 
 	}
 	defer rdb.Close()
 	prefix := "rdbench" + suffix + stage
-	defer cleanupPrefix(context.WithoutCancel(ctx), rdb, prefix)
+	defer func() { _, _ = store.DeleteKeys(context.WithoutCancel(ctx), rdb, prefix) }()
 	if wr != nil {
 		rdb.AddHook(countingHook{n: wr.cmds})
 	}
@@ -272,7 +242,7 @@ func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, 
 	opts.KnownTarget = func(string) bool { return true }
 	opts.ConsumeGoroutines = concurrency
 	opts.InstanceName = "rd-bench-" + stage + "-" + suffix
-	var handoff scheduler.Handoff = scheduler.LogSink{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var handoff scheduler.Delivery = &latencyRecorder{}
 	if wr != nil {
 		handoff = wr.rec
 	}
@@ -345,13 +315,6 @@ func sumMetric(g prometheus.Gatherer, name string) float64 {
 	return sum
 }
 
-func cleanupPrefix(ctx context.Context, rdb *redis.Client, prefix string) {
-	iter := rdb.Scan(ctx, 0, "{"+prefix+"}*", 1000).Iterator()
-	for iter.Next(ctx) {
-		rdb.Del(ctx, iter.Val())
-	}
-}
-
 // countingHook counts the Redis commands sent (a pipeline counts as one round trip).
 type countingHook struct{ n *atomic.Int64 }
 
@@ -369,14 +332,16 @@ func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
-// latencyRecorder is a Handoff that records lateness.
+// latencyRecorder is a scheduler.Delivery that records the lateness of every due alert.
 type latencyRecorder struct {
 	mu   sync.Mutex
 	late []time.Duration
 }
 
-func (r *latencyRecorder) Deliver(_ context.Context, a scheduler.Alert) error {
-	l := time.Since(a.DeliverAt)
+func (r *latencyRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
+
+func (r *latencyRecorder) Deliver(_ context.Context, a delivery.Alert) error {
+	l := time.Since(a.DueAt)
 	r.mu.Lock()
 	r.late = append(r.late, l)
 	r.mu.Unlock()

@@ -1,4 +1,4 @@
-package failed_test
+package delivery_test
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -22,10 +24,10 @@ func TestBackoff(t *testing.T) {
 	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
 		16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
 	for i, w := range want {
-		require.Equal(t, w, failed.Backoff(i+1, base, ceiling), "attempt %d", i+1)
+		require.Equal(t, w, delivery.Backoff(i+1, base, ceiling), "attempt %d", i+1)
 	}
-	require.Equal(t, time.Hour, failed.Backoff(1000, base, ceiling))
-	require.Equal(t, base, failed.Backoff(0, base, ceiling))
+	require.Equal(t, time.Hour, delivery.Backoff(1000, base, ceiling))
+	require.Equal(t, base, delivery.Backoff(0, base, ceiling))
 }
 
 // clock is a fake clock the test moves by hand.
@@ -39,7 +41,7 @@ func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 
 func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	t0 := time.Now().Truncate(time.Millisecond)
 	clk := &clock{t: t0}
@@ -47,9 +49,9 @@ func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
 		ErrorClass: "transient", NextAttemptAt: t0})
 	require.NoError(t, err)
 
-	sender := newFakeSender(func(string) error { return &sendError{class: "transient", status: 503} })
-	job := failed.NewJob(fs, sender, failed.JobOptions{MaxAttempts: 4, BackoffBase: time.Second, BackoffCap: 3 * time.Second},
-		discardLogger(), nil, clk.now)
+	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, HTTPStatus: 503} })
+	job := newJob(fs, snd, delivery.RetryOptions{MaxAttempts: 4, BackoffBase: time.Second, BackoffCap: 3 * time.Second},
+		nil, clk.now)
 	get := func() store.FailedSend {
 		rows, _, err := fs.List(ctx, store.Filter{})
 		require.NoError(t, err)
@@ -63,7 +65,7 @@ func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
 		clk.set(a)
 		r, err := job.RunOnce(ctx)
 		require.NoError(t, err)
-		require.Equal(t, failed.Round{Retried: 1}, r, "attempt %d", n+1)
+		require.Equal(t, delivery.Round{Retried: 1}, r, "attempt %d", n+1)
 		row := get()
 		require.Equal(t, n+1, row.Attempts)
 		require.Equal(t, store.StatusPending, row.Status)
@@ -79,47 +81,48 @@ func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
 	clk.set(a)
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, failed.Round{Dead: 1}, r)
+	require.Equal(t, delivery.Round{Dead: 1}, r)
 	row := get()
 	require.Equal(t, store.StatusDead, row.Status)
 	require.Equal(t, 4, row.Attempts)
 	require.Nil(t, row.NextAttemptAt)
-	delivered, failures := sender.snapshot()
+	delivered, failures := snd.snapshot()
 	require.Empty(t, delivered)
 	require.Equal(t, 4, failures)
 }
 
 func TestJobDeadAtOnceOnPermanentFailureOrMaxAge(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	now := time.Now()
 	for _, id := range []string{"too-big", "old"} {
 		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: id, Payload: []byte(id), ErrorClass: "transient", NextAttemptAt: now})
 		require.NoError(t, err)
 	}
-	sender := newFakeSender(func(p string) error {
+	tooBig := &sender.Failure{Class: sender.ClassPermanent, Target: "ops", Errcode: 460101, Reason: "message too long"}
+	snd := newFakeSender(func(p string) error {
 		if p == "too-big" {
-			return fmt.Errorf("send: %w", &sendError{class: "payload_permanent", permanent: true, errcode: 460101})
+			return fmt.Errorf("send: %w", tooBig)
 		}
-		return &sendError{class: "throttled"}
+		return &sender.Failure{Class: sender.ClassThrottled}
 	})
 	// 25h later, "old" is past the 24h max age after one more failed attempt.
 	later := now.Add(25 * time.Hour)
-	job := failed.NewJob(fs, sender, failed.JobOptions{}, discardLogger(), nil, func() time.Time { return later })
+	job := newJob(fs, snd, delivery.RetryOptions{}, nil, func() time.Time { return later })
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, failed.Round{Dead: 2}, r)
+	require.Equal(t, delivery.Round{Dead: 2}, r)
 	rows, _, err := fs.List(ctx, store.Filter{Status: store.StatusDead})
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 	for _, row := range rows {
 		require.Equal(t, 1, row.Attempts)
 		if row.MessageID == "too-big" {
-			require.Equal(t, "payload_permanent", row.ErrorClass)
+			require.Equal(t, "permanent", row.ErrorClass)
 			require.Equal(t, 460101, *row.Errcode)
 			require.Nil(t, row.HTTPStatus)
-			require.Equal(t, "send: dingtalk: payload_permanent", row.LastError)
+			require.Equal(t, "send: "+tooBig.Error(), row.LastError)
 		} else {
 			require.Equal(t, "throttled", row.ErrorClass)
 		}
@@ -128,7 +131,7 @@ func TestJobDeadAtOnceOnPermanentFailureOrMaxAge(t *testing.T) {
 
 func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i := range 3 {
@@ -136,9 +139,9 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 		require.NoError(t, err)
 	}
 	started := make(chan struct{}, 3)
-	sender := blockingSender{started: started}
-	job := failed.NewJob(fs, sender, failed.JobOptions{}, discardLogger(), nil, time.Now)
-	done := make(chan failed.Round)
+	snd := blockingSender{started: started}
+	job := newJob(fs, snd, delivery.RetryOptions{}, nil, time.Now)
+	done := make(chan delivery.Round)
 	go func() {
 		r, _ := job.RunOnce(ctx)
 		done <- r
@@ -146,7 +149,7 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 	<-started
 	cancel()
 	r := <-done
-	require.Equal(t, failed.Round{Released: 3}, r)
+	require.Equal(t, delivery.Round{Released: 3}, r)
 	rows, _, err := fs.List(context.Background(), store.Filter{})
 	require.NoError(t, err)
 	for _, row := range rows {
@@ -158,7 +161,7 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 
 type blockingSender struct{ started chan struct{} }
 
-func (s blockingSender) Send(ctx context.Context, _ string, _ []byte) error {
+func (s blockingSender) SendAlert(ctx context.Context, _ string, _ []byte, _ time.Time) error {
 	s.started <- struct{}{}
 	<-ctx.Done()
 	return errBlocked
@@ -168,7 +171,7 @@ func (s blockingSender) Send(ctx context.Context, _ string, _ []byte) error {
 // outage ends. Afterwards every row has been delivered exactly once.
 func TestTwoJobsThroughAnOutageDeliverEachRowExactlyOnce(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	const n = 60
 	now := time.Now()
@@ -181,18 +184,18 @@ func TestTwoJobsThroughAnOutageDeliverEachRowExactlyOnce(t *testing.T) {
 	down.Store(true)
 	outage := func(string) error {
 		if down.Load() {
-			return &sendError{class: "transient", status: 503}
+			return &sender.Failure{Class: sender.ClassTransient, HTTPStatus: 503}
 		}
 		return nil
 	}
 	senders := []*fakeSender{newFakeSender(outage), newFakeSender(outage)}
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
-	opts := failed.JobOptions{Interval: 10 * time.Millisecond, BatchSize: 7, MaxAttempts: 1000,
+	opts := delivery.RetryOptions{Interval: 10 * time.Millisecond, BatchSize: 7, MaxAttempts: 1000,
 		BackoffBase: 5 * time.Millisecond, BackoffCap: 40 * time.Millisecond}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		job := failed.NewJob(fs, senders[i], opts, discardLogger(), failed.NewMetrics(regs[i]), time.Now)
+		job := newJob(fs, senders[i], opts, delivery.NewMetrics(regs[i]), time.Now)
 		wg.Go(func() {
 			if err := job.Run(runCtx); err != nil {
 				t.Error(err)
@@ -236,7 +239,7 @@ func TestTwoJobsThroughAnOutageDeliverEachRowExactlyOnce(t *testing.T) {
 
 func TestMetricsFollowTheTable(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	now := time.Now()
 	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "later", ErrorClass: "transient", NextAttemptAt: now.Add(time.Hour)})
@@ -244,7 +247,7 @@ func TestMetricsFollowTheTable(t *testing.T) {
 	_, err = fs.Record(ctx, store.NewFailedSend{MessageID: "bad", Rejected: true})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	job := failed.NewJob(fs, newFakeSender(nil), failed.JobOptions{Interval: time.Hour}, discardLogger(), failed.NewMetrics(reg),
+	job := newJob(fs, newFakeSender(nil), delivery.RetryOptions{Interval: time.Hour}, delivery.NewMetrics(reg),
 		func() time.Time { return now.Add(10 * time.Minute) })
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
@@ -287,31 +290,25 @@ func gathered(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-// retryAfterError is a transient failure that says when a retry makes sense.
-type retryAfterError struct{ after time.Duration }
-
-func (e retryAfterError) Error() string             { return "every circuit breaker is open" }
-func (e retryAfterError) Class() string             { return "transient" }
-func (e retryAfterError) Permanent() bool           { return false }
-func (e retryAfterError) RetryAfter() time.Duration { return e.after }
-
 // A failure that says "not before 30s" is not retried at the 1s backoff, so a long
 // local condition (every breaker open) does not burn the row's attempts.
 func TestJobHonoursRetryAfter(t *testing.T) {
 	t.Parallel()
-	_, fs := newStore(t)
+	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	t0 := time.Now().Truncate(time.Millisecond)
 	clk := &clock{t: t0}
 	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "m-ra", Target: "ops", Payload: []byte("x"),
 		ErrorClass: "transient", NextAttemptAt: t0})
 	require.NoError(t, err)
-	sender := newFakeSender(func(string) error { return retryAfterError{30 * time.Second} })
-	job := failed.NewJob(fs, sender, failed.JobOptions{BackoffBase: time.Second, BackoffCap: time.Minute},
-		discardLogger(), nil, clk.now)
+	snd := newFakeSender(func(string) error {
+		return &sender.Failure{Class: sender.ClassTransient, Reason: "every circuit breaker is open", RetryAfter: 30 * time.Second}
+	})
+	job := newJob(fs, snd, delivery.RetryOptions{BackoffBase: time.Second, BackoffCap: time.Minute},
+		nil, clk.now)
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, failed.Round{Retried: 1}, r)
+	require.Equal(t, delivery.Round{Retried: 1}, r)
 	rows, _, err := fs.List(ctx, store.Filter{})
 	require.NoError(t, err)
 	require.True(t, t0.Add(30*time.Second).Equal(*rows[0].NextAttemptAt), "next %s", rows[0].NextAttemptAt)

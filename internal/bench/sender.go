@@ -1,4 +1,4 @@
-package app
+package bench
 
 import (
 	"context"
@@ -17,89 +17,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
-
-// benchSenderOptions are the flags of `rocketdelay bench sender`.
-type benchSenderOptions struct {
-	senders, robots, limit, naiveLimit, alerts, callers, coalesceMax int
-	window, naiveTimeout                                             time.Duration
-}
-
-// newBenchSenderCmd is `rocketdelay bench sender`; newBenchCmd adds it to the bench
-// group.
-func newBenchSenderCmd(stdio IO) *cobra.Command {
-	var path string
-	o := benchSenderOptions{}
-	cmd := &cobra.Command{
-		Use:   "sender",
-		Short: "Compare the DingTalk sender (coalescing off and auto) with naive rate limiting, on a simulator",
-		Long: `sender sends one burst of alerts, in turn, through four ways of respecting DingTalk's
-per-robot limit, against one in-process DingTalk simulator (reset between runs) whose
-robots accept 20 messages per --window and are throttled for 10 windows past that:
-
-  rocketdelay, coalesce off   --senders Sender instances sharing the Redis robot pool
-  rocketdelay, coalesce auto  the same, merging waiting alerts into markdown messages
-  naive sleep                 one worker per robot, a fixed sleep after each send: sleep(3s)
-                              against a 60s window, i.e. window/20, scaled to --window
-  naive ZCOUNT+ZADD           four workers, each checking a robot's Redis sorted-set window
-                              with ZCOUNT and then recording its send with ZADD, with
-                              DingTalk's documented 20 per window (--naive-limit)
-
-and prints, side by side, the pool's capacity per window (robots × limit), the messages
-sent per window, the simulator's over-limit answers, and the alerts delivered per window.
-Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`,
-		Args: exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			if o.senders < 1 || o.robots < 1 || o.alerts < 1 || o.callers < 1 {
-				return fmt.Errorf("%w: --senders, --robots, --alerts and --callers must be at least 1", ErrUsage)
-			}
-			if o.limit < 1 || o.limit > config.MaxRobotLimit || o.naiveLimit < 1 || o.naiveLimit > config.MaxRobotLimit {
-				return fmt.Errorf("%w: --limit and --naive-limit must be between 1 and %d", ErrUsage, config.MaxRobotLimit)
-			}
-			if o.window < 100*time.Millisecond {
-				return fmt.Errorf("%w: --window must be at least 100ms", ErrUsage)
-			}
-			if o.coalesceMax < 2 || o.coalesceMax > config.MaxCoalesceMax {
-				return fmt.Errorf("%w: --coalesce-max must be between 2 and %d", ErrUsage, config.MaxCoalesceMax)
-			}
-			redisURL, prefix := stdio.Getenv("ROCKETDELAY_REDIS_URL"), config.DefaultKeyPrefix
-			if path != "" {
-				cfg, err := loadConfig(path, stdio)
-				if err != nil {
-					return err
-				}
-				redisURL, prefix = cfg.Redis.URL.Reveal(), cfg.Redis.KeyPrefix
-			}
-			if redisURL == "" {
-				return fmt.Errorf("%w: give a config file (-f) or set ROCKETDELAY_REDIS_URL", ErrUsage)
-			}
-			rdb, err := store.OpenRedis(c.Context(), redisURL)
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
-			return benchSender(c.Context(), rdb, prefix, o, c.OutOrStdout())
-		},
-	}
-	configFlag(cmd, &path)
-	f := cmd.Flags()
-	f.IntVar(&o.senders, "senders", 4, "Sender instances (replicas) sharing the robot pool")
-	f.IntVar(&o.robots, "robots", 5, "robots of the target group")
-	f.IntVar(&o.limit, "limit", 19, "sends per robot per window the pool allows (the simulator allows 20)")
-	f.IntVar(&o.naiveLimit, "naive-limit", config.MaxRobotLimit, "sends per robot per window the naive ZCOUNT+ZADD check allows (DingTalk's documented 20)")
-	f.DurationVar(&o.window, "window", 2*time.Second, "rate-limit window, standing for DingTalk's minute")
-	f.IntVarP(&o.alerts, "alerts", "n", 1000, "alerts in the burst")
-	f.IntVar(&o.callers, "callers", 200, "goroutines handing alerts to the senders")
-	f.IntVar(&o.coalesceMax, "coalesce-max", config.DefaultSenderCoalesceMax, "most alerts per merged message")
-	f.DurationVar(&o.naiveTimeout, "naive-timeout", 30*time.Second, "time limit of each naive run")
-	return cmd
-}
 
 // benchRun is the outcome of one strategy.
 type benchRun struct {
@@ -116,11 +39,21 @@ type benchRun struct {
 
 var benchAlertID = regexp.MustCompile(`bench-alert-\d{6}`)
 
-func benchSender(ctx context.Context, rdb *redis.Client, keyPrefix string, o benchSenderOptions, out io.Writer) error {
+// SenderOptions are the settings of the sender benchmark (the flags of
+// `rocketdelay bench sender`).
+type SenderOptions struct {
+	Senders, Robots, Limit, NaiveLimit, Alerts, Callers, CoalesceMax int
+	Window, NaiveTimeout                                             time.Duration
+}
+
+// Sender sends one burst of alerts through the DingTalk sender (coalescing off and on)
+// and through two naive rate limiters, against one in-process DingTalk simulator, and
+// prints the table to out.
+func Sender(ctx context.Context, rdb *redis.Client, keyPrefix string, o SenderOptions, out io.Writer) error {
 	quiet := slog.New(slog.DiscardHandler)
 	var simRobots []dingtalksim.Robot
 	var robots []sender.Robot
-	for i := range o.robots {
+	for i := range o.Robots {
 		r := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
 		if i%2 == 0 {
 			r.SigningSecret = config.Secret(fmt.Sprintf("SECbench-%d", i+1))
@@ -128,7 +61,7 @@ func benchSender(ctx context.Context, rdb *redis.Client, keyPrefix string, o ben
 		robots = append(robots, r)
 		simRobots = append(simRobots, dingtalksim.Robot{Name: r.Name, Token: r.Token.Reveal(), Secret: r.SigningSecret.Reveal()})
 	}
-	sim := dingtalksim.New(dingtalksim.Options{Robots: simRobots, Limit: config.MaxRobotLimit, Window: o.window, Throttle: 10 * o.window})
+	sim := dingtalksim.New(dingtalksim.Options{Robots: simRobots, Limit: config.MaxRobotLimit, Window: o.Window, Throttle: 10 * o.Window})
 	simCtx, stopSim := context.WithCancel(ctx)
 	defer stopSim()
 	addrc := make(chan net.Addr, 1)
@@ -143,17 +76,17 @@ func benchSender(ctx context.Context, rdb *redis.Client, keyPrefix string, o ben
 	}
 	defer func() { stopSim(); <-simDone }()
 
-	capacity := o.robots * o.limit
-	fmt.Fprintf(out, "rocketdelay sender benchmark: a burst of %d alerts to one target of %d robots\n", o.alerts, o.robots)
+	capacity := o.Robots * o.Limit
+	fmt.Fprintf(out, "rocketdelay sender benchmark: a burst of %d alerts to one target of %d robots\n", o.Alerts, o.Robots)
 	fmt.Fprintf(out, "window %s (DingTalk's minute, scaled), pool limit %d per robot per window (simulator: %d, then throttled for %s)\n",
-		o.window, o.limit, config.MaxRobotLimit, 10*o.window)
-	fmt.Fprintf(out, "pool capacity: %d robots × %d = %d messages per window\n", o.robots, o.limit, capacity)
+		o.Window, o.Limit, config.MaxRobotLimit, 10*o.Window)
+	fmt.Fprintf(out, "pool capacity: %d robots × %d = %d messages per window\n", o.Robots, o.Limit, capacity)
 	fmt.Fprintf(out, "rocketdelay: %d Sender instances sharing the Redis pool, %d calling goroutines, coalesceMax %d\n",
-		o.senders, o.callers, o.coalesceMax)
+		o.Senders, o.Callers, o.CoalesceMax)
 	fmt.Fprintf(out, "naive sleep: sleep(3s) per 60s window scaled to sleep(window/20) = %s after each send, %d workers (one per robot)\n",
-		o.window/20, o.robots)
+		o.Window/20, o.Robots)
 	fmt.Fprintf(out, "naive ZCOUNT+ZADD: 4 workers, limit %d per robot, polling every window/60 = %s when every robot looks full\n\n",
-		o.naiveLimit, o.window/60)
+		o.NaiveLimit, o.Window/60)
 
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	type strategy struct {
@@ -183,8 +116,8 @@ func benchSender(ctx context.Context, rdb *redis.Client, keyPrefix string, o ben
 		start := time.Now()
 		errs, finished := s.run(ctx, prefix)
 		r := benchRun{name: s.name, elapsed: time.Since(start), errors: errs, finished: finished, overLimit: sim.Stats().OverLimit}
-		r.messages, r.peak, r.delivered, r.dupes = tally(sim.Accepted(), o.window)
-		cleanupRobotPool(context.WithoutCancel(ctx), rdb, prefix)
+		r.messages, r.peak, r.delivered, r.dupes = tally(sim.Accepted(), o.Window)
+		_, _ = store.DeleteKeys(context.WithoutCancel(ctx), rdb, prefix)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -196,9 +129,9 @@ func benchSender(ctx context.Context, rdb *redis.Client, keyPrefix string, o ben
 	fmt.Fprintln(tw, "strategy\tcapacity/window\ttime\twindows\tmessages\tpeak msgs/window\tvs capacity\tmean msgs/window\tover-limit\talerts delivered\talerts/window\tvs capacity\t")
 	for _, r := range runs {
 		// A burst that ends within one window still used one window of the pool.
-		windows := max(r.elapsed, o.window).Seconds() / o.window.Seconds()
+		windows := max(r.elapsed, o.Window).Seconds() / o.Window.Seconds()
 		sends, alerts := float64(r.messages)/windows, float64(r.delivered)/windows
-		delivered := fmt.Sprintf("%d/%d", r.delivered, o.alerts)
+		delivered := fmt.Sprintf("%d/%d", r.delivered, o.Alerts)
 		if r.dupes > 0 {
 			delivered += fmt.Sprintf(" (%d dup)", r.dupes)
 		}
@@ -215,11 +148,11 @@ func benchSender(ctx context.Context, rdb *redis.Client, keyPrefix string, o ben
 	fmt.Fprintf(out, "\npeak msgs/window: the most messages the simulator accepted within any %s (achieved sends per window);\n"+
 		"mean msgs/window and alerts/window: over the elapsed time, counted as at least one window (a burst also\n"+
 		"uses the pool's first window at once, so the mean can exceed capacity by up to one window's worth);\n"+
-		"over-limit: answers 130101 and throttled redirects.\n", o.window)
+		"over-limit: answers 130101 and throttled redirects.\n", o.Window)
 	for _, r := range runs[:2] {
-		if r.overLimit > 0 || r.delivered != o.alerts || r.dupes > 0 || r.errors > 0 {
+		if r.overLimit > 0 || r.delivered != o.Alerts || r.dupes > 0 || r.errors > 0 {
 			return fmt.Errorf("bench: %s: %d over-limit answers, %d/%d alerts delivered, %d duplicates, %d errors",
-				r.name, r.overLimit, r.delivered, o.alerts, r.dupes, r.errors)
+				r.name, r.overLimit, r.delivered, o.Alerts, r.dupes, r.errors)
 		}
 	}
 	return nil
@@ -266,26 +199,26 @@ func tally(accepted []dingtalksim.Message, window time.Duration) (messages, peak
 
 func benchAlert(i int) string { return fmt.Sprintf("bench-alert-%06d", i) }
 
-// benchSenders runs the burst through o.senders Senders sharing one pool.
+// benchSenders runs the burst through o.Senders Senders sharing one pool.
 func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots []sender.Robot, baseURL, coalesce string,
-	o benchSenderOptions, logger *slog.Logger) (int, bool) {
-	pool := store.NewRobotPool(rdb, prefix, o.window)
+	o SenderOptions, logger *slog.Logger) (int, bool) {
+	pool := store.NewRobotPool(rdb, prefix, o.Window)
 	var senders []*sender.Sender
-	for range o.senders {
+	for range o.Senders {
 		s, err := sender.New(sender.Options{
 			Targets:     map[string][]sender.Robot{"bench": robots},
-			Limit:       o.limit,
+			Limit:       o.Limit,
 			BaseURL:     baseURL,
 			HTTPTimeout: 2 * time.Second,
-			Cooldown:    10 * o.window,
+			Cooldown:    10 * o.Window,
 			Attempts:    5,
 			BackoffBase: 10 * time.Millisecond,
 			BackoffMax:  200 * time.Millisecond,
 			Coalesce:    coalesce,
-			CoalesceMax: o.coalesceMax,
+			CoalesceMax: o.CoalesceMax,
 		}, pool, logger, sender.NewMetrics(prometheus.NewRegistry()), time.Now)
 		if err != nil {
-			return o.alerts, false
+			return o.Alerts, false
 		}
 		defer s.Close()
 		senders = append(senders, s)
@@ -295,11 +228,11 @@ func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots 
 	base := time.Now()
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
-	for g := range o.callers {
+	for g := range o.Callers {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= o.alerts {
+				if i >= o.Alerts {
 					return
 				}
 				due := base.Add(time.Duration(i) * time.Millisecond)
@@ -322,22 +255,22 @@ func benchPost(ctx context.Context, client *sender.Client, robot sender.Robot, a
 
 // benchNaiveSleep is the fixed-sleep strategy: one worker per robot, window/20 after
 // every send (sleep(3s) against DingTalk's 20 per minute). A refused alert is sent again.
-func benchNaiveSleep(ctx context.Context, robots []sender.Robot, baseURL string, o benchSenderOptions) (int, bool) {
-	ctx, cancel := context.WithTimeout(ctx, o.naiveTimeout)
+func benchNaiveSleep(ctx context.Context, robots []sender.Robot, baseURL string, o SenderOptions) (int, bool) {
+	ctx, cancel := context.WithTimeout(ctx, o.NaiveTimeout)
 	defer cancel()
 	client := sender.NewClient(baseURL, 2*time.Second, time.Now)
 	defer client.Close()
-	work := newNaiveWork(o.alerts)
+	work := newNaiveWork(o.Alerts)
 	var wg sync.WaitGroup
 	for _, r := range robots {
 		wg.Go(func() {
 			for {
-				i, ok := work.next(ctx, o.window/20)
+				i, ok := work.next(ctx, o.Window/20)
 				if !ok {
 					return
 				}
 				work.done(i, benchPost(ctx, client, r, benchAlert(i)))
-				if sleepCtx(ctx, o.window/20) != nil {
+				if sleepCtx(ctx, o.Window/20) != nil {
 					return
 				}
 			}
@@ -351,19 +284,19 @@ func benchNaiveSleep(ctx context.Context, robots []sender.Robot, baseURL string,
 // counts a robot's sends in the window with ZCOUNT and, when under the limit, records
 // its send with ZADD — two round trips, nothing atomic — then posts. When every robot
 // looks full it polls again after window/60. A refused alert is sent again.
-func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, robots []sender.Robot, baseURL string, o benchSenderOptions) (int, bool) {
-	ctx, cancel := context.WithTimeout(ctx, o.naiveTimeout)
+func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, robots []sender.Robot, baseURL string, o SenderOptions) (int, bool) {
+	ctx, cancel := context.WithTimeout(ctx, o.NaiveTimeout)
 	defer cancel()
 	client := sender.NewClient(baseURL, 2*time.Second, time.Now)
 	defer client.Close()
-	work := newNaiveWork(o.alerts)
+	work := newNaiveWork(o.Alerts)
 	key := func(r sender.Robot) string { return "{" + prefix + ":naive}:win:" + r.Name }
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
 			var seq int
 			for {
-				i, ok := work.next(ctx, o.window/60)
+				i, ok := work.next(ctx, o.Window/60)
 				if !ok {
 					return
 				}
@@ -371,20 +304,20 @@ func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, rob
 				for k := range robots {
 					r := robots[(w+k)%len(robots)]
 					now := time.Now()
-					n, err := rdb.ZCount(ctx, key(r), strconv.FormatInt(now.Add(-o.window).UnixMicro(), 10), "+inf").Result()
-					if err != nil || n >= int64(o.naiveLimit) {
+					n, err := rdb.ZCount(ctx, key(r), strconv.FormatInt(now.Add(-o.Window).UnixMicro(), 10), "+inf").Result()
+					if err != nil || n >= int64(o.NaiveLimit) {
 						continue
 					}
 					seq++
 					rdb.ZAdd(ctx, key(r), redis.Z{Score: float64(now.UnixMicro()), Member: fmt.Sprintf("%d-%d-%d", w, seq, now.UnixNano())})
-					rdb.PExpire(ctx, key(r), 2*o.window)
+					rdb.PExpire(ctx, key(r), 2*o.Window)
 					work.done(i, benchPost(ctx, client, r, benchAlert(i)))
 					sent = true
 					break
 				}
 				if !sent {
 					work.done(i, false)
-					if sleepCtx(ctx, o.window/60) != nil {
+					if sleepCtx(ctx, o.Window/60) != nil {
 						return
 					}
 				}
@@ -450,13 +383,5 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// cleanupRobotPool deletes the robot-pool keys under prefix.
-func cleanupRobotPool(ctx context.Context, rdb *redis.Client, prefix string) {
-	iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
-	for iter.Next(ctx) {
-		rdb.Del(ctx, iter.Val())
 	}
 }

@@ -6,7 +6,7 @@
 // inputs), and counts at the simulator what was delivered, lost, duplicated and late.
 //
 // Run runs selected scenarios and returns one Row per scenario; WriteTable prints them.
-// `go run ./chaos/cmd/chaos` is the full run (`make chaos`); TestChaosShort is a
+// `go run ./internal/cmd/chaos` is the full run (`make chaos`); TestChaosShort is a
 // shortened form that runs under `go test` (not under -short).
 //
 // Every loop is bounded, every wait has a timeout, and everything listens on and talks

@@ -1,0 +1,29 @@
+package store
+
+import (
+	"embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua scripts (each starts with a comment listing its KEYS and ARGV) and the SQL
+// queries live in files of their own, embedded here.
+//
+//go:embed lua/*.lua sql/*.sql
+var files embed.FS
+
+// script loads the Lua script lua/name; a missing file is a build mistake.
+func script(name string) *redis.Script {
+	return redis.NewScript(mustRead("lua/" + name))
+}
+
+// query loads the SQL query sql/name; a missing file is a build mistake.
+func query(name string) string { return mustRead("sql/" + name) }
+
+func mustRead(path string) string {
+	b, err := files.ReadFile(path)
+	if err != nil {
+		panic("store: missing embedded file " + path)
+	}
+	return string(b)
+}

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Every Redis key rocketdelay writes is built here. p is the configured key prefix
+// (config redis.keyPrefix), g a target's name. Keys of one component share a hash tag, so
+// every script's keys sit in one Redis Cluster slot:
+//
+//	wheel stage, tag {p}:
+//	  {p}:due          sorted set  id → next due time, Unix ms
+//	  {p}:inflight     sorted set  id → lease expiry, Unix ms by the Redis clock
+//	  {p}:entries      hash        id → encoded Entry
+//	  {p}:done:<id>    string      delivered marker
+//	  {p}:cancel:<id>  string      cancel tombstone
+//	robot pool, tag {p:g}, one per target:
+//	  {p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms
+//	  {p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
+//	  {p:g}:disabled     sorted set  robot → end of its disable, Unix ms (+inf: until Enable)
+type keys struct{ prefix string }
+
+func newKeys(prefix string) keys {
+	if prefix == "" {
+		panic("store: empty key prefix")
+	}
+	return keys{prefix: prefix}
+}
+
+func (k keys) stage() string                 { return "{" + k.prefix + "}:" }
+func (k keys) due() string                   { return k.stage() + "due" }
+func (k keys) inflight() string              { return k.stage() + "inflight" }
+func (k keys) entries() string               { return k.stage() + "entries" }
+func (k keys) done(id string) string         { return k.stage() + "done:" + id }
+func (k keys) cancel(id string) string       { return k.stage() + "cancel:" + id }
+func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }
+func (k keys) cool(target string) string     { return k.pool(target) + "cool" }
+func (k keys) disabled(target string) string { return k.pool(target) + "disabled" }
+func (k keys) window(target, robot string) string {
+	return k.pool(target) + "win:" + robot
+}
+
+// DeleteKeys deletes every key of the deployment whose key prefix is prefix (the wheel
+// stage and every target's robot pool) and returns how many it deleted. Tests and
+// benchmarks clean up with it; a production deployment never needs it.
+func DeleteKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) (int, error) {
+	n := 0
+	for _, pattern := range []string{"{" + prefix + "}:*", "{" + prefix + ":*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := rdb.Del(ctx, iter.Val()).Err(); err != nil {
+				return n, fmt.Errorf("store: delete keys of %q: %w", prefix, err)
+			}
+			n++
+		}
+		if err := iter.Err(); err != nil {
+			return n, fmt.Errorf("store: delete keys of %q: %w", prefix, err)
+		}
+	}
+	return n, nil
+}
