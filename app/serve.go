@@ -100,7 +100,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer snd.Close()
-	deliverer := delivery.New(snd, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
+	deliverer := delivery.New(snd, ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
 		logger, delivery.NewMetrics(reg), time.Now)
 	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
 	sched, err := scheduler.New(scheduler.OptionsFromConfig(cfg), ws, deliverer, logger, scheduler.NewMetrics(reg), time.Now)

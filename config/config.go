@@ -107,6 +107,13 @@ type Scheduler struct {
 	// same RD_ID into a no-op; it must exceed the longest a duplicate can still arrive
 	// (a redelivery of the last hop plus a consumer's downtime). Default 168h (7 days).
 	DoneTTL time.Duration `yaml:"doneTTL" json:"doneTTL"`
+	// RetryMaxDelay caps the wait between two tries of an alert that cannot move on while
+	// a dependency is down: a hand-off that failed (it backs off from 1s, doubling) and a
+	// message the consumer hands back to RocketMQ (redelivered at the largest delay level
+	// not above the backoff). Reconsumption is unbounded, so an outage of any length
+	// loses nothing; this bounds how late an alert is once the outage ends. At least 1s.
+	// Default 60s.
+	RetryMaxDelay time.Duration `yaml:"retryMaxDelay" json:"retryMaxDelay"`
 }
 
 // Redis configures the Redis connection.
@@ -309,6 +316,7 @@ const (
 	DefaultGrace           = 2 * time.Second
 	DefaultLease           = 30 * time.Second
 	DefaultDoneTTL         = 7 * 24 * time.Hour
+	DefaultRetryMaxDelay   = 60 * time.Second
 	DefaultKeyPrefix       = "rd"
 	DefaultShutdownTimeout = 30 * time.Second
 
@@ -351,6 +359,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Scheduler.Grace, DefaultGrace)
 	Default(&c.Scheduler.Lease, DefaultLease)
 	Default(&c.Scheduler.DoneTTL, DefaultDoneTTL)
+	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
 	Default(&c.Redis.KeyPrefix, DefaultKeyPrefix)
 	Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	Default(&c.Sender.Limit, DefaultSenderLimit)
@@ -446,6 +455,9 @@ func (c Config) Validate() error {
 	}
 	if c.Scheduler.DoneTTL < time.Minute {
 		bad("scheduler.doneTTL", "must be at least 1m, got %s", c.Scheduler.DoneTTL)
+	}
+	if c.Scheduler.RetryMaxDelay < time.Second {
+		bad("scheduler.retryMaxDelay", "must be at least 1s, got %s", c.Scheduler.RetryMaxDelay)
 	}
 	if c.Scheduler.Lease < time.Second {
 		bad("scheduler.lease", "must be at least 1s, got %s", c.Scheduler.Lease)

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,13 @@ type Alert struct {
 	Body []byte
 	// Hops is the number of broker hops the alert took.
 	Hops int
+	// Claim is the wheel stage's claim that holds the alert while it is handed off;
+	// delivery confirms it right before every request and before recording a failure.
+	Claim store.Claim
+	// Failure, when not nil, is the failure of an earlier hand-off of this alert whose
+	// record did not finish (Postgres down, a crash): the alert is not sent again, only
+	// recorded.
+	Failure []byte
 }
 
 // Rejected is an input that can never be delivered as it is.
@@ -49,7 +57,19 @@ const ReasonBadID = "bad_id"
 // Sender sends one alert to the robots of a target; *sender.Sender implements it. Every
 // error it returns is a *sender.Failure.
 type Sender interface {
-	SendAlert(ctx context.Context, target string, body []byte, due time.Time) error
+	SendAlert(ctx context.Context, a sender.Alert) error
+}
+
+// Claims is the part of the wheel stage delivery uses; *store.WheelStage implements it.
+type Claims interface {
+	// Confirm checks that the claim still holds its alert, right before a request.
+	Confirm(ctx context.Context, c store.Claim) error
+	// MarkFailed notes, under the claim, that the alert's send failed for good.
+	MarkFailed(ctx context.Context, c store.Claim, failure []byte) error
+	// IsDelivered and MarkDelivered read and leave the done marker of a delivered id;
+	// the retry job and the hand-off see each other's deliveries through it.
+	IsDelivered(ctx context.Context, id string) (bool, error)
+	MarkDelivered(ctx context.Context, id string) error
 }
 
 // Options tune a Deliverer. A zero field takes its default.
@@ -63,6 +83,7 @@ type Options struct {
 // It is safe for concurrent use.
 type Deliverer struct {
 	sender  Sender
+	claims  Claims
 	failed  *store.FailedSends
 	opts    Options
 	logger  *slog.Logger
@@ -70,29 +91,62 @@ type Deliverer struct {
 	now     func() time.Time
 }
 
-// New returns a Deliverer that sends through snd and records in fs. metrics may be nil;
-// now is the clock of the failed rows' first attempt.
-func New(snd Sender, fs *store.FailedSends, opts Options, logger *slog.Logger, metrics *Metrics, now func() time.Time) *Deliverer {
+// New returns a Deliverer that sends through snd, checks claims and done markers in
+// claims and records in fs. metrics may be nil; now is the clock of the failed rows'
+// first attempt.
+func New(snd Sender, claims Claims, fs *store.FailedSends, opts Options, logger *slog.Logger, metrics *Metrics, now func() time.Time) *Deliverer {
 	if opts.FirstRetry <= 0 {
 		opts.FirstRetry = config.DefaultFailedSendsBackoffBase
 	}
-	return &Deliverer{sender: snd, failed: fs, opts: opts, logger: logger.With("component", "delivery"),
+	return &Deliverer{sender: snd, claims: claims, failed: fs, opts: opts, logger: logger.With("component", "delivery"),
 		metrics: metrics, now: now}
 }
 
-// Deliver sends a due alert. It returns nil when the alert needs nothing more from the
-// caller: DingTalk accepted it, or the sender gave up and the alert is now a row of
-// failed_sends (pending, for the retry job; rejected, when DingTalk refuses its
-// content). Any error means the alert is neither delivered nor recorded (the caller is
-// stopping, or Postgres is unreachable): the caller keeps it and tries again.
-func (d *Deliverer) Deliver(ctx context.Context, a Alert) error {
-	err := d.sender.SendAlert(ctx, a.Target, a.Body, a.DueAt)
+// Deliver hands off a due alert held by a.Claim. It returns store.Delivered once
+// DingTalk accepted it, or store.Recorded once the sender gave up and the alert is a row
+// of failed_sends (pending, for the retry job; rejected, when DingTalk refuses its
+// content): either way the caller releases it. Before each request, and before the
+// record, the claim is confirmed; when it was lost (this replica was paused or cut off
+// past its lease and another holds the alert now) the error wraps store.ErrNotHeld and
+// nothing was sent or recorded. Any other error means the alert is neither delivered nor
+// recorded (stopping, Redis or Postgres unreachable): the caller keeps it and tries
+// again later. A failed send is noted under the claim (Claims.MarkFailed) before it is
+// recorded, so a later try only records it and never sends it twice.
+func (d *Deliverer) Deliver(ctx context.Context, a Alert) (store.Outcome, error) {
+	if a.Failure != nil {
+		f, err := decodeFailure(a.Failure)
+		if err != nil {
+			return 0, fmt.Errorf("delivery: noted failure of %q: %w", a.ID, err)
+		}
+		return d.record(ctx, a, f)
+	}
+	err := d.sender.SendAlert(ctx, sender.Alert{Target: a.Target, Body: a.Body, Due: a.DueAt,
+		Confirm: func(ctx context.Context) error { return d.claims.Confirm(ctx, a.Claim) }})
 	if err == nil {
-		return nil
+		return store.Delivered, nil
 	}
 	var f *sender.Failure
-	if !errors.As(err, &f) || ctx.Err() != nil {
-		return err // stopping, or not a send failure: the caller retries
+	switch {
+	case errors.Is(err, store.ErrNotHeld):
+		return 0, err
+	case !errors.As(err, &f) || ctx.Err() != nil:
+		return 0, err // stopping, or not a send failure: the caller retries
+	case errors.Is(err, store.ErrUnavailable):
+		// Redis failed the robot pick or the confirm: DingTalk was not asked, nothing failed.
+		return 0, err
+	}
+	if err := d.claims.MarkFailed(ctx, a.Claim, encodeFailure(f)); err != nil {
+		return 0, fmt.Errorf("delivery: note the failed send: %w", err)
+	}
+	return d.record(ctx, a, f)
+}
+
+// record writes the final failure f of a's send to failed_sends.
+func (d *Deliverer) record(ctx context.Context, a Alert, f *sender.Failure) (store.Outcome, error) {
+	// The claim must still be ours: a replica that lost it must not record over the row of
+	// an alert the new holder delivered.
+	if err := d.claims.Confirm(ctx, a.Claim); err != nil {
+		return 0, err
 	}
 	due := a.DueAt
 	rec := store.NewFailedSend{
@@ -104,21 +158,67 @@ func (d *Deliverer) Deliver(ctx context.Context, a Alert) error {
 		LastError:  f.Reason,
 		HTTPStatus: nonZero(f.HTTPStatus),
 		Errcode:    nonZero(f.Errcode),
+		PartsSent:  partsSent(f),
 	}
 	if f.Class.Retryable() {
 		rec.NextAttemptAt = d.now().Add(max(d.opts.FirstRetry, f.RetryAfter))
 	} else {
 		rec.Rejected = true
 	}
-	if _, rerr := d.failed.Record(ctx, rec); rerr != nil {
+	res, err := d.failed.Record(ctx, rec)
+	if err != nil {
 		d.metrics.recordError(kindSendFailure)
 		d.logger.Error("cannot record an undeliverable alert in failed_sends; it is kept and tried again",
-			"rd_id", a.ID, "target", a.Target, "send_err", f.Error(), "err", rerr)
-		return fmt.Errorf("delivery: record failed send: %w", rerr)
+			"rd_id", a.ID, "target", a.Target, "send_err", f.Error(), "err", err)
+		return 0, fmt.Errorf("delivery: record failed send: %w", err)
 	}
 	d.logger.Warn("alert not delivered; recorded in failed_sends", "rd_id", a.ID, "target", a.Target,
-		"class", string(f.Class), "reason", f.Reason, "retry", f.Class.Retryable())
-	return nil
+		"class", string(f.Class), "reason", f.Reason, "retry", f.Class.Retryable(), "row", recordLabel(res))
+	return store.Recorded, nil
+}
+
+// partsSent is how many leading parts of a split alert were delivered before f.
+func partsSent(f *sender.Failure) int {
+	if f.Parts > 1 && f.Part > 1 {
+		return f.Part - 1
+	}
+	return 0
+}
+
+func recordLabel(r store.RecordResult) string {
+	switch r {
+	case store.RecordReplaced:
+		return "replaced an earlier episode"
+	case store.RecordKept:
+		return "kept the pending row recorded before"
+	}
+	return "inserted"
+}
+
+// noted is a failed send as MarkFailed keeps it in Redis.
+type noted struct {
+	Class      sender.Class  `json:"class"`
+	Reason     string        `json:"reason"`
+	HTTPStatus int           `json:"http,omitempty"`
+	Errcode    int           `json:"errcode,omitempty"`
+	RetryAfter time.Duration `json:"retryAfter,omitempty"`
+	Part       int           `json:"part,omitempty"`
+	Parts      int           `json:"parts,omitempty"`
+}
+
+func encodeFailure(f *sender.Failure) []byte {
+	b, _ := json.Marshal(noted{Class: f.Class, Reason: f.Reason, HTTPStatus: f.HTTPStatus, Errcode: f.Errcode,
+		RetryAfter: f.RetryAfter, Part: f.Part, Parts: f.Parts}) // cannot fail: plain fields
+	return b
+}
+
+func decodeFailure(b []byte) (*sender.Failure, error) {
+	var n noted
+	if err := json.Unmarshal(b, &n); err != nil {
+		return nil, err
+	}
+	return &sender.Failure{Class: n.Class, Reason: n.Reason, HTTPStatus: n.HTTPStatus, Errcode: n.Errcode,
+		RetryAfter: n.RetryAfter, Part: n.Part, Parts: n.Parts}, nil
 }
 
 // Reject records an input that can never be delivered as a rejected row of

@@ -2,6 +2,8 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,23 +28,32 @@ func TestDeliverRecordsWhatTheSenderGivesUp(t *testing.T) {
 		"throttled": &sender.Failure{Class: sender.ClassThrottled, Reason: "send too fast", Errcode: 130101},
 		"breakers":  &sender.Failure{Class: sender.ClassTransient, Reason: "every breaker open", RetryAfter: time.Hour},
 		"too-big":   &sender.Failure{Class: sender.ClassPermanent, Reason: "too long", Errcode: 460101},
+		"split":     &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503", Part: 3, Parts: 5},
 	}
 	snd := newFakeSender(func(p string) error { return failures[p] })
-	d := delivery.New(snd, fs, delivery.Options{FirstRetry: time.Minute}, discardLogger(), nil, func() time.Time { return now })
-	due := now.Add(-time.Second)
-	for _, id := range []string{"ok", "throttled", "breakers", "too-big"} {
-		require.NoError(t, d.Deliver(ctx, delivery.Alert{ID: id, Target: "ops", DueAt: due, Body: []byte(id)}), id)
+	d := newDeliverer(t, fs, snd, delivery.Options{FirstRetry: time.Minute}, nil, func() time.Time { return now })
+	dues := map[string]time.Time{}
+	for _, id := range []string{"ok", "throttled", "breakers", "too-big", "split"} {
+		a := claimed(t, fs, id, id)
+		dues[id] = a.DueAt
+		outcome, err := d.Deliver(ctx, a)
+		require.NoError(t, err, id)
+		want := store.Recorded
+		if id == "ok" {
+			want = store.Delivered
+		}
+		require.Equal(t, want, outcome, id)
 	}
 	delivered, _ := snd.snapshot()
 	require.Equal(t, map[string]int{"ok": 1}, delivered)
 
 	rows, _, err := fs.List(ctx, store.Filter{})
 	require.NoError(t, err)
-	require.Len(t, rows, 3)
+	require.Len(t, rows, 4)
 	byID := map[string]store.FailedSend{}
 	for _, r := range rows {
 		byID[r.MessageID] = r
-		require.True(t, due.Equal(*r.DueAt), r.MessageID)
+		require.True(t, dues[r.MessageID].Equal(*r.DueAt), r.MessageID)
 		require.Equal(t, r.MessageID, string(r.Payload))
 	}
 	require.Equal(t, store.StatusPending, byID["throttled"].Status)
@@ -53,42 +64,96 @@ func TestDeliverRecordsWhatTheSenderGivesUp(t *testing.T) {
 	require.Equal(t, store.StatusRejected, byID["too-big"].Status)
 	require.Equal(t, "permanent", byID["too-big"].ErrorClass)
 	require.Equal(t, "too long", byID["too-big"].LastError)
+	require.Equal(t, 2, byID["split"].PartsSent, "parts 1 and 2 were delivered before part 3 failed")
 }
 
-// TestDeliverKeepsTheAlertWhenNothingCanBeRecorded: with Postgres gone, a failed send is
-// an error (the caller keeps the alert) and the record error is counted.
-func TestDeliverKeepsTheAlertWhenNothingCanBeRecorded(t *testing.T) {
+// A failed send whose record cannot be written (Postgres down) is noted under the claim;
+// the next hand-off of the same alert only records it, it never sends it again.
+func TestDeliverRecordsANotedFailureWithoutSendingAgain(t *testing.T) {
 	t.Parallel()
-	pool, fs := testenv.FailedSends(t)
-	pool.Close()
-	reg := prometheus.NewRegistry()
-	m := delivery.NewMetrics(reg)
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
 	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"} })
-	d := delivery.New(snd, fs, delivery.Options{}, discardLogger(), m, time.Now)
-	err := d.Deliver(context.Background(), delivery.Alert{ID: "a", Target: "ops", DueAt: time.Now(), Body: []byte("x")})
+	deadPool, deadFS := testenv.FailedSends(t)
+	deadPool.Close()
+	ws := stageFor(t, fs)
+	stages.Store(deadFS, ws) // the same wheel stage, behind a Postgres that is down
+	reg := prometheus.NewRegistry()
+	down := newDeliverer(t, deadFS, snd, delivery.Options{}, delivery.NewMetrics(reg), time.Now)
+
+	a := claimed(t, fs, "a", "disk full")
+	_, err := down.Deliver(ctx, a)
 	require.ErrorIs(t, err, store.ErrUnavailable)
-	err = d.Reject(context.Background(), delivery.Rejected{Alert: delivery.Alert{ID: "b"}, Reason: "bad_body", Detail: "not JSON"})
-	require.ErrorIs(t, err, store.ErrUnavailable)
-	got, err := reg.Gather()
+	require.Equal(t, 1.0, counterValue(t, reg, "rocketdelay_failed_sends_record_errors_total", "send_failure"))
+	ok, err := ws.GiveBack(ctx, a.Claim, time.Now().Add(-time.Second))
 	require.NoError(t, err)
-	counts := map[string]float64{}
-	for _, mf := range got {
-		if mf.GetName() == "rocketdelay_failed_sends_record_errors_total" {
-			for _, s := range mf.GetMetric() {
-				counts[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
-			}
-		}
-	}
-	require.Equal(t, map[string]float64{"send_failure": 1, "rejected": 1}, counts)
+	require.True(t, ok)
+
+	again := claimed2(t, ws, "a")
+	require.NotNil(t, again.Failure, "the failure was noted")
+	up := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
+	outcome, err := up.Deliver(ctx, again)
+	require.NoError(t, err)
+	require.Equal(t, store.Recorded, outcome)
+	_, failures := snd.snapshot()
+	require.Equal(t, 1, failures, "sent once: the second hand-off only recorded the failure")
+	rows, _, err := fs.List(ctx, store.Filter{})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, "HTTP 503", rows[0].LastError)
+}
+
+// A replica that lost its claim (paused past its lease) neither sends nor records.
+func TestDeliverWithALostClaimDoesNothing(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	snd := newFakeSender(nil)
+	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
+	a := claimed(t, fs, "a", "x")
+	a.Claim.Token = "someone-else"
+	_, err := d.Deliver(ctx, a)
+	require.ErrorIs(t, err, store.ErrNotHeld)
+	delivered, _ := snd.snapshot()
+	require.Empty(t, delivered)
+
+	// Nor does it record the failure of a send it made before losing the claim.
+	failing := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassThrottled, Reason: "too fast"} })
+	b := claimed(t, fs, "b", "y")
+	noted, err := json(&sender.Failure{Class: sender.ClassThrottled, Reason: "too fast"})
+	require.NoError(t, err)
+	b.Failure, b.Claim.Token = noted, "someone-else"
+	_, err = newDeliverer(t, fs, failing, delivery.Options{}, nil, time.Now).Deliver(ctx, b)
+	require.ErrorIs(t, err, store.ErrNotHeld)
+	rows, _, err := fs.List(ctx, store.Filter{})
+	require.NoError(t, err)
+	require.Empty(t, rows)
+}
+
+// A robot pick that failed because Redis is down is not a send failure: the alert is
+// kept (an error), not recorded.
+func TestDeliverKeepsAnAlertTheStoreFailed(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	storeDown := fmt.Errorf("store: pick robot: dial tcp: %w", store.ErrUnavailable)
+	snd := newFakeSender(func(string) error {
+		return &sender.Failure{Class: sender.ClassTransient, Reason: "robot pool: down", Err: storeDown}
+	})
+	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
+	_, err := d.Deliver(context.Background(), claimed(t, fs, "a", "x"))
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	rows, _, err := fs.List(context.Background(), store.Filter{})
+	require.NoError(t, err)
+	require.Empty(t, rows)
 }
 
 // TestRejectNamesTheRow: a rejected input is recorded under its RD_ID, or, when the id
-// itself is what is wrong, under its broker message key.
+// itself is what is wrong, under its broker message key; whatever bytes it carries.
 func TestRejectNamesTheRow(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
-	d := delivery.New(newFakeSender(nil), fs, delivery.Options{}, discardLogger(), nil, time.Now)
+	d := newDeliverer(t, fs, newFakeSender(nil), delivery.Options{}, nil, time.Now)
 	due := time.Now().Add(time.Minute).Truncate(time.Millisecond)
 	require.NoError(t, d.Reject(ctx, delivery.Rejected{
 		Alert:      delivery.Alert{ID: "order-1", Target: "nobody", DueAt: due, Body: []byte("hi")},
@@ -98,9 +163,14 @@ func TestRejectNamesTheRow(t *testing.T) {
 	require.NoError(t, d.Reject(ctx, delivery.Rejected{
 		Alert: delivery.Alert{ID: "has space"}, MessageKey: "K2", Reason: delivery.ReasonBadID, Detail: "bad id",
 	}))
+	require.NoError(t, d.Reject(ctx, delivery.Rejected{
+		Alert:      delivery.Alert{ID: "nul\x00id", Target: "bad\xffutf8", Body: []byte("\x00\xff")},
+		Properties: map[string]string{"RD_ID": "nul\x00id", "RD_TARGET": "bad\xffutf8", "k\x00": "v\xfe"},
+		MessageKey: "K3\x00", Reason: delivery.ReasonBadID, Detail: "RD_ID must be printable",
+	}))
 	rows, _, err := fs.List(ctx, store.Filter{Status: store.StatusRejected})
 	require.NoError(t, err)
-	require.Len(t, rows, 2)
+	require.Len(t, rows, 3)
 	byID := map[string]store.FailedSend{}
 	for _, r := range rows {
 		byID[r.MessageID] = r
@@ -110,4 +180,47 @@ func TestRejectNamesTheRow(t *testing.T) {
 	require.True(t, due.Equal(*byID["order-1"].DueAt))
 	require.Equal(t, "rejected_bad_id", byID["rejected:K2"].ErrorClass)
 	require.Nil(t, byID["rejected:K2"].DueAt)
+	nul := byID["rejected:K3\u2400"]
+	require.Equal(t, "bad\uFFFDutf8", nul.Target, "invalid UTF-8 is recorded, visibly")
+	require.Equal(t, []byte("\x00\xff"), nul.Payload, "the body is kept byte for byte")
+	require.Equal(t, "nul\u2400id", nul.Properties["RD_ID"])
+	require.Equal(t, "v\uFFFD", nul.Properties["k\u2400"])
+}
+
+// claimed2 claims an entry already in ws again and returns it as the scheduler hands it
+// off.
+func claimed2(t testing.TB, ws *store.WheelStage, id string) delivery.Alert {
+	t.Helper()
+	got, err := ws.Claim(context.Background(), []string{id}, "second-claim")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	e := got[0]
+	return delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Claim: e.Claim(), Failure: e.Failure}
+}
+
+// json encodes f as a noted failure, the way Deliver notes it (a round trip through the
+// wheel stage would do the same).
+func json(f *sender.Failure) ([]byte, error) {
+	if f == nil {
+		return nil, errors.New("nil failure")
+	}
+	return fmt.Appendf(nil, `{"class":%q,"reason":%q}`, f.Class, f.Reason), nil
+}
+
+// counterValue is the value of the counter name{label} in reg.
+func counterValue(t testing.TB, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) > 0 && m.GetLabel()[0].GetValue() == label {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -29,18 +32,26 @@ type fakeSender struct {
 	fail      func(payload string) error
 	delivered map[string]int
 	failures  int
+	fromParts []int
 }
 
 func newFakeSender(fail func(payload string) error) *fakeSender {
 	return &fakeSender{fail: fail, delivered: map[string]int{}}
 }
 
-func (s *fakeSender) SendAlert(ctx context.Context, _ string, payload []byte, _ time.Time) error {
+func (s *fakeSender) SendAlert(ctx context.Context, a sender.Alert) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if a.Confirm != nil {
+		if err := a.Confirm(ctx); err != nil {
+			return &sender.Failure{Class: sender.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
+		}
+	}
+	payload := a.Body
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.fromParts = append(s.fromParts, a.FromPart)
 	if s.fail != nil {
 		if err := s.fail(string(payload)); err != nil {
 			s.failures++
@@ -63,7 +74,47 @@ func (s *fakeSender) snapshot() (map[string]int, int) {
 
 var errBlocked = errors.New("blocked until cancelled")
 
+// stages holds one wheel stage per failed_sends table under test, so that the retry jobs
+// and deliverers of one test share their done markers.
+var stages sync.Map // *store.FailedSends → *store.WheelStage
+
+// stageFor returns the wheel stage (in the test's own Redis prefix) that goes with fs.
+func stageFor(t testing.TB, fs *store.FailedSends) *store.WheelStage {
+	t.Helper()
+	if ws, ok := stages.Load(fs); ok {
+		return ws.(*store.WheelStage)
+	}
+	rdb, prefix := testenv.Redis(t)
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	actual, _ := stages.LoadOrStore(fs, ws)
+	t.Cleanup(func() { stages.Delete(fs) })
+	return actual.(*store.WheelStage)
+}
+
+// newDeliverer returns a Deliverer on fs and its wheel stage that sends through snd.
+func newDeliverer(t testing.TB, fs *store.FailedSends, snd delivery.Sender, opts delivery.Options, m *delivery.Metrics, now func() time.Time) *delivery.Deliverer {
+	t.Helper()
+	return delivery.New(snd, stageFor(t, fs), fs, opts, discardLogger(), m, now)
+}
+
 // newJob returns a retry job on fs that sends through snd.
-func newJob(fs *store.FailedSends, snd delivery.Sender, opts delivery.RetryOptions, m *delivery.Metrics, now func() time.Time) *delivery.RetryJob {
-	return delivery.NewRetryJob(delivery.New(snd, fs, delivery.Options{}, discardLogger(), m, now), opts)
+func newJob(t testing.TB, fs *store.FailedSends, snd delivery.Sender, opts delivery.RetryOptions, m *delivery.Metrics, now func() time.Time) *delivery.RetryJob {
+	t.Helper()
+	return delivery.NewRetryJob(newDeliverer(t, fs, snd, delivery.Options{}, m, now), opts)
+}
+
+// claimed puts an alert due now into fs's wheel stage, claims it, and returns the alert
+// as the scheduler hands it off.
+func claimed(t testing.TB, fs *store.FailedSends, id, body string) delivery.Alert {
+	t.Helper()
+	ws := stageFor(t, fs)
+	ctx := context.Background()
+	due := time.UnixMilli(time.Now().UnixMilli())
+	_, err := ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: due, Body: []byte(body)})
+	require.NoError(t, err)
+	got, err := ws.Claim(ctx, []string{id}, "test-claim")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	e := got[0]
+	return delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Claim: e.Claim(), Failure: e.Failure}
 }

@@ -88,6 +88,7 @@ func Backoff(attempt int, base, ceiling time.Duration) time.Duration {
 // one; the store's claims make sure two jobs never send the same row at the same time.
 type RetryJob struct {
 	store   *store.FailedSends
+	claims  Claims
 	sender  Sender
 	opts    RetryOptions
 	logger  *slog.Logger
@@ -98,7 +99,7 @@ type RetryJob struct {
 // NewRetryJob returns the retry job of the rows d records; it sends through d's sender,
 // reports to d's metrics and reads d's clock.
 func NewRetryJob(d *Deliverer, opts RetryOptions) *RetryJob {
-	return &RetryJob{store: d.failed, sender: d.sender, opts: opts.withDefaults(),
+	return &RetryJob{store: d.failed, claims: d.claims, sender: d.sender, opts: opts.withDefaults(),
 		logger: d.logger.With("component", "failed-retry"), metrics: d.metrics, now: d.now}
 }
 
@@ -173,20 +174,38 @@ func (j *RetryJob) RunOnce(ctx context.Context) (Round, error) {
 // or "" when ctx ended during the send (the row is then released, not counted).
 func (j *RetryJob) try(ctx context.Context, row store.FailedSend) store.FailedStatus {
 	log := j.logger.With("id", row.ID, "rd_id", row.MessageID, "target", row.Target)
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer mcancel()
+	// Delivered already, by a hand-off of the same alert or by an earlier attempt whose
+	// MarkDelivered failed? The done marker says so: mark the row, do not send it again.
+	switch delivered, err := j.claims.IsDelivered(ctx, row.MessageID); {
+	case err != nil:
+		log.Warn("cannot read the alert's done marker; trying the row later", "err", err)
+		return ""
+	case delivered:
+		if err := j.store.MarkDelivered(mctx, row.ID); err != nil {
+			log.Error("cannot mark a row delivered that was delivered already", "err", err)
+		} else {
+			log.Info("failed send was delivered already; marked delivered without sending it again")
+		}
+		return store.StatusDelivered
+	}
 	sendCtx, cancel := context.WithTimeout(ctx, j.opts.SendTimeout)
-	err := j.sender.SendAlert(sendCtx, row.Target, row.Payload, time.Time{})
+	err := j.sender.SendAlert(sendCtx, sender.Alert{Target: row.Target, Body: row.Payload, FromPart: row.PartsSent + 1})
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return ""
 	}
 	j.metrics.attempted()
 	// The outcome is recorded even if ctx ends now: the send has happened.
-	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer mcancel()
 	if err == nil {
 		j.metrics.delivered()
+		// The done marker first: if the row cannot be marked, the next attempt sees it.
+		if err := j.claims.MarkDelivered(mctx, row.MessageID); err != nil {
+			log.Warn("delivered, but cannot leave the done marker", "err", err)
+		}
 		if err := j.store.MarkDelivered(mctx, row.ID); err != nil {
-			log.Error("delivered, but cannot mark the row delivered; it may be sent again", "err", err)
+			log.Error("delivered, but cannot mark the row delivered; the next attempt finds the done marker", "err", err)
 		} else {
 			log.Info("failed send delivered on retry", "attempts", row.Attempts+1)
 		}
@@ -194,7 +213,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend) store.FailedSt
 	}
 
 	attempts := row.Attempts + 1
-	f := attemptOf(err)
+	f := attemptOf(err, row.PartsSent)
 	now := j.now()
 	var reason string
 	switch {
@@ -263,15 +282,17 @@ func permanent(err error) bool {
 }
 
 // attemptOf describes a failed attempt for its row: the failure's class (transient when
-// err is not a *sender.Failure), a bounded readable message, and DingTalk's answer.
-func attemptOf(err error) store.FailedAttempt {
-	a := store.FailedAttempt{Class: string(sender.ClassTransient), LastError: truncate(err.Error(), maxLastError)}
+// err is not a *sender.Failure), a bounded readable message, DingTalk's answer, and the
+// parts of a split alert delivered so far (sent before the attempt, or by it).
+func attemptOf(err error, sent int) store.FailedAttempt {
+	a := store.FailedAttempt{Class: string(sender.ClassTransient), LastError: truncate(err.Error(), maxLastError), PartsSent: sent}
 	var f *sender.Failure
 	if errors.As(err, &f) {
 		if f.Class != "" {
 			a.Class = string(f.Class)
 		}
 		a.HTTPStatus, a.Errcode = nonZero(f.HTTPStatus), nonZero(f.Errcode)
+		a.PartsSent = max(sent, partsSent(f))
 	}
 	return a
 }

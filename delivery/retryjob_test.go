@@ -50,7 +50,7 @@ func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
 	require.NoError(t, err)
 
 	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, HTTPStatus: 503} })
-	job := newJob(fs, snd, delivery.RetryOptions{MaxAttempts: 4, BackoffBase: time.Second, BackoffCap: 3 * time.Second},
+	job := newJob(t, fs, snd, delivery.RetryOptions{MaxAttempts: 4, BackoffBase: time.Second, BackoffCap: 3 * time.Second},
 		nil, clk.now)
 	get := func() store.FailedSend {
 		rows, _, err := fs.List(ctx, store.Filter{})
@@ -109,7 +109,7 @@ func TestJobDeadAtOnceOnPermanentFailureOrMaxAge(t *testing.T) {
 	})
 	// 25h later, "old" is past the 24h max age after one more failed attempt.
 	later := now.Add(25 * time.Hour)
-	job := newJob(fs, snd, delivery.RetryOptions{}, nil, func() time.Time { return later })
+	job := newJob(t, fs, snd, delivery.RetryOptions{}, nil, func() time.Time { return later })
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, delivery.Round{Dead: 2}, r)
@@ -140,7 +140,7 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 	}
 	started := make(chan struct{}, 3)
 	snd := blockingSender{started: started}
-	job := newJob(fs, snd, delivery.RetryOptions{}, nil, time.Now)
+	job := newJob(t, fs, snd, delivery.RetryOptions{}, nil, time.Now)
 	done := make(chan delivery.Round)
 	go func() {
 		r, _ := job.RunOnce(ctx)
@@ -161,7 +161,7 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 
 type blockingSender struct{ started chan struct{} }
 
-func (s blockingSender) SendAlert(ctx context.Context, _ string, _ []byte, _ time.Time) error {
+func (s blockingSender) SendAlert(ctx context.Context, _ sender.Alert) error {
 	s.started <- struct{}{}
 	<-ctx.Done()
 	return errBlocked
@@ -195,7 +195,7 @@ func TestTwoJobsThroughAnOutageDeliverEachRowExactlyOnce(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		job := newJob(fs, senders[i], opts, delivery.NewMetrics(regs[i]), time.Now)
+		job := newJob(t, fs, senders[i], opts, delivery.NewMetrics(regs[i]), time.Now)
 		wg.Go(func() {
 			if err := job.Run(runCtx); err != nil {
 				t.Error(err)
@@ -247,7 +247,7 @@ func TestMetricsFollowTheTable(t *testing.T) {
 	_, err = fs.Record(ctx, store.NewFailedSend{MessageID: "bad", Rejected: true})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	job := newJob(fs, newFakeSender(nil), delivery.RetryOptions{Interval: time.Hour}, delivery.NewMetrics(reg),
+	job := newJob(t, fs, newFakeSender(nil), delivery.RetryOptions{Interval: time.Hour}, delivery.NewMetrics(reg),
 		func() time.Time { return now.Add(10 * time.Minute) })
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
@@ -304,7 +304,7 @@ func TestJobHonoursRetryAfter(t *testing.T) {
 	snd := newFakeSender(func(string) error {
 		return &sender.Failure{Class: sender.ClassTransient, Reason: "every circuit breaker is open", RetryAfter: 30 * time.Second}
 	})
-	job := newJob(fs, snd, delivery.RetryOptions{BackoffBase: time.Second, BackoffCap: time.Minute},
+	job := newJob(t, fs, snd, delivery.RetryOptions{BackoffBase: time.Second, BackoffCap: time.Minute},
 		nil, clk.now)
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)
@@ -312,4 +312,34 @@ func TestJobHonoursRetryAfter(t *testing.T) {
 	rows, _, err := fs.List(ctx, store.Filter{})
 	require.NoError(t, err)
 	require.True(t, t0.Add(30*time.Second).Equal(*rows[0].NextAttemptAt), "next %s", rows[0].NextAttemptAt)
+}
+
+// A row whose alert the done marker shows delivered (by a hand-off, or by an attempt
+// whose MarkDelivered failed) is marked delivered without being sent again; a row the
+// job delivers leaves the done marker; a split alert is sent from the part that failed.
+func TestJobSeesDeliveriesAndParts(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	ws := stageFor(t, fs)
+	now := time.Now()
+	for _, id := range []string{"sent-elsewhere", "split"} {
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: id, Target: "ops", Payload: []byte(id),
+			ErrorClass: "transient", NextAttemptAt: now, PartsSent: map[string]int{"split": 2}[id]})
+		require.NoError(t, err)
+	}
+	require.NoError(t, ws.MarkDelivered(ctx, "sent-elsewhere"))
+	snd := newFakeSender(nil)
+	r, err := newJob(t, fs, snd, delivery.RetryOptions{}, nil, time.Now).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, delivery.Round{Delivered: 2}, r)
+	delivered, _ := snd.snapshot()
+	require.Equal(t, map[string]int{"split": 1}, delivered, "the alert delivered elsewhere is not sent again")
+	require.Equal(t, []int{3}, snd.fromParts, "parts 1 and 2 were delivered before")
+	done, err := ws.IsDelivered(ctx, "split")
+	require.NoError(t, err)
+	require.True(t, done, "the job's delivery leaves the done marker")
+	st, err := fs.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.ByStatus[store.StatusDelivered])
 }

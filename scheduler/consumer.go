@@ -21,14 +21,40 @@ func (s *Scheduler) consume(ctx context.Context, msgs ...*primitive.MessageExt) 
 		return consumer.ConsumeRetryLater, nil
 	}
 	for _, m := range msgs {
+		if m.ReconsumeTimes > 0 {
+			s.metrics.reconsumed.Inc()
+			s.metrics.reconsumeTimes.Observe(float64(m.ReconsumeTimes))
+		}
 		if stage, err := s.handle(ctx, m); err != nil {
 			s.metrics.retries.WithLabelValues(stage).Inc()
+			level := s.retryLevel(int(m.ReconsumeTimes))
+			if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
+				cc.DelayLevelWhenNextConsume = level
+			}
 			s.logger.Warn("message handed back to RocketMQ for a retry", "stage", stage,
-				"rd_id", messageID(m), "msg_id", m.MsgId, "reconsume", m.ReconsumeTimes, "err", err)
+				"rd_id", messageID(m), "msg_id", m.MsgId, "reconsume", m.ReconsumeTimes,
+				"retry_in", s.opts.Levels[level-1].String(), "err", err)
 			return consumer.ConsumeRetryLater, nil
 		}
 	}
 	return consumer.ConsumeSuccess, nil
+}
+
+// retryLevel is the delay level of the next delivery of a message handed back for the
+// reconsume-th time: the largest level not above RetryDelay·2^reconsume capped at
+// RetryMaxDelay, and at least the first level. Reconsumption is unbounded (the consumer's
+// maximum reconsume times is the largest the protocol carries), so an outage of any
+// length sends nothing to the dead-letter queue, and once it ends a message waits at
+// most about RetryMaxDelay.
+func (s *Scheduler) retryLevel(reconsume int) int {
+	want := s.retryDelay(reconsume)
+	level := 1
+	for i, l := range s.opts.Levels {
+		if l <= want {
+			level = i + 1
+		}
+	}
+	return level
 }
 
 // handle routes one message; a non-nil error means "retry later", stage says where it

@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
@@ -30,11 +32,17 @@ func (s *Scheduler) loadDueSoon(ctx context.Context) error {
 	return nil
 }
 
+// claimToken returns a token no other claim of any replica uses: only the claim that
+// holds an entry can extend, give back, confirm or mark it.
+func (s *Scheduler) claimToken() string {
+	return s.opts.InstanceName + "/" + strconv.FormatUint(s.claims.Add(1), 36)
+}
+
 // fireLoop claims the keys the wheel fires and queues the won entries for hand-off.
 func (s *Scheduler) fireLoop(ctx context.Context) {
 	defer s.loops.Done()
 	for batch := range s.wheel.C() {
-		entries, err := s.store.Claim(ctx, batch)
+		entries, err := s.store.Claim(ctx, batch, s.claimToken())
 		if err != nil {
 			// The entries stay in Redis; the sweeper claims them once overdue.
 			s.logger.Warn("claim of fired keys failed; the sweeper will retry", "keys", len(batch), "err", err)
@@ -55,7 +63,9 @@ func (s *Scheduler) enqueue(ctx context.Context, entries []store.Entry) {
 		select {
 		case s.work <- e:
 		case <-ctx.Done():
-			s.giveBack(context.WithoutCancel(ctx), entries[i:], s.now())
+			for _, e := range entries[i:] {
+				s.giveBack(context.WithoutCancel(ctx), e, s.now())
+			}
 			return
 		}
 	}
@@ -65,7 +75,7 @@ func (s *Scheduler) handoffWorker(ctx context.Context) {
 	defer s.workers.Done()
 	for e := range s.work {
 		if ctx.Err() != nil && s.stopping() {
-			s.giveBack(context.WithoutCancel(ctx), []store.Entry{e}, s.now())
+			s.giveBack(context.WithoutCancel(ctx), e, s.now())
 			continue
 		}
 		s.deliver(s.handoffCtx, e)
@@ -78,36 +88,85 @@ func (s *Scheduler) stopping() bool {
 	return s.stopped
 }
 
+// deliver hands one claimed entry to the Delivery and ends its claim: released when the
+// Delivery is done with it, given back (to be tried again after a backoff) when not,
+// dropped when the claim was lost on the way (another replica has the entry).
 func (s *Scheduler) deliver(ctx context.Context, e store.Entry) {
-	a := delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Hops: e.Hops}
-	start := s.now()
-	if err := s.delivery.Deliver(ctx, a); err != nil {
-		s.metrics.handoffs.WithLabelValues("error").Inc()
-		retryAt := s.now().Add(s.opts.RetryDelay)
-		s.logger.Warn("hand-off failed; will retry", "rd_id", e.ID, "retry_at", retryAt.UTC().Format(time.RFC3339Nano), "err", err)
-		s.giveBack(context.WithoutCancel(ctx), []store.Entry{e}, retryAt)
+	if early := e.DueAt.Sub(s.now()); early > 0 {
+		// Not due yet by this replica's own clock: the sweeper judged by Redis's clock, or
+		// the wall clock was stepped since the key went into the wheel. Never early.
+		s.metrics.handoffs.WithLabelValues("not_due").Inc()
+		s.logger.Debug("claimed alert not due yet by this replica's clock; given back until it is",
+			"rd_id", e.ID, "early", early.String())
+		s.giveBack(context.WithoutCancel(ctx), e, e.DueAt)
 		return
 	}
-	s.metrics.handoffs.WithLabelValues("ok").Inc()
-	s.metrics.lateness.Observe(max(start.Sub(e.DueAt), 0).Seconds())
-	err := s.store.Release(context.WithoutCancel(ctx), e.ID)
+	a := delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Hops: e.Hops,
+		Claim: e.Claim(), Failure: e.Failure}
+	start := s.now()
+	outcome, err := s.delivery.Deliver(ctx, a)
+	switch {
+	case errors.Is(err, store.ErrNotHeld):
+		s.metrics.handoffs.WithLabelValues("claim_lost").Inc()
+		s.unhold(e.ID)
+		s.logger.Warn("claim lost during the hand-off (this replica was paused or cut off from Redis "+
+			"longer than the lease); the replica that holds it now delivers it", "rd_id", e.ID)
+		return
+	case err != nil:
+		s.metrics.handoffs.WithLabelValues("error").Inc()
+		retryAt := s.now().Add(s.retryDelay(e.Tries))
+		s.logger.Warn("hand-off failed; will retry", "rd_id", e.ID, "tries", e.Tries+1,
+			"retry_at", retryAt.UTC().Format(time.RFC3339Nano), "err", err)
+		s.giveBack(context.WithoutCancel(ctx), e, retryAt)
+		return
+	}
+	s.metrics.handoffs.WithLabelValues(outcomeLabel(outcome)).Inc()
+	if outcome == store.Delivered {
+		s.metrics.lateness.Observe(max(start.Sub(e.DueAt), 0).Seconds())
+	}
+	lost, err := s.store.Release(context.WithoutCancel(ctx), outcome, e.Claim())
 	s.unhold(e.ID)
-	if err != nil {
-		// The lease will expire and the alert be handed off again: at least once.
+	switch {
+	case err != nil:
+		// The lease will expire and the entry be claimed again; the done marker or the noted
+		// failure decides then (see delivery): at least once, deduplicated where possible.
 		s.logger.Error("release after hand-off failed; the alert may be handed off again", "rd_id", e.ID, "err", err)
+	case lost > 0:
+		s.logger.Warn("released an alert whose claim had run out; it is done, and the replica that took it over will not send it",
+			"rd_id", e.ID)
 	}
 }
 
-func (s *Scheduler) giveBack(ctx context.Context, entries []store.Entry, retryAt time.Time) {
-	for _, e := range entries {
-		err := s.store.GiveBack(ctx, e.ID, retryAt)
-		s.unhold(e.ID)
-		if err != nil {
-			s.logger.Warn("give-back failed; the lease will expire and the sweeper retry", "rd_id", e.ID, "err", err)
-			continue
+func outcomeLabel(o store.Outcome) string {
+	if o == store.Recorded {
+		return "recorded"
+	}
+	return "ok"
+}
+
+// retryDelay is the wait before the next hand-off of an entry given back tries times:
+// RetryDelay doubled per try, at most RetryMaxDelay.
+func (s *Scheduler) retryDelay(tries int) time.Duration {
+	d := s.opts.RetryDelay
+	for range min(tries, 30) {
+		if d >= s.opts.RetryMaxDelay {
+			break
 		}
-		if !s.stopping() {
-			_ = s.wheel.Add(e.ID, retryAt)
-		}
+		d *= 2
+	}
+	return min(d, s.opts.RetryMaxDelay)
+}
+
+// giveBack returns a claimed entry to the due index for retryAt, if this claim still
+// holds it, and puts it back in the wheel.
+func (s *Scheduler) giveBack(ctx context.Context, e store.Entry, retryAt time.Time) {
+	ok, err := s.store.GiveBack(ctx, e.Claim(), retryAt)
+	s.unhold(e.ID)
+	if err != nil {
+		s.logger.Warn("give-back failed; the lease will expire and the sweeper retry", "rd_id", e.ID, "err", err)
+		return
+	}
+	if ok && !s.stopping() {
+		_ = s.wheel.Add(e.ID, retryAt)
 	}
 }

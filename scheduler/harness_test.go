@@ -140,7 +140,7 @@ func (r *recorder) Reject(_ context.Context, rej delivery.Rejected) error {
 	return nil
 }
 
-func (r *recorder) Deliver(_ context.Context, a delivery.Alert) error {
+func (r *recorder) Deliver(_ context.Context, a delivery.Alert) (store.Outcome, error) {
 	now := time.Now()
 	r.mu.Lock()
 	r.at[a.ID] = append(r.at[a.ID], now)
@@ -150,7 +150,7 @@ func (r *recorder) Deliver(_ context.Context, a delivery.Alert) error {
 	case r.notify <- struct{}{}:
 	default:
 	}
-	return nil
+	return store.Delivered, nil
 }
 
 func (r *recorder) count(id string) int {

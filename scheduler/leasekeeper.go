@@ -13,7 +13,7 @@ func (s *Scheduler) hold(entries []store.Entry) {
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
 	for _, e := range entries {
-		s.held[e.ID] = struct{}{}
+		s.held[e.ID] = e.Token
 	}
 }
 
@@ -24,9 +24,11 @@ func (s *Scheduler) unhold(id string) {
 }
 
 // leaseKeeper extends the leases of every entry this replica holds, three times per
-// lease, so that claimed alerts waiting in a backlog stay this replica's.
+// lease, so that claimed alerts waiting in a backlog stay this replica's. A claim the
+// store no longer renews (another replica took it over after this one was cut off or
+// paused past the lease) is forgotten: its hand-off, if it still runs, fails its confirm.
 func (s *Scheduler) leaseKeeper(ctx context.Context) {
-	defer s.loops.Done()
+	defer close(s.keeperDone)
 	t := time.NewTicker(s.store.Lease() / 3)
 	defer t.Stop()
 	for {
@@ -36,16 +38,28 @@ func (s *Scheduler) leaseKeeper(ctx context.Context) {
 		case <-t.C:
 		}
 		s.heldMu.Lock()
-		ids := make([]string, 0, len(s.held))
-		for id := range s.held {
-			ids = append(ids, id)
+		claims := make([]store.Claim, 0, len(s.held))
+		for id, token := range s.held {
+			claims = append(claims, store.Claim{ID: id, Token: token})
 		}
 		s.heldMu.Unlock()
-		for len(ids) > 0 {
-			chunk := ids[:min(len(ids), 1000)]
-			ids = ids[len(chunk):]
-			if _, err := s.store.ExtendLease(ctx, chunk); err != nil && ctx.Err() == nil {
-				s.logger.Warn("extending leases failed; another replica may claim these alerts again", "count", len(chunk), "err", err)
+		for len(claims) > 0 {
+			chunk := claims[:min(len(claims), 1000)]
+			claims = claims[len(chunk):]
+			lost, err := s.store.ExtendLease(ctx, chunk)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.logger.Warn("extending leases failed; another replica may claim these alerts again", "count", len(chunk), "err", err)
+				}
+				continue
+			}
+			if len(lost) > 0 {
+				s.metrics.claimsLost.Add(float64(len(lost)))
+				s.logger.Warn("claims taken over by another replica (this one was paused or cut off past the lease)",
+					"count", len(lost))
+				for _, id := range lost {
+					s.unhold(id)
+				}
 			}
 		}
 	}

@@ -9,18 +9,22 @@ import (
 
 // Metrics are the scheduler's Prometheus metrics.
 type Metrics struct {
-	received     prometheus.Counter
-	hops         *prometheus.CounterVec
-	stored       *prometheus.CounterVec
-	claims       *prometheus.CounterVec
-	recovered    prometheus.Counter
-	handoffs     *prometheus.CounterVec
-	lateness     prometheus.Histogram
-	rejected     *prometheus.CounterVec
-	cancelled    prometheus.Counter
-	retries      *prometheus.CounterVec
-	wheelEntries prometheus.GaugeFunc
-	wheelLen     atomic.Value // func() int, set when the scheduler starts
+	received       prometheus.Counter
+	hops           *prometheus.CounterVec
+	stored         *prometheus.CounterVec
+	claims         *prometheus.CounterVec
+	recovered      prometheus.Counter
+	handoffs       *prometheus.CounterVec
+	lateness       prometheus.Histogram
+	rejected       *prometheus.CounterVec
+	cancelled      prometheus.Counter
+	retries        *prometheus.CounterVec
+	reconsumed     prometheus.Counter
+	reconsumeTimes prometheus.Histogram
+	claimsLost     prometheus.Counter
+	dlq            prometheus.Gauge
+	wheelEntries   prometheus.GaugeFunc
+	wheelLen       atomic.Value // func() int, set when the scheduler starts
 }
 
 // NewMetrics registers the scheduler's metrics with reg.
@@ -48,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_handoffs_total",
-			Help: "Due alerts handed to the sender, by result (ok, error).",
+			Help: "Due alerts handed off, by result: ok (delivered), recorded (failure recorded in failed_sends), error (given back for a retry), claim_lost (another replica holds it now), not_due (claimed before its due time by this replica's clock; given back).",
 		}, []string{"result"}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rocketdelay_handoff_lateness_seconds",
@@ -68,6 +72,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Messages handed back to RocketMQ for a later retry because their next home was not durable, by stage.",
 		}, []string{"stage"}),
 	}
+	m.reconsumed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_reconsumed_messages_total",
+		Help: "Messages RocketMQ delivered again after the consumer handed them back (their next home was not durable).",
+	})
+	m.reconsumeTimes = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "rocketdelay_message_reconsume_times",
+		Help:    "How many times a redelivered message had been handed back before; past 16 RocketMQ's default would have dead-lettered it.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 1024},
+	})
+	m.claimsLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_claims_lost_total",
+		Help: "Claims this replica held that another replica took over after their lease ran out (this replica was paused or cut off from Redis).",
+	})
+	m.dlq = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rocketdelay_dlq_messages",
+		Help: "Messages in the consumer group's dead-letter queue (%DLQ%<group>) as of the last check; -1 when the check failed. rocketdelay never dead-letters; any message here came from elsewhere or from an older version and is not delivered.",
+	})
+	m.dlq.Set(-1)
 	m.wheelEntries = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rocketdelay_wheel_entries",
 		Help: "Keys in this replica's in-process timing wheel.",
@@ -78,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return 0
 	})
 	reg.MustRegister(m.received, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
-		m.rejected, m.cancelled, m.retries, m.wheelEntries)
+		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries)
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(string(r))
 	}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
@@ -26,11 +28,11 @@ import (
 // *store.WheelStage implements it.
 type WheelStage interface {
 	Put(ctx context.Context, e store.Entry) (store.PutResult, error)
-	Claim(ctx context.Context, ids []string) ([]store.Entry, error)
-	ClaimOverdue(ctx context.Context, grace time.Duration, limit int) ([]store.Entry, error)
-	Release(ctx context.Context, ids ...string) error
-	GiveBack(ctx context.Context, id string, retryAt time.Time) error
-	ExtendLease(ctx context.Context, ids []string) (int, error)
+	Claim(ctx context.Context, ids []string, token string) ([]store.Entry, error)
+	ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) ([]store.Entry, error)
+	Release(ctx context.Context, outcome store.Outcome, claims ...store.Claim) (int, error)
+	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time) (bool, error)
+	ExtendLease(ctx context.Context, claims []store.Claim) ([]string, error)
 	DueWithin(ctx context.Context, window time.Duration, limit int) ([]store.Due, error)
 	// Lease is how long a claim lasts; the scheduler extends the leases of the entries
 	// it holds three times per lease.
@@ -39,10 +41,12 @@ type WheelStage interface {
 
 // Delivery receives what the scheduler lets go of; *delivery.Deliverer implements it.
 type Delivery interface {
-	// Deliver takes a due alert. nil means the alert needs nothing more (delivered, or
-	// durably recorded as failed) and is released from the wheel stage; an error gives
-	// it back for a later attempt. Deliver must honour ctx.
-	Deliver(ctx context.Context, a delivery.Alert) error
+	// Deliver takes a due alert. A nil error means the alert needs nothing more
+	// (delivered, or durably recorded as failed: the outcome) and is released from the
+	// wheel stage; an error wrapping store.ErrNotHeld means the claim was lost on the way
+	// and the alert is dropped here; any other error gives it back for a later attempt.
+	// Deliver must honour ctx.
+	Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, error)
 	// Reject records an input that can never be delivered. nil means it is recorded and
 	// the message is acknowledged; an error hands the message back to RocketMQ.
 	Reject(ctx context.Context, r delivery.Rejected) error
@@ -92,9 +96,13 @@ type Options struct {
 	SweepInterval time.Duration
 	// ClaimBatch bounds the entries one sweep claims. Default DefaultClaimBatch.
 	ClaimBatch int
-	// RetryDelay is how long a hand-off that failed waits before it is tried again.
-	// Default DefaultRetryDelay.
+	// RetryDelay is how long a hand-off that failed waits before it is tried again; it
+	// doubles with every failed try of the same alert. Default DefaultRetryDelay.
 	RetryDelay time.Duration
+	// RetryMaxDelay caps the wait between two tries of an alert whose hand-off keeps
+	// failing, and between two deliveries by RocketMQ of a message the consumer hands
+	// back (Redis or Postgres down). Default config scheduler.retryMaxDelay.
+	RetryMaxDelay time.Duration
 	// HandoffWorkers is how many alerts are handed off at once. The DingTalk sender merges
 	// only alerts that wait for a robot at the same time, so under backlog one merged
 	// message carries at most this many alerts per replica: keep it above
@@ -115,6 +123,8 @@ func (o Options) withDefaults() Options {
 	config.Default(&o.Grace, config.DefaultGrace)
 	config.Default(&o.SweepInterval, DefaultSweepInterval)
 	config.Default(&o.RetryDelay, DefaultRetryDelay)
+	config.Default(&o.RetryMaxDelay, config.DefaultRetryMaxDelay)
+	o.RetryMaxDelay = max(o.RetryMaxDelay, o.RetryDelay)
 	config.Default(&o.ClaimBatch, DefaultClaimBatch)
 	config.Default(&o.HandoffWorkers, DefaultHandoffWorkers)
 	config.Default(&o.ConsumeGoroutines, DefaultConsumeGoroutines)
@@ -137,7 +147,9 @@ func OptionsFromConfig(c config.Config) Options {
 		Threshold:   c.Scheduler.Threshold,
 		Horizon:     c.Scheduler.Horizon,
 		Grace:       c.Scheduler.Grace,
-		KnownTarget: func(name string) bool { _, ok := c.Targets[name]; return ok },
+
+		RetryMaxDelay: c.Scheduler.RetryMaxDelay,
+		KnownTarget:   func(name string) bool { _, ok := c.Targets[name]; return ok },
 	}
 }
 
@@ -162,13 +174,18 @@ type Scheduler struct {
 	producer rocketmq.Producer
 	consumer rocketmq.PushConsumer
 	work     chan store.Entry
-	cancel   context.CancelFunc // stops the fire loop, the sweeper and the lease keeper
+	cancel   context.CancelFunc // stops the fire loop and the sweeper
+	// stopKeeper stops the lease keeper, which Stop ends last, once the hand-off workers
+	// have finished: a send waiting for a robot keeps its claim to the end.
+	stopKeeper context.CancelFunc
+	keeperDone chan struct{}
+	claims     atomic.Uint64 // claim tokens issued
 	// handoffCtx is given to the Handoff; Stop cancels it when its deadline passes.
 	handoffCtx    context.Context
 	handoffCancel context.CancelFunc
 	heldMu        sync.Mutex
-	held          map[string]struct{} // claimed entries not yet released or given back
-	loops         sync.WaitGroup      // fire loop and sweeper
+	held          map[string]string // claimed entries not yet released or given back: id → claim token
+	loops         sync.WaitGroup    // fire loop and sweeper
 	workers       sync.WaitGroup
 	running       chan struct{} // closed once the consumer runs
 }
@@ -219,11 +236,13 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	s.handoffCtx, s.handoffCancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.held = make(map[string]struct{})
-	s.loops.Add(3)
+	s.held = make(map[string]string)
+	s.loops.Add(2)
 	go s.fireLoop(loopCtx)
 	go s.sweepLoop(loopCtx)
-	go s.leaseKeeper(loopCtx)
+	keeperCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopKeeper, s.keeperDone = stopKeeper, make(chan struct{})
+	go s.leaseKeeper(keeperCtx)
 	for range s.opts.HandoffWorkers {
 		s.workers.Add(1)
 		go s.handoffWorker(loopCtx)
@@ -264,6 +283,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithConsumeGoroutineNums(s.opts.ConsumeGoroutines),
 		consumer.WithConsumeMessageBatchMaxSize(1),
+		// Never to the dead-letter queue: a message handed back while Redis or Postgres is
+		// down comes back until they are up (see retryLevel).
+		consumer.WithMaxReconsumeTimes(math.MaxInt32),
 	)
 	if err != nil {
 		return fmt.Errorf("scheduler: consumer: %w", err)
@@ -294,7 +316,8 @@ func (s *Scheduler) Running() bool {
 
 // Stop shuts down in order: stop consuming and wait for the running handlers, stop the
 // wheel (its keys stay in Redis), let the hand-off workers finish what they hold and give
-// back what is still queued, then close the producer. ctx bounds the wait; past it,
+// back what is still queued while the lease keeper keeps their claims alive, stop the
+// lease keeper, then close the producer. ctx bounds the wait; past it,
 // claimed entries are left to their leases and the other replicas' sweepers. A second
 // call is a no-op.
 func (s *Scheduler) Stop(ctx context.Context) error {
@@ -329,7 +352,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	}
 
 	pending := s.wheel.Stop() // closes wheel.C, which ends the fire loop
-	s.cancel()                // ends the sweeper and the lease keeper
+	s.cancel()                // ends the sweeper
 	done := make(chan struct{})
 	go func() {
 		s.loops.Wait()
@@ -350,6 +373,8 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		}
 	}
 	s.handoffCancel()
+	s.stopKeeper() // last: the workers held their claims to the end
+	<-s.keeperDone
 	if s.producer != nil {
 		_ = s.producer.Shutdown()
 	}

@@ -213,7 +213,7 @@ type slowHandoff struct {
 	delay time.Duration
 }
 
-func (s slowHandoff) Deliver(ctx context.Context, a delivery.Alert) error {
+func (s slowHandoff) Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, error) {
 	time.Sleep(s.delay)
 	return s.recorder.Deliver(ctx, a)
 }

@@ -18,7 +18,7 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		for {
-			entries, err := s.store.ClaimOverdue(ctx, s.opts.Grace, s.opts.ClaimBatch)
+			entries, err := s.store.ClaimOverdue(ctx, s.opts.Grace, s.opts.ClaimBatch, s.claimToken())
 			if err != nil {
 				if ctx.Err() == nil {
 					s.logger.Warn("sweep failed", "err", err)

@@ -19,7 +19,7 @@ const (
 	// page that is not JSON from the gateway). The robot cools down; the message moves to
 	// another robot at once and the attempt does not count.
 	ClassThrottled Class = "throttled"
-	// ClassTransient: a passing fault (-1 system busy, HTTP 429, 5xx, network errors,
+	// ClassTransient: a passing fault (-1 system busy, HTTP 407, 408, 429, 5xx, network errors,
 	// timeouts, and any errcode this package does not know). Retried with exponential
 	// backoff and full jitter, honouring Retry-After, a bounded number of times.
 	ClassTransient Class = "transient"
@@ -111,6 +111,11 @@ func Classify(status int, header http.Header, body []byte, err error, now time.T
 	switch {
 	case status == http.StatusTooManyRequests:
 		o.Class, o.Reason = ClassTransient, "HTTP 429 too many requests"
+		return o
+	case status == http.StatusRequestTimeout, status == http.StatusProxyAuthRequired:
+		// A timeout, or a proxy on the way that wants credentials: the message itself is
+		// fine, so it is tried again rather than refused for good.
+		o.Class, o.Reason = ClassTransient, fmt.Sprintf("HTTP %d %s", status, http.StatusText(status))
 		return o
 	case status >= 500:
 		o.Class, o.Reason = ClassTransient, fmt.Sprintf("HTTP %d from DingTalk", status)

@@ -38,6 +38,8 @@ func TestClassify(t *testing.T) {
 		{name: "-1 busy", status: 200, body: jsonBody(-1), class: ClassTransient, errcode: -1},
 		{name: "429", status: 429, header: http.Header{"Retry-After": {"7"}}, class: ClassTransient, retry: 7 * time.Second},
 		{name: "429 date", status: 429, header: http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}}, class: ClassTransient, retry: 90 * time.Second},
+		{name: "408 request timeout", status: 408, class: ClassTransient},
+		{name: "407 proxy wants credentials", status: 407, class: ClassTransient},
 		{name: "500", status: 500, class: ClassTransient},
 		{name: "502 html", status: 502, body: []byte("<html>"), class: ClassTransient},
 		{name: "503 retry-after", status: 503, header: http.Header{"Retry-After": {"2"}}, class: ClassTransient, retry: 2 * time.Second},

@@ -80,7 +80,8 @@ type waiter struct {
 	due      time.Time
 	seq      uint64
 	enqueued time.Time
-	solo     bool   // never merged
+	solo     bool // never merged
+	confirm  func(context.Context) error
 	section  string // its section in a merged message
 	size     int    // upper bound of the bytes it adds to a merged message's JSON body
 	taken    bool   // under the queue's lock: out of the queue, in a send
@@ -167,8 +168,8 @@ func pacing(pool Pool, robots []store.PoolRobot) time.Duration {
 }
 
 // sendQueued sends m through t's queue and returns its result; solo alerts are never
-// merged.
-func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.Time, solo bool) error {
+// merged. confirm, when not nil, is asked right before every request that would carry m.
+func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.Time, solo bool, confirm func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return &Failure{Class: ClassTransient, Reason: "gave up: " + err.Error(), Target: t.name, Err: err}
 	}
@@ -176,7 +177,7 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 	if due.IsZero() {
 		due = now
 	}
-	w := &waiter{ctx: ctx, m: m, due: due, enqueued: now, solo: solo, done: make(chan error, 1)}
+	w := &waiter{ctx: ctx, m: m, due: due, enqueued: now, solo: solo, confirm: confirm, done: make(chan error, 1)}
 	if !solo {
 		w.section, w.size = section(m)
 	}
@@ -199,17 +200,18 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 	case <-ctx.Done():
 	}
 	q.mu.Lock()
-	if !w.taken {
+	taken := w.taken
+	if !taken {
 		q.remove(w)
 	}
 	q.mu.Unlock()
 	q.signal()
-	select {
-	case err := <-w.done: // the send ended as ctx did
-		return err
-	default:
+	if taken {
+		// The alert rides in a send that has begun. That send goes on for the other alerts
+		// it carries (it ends early only when all of them gave up), so its result is this
+		// alert's too: reporting "not sent" while it may be delivered would send it twice.
+		return <-w.done
 	}
-	// A send in flight goes on for the other alerts it carries; this one may arrive.
 	return &Failure{Class: ClassTransient, Reason: "gave up: " + ctx.Err().Error(), Target: t.name, Err: ctx.Err()}
 }
 
@@ -354,7 +356,9 @@ func roomAfter(pick store.Pick, robots []store.PoolRobot) int {
 }
 
 // sendBatch sends batch through the picked robot, whose in-flight slot it releases, and
-// gives every alert of it the result.
+// gives every alert of it the result. Right before every request it asks each alert's
+// confirm; an alert refused there leaves the batch with that error, and the message is
+// made of the alerts that are left.
 func (s *Sender) sendBatch(t *target, pick store.Pick, batch []*waiter) {
 	now := s.now()
 	for _, w := range batch {
@@ -362,30 +366,50 @@ func (s *Sender) sendBatch(t *target, pick store.Pick, batch []*waiter) {
 	}
 	ctx, stop := batchContext(batch)
 	defer stop()
-	m := batch[0].m
-	if len(batch) > 1 {
-		m = mergeMessage(batch)
+	live := batch
+	msg := func(ctx context.Context) (Message, error) {
+		kept := make([]*waiter, 0, len(live))
+		for _, w := range live {
+			if w.confirm != nil {
+				if err := w.confirm(ctx); err != nil {
+					w.done <- &Failure{Class: ClassTransient, Reason: "not sent: " + err.Error(), Target: t.name, Err: err}
+					continue
+				}
+			}
+			kept = append(kept, w)
+		}
+		live = kept
+		switch len(live) {
+		case 0:
+			return Message{}, errNothingToSend
+		case 1:
+			return live[0].m, nil
+		}
+		return mergeMessage(live), nil
 	}
-	err := s.sendPicked(ctx, t, m, &pick)
-	if len(batch) > 1 {
+	err := s.sendPicked(ctx, t, msg, &pick)
+	if len(live) > 1 {
 		var f *Failure
 		switch {
 		case err == nil:
 			s.metrics.merged.WithLabelValues(t.name).Inc()
-			s.metrics.coalesced.WithLabelValues(t.name).Add(float64(len(batch)))
+			s.metrics.coalesced.WithLabelValues(t.name).Add(float64(len(live)))
 		case errors.As(err, &f) && f.Class == ClassPermanent:
 			s.logger.Warn("DingTalk refused a merged message; sending its alerts alone", "target", t.name,
-				"alerts", len(batch), "robot", f.Robot, "http_status", f.HTTPStatus, "errcode", f.Errcode, "reason", f.Reason)
-			s.requeueAlone(t, batch)
+				"alerts", len(live), "robot", f.Robot, "http_status", f.HTTPStatus, "errcode", f.Errcode, "reason", f.Reason)
+			s.requeueAlone(t, live)
 			return
 		case errors.As(err, &f):
-			f.Part, f.Parts, f.Merged = 1, 1, len(batch)
+			f.Part, f.Parts, f.Merged = 1, 1, len(live)
 		}
 	}
-	for _, w := range batch {
+	for _, w := range live {
 		w.done <- err
 	}
 }
+
+// errNothingToSend ends a batch whose every alert was refused by its confirm.
+var errNothingToSend = errors.New("every alert of the message was withdrawn")
 
 // requeueAlone puts the alerts of a refused merged message back in t's queue, to go
 // alone, in their places.

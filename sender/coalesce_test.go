@@ -75,7 +75,7 @@ func TestCoalescedBurstAcrossFourSenders(t *testing.T) {
 					return
 				}
 				due := base.Add(time.Duration(i) * time.Millisecond)
-				if err := senders[g%4].SendAlert(ctx, "ops", fmt.Appendf(nil, "alert-%04d", i), due); err != nil {
+				if err := senders[g%4].SendAlert(ctx, sender.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i), Due: due}); err != nil {
 					errs <- err
 				}
 			}

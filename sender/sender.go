@@ -19,6 +19,7 @@ import (
 type Pool interface {
 	Pick(ctx context.Context, target string, robots []store.PoolRobot) (store.Pick, error)
 	Touch(ctx context.Context, target string, pick store.Pick) (bool, error)
+	Return(ctx context.Context, target string, pick store.Pick) (bool, error)
 	Cool(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
 	Disable(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
 }
@@ -300,32 +301,49 @@ func (s *Sender) newBreaker(target, robot string) *gobreaker.CircuitBreaker[Outc
 // affected.
 func (s *Sender) Close() { s.client.Close() }
 
-// SendBody parses body as producers publish alerts (see ParseBody) and sends it; an
-// invalid body is a *Failure of ClassPermanent wrapping ErrInvalidBody. It is SendAlert
-// without a due time.
-func (s *Sender) SendBody(ctx context.Context, target string, body []byte) error {
-	return s.SendAlert(ctx, target, body, time.Time{})
+// Alert is one alert for SendAlert.
+type Alert struct {
+	// Target names the robot group.
+	Target string
+	// Body is the alert as producers publish it (see ParseBody).
+	Body []byte
+	// Due is when the alert was due; merged messages order their sections by it. Zero
+	// stands for the moment of the call.
+	Due time.Time
+	// FromPart, when above 1, skips the parts of a split alert before it: an earlier send
+	// delivered them (Failure.Part says which part failed).
+	FromPart int
+	// Confirm, when set, is called right before every request that would carry the alert.
+	// An error keeps the alert out of that request and ends its send with a Failure
+	// (ClassTransient) wrapping the error; no robot slot is spent on it.
+	Confirm func(ctx context.Context) error
 }
 
-// SendAlert is SendBody for an alert that was due at due: when alerts of target are
-// merged (see Options.Coalesce), their sections follow their due times. A zero due
-// stands for the moment of the call.
-func (s *Sender) SendAlert(ctx context.Context, target string, body []byte, due time.Time) error {
-	m, err := ParseBody(body)
+// SendBody parses body as producers publish alerts (see ParseBody) and sends it; an
+// invalid body is a *Failure of ClassPermanent wrapping ErrInvalidBody.
+func (s *Sender) SendBody(ctx context.Context, target string, body []byte) error {
+	return s.SendAlert(ctx, Alert{Target: target, Body: body})
+}
+
+// SendAlert parses a.Body as producers publish alerts (see ParseBody) and sends it like
+// SendMessage, honouring a.FromPart and a.Confirm.
+func (s *Sender) SendAlert(ctx context.Context, a Alert) error {
+	m, err := ParseBody(a.Body)
 	if err != nil {
-		f := &Failure{Class: ClassPermanent, Target: target, Reason: err.Error(), Err: err}
-		s.metrics.failures.WithLabelValues(target, string(f.Class)).Inc()
+		f := &Failure{Class: ClassPermanent, Target: a.Target, Reason: err.Error(), Err: err}
+		s.metrics.failures.WithLabelValues(a.Target, string(f.Class)).Inc()
 		return f
 	}
-	return s.SendMessage(ctx, target, m, due)
+	return s.send(ctx, a.Target, m, a.Due, a.FromPart, a.Confirm)
 }
 
 // Send delivers m to target. A text or markdown message over MaxBodyBytes goes as
 // numbered parts, in order; any other type over the limit is refused. It returns nil
 // once DingTalk accepted every part, or a *Failure: find it with errors.As and look at
 // its Class. A Failure of a later part means the earlier parts were delivered; a retry
-// sends them again. When ctx ends, Send returns a transient Failure wrapping ctx.Err().
-// It is SendMessage without a due time.
+// sends them again unless it starts from the failed part (Alert.FromPart). When ctx
+// ends, Send returns a transient Failure wrapping ctx.Err(). It is SendMessage without a
+// due time.
 func (s *Sender) Send(ctx context.Context, target string, m Message) error {
 	return s.SendMessage(ctx, target, m, time.Time{})
 }
@@ -336,6 +354,10 @@ func (s *Sender) Send(ctx context.Context, target string, m Message) error {
 // order (see coalesce.go); it then counts as delivered when the merged message is, and
 // a failure of the merged message is every one of its alerts' failure.
 func (s *Sender) SendMessage(ctx context.Context, target string, m Message, due time.Time) error {
+	return s.send(ctx, target, m, due, 1, nil)
+}
+
+func (s *Sender) send(ctx context.Context, target string, m Message, due time.Time, fromPart int, confirm func(context.Context) error) error {
 	t, ok := s.targets[target]
 	if !ok {
 		f := &Failure{Class: ClassPermanent, Target: target, Reason: fmt.Sprintf("target %q is not configured", target)}
@@ -352,11 +374,14 @@ func (s *Sender) SendMessage(ctx context.Context, target string, m Message, due 
 		return err
 	}
 	for i, p := range parts {
+		if i+1 < fromPart {
+			continue // delivered by an earlier send
+		}
 		var err error
 		if s.opts.Coalesce == config.CoalesceOff {
-			err = s.sendOne(ctx, t, p)
+			err = s.sendPicked(ctx, t, single(p, confirm), nil)
 		} else {
-			err = s.sendQueued(ctx, t, p, due, len(parts) > 1 || !mergeable(p))
+			err = s.sendQueued(ctx, t, p, due, len(parts) > 1 || !mergeable(p), confirm)
 		}
 		if err != nil {
 			var f *Failure
@@ -373,14 +398,23 @@ func (s *Sender) SendMessage(ctx context.Context, target string, m Message, due 
 	return nil
 }
 
-// sendOne delivers one part; the error is always a *Failure.
-func (s *Sender) sendOne(ctx context.Context, t *target, m Message) error {
-	return s.sendPicked(ctx, t, m, nil)
+// single is the message source of one alert sent alone: m, once confirm (if any) allows.
+func single(m Message, confirm func(context.Context) error) func(context.Context) (Message, error) {
+	return func(ctx context.Context) (Message, error) {
+		if confirm != nil {
+			if err := confirm(ctx); err != nil {
+				return Message{}, err
+			}
+		}
+		return m, nil
+	}
 }
 
-// sendPicked is sendOne whose first robot, when first is not nil, is already picked and
-// holds an in-flight slot (the queue's drainer picked it).
-func (s *Sender) sendPicked(ctx context.Context, t *target, m Message, first *store.Pick) error {
+// sendPicked delivers the message msg returns, which it asks for right before every
+// request (an error there ends the send without a request); the error is always a
+// *Failure. When first is not nil, the first robot is already picked and holds an
+// in-flight slot (the queue's drainer picked it).
+func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Context) (Message, error), first *store.Pick) error {
 	observeWait := first == nil // the queue observes the wait of queued alerts
 	var (
 		attempts, throttles int
@@ -444,6 +478,15 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, m Message, first *st
 		}
 		robot := t.robots[pick.Robot]
 		lastRobot = robot.Name
+		m, err := msg(ctx)
+		if err != nil {
+			s.release()
+			s.giveSlotBack(ctx, t, pick)
+			if ctx.Err() != nil {
+				return fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+			}
+			return fail(ClassTransient, "not sent: "+err.Error(), err)
+		}
 		o, berr := s.post(ctx, t, robot, m)
 		s.release()
 		if berr == nil || errors.Is(berr, errTransientAnswer) {
@@ -454,6 +497,7 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, m Message, first *st
 			}
 		}
 		if errors.Is(berr, gobreaker.ErrOpenState) || errors.Is(berr, gobreaker.ErrTooManyRequests) {
+			s.giveSlotBack(ctx, t, pick) // no request was made: the slot is not spent
 			s.metrics.requests.WithLabelValues(t.name, robot.Name, "circuit_open").Inc()
 			continue // the breaker opened since closedCircuits; the next pick skips the robot
 		}
@@ -509,6 +553,14 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, m Message, first *st
 		if err := sleep(ctx, d); err != nil {
 			return fail(ClassTransient, "gave up: "+err.Error(), err)
 		}
+	}
+}
+
+// giveSlotBack frees the window slot of a pick that made no request.
+func (s *Sender) giveSlotBack(ctx context.Context, t *target, pick store.Pick) {
+	if _, err := s.pool.Return(context.WithoutCancel(ctx), t.name, pick); err != nil {
+		s.logger.Warn("could not free the window slot of a send that was not made",
+			"target", t.name, "robot", pick.Robot, "error", err.Error())
 	}
 }
 

@@ -88,6 +88,9 @@ type FailedSend struct {
 	DiscardReason *string // why an operator discarded the row
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	// PartsSent counts the leading parts of a split alert that DingTalk accepted; a retry
+	// sends from the next one.
+	PartsSent int
 }
 
 // NewFailedSend is what Record stores about one alert.
@@ -109,9 +112,26 @@ type NewFailedSend struct {
 	LastError  string
 	HTTPStatus *int
 	Errcode    *int
-	// NextAttemptAt is the retry job's first attempt; zero means now (Postgres' clock).
+	// NextAttemptAt is the retry job's first attempt; zero means now.
 	NextAttemptAt time.Time
+	// PartsSent counts the leading parts of a split alert already delivered.
+	PartsSent int
 }
+
+// RecordResult says what Record did.
+type RecordResult int
+
+// The results of Record.
+const (
+	// RecordInserted means a new row was written.
+	RecordInserted RecordResult = iota + 1
+	// RecordReplaced means a row of an earlier episode of the same message id (delivered,
+	// dead, rejected or discarded) was replaced by this failure.
+	RecordReplaced
+	// RecordKept means a pending row for the message id exists already (the same failure,
+	// recorded twice): it was kept as it is.
+	RecordKept
+)
 
 // FailedAttempt describes a failed attempt of the retry job: what MarkRetry and MarkDead
 // keep of it.
@@ -120,6 +140,8 @@ type FailedAttempt struct {
 	LastError  string
 	HTTPStatus *int
 	Errcode    *int
+	// PartsSent counts the leading parts of a split alert delivered so far.
+	PartsSent int
 }
 
 // Filter selects rows for List. Zero fields select everything.
@@ -194,13 +216,16 @@ var (
 	qOldestPending = query("failed_oldest_pending.sql")
 )
 
-// Record inserts one failed send or rejected input. It is idempotent on MessageID: when
-// a row for the alert exists already it changes nothing and returns false. An error
-// wrapping ErrUnavailable means Postgres could not be reached: keep the alert where it is
-// and try again.
-func (s *FailedSends) Record(ctx context.Context, in NewFailedSend) (inserted bool, err error) {
+// Record writes one failed send or rejected input, and says how (RecordResult): a new
+// row; a row of an earlier episode of the same MessageID (not pending) replaced, so a new
+// failure is never swallowed by an old row; or, when a pending row for the MessageID
+// exists already (the same failure recorded twice), that row kept as it is. Text that
+// Postgres cannot store (NUL bytes, invalid UTF-8) is made storable, so any input can be
+// recorded. An error wrapping ErrUnavailable means Postgres could not be reached: keep
+// the alert where it is and try again.
+func (s *FailedSends) Record(ctx context.Context, in NewFailedSend) (RecordResult, error) {
 	if in.MessageID == "" {
-		return false, fmt.Errorf("store: record failed send: %w: the message id is empty", ErrInvalid)
+		return 0, fmt.Errorf("store: record failed send: %w: the message id is empty", ErrInvalid)
 	}
 	status := StatusPending
 	var next *time.Time
@@ -217,26 +242,38 @@ func (s *FailedSends) Record(ctx context.Context, in NewFailedSend) (inserted bo
 		next = &t
 	}
 	if in.ErrorClass == "" {
-		return false, fmt.Errorf("store: record failed send %q: %w: the error class is empty", in.MessageID, ErrInvalid)
+		return 0, fmt.Errorf("store: record failed send %q: %w: the error class is empty", in.MessageID, ErrInvalid)
 	}
 	payload := in.Payload
 	if payload == nil {
 		payload = []byte{}
 	}
-	props := in.Properties
-	if props == nil {
-		props = map[string]string{}
+	props := make(map[string]string, len(in.Properties))
+	for k, v := range in.Properties {
+		props[storableText(k)] = storableText(v)
 	}
 	var id int64
-	err = s.pool.QueryRow(ctx, qRecord, in.MessageID, in.Target, payload, props, in.DueAt, string(status),
-		in.ErrorClass, in.LastError, in.HTTPStatus, in.Errcode, next).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // a row for this alert exists already
+	var inserted bool
+	err := s.pool.QueryRow(ctx, qRecord, storableText(in.MessageID), storableText(in.Target), payload, props,
+		in.DueAt, string(status), storableText(in.ErrorClass), storableText(in.LastError), in.HTTPStatus,
+		in.Errcode, next, max(in.PartsSent, 0)).Scan(&id, &inserted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return RecordKept, nil
+	case err != nil:
+		return 0, pgErr(ctx, "record failed send", err)
+	case inserted:
+		return RecordInserted, nil
 	}
-	if err != nil {
-		return false, pgErr(ctx, "record failed send", err)
-	}
-	return true, nil
+	return RecordReplaced, nil
+}
+
+// storableText is s as Postgres text and jsonb can hold it: invalid UTF-8 becomes U+FFFD
+// and NUL becomes U+2400 (the symbol for NUL), so a malformed input is recorded, visibly,
+// rather than refused forever.
+func storableText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\u2400")
 }
 
 // ClaimDue claims up to limit pending rows whose next attempt is due at now, oldest due
@@ -271,7 +308,7 @@ func (s *FailedSends) MarkDelivered(ctx context.Context, id int64) error {
 // far, next try at nextAt. A row that is no longer pending (an operator discarded it
 // meanwhile) is left alone.
 func (s *FailedSends) MarkRetry(ctx context.Context, id int64, attempts int, nextAt time.Time, f FailedAttempt) error {
-	if _, err := s.pool.Exec(ctx, qMarkRetry, id, attempts, nextAt, f.Class, f.LastError, f.HTTPStatus, f.Errcode); err != nil {
+	if _, err := s.pool.Exec(ctx, qMarkRetry, id, attempts, nextAt, f.Class, storableText(f.LastError), f.HTTPStatus, f.Errcode, f.PartsSent); err != nil {
 		return pgErr(ctx, fmt.Sprintf("mark failed send %d for retry", id), err)
 	}
 	return nil
@@ -280,7 +317,7 @@ func (s *FailedSends) MarkRetry(ctx context.Context, id int64, attempts int, nex
 // MarkDead records that the retry job gives up on row id after attempts attempts. A row
 // that is no longer pending is left alone.
 func (s *FailedSends) MarkDead(ctx context.Context, id int64, attempts int, f FailedAttempt) error {
-	if _, err := s.pool.Exec(ctx, qMarkDead, id, attempts, f.Class, f.LastError, f.HTTPStatus, f.Errcode); err != nil {
+	if _, err := s.pool.Exec(ctx, qMarkDead, id, attempts, f.Class, storableText(f.LastError), f.HTTPStatus, f.Errcode, f.PartsSent); err != nil {
 		return pgErr(ctx, fmt.Sprintf("mark failed send %d dead", id), err)
 	}
 	return nil
@@ -438,7 +475,7 @@ func scanFailedSend(row pgx.CollectableRow) (FailedSend, error) {
 	var status string
 	err := row.Scan(&f.ID, &f.MessageID, &f.Target, &f.Payload, &f.Properties, &f.DueAt, &status,
 		&f.ErrorClass, &f.LastError, &f.HTTPStatus, &f.Errcode, &f.Attempts, &f.NextAttemptAt,
-		&f.DiscardReason, &f.CreatedAt, &f.UpdatedAt)
+		&f.DiscardReason, &f.CreatedAt, &f.UpdatedAt, &f.PartsSent)
 	f.Status = FailedStatus(status)
 	if f.Properties == nil {
 		f.Properties = map[string]string{}

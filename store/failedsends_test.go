@@ -24,13 +24,35 @@ func record(t testing.TB, fs *store.FailedSends, in store.NewFailedSend) int64 {
 	if in.ErrorClass == "" && !in.Rejected {
 		in.ErrorClass = "transient"
 	}
-	ok, err := fs.Record(ctx, in)
+	res, err := fs.Record(ctx, in)
 	require.NoError(t, err)
-	require.True(t, ok, "%s recorded before", in.MessageID)
+	require.Equal(t, store.RecordInserted, res, "%s recorded before", in.MessageID)
 	rows, _, err := fs.List(ctx, store.Filter{Limit: 1})
 	require.NoError(t, err)
 	require.Equal(t, in.MessageID, rows[0].MessageID)
 	return rows[0].ID
+}
+
+// A new failure of an RD_ID whose row is from an earlier episode (delivered, rejected,
+// dead, discarded) replaces that row instead of vanishing.
+func TestFailedSendsRecordReplacesAnEarlierEpisode(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	old := record(t, fs, store.NewFailedSend{MessageID: "order-1", Target: "nobody", Rejected: true,
+		ErrorClass: "rejected_unknown_target", LastError: "unknown target"})
+	res, err := fs.Record(ctx, store.NewFailedSend{MessageID: "order-1", Target: "ops", Payload: []byte("again"),
+		ErrorClass: "throttled", LastError: "send too fast", NextAttemptAt: time.Now(), PartsSent: 1})
+	require.NoError(t, err)
+	require.Equal(t, store.RecordReplaced, res)
+	got, err := fs.Get(ctx, old)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, got.Status, "the new failure is pending for the retry job")
+	require.Equal(t, "ops", got.Target)
+	require.Equal(t, "throttled", got.ErrorClass)
+	require.Equal(t, []byte("again"), got.Payload)
+	require.Equal(t, 1, got.PartsSent)
+	require.NotNil(t, got.NextAttemptAt)
 }
 
 func TestFailedSendsRecordIsIdempotent(t *testing.T) {
@@ -48,14 +70,14 @@ func TestFailedSendsRecordIsIdempotent(t *testing.T) {
 		LastError:  "HTTP 503 from DingTalk",
 		HTTPStatus: ptr(503),
 	}
-	ok, err := fs.Record(ctx, in)
+	res, err := fs.Record(ctx, in)
 	require.NoError(t, err)
-	require.True(t, ok)
+	require.Equal(t, store.RecordInserted, res)
 
 	in.LastError = "something else"
-	ok, err = fs.Record(ctx, in)
+	res, err = fs.Record(ctx, in)
 	require.NoError(t, err)
-	require.False(t, ok, "a second Record of the same message id is a no-op")
+	require.Equal(t, store.RecordKept, res, "a second Record of the same pending failure is a no-op")
 
 	rows, next, err := fs.List(ctx, store.Filter{})
 	require.NoError(t, err)
@@ -74,9 +96,9 @@ func TestFailedSendsRecordIsIdempotent(t *testing.T) {
 	require.NotNil(t, got.NextAttemptAt)
 	require.Zero(t, got.Attempts)
 
-	ok, err = fs.Record(ctx, store.NewFailedSend{MessageID: "bad-1", Payload: []byte{0xff, 0xfe}, Rejected: true, LastError: "unknown target"})
+	res, err = fs.Record(ctx, store.NewFailedSend{MessageID: "bad-1", Payload: []byte{0xff, 0xfe}, Rejected: true, LastError: "unknown target"})
 	require.NoError(t, err)
-	require.True(t, ok)
+	require.Equal(t, store.RecordInserted, res)
 	rows, _, err = fs.List(ctx, store.Filter{Status: store.StatusRejected})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)

@@ -15,6 +15,9 @@ import (
 //	  {p}:due          sorted set  id → next due time, Unix ms
 //	  {p}:inflight     sorted set  id → lease expiry, Unix ms by the Redis clock
 //	  {p}:entries      hash        id → encoded Entry
+//	  {p}:owner        hash        id → token of the claim holding it (in flight only)
+//	  {p}:tries        hash        id → hand-offs given back so far
+//	  {p}:failed       hash        id → the failure of its send, once decided
 //	  {p}:done:<id>    string      delivered marker
 //	  {p}:cancel:<id>  string      cancel tombstone
 //	robot pool, tag {p:g}, one per target:
@@ -34,6 +37,9 @@ func (k keys) stage() string                 { return "{" + k.prefix + "}:" }
 func (k keys) due() string                   { return k.stage() + "due" }
 func (k keys) inflight() string              { return k.stage() + "inflight" }
 func (k keys) entries() string               { return k.stage() + "entries" }
+func (k keys) owner() string                 { return k.stage() + "owner" }
+func (k keys) tries() string                 { return k.stage() + "tries" }
+func (k keys) failed() string                { return k.stage() + "failed" }
 func (k keys) done(id string) string         { return k.stage() + "done:" + id }
 func (k keys) cancel(id string) string       { return k.stage() + "cancel:" + id }
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }

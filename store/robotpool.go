@@ -155,6 +155,20 @@ func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick) (bool, 
 	return n == 1, nil
 }
 
+// Return takes back the send Pick recorded for pick when no request was made after all
+// (the circuit breaker refused it, or the alert may no longer be sent): the slot is
+// free again at once. It reports whether the send was still in the window.
+func (p *RobotPool) Return(ctx context.Context, target string, pick Pick) (bool, error) {
+	if pick.Robot == "" || pick.Member == "" {
+		return false, nil
+	}
+	n, err := p.rdb.ZRem(ctx, p.keys.window(target, pick.Robot), pick.Member).Result()
+	if err != nil {
+		return false, robotPoolFail("return robot slot", err)
+	}
+	return n == 1, nil
+}
+
 // Cool takes robot of target out of rotation for d from Redis now (DingTalk throttled
 // it); a later deadline already set is kept. It returns the end of the cool-down.
 func (p *RobotPool) Cool(ctx context.Context, target, robot string, d time.Duration) (time.Time, error) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -75,7 +76,43 @@ type Entry struct {
 	Props map[string]string
 	// Hops counts the broker hops the alert took before reaching the wheel stage.
 	Hops int
+
+	// The claim state, set on entries returned by Claim and ClaimOverdue:
+
+	// Token identifies the claim that holds the entry; extend, give back, confirm and
+	// mark failed only work with it.
+	Token string
+	// Tries counts the hand-offs of the entry that were given back.
+	Tries int
+	// Failure is what MarkFailed noted: the send failed for good and only its record is
+	// left to do. nil when no send failed.
+	Failure []byte
 }
+
+// Claim names a claimed entry and the token of the claim that holds it.
+type Claim struct {
+	ID    string
+	Token string
+}
+
+// Claim returns the claim that holds e (e.ID and e.Token).
+func (e Entry) Claim() Claim { return Claim{ID: e.ID, Token: e.Token} }
+
+// Outcome is how a hand-off ended, for Release.
+type Outcome int
+
+// The outcomes of a hand-off.
+const (
+	// Delivered means DingTalk accepted the alert.
+	Delivered Outcome = iota + 1
+	// Recorded means the alert's failure was recorded (the failed_sends table); the retry
+	// job takes it from there.
+	Recorded
+)
+
+// recordedPrefix starts the done marker of an id whose hand-off ended in a recorded
+// failure; a delivered id's marker is Redis now in Unix ms alone.
+const recordedPrefix = "recorded:"
 
 // Due is an id of the wheel stage and when it is next due.
 type Due struct {
@@ -162,6 +199,8 @@ var (
 	wheelExtendLeaseScript  = script("wheel_extend_lease.lua")
 	wheelDueWithinScript    = script("wheel_due_within.lua")
 	wheelCancelScript       = script("wheel_cancel.lua")
+	wheelConfirmScript      = script("wheel_confirm.lua")
+	wheelMarkFailedScript   = script("wheel_mark_failed.lua")
 )
 
 // WheelStage is the Redis side of the scheduler's wheel stage: the payloads and due index
@@ -224,101 +263,176 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 }
 
 // Claim atomically claims, in one round trip, every id of ids that is still in the due
-// index: it moves to in flight with a lease of Options().Lease from Redis now, and its
-// entry is returned. Ids not in the due index (claimed by another replica, cancelled,
-// delivered) are left out, so len(ids)-len(result) claims were lost. Claim does not check
-// due times: deciding when to claim is the caller's business.
-func (w *WheelStage) Claim(ctx context.Context, ids []string) ([]Entry, error) {
+// index: it moves to in flight with a lease of Options().Lease from Redis now, held by
+// token (a value unique to this claim), and its entry is returned with its claim state.
+// Ids not in the due index (claimed by another replica, cancelled, delivered) are left
+// out, so len(ids)-len(result) claims were lost. Claim does not check due times: deciding
+// when to claim is the caller's business.
+func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) ([]Entry, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, len(ids)+1)
-	args = append(args, w.opts.Lease.Milliseconds())
+	args := make([]any, 0, len(ids)+2)
+	args = append(args, w.opts.Lease.Milliseconds(), token)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	res, err := wheelClaimScript.Run(ctx, w.rdb, []string{w.due, w.inflight, w.entries}, args...).Slice()
+	res, err := wheelClaimScript.Run(ctx, w.rdb, w.claimKeys(), args...).Slice()
 	if err != nil {
 		return nil, w.fail("claim", err)
 	}
-	entries, err := decodeWheelPairs(res)
+	entries, err := decodeClaimed(res, token)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: %w", err)
 	}
 	return entries, nil
 }
 
-// ClaimOverdue is the sweeper's claim, in one round trip: it atomically claims up to limit
-// entries that nobody is taking care of, first those in flight whose lease expired, then
-// those waiting whose due time is more than grace before Redis now, oldest first. Each
-// gets a fresh lease, as in Claim. A limit below 1 is an error.
-func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limit int) ([]Entry, error) {
+// ClaimOverdue is the sweeper's claim, in one round trip: it atomically claims, for
+// token, up to limit entries that nobody is taking care of, first those in flight whose
+// lease expired, then those waiting whose due time is more than grace before Redis now,
+// oldest first. Each gets a fresh lease, as in Claim; the claim it replaces can no longer
+// extend, give back, confirm or mark it. A limit below 1 is an error.
+func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) ([]Entry, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("store: claim overdue: limit %d is not positive", limit)
 	}
 	grace = max(grace, 0)
-	res, err := wheelClaimOverdueScript.Run(ctx, w.rdb, []string{w.due, w.inflight, w.entries},
-		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds()).Slice()
+	res, err := wheelClaimOverdueScript.Run(ctx, w.rdb, w.claimKeys(),
+		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token).Slice()
 	if err != nil {
 		return nil, w.fail("claim overdue", err)
 	}
-	entries, err := decodeWheelPairs(res)
+	entries, err := decodeClaimed(res, token)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim overdue: %w", err)
 	}
 	return entries, nil
 }
 
-// Release records that ids were delivered, in one round trip: their entries are deleted,
-// they leave the in-flight and due indexes, and each gets a done marker that lives
-// Options().DoneTTL, so a later Put of the same id is PutDone. Releasing an id that is not
-// in flight still leaves the marker.
-func (w *WheelStage) Release(ctx context.Context, ids ...string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(ids)+3)
-	keys = append(keys, w.due, w.inflight, w.entries)
-	args := make([]any, 0, len(ids)+1)
-	args = append(args, w.opts.DoneTTL.Milliseconds())
-	for _, id := range ids {
-		keys = append(keys, w.keys.done(id))
-		args = append(args, id)
-	}
-	if err := wheelReleaseScript.Run(ctx, w.rdb, keys, args...).Err(); err != nil {
-		return w.fail("release", err)
-	}
-	return nil
+func (w *WheelStage) claimKeys() []string {
+	return []string{w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed()}
 }
 
-// GiveBack returns an in-flight entry whose hand-off failed to the due index with score
-// retryAt (millisecond precision); its entry, including DueAt, is kept. When id is not in
-// flight any more (released, cancelled, given back already) nothing changes.
-func (w *WheelStage) GiveBack(ctx context.Context, id string, retryAt time.Time) error {
-	err := wheelGiveBackScript.Run(ctx, w.rdb, []string{w.due, w.inflight}, id, retryAt.UnixMilli()).Err()
-	if err != nil {
-		return w.fail("give back", err)
-	}
-	return nil
-}
-
-// ExtendLease renews, in one round trip, the lease of every id of ids still in flight to
-// Options().Lease from Redis now, and returns how many it renewed. Ids not in flight are
-// not added.
-func (w *WheelStage) ExtendLease(ctx context.Context, ids []string) (extended int, err error) {
-	if len(ids) == 0 {
+// Release records that the hand-offs of claims are done (outcome), in one round trip:
+// their entries and claim state are deleted, they leave the in-flight and due indexes,
+// and each gets a done marker that lives Options().DoneTTL, so a later Put of the same id
+// is PutDone (and, for Delivered, IsDelivered reports true). A release does not depend on
+// still holding the claim: the alert is delivered or recorded, so nobody may send it
+// again, including a replica that claimed it after this claim's lease ran out (its
+// Confirm then fails). It returns how many of the claims had been lost that way.
+func (w *WheelStage) Release(ctx context.Context, outcome Outcome, claims ...Claim) (lost int, err error) {
+	if len(claims) == 0 {
 		return 0, nil
 	}
-	args := make([]any, 0, len(ids)+1)
-	args = append(args, w.opts.Lease.Milliseconds())
-	for _, id := range ids {
-		args = append(args, id)
+	prefix := ""
+	if outcome == Recorded {
+		prefix = recordedPrefix
 	}
-	n, err := wheelExtendLeaseScript.Run(ctx, w.rdb, []string{w.inflight}, args...).Int()
+	keys := make([]string, 0, len(claims)+6)
+	keys = append(keys, w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed())
+	args := make([]any, 0, 2*len(claims)+2)
+	args = append(args, w.opts.DoneTTL.Milliseconds(), prefix)
+	for _, c := range claims {
+		keys = append(keys, w.keys.done(c.ID))
+		args = append(args, c.ID, c.Token)
+	}
+	n, err := wheelReleaseScript.Run(ctx, w.rdb, keys, args...).Int()
 	if err != nil {
-		return 0, w.fail("extend lease", err)
+		return 0, w.fail("release", err)
 	}
 	return n, nil
+}
+
+// GiveBack returns an in-flight entry whose hand-off did not finish to the due index
+// with score retryAt (millisecond precision), and counts the try (Entry.Tries); its entry,
+// including DueAt, is kept. Only the claim that holds the entry can give it back: it
+// reports false, changing nothing, when c no longer holds it (released, cancelled, given
+// back already, or claimed by another replica after c's lease ran out).
+func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time) (bool, error) {
+	n, err := wheelGiveBackScript.Run(ctx, w.rdb, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries()},
+		c.ID, c.Token, retryAt.UnixMilli()).Int()
+	if err != nil {
+		return false, w.fail("give back", err)
+	}
+	return n == 1, nil
+}
+
+// ExtendLease renews, in one round trip, the lease of every claim of claims that still
+// holds its entry to Options().Lease from Redis now, and returns the ids of those that no
+// longer do: the caller must forget them.
+func (w *WheelStage) ExtendLease(ctx context.Context, claims []Claim) (lost []string, err error) {
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 2*len(claims)+1)
+	args = append(args, w.opts.Lease.Milliseconds())
+	for _, c := range claims {
+		args = append(args, c.ID, c.Token)
+	}
+	lost, err = wheelExtendLeaseScript.Run(ctx, w.rdb, []string{w.inflight, w.keys.owner()}, args...).StringSlice()
+	if err != nil {
+		return nil, w.fail("extend lease", err)
+	}
+	return lost, nil
+}
+
+// ErrNotHeld is returned by Confirm and MarkFailed when the claim no longer holds its
+// entry: the caller must not send it, nor record it.
+var ErrNotHeld = errors.New("the claim no longer holds the entry")
+
+// Confirm checks, right before a send of the claimed entry, that c still holds it, and
+// renews its lease so that the send has a whole lease to finish. It returns an error
+// wrapping ErrNotHeld when c does not hold it any more.
+func (w *WheelStage) Confirm(ctx context.Context, c Claim) error {
+	n, err := wheelConfirmScript.Run(ctx, w.rdb, []string{w.inflight, w.keys.owner()},
+		w.opts.Lease.Milliseconds(), c.ID, c.Token).Int()
+	if err != nil {
+		return w.fail("confirm", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("store: confirm %q: %w", c.ID, ErrNotHeld)
+	}
+	return nil
+}
+
+// MarkFailed notes that the send of the claimed entry failed for good, with failure (an
+// encoding of the caller's choice, returned as Entry.Failure by later claims): whoever
+// hands the entry off next only records the failure and never sends it again. It returns
+// an error wrapping ErrNotHeld when c does not hold the entry any more.
+func (w *WheelStage) MarkFailed(ctx context.Context, c Claim, failure []byte) error {
+	n, err := wheelMarkFailedScript.Run(ctx, w.rdb, []string{w.inflight, w.keys.owner(), w.keys.failed()},
+		c.ID, c.Token, failure).Int()
+	if err != nil {
+		return w.fail("mark failed", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("store: mark %q failed: %w", c.ID, ErrNotHeld)
+	}
+	return nil
+}
+
+// MarkDelivered leaves the done marker of a delivered id, as Release does, for an alert
+// delivered outside the wheel stage (by the failed-sends retry job).
+func (w *WheelStage) MarkDelivered(ctx context.Context, id string) error {
+	now := time.Now().UnixMilli()
+	if err := w.rdb.Set(ctx, w.keys.done(id), strconv.FormatInt(now, 10), w.opts.DoneTTL).Err(); err != nil {
+		return w.fail("mark delivered", err)
+	}
+	return nil
+}
+
+// IsDelivered reports whether id's done marker says it was delivered (by a hand-off, or
+// by MarkDelivered), as opposed to recorded as failed or unknown.
+func (w *WheelStage) IsDelivered(ctx context.Context, id string) (bool, error) {
+	v, err := w.rdb.Get(ctx, w.keys.done(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, w.fail("is delivered", err)
+	}
+	return !strings.HasPrefix(v, recordedPrefix), nil
 }
 
 // DueWithin lists, read only and earliest first, up to limit ids of the due index whose
@@ -351,7 +465,7 @@ func (w *WheelStage) DueWithin(ctx context.Context, window time.Duration, limit 
 // Redis yet (CancelTombstoned). Removed and tombstoned ids get a tombstone that lives
 // Options().CancelTTL.
 func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error) {
-	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id)}
+	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.tries(), w.keys.failed()}
 	code, err := wheelCancelScript.Run(ctx, w.rdb, keys, id, w.opts.CancelTTL.Milliseconds()).Int()
 	if err != nil {
 		return 0, w.fail("cancel", err)
@@ -528,21 +642,32 @@ func (r *wheelRecordReader) string() string {
 	return s
 }
 
-// decodeWheelPairs decodes a script's flat reply id1, record1, id2, record2, ….
-func decodeWheelPairs(res []any) ([]Entry, error) {
-	if len(res)%2 != 0 {
-		return nil, errors.New("odd reply length")
+// decodeClaimed decodes a claim script's flat reply id, record, tries, failure, … of
+// entries claimed by token.
+func decodeClaimed(res []any, token string) ([]Entry, error) {
+	if len(res)%4 != 0 {
+		return nil, errors.New("reply length is not a multiple of 4")
 	}
-	out := make([]Entry, 0, len(res)/2)
-	for i := 0; i < len(res); i += 2 {
-		id, ok1 := res[i].(string)
-		rec, ok2 := res[i+1].(string)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("reply item %d is %T, %T, not two strings", i/2, res[i], res[i+1])
+	out := make([]Entry, 0, len(res)/4)
+	for i := 0; i < len(res); i += 4 {
+		var f [4]string
+		for k := range f {
+			v, ok := res[i+k].(string)
+			if !ok {
+				return nil, fmt.Errorf("reply item %d.%d is %T, not a string", i/4, k, res[i+k])
+			}
+			f[k] = v
 		}
-		e, err := decodeWheelEntry(id, []byte(rec))
+		e, err := decodeWheelEntry(f[0], []byte(f[1]))
 		if err != nil {
 			return nil, err
+		}
+		e.Token = token
+		if e.Tries, err = strconv.Atoi(f[2]); err != nil {
+			return nil, fmt.Errorf("entry %q: tries %q: %w", f[0], f[2], err)
+		}
+		if f[3] != "" {
+			e.Failure = []byte(f[3])
 		}
 		out = append(out, e)
 	}

@@ -76,7 +76,7 @@ func TestWheelStagePut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{1, 0}, [2]int64{waiting, inflight})
 
-	claimed, err := ws.Claim(ctx, []string{"a"})
+	claimed, err := ws.Claim(ctx, []string{"a"}, tok)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.Equal(t, []byte("body of a"), claimed[0].Body)
@@ -90,7 +90,7 @@ func TestWheelStagePut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{0, 1}, [2]int64{waiting, inflight})
 
-	require.NoError(t, ws.Release(ctx, "a"))
+	require.NoError(t, release(ctx, ws, "a"))
 	r, err = ws.Put(ctx, dup)
 	require.NoError(t, err)
 	require.Equal(t, store.PutDone, r)
@@ -139,7 +139,7 @@ func TestWheelStageEntryRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.PutStored, r)
 	}
-	got, err := ws.Claim(ctx, []string{longID, "bare"})
+	got, err := ws.Claim(ctx, []string{longID, "bare"}, tok)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	for i, want := range []store.Entry{full, bare} {
@@ -164,13 +164,13 @@ func TestWheelStageClaim(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	got, err := ws.Claim(ctx, []string{"b"})
+	got, err := ws.Claim(ctx, []string{"b"}, tok)
 	require.NoError(t, err)
 	require.Equal(t, []string{"b"}, ids(got))
 
 	// b is in flight already and x does not exist: both are lost claims.
 	before := redisNow(t, rdb)
-	got, err = ws.Claim(ctx, []string{"c", "b", "x", "a"})
+	got, err = ws.Claim(ctx, []string{"c", "b", "x", "a"}, tok)
 	require.NoError(t, err)
 	require.Equal(t, []string{"c", "a"}, ids(got))
 	after := redisNow(t, rdb)
@@ -181,10 +181,10 @@ func TestWheelStageClaim(t *testing.T) {
 	require.GreaterOrEqual(t, int64(lease), before.Add(10*time.Second).UnixMilli())
 	require.LessOrEqual(t, int64(lease), after.Add(10*time.Second).UnixMilli())
 
-	got, err = ws.Claim(ctx, []string{"a", "b", "c"})
+	got, err = ws.Claim(ctx, []string{"a", "b", "c"}, tok)
 	require.NoError(t, err)
 	require.Empty(t, got)
-	got, err = ws.Claim(ctx, nil)
+	got, err = ws.Claim(ctx, nil, tok)
 	require.NoError(t, err)
 	require.Empty(t, got)
 
@@ -216,7 +216,7 @@ func TestWheelStageConcurrentClaim(t *testing.T) {
 			mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 			for len(order) > 0 {
 				n := min(1+mrand.IntN(100), len(order))
-				got, err := ws.Claim(ctx, order[:n])
+				got, err := ws.Claim(ctx, order[:n], tok)
 				if err != nil {
 					errs[c] = err
 					return
@@ -254,11 +254,11 @@ func TestWheelStageLeaseExpiry(t *testing.T) {
 	_, err := ws.Put(ctx, entryAt("a", time.Now()))
 	require.NoError(t, err)
 	claimedAt := time.Now()
-	got, err := ws.Claim(ctx, []string{"a"})
+	got, err := ws.Claim(ctx, []string{"a"}, tok)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
-	got, err = ws.ClaimOverdue(ctx, time.Hour, 10)
+	got, err = ws.ClaimOverdue(ctx, time.Hour, 10, tok)
 	require.NoError(t, err)
 	if time.Since(claimedAt) < lease*3/4 { // only meaningful on a machine that is not overloaded
 		require.Empty(t, got, "the lease has not expired yet")
@@ -270,7 +270,7 @@ func TestWheelStageLeaseExpiry(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the expired lease was never recovered")
 		time.Sleep(50 * time.Millisecond)
 		sweptAt = redisNow(t, rdb)
-		got, err = ws.ClaimOverdue(ctx, time.Hour, 10)
+		got, err = ws.ClaimOverdue(ctx, time.Hour, 10, tok)
 		require.NoError(t, err)
 	}
 	require.Equal(t, []string{"a"}, ids(got))
@@ -304,13 +304,13 @@ func TestWheelStageClaimOverdue(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	got, err := ws.ClaimOverdue(ctx, 5*time.Second, 2)
+	got, err := ws.ClaimOverdue(ctx, 5*time.Second, 2, tok)
 	require.NoError(t, err)
 	require.Equal(t, []string{"old-30s", "old-20s"}, ids(got))
-	got, err = ws.ClaimOverdue(ctx, 5*time.Second, 2)
+	got, err = ws.ClaimOverdue(ctx, 5*time.Second, 2, tok)
 	require.NoError(t, err)
 	require.Equal(t, []string{"old-10s"}, ids(got))
-	got, err = ws.ClaimOverdue(ctx, 5*time.Second, 2)
+	got, err = ws.ClaimOverdue(ctx, 5*time.Second, 2, tok)
 	require.NoError(t, err)
 	require.Empty(t, got)
 
@@ -321,10 +321,10 @@ func TestWheelStageClaimOverdue(t *testing.T) {
 
 	// Once the three leases expire they come first.
 	time.Sleep(1100 * time.Millisecond)
-	got, err = ws.ClaimOverdue(ctx, 0, 3)
+	got, err = ws.ClaimOverdue(ctx, 0, 3, tok)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"old-30s", "old-20s", "old-10s"}, ids(got))
-	got, err = ws.ClaimOverdue(ctx, 0, 3)
+	got, err = ws.ClaimOverdue(ctx, 0, 3, tok)
 	require.NoError(t, err)
 	require.Equal(t, []string{"in-2s"}, ids(got))
 
@@ -332,7 +332,7 @@ func TestWheelStageClaimOverdue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{1, 4}, [2]int64{waiting, inflight})
 
-	_, err = ws.ClaimOverdue(ctx, 0, 0)
+	_, err = ws.ClaimOverdue(ctx, 0, 0, tok)
 	require.Error(t, err)
 }
 
@@ -344,12 +344,12 @@ func TestWheelStageRelease(t *testing.T) {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := ws.Claim(ctx, []string{"a", "b"})
+	_, err := ws.Claim(ctx, []string{"a", "b"}, tok)
 	require.NoError(t, err)
 
 	// c was never claimed, d never existed: both still get a done marker.
-	require.NoError(t, ws.Release(ctx, "a", "b", "c", "d"))
-	require.NoError(t, ws.Release(ctx)) // nothing to do
+	require.NoError(t, release(ctx, ws, "a", "b", "c", "d"))
+	require.NoError(t, release(ctx, ws)) // nothing to do
 	waiting, inflight, err := ws.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
@@ -367,7 +367,7 @@ func TestWheelStageRelease(t *testing.T) {
 	}
 
 	// Releasing again is harmless.
-	require.NoError(t, ws.Release(ctx, "a"))
+	require.NoError(t, release(ctx, ws, "a"))
 }
 
 func TestWheelStageGiveBack(t *testing.T) {
@@ -377,11 +377,11 @@ func TestWheelStageGiveBack(t *testing.T) {
 	due := time.UnixMilli(time.Now().UnixMilli())
 	_, err := ws.Put(ctx, entryAt("a", due))
 	require.NoError(t, err)
-	_, err = ws.Claim(ctx, []string{"a"})
+	_, err = ws.Claim(ctx, []string{"a"}, tok)
 	require.NoError(t, err)
 
 	retryAt := due.Add(3 * time.Second)
-	require.NoError(t, ws.GiveBack(ctx, "a", retryAt))
+	require.NoError(t, giveBack(ctx, ws, "a", retryAt))
 	waiting, inflight, err := ws.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{1, 0}, [2]int64{waiting, inflight})
@@ -390,18 +390,18 @@ func TestWheelStageGiveBack(t *testing.T) {
 	require.Equal(t, []store.Due{{ID: "a", DueAt: retryAt}}, normalize(list))
 
 	// Not in flight any more: a second give-back changes nothing.
-	require.NoError(t, ws.GiveBack(ctx, "a", retryAt.Add(time.Hour)))
-	require.NoError(t, ws.GiveBack(ctx, "never", retryAt))
+	require.NoError(t, giveBack(ctx, ws, "a", retryAt.Add(time.Hour)))
+	require.NoError(t, giveBack(ctx, ws, "never", retryAt))
 	list, err = ws.DueWithin(ctx, 24*time.Hour, 10)
 	require.NoError(t, err)
 	require.Equal(t, []store.Due{{ID: "a", DueAt: retryAt}}, normalize(list))
 
-	got, err := ws.Claim(ctx, []string{"a"})
+	got, err := ws.Claim(ctx, []string{"a"}, tok)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.True(t, due.Equal(got[0].DueAt), "the entry keeps its own due time")
-	require.NoError(t, ws.Release(ctx, "a"))
-	require.NoError(t, ws.GiveBack(ctx, "a", retryAt))
+	require.NoError(t, release(ctx, ws, "a"))
+	require.NoError(t, giveBack(ctx, ws, "a", retryAt))
 	waiting, inflight, err = ws.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
@@ -415,16 +415,16 @@ func TestWheelStageExtendLease(t *testing.T) {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := ws.Claim(ctx, []string{"a", "b"})
+	_, err := ws.Claim(ctx, []string{"a", "b"}, tok)
 	require.NoError(t, err)
 	inflightKey := "{" + prefix + "}:inflight"
 	before, err := rdb.ZScore(ctx, inflightKey, "a").Result()
 	require.NoError(t, err)
 
 	time.Sleep(20 * time.Millisecond)
-	n, err := ws.ExtendLease(ctx, []string{"a", "b", "c", "x"})
+	lost, err := ws.ExtendLease(ctx, claimsOf("a", "b", "c", "x"))
 	require.NoError(t, err)
-	require.Equal(t, 2, n)
+	require.Equal(t, []string{"c", "x"}, lost, "only the held claims are renewed")
 	after, err := rdb.ZScore(ctx, inflightKey, "a").Result()
 	require.NoError(t, err)
 	require.Greater(t, after, before)
@@ -433,9 +433,76 @@ func TestWheelStageExtendLease(t *testing.T) {
 	waiting, inflight, err := ws.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{1, 2}, [2]int64{waiting, inflight})
-	n, err = ws.ExtendLease(ctx, nil)
+	lost, err = ws.ExtendLease(ctx, nil)
 	require.NoError(t, err)
-	require.Zero(t, n)
+	require.Empty(t, lost)
+}
+
+// A claim whose lease ran out and was taken over by another replica's sweeper can no
+// longer extend, give back, confirm or mark the entry; the new claim can. Release ends
+// both, and the next claim sees the tries and the failure noted on the way.
+func TestWheelStageClaimsHaveOwners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: 50 * time.Millisecond})
+	_, err := ws.Put(ctx, entryAt("a", time.Now().Add(-time.Minute)))
+	require.NoError(t, err)
+	first, err := ws.Claim(ctx, []string{"a"}, "zombie")
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+	zombie := first[0].Claim()
+	require.Equal(t, store.Claim{ID: "a", Token: "zombie"}, zombie)
+	require.Zero(t, first[0].Tries)
+	require.Nil(t, first[0].Failure)
+	require.NoError(t, ws.Confirm(ctx, zombie))
+
+	time.Sleep(80 * time.Millisecond) // the zombie is paused past its lease
+	taken, err := ws.ClaimOverdue(ctx, 0, 10, "sweeper")
+	require.NoError(t, err)
+	require.Len(t, taken, 1)
+	sweeper := taken[0].Claim()
+
+	lost, err := ws.ExtendLease(ctx, []store.Claim{zombie})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, lost)
+	require.ErrorIs(t, ws.Confirm(ctx, zombie), store.ErrNotHeld)
+	require.ErrorIs(t, ws.MarkFailed(ctx, zombie, []byte("x")), store.ErrNotHeld)
+	ok, err := ws.GiveBack(ctx, zombie, time.Now())
+	require.NoError(t, err)
+	require.False(t, ok, "a lost claim cannot give the entry back")
+	_, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, inflight, "the sweeper's claim is untouched")
+
+	require.NoError(t, ws.Confirm(ctx, sweeper))
+	require.NoError(t, ws.MarkFailed(ctx, sweeper, []byte(`{"class":"throttled"}`)))
+	ok, err = ws.GiveBack(ctx, sweeper, time.Now().Add(-time.Second))
+	require.NoError(t, err)
+	require.True(t, ok)
+	again, err := ws.Claim(ctx, []string{"a"}, "third")
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	require.Equal(t, 1, again[0].Tries)
+	require.Equal(t, `{"class":"throttled"}`, string(again[0].Failure))
+
+	// A release by a claim that was lost still ends the entry: it was handed off.
+	n, err := ws.Release(ctx, store.Recorded, zombie)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.ErrorIs(t, ws.Confirm(ctx, again[0].Claim()), store.ErrNotHeld)
+	delivered, err := ws.IsDelivered(ctx, "a")
+	require.NoError(t, err)
+	require.False(t, delivered, "a recorded failure is not a delivery")
+	res, err := ws.Put(ctx, entryAt("a", time.Now()))
+	require.NoError(t, err)
+	require.Equal(t, store.PutDone, res)
+	require.NoError(t, ws.MarkDelivered(ctx, "a"))
+	delivered, err = ws.IsDelivered(ctx, "a")
+	require.NoError(t, err)
+	require.True(t, delivered)
+	delivered, err = ws.IsDelivered(ctx, "never")
+	require.NoError(t, err)
+	require.False(t, delivered)
 }
 
 func normalize(list []store.Due) []store.Due {
@@ -469,7 +536,7 @@ func TestWheelStageDueWithin(t *testing.T) {
 	require.Equal(t, []store.Due{{"past", dues["past"]}, {"1s", dues["1s"]}}, normalize(list))
 
 	// In-flight entries are not listed.
-	_, err = ws.Claim(ctx, []string{"past"})
+	_, err = ws.Claim(ctx, []string{"past"}, tok)
 	require.NoError(t, err)
 	list, err = ws.DueWithin(ctx, time.Hour, 10)
 	require.NoError(t, err)
@@ -487,9 +554,9 @@ func TestWheelStageCancel(t *testing.T) {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := ws.Claim(ctx, []string{"inflight", "done"})
+	_, err := ws.Claim(ctx, []string{"inflight", "done"}, tok)
 	require.NoError(t, err)
-	require.NoError(t, ws.Release(ctx, "done"))
+	require.NoError(t, release(ctx, ws, "done"))
 	tombstoneTTL := func(id string) time.Duration {
 		ttl, err := rdb.PTTL(ctx, "{"+prefix+"}:cancel:"+id).Result()
 		require.NoError(t, err)
@@ -545,10 +612,10 @@ func TestWheelStageKeysShareHashTag(t *testing.T) {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := ws.Claim(ctx, []string{"a", "b", "{d}"})
+	_, err := ws.Claim(ctx, []string{"a", "b", "{d}"}, tok)
 	require.NoError(t, err)
-	require.NoError(t, ws.Release(ctx, "a", "{d}"))
-	require.NoError(t, ws.GiveBack(ctx, "b", time.Now()))
+	require.NoError(t, release(ctx, ws, "a", "{d}"))
+	require.NoError(t, giveBack(ctx, ws, "b", time.Now()))
 	_, err = ws.Cancel(ctx, "c")
 	require.NoError(t, err)
 	_, err = ws.Cancel(ctx, "f")
@@ -561,7 +628,7 @@ func TestWheelStageKeysShareHashTag(t *testing.T) {
 	}
 	require.NoError(t, iter.Err())
 	require.ElementsMatch(t, []string{
-		"{" + prefix + "}:due", "{" + prefix + "}:entries",
+		"{" + prefix + "}:due", "{" + prefix + "}:entries", "{" + prefix + "}:tries",
 		"{" + prefix + "}:done:a", "{" + prefix + "}:done:{d}",
 		"{" + prefix + "}:cancel:c", "{" + prefix + "}:cancel:f",
 	}, keys)
@@ -637,16 +704,16 @@ func TestWheelStageRoundTrips(t *testing.T) {
 	// Warm up: the first run of a script on a server may need EVAL after EVALSHA.
 	_, err := ws.Put(ctx, entryAt("warm", time.Now()))
 	require.NoError(t, err)
-	_, err = ws.Claim(ctx, []string{"warm"})
+	_, err = ws.Claim(ctx, []string{"warm"}, tok)
 	require.NoError(t, err)
-	_, err = ws.ExtendLease(ctx, []string{"warm"})
+	_, err = ws.ExtendLease(ctx, claimsOf("warm"))
 	require.NoError(t, err)
-	require.NoError(t, ws.GiveBack(ctx, "warm", time.Now()))
-	_, err = ws.ClaimOverdue(ctx, time.Hour, 1)
+	require.NoError(t, giveBack(ctx, ws, "warm", time.Now()))
+	_, err = ws.ClaimOverdue(ctx, time.Hour, 1, tok)
 	require.NoError(t, err)
 	_, err = ws.DueWithin(ctx, time.Hour, 1)
 	require.NoError(t, err)
-	require.NoError(t, ws.Release(ctx, "warm"))
+	require.NoError(t, release(ctx, ws, "warm"))
 	_, err = ws.Cancel(ctx, "warm")
 	require.NoError(t, err)
 	_, err = ws.IsCancelled(ctx, "warm")
@@ -663,19 +730,19 @@ func TestWheelStageRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 	}
 	counter.count(t, "Claim of 100", 1, func() error {
-		got, err := ws.Claim(ctx, batch)
+		got, err := ws.Claim(ctx, batch, tok)
 		require.Len(t, got, 100)
 		return err
 	})
 	counter.count(t, "ExtendLease of 100", 1, func() error {
-		n, err := ws.ExtendLease(ctx, batch)
-		require.Equal(t, 100, n)
+		lost, err := ws.ExtendLease(ctx, claimsOf(batch...))
+		require.Empty(t, lost)
 		return err
 	})
-	counter.count(t, "Release of 100", 1, func() error { return ws.Release(ctx, batch...) })
-	counter.count(t, "GiveBack", 1, func() error { return ws.GiveBack(ctx, "one", time.Now()) })
+	counter.count(t, "Release of 100", 1, func() error { return release(ctx, ws, batch...) })
+	counter.count(t, "GiveBack", 1, func() error { return giveBack(ctx, ws, "one", time.Now()) })
 	counter.count(t, "ClaimOverdue", 1, func() error {
-		_, err := ws.ClaimOverdue(ctx, 0, 100)
+		_, err := ws.ClaimOverdue(ctx, 0, 100, tok)
 		return err
 	})
 	counter.count(t, "DueWithin", 1, func() error {
@@ -707,10 +774,10 @@ func TestWheelStageUnavailable(t *testing.T) {
 	_, err := ws.Put(ctx, entryAt("a", time.Now()))
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.True(t, strings.HasPrefix(err.Error(), "store: put: "), err.Error())
-	_, err = ws.Claim(ctx, []string{"a"})
+	_, err = ws.Claim(ctx, []string{"a"}, tok)
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.True(t, strings.HasPrefix(err.Error(), "store: claim: "), err.Error())
-	require.ErrorIs(t, ws.Release(ctx, "a"), store.ErrUnavailable)
+	require.ErrorIs(t, release(ctx, ws, "a"), store.ErrUnavailable)
 	_, _, err = ws.Stats(ctx)
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	_, err = ws.IsCancelled(ctx, "a")
@@ -757,10 +824,10 @@ func BenchmarkWheelStagePutClaimRelease(b *testing.B) {
 		if r, err := ws.Put(ctx, e); err != nil || r != store.PutStored {
 			b.Fatal(r, err)
 		}
-		if got, err := ws.Claim(ctx, []string{e.ID}); err != nil || len(got) != 1 {
+		if got, err := ws.Claim(ctx, []string{e.ID}, tok); err != nil || len(got) != 1 {
 			b.Fatal(len(got), err)
 		}
-		if err := ws.Release(ctx, e.ID); err != nil {
+		if err := release(ctx, ws, e.ID); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -778,10 +845,10 @@ func BenchmarkWheelStageBatch100(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	flush := func() {
-		if got, err := ws.Claim(ctx, batch); err != nil || len(got) != len(batch) {
+		if got, err := ws.Claim(ctx, batch, tok); err != nil || len(got) != len(batch) {
 			b.Fatal(len(got), err)
 		}
-		if err := ws.Release(ctx, batch...); err != nil {
+		if err := release(ctx, ws, batch...); err != nil {
 			b.Fatal(err)
 		}
 		batch = batch[:0]
@@ -799,4 +866,27 @@ func BenchmarkWheelStageBatch100(b *testing.B) {
 	if len(batch) > 0 {
 		flush()
 	}
+}
+
+// tok is the claim token of the tests' claims.
+const tok = "claim-1"
+
+func claimsOf(ids ...string) []store.Claim {
+	out := make([]store.Claim, len(ids))
+	for i, id := range ids {
+		out[i] = store.Claim{ID: id, Token: tok}
+	}
+	return out
+}
+
+// release releases ids, claimed with tok, as delivered.
+func release(ctx context.Context, ws *store.WheelStage, ids ...string) error {
+	_, err := ws.Release(ctx, store.Delivered, claimsOf(ids...)...)
+	return err
+}
+
+// giveBack gives id, claimed with tok, back for retryAt; it fails when tok did not hold it.
+func giveBack(ctx context.Context, ws *store.WheelStage, id string, retryAt time.Time) error {
+	_, err := ws.GiveBack(ctx, store.Claim{ID: id, Token: tok}, retryAt)
+	return err
 }

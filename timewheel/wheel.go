@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,7 +35,8 @@ type Wheel struct {
 	wakes    int64 // Config.WakesPerTick
 	mask     int64
 	clock    Clock
-	origin   time.Time // the start of tick 0
+	origin   time.Time    // the start of tick 0
+	elapsed  atomic.Int64 // the latest time seen since the origin, ns; never decreases
 	maxBatch int
 	limit    int // Config.MaxPending; 0 for none
 	chunk    int // fireChunk, smaller in tests
@@ -117,7 +119,11 @@ func (w *Wheel) C() <-chan []string { return w.out }
 // wheel holds Config.MaxPending keys, and ErrStopped after Stop. The wheel
 // keeps a reference to key and does not copy it.
 func (w *Wheel) Add(key string, at time.Time) error {
-	ns := int64(at.Sub(w.origin))
+	// The key's deadline is fixed now, on the clock's monotonic reading: at is read
+	// against the clock once, here, so a wall clock stepped back or forth later moves
+	// nothing, and a key is never due before the clock says so at the time of Add.
+	now := w.clock.Now()
+	ns := satAdd(w.since(now), int64(at.Sub(now)))
 	h := w.table.hash(key)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -238,13 +244,41 @@ func (w *Wheel) tickAfter(ns int64) int64 {
 	return (ns-1)/w.tickNs + 1 // no overflow for ns near math.MaxInt64
 }
 
-// tickOf returns the last tick that started at or before now.
-func (w *Wheel) tickOf(now time.Time) int64 {
-	d := now.Sub(w.origin)
-	if d <= 0 {
+// since returns how long after the origin now is, in nanoseconds. It never goes back: a
+// clock whose Now steps backwards (a fake clock; a system clock's monotonic reading never
+// does) holds the wheel where it was until the clock catches up, so keys fire late, never
+// early.
+func (w *Wheel) since(now time.Time) int64 {
+	d := int64(now.Sub(w.origin))
+	for {
+		seen := w.elapsed.Load()
+		if d <= seen {
+			return seen
+		}
+		if w.elapsed.CompareAndSwap(seen, d) {
+			return d
+		}
+	}
+}
+
+// satAdd is a+b, saturating at the int64 limits (a key due in the far past or future).
+func satAdd(a, b int64) int64 {
+	c := a + b
+	switch {
+	case b > 0 && c < a:
+		return math.MaxInt64
+	case b < 0 && c > a:
+		return math.MinInt64
+	}
+	return c
+}
+
+// tickOf returns the last tick that started at or before ns after the origin.
+func (w *Wheel) tickOf(ns int64) int64 {
+	if ns <= 0 {
 		return 0
 	}
-	return int64(d / w.tick)
+	return ns / w.tickNs
 }
 
 // link puts entry i, not in any list, at the head of the slot of the tick
@@ -293,8 +327,8 @@ func (w *Wheel) run() {
 			return
 		case <-timer.C():
 		}
-		now := w.clock.Now()
-		w.advance(w.tickOf(now), int64(now.Sub(w.origin)))
+		now := w.since(w.clock.Now())
+		w.advance(w.tickOf(now), now)
 		timer.Reset(w.untilNextWake(w.clock.Now()))
 	}
 }
@@ -304,7 +338,7 @@ func (w *Wheel) run() {
 // wake-up of a tick, j from 0 to WakesPerTick-1, is wakeOffset(j) after its
 // start.
 func (w *Wheel) untilNextWake(now time.Time) time.Duration {
-	d := int64(now.Sub(w.origin))
+	d := w.since(now)
 	if d < 0 {
 		return time.Duration(-d)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -528,5 +529,51 @@ func TestDueKeysOfNextTickFireAtLateWakeUp(t *testing.T) {
 			"boundaryRound": 60 * time.Millisecond,
 			"nextRound":     70 * time.Millisecond,
 		}, got)
+	})
+}
+
+// steppingClock is a wall clock without a monotonic reading (fake time inside a synctest
+// bubble) that the test can step back, as an NTP correction or an operator does.
+type steppingClock struct{ offset atomic.Int64 }
+
+func (c *steppingClock) Now() time.Time {
+	return time.Now().Round(0).Add(time.Duration(c.offset.Load()))
+}
+
+func (c *steppingClock) NewTimer(d time.Duration) timewheel.Timer {
+	return systemTimer{time.NewTimer(d)}
+}
+
+type systemTimer struct{ t *time.Timer }
+
+func (s systemTimer) C() <-chan time.Time        { return s.t.C }
+func (s systemTimer) Reset(d time.Duration) bool { return s.t.Reset(d) }
+func (s systemTimer) Stop() bool                 { return s.t.Stop() }
+
+// A key's deadline is fixed when it is added, on the clock as it reads then: a clock
+// stepped back before or after the Add never makes a key fire before the delay it had
+// at its Add has passed.
+func TestClockSteppingBackNeverFiresEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := &steppingClock{}
+		w, r := newWheel(t, timewheel.Config{Tick: 10 * time.Millisecond, Clock: clk})
+		start := time.Now()
+		time.Sleep(time.Second)
+		earliest := map[string]time.Duration{} // bubble time since start
+		add := func(key string, in time.Duration) {
+			require.NoError(t, w.Add(key, clk.Now().Add(in)))
+			earliest[key] = time.Since(start) + in
+		}
+		add("before-step", 300*time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+		clk.offset.Store(int64(-10 * time.Second)) // the clock jumps 10s back
+		add("after-step", 100*time.Millisecond)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		got := r.take()
+		require.Len(t, got, 2, "every key fires, late rather than early")
+		for _, f := range got {
+			require.GreaterOrEqual(t, f.at.Sub(start), earliest[f.key], "%s fired early", f.key)
+		}
 	})
 }

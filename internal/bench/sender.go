@@ -236,7 +236,7 @@ func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots 
 					return
 				}
 				due := base.Add(time.Duration(i) * time.Millisecond)
-				if err := senders[g%len(senders)].SendAlert(ctx, "bench", []byte(benchAlert(i)), due); err != nil {
+				if err := senders[g%len(senders)].SendAlert(ctx, sender.Alert{Target: "bench", Body: []byte(benchAlert(i)), Due: due}); err != nil {
 					failed.Add(1)
 				}
 			}

@@ -5,6 +5,8 @@
 -- KEYS[3]  {p}:entries      hash: id -> encoded entry
 -- KEYS[4]  {p}:done:<id>    done marker of this id
 -- KEYS[5]  {p}:cancel:<id>  cancel tombstone of this id
+-- KEYS[6]  {p}:tries        hash: id -> hand-offs given back so far
+-- KEYS[7]  {p}:failed       hash: id -> the failure of its send
 -- ARGV[1]  id
 -- ARGV[2]  tombstone lifetime, ms
 --
@@ -23,6 +25,8 @@ local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 if redis.call('ZREM', KEYS[1], id) == 1 then
   redis.call('HDEL', KEYS[3], id)
+  redis.call('HDEL', KEYS[6], id)
+  redis.call('HDEL', KEYS[7], id)
   redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
   return 1
 end

@@ -3,14 +3,19 @@
 -- KEYS[1]  {p}:due       sorted set: id -> next due time (Unix ms)
 -- KEYS[2]  {p}:inflight  sorted set: id -> lease expiry (Unix ms, Redis clock)
 -- KEYS[3]  {p}:entries   hash: id -> encoded entry
+-- KEYS[4]  {p}:owner     hash: id -> token of the claim that holds it
+-- KEYS[5]  {p}:tries     hash: id -> hand-offs given back so far
+-- KEYS[6]  {p}:failed    hash: id -> the failure of its send, once decided
 -- ARGV[1]  grace, ms: only due times earlier than Redis now - grace count as overdue
 -- ARGV[2]  limit: most entries to claim
 -- ARGV[3]  lease, ms
+-- ARGV[4]  token of this claim
 --
 -- Claims, oldest first, entries of inflight whose lease has expired (lease expiry <= now),
 -- then entries of due overdue by more than grace, up to limit in all; each gets
--- score = Redis now + lease in inflight.
--- Returns a flat array id1, entry1, id2, entry2, … of the claimed ids.
+-- score = Redis now + lease in inflight and the token as its owner, so the claim it
+-- replaces can no longer extend, give back or confirm it.
+-- Returns a flat array id, entry, tries, failure, … of the claimed ids.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[2])
@@ -22,12 +27,16 @@ local function take(id)
   local entry = redis.call('HGET', KEYS[3], id)
   if entry then
     redis.call('ZADD', KEYS[2], expiry, id)
+    redis.call('HSET', KEYS[4], id, ARGV[4])
     out[#out + 1] = id
     out[#out + 1] = entry
+    out[#out + 1] = redis.call('HGET', KEYS[5], id) or '0'
+    out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
     n = n + 1
   else
     -- An index entry without a payload cannot be delivered: drop it.
     redis.call('ZREM', KEYS[2], id)
+    redis.call('HDEL', KEYS[4], id)
   end
 end
 

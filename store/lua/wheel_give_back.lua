@@ -1,14 +1,22 @@
--- wheel_give_back.lua: return an entry whose hand-off failed to due, for a retry.
+-- wheel_give_back.lua: return an entry whose hand-off did not finish to due, for a retry.
 --
 -- KEYS[1]  {p}:due       sorted set: id -> next due time (Unix ms)
 -- KEYS[2]  {p}:inflight  sorted set: id -> lease expiry (Unix ms, Redis clock)
+-- KEYS[3]  {p}:owner     hash: id -> token of the claim that holds it
+-- KEYS[4]  {p}:tries     hash: id -> hand-offs given back so far
 -- ARGV[1]  id
--- ARGV[2]  retry time, Unix ms (the new score in due)
+-- ARGV[2]  token of the caller's claim
+-- ARGV[3]  retry time, Unix ms (the new score in due)
 --
--- Returns 1 when the id was in flight and is now in due, 0 when it was not in flight
--- (released, cancelled or given back already: nothing changed).
-if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
-  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+-- Only the claim that holds the entry can give it back: its tries count goes up by one.
+-- Returns 1 when the id was in flight under the token and is now in due, 0 otherwise
+-- (released, cancelled, given back already, or claimed by another replica: nothing
+-- changed).
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) and redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[2] then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('HINCRBY', KEYS[4], ARGV[1], 1)
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
   return 1
 end
 return 0

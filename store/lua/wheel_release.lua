@@ -1,23 +1,39 @@
--- wheel_release.lua: forget a batch of delivered entries and leave done markers.
+-- wheel_release.lua: forget a batch of entries whose hand-off is done (delivered, or its
+-- failure recorded) and leave done markers.
 --
 -- KEYS[1]   {p}:due       sorted set: id -> next due time (Unix ms)
 -- KEYS[2]   {p}:inflight  sorted set: id -> lease expiry (Unix ms, Redis clock)
 -- KEYS[3]   {p}:entries   hash: id -> encoded entry
--- KEYS[4…]  {p}:done:<id> done marker of each id, in the order of ARGV[2…]
+-- KEYS[4]   {p}:owner     hash: id -> token of the claim that holds it
+-- KEYS[5]   {p}:tries     hash: id -> hand-offs given back so far
+-- KEYS[6]   {p}:failed    hash: id -> the failure of its send
+-- KEYS[7…]  {p}:done:<id> done marker of each id, in the order of the pairs in ARGV
 -- ARGV[1]   done marker lifetime, ms
--- ARGV[2…]  ids
+-- ARGV[2]   done marker prefix: "" for delivered, "recorded:" for a recorded failure
+-- ARGV[3…]  pairs: id, token of the claim the caller held it by
 --
--- For each id: deletes the entry, removes it from inflight and (defensively) from due, and
--- sets its done marker (value: Redis now in Unix ms) to expire after ARGV[1] ms.
--- Returns the number of ids that still had an entry.
+-- For each id: deletes the entry and its claim state, removes it from inflight and
+-- (defensively) from due, and sets its done marker (value: the prefix, then Redis now in
+-- Unix ms) to expire after ARGV[1] ms. A release is not conditional on the token: the
+-- hand-off is done, so the entry must not be sent by anyone else, even by a claim that
+-- took it over after this one's lease ran out (that claim's confirm then fails).
+-- Returns the number of ids whose owner was not the given token (claims lost on the way).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local removed = 0
-for i = 2, #ARGV do
-  local id = ARGV[i]
-  removed = removed + redis.call('HDEL', KEYS[3], id)
+local lost = 0
+local k = 7
+for i = 3, #ARGV, 2 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  if redis.call('HGET', KEYS[4], id) ~= token then
+    lost = lost + 1
+  end
+  redis.call('HDEL', KEYS[3], id)
+  redis.call('HDEL', KEYS[4], id)
+  redis.call('HDEL', KEYS[5], id)
+  redis.call('HDEL', KEYS[6], id)
   redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[1], id)
-  redis.call('SET', KEYS[i + 2], string.format('%d', now), 'PX', ARGV[1])
+  redis.call('SET', KEYS[k], ARGV[2] .. string.format('%d', now), 'PX', ARGV[1])
+  k = k + 1
 end
-return removed
+return lost

@@ -18,4 +18,4 @@ FROM due
 WHERE f.id = due.id
 RETURNING f.id, f.message_id, f.target, f.payload, f.properties, f.due_at, f.status,
           f.error_class, f.last_error, f.http_status, f.errcode, f.attempts,
-          f.next_attempt_at, f.discard_reason, f.created_at, f.updated_at
+          f.next_attempt_at, f.discard_reason, f.created_at, f.updated_at, f.parts_sent
