@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -128,4 +129,29 @@ func shutdownConsumer(c rocketmq.PushConsumer) {
 	c.Suspend()
 	time.Sleep(200 * time.Millisecond)
 	_ = c.Shutdown()
+}
+
+// TestDLQDepth counts the messages in a group's dead-letter queue on the real broker: 0
+// before the queue exists, then what was put there.
+func TestDLQDepth(t *testing.T) {
+	t.Parallel()
+	ns, broker := testenv.NameServer(t), testenv.Brokers(t)
+	group := testenv.Unique("rd_dlq_")
+	ctx := context.Background()
+	depth, err := DLQDepth(ctx, []string{ns}, group, testenv.Unique("dlq"))
+	require.NoError(t, err)
+	require.Zero(t, depth, "no dead-letter queue yet")
+
+	require.NoError(t, EnsureTopic(ctx, []string{ns}, DLQTopic(group), []string{broker}, discardLogger()))
+	p, err := NewProducer(ProducerOptions{NameServers: []string{ns}, Topic: DLQTopic(group)})
+	require.NoError(t, err)
+	defer p.Close()
+	for i := range 3 {
+		_, err := p.Publish(ctx, Publication{Target: "ops", In: time.Minute, ID: fmt.Sprint("dead-", i), Body: []byte("x")})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		depth, err = DLQDepth(ctx, []string{ns}, group, testenv.Unique("dlq"))
+		return err == nil && depth == 3
+	}, 30*time.Second, 500*time.Millisecond, "depth %d, err %v", depth, err)
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -121,4 +122,20 @@ func TestPlanMilliseconds(t *testing.T) {
 			t.Fatalf("remainder %s", rem)
 		}
 	})
+}
+
+// A message handed back again and again is redelivered at a level that grows with its
+// reconsume count and never passes RetryMaxDelay; it never runs out of retries.
+func TestRetryLevelIsCapped(t *testing.T) {
+	s := &Scheduler{opts: Options{
+		Levels:        config.MustParseDelayLevels(config.DefaultLevels),
+		RetryDelay:    time.Second,
+		RetryMaxDelay: time.Minute,
+	}}
+	var got []string
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 6, 16, 17, 1000, math.MaxInt32} {
+		l := s.retryLevel(n)
+		got = append(got, s.opts.Levels[l-1:l].String())
+	}
+	require.Equal(t, []string{"1s", "1s", "1s", "5s", "10s", "30s", "1m", "1m", "1m", "1m", "1m"}, got)
 }

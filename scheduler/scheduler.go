@@ -116,6 +116,9 @@ type Options struct {
 	// InstanceName tells this replica's RocketMQ clients apart from others in the same
 	// process. Default: hostname, pid and a random suffix.
 	InstanceName string
+	// DLQCheckInterval is how often the group's dead-letter queue is measured (the
+	// rocketdelay_dlq_messages gauge). Default DefaultDLQCheckInterval.
+	DLQCheckInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -128,6 +131,7 @@ func (o Options) withDefaults() Options {
 	config.Default(&o.ClaimBatch, DefaultClaimBatch)
 	config.Default(&o.HandoffWorkers, DefaultHandoffWorkers)
 	config.Default(&o.ConsumeGoroutines, DefaultConsumeGoroutines)
+	config.Default(&o.DLQCheckInterval, DefaultDLQCheckInterval)
 	if o.InstanceName == "" {
 		host, _ := os.Hostname()
 		o.InstanceName = fmt.Sprintf("rocketdelay-%s-%d-%s", host, os.Getpid(), randomHex(4))
@@ -174,7 +178,7 @@ type Scheduler struct {
 	producer rocketmq.Producer
 	consumer rocketmq.PushConsumer
 	work     chan store.Entry
-	cancel   context.CancelFunc // stops the fire loop and the sweeper
+	cancel   context.CancelFunc // stops the fire loop, the sweeper and the DLQ watch
 	// stopKeeper stops the lease keeper, which Stop ends last, once the hand-off workers
 	// have finished: a send waiting for a robot keeps its claim to the end.
 	stopKeeper context.CancelFunc
@@ -296,6 +300,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.consumer.Start(); err != nil {
 		return fmt.Errorf("scheduler: start consumer of topic %s, group %s: %w", s.opts.Topic, s.opts.Group, err)
 	}
+	s.loops.Add(1)
+	go s.dlqWatch(loopCtx, s.opts.DLQCheckInterval)
 	close(s.running)
 	s.logger.Info("scheduler started", "topic", s.opts.Topic, "group", s.opts.Group,
 		"levels", s.opts.Levels.String(), "threshold", s.opts.Threshold.String(), "instance", s.opts.InstanceName)

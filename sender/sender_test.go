@@ -459,3 +459,34 @@ func TestBurstAcrossFourSenders(t *testing.T) {
 	t.Logf("%d alerts in %s = %.1f windows: %.1f sends per window (pool capacity %d); per robot %v",
 		alerts, elapsed.Round(time.Millisecond), windows, float64(alerts)/windows, 5*19, perRobot)
 }
+
+// An alert whose Confirm refuses it right before the request is not sent, costs no slot
+// of the robot's window, and fails with the confirm's error; one confirmed is sent. With
+// coalescing on or off.
+func TestConfirmGuardsEveryRequest(t *testing.T) {
+	for _, coalesce := range []string{config.CoalesceAuto, config.CoalesceOff} {
+		t.Run(coalesce, func(t *testing.T) {
+			h := newHarness(t, time.Minute, 20, robotSpec{})
+			opts := h.options(19)
+			opts.Coalesce = coalesce
+			s, _ := h.sender(opts)
+			ctx := context.Background()
+			errGone := errors.New("claim gone")
+			err := s.SendAlert(ctx, sender.Alert{Target: "ops", Body: []byte("withdrawn"),
+				Confirm: func(context.Context) error { return errGone }})
+			f := failure(t, err)
+			require.ErrorIs(t, err, errGone)
+			require.Equal(t, sender.ClassTransient, f.Class)
+			confirmed := 0
+			require.NoError(t, s.SendAlert(ctx, sender.Alert{Target: "ops", Body: []byte("kept"),
+				Confirm: func(context.Context) error { confirmed++; return nil }}))
+			require.Equal(t, 1, confirmed)
+			got := h.sim.Accepted()
+			require.Len(t, got, 1)
+			require.Equal(t, "kept", got[0].Text)
+			st, err := h.pool.State(ctx, "ops", []string{"r1"})
+			require.NoError(t, err)
+			require.Equal(t, 1, st[0].InWindow, "the withdrawn alert took no slot of the window")
+		})
+	}
+}

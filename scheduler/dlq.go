@@ -1,0 +1,126 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	rmqerrors "github.com/apache/rocketmq-client-go/v2/errors"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+// DLQTopic is the dead-letter topic of a consumer group: where RocketMQ moves a message
+// that was handed back more than the group's maximum reconsume times.
+func DLQTopic(group string) string { return "%DLQ%" + group }
+
+// DLQDepth counts the messages in the dead-letter queue of group: 0 when the queue does
+// not exist (nothing was ever dead-lettered). rocketdelay itself never dead-letters (its
+// reconsumption is unbounded), so a non-zero depth means messages of an older version,
+// or of another consumer of the same group, that nobody will deliver: look at them with
+// `mqadmin queryMsgByOffset -t %DLQ%<group>` and republish them to the topic.
+func DLQDepth(ctx context.Context, nameServers []string, group, instance string) (int64, error) {
+	topic := DLQTopic(group)
+	resolver := primitive.NewPassthroughResolver(nameServers)
+	adm, err := admin.NewAdmin(admin.WithResolver(resolver))
+	if err != nil {
+		return 0, fmt.Errorf("scheduler: admin client: %w", err)
+	}
+	defer adm.Close()
+	queues, err := adm.FetchPublishMessageQueues(ctx, topic)
+	if errors.Is(err, rmqerrors.ErrTopicNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("scheduler: find the queues of %s: %w", topic, err)
+	}
+	// The depth of a queue nobody consumes is its max offset minus its min offset; a pull
+	// from offset 0 answers both without consuming anything. The broker holds a pull of an
+	// empty queue (long polling) instead of answering, so each pull is bounded and a pull
+	// that times out counts as an empty queue: the name server answered for the topic a
+	// moment ago, so the broker is up.
+	pc, err := rocketmq.NewPullConsumer(
+		consumer.WithNsResolver(resolver),
+		consumer.WithGroupName(group+"-dlq-check"),
+		consumer.WithInstance(instance+"-dlq"),
+	)
+	if err != nil {
+		return 0, fmt.Errorf("scheduler: pull consumer for %s: %w", topic, err)
+	}
+	if err := pc.Subscribe(topic, consumer.MessageSelector{}); err != nil {
+		return 0, fmt.Errorf("scheduler: subscribe to %s: %w", topic, err)
+	}
+	if err := pc.Start(); err != nil {
+		return 0, fmt.Errorf("scheduler: start pull consumer of %s: %w", topic, err)
+	}
+	defer func() { _ = pc.Shutdown() }()
+	var (
+		wg    sync.WaitGroup
+		depth atomic.Int64
+		errs  = make([]error, len(queues))
+	)
+	for i, q := range queues {
+		wg.Go(func() {
+			qctx, cancel := context.WithTimeout(ctx, emptyQueueWait)
+			defer cancel()
+			res, err := pc.PullFrom(qctx, q, 0, 1)
+			switch {
+			case err != nil && qctx.Err() != nil && ctx.Err() == nil:
+				// held by the broker: empty
+			case err != nil:
+				errs[i] = fmt.Errorf("scheduler: read the offsets of %s queue %d: %w", topic, q.QueueId, err)
+			default:
+				depth.Add(max(res.MaxOffset-res.MinOffset, 0))
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return depth.Load(), nil
+}
+
+// emptyQueueWait is how long a pull of a dead-letter queue may be held by the broker
+// before the queue counts as empty.
+const emptyQueueWait = 2 * time.Second
+
+// DefaultDLQCheckInterval is how often a scheduler measures its group's dead-letter
+// queue.
+const DefaultDLQCheckInterval = time.Minute
+
+// dlqWatch measures the dead-letter queue at once (warning when it holds messages) and
+// then every interval, into the rocketdelay_dlq_messages gauge, until ctx ends.
+func (s *Scheduler) dlqWatch(ctx context.Context, interval time.Duration) {
+	defer s.loops.Done()
+	warned := false
+	for {
+		depth, err := DLQDepth(ctx, s.opts.NameServers, s.opts.Group, s.opts.InstanceName)
+		switch {
+		case err != nil:
+			s.metrics.dlq.Set(-1)
+			if ctx.Err() == nil {
+				s.logger.Warn("cannot measure the dead-letter queue", "topic", DLQTopic(s.opts.Group), "err", err)
+			}
+		default:
+			s.metrics.dlq.Set(float64(depth))
+			if depth > 0 && !warned {
+				warned = true
+				s.logger.Warn("the consumer group's dead-letter queue holds messages that will never be delivered: "+
+					"rocketdelay does not dead-letter, so they come from an older version or another consumer of the group; "+
+					"inspect them with mqadmin and republish them to the topic",
+					"topic", DLQTopic(s.opts.Group), "messages", depth)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
