@@ -24,10 +24,12 @@ import (
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/timewheel"
 )
 
 func newServeCmd(stdio IO) *cobra.Command {
 	var path string
+	var offset time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve -f FILE",
 		Short: "Run the service: scheduler, DingTalk sender, failed-sends retry job, health, metrics and admin API",
@@ -40,10 +42,13 @@ func newServeCmd(stdio IO) *cobra.Command {
 			logger := newLogger(stdio.Stderr, cfg.Log)
 			// The RocketMQ client's logger is process-wide: set it here, once, not in Serve.
 			scheduler.RouteClientLog(logger)
-			return Serve(c.Context(), cfg, ServeOptions{Logger: logger})
+			return Serve(c.Context(), cfg, ServeOptions{Logger: logger, ClockOffset: offset})
 		},
 	}
 	configFlag(cmd, &path)
+	// Fault injection only: the fault suite runs replicas whose clock is off by seconds.
+	cmd.Flags().DurationVar(&offset, "clock-offset", 0, "run as if this replica's clock were off by this much (fault injection)")
+	_ = cmd.Flags().MarkHidden("clock-offset")
 	return cmd
 }
 
@@ -55,7 +60,23 @@ type ServeOptions struct {
 	Listener net.Listener
 	// Registry, when set, receives the metrics instead of a fresh registry.
 	Registry *prometheus.Registry
+	// ClockOffset shifts every clock the service reads (its wall clock, its timing
+	// wheel) by this much: the fault suite's clock-skew scenario. Default 0.
+	ClockOffset time.Duration
 }
+
+// offsetClock is the system clock shifted by a fixed offset; it is a timewheel.Clock.
+type offsetClock time.Duration
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
+
+func (offsetClock) NewTimer(d time.Duration) timewheel.Timer { return systemTimer{time.NewTimer(d)} }
+
+type systemTimer struct{ t *time.Timer }
+
+func (s systemTimer) C() <-chan time.Time        { return s.t.C }
+func (s systemTimer) Reset(d time.Duration) bool { return s.t.Reset(d) }
+func (s systemTimer) Stop() bool                 { return s.t.Stop() }
 
 // Serve runs the service — scheduler, DingTalk sender, failed-sends retry job, and the
 // HTTP endpoints — until ctx is cancelled, then shuts down gracefully within
@@ -65,6 +86,11 @@ type ServeOptions struct {
 func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	logger := opts.Logger
 	reg := opts.Registry
+	clock := offsetClock(opts.ClockOffset)
+	now := clock.Now
+	if opts.ClockOffset != 0 {
+		logger.Warn("running with a shifted clock (fault injection)", "offset", opts.ClockOffset.String())
+	}
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -88,6 +114,13 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 
+	mode, replicas, _ := config.ParseDurability(cfg.Redis.Durability) // validated
+	switch err := store.CheckDurability(ctx, rdb, mode, replicas); {
+	case errors.Is(err, store.ErrCannotCheck), err != nil && mode == "replicas":
+		logger.Warn("cannot confirm the Redis durability setting; trusting the operator", "durability", cfg.Redis.Durability, "err", err)
+	case err != nil:
+		return err
+	}
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
 	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{})
 	senderOpts, err := sender.OptionsFromConfig(cfg)
@@ -95,15 +128,17 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	snd, err := sender.New(senderOpts, store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window),
-		logger.With("component", "sender"), sender.NewMetrics(reg), time.Now)
+		logger.With("component", "sender"), sender.NewMetrics(reg), now)
 	if err != nil {
 		return err
 	}
 	defer snd.Close()
 	deliverer := delivery.New(snd, ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
-		logger, delivery.NewMetrics(reg), time.Now)
+		logger, delivery.NewMetrics(reg), now)
 	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
-	sched, err := scheduler.New(scheduler.OptionsFromConfig(cfg), ws, deliverer, logger, scheduler.NewMetrics(reg), time.Now)
+	schedOpts := scheduler.OptionsFromConfig(cfg)
+	schedOpts.Wheel.Clock = clock
+	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, scheduler.NewMetrics(reg), now)
 	if err != nil {
 		return err
 	}

@@ -123,6 +123,43 @@ type Redis struct {
 	// KeyPrefix starts every key rocketdelay writes, so several deployments can share one
 	// Redis. Default "rd".
 	KeyPrefix string `yaml:"keyPrefix" json:"keyPrefix"`
+	// Durability is what "stored" means before rocketdelay acknowledges a RocketMQ message
+	// or counts a claim, a release or a delivery as done:
+	//   "write"       Redis answered (its own appendfsync decides the rest: with
+	//                 everysec, a host crash or a failover to an asynchronous replica can
+	//                 lose the last second);
+	//   "fsync"       Redis answered and runs with appendfsync always (checked at start
+	//                 where CONFIG GET is allowed): a host crash loses nothing answered;
+	//   "replicas=N"  Redis answered and WAIT saw N replicas take the write within
+	//                 WaitTimeout; otherwise the message is handed back and retried.
+	// Default "write".
+	Durability string `yaml:"durability" json:"durability"`
+	// WaitTimeout bounds WAIT in durability replicas=N. Default 1s.
+	WaitTimeout time.Duration `yaml:"waitTimeout" json:"waitTimeout"`
+}
+
+// Values of redis.durability.
+const (
+	DurabilityWrite = "write"
+	DurabilityFsync = "fsync"
+	// DurabilityReplicas is the prefix of "replicas=N".
+	DurabilityReplicas = "replicas="
+)
+
+// ParseDurability reads redis.durability: the mode (write, fsync or replicas) and, for
+// replicas=N, N.
+func ParseDurability(s string) (mode string, replicas int, err error) {
+	switch {
+	case s == DurabilityWrite, s == DurabilityFsync:
+		return s, 0, nil
+	case strings.HasPrefix(s, DurabilityReplicas):
+		n, err := strconv.Atoi(strings.TrimPrefix(s, DurabilityReplicas))
+		if err != nil || n < 1 {
+			return "", 0, fmt.Errorf("%q: N in replicas=N must be a whole number of at least 1", s)
+		}
+		return "replicas", n, nil
+	}
+	return "", 0, fmt.Errorf("%q is not one of write, fsync, replicas=N", s)
 }
 
 // Postgres configures the Postgres connection.
@@ -318,6 +355,8 @@ const (
 	DefaultDoneTTL         = 7 * 24 * time.Hour
 	DefaultRetryMaxDelay   = 60 * time.Second
 	DefaultKeyPrefix       = "rd"
+	DefaultDurability      = DurabilityWrite
+	DefaultWaitTimeout     = time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 
 	DefaultSenderLimit           = 19
@@ -361,6 +400,8 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Scheduler.DoneTTL, DefaultDoneTTL)
 	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
 	Default(&c.Redis.KeyPrefix, DefaultKeyPrefix)
+	Default(&c.Redis.Durability, DefaultDurability)
+	Default(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	Default(&c.Sender.Limit, DefaultSenderLimit)
 	Default(&c.Sender.Window, DefaultSenderWindow)
@@ -469,6 +510,12 @@ func (c Config) Validate() error {
 		bad("redis.url", "required; set it in the file or in ROCKETDELAY_REDIS_URL")
 	} else if u, err := url.Parse(c.Redis.URL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
 		bad("redis.url", "must be a redis://, rediss:// or unix:// URL")
+	}
+	if _, _, err := ParseDurability(c.Redis.Durability); err != nil {
+		bad("redis.durability", "%v", err)
+	}
+	if c.Redis.WaitTimeout <= 0 {
+		bad("redis.waitTimeout", "must be positive, got %s", c.Redis.WaitTimeout)
 	}
 	if strings.ContainsAny(c.Redis.KeyPrefix, "{} \t\n") {
 		bad("redis.keyPrefix", "%q must not contain braces or whitespace", c.Redis.KeyPrefix)
@@ -660,6 +707,7 @@ var EnvVars = []EnvVar{
 	}},
 	{"ROCKETDELAY_REDIS_URL", "redis.url", func(c *Config, v string) error { c.Redis.URL = Secret(v); return nil }},
 	{"ROCKETDELAY_REDIS_KEY_PREFIX", "redis.keyPrefix", func(c *Config, v string) error { c.Redis.KeyPrefix = v; return nil }},
+	{"ROCKETDELAY_REDIS_DURABILITY", "redis.durability", func(c *Config, v string) error { c.Redis.Durability = v; return nil }},
 	{"ROCKETDELAY_POSTGRES_URL", "postgres.url", func(c *Config, v string) error { c.Postgres.URL = Secret(v); return nil }},
 	{"ROCKETDELAY_SENDER_BASE_URL", "sender.baseURL", func(c *Config, v string) error { c.Sender.BaseURL = v; return nil }},
 	{"ROCKETDELAY_SENDER_WINDOW", "sender.window", func(c *Config, v string) error {

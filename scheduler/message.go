@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
@@ -145,9 +146,15 @@ func messageID(msg *primitive.MessageExt) string {
 	return msg.MsgId
 }
 
+// printable reports whether s is valid UTF-8 of printable characters without spaces. The
+// replacement character counts as unprintable: it is what a broker makes of bytes that
+// were not UTF-8.
 func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
 	for _, r := range s {
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == utf8.RuneError {
 			return false
 		}
 	}

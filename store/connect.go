@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,4 +72,49 @@ func scrub(msg, dsn string) string {
 		}
 	}
 	return msg
+}
+
+// ErrCannotCheck is returned by CheckDurability when Redis does not let rocketdelay read
+// its configuration (CONFIG and INFO are often disabled on managed Redis): the operator
+// vouches for the setting.
+var ErrCannotCheck = errors.New("cannot read the Redis configuration")
+
+// CheckDurability checks that Redis can keep the promise of config redis.durability
+// (mode and replicas as config.ParseDurability returns them): for "fsync", that it runs
+// appendonly yes with appendfsync always; for "replicas", that at least that many
+// replicas are connected now. "write" promises nothing to check. The error says what to
+// change; one wrapping ErrCannotCheck means the check itself was refused.
+func CheckDurability(ctx context.Context, rdb redis.UniversalClient, mode string, replicas int) error {
+	switch mode {
+	case "fsync":
+		got := map[string]string{}
+		for _, key := range []string{"appendonly", "appendfsync"} {
+			v, err := rdb.ConfigGet(ctx, key).Result()
+			if err != nil {
+				return fmt.Errorf("store: redis.durability fsync: CONFIG GET %s: %v: %w", key, err, ErrCannotCheck)
+			}
+			got[key] = v[key]
+		}
+		if got["appendonly"] != "yes" || got["appendfsync"] != "always" {
+			return fmt.Errorf("store: redis.durability is fsync but Redis runs appendonly %s, appendfsync %s: "+
+				"set appendonly yes and appendfsync always (redis.conf, or CONFIG SET), or choose another durability",
+				got["appendonly"], got["appendfsync"])
+		}
+	case "replicas":
+		info, err := rdb.Info(ctx, "replication").Result()
+		if err != nil {
+			return fmt.Errorf("store: redis.durability replicas=%d: INFO replication: %v: %w", replicas, err, ErrCannotCheck)
+		}
+		connected := -1
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+				connected, _ = strconv.Atoi(v)
+			}
+		}
+		if connected < replicas {
+			return fmt.Errorf("store: redis.durability is replicas=%d but the Redis primary has %d replicas connected: "+
+				"every write will wait %s and be retried until they are", replicas, max(connected, 0), "redis.waitTimeout")
+		}
+	}
+	return nil
 }

@@ -44,12 +44,21 @@ type WheelStageOptions struct {
 	// default), as the cancelled alert may still be hopping through the broker until then.
 	// Default config scheduler.horizon's default plus a day.
 	CancelTTL time.Duration
+	// Replicas, when above 0, is how many Redis replicas must have taken every write of
+	// the wheel stage (WAIT) before it counts as stored (config redis.durability
+	// replicas=N); a write they did not take in time fails with ErrNotReplicated, so the
+	// caller keeps what it was storing and tries again. Default 0: Redis's answer is
+	// enough.
+	Replicas int
+	// WaitTimeout bounds that WAIT. Default config redis.waitTimeout.
+	WaitTimeout time.Duration
 }
 
 func (o WheelStageOptions) withDefaults() WheelStageOptions {
 	config.Default(&o.Lease, config.DefaultLease)
 	config.Default(&o.DoneTTL, config.DefaultDoneTTL)
 	config.Default(&o.CancelTTL, config.DefaultHorizon+cancelMargin)
+	config.Default(&o.WaitTimeout, config.DefaultWaitTimeout)
 	return o
 }
 
@@ -57,7 +66,9 @@ func (o WheelStageOptions) withDefaults() WheelStageOptions {
 // configuration: the scheduler's lease and done TTL, and tombstones that outlive the
 // horizon.
 func WheelStageOptionsFromConfig(c config.Config) WheelStageOptions {
-	return WheelStageOptions{Lease: c.Scheduler.Lease, DoneTTL: c.Scheduler.DoneTTL, CancelTTL: c.Scheduler.Horizon + cancelMargin}
+	_, replicas, _ := config.ParseDurability(c.Redis.Durability) // validated
+	return WheelStageOptions{Lease: c.Scheduler.Lease, DoneTTL: c.Scheduler.DoneTTL, CancelTTL: c.Scheduler.Horizon + cancelMargin,
+		Replicas: replicas, WaitTimeout: c.Redis.WaitTimeout}
 }
 
 // Entry is one alert waiting in the wheel stage.
@@ -191,16 +202,17 @@ func (r CancelResult) String() string {
 }
 
 var (
-	wheelPutScript          = script("wheel_put.lua")
-	wheelClaimScript        = script("wheel_claim.lua")
-	wheelClaimOverdueScript = script("wheel_claim_overdue.lua")
-	wheelReleaseScript      = script("wheel_release.lua")
-	wheelGiveBackScript     = script("wheel_give_back.lua")
-	wheelExtendLeaseScript  = script("wheel_extend_lease.lua")
-	wheelDueWithinScript    = script("wheel_due_within.lua")
-	wheelCancelScript       = script("wheel_cancel.lua")
-	wheelConfirmScript      = script("wheel_confirm.lua")
-	wheelMarkFailedScript   = script("wheel_mark_failed.lua")
+	wheelPutScript           = script("wheel_put.lua")
+	wheelClaimScript         = script("wheel_claim.lua")
+	wheelClaimOverdueScript  = script("wheel_claim_overdue.lua")
+	wheelReleaseScript       = script("wheel_release.lua")
+	wheelGiveBackScript      = script("wheel_give_back.lua")
+	wheelExtendLeaseScript   = script("wheel_extend_lease.lua")
+	wheelDueWithinScript     = script("wheel_due_within.lua")
+	wheelCancelScript        = script("wheel_cancel.lua")
+	wheelConfirmScript       = script("wheel_confirm.lua")
+	wheelMarkFailedScript    = script("wheel_mark_failed.lua")
+	wheelMarkDeliveredScript = script("wheel_mark_delivered.lua")
 )
 
 // WheelStage is the Redis side of the scheduler's wheel stage: the payloads and due index
@@ -251,7 +263,7 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 		return 0, errors.New("store: put: empty id")
 	}
 	keys := []string{w.due, w.inflight, w.entries, w.keys.done(e.ID), w.keys.cancel(e.ID)}
-	code, err := wheelPutScript.Run(ctx, w.rdb, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e)).Int()
+	code, err := w.write(ctx, wheelPutScript, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e)).Int()
 	if err != nil {
 		return 0, w.fail("put", err)
 	}
@@ -277,7 +289,7 @@ func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) ([]E
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	res, err := wheelClaimScript.Run(ctx, w.rdb, w.claimKeys(), args...).Slice()
+	res, err := w.write(ctx, wheelClaimScript, w.claimKeys(), args...).Slice()
 	if err != nil {
 		return nil, w.fail("claim", err)
 	}
@@ -298,7 +310,7 @@ func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limi
 		return nil, fmt.Errorf("store: claim overdue: limit %d is not positive", limit)
 	}
 	grace = max(grace, 0)
-	res, err := wheelClaimOverdueScript.Run(ctx, w.rdb, w.claimKeys(),
+	res, err := w.write(ctx, wheelClaimOverdueScript, w.claimKeys(),
 		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token).Slice()
 	if err != nil {
 		return nil, w.fail("claim overdue", err)
@@ -337,7 +349,7 @@ func (w *WheelStage) Release(ctx context.Context, outcome Outcome, claims ...Cla
 		keys = append(keys, w.keys.done(c.ID))
 		args = append(args, c.ID, c.Token)
 	}
-	n, err := wheelReleaseScript.Run(ctx, w.rdb, keys, args...).Int()
+	n, err := w.write(ctx, wheelReleaseScript, keys, args...).Int()
 	if err != nil {
 		return 0, w.fail("release", err)
 	}
@@ -350,7 +362,7 @@ func (w *WheelStage) Release(ctx context.Context, outcome Outcome, claims ...Cla
 // reports false, changing nothing, when c no longer holds it (released, cancelled, given
 // back already, or claimed by another replica after c's lease ran out).
 func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time) (bool, error) {
-	n, err := wheelGiveBackScript.Run(ctx, w.rdb, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries()},
+	n, err := w.write(ctx, wheelGiveBackScript, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries()},
 		c.ID, c.Token, retryAt.UnixMilli()).Int()
 	if err != nil {
 		return false, w.fail("give back", err)
@@ -401,7 +413,7 @@ func (w *WheelStage) Confirm(ctx context.Context, c Claim) error {
 // hands the entry off next only records the failure and never sends it again. It returns
 // an error wrapping ErrNotHeld when c does not hold the entry any more.
 func (w *WheelStage) MarkFailed(ctx context.Context, c Claim, failure []byte) error {
-	n, err := wheelMarkFailedScript.Run(ctx, w.rdb, []string{w.inflight, w.keys.owner(), w.keys.failed()},
+	n, err := w.write(ctx, wheelMarkFailedScript, []string{w.inflight, w.keys.owner(), w.keys.failed()},
 		c.ID, c.Token, failure).Int()
 	if err != nil {
 		return w.fail("mark failed", err)
@@ -416,10 +428,50 @@ func (w *WheelStage) MarkFailed(ctx context.Context, c Claim, failure []byte) er
 // delivered outside the wheel stage (by the failed-sends retry job).
 func (w *WheelStage) MarkDelivered(ctx context.Context, id string) error {
 	now := time.Now().UnixMilli()
-	if err := w.rdb.Set(ctx, w.keys.done(id), strconv.FormatInt(now, 10), w.opts.DoneTTL).Err(); err != nil {
+	if err := w.write(ctx, wheelMarkDeliveredScript, []string{w.keys.done(id)}, now, w.opts.DoneTTL.Milliseconds()).Err(); err != nil {
 		return w.fail("mark delivered", err)
 	}
 	return nil
+}
+
+// ErrNotReplicated is the error of a write that fewer Redis replicas than
+// WheelStageOptions.Replicas took within WaitTimeout. It wraps ErrUnavailable: the
+// write may be lost in a failover, so the caller keeps what it stored and retries.
+var ErrNotReplicated = fmt.Errorf("not replicated in time: %w", ErrUnavailable)
+
+// write runs a mutating script. With Options().Replicas above 0 the script and a WAIT run
+// on one connection, in one round trip, and the script's reply is an error wrapping
+// ErrNotReplicated unless enough replicas took it in time.
+func (w *WheelStage) write(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if w.opts.Replicas <= 0 {
+		return s.Run(ctx, w.rdb, keys, args...)
+	}
+	for attempt := 0; ; attempt++ {
+		var cmd *redis.Cmd
+		var wait *redis.IntCmd
+		_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			cmd = s.EvalSha(ctx, p, keys, args...)
+			wait = redis.NewIntCmd(ctx, "wait", w.opts.Replicas, w.opts.WaitTimeout.Milliseconds())
+			_ = p.Process(ctx, wait)
+			return nil
+		})
+		if attempt == 0 && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			if err := s.Load(ctx, w.rdb).Err(); err != nil {
+				cmd.SetErr(err)
+				return cmd
+			}
+			continue
+		}
+		switch {
+		case cmd.Err() != nil:
+		case wait.Err() != nil:
+			cmd.SetErr(wait.Err())
+		case wait.Val() < int64(w.opts.Replicas):
+			cmd.SetErr(fmt.Errorf("%d of %d replicas took the write within %s: %w",
+				wait.Val(), w.opts.Replicas, w.opts.WaitTimeout, ErrNotReplicated))
+		}
+		return cmd
+	}
 }
 
 // IsDelivered reports whether id's done marker says it was delivered (by a hand-off, or
@@ -505,6 +557,9 @@ func (w *WheelStage) Stats(ctx context.Context) (waiting, inflight int64, err er
 // fail wraps err for operation op; errors of an unreachable or unready Redis also wrap
 // ErrUnavailable.
 func (w *WheelStage) fail(op string, err error) error {
+	if errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
 	if wheelStageRetryable(err) {
 		return fmt.Errorf("store: %s: %w: %w", op, err, ErrUnavailable)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -889,4 +890,57 @@ func release(ctx context.Context, ws *store.WheelStage, ids ...string) error {
 func giveBack(ctx context.Context, ws *store.WheelStage, id string, retryAt time.Time) error {
 	_, err := ws.GiveBack(ctx, store.Claim{ID: id, Token: tok}, retryAt)
 	return err
+}
+
+// redis.durability fsync is checked against Redis's own setting.
+func TestCheckDurabilityFsync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _ := testenv.RedisServer(t, "--appendonly", "yes", "--appendfsync", "everysec")
+	err := store.CheckDurability(ctx, rdb, "fsync", 0)
+	require.ErrorContains(t, err, "appendfsync everysec")
+	require.NotErrorIs(t, err, store.ErrCannotCheck)
+	require.NoError(t, rdb.ConfigSet(ctx, "appendfsync", "always").Err())
+	require.NoError(t, store.CheckDurability(ctx, rdb, "fsync", 0))
+	require.NoError(t, store.CheckDurability(ctx, rdb, "write", 0))
+	require.ErrorContains(t, store.CheckDurability(ctx, rdb, "replicas", 1), "0 replicas connected")
+}
+
+// With durability replicas=1 a write counts only once a replica took it: with the
+// replica up, the wheel stage works; with it gone, every write fails with
+// ErrNotReplicated (an ErrUnavailable: the caller keeps the alert and retries).
+func TestWheelStageWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary, addr := testenv.RedisServer(t)
+	host, port, _ := net.SplitHostPort(addr)
+	replica, _ := testenv.RedisServer(t, "--replicaof", host, port)
+	require.Eventually(t, func() bool {
+		info, err := replica.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	}, 20*time.Second, 50*time.Millisecond)
+	require.NoError(t, store.CheckDurability(ctx, primary, "replicas", 1))
+	ws := store.NewWheelStage(primary, "rddur", store.WheelStageOptions{Replicas: 1, WaitTimeout: 300 * time.Millisecond})
+	res, err := ws.Put(ctx, entryAt("a", time.Now()))
+	require.NoError(t, err)
+	require.Equal(t, store.PutStored, res)
+	got, err := ws.Claim(ctx, []string{"a"}, tok)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	v, err := replica.HExists(ctx, "{rddur}:owner", "a").Result()
+	require.NoError(t, err)
+	require.True(t, v, "the claim reached the replica before Claim returned")
+
+	_ = replica.Shutdown(ctx).Err() // the replica goes away (its answer is the connection closing)
+	require.Eventually(t, func() bool {
+		info, err := primary.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:0")
+	}, 10*time.Second, 50*time.Millisecond)
+	start := time.Now()
+	_, err = ws.Put(ctx, entryAt("b", time.Now()))
+	require.ErrorIs(t, err, store.ErrNotReplicated)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "WAIT waited its timeout")
+	_, err = ws.Release(ctx, store.Delivered, got[0].Claim())
+	require.ErrorIs(t, err, store.ErrNotReplicated)
 }

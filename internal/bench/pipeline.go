@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -139,7 +143,133 @@ func Pipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io
 	fmt.Fprintf(out, "\nRedis round trips per wheel-stage message: %.2f (target ≤ 3)\n", res.roundTrips)
 	fmt.Fprintf(out, "lateness due → hand-off over %d/%d alerts: p50 %s, p99 %s, max %s (target p99 ≤ 50ms)\n",
 		res.handedOff, res.expected, res.p50.Round(10*time.Microsecond), res.p99.Round(10*time.Microsecond), res.worst.Round(10*time.Microsecond))
+	return durabilityStages(ctx, out, cfg, p, n, concurrency, suffix, res.wheel)
+}
+
+// durabilityStages runs the wheel stage once per redis.durability mode, each on a Redis
+// of its own started for the run (Debian's redis-server, AOF on): write (appendfsync
+// everysec), fsync (appendfsync always), replicas=1 (a primary and one replica, WAIT 1
+// after every write); and prints their cost side by side, against the shared Redis's
+// wheel stage measured above (baseline).
+func durabilityStages(ctx context.Context, out io.Writer, cfg config.Config, p rocketmq.Producer, n, concurrency int, suffix string, baseline float64) error {
+	type mode struct {
+		name     string
+		args     []string
+		replicas int
+	}
+	modes := []mode{
+		{"write (appendfsync everysec)", []string{"--appendfsync", "everysec"}, 0},
+		{"fsync (appendfsync always)", []string{"--appendfsync", "always"}, 0},
+		{"replicas=1 (WAIT 1 after each write)", []string{"--appendfsync", "everysec"}, 1},
+	}
+	fmt.Fprintf(out, "\nredis.durability, wheel stage on a Redis of its own per mode (%d messages each):\n", n)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "durability\tmsg/s\tvs write\tlateness p50\tp99\t")
+	var write float64
+	for i, m := range modes {
+		url, stop, err := startRedis(ctx, m.replicas, m.args...)
+		if err != nil {
+			return err
+		}
+		topic := fmt.Sprintf("rd_bench_dur%d_%s", i, suffix)
+		if err := createTopic(ctx, cfg, topic); err != nil {
+			stop()
+			return err
+		}
+		due := time.Now().Add(cfg.Scheduler.Threshold / 2)
+		if err := produceN(ctx, p, n, func(j int) *primitive.Message {
+			msg := primitive.NewMessage(topic, []byte("dur "+strconv.Itoa(j)))
+			at := due.Add(time.Duration(j%1000) * time.Millisecond * min(cfg.Scheduler.Threshold/2, time.Second) / time.Second)
+			msg.WithProperties(map[string]string{scheduler.PropTarget: "bench", scheduler.PropID: fmt.Sprintf("dur%d-%s-%d", i, suffix, j),
+				scheduler.PropDeliverAt: strconv.FormatInt(at.UnixMilli(), 10)})
+			return msg
+		}); err != nil {
+			stop()
+			return err
+		}
+		rec := &latencyRecorder{}
+		var cmds atomic.Int64
+		rate, _, err := runScheduler(ctx, io.Discard, cfg, topic, fmt.Sprintf("dur%d", i), n, concurrency, suffix,
+			&wheelRun{rec: rec, cmds: &cmds, redisURL: url, replicas: m.replicas})
+		stop()
+		if err != nil {
+			return fmt.Errorf("bench: durability %s: %w", m.name, err)
+		}
+		if i == 0 {
+			write = rate
+		}
+		p50, p99, _, _ := rec.percentiles()
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%s\t%s\t\n", m.name, rate, rate/write, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "(the shared Redis's wheel stage above: %.0f msg/s)\n", baseline)
 	return nil
+}
+
+// startRedis starts a redis-server of the benchmark's own on a free loopback port (AOF
+// on, args added), and, when replicas is 1, one replica of it; it returns the primary's
+// URL and a function that stops both.
+func startRedis(ctx context.Context, replicas int, args ...string) (string, func(), error) {
+	var procs []*exec.Cmd
+	stop := func() {
+		for _, c := range procs {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}
+	start := func(extra ...string) (string, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := ln.Addr().String()
+		_, port, _ := net.SplitHostPort(addr)
+		ln.Close()
+		dir, err := os.MkdirTemp("", "rocketdelay-bench-redis-")
+		if err != nil {
+			return "", err
+		}
+		c := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", dir,
+			"--save", "", "--appendonly", "yes", "--logfile", filepath.Join(dir, "redis.log")}, extra...)...)
+		if err := c.Start(); err != nil {
+			return "", fmt.Errorf("bench: start redis-server (installed by deploy/local/up): %w", err)
+		}
+		procs = append(procs, c)
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		for deadline := time.Now().Add(10 * time.Second); rdb.Ping(ctx).Err() != nil; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return "", fmt.Errorf("bench: redis-server on %s did not start; see %s/redis.log", addr, dir)
+			}
+		}
+		return addr, nil
+	}
+	primary, err := start(args...)
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	if replicas > 0 {
+		host, port, _ := net.SplitHostPort(primary)
+		if _, err := start("--replicaof", host, port); err != nil {
+			stop()
+			return "", nil, err
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: primary})
+		defer rdb.Close()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if err := store.CheckDurability(ctx, rdb, "replicas", replicas); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				stop()
+				return "", nil, fmt.Errorf("bench: the replica did not connect to %s", primary)
+			}
+		}
+	}
+	return "redis://" + primary + "/0", stop, nil
 }
 
 func createTopic(ctx context.Context, cfg config.Config, topic string) error {
@@ -215,16 +345,28 @@ func rawRepublish(ctx context.Context, ns []string, p rocketmq.Producer, in, out
 	}
 }
 
+// wheelRun is what a wheel-stage run records, and where it stores: a Redis URL (default
+// the config's) and the wheel stage's replicas to WAIT for (durability replicas=N).
 type wheelRun struct {
-	rec  *latencyRecorder
-	cmds *atomic.Int64
+	rec      *latencyRecorder
+	cmds     *atomic.Int64
+	redisURL string
+	replicas int
 }
 
 // runScheduler runs an in-process scheduler on topic until n messages went through the
 // stage, and returns messages per second (first receipt to last stage completion) and,
 // for the wheel stage, Redis commands per message.
 func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, stage string, n, concurrency int, suffix string, wr *wheelRun) (float64, float64, error) {
-	rdb, err := store.OpenRedis(ctx, cfg.Redis.URL.Reveal())
+	url := cfg.Redis.URL.Reveal()
+	var stageOpts store.WheelStageOptions
+	if wr != nil && wr.redisURL != "" {
+		url = wr.redisURL
+	}
+	if wr != nil {
+		stageOpts.Replicas = wr.replicas
+	}
+	rdb, err := store.OpenRedis(ctx, url)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -234,7 +376,7 @@ func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, 
 	if wr != nil {
 		rdb.AddHook(countingHook{n: wr.cmds})
 	}
-	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	ws := store.NewWheelStage(rdb, prefix, stageOpts)
 	reg := prometheus.NewRegistry()
 	m := scheduler.NewMetrics(reg)
 	opts := scheduler.OptionsFromConfig(cfg)

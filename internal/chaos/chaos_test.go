@@ -17,18 +17,18 @@ var (
 )
 
 // TestChaosShort runs a shortened suite on a private stack: SIGKILLs during a run whose
-// delays cover both broker hops and the wheel stage, the whole malformed corpus, and a
-// quick DingTalk storm. Nothing may be lost, duplicated without an ambiguous cause, or
+// delays cover both broker hops and the wheel stage, the whole malformed corpus, a quick
+// DingTalk storm, a SIGKILLed Redis, and a replica SIGSTOPped past its lease. Nothing may be lost, duplicated without an ambiguous cause, or
 // delivered early, and every malformed input must be rejected with its reason.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs RocketMQ, Redis and Postgres (a private stack); skipped under -short")
 	}
 	var log bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
 	rows, err := Run(ctx, Options{
-		Scenarios:   []string{ScenarioKillOne, ScenarioMalformed, ScenarioStorm},
+		Scenarios:   []string{ScenarioKillOne, ScenarioMalformed, ScenarioStorm, ScenarioRedisKill, ScenarioZombie},
 		Alerts:      300,
 		OtherAlerts: 120,
 		Kills:       2,
@@ -49,7 +49,7 @@ func TestChaosShort(t *testing.T) {
 		t.Logf("progress:\n%s", log.String())
 	}
 	require.NoError(t, err)
-	require.Len(t, rows, 3)
+	require.Len(t, rows, 5)
 	for _, r := range rows {
 		require.NoError(t, r.Err, r.Scenario)
 		require.Zero(t, r.Lost, "%s: lost %v", r.Scenario, r.LostIDs)
@@ -58,6 +58,7 @@ func TestChaosShort(t *testing.T) {
 		require.Equal(t, r.Published, r.Delivered, r.Scenario)
 		require.Empty(t, r.MalformedProblems, r.Scenario)
 		require.Equal(t, r.Malformed, r.MalformedOK, r.Scenario)
+		require.Zero(t, r.DLQ, "%s: messages in the dead-letter queue", r.Scenario)
 		if r.Scenario == ScenarioMalformed {
 			require.GreaterOrEqual(t, r.Malformed, 50, "the corpus has at least 50 inputs")
 		}

@@ -135,6 +135,20 @@ func Corpus(prefix string) []MalformedCase {
 	add(body("json-wrong-shape-at", `{"msgtype":"text","text":{"content":"`+badMarker+`"},"at":"everyone"}`))
 	// Several faults at once: the first in decode order wins.
 	add(c{Name: "all-wrong", Props: map[string]string{scheduler.PropTarget: none, scheduler.PropDelay: "-1"}, Body: []byte("\xff"), Reason: scheduler.RejectMissingTarget})
+	// NUL bytes and invalid UTF-8 in every property: Postgres text and jsonb refuse both,
+	// yet each input must end as a rejected row.
+	add(c{Name: "id-nul", Props: map[string]string{scheduler.PropID: prefix + "\x00nul"}, Reason: scheduler.RejectBadID})
+	add(c{Name: "id-invalid-utf8", Props: map[string]string{scheduler.PropID: prefix + "\xff\xfe"}, Reason: scheduler.RejectBadID})
+	add(c{Name: "target-nul", Props: map[string]string{scheduler.PropTarget: "ops\x00"}, Reason: scheduler.RejectUnknownTarget})
+	add(c{Name: "target-nul-invalid-utf8", Props: map[string]string{scheduler.PropTarget: "\x00\xc3\x28"}, Reason: scheduler.RejectUnknownTarget})
+	add(c{Name: "delay-nul", Props: map[string]string{scheduler.PropDelay: "1000\x00"}, Reason: scheduler.RejectBadDue})
+	add(c{Name: "deliver-at-nul", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: "\x00" + ms(now)}, Reason: scheduler.RejectBadDue})
+	add(c{Name: "deliver-at-invalid-utf8", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: ms(now) + "\xff"}, Reason: scheduler.RejectBadDue})
+	add(c{Name: "hops-nul", Props: map[string]string{scheduler.PropTarget: "nope", scheduler.PropHops: "2\x00"}, Reason: scheduler.RejectUnknownTarget})
+	add(c{Name: "other-property-nul", Props: map[string]string{scheduler.PropTarget: "nope", "X_NOTE": "a\x00b"}, Reason: scheduler.RejectUnknownTarget})
+	add(c{Name: "other-key-nul", Props: map[string]string{scheduler.PropTarget: "nope", "X\x00KEY": "v"}, Reason: scheduler.RejectUnknownTarget})
+	add(c{Name: "other-invalid-utf8", Props: map[string]string{scheduler.PropTarget: "nope", "X\xffK": "v\xfe"}, Reason: scheduler.RejectUnknownTarget})
+	add(c{Name: "body-nul-unknown-target", Props: map[string]string{scheduler.PropTarget: "nope"}, Body: []byte("\x00" + badMarker + " body-nul-unknown-target\x00"), Reason: scheduler.RejectUnknownTarget})
 	for i := range out {
 		for k, v := range out[i].Props {
 			if v == none {

@@ -32,9 +32,9 @@ type replica struct {
 	done chan struct{}
 }
 
-// startReplica starts `rocketdelay serve -f cfg` with env and waits until /readyz answers
+// startReplica starts `rocketdelay serve -f cfg ARGS…` with env and waits until /readyz answers
 // 200, at most 90s.
-func startReplica(ctx context.Context, bin, cfg, logPath, name string, env []string) (*replica, error) {
+func startReplica(ctx context.Context, bin, cfg, logPath, name string, env []string, args ...string) (*replica, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func startReplica(ctx context.Context, bin, cfg, logPath, name string, env []str
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "-f", cfg)
+	cmd := exec.Command(bin, append([]string{"serve", "-f", cfg}, args...)...)
 	cmd.Env = append(append(os.Environ(), env...), "ROCKETDELAY_HTTP_ADDR="+addr)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -87,11 +87,19 @@ func (r *replica) kill() {
 	<-r.done
 }
 
+// pause sends SIGSTOP: the process holds everything it held, does nothing, and answers
+// nobody, as a VM paused by its host or a process stuck in a long GC would.
+func (r *replica) pause() { _ = r.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// resume sends SIGCONT to a paused replica.
+func (r *replica) resume() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }
+
 // stop sends SIGTERM and waits up to 30s, then SIGKILLs.
 func (r *replica) stop() {
 	if r == nil {
 		return
 	}
+	_ = r.cmd.Process.Signal(syscall.SIGCONT) // a paused replica could not stop
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-r.done:

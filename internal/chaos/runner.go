@@ -27,18 +27,25 @@ import (
 const (
 	ScenarioKillOne   = "kill-one"  // (1) SIGKILL one replica at random moments, restart it
 	ScenarioKillBoth  = "kill-both" // (2) SIGKILL both replicas at once, restart them
-	ScenarioRedis     = "redis"     // (3) restart Redis (AOF, everysec) mid-run
-	ScenarioPostgres  = "postgres"  // (4) stop Postgres while DingTalk fails, restore both
+	ScenarioRedisKill = "redis-kill" // (3) SIGKILL Redis (AOF, everysec) mid-run, start it again
+	ScenarioPostgres  = "postgres"   // (4) stop Postgres while DingTalk fails, restore both
 	ScenarioStorm     = "storm"     // (5) DingTalk storms: 5xx, 130101, throttling, slow, drops
 	ScenarioBroker    = "broker"    // (6) restart the RocketMQ broker mid-run
 	ScenarioMalformed = "malformed" // (7) malformed inputs mixed into a normal run
-	ScenarioBaseline  = "baseline"  // no fault: the reference row
+	// (8) Redis down (SIGKILLed) for longer than the broker's whole reconsume schedule
+	ScenarioRedisOutage = "redis-outage"
+	// (9) Postgres down for as long while sends fail and rejects arrive
+	ScenarioPostgresOutage = "postgres-outage"
+	ScenarioZombie         = "zombie"     // (10) a replica SIGSTOPped past its lease while holding claims, then SIGCONTed
+	ScenarioClockSkew      = "clock-skew" // (11) Redis's clock 5s ahead of the replicas'
+	ScenarioBaseline       = "baseline"   // no fault: the reference row
 	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
 // AllScenarios lists every scenario in the order Run runs them.
-var AllScenarios = []string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedis, ScenarioPostgres,
-	ScenarioStorm, ScenarioBroker, ScenarioMalformed}
+var AllScenarios = []string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedisKill, ScenarioPostgres,
+	ScenarioStorm, ScenarioBroker, ScenarioMalformed, ScenarioZombie, ScenarioClockSkew,
+	ScenarioRedisOutage, ScenarioPostgresOutage}
 
 // Options choose the scenarios and their sizes.
 type Options struct {
@@ -62,6 +69,11 @@ type Options struct {
 	Outage time.Duration
 	// Storm is how long DingTalk storms last in scenario storm. Default 40s.
 	Storm time.Duration
+	// LongOutage is how long Redis or Postgres stays down in redis-outage and
+	// postgres-outage: longer than RocketMQ's whole default reconsume schedule on the test
+	// levels (16 tries, 4.5 minutes), after which a bounded consumer would dead-letter.
+	// Default 5m.
+	LongOutage time.Duration
 	// Drain bounds the wait for every alert after the last one was due. Default 120s.
 	Drain time.Duration
 	// Settle is how long to keep counting after every alert arrived, to catch late
@@ -106,6 +118,7 @@ func (o Options) withDefaults() (Options, error) {
 	defd(&o.PublishOver, 30*time.Second)
 	defd(&o.Outage, 5*time.Second)
 	defd(&o.Storm, 40*time.Second)
+	defd(&o.LongOutage, 5*time.Minute)
 	defd(&o.Drain, 120*time.Second)
 	defd(&o.Settle, 5*time.Second)
 	if o.Log == nil {
@@ -167,6 +180,9 @@ type Row struct {
 	MaxLateness, P99Lateness time.Duration
 	// OverLimit is the simulator's count of requests over a robot's rate limit.
 	OverLimit int
+	// DLQ counts the messages in the consumer group's dead-letter queue at the end (must
+	// be 0); -1 when it could not be measured.
+	DLQ int64
 	// Faults describes what was injected.
 	Faults string
 	// Duration is the scenario's wall time.
@@ -178,7 +194,7 @@ type Row struct {
 // Pass reports whether the row meets the pass criteria: nothing lost, no unexplained
 // duplicate, nothing early, every malformed input rejected as expected, no error.
 func (r Row) Pass() bool {
-	return r.Err == nil && r.Lost == 0 && r.Duplicates == 0 && r.Early == 0 &&
+	return r.Err == nil && r.Lost == 0 && r.Duplicates == 0 && r.Early == 0 && r.DLQ == 0 &&
 		r.MalformedOK == r.Malformed && len(r.MalformedProblems) == 0
 }
 
@@ -260,11 +276,16 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioBaseline:  runBaseline,
 	ScenarioKillOne:   runKillOne,
 	ScenarioKillBoth:  runKillBoth,
-	ScenarioRedis:     runRedis,
+	ScenarioRedisKill: runRedisKill,
 	ScenarioPostgres:  runPostgres,
 	ScenarioStorm:     runStorm,
 	ScenarioBroker:    runBroker,
 	ScenarioMalformed: runMalformed,
+
+	ScenarioRedisOutage:    runRedisOutage,
+	ScenarioPostgresOutage: runPostgresOutage,
+	ScenarioZombie:         runZombie,
+	ScenarioClockSkew:      runClockSkew,
 }
 
 // env is one scenario's world.
@@ -290,6 +311,9 @@ type env struct {
 	notes    []string
 	cases    []malformedCase // malformed inputs published
 	serial   int
+	// clockOffset, when not 0, is how far the replicas' clocks are off the true time
+	// (serve --clock-offset); early and lateness are then measured by their clocks.
+	clockOffset time.Duration
 }
 
 // fault is a window in which a first acceptance may have missed its release.
@@ -336,7 +360,7 @@ func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, 
 }
 
 const configTemplate = `log: {level: info, format: json}
-scheduler: {levels: %q, threshold: 5s, grace: 1s, lease: 3s}
+scheduler: {levels: %q, threshold: 5s, grace: 1s, lease: 3s, retryMaxDelay: 5s}
 targets:
   ops:
     robots:
@@ -457,7 +481,11 @@ func (e *env) startReplica(ctx context.Context, i int) (*replica, error) {
 	e.serial++
 	name := fmt.Sprintf("%s-r%d-%d", e.name, i, e.serial)
 	e.mu.Unlock()
-	rp, err := startReplica(ctx, e.r.bin, e.cfg, filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+fmt.Sprintf("-r%d.log", i)), name, e.replicaEnv())
+	var args []string
+	if e.clockOffset != 0 {
+		args = append(args, "--clock-offset", e.clockOffset.String())
+	}
+	rp, err := startReplica(ctx, e.r.bin, e.cfg, filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+fmt.Sprintf("-r%d.log", i)), name, e.replicaEnv(), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -592,6 +620,7 @@ func (e *env) waitAll(ctx context.Context) {
 }
 
 func (e *env) measure(ctx context.Context, row *Row) {
+	var err error
 	got := e.sim.acceptances()
 	abandoned := e.sim.abandonedIDs()
 	e.mu.Lock()
@@ -606,11 +635,11 @@ func (e *env) measure(ctx context.Context, row *Row) {
 		}
 		row.Delivered++
 		for _, t := range at {
-			if t.Before(due) {
+			if t.Add(e.clockOffset).Before(due) {
 				row.Early++
 			}
 		}
-		late = append(late, at[0].Sub(due))
+		late = append(late, at[0].Add(e.clockOffset).Sub(due))
 		if extra := len(at) - 1; extra > 0 {
 			switch {
 			case abandoned[id] > 0:
@@ -633,6 +662,12 @@ func (e *env) measure(ctx context.Context, row *Row) {
 	row.OverLimit = e.sim.Stats().OverLimit
 	row.Faults = strings.Join(e.notes, "; ")
 	e.checkRejected(ctx, row)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if row.DLQ, err = scheduler.DLQDepth(dctx, []string{e.r.stack.Env["ROCKETDELAY_NAMESRV"]}, e.group, "chaos-"+e.idPrefix); err != nil {
+		row.DLQ = -1
+		e.r.logf("  %s: cannot measure the dead-letter queue: %v", e.name, err)
+	}
 }
 
 // inFault reports whether t falls in a window where a release may have been lost: from

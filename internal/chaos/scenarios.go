@@ -105,11 +105,130 @@ func (e *env) stackRestart(ctx context.Context, component string) error {
 	return nil
 }
 
-// redis: restart Redis (AOF, appendfsync everysec) mid-run.
-func runRedis(ctx context.Context, e *env) error {
-	return concurrently(ctx, e.publishDefault(e.r.opts.OtherAlerts), func(ctx context.Context) error {
-		return e.stackRestart(ctx, "redis")
+// redis-kill: SIGKILL Redis (AOF, appendfsync everysec) mid-run — no clean shutdown —
+// and start it again after Outage from what its AOF holds.
+func runRedisKill(ctx context.Context, e *env) error {
+	o := e.r.opts
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		sleep(ctx, o.PublishOver/2)
+		at := time.Now()
+		if err := e.r.stack.KillRedis(ctx); err != nil {
+			return err
+		}
+		e.addFault("redis sigkill", at, at)
+		sleep(ctx, o.Outage)
+		if err := e.r.stack.Up(ctx, "redis"); err != nil {
+			return err
+		}
+		e.note("redis SIGKILLed at +%s and started again from its AOF %s later", (o.PublishOver / 2).Round(100*time.Millisecond),
+			time.Since(at).Round(100*time.Millisecond))
+		return nil
 	})
+}
+
+// redis-outage: SIGKILL Redis and keep it down for LongOutage, longer than RocketMQ's
+// whole default reconsume schedule: the messages handed back meanwhile must come back
+// until Redis does, and none may reach the dead-letter queue.
+func runRedisOutage(ctx context.Context, e *env) error {
+	o := e.r.opts
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		sleep(ctx, o.PublishOver/3)
+		at := time.Now()
+		if err := e.r.stack.KillRedis(ctx); err != nil {
+			return err
+		}
+		e.note("redis SIGKILLed at +%s, down for %s", (o.PublishOver / 3).Round(100*time.Millisecond), o.LongOutage)
+		sleep(ctx, o.LongOutage)
+		if err := e.r.stack.Up(ctx, "redis"); err != nil {
+			return err
+		}
+		e.addFault("redis outage", at, time.Now())
+		return nil
+	})
+}
+
+// postgres-outage: DingTalk answers 503 to everything and Postgres goes down for
+// LongOutage, while malformed inputs keep arriving: neither the failures nor the rejects
+// can be recorded, for longer than RocketMQ's default reconsume schedule. Then both come
+// back; every alert is delivered, every reject recorded, the dead-letter queue empty.
+func runPostgresOutage(ctx context.Context, e *env) error {
+	o := e.r.opts
+	corpus := Corpus(e.idPrefix)
+	corpus = corpus[:min(len(corpus), 12)]
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		sleep(ctx, o.PublishOver/3)
+		at := time.Now()
+		for _, rb := range e.robots {
+			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}); err != nil {
+				return err
+			}
+		}
+		if err := e.r.stack.Down(ctx, "postgres"); err != nil {
+			return err
+		}
+		e.note("DingTalk answers 503 and postgres is down from +%s, for %s; %d malformed inputs arrive meanwhile",
+			(o.PublishOver / 3).Round(100*time.Millisecond), o.LongOutage, len(corpus))
+		if err := e.publishMalformed(ctx, corpus, o.PublishOver/2); err != nil {
+			return err
+		}
+		sleep(ctx, time.Until(at.Add(o.LongOutage)))
+		if err := e.r.stack.Up(ctx, "postgres"); err != nil {
+			return err
+		}
+		e.sim.ClearFaults("")
+		e.addFault("postgres outage + DingTalk 503", at, time.Now())
+		return nil
+	})
+}
+
+// zombie: with the robots throttled for a moment, so that claimed alerts wait for a robot
+// inside the replicas, SIGSTOP one replica for three leases, then SIGCONT it. The other
+// replica's sweeper takes its claims over and delivers them; the paused one, when it
+// wakes, must find its claims gone and send none of them.
+func runZombie(ctx context.Context, e *env) error {
+	o := e.r.opts
+	const lease = 3 * time.Second // the chaos config's scheduler.lease
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		sleep(ctx, o.PublishOver/2)
+		for _, rb := range e.robots {
+			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultThrottle}); err != nil {
+				return err
+			}
+		}
+		sleep(ctx, time.Second) // alerts now wait for a cooled-down robot, claimed
+		z := e.replica(0)
+		at := time.Now()
+		z.pause()
+		// Requests already on the wire when it froze may have been accepted without their
+		// release: the only ambiguous moment. Anything it sends after it wakes is a duplicate.
+		e.addFault("zombie frozen", at, at)
+		sleep(ctx, time.Second)
+		e.sim.ClearFaults("")
+		sleep(ctx, 3*lease)
+		z.resume()
+		e.note("robots throttled from +%s; replica 0 SIGSTOPped 1s later for %s (3 leases), then SIGCONTed",
+			(o.PublishOver / 2).Round(100*time.Millisecond), (time.Second + 3*lease).Round(100*time.Millisecond))
+		return nil
+	})
+}
+
+// clock-skew: both replicas run with their clocks 5s behind Redis's (serve
+// --clock-offset -5s; Debian's faketime cannot reach a Go binary, which reads the clock
+// through the vDSO, nor Debian's Redis, whose jemalloc it deadlocks). The sweepers, which
+// judge by Redis's clock, then claim alerts 4s before they are due by the replicas' own
+// clocks; none may be handed off before its due time by the replica's clock, so early is
+// counted in the replicas' frame (and lateness too).
+func runClockSkew(ctx context.Context, e *env) error {
+	o := e.r.opts
+	e.clockOffset = -5 * time.Second
+	for i := range 2 {
+		e.replica(i).stop()
+		if _, err := e.startReplica(ctx, i); err != nil {
+			return err
+		}
+	}
+	e.note("both replicas restarted with their clocks %s off Redis's; early and lateness measured by their clocks", e.clockOffset)
+	return e.publishDefault(o.OtherAlerts)(ctx)
 }
 
 // broker: restart the RocketMQ broker mid-run, keeping its store (see Stack.RestartBroker).
@@ -207,22 +326,8 @@ func runMalformed(ctx context.Context, e *env) error {
 	o := e.r.opts
 	corpus := Corpus(e.idPrefix)
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
-		// Spread the bad inputs over the publishing window.
-		gap := o.PublishOver / time.Duration(len(corpus)+1)
-		for _, c := range corpus {
-			if !sleep(ctx, gap) {
-				return nil
-			}
-			if err := e.raw.send(ctx, c); err != nil {
-				if c.BrokerMayRefuse {
-					e.note("the broker refused case %s: %v", c.Name, err)
-					continue
-				}
-				return fmt.Errorf("chaos: publish malformed case %s: %w", c.Name, err)
-			}
-			e.mu.Lock()
-			e.cases = append(e.cases, c)
-			e.mu.Unlock()
+		if err := e.publishMalformed(ctx, corpus, o.PublishOver); err != nil {
+			return err
 		}
 		e.mu.Lock()
 		n := len(e.cases)
@@ -230,4 +335,25 @@ func runMalformed(ctx context.Context, e *env) error {
 		e.note("%d of %d malformed inputs published among %d good ones", n, len(corpus), o.OtherAlerts)
 		return nil
 	})
+}
+
+// publishMalformed publishes the cases spread evenly over `over`.
+func (e *env) publishMalformed(ctx context.Context, corpus []MalformedCase, over time.Duration) error {
+	gap := over / time.Duration(len(corpus)+1)
+	for _, c := range corpus {
+		if !sleep(ctx, gap) {
+			return nil
+		}
+		if err := e.raw.send(ctx, c); err != nil {
+			if c.BrokerMayRefuse {
+				e.note("the broker refused case %s: %v", c.Name, err)
+				continue
+			}
+			return fmt.Errorf("chaos: publish malformed case %s: %w", c.Name, err)
+		}
+		e.mu.Lock()
+		e.cases = append(e.cases, c)
+		e.mu.Unlock()
+	}
+	return nil
 }

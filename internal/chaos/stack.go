@@ -187,10 +187,15 @@ func parseExports(out string) map[string]string {
 
 // run runs deploy/local/NAME ARGS under the stack's variables, bounded.
 func (s *Stack) run(ctx context.Context, name string, args ...string) (string, error) {
+	return s.runEnv(ctx, nil, name, args...)
+}
+
+// runEnv is run with extra variables.
+func (s *Stack) runEnv(ctx context.Context, env []string, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(s.local, name), args...)
-	cmd.Env = append(os.Environ(), s.vars...)
+	cmd.Env = append(append(os.Environ(), s.vars...), env...)
 	cmd.Env = append(cmd.Env, "RD_READY_TIMEOUT=120")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
@@ -215,10 +220,36 @@ func (s *Stack) Down(ctx context.Context, component string) error {
 	return err
 }
 
-// Up starts one component again with deploy/local/up and waits until it is ready.
-func (s *Stack) Up(ctx context.Context, component string) error {
-	_, err := s.run(ctx, "up", "--profile", "test", component)
+// Up starts one component again with deploy/local/up and waits until it is ready; env
+// adds variables of deploy/local/up (RD_REDIS_FSYNC).
+func (s *Stack) Up(ctx context.Context, component string, env ...string) error {
+	_, err := s.runEnv(ctx, env, "up", "--profile", "test", component)
 	return err
+}
+
+// KillRedis SIGKILLs the stack's Redis — no shutdown, no final AOF rewrite or flush —
+// and waits until it is gone.
+func (s *Stack) KillRedis(ctx context.Context) error {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "pids", "redis.pid"))
+	if err != nil {
+		return fmt.Errorf("chaos: redis pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("chaos: redis pid %q: %w", b, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("chaos: SIGKILL redis (pid %d): %w", pid, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("chaos: redis (pid %d) still alive 10s after SIGKILL", pid)
 }
 
 // RestartBroker stops the broker gracefully (deploy/local/down broker) and starts the

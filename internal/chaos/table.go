@@ -9,10 +9,10 @@ import (
 
 // WriteTable prints rows as one table: scenario, alerts published, delivered, lost,
 // duplicates (unexplained, and the two ambiguous kinds apart), rejected, early, p99 and
-// max lateness, pass; then each scenario's faults and problems.
+// max lateness, over-limit answers, dead-letter queue depth, pass; then each scenario's faults and problems.
 func WriteTable(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tpublished\tdelivered\tlost\tduplicates\tdup ambiguous timeout\tdup ambiguous crash\trejected\tearly\tp99 late\tmax late\tover-limit\ttime\tpass\t")
+	fmt.Fprintln(tw, "scenario\tpublished\tdelivered\tlost\tduplicates\tdup ambiguous timeout\tdup ambiguous crash\trejected\tearly\tp99 late\tmax late\tover-limit\tDLQ\ttime\tpass\t")
 	for _, r := range rows {
 		pass := "PASS"
 		if !r.Pass() {
@@ -22,8 +22,8 @@ func WriteTable(w io.Writer, rows []Row) error {
 		if r.Malformed > 0 {
 			rej = fmt.Sprintf("%d (%d/%d ok)", r.Rejected, r.MalformedOK, r.Malformed)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t\n", r.Scenario, r.Published, r.Delivered, r.Lost,
-			r.Duplicates, r.AmbiguousTimeout, r.AmbiguousCrash, rej, r.Early, dur(r.P99Lateness), dur(r.MaxLateness), r.OverLimit, r.Duration, pass)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t\n", r.Scenario, r.Published, r.Delivered, r.Lost,
+			r.Duplicates, r.AmbiguousTimeout, r.AmbiguousCrash, rej, r.Early, dur(r.P99Lateness), dur(r.MaxLateness), r.OverLimit, r.DLQ, r.Duration, pass)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -13,8 +13,11 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -181,4 +184,31 @@ func DingTalkSim(t testing.TB, opts dingtalksim.Options) (*dingtalksim.Server, s
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts.URL + dingtalksim.Path
+}
+
+// RedisServer starts a Redis of the test's own (Debian's redis-server, as deploy/local
+// installs it) on a free loopback port with args added to its command line, stops it
+// when the test ends, and returns a client and its address. Tests that change Redis's
+// configuration, or need a primary and a replica, use it instead of the shared one.
+func RedisServer(t testing.TB, args ...string) (*redis.Client, string) {
+	t.Helper()
+	Env(t, "ROCKETDELAY_REDIS_URL") // the stack is up, so redis-server is installed
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	require.NoError(t, ln.Close())
+	dir := t.TempDir()
+	cmd := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", dir,
+		"--save", "", "--logfile", filepath.Join(dir, "redis.log")}, args...)...)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	require.Eventually(t, func() bool { return rdb.Ping(context.Background()).Err() == nil },
+		10*time.Second, 20*time.Millisecond, "redis-server on %s did not answer; see %s", addr, filepath.Join(dir, "redis.log"))
+	return rdb, addr
 }
