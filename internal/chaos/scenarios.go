@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 )
 
@@ -181,21 +182,31 @@ func runPostgresOutage(ctx context.Context, e *env) error {
 	})
 }
 
-// zombie: with the robots throttled for a moment, so that claimed alerts wait for a robot
-// inside the replicas, SIGSTOP one replica for three leases, then SIGCONT it. The other
-// replica's sweeper takes its claims over and delivers them; the paused one, when it
-// wakes, must find its claims gone and send none of them.
+// zombie: a cluster of alerts falls due while the robots are throttled, so that both
+// replicas hold claimed alerts waiting for a robot; then one replica is SIGSTOPped for
+// three leases and SIGCONTed. The other replica's sweeper takes the frozen one's claims
+// over and delivers them; the frozen one, when it wakes, must find its claims gone and
+// send none of them.
 func runZombie(ctx context.Context, e *env) error {
 	o := e.r.opts
 	const lease = 3 * time.Second // the chaos config's scheduler.lease
+	cluster := max(o.OtherAlerts/3, 20)
+	due := time.Now().Add(o.PublishOver/2 + 8*time.Second).Truncate(time.Millisecond)
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
-		sleep(ctx, o.PublishOver/2)
+		for i := range cluster {
+			id := fmt.Sprintf("%s-%05d", e.idPrefix, 90000+i)
+			body := fmt.Sprintf("chaos %s", id)
+			if err := e.publishOne(ctx, scheduler.Publication{Target: "ops", At: due, ID: id, Body: []byte(body)}); err != nil {
+				return err
+			}
+		}
+		sleep(ctx, time.Until(due.Add(-time.Second)))
 		for _, rb := range e.robots {
 			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultThrottle}); err != nil {
 				return err
 			}
 		}
-		sleep(ctx, time.Second) // alerts now wait for a cooled-down robot, claimed
+		sleep(ctx, time.Until(due.Add(time.Second))) // the cluster is claimed and waits for a robot
 		z := e.replica(0)
 		at := time.Now()
 		z.pause()
@@ -206,8 +217,8 @@ func runZombie(ctx context.Context, e *env) error {
 		e.sim.ClearFaults("")
 		sleep(ctx, 3*lease)
 		z.resume()
-		e.note("robots throttled from +%s; replica 0 SIGSTOPped 1s later for %s (3 leases), then SIGCONTed",
-			(o.PublishOver / 2).Round(100*time.Millisecond), (time.Second + 3*lease).Round(100*time.Millisecond))
+		e.note("%d alerts due at once while the robots were throttled; replica 0 SIGSTOPped 1s after they were due, for %s (3 leases), then SIGCONTed",
+			cluster, (time.Second + 3*lease).Round(100*time.Millisecond))
 		return nil
 	})
 }
