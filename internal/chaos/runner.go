@@ -25,13 +25,13 @@ import (
 
 // The scenarios, by name.
 const (
-	ScenarioKillOne   = "kill-one"  // (1) SIGKILL one replica at random moments, restart it
-	ScenarioKillBoth  = "kill-both" // (2) SIGKILL both replicas at once, restart them
+	ScenarioKillOne   = "kill-one"   // (1) SIGKILL one replica at random moments, restart it
+	ScenarioKillBoth  = "kill-both"  // (2) SIGKILL both replicas at once, restart them
 	ScenarioRedisKill = "redis-kill" // (3) SIGKILL Redis (AOF, everysec) mid-run, start it again
 	ScenarioPostgres  = "postgres"   // (4) stop Postgres while DingTalk fails, restore both
-	ScenarioStorm     = "storm"     // (5) DingTalk storms: 5xx, 130101, throttling, slow, drops
-	ScenarioBroker    = "broker"    // (6) restart the RocketMQ broker mid-run
-	ScenarioMalformed = "malformed" // (7) malformed inputs mixed into a normal run
+	ScenarioStorm     = "storm"      // (5) DingTalk storms: 5xx, 130101, throttling, slow, drops
+	ScenarioBroker    = "broker"     // (6) restart the RocketMQ broker mid-run
+	ScenarioMalformed = "malformed"  // (7) malformed inputs mixed into a normal run
 	// (8) Redis down (SIGKILLed) for longer than the broker's whole reconsume schedule
 	ScenarioRedisOutage = "redis-outage"
 	// (9) Postgres down for as long while sends fail and rejects arrive
@@ -39,7 +39,7 @@ const (
 	ScenarioZombie         = "zombie"     // (10) a replica SIGSTOPped past its lease while holding claims, then SIGCONTed
 	ScenarioClockSkew      = "clock-skew" // (11) Redis's clock 5s ahead of the replicas'
 	ScenarioBaseline       = "baseline"   // no fault: the reference row
-	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+	scenarioIDPattern      = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
 // AllScenarios lists every scenario in the order Run runs them.
