@@ -51,6 +51,8 @@ the lateness from due time to hand-off.`,
 func newBenchSenderCmd(stdio IO) *cobra.Command {
 	var path string
 	o := bench.SenderOptions{}
+	var p bench.PacingOptions
+	var withPacing, pacingOnly bool
 	cmd := &cobra.Command{
 		Use:   "sender",
 		Short: "Compare the DingTalk sender (coalescing off and auto) with naive rate limiting, on a simulator",
@@ -68,6 +70,13 @@ robots accept 20 messages per --window and are throttled for 10 windows past tha
 
 and prints, side by side, the pool's capacity per window (robots × limit), the messages
 sent per window, the simulator's over-limit answers, and the alerts delivered per window.
+
+Then (unless --pacing=false) it compares sender.pacing auto and burst: for pools of 5 and
+3 robots, alerts falling due (Poisson) at 0.5x, 2x and 10x the pool's capacity for
+--pacing-windows windows, handed to 1 and to 4 Sender instances, it prints alerts
+delivered, messages, over-limit answers and lateness (due → DingTalk accepted) p50, p99
+and max, also scaled to a 60s window, and last the line
+"pacing: p99 lateness … at 10x capacity, 3 robots, over-limit …".
 Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -99,7 +108,15 @@ Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`,
 				return err
 			}
 			defer rdb.Close()
-			return bench.Sender(c.Context(), rdb, prefix, o, c.OutOrStdout())
+			if !pacingOnly {
+				if err := bench.Sender(c.Context(), rdb, prefix, o, c.OutOrStdout()); err != nil {
+					return err
+				}
+			}
+			if !withPacing {
+				return nil
+			}
+			return bench.Pacing(c.Context(), rdb, prefix, p, c.OutOrStdout())
 		},
 	}
 	configFlag(cmd, &path)
@@ -113,5 +130,9 @@ Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`,
 	f.IntVar(&o.Callers, "callers", 200, "goroutines handing alerts to the senders")
 	f.IntVar(&o.CoalesceMax, "coalesce-max", config.DefaultSenderCoalesceMax, "most alerts per merged message")
 	f.DurationVar(&o.NaiveTimeout, "naive-timeout", 30*time.Second, "time limit of each naive run")
+	f.BoolVar(&withPacing, "pacing", true, "then compare sender.pacing auto and burst at 0.5x, 2x and 10x the pool's capacity")
+	f.BoolVar(&pacingOnly, "pacing-only", false, "only the pacing comparison")
+	f.DurationVar(&p.Window, "pacing-window", 5*time.Second, "window of the pacing comparison, standing for DingTalk's minute")
+	f.IntVar(&p.Windows, "pacing-windows", 3, "how many windows the arrivals of the pacing comparison last")
 	return cmd
 }

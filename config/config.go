@@ -225,6 +225,14 @@ const (
 	CoalesceOff = "off"
 )
 
+// Values of sender.pacing.
+const (
+	// PacingAuto spends a target's budget evenly while alerts wait, merging what waits.
+	PacingAuto = "auto"
+	// PacingBurst sends while a robot has room, merging only once none has.
+	PacingBurst = "burst"
+)
+
 // MaxCoalesceMax is the largest sender.coalesceMax Validate accepts.
 const MaxCoalesceMax = 1000
 
@@ -283,6 +291,14 @@ type Sender struct {
 	// CoalesceMax is the most alerts one merged message carries, 2 to 1000.
 	// Default 50.
 	CoalesceMax int `yaml:"coalesceMax" json:"coalesceMax"`
+	// Pacing says how a target's budget (its robots' limits per window, shared by all
+	// replicas) is spent when coalescing is on: "auto" sends a lone alert at once, but
+	// while alerts wait it spends the budget evenly over the window (a token bucket in
+	// Redis) and merges everything waiting into each send, so lateness under load stays
+	// near one send's share of the window; "burst" sends while any robot has room and
+	// merges only once none has, so a burst spends the whole window at its start and the
+	// rest waits for the next. Default "auto".
+	Pacing string `yaml:"pacing" json:"pacing"`
 }
 
 // Admin configures the admin HTTP API.
@@ -373,6 +389,7 @@ const (
 	DefaultSenderBreakerOpen     = 30 * time.Second
 	DefaultSenderCoalesce        = CoalesceAuto
 	DefaultSenderCoalesceMax     = 50
+	DefaultSenderPacing          = PacingAuto
 
 	DefaultFailedSendsInterval    = 30 * time.Second
 	DefaultFailedSendsMaxAttempts = 20
@@ -417,6 +434,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Sender.BreakerOpen, DefaultSenderBreakerOpen)
 	Default(&c.Sender.Coalesce, DefaultSenderCoalesce)
 	Default(&c.Sender.CoalesceMax, DefaultSenderCoalesceMax)
+	Default(&c.Sender.Pacing, DefaultSenderPacing)
 	Default(&c.FailedSends.Interval, DefaultFailedSendsInterval)
 	Default(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
 	Default(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)
@@ -609,6 +627,9 @@ func (s Sender) validate(bad func(key, format string, args ...any)) {
 	}
 	if s.Coalesce != CoalesceAuto && s.Coalesce != CoalesceOff {
 		bad("sender.coalesce", "must be %q or %q, got %q", CoalesceAuto, CoalesceOff, s.Coalesce)
+	}
+	if s.Pacing != PacingAuto && s.Pacing != PacingBurst {
+		bad("sender.pacing", "must be %q or %q, got %q", PacingAuto, PacingBurst, s.Pacing)
 	}
 	if s.CoalesceMax < 2 || s.CoalesceMax > MaxCoalesceMax {
 		bad("sender.coalesceMax", "must be between 2 and %d (sender.coalesce: off sends every alert alone), got %d", MaxCoalesceMax, s.CoalesceMax)

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -186,6 +187,7 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 	q.seq++
 	w.seq = q.seq
 	q.insert(w)
+	s.metrics.waiting.WithLabelValues(t.name).Set(float64(len(q.waiting)))
 	start := !q.running
 	q.running = true
 	q.mu.Unlock()
@@ -223,6 +225,7 @@ func (s *Sender) drain(t *target) {
 		q.mu.Lock()
 		if len(q.waiting) == 0 {
 			q.running, q.backlog = false, false
+			s.metrics.waiting.WithLabelValues(t.name).Set(0)
 			q.mu.Unlock()
 			return
 		}
@@ -236,7 +239,7 @@ func (s *Sender) drain(t *target) {
 			continue
 		}
 		_ = s.acquire(ctx) // cannot fail: ctx never ends
-		pick, err := s.pool.Pick(ctx, t.name, robots)
+		pick, err := s.pool.Pick(ctx, t.name, robots, s.pacing(q))
 		if err != nil {
 			s.release()
 			s.failWaiting(t, func() *Failure {
@@ -274,16 +277,32 @@ func (s *Sender) drain(t *target) {
 		q.mu.Lock()
 		batch := s.take(t, pick, robots)
 		backlog, left := q.backlog, len(q.waiting)
+		s.metrics.waiting.WithLabelValues(t.name).Set(float64(left))
 		q.mu.Unlock()
 		if len(batch) == 0 { // every alert left meanwhile; the slot stays spent
 			s.release()
 			continue
 		}
 		go s.sendBatch(t, pick, batch)
-		if backlog && left == 0 && t.spacing > 0 {
+		if s.opts.Pacing == config.PacingBurst && backlog && left == 0 && t.spacing > 0 {
 			q.sleep(t.spacing, func() bool { return len(q.waiting) == 0 || len(q.waiting) >= s.opts.CoalesceMax })
 		}
 	}
+}
+
+// pacing is how the drainer's next pick spends the pool's budget: under sender.pacing
+// auto, a lone alert goes out at once (Unpaced) and alerts that wait are paced (Paced);
+// sender.pacing burst never paces.
+func (s *Sender) pacing(q *alertQueue) store.Pacing {
+	if s.opts.Pacing != config.PacingAuto {
+		return store.Burst
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiting) > 1 || q.backlog {
+		return store.Paced
+	}
+	return store.Unpaced
 }
 
 // failWaiting ends every alert of t's queue with a failure of its own.
@@ -311,7 +330,11 @@ func (s *Sender) take(t *target, pick store.Pick, robots []store.PoolRobot) []*w
 	}
 	head := q.waiting[0]
 	batch := []*waiter{head}
-	if !head.solo && (q.backlog || len(q.waiting)-1 > roomAfter(pick, robots)) {
+	merge := q.backlog || len(q.waiting)-1 > roomAfter(pick, robots)
+	if s.opts.Pacing == config.PacingAuto {
+		merge = len(q.waiting) > 1 // everything that waits goes in this send
+	}
+	if !head.solo && merge {
 		batch = pickSections(q.waiting, s.opts.CoalesceMax, MaxBodyBytes-t.reserve)
 	}
 	for _, w := range batch {

@@ -15,6 +15,8 @@ type Metrics struct {
 	inflight  prometheus.Gauge
 	coalesced *prometheus.CounterVec
 	merged    *prometheus.CounterVec
+	lateness  *prometheus.HistogramVec
+	waiting   *prometheus.GaugeVec
 }
 
 // NewMetrics creates the sender's metrics and registers them with reg (none when reg is
@@ -31,6 +33,8 @@ type Metrics struct {
 //	rocketdelay_sender_inflight_requests                     requests to DingTalk in flight
 //	rocketdelay_sender_coalesced_alerts_total{target}        alerts delivered inside merged messages
 //	rocketdelay_sender_merged_messages_total{target}         merged messages delivered
+//	rocketdelay_sender_delivery_lateness_seconds{target}     due time → DingTalk accepted
+//	rocketdelay_sender_waiting_alerts{target}                alerts waiting for a robot here
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -75,9 +79,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rocketdelay_sender_merged_messages_total",
 			Help: "Merged markdown messages (each carrying two or more alerts) DingTalk accepted, by target.",
 		}, []string{"target"}),
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rocketdelay_sender_delivery_lateness_seconds",
+			Help:    "Time from an alert's due time to DingTalk accepting it (the last part of a split alert), by target.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600},
+		}, []string{"target"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rocketdelay_sender_waiting_alerts",
+			Help: "Alerts (parts) waiting for a robot in this process's queue of the target.",
+		}, []string{"target"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight, m.coalesced, m.merged)
+		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight, m.coalesced, m.merged, m.lateness, m.waiting)
 	}
 	return m
 }

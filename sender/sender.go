@@ -17,7 +17,7 @@ import (
 
 // Pool is the shared rate-limit state of the robots; *store.RobotPool implements it.
 type Pool interface {
-	Pick(ctx context.Context, target string, robots []store.PoolRobot) (store.Pick, error)
+	Pick(ctx context.Context, target string, robots []store.PoolRobot, pacing store.Pacing) (store.Pick, error)
 	Touch(ctx context.Context, target string, pick store.Pick) (bool, error)
 	Return(ctx context.Context, target string, pick store.Pick) (bool, error)
 	Cool(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
@@ -70,6 +70,9 @@ type Options struct {
 	// CoalesceMax is the most alerts one merged message carries (config
 	// sender.coalesceMax).
 	CoalesceMax int
+	// Pacing is config.PacingAuto (the default) or config.PacingBurst; see coalesce.go
+	// (config sender.pacing). It applies when coalescing is on.
+	Pacing string
 }
 
 // OptionsFromConfig builds Options from the configuration (defaults filled in).
@@ -92,6 +95,7 @@ func OptionsFromConfig(c config.Config) (Options, error) {
 		BreakerOpen:     s.BreakerOpen,
 		Coalesce:        s.Coalesce,
 		CoalesceMax:     s.CoalesceMax,
+		Pacing:          s.Pacing,
 	}
 	for name, t := range c.Targets {
 		for i, r := range t.Robots {
@@ -140,6 +144,7 @@ func (o Options) withDefaults() Options {
 	if o.CoalesceMax <= 0 {
 		o.CoalesceMax = config.DefaultSenderCoalesceMax
 	}
+	config.Default(&o.Pacing, config.DefaultSenderPacing)
 	return o
 }
 
@@ -245,6 +250,9 @@ func New(opts Options, pool Pool, logger *slog.Logger, metrics *Metrics, now fun
 	}
 	if opts.Coalesce != config.CoalesceAuto && opts.Coalesce != config.CoalesceOff {
 		return nil, fmt.Errorf("sender: coalesce must be %q or %q, got %q", config.CoalesceAuto, config.CoalesceOff, opts.Coalesce)
+	}
+	if opts.Pacing != config.PacingAuto && opts.Pacing != config.PacingBurst {
+		return nil, fmt.Errorf("sender: pacing must be %q or %q, got %q", config.PacingAuto, config.PacingBurst, opts.Pacing)
 	}
 	s := &Sender{
 		opts:    opts,
@@ -395,6 +403,9 @@ func (s *Sender) send(ctx context.Context, target string, m Message, due time.Ti
 			return err
 		}
 	}
+	if !due.IsZero() {
+		s.metrics.lateness.WithLabelValues(target).Observe(max(s.now().Sub(due), 0).Seconds())
+	}
 	return nil
 }
 
@@ -451,7 +462,7 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 				return fail(ClassTransient, "gave up: "+err.Error(), err)
 			}
 			var err error
-			pick, err = s.pool.Pick(ctx, t.name, robots)
+			pick, err = s.pool.Pick(ctx, t.name, robots, store.Burst) // a retry: it waited already
 			if err != nil {
 				s.release()
 				if errors.Is(err, store.ErrNoRobot) {

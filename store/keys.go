@@ -45,6 +45,7 @@ func (k keys) cancel(id string) string       { return k.stage() + "cancel:" + id
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }
 func (k keys) cool(target string) string     { return k.pool(target) + "cool" }
 func (k keys) disabled(target string) string { return k.pool(target) + "disabled" }
+func (k keys) pace(target string) string     { return k.pool(target) + "pace" }
 func (k keys) window(target, robot string) string {
 	return k.pool(target) + "win:" + robot
 }

@@ -93,18 +93,21 @@ func (p *RobotPool) Window() time.Duration { return p.window }
 
 // Pick atomically picks, among robots of the group target, the least-used robot that is
 // not disabled, not cooling down and under its limit in the sliding window, and records
-// a send for it at Redis now (move it to the answer's time with Touch). When none is
+// a send for it at Redis now (move it to the answer's time with Touch). pacing says
+// whether the target's token bucket gates the pick (see Pacing). When none is
 // free, Pick records nothing and says in Wait how long until one is: the caller waits
 // exactly that long and picks again. Disabled robots are not waited for: when every
 // robot is disabled the error is ErrNoRobot.
-func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot) (Pick, error) {
+func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot, pacing Pacing) (Pick, error) {
 	if len(robots) == 0 {
 		return Pick{}, fmt.Errorf("store: pick robot of %q: %w", target, ErrNoRobot)
 	}
-	keys := make([]string, 0, len(robots)+2)
-	keys = append(keys, p.keys.cool(target), p.keys.disabled(target))
-	args := make([]any, 0, 2*len(robots)+2)
-	args = append(args, p.window.Milliseconds(), nonce())
+	size, rate := p.bucket(robots)
+	keys := make([]string, 0, len(robots)+3)
+	keys = append(keys, p.keys.cool(target), p.keys.disabled(target), p.keys.pace(target))
+	args := make([]any, 0, 2*len(robots)+5)
+	args = append(args, p.window.Milliseconds(), nonce(), int(pacing),
+		strconv.FormatFloat(size, 'f', -1, 64), strconv.FormatFloat(rate, 'f', -1, 64))
 	for _, r := range robots {
 		if r.Name == "" || r.Limit < 1 {
 			return Pick{}, fmt.Errorf("store: pick robot of %q: robot %q needs a name and a limit of at least 1", target, r.Name)
@@ -153,6 +156,42 @@ func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick) (bool, 
 		return false, robotPoolFail("touch robot window", err)
 	}
 	return n == 1, nil
+}
+
+// Pacing says how a pick spends a target's budget (config sender.pacing).
+type Pacing int
+
+// The pacings of Pick.
+const (
+	// Burst picks whenever a robot has room in its window: the budget of a window can be
+	// spent at its start (sender.pacing burst).
+	Burst Pacing = iota
+	// Paced picks only when the target's token bucket holds a token, so that under load
+	// the pool's budget is spent evenly over the window (sender.pacing auto, alerts
+	// waiting); otherwise Pick says how long until one does.
+	Paced
+	// Unpaced picks like Burst, but takes a token when there is one: a lone alert goes
+	// out at once and is paid for by the paced picks after it (sender.pacing auto,
+	// nothing waiting).
+	Unpaced
+)
+
+// BucketShare is the part of a target's capacity per window (the sum of its robots'
+// limits) that its token bucket holds; the bucket refills at the rest of the capacity
+// per window, so bursts and even spending together stay within the windows.
+const BucketShare = 6
+
+// bucket returns the size (tokens) and refill rate (tokens per ms) of the token bucket of
+// a target with robots: size capacity/BucketShare (at least one token), refilled at
+// capacity − size per window (at least capacity/BucketShare per window).
+func (p *RobotPool) bucket(robots []PoolRobot) (size, rate float64) {
+	capacity := 0
+	for _, r := range robots {
+		capacity += r.Limit
+	}
+	size = max(float64(capacity)/BucketShare, 1)
+	perWindow := max(float64(capacity)-size, float64(capacity)/BucketShare)
+	return size, perWindow / float64(p.window.Milliseconds())
 }
 
 // Return takes back the send Pick recorded for pick when no request was made after all

@@ -38,7 +38,7 @@ func TestRobotPoolPicksLeastUsedThenWaits(t *testing.T) {
 	var picked []string
 	var first time.Time
 	for i := range 6 {
-		p, err := pool.Pick(ctx, "ops", robots)
+		p, err := pool.Pick(ctx, "ops", robots, store.Burst)
 		require.NoError(t, err)
 		require.NotEmpty(t, p.Robot, "pick %d", i)
 		if i == 0 {
@@ -49,7 +49,7 @@ func TestRobotPoolPicksLeastUsedThenWaits(t *testing.T) {
 	// Least used first, ties to the robot whose last send is oldest: a round robin.
 	require.Equal(t, []string{"a", "b", "c", "a", "b", "c"}, picked)
 
-	p, err := pool.Pick(ctx, "ops", robots)
+	p, err := pool.Pick(ctx, "ops", robots, store.Burst)
 	require.NoError(t, err)
 	require.Empty(t, p.Robot)
 	// The first send leaves the window 2s after it was made.
@@ -57,7 +57,7 @@ func TestRobotPoolPicksLeastUsedThenWaits(t *testing.T) {
 	require.Greater(t, p.Wait, time.Duration(0))
 
 	time.Sleep(p.Wait)
-	p, err = pool.Pick(ctx, "ops", robots)
+	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
 	require.NoError(t, err)
 	require.Equal(t, "a", p.Robot)
 
@@ -76,7 +76,7 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, until.IsZero())
 	for range 3 {
-		p, err := pool.Pick(ctx, "ops", robots)
+		p, err := pool.Pick(ctx, "ops", robots, store.Burst)
 		require.NoError(t, err)
 		require.Equal(t, "b", p.Robot, "a is cooling down")
 	}
@@ -89,12 +89,12 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	require.True(t, st[1].DisabledUntil.IsZero(), "disabled until Enable")
 
 	// Only a is left and it cools down: wait for the end of its cool-down.
-	p, err := pool.Pick(ctx, "ops", robots)
+	p, err := pool.Pick(ctx, "ops", robots, store.Burst)
 	require.NoError(t, err)
 	require.Empty(t, p.Robot)
 	require.LessOrEqual(t, p.Wait, 300*time.Millisecond)
 	time.Sleep(p.Wait)
-	p, err = pool.Pick(ctx, "ops", robots)
+	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
 	require.NoError(t, err)
 	require.Equal(t, "a", p.Robot)
 
@@ -111,21 +111,21 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	// Everything disabled: no waiting helps.
 	_, err = pool.Disable(ctx, "ops", "a", time.Hour)
 	require.NoError(t, err)
-	_, err = pool.Pick(ctx, "ops", robots)
+	_, err = pool.Pick(ctx, "ops", robots, store.Burst)
 	require.ErrorIs(t, err, store.ErrNoRobot)
 
 	require.NoError(t, pool.Enable(ctx, "ops", "b"))
-	p, err = pool.Pick(ctx, "ops", robots)
+	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
 	require.NoError(t, err)
 	require.Equal(t, "b", p.Robot)
 
 	// A timed disable ends by itself; until then the robot is not waited for.
 	until, err = pool.Disable(ctx, "ops", "b", 200*time.Millisecond)
 	require.NoError(t, err)
-	_, err = pool.Pick(ctx, "ops", robots)
+	_, err = pool.Pick(ctx, "ops", robots, store.Burst)
 	require.ErrorIs(t, err, store.ErrNoRobot)
 	time.Sleep(time.Until(until) + 10*time.Millisecond)
-	p, err = pool.Pick(ctx, "ops", robots)
+	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
 	require.NoError(t, err)
 	require.Equal(t, "b", p.Robot)
 }
@@ -134,14 +134,14 @@ func TestRobotPoolGroupsAreIndependent(t *testing.T) {
 	ctx := context.Background()
 	_, _, pool := newRobotPool(t, time.Minute)
 	for range 2 {
-		p, err := pool.Pick(ctx, "one", poolRobots(2, "a"))
+		p, err := pool.Pick(ctx, "one", poolRobots(2, "a"), store.Burst)
 		require.NoError(t, err)
 		require.Equal(t, "a", p.Robot)
 	}
-	p, err := pool.Pick(ctx, "two", poolRobots(2, "a"))
+	p, err := pool.Pick(ctx, "two", poolRobots(2, "a"), store.Burst)
 	require.NoError(t, err)
 	require.Equal(t, "a", p.Robot)
-	_, err = pool.Pick(ctx, "two", nil)
+	_, err = pool.Pick(ctx, "two", nil, store.Burst)
 	require.ErrorIs(t, err, store.ErrNoRobot)
 }
 
@@ -174,7 +174,7 @@ func TestRobotPoolConcurrentPicksNeverExceedTheLimit(t *testing.T) {
 				remaining--
 				mu.Unlock()
 				for {
-					p, err := pool.Pick(ctx, "ops", robots)
+					p, err := pool.Pick(ctx, "ops", robots, store.Burst)
 					if err != nil {
 						t.Error(err)
 						return
@@ -213,16 +213,52 @@ func TestRobotPoolTouchMovesTheSendToNow(t *testing.T) {
 	ctx := context.Background()
 	_, _, pool := newRobotPool(t, time.Second)
 	robots := poolRobots(1, "a")
-	p, err := pool.Pick(ctx, "ops", robots)
+	p, err := pool.Pick(ctx, "ops", robots, store.Burst)
 	require.NoError(t, err)
 	require.NotEmpty(t, p.Member)
 	time.Sleep(300 * time.Millisecond) // the request's latency
 	moved, err := pool.Touch(ctx, "ops", p)
 	require.NoError(t, err)
 	require.True(t, moved)
-	again, err := pool.Pick(ctx, "ops", robots)
+	again, err := pool.Pick(ctx, "ops", robots, store.Burst)
 	require.NoError(t, err)
 	require.Empty(t, again.Robot)
 	// The slot frees one window after the answer, not after the pick.
 	require.Greater(t, again.Wait, time.Second-again.At.Sub(p.At)+250*time.Millisecond)
+}
+
+// Paced picks spend a target's budget evenly: the bucket holds capacity/6 tokens and
+// refills at the rest of the capacity per window, so after the bucket's burst a paced
+// pick waits one token's time; an unpaced pick (a lone alert) goes at once and is paid
+// for by the next paced ones.
+func TestRobotPoolPacesPicks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, pool := newRobotPool(t, 1200*time.Millisecond)
+	robots := poolRobots(12, "a") // capacity 12: a bucket of 2 tokens, 10 tokens per 1.2s
+	for i := range 2 {
+		p, err := pool.Pick(ctx, "ops", robots, store.Paced)
+		require.NoError(t, err)
+		require.Equal(t, "a", p.Robot, "pick %d: the bucket's burst", i+1)
+	}
+	p, err := pool.Pick(ctx, "ops", robots, store.Paced)
+	require.NoError(t, err)
+	require.Empty(t, p.Robot, "the bucket is empty")
+	require.InDelta(t, 120, p.Wait.Milliseconds(), 15, "one token takes 1.2s/10")
+
+	p, err = pool.Pick(ctx, "ops", robots, store.Unpaced)
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot, "a lone alert does not wait for pacing")
+	p, err = pool.Pick(ctx, "ops", robots, store.Paced)
+	require.NoError(t, err)
+	require.Empty(t, p.Robot)
+	require.Greater(t, p.Wait, 200*time.Millisecond, "the unpaced pick took a token the paced ones wait for")
+
+	time.Sleep(p.Wait)
+	p, err = pool.Pick(ctx, "ops", robots, store.Paced)
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot, "a token came after the wait Pick gave")
+	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot, "a burst pick ignores the bucket")
 }

@@ -62,19 +62,11 @@ func Sender(ctx context.Context, rdb *redis.Client, keyPrefix string, o SenderOp
 		simRobots = append(simRobots, dingtalksim.Robot{Name: r.Name, Token: r.Token.Reveal(), Secret: r.SigningSecret.Reveal()})
 	}
 	sim := dingtalksim.New(dingtalksim.Options{Robots: simRobots, Limit: config.MaxRobotLimit, Window: o.Window, Throttle: 10 * o.Window})
-	simCtx, stopSim := context.WithCancel(ctx)
-	defer stopSim()
-	addrc := make(chan net.Addr, 1)
-	simDone := make(chan error, 1)
-	go func() { simDone <- sim.ListenAndServe(simCtx, "127.0.0.1:0", func(a net.Addr) { addrc <- a }) }()
-	var baseURL string
-	select {
-	case a := <-addrc:
-		baseURL = "http://" + a.String() + dingtalksim.Path
-	case err := <-simDone:
+	baseURL, stopSim, err := serveSim(ctx, sim)
+	if err != nil {
 		return err
 	}
-	defer func() { stopSim(); <-simDone }()
+	defer stopSim()
 
 	capacity := o.Robots * o.Limit
 	fmt.Fprintf(out, "rocketdelay sender benchmark: a burst of %d alerts to one target of %d robots\n", o.Alerts, o.Robots)
@@ -383,5 +375,21 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// serveSim serves sim on a free loopback port until stop is called, and returns its
+// webhook URL.
+func serveSim(ctx context.Context, sim *dingtalksim.Server) (url string, stop func(), err error) {
+	simCtx, cancel := context.WithCancel(ctx)
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- sim.ListenAndServe(simCtx, "127.0.0.1:0", func(a net.Addr) { addrc <- a }) }()
+	select {
+	case a := <-addrc:
+		return "http://" + a.String() + dingtalksim.Path, func() { cancel(); <-done }, nil
+	case err := <-done:
+		cancel()
+		return "", nil, err
 	}
 }

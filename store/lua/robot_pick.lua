@@ -3,11 +3,22 @@
 --
 -- KEYS[1]      {p:g}:cool       sorted set: robot -> cooling down until (Unix ms)
 -- KEYS[2]      {p:g}:disabled   sorted set: robot -> out of rotation until (Unix ms, +inf: until enabled)
--- KEYS[2+i]    {p:g}:win:<robot i>  sorted set: one member per send, score = send time (Unix ms)
+-- KEYS[3]      {p:g}:pace       hash: tokens, ts — the group's token bucket (pacing)
+-- KEYS[3+i]    {p:g}:win:<robot i>  sorted set: one member per send, score = send time (Unix ms)
 -- ARGV[1]      window, ms
 -- ARGV[2]      nonce: a random string that makes this call's window member unique
--- ARGV[1+2i]   name of robot i (i = 1 … n, in the order of KEYS[2+i])
--- ARGV[2+2i]   limit of robot i: sends allowed per window
+-- ARGV[3]      pacing: 0 none (burst), 1 paced (a pick needs a token: wait for one),
+--              2 unpaced (a pick takes a token when there is one, but never waits for it)
+-- ARGV[4]      the bucket's size, tokens
+-- ARGV[5]      the bucket's refill rate, tokens per ms
+-- ARGV[4+2i]   name of robot i (i = 1 … n, in the order of KEYS[3+i])
+-- ARGV[5+2i]   limit of robot i: sends allowed per window
+--
+-- Pacing: the group's budget is spent evenly under load. The bucket refills at its rate up
+-- to its size; a paced pick with less than one token waits until there is one (the reply
+-- says how long), so waiting alerts go out one merged message per token. Every pick
+-- under pacing takes a token (down to minus the size, so lone alerts sent at once are paid
+-- for by the waiting ones). The robots' windows are enforced as ever: pacing only shapes.
 --
 -- A disabled robot is skipped and not waited for. A robot is eligible when it is not disabled, not cooling down, and has fewer than its
 -- limit of sends in the window (now - window, now]. Among the eligible robots the one with
@@ -23,7 +34,26 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[1])
-local n = #KEYS - 2
+local n = #KEYS - 3
+
+local pacing = tonumber(ARGV[3])
+local tokens, size, rate = 0, tonumber(ARGV[4]), tonumber(ARGV[5])
+local function keepTokens()
+  redis.call('HSET', KEYS[3], 'tokens', tostring(tokens), 'ts', string.format('%d', now))
+  redis.call('PEXPIRE', KEYS[3], 2 * window + 1000)
+end
+if pacing > 0 then
+  local st = redis.call('HMGET', KEYS[3], 'tokens', 'ts')
+  tokens = tonumber(st[1]) or size
+  local ts = tonumber(st[2]) or now
+  tokens = math.min(size, tokens + math.max(now - ts, 0) * rate)
+  if pacing == 1 and tokens < 1 then
+    keepTokens()
+    local w = math.ceil((1 - tokens) / rate)
+    if w < 1 then w = 1 end
+    return {0, w, now}
+  end
+end
 
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
@@ -31,9 +61,9 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local best, bestCount, bestLast = nil, nil, nil
 local wait = nil
 for i = 1, n do
-  local name = ARGV[1 + 2 * i]
-  local limit = tonumber(ARGV[2 + 2 * i])
-  local win = KEYS[2 + i]
+  local name = ARGV[4 + 2 * i]
+  local limit = tonumber(ARGV[5 + 2 * i])
+  local win = KEYS[3 + i]
   if not redis.call('ZSCORE', KEYS[2], name) then
     local cool = redis.call('ZSCORE', KEYS[1], name)
     if cool then
@@ -60,11 +90,18 @@ for i = 1, n do
 end
 
 if best then
-  local win = KEYS[2 + best]
+  local win = KEYS[3 + best]
   local member = string.format('%d', now) .. '-' .. ARGV[2]
   redis.call('ZADD', win, now, member)
   redis.call('PEXPIRE', win, window + 1000)
-  return {1, ARGV[1 + 2 * best], bestCount + 1, now, member}
+  if pacing > 0 then
+    tokens = math.max(tokens - 1, -size)
+    keepTokens()
+  end
+  return {1, ARGV[4 + 2 * best], bestCount + 1, now, member}
+end
+if pacing > 0 then
+  keepTokens()
 end
 if wait then
   if wait < 1 then wait = 1 end
