@@ -221,6 +221,7 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 func (s *Sender) drain(t *target) {
 	q := t.queue
 	ctx := context.Background() // the queue's alerts leave on their own contexts
+	paid := false                // a reserved token came due: the next pick is not paced again
 	for {
 		q.mu.Lock()
 		if len(q.waiting) == 0 {
@@ -239,7 +240,11 @@ func (s *Sender) drain(t *target) {
 			continue
 		}
 		_ = s.acquire(ctx) // cannot fail: ctx never ends
-		pick, err := s.pool.Pick(ctx, t.name, robots, s.pacing(q))
+		pacing := s.pacing()
+		if paid {
+			pacing, paid = store.Burst, false
+		}
+		pick, err := s.pool.Pick(ctx, t.name, robots, pacing)
 		if err != nil {
 			s.release()
 			s.failWaiting(t, func() *Failure {
@@ -272,6 +277,7 @@ func (s *Sender) drain(t *target) {
 					Target: t.name, RetryAfter: pick.Wait}
 			}
 			q.sleep(pick.Wait, func() bool { return len(q.waiting) == 0 })
+			paid = pick.Reserved
 			continue
 		}
 		q.mu.Lock()
@@ -290,19 +296,15 @@ func (s *Sender) drain(t *target) {
 	}
 }
 
-// pacing is how the drainer's next pick spends the pool's budget: under sender.pacing
-// auto, a lone alert goes out at once (Unpaced) and alerts that wait are paced (Paced);
-// sender.pacing burst never paces.
-func (s *Sender) pacing(q *alertQueue) store.Pacing {
-	if s.opts.Pacing != config.PacingAuto {
-		return store.Burst
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.waiting) > 1 || q.backlog {
+// pacing is how the drainer's picks spend the pool's budget: sender.pacing auto paces
+// every pick through the target's token bucket, whose burst lets alerts go out at once
+// while the recent rate is sustainable (a lone alert waits only when the bucket is
+// empty, for at most one token's time); sender.pacing burst never paces.
+func (s *Sender) pacing() store.Pacing {
+	if s.opts.Pacing == config.PacingAuto {
 		return store.Paced
 	}
-	return store.Unpaced
+	return store.Burst
 }
 
 // failWaiting ends every alert of t's queue with a failure of its own.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 )
@@ -236,4 +237,63 @@ func TestQueuedAlertHonoursContextAndOthersStillGo(t *testing.T) {
 	got := h.sim.Accepted()
 	require.Len(t, got, 2)
 	require.Equal(t, "kept", got[1].Text)
+}
+
+// Under sustained overload (5× the capacity of one robot allowing 12 per 1.2s window),
+// pacing auto spends the budget evenly: in the first half window it sends no more than
+// the bucket's burst plus the half window's tokens, merging what waits into each send,
+// while burst spends most of the window's budget at once; both deliver every alert and
+// neither goes over DingTalk's limit.
+func TestPacingSpendsTheBudgetEvenly(t *testing.T) {
+	const (
+		window = 1200 * time.Millisecond
+		limit  = 12
+		alerts = 60
+	)
+	for _, pacing := range []string{config.PacingAuto, config.PacingBurst} {
+		t.Run(pacing, func(t *testing.T) {
+			h := newHarness(t, window, 20, robotSpec{})
+			opts := h.options(limit)
+			opts.Pacing = pacing
+			s, reg := h.sender(opts)
+			start := time.Now()
+			var wg sync.WaitGroup
+			for i := range alerts {
+				at := start.Add(time.Duration(i) * window / alerts)
+				time.Sleep(time.Until(at))
+				wg.Go(func() {
+					err := s.SendAlert(context.Background(), sender.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i), Due: at})
+					require.NoError(t, err)
+				})
+			}
+			wg.Wait()
+			got := h.sim.Accepted()
+			seen := map[string]int{}
+			early := 0 // messages accepted in the first half window
+			for _, m := range got {
+				for _, id := range alertID.FindAllString(content(t, m), -1) {
+					seen[id]++
+				}
+				if m.At.Before(start.Add(window / 2)) {
+					early++
+				}
+			}
+			require.Len(t, seen, alerts, "every alert delivered")
+			for id, n := range seen {
+				require.Equal(t, 1, n, "%s delivered %d times", id, n)
+			}
+			require.Zero(t, h.sim.Stats().OverLimit)
+			require.Less(t, len(got), alerts, "what waits is merged")
+			hist := histogram(t, reg, "rocketdelay_sender_delivery_lateness_seconds")
+			require.EqualValues(t, alerts, hist.GetSampleCount(), "every delivery's lateness is observed")
+			t.Logf("%s: %d messages, %d in the first half window, mean lateness %.0fms", pacing, len(got), early,
+				1000*hist.GetSampleSum()/float64(hist.GetSampleCount()))
+			if pacing == config.PacingAuto {
+				// bucket 2 + 0.6s of 10 tokens per 1.2s = 7, and one to spare
+				require.LessOrEqual(t, early, 8, "auto spends the window evenly")
+			} else {
+				require.GreaterOrEqual(t, early, 10, "burst spends most of the window at once")
+			}
+		})
+	}
 }

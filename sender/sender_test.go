@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -388,7 +389,9 @@ func TestWaitsForAFreeRobotAndHonoursContext(t *testing.T) {
 	got := h.sim.Accepted()
 	require.Len(t, got, 3)
 	require.GreaterOrEqual(t, got[2].At.Sub(got[0].At), 2*time.Second-50*time.Millisecond)
-	require.Greater(t, metric(t, reg, "rocketdelay_sender_robot_wait_seconds"), -1.0)
+	wait := histogram(t, reg, "rocketdelay_sender_robot_wait_seconds")
+	require.EqualValues(t, 3, wait.GetSampleCount(), "every send's wait is observed")
+	require.Greater(t, wait.GetSampleSum(), 1.5, "the third send waited for a window slot")
 
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
@@ -489,4 +492,24 @@ func TestConfirmGuardsEveryRequest(t *testing.T) {
 			require.Equal(t, 1, st[0].InWindow, "the withdrawn alert took no slot of the window")
 		})
 	}
+}
+
+// histogram sums every series of the histogram name in reg: its sample count and sum.
+func histogram(t *testing.T, reg *prometheus.Registry, name string) *dto.Histogram {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var count uint64
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		require.Equal(t, dto.MetricType_HISTOGRAM, mf.GetType(), "%s is not a histogram", name)
+		for _, m := range mf.GetMetric() {
+			count += m.GetHistogram().GetSampleCount()
+			sum += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return &dto.Histogram{SampleCount: &count, SampleSum: &sum}
 }

@@ -43,6 +43,9 @@ type Pick struct {
 	InWindow int
 	// Wait is how long until a robot is free, when none is; at least 1ms.
 	Wait time.Duration
+	// Reserved reports, with Wait, that a Paced pick found the bucket empty and reserved
+	// its next token, due after Wait: the caller then picks with Burst.
+	Reserved bool
 	// At is Redis's clock at the pick, millisecond precision; for a picked robot it is the
 	// send time recorded in its window.
 	At time.Time
@@ -134,7 +137,8 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 	case 0:
 		wait, _ := res[1].(int64)
 		at, _ := res[2].(int64)
-		return Pick{Wait: time.Duration(max(wait, 1)) * time.Millisecond, At: time.UnixMilli(at)}, nil
+		reserved := len(res) > 3 && res[3] == int64(1)
+		return Pick{Wait: time.Duration(max(wait, 1)) * time.Millisecond, At: time.UnixMilli(at), Reserved: reserved}, nil
 	case -1:
 		return Pick{}, fmt.Errorf("store: pick robot of %q: every robot is disabled: %w", target, ErrNoRobot)
 	}
@@ -167,13 +171,11 @@ const (
 	// spent at its start (sender.pacing burst).
 	Burst Pacing = iota
 	// Paced picks only when the target's token bucket holds a token, so that under load
-	// the pool's budget is spent evenly over the window (sender.pacing auto, alerts
-	// waiting); otherwise Pick says how long until one does.
+	// the pool's budget is spent evenly over the window (sender.pacing auto); otherwise it
+	// reserves the next token and says how long until it is due (Pick.Reserved). The
+	// bucket's size is the burst that goes out at once while the recent rate is
+	// sustainable.
 	Paced
-	// Unpaced picks like Burst, but takes a token when there is one: a lone alert goes
-	// out at once and is paid for by the paced picks after it (sender.pacing auto,
-	// nothing waiting).
-	Unpaced
 )
 
 // BucketShare is the part of a target's capacity per window (the sum of its robots'

@@ -105,7 +105,9 @@ func Pacing(ctx context.Context, rdb *redis.Client, keyPrefix string, o PacingOp
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "robots\tload\tsenders\tpolicy\talerts delivered\tmessages\tover-limit\tp50\tp99\tmax\tp50 60s\tp99 60s\tmax 60s\t")
-	sc := func(d time.Duration) string { return (time.Duration(float64(d) * scale)).Round(10 * time.Millisecond).String() }
+	sc := func(d time.Duration) string {
+		return (time.Duration(float64(d) * scale)).Round(10 * time.Millisecond).String()
+	}
 	for _, r := range runs {
 		fmt.Fprintf(tw, "%d\t%gx\t%d\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.robots, r.load, r.instances, r.policy,
 			r.delivered, r.alerts, r.messages, r.overLimit, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond),

@@ -7,18 +7,17 @@
 -- KEYS[3+i]    {p:g}:win:<robot i>  sorted set: one member per send, score = send time (Unix ms)
 -- ARGV[1]      window, ms
 -- ARGV[2]      nonce: a random string that makes this call's window member unique
--- ARGV[3]      pacing: 0 none (burst), 1 paced (a pick needs a token: wait for one),
---              2 unpaced (a pick takes a token when there is one, but never waits for it)
+-- ARGV[3]      pacing: 0 none (burst), 1 paced (a pick needs a token: wait for one)
 -- ARGV[4]      the bucket's size, tokens
 -- ARGV[5]      the bucket's refill rate, tokens per ms
 -- ARGV[4+2i]   name of robot i (i = 1 … n, in the order of KEYS[3+i])
 -- ARGV[5+2i]   limit of robot i: sends allowed per window
 --
 -- Pacing: the group's budget is spent evenly under load. The bucket refills at its rate up
--- to its size; a paced pick with less than one token waits until there is one (the reply
--- says how long), so waiting alerts go out one merged message per token. Every pick
--- under pacing takes a token (down to minus the size, so lone alerts sent at once are paid
--- for by the waiting ones). The robots' windows are enforced as ever: pacing only shapes.
+-- to its size; a paced pick with less than one token reserves the next one and waits for
+-- it (the reply says how long), so waiting alerts go out one merged message per token, and the bucket's
+-- size is the burst that goes at once while the recent rate is sustainable. The robots'
+-- windows are enforced as ever: pacing only shapes.
 --
 -- A disabled robot is skipped and not waited for. A robot is eligible when it is not disabled, not cooling down, and has fewer than its
 -- limit of sends in the window (now - window, now]. Among the eligible robots the one with
@@ -30,6 +29,8 @@
 --                             picked; member is the send's window member (robot_touch.lua);
 --         {0, wait ms, now}   none is free now; wait ms (>= 1) is when the first one will
 --                             be (a window slot frees up or a cool-down ends);
+--         {0, wait ms, now, 1}  paced, and the bucket is empty: the next token, due in wait
+--                             ms, is reserved for the caller, who then picks without pacing;
 --         {-1, now}           every robot is disabled.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -47,11 +48,15 @@ if pacing > 0 then
   tokens = tonumber(st[1]) or size
   local ts = tonumber(st[2]) or now
   tokens = math.min(size, tokens + math.max(now - ts, 0) * rate)
-  if pacing == 1 and tokens < 1 then
-    keepTokens()
+  if tokens < 1 then
+    -- Reserve the next token: the caller waits until it is due and then picks without the
+    -- bucket. Reservations queue up, so replicas waiting on one target take turns instead
+    -- of racing for each token.
     local w = math.ceil((1 - tokens) / rate)
     if w < 1 then w = 1 end
-    return {0, w, now}
+    tokens = tokens - 1
+    keepTokens()
+    return {0, w, now, 1}
   end
 end
 
@@ -95,7 +100,7 @@ if best then
   redis.call('ZADD', win, now, member)
   redis.call('PEXPIRE', win, window + 1000)
   if pacing > 0 then
-    tokens = math.max(tokens - 1, -size)
+    tokens = tokens - 1
     keepTokens()
   end
   return {1, ARGV[4 + 2 * best], bestCount + 1, now, member}
