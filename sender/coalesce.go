@@ -221,7 +221,7 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 func (s *Sender) drain(t *target) {
 	q := t.queue
 	ctx := context.Background() // the queue's alerts leave on their own contexts
-	paid := false                // a reserved token came due: the next pick is not paced again
+	paid := false               // a reserved token came due: the next pick is not paced again
 	for {
 		q.mu.Lock()
 		if len(q.waiting) == 0 {
