@@ -562,7 +562,7 @@ func redisInCluster(t *testing.T, a *app) bool {
 		}
 	}
 	if svc == nil {
-		t.Logf("%s: Redis %s is outside this rendering; it must run with appendonly yes, appendfsync everysec, maxmemory-policy noeviction", a.r.dir, u.Hostname())
+		t.Logf("%s: Redis %s is outside this rendering; it must run with appendonly yes, appendfsync everysec (always for redis.durability fsync), maxmemory-policy noeviction", a.r.dir, u.Hostname())
 		return false
 	}
 	var sts *appsv1.StatefulSet
@@ -597,7 +597,10 @@ func redisInCluster(t *testing.T, a *app) bool {
 		conf[strings.ToLower(strings.TrimPrefix(args[i], "--"))] = args[i+1]
 	}
 	require.Equal(t, "yes", conf["appendonly"], "Redis must persist with AOF")
-	require.Equal(t, "everysec", conf["appendfsync"], "Redis AOF must fsync every second")
+	require.Contains(t, []string{"everysec", "always"}, conf["appendfsync"], "Redis AOF must fsync every second or every write")
+	if redisCfg, _ := a.effective["redis"].(map[string]any); redisCfg["durability"] == "fsync" {
+		require.Equal(t, "always", conf["appendfsync"], "redis.durability fsync needs appendfsync always")
+	}
 	require.Equal(t, "noeviction", conf["maxmemory-policy"], "Redis must never evict alerts")
 	dir := conf["dir"]
 	require.NotEmpty(t, dir, "set Redis's dir to the persistent volume")
