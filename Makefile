@@ -34,7 +34,7 @@ test: ## start the local stack (test delay levels), then gofmt, go vet and go te
 	eval "$$(deploy/local/env)"; \
 	go vet ./...; \
 	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) $$(go list ./... | grep -v /internal/chaos); \
-	go test -count=1 -timeout $(GO_TEST_TIMEOUT) -run TestChaosShort ./internal/chaos/
+	go test -count=1 -timeout $(GO_TEST_TIMEOUT) ./internal/chaos/
 	cd deploy/k8s && go vet ./... && go test -count=1 ./...
 
 test-short: ## only the tests that need no server (go test -short)

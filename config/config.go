@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -658,9 +659,32 @@ func Decode(r io.Reader) (Config, error) {
 	dec := yaml.NewDecoder(r)
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for i, e := range te.Errors {
+				te.Errors[i] = unknownKey.ReplaceAllStringFunc(e, hideOddKey)
+			}
+		}
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	return c, nil
+}
+
+// unknownKey finds the strict decoder's "field KEY not found in type T".
+var unknownKey = regexp.MustCompile(`field (.*) not found in type (\S+)`)
+
+// keyName is what a configuration key looks like.
+var keyName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,39}$`)
+
+// hideOddKey keeps an unknown key in the error when it looks like a key name (a typo to
+// fix) and leaves it out otherwise: a token pasted one indentation too far, or a value
+// written as a key, is not echoed into logs.
+func hideOddKey(m string) string {
+	sub := unknownKey.FindStringSubmatch(m)
+	if keyName.MatchString(sub[1]) {
+		return m
+	}
+	return "an unknown key that does not look like a key name (not shown: a value written as a key, or mis-indented?) in type " + sub[2]
 }
 
 // Load reads the YAML file at path (no file when path is ""), applies the environment

@@ -450,3 +450,14 @@ func TestSenderCoalesceDefaultsAndValidation(t *testing.T) {
 	_, err = Load(writeFile(t, validYAML+"sender: {coalesceMax: 1001}\n"), noEnv)
 	require.ErrorContains(t, err, "sender.coalesceMax: must be between 2 and 1000")
 }
+
+// An unknown key is named when it looks like a key name, and left out when it does not
+// (a token pasted as a key must not reach the log).
+func TestUnknownKeysAreNamedOnlyWhenTheyLookLikeKeys(t *testing.T) {
+	_, err := Decode(strings.NewReader("shutdownTimout: 5s\n"))
+	require.ErrorContains(t, err, "field shutdownTimout not found")
+	_, err = Decode(strings.NewReader("!00000000 {tok-SECRET-0123456789abcdef}0"))
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "tok-SECRET")
+	require.Contains(t, err.Error(), "an unknown key that does not look like a key name")
+}

@@ -152,6 +152,7 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 	require.Equal(t, delivery.Round{Released: 3}, r)
 	rows, _, err := fs.List(context.Background(), store.Filter{})
 	require.NoError(t, err)
+	require.Len(t, rows, 3)
 	for _, row := range rows {
 		require.Equal(t, store.StatusPending, row.Status)
 		require.Zero(t, row.Attempts, "an attempt cut short by a shutdown does not count")

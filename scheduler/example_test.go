@@ -3,10 +3,14 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
-	"log"
+	"log/slog"
+	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 )
 
@@ -26,22 +30,25 @@ func ExamplePlan() {
 	// wheel stage: 17s
 }
 
-// A producer publishes an alert due in 90 minutes to the robot group "ops". Publishing
-// the same ID again is harmless: the alert is delivered once.
-func ExampleProducer_Publish() {
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: []string{"127.0.0.1:19876"}})
-	if err != nil {
-		log.Fatal(err)
-	}
+// A producer publishes an alert due in 90 minutes to the robot group "ops"; the README's
+// Go example, run against the local broker. Publishing the same ID again is harmless: the
+// alert is delivered once.
+func TestProducerPublishAsTheREADMEShows(t *testing.T) {
+	topic := testenv.Unique("rd_example_")
+	require.NoError(t, scheduler.EnsureTopic(context.Background(), []string{testenv.NameServer(t)}, topic,
+		[]string{testenv.Brokers(t)}, slog.New(slog.DiscardHandler)))
+	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: []string{testenv.NameServer(t)}, Topic: topic})
+	require.NoError(t, err)
 	defer p.Close()
+	before := time.Now()
 	res, err := p.Publish(context.Background(), scheduler.Publication{
 		Target: "ops",
 		In:     90 * time.Minute,
 		ID:     "order-4711-recheck",
 		Body:   []byte(`{"msgtype":"markdown","markdown":{"title":"Order 4711","text":"### Order 4711 is still dirty"}}`),
 	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(res.ID, res.DeliverAt)
+	require.NoError(t, err)
+	require.Equal(t, "order-4711-recheck", res.ID)
+	require.WithinDuration(t, before.Add(90*time.Minute), res.DeliverAt, 5*time.Second)
+	require.NotEmpty(t, res.MsgID, "the broker stored it")
 }

@@ -248,6 +248,7 @@ func TestFailedSendsListFiltersAndPages(t *testing.T) {
 	require.Len(t, rows, 3)
 	rows, _, err = fs.List(ctx, store.Filter{ErrorClass: "throttled", Target: "ops"})
 	require.NoError(t, err)
+	require.Len(t, rows, 1, "m-2 is the one throttled row of ops")
 	for _, r := range rows {
 		require.Equal(t, "throttled", r.ErrorClass)
 		require.Equal(t, "ops", r.Target)

@@ -505,7 +505,6 @@ func TestDueKeysOfNextTickFireAtLateWakeUp(t *testing.T) {
 		clock.Stall(3 * time.Millisecond) // the wake-up at 10ms arms the next one for 23ms
 		time.Sleep(20 * time.Millisecond)
 		synctest.Wait()
-		require.Equal(t, 25*time.Millisecond, time.Since(origin))
 		got := map[string]time.Duration{}
 		for _, f := range r.take() {
 			got[f.key] = f.at.Sub(origin)
