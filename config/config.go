@@ -234,6 +234,15 @@ const (
 	PacingBurst = "burst"
 )
 
+// Values of sender.robotLimits.
+const (
+	// RobotLimitsLearn lowers the limit of a robot DingTalk throttles below its
+	// configured limit, and probes a robot out of a cool-down with one request at a time.
+	RobotLimitsLearn = "learn"
+	// RobotLimitsFixed always uses the configured limits.
+	RobotLimitsFixed = "fixed"
+)
+
 // MaxCoalesceMax is the largest sender.coalesceMax Validate accepts.
 const MaxCoalesceMax = 1000
 
@@ -300,6 +309,15 @@ type Sender struct {
 	// merges only once none has, so a burst spends the whole window at its start and the
 	// rest waits for the next. Default "auto".
 	Pacing string `yaml:"pacing" json:"pacing"`
+	// RobotLimits says whether the robots' limits are learned. DingTalk robots are often
+	// shared (CI, a monitoring tool, a colleague's script use the same webhook), so a robot
+	// may be throttled below Limit: "learn" then gives it a lower limit (three quarters of
+	// what its window held, shared by all replicas in Redis), raises it again by one per
+	// window without a throttle (never above Limit), sends exactly one request into a
+	// robot coming out of its cool-down until that answer says it is open, and logs the
+	// start of each such episode once; "fixed" always uses the configured limits.
+	// Default "learn".
+	RobotLimits string `yaml:"robotLimits" json:"robotLimits"`
 }
 
 // Admin configures the admin HTTP API.
@@ -391,6 +409,7 @@ const (
 	DefaultSenderCoalesce        = CoalesceAuto
 	DefaultSenderCoalesceMax     = 50
 	DefaultSenderPacing          = PacingAuto
+	DefaultSenderRobotLimits     = RobotLimitsLearn
 
 	DefaultFailedSendsInterval    = 30 * time.Second
 	DefaultFailedSendsMaxAttempts = 20
@@ -436,6 +455,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Sender.Coalesce, DefaultSenderCoalesce)
 	Default(&c.Sender.CoalesceMax, DefaultSenderCoalesceMax)
 	Default(&c.Sender.Pacing, DefaultSenderPacing)
+	Default(&c.Sender.RobotLimits, DefaultSenderRobotLimits)
 	Default(&c.FailedSends.Interval, DefaultFailedSendsInterval)
 	Default(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
 	Default(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)
@@ -631,6 +651,9 @@ func (s Sender) validate(bad func(key, format string, args ...any)) {
 	}
 	if s.Pacing != PacingAuto && s.Pacing != PacingBurst {
 		bad("sender.pacing", "must be %q or %q, got %q", PacingAuto, PacingBurst, s.Pacing)
+	}
+	if s.RobotLimits != RobotLimitsLearn && s.RobotLimits != RobotLimitsFixed {
+		bad("sender.robotLimits", "must be %q or %q, got %q", RobotLimitsLearn, RobotLimitsFixed, s.RobotLimits)
 	}
 	if s.CoalesceMax < 2 || s.CoalesceMax > MaxCoalesceMax {
 		bad("sender.coalesceMax", "must be between 2 and %d (sender.coalesce: off sends every alert alone), got %d", MaxCoalesceMax, s.CoalesceMax)

@@ -244,7 +244,7 @@ func (s *Sender) drain(t *target) {
 		if paid {
 			pacing, paid = store.Burst, false
 		}
-		pick, err := s.pool.Pick(ctx, t.name, robots, pacing)
+		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(pacing))
 		if err != nil {
 			s.release()
 			s.failWaiting(t, func() *Failure {

@@ -17,6 +17,7 @@ type Metrics struct {
 	merged    *prometheus.CounterVec
 	lateness  *prometheus.HistogramVec
 	waiting   *prometheus.GaugeVec
+	limit     *prometheus.GaugeVec
 }
 
 // NewMetrics creates the sender's metrics and registers them with reg (none when reg is
@@ -35,6 +36,7 @@ type Metrics struct {
 //	rocketdelay_sender_merged_messages_total{target}         merged messages delivered
 //	rocketdelay_sender_delivery_lateness_seconds{target}     due time → DingTalk accepted
 //	rocketdelay_sender_waiting_alerts{target}                alerts waiting for a robot here
+//	rocketdelay_sender_robot_effective_limit{target,robot}   the robot's limit in effect (learned)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -88,9 +90,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rocketdelay_sender_waiting_alerts",
 			Help: "Alerts (parts) waiting for a robot in this process's queue of the target.",
 		}, []string{"target"}),
+		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rocketdelay_sender_robot_effective_limit",
+			Help: "The robot's limit per window in effect as of its last pick or throttle: its configured limit, or the lower one learned from DingTalk's throttles.",
+		}, []string{"target", "robot"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight, m.coalesced, m.merged, m.lateness, m.waiting)
+		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight, m.coalesced, m.merged, m.lateness, m.waiting, m.limit)
 	}
 	return m
 }

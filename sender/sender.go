@@ -17,8 +17,9 @@ import (
 
 // Pool is the shared rate-limit state of the robots; *store.RobotPool implements it.
 type Pool interface {
-	Pick(ctx context.Context, target string, robots []store.PoolRobot, pacing store.Pacing) (store.Pick, error)
-	Touch(ctx context.Context, target string, pick store.Pick) (bool, error)
+	Pick(ctx context.Context, target string, robots []store.PoolRobot, opts store.PickOptions) (store.Pick, error)
+	Touch(ctx context.Context, target string, pick store.Pick, accepted bool) (bool, error)
+	Throttled(ctx context.Context, target string, pick store.Pick, configured int, cooldown time.Duration, learn bool) (store.Throttle, error)
 	Return(ctx context.Context, target string, pick store.Pick) (bool, error)
 	Cool(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
 	Disable(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
@@ -73,6 +74,10 @@ type Options struct {
 	// Pacing is config.PacingAuto (the default) or config.PacingBurst; see coalesce.go
 	// (config sender.pacing). It applies when coalescing is on.
 	Pacing string
+	// RobotLimits is config.RobotLimitsLearn (the default: a robot DingTalk throttles
+	// below its configured limit gets a lower, learned one, and a robot out of a cool-down
+	// takes one probe at a time) or config.RobotLimitsFixed (config sender.robotLimits).
+	RobotLimits string
 }
 
 // OptionsFromConfig builds Options from the configuration (defaults filled in).
@@ -96,6 +101,7 @@ func OptionsFromConfig(c config.Config) (Options, error) {
 		Coalesce:        s.Coalesce,
 		CoalesceMax:     s.CoalesceMax,
 		Pacing:          s.Pacing,
+		RobotLimits:     s.RobotLimits,
 	}
 	for name, t := range c.Targets {
 		for i, r := range t.Robots {
@@ -145,6 +151,7 @@ func (o Options) withDefaults() Options {
 		o.CoalesceMax = config.DefaultSenderCoalesceMax
 	}
 	config.Default(&o.Pacing, config.DefaultSenderPacing)
+	config.Default(&o.RobotLimits, config.DefaultSenderRobotLimits)
 	return o
 }
 
@@ -253,6 +260,9 @@ func New(opts Options, pool Pool, logger *slog.Logger, metrics *Metrics, now fun
 	}
 	if opts.Pacing != config.PacingAuto && opts.Pacing != config.PacingBurst {
 		return nil, fmt.Errorf("sender: pacing must be %q or %q, got %q", config.PacingAuto, config.PacingBurst, opts.Pacing)
+	}
+	if opts.RobotLimits != config.RobotLimitsLearn && opts.RobotLimits != config.RobotLimitsFixed {
+		return nil, fmt.Errorf("sender: robotLimits must be %q or %q, got %q", config.RobotLimitsLearn, config.RobotLimitsFixed, opts.RobotLimits)
 	}
 	s := &Sender{
 		opts:    opts,
@@ -462,7 +472,7 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 				return fail(ClassTransient, "gave up: "+err.Error(), err)
 			}
 			var err error
-			pick, err = s.pool.Pick(ctx, t.name, robots, store.Burst) // a retry: it waited already
+			pick, err = s.pool.Pick(ctx, t.name, robots, s.pickOptions(store.Burst)) // a retry: it waited already
 			if err != nil {
 				s.release()
 				if errors.Is(err, store.ErrNoRobot) {
@@ -498,11 +508,14 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 			}
 			return fail(ClassTransient, "not sent: "+err.Error(), err)
 		}
+		s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(pick.Limit))
 		o, berr := s.post(ctx, t, robot, m)
 		s.release()
 		if berr == nil || errors.Is(berr, errTransientAnswer) {
-			// The request went out: count it from its answer, DingTalk's latest moment.
-			if _, err := s.pool.Touch(context.WithoutCancel(ctx), t.name, pick); err != nil {
+			// The request went out: count it from its answer, DingTalk's latest moment. An
+			// answer that is not a throttle says the robot is open (a probe's doubt is over).
+			open := o.OK || o.Class == ClassPermanent
+			if _, err := s.pool.Touch(context.WithoutCancel(ctx), t.name, pick, open); err != nil {
 				s.logger.Warn("could not move a send to its answer time in the robot's window",
 					"target", t.name, "robot", robot.Name, "error", err.Error())
 			}
@@ -533,10 +546,7 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 					return fail(ClassThrottled, o.Reason, nil)
 				}
 			}
-			until, err := s.pool.Cool(ctx, t.name, robot.Name, s.opts.Cooldown)
-			s.metrics.cooldowns.WithLabelValues(t.name, robot.Name).Inc()
-			s.logger.Warn("robot throttled by DingTalk; cooling it down", "target", t.name, "robot", robot.Name,
-				"http_status", o.HTTPStatus, "errcode", o.Errcode, "reason", o.Reason, "until", until, "cool_error", errString(err))
+			s.throttled(ctx, t, robot, pick, o)
 			continue
 		case ClassRobotBroken:
 			until, err := s.pool.Disable(ctx, t.name, robot.Name, s.opts.DisableFor)
@@ -567,8 +577,42 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 	}
 }
 
+// learn reports whether robot limits are learned (sender.robotLimits learn).
+func (s *Sender) learn() bool { return s.opts.RobotLimits == config.RobotLimitsLearn }
+
+// pickOptions are the options of a pick with pacing.
+func (s *Sender) pickOptions(pacing store.Pacing) store.PickOptions {
+	return store.PickOptions{Pacing: pacing, Learn: s.learn(), ProbeTimeout: s.opts.HTTPTimeout + time.Second}
+}
+
+// throttled records that DingTalk throttled robot: it cools down, and, when it was
+// below its configured limit, gets a lower learned one; the start of such an episode is
+// logged once, by the replica that saw it, with what the operator may want to know.
+func (s *Sender) throttled(ctx context.Context, t *target, robot Robot, pick store.Pick, o Outcome) {
+	th, err := s.pool.Throttled(context.WithoutCancel(ctx), t.name, pick, robot.Limit, s.opts.Cooldown, s.learn())
+	s.metrics.cooldowns.WithLabelValues(t.name, robot.Name).Inc()
+	if err != nil {
+		s.logger.Warn("robot throttled by DingTalk; could not record it", "target", t.name, "robot", robot.Name,
+			"http_status", o.HTTPStatus, "errcode", o.Errcode, "error", err.Error())
+		return
+	}
+	s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(th.Limit))
+	if th.Started {
+		s.logger.Warn("robot throttled by DingTalk below its configured limit: is it shared with another sender? "+
+			"rocketdelay now sends at most the learned limit through it, and raises it again by one per window without a throttle",
+			"target", t.name, "robot", robot.Name, "sends_in_window", th.InWindow, "configured_limit", robot.Limit,
+			"learned_limit", th.Limit, "cooling_until", th.CoolingUntil)
+		return
+	}
+	s.logger.Info("robot throttled by DingTalk; cooling it down", "target", t.name, "robot", robot.Name,
+		"http_status", o.HTTPStatus, "errcode", o.Errcode, "reason", o.Reason, "until", th.CoolingUntil, "limit", th.Limit)
+}
+
 // giveSlotBack frees the window slot of a pick that made no request.
 func (s *Sender) giveSlotBack(ctx context.Context, t *target, pick store.Pick) {
+	if pick.Probe { // the probe was not made: let another go
+		_, _ = s.pool.Touch(context.WithoutCancel(ctx), t.name, pick, false)
+	}
 	if _, err := s.pool.Return(context.WithoutCancel(ctx), t.name, pick); err != nil {
 		s.logger.Warn("could not free the window slot of a send that was not made",
 			"target", t.name, "robot", pick.Robot, "error", err.Error())

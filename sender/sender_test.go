@@ -513,3 +513,63 @@ func histogram(t *testing.T, reg *prometheus.Registry, name string) *dto.Histogr
 	}
 	return &dto.Histogram{SampleCount: &count, SampleSum: &sum}
 }
+
+// Robots shared with someone else (DingTalk allows them 4 per window; rocketdelay is
+// configured for 19): with robotLimits learn each robot is throttled once, learns a lower
+// limit and is not throttled with 130101 again, and the episode is logged once per robot;
+// with fixed limits the robots are throttled again after every cool-down.
+func TestSharedRobotsLimitsAreLearned(t *testing.T) {
+	for _, mode := range []string{config.RobotLimitsLearn, config.RobotLimitsFixed} {
+		t.Run(mode, func(t *testing.T) {
+			const window = time.Second
+			h := newHarness(t, window, 20, robotSpec{}, robotSpec{})
+			var simRobots []dingtalksim.Robot
+			for _, r := range h.robots {
+				simRobots = append(simRobots, dingtalksim.Robot{Name: r.Name, Token: r.Token.Reveal(), Limit: 4})
+			}
+			h.sim, h.simURL = testenv.DingTalkSim(t, dingtalksim.Options{Robots: simRobots, Window: window, Throttle: 400 * time.Millisecond})
+			opts := h.options(19)
+			opts.Cooldown = 400 * time.Millisecond
+			opts.Coalesce = config.CoalesceOff // one request per alert: the robots' real limits bite
+			opts.RobotLimits = mode
+			s, reg := h.sender(opts)
+			var wg sync.WaitGroup
+			for i := range 24 {
+				wg.Go(func() { require.NoError(t, s.Send(context.Background(), "ops", text(fmt.Sprintf("shared-%02d", i)))) })
+				time.Sleep(50 * time.Millisecond)
+			}
+			wg.Wait()
+			require.Len(t, h.sim.Accepted(), 24)
+			st := h.sim.Stats().ByRobot
+			episodes := strings.Count(h.logs.String(), "below its configured limit")
+			t.Logf("%s: %+v, %d episodes logged", mode, st, episodes)
+			if mode == config.RobotLimitsFixed {
+				require.Greater(t, st["r1"].TooFast+st["r2"].TooFast, 2, "fixed limits trip the robots after every cool-down")
+				require.Zero(t, episodes)
+				return
+			}
+			for _, r := range []string{"r1", "r2"} {
+				require.LessOrEqual(t, st[r].TooFast, 1, "%s: one 130101, then the learned limit holds", r)
+			}
+			require.Equal(t, st["r1"].TooFast+st["r2"].TooFast, episodes, "each episode is logged once")
+			lim := gauge(t, reg, "rocketdelay_sender_robot_effective_limit")
+			require.Less(t, lim, 2*19.0, "the robots' effective limits went down")
+		})
+	}
+}
+
+// gauge sums every series of the gauge name in reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}

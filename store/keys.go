@@ -46,6 +46,7 @@ func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + tar
 func (k keys) cool(target string) string     { return k.pool(target) + "cool" }
 func (k keys) disabled(target string) string { return k.pool(target) + "disabled" }
 func (k keys) pace(target string) string     { return k.pool(target) + "pace" }
+func (k keys) learn(target string) string    { return k.pool(target) + "learn" }
 func (k keys) window(target, robot string) string {
 	return k.pool(target) + "win:" + robot
 }

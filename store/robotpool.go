@@ -17,9 +17,10 @@ import (
 // target group, under one hash tag per group, {p:g} (see keys.go).
 
 var (
-	robotPickScript    = script("robot_pick.lua")
-	robotSuspendScript = script("robot_suspend.lua")
-	robotTouchScript   = script("robot_touch.lua")
+	robotPickScript      = script("robot_pick.lua")
+	robotSuspendScript   = script("robot_suspend.lua")
+	robotTouchScript     = script("robot_touch.lua")
+	robotThrottledScript = script("robot_throttled.lua")
 )
 
 // ErrNoRobot is returned by RobotPool.Pick when every robot of the group is disabled (or
@@ -51,6 +52,13 @@ type Pick struct {
 	At time.Time
 	// Member identifies the recorded send in the robot's window, for Touch.
 	Member string
+	// Limit is the picked robot's limit in effect: its configured limit, or the lower one
+	// learned from DingTalk's throttles (PickOptions.Learn).
+	Limit int
+	// Probe reports that the picked robot is in doubt (out of a cool-down, not answered
+	// since) and this request is the one probe allowed to it; the answer, through Touch
+	// or Throttled, settles the doubt.
+	Probe bool
 }
 
 // RobotState is one robot's state in the pool, for operators and tests.
@@ -65,6 +73,12 @@ type RobotState struct {
 	// back, zero when only Enable brings it back.
 	Disabled      bool
 	DisabledUntil time.Time
+	// LearnedLimit is the lower limit learned from DingTalk's throttles, as of the last
+	// pick; 0 when the robot runs at its configured limit.
+	LearnedLimit int
+	// InDoubt reports that the robot was throttled and has not answered a request since:
+	// only one probe at a time goes to it.
+	InDoubt bool
 }
 
 // RobotPool is the Redis side of the sender's robot groups: one sliding rate-limit
@@ -101,16 +115,17 @@ func (p *RobotPool) Window() time.Duration { return p.window }
 // free, Pick records nothing and says in Wait how long until one is: the caller waits
 // exactly that long and picks again. Disabled robots are not waited for: when every
 // robot is disabled the error is ErrNoRobot.
-func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot, pacing Pacing) (Pick, error) {
+func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot, opts PickOptions) (Pick, error) {
 	if len(robots) == 0 {
 		return Pick{}, fmt.Errorf("store: pick robot of %q: %w", target, ErrNoRobot)
 	}
 	size, rate := p.bucket(robots)
-	keys := make([]string, 0, len(robots)+3)
-	keys = append(keys, p.keys.cool(target), p.keys.disabled(target), p.keys.pace(target))
-	args := make([]any, 0, 2*len(robots)+5)
-	args = append(args, p.window.Milliseconds(), nonce(), int(pacing),
-		strconv.FormatFloat(size, 'f', -1, 64), strconv.FormatFloat(rate, 'f', -1, 64))
+	keys := make([]string, 0, len(robots)+4)
+	keys = append(keys, p.keys.cool(target), p.keys.disabled(target), p.keys.pace(target), p.keys.learn(target))
+	args := make([]any, 0, 2*len(robots)+7)
+	args = append(args, p.window.Milliseconds(), nonce(), int(opts.Pacing),
+		strconv.FormatFloat(size, 'f', -1, 64), strconv.FormatFloat(rate, 'f', -1, 64),
+		boolArg(opts.Learn), max(opts.ProbeTimeout, DefaultProbeTimeout).Milliseconds())
 	for _, r := range robots {
 		if r.Name == "" || r.Limit < 1 {
 			return Pick{}, fmt.Errorf("store: pick robot of %q: robot %q needs a name and a limit of at least 1", target, r.Name)
@@ -123,7 +138,7 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 		return Pick{}, robotPoolFail("pick robot", err)
 	}
 	bad := fmt.Errorf("store: pick robot of %q: unexpected script result %v", target, res)
-	if len(res) < 2 || (res[0] == int64(1) && len(res) < 5) {
+	if len(res) < 2 || (res[0] == int64(1) && len(res) < 7) {
 		return Pick{}, bad
 	}
 	code, _ := res[0].(int64)
@@ -133,7 +148,10 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 		count, _ := res[2].(int64)
 		at, _ := res[3].(int64)
 		member, _ := res[4].(string)
-		return Pick{Robot: name, InWindow: int(count), At: time.UnixMilli(at), Member: member}, nil
+		limit, _ := res[5].(int64)
+		probe, _ := res[6].(int64)
+		return Pick{Robot: name, InWindow: int(count), At: time.UnixMilli(at), Member: member,
+			Limit: int(limit), Probe: probe == 1}, nil
 	case 0:
 		wait, _ := res[1].(int64)
 		at, _ := res[2].(int64)
@@ -151,16 +169,32 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 // however long the request took; without it, a slow request followed by a fast one
 // could look, to DingTalk, like two sends one window apart landing in one window. It
 // returns whether the send was still in the window.
-func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick) (bool, error) {
+func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick, accepted bool) (bool, error) {
 	if pick.Robot == "" || pick.Member == "" {
 		return false, nil
 	}
-	n, err := robotTouchScript.Run(ctx, p.rdb, []string{p.keys.window(target, pick.Robot)}, pick.Member, p.window.Milliseconds()).Int()
+	n, err := robotTouchScript.Run(ctx, p.rdb, []string{p.keys.window(target, pick.Robot), p.keys.learn(target)},
+		pick.Member, p.window.Milliseconds(), pick.Robot, boolArg(accepted)).Int()
 	if err != nil {
 		return false, robotPoolFail("touch robot window", err)
 	}
 	return n == 1, nil
 }
+
+// PickOptions say how Pick spends a target's budget and whether it learns.
+type PickOptions struct {
+	// Pacing gates the pick by the target's token bucket (config sender.pacing).
+	Pacing Pacing
+	// Learn uses the robots' learned limits and lets only one request at a time into a
+	// robot in doubt (config sender.learnLimits). Throttled learns them.
+	Learn bool
+	// ProbeTimeout is how long a probe may be in flight before another may go; at least
+	// DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+}
+
+// DefaultProbeTimeout is the shortest time a probe of a robot in doubt holds the robot.
+const DefaultProbeTimeout = time.Second
 
 // Pacing says how a pick spends a target's budget (config sender.pacing).
 type Pacing int
@@ -194,6 +228,46 @@ func (p *RobotPool) bucket(robots []PoolRobot) (size, rate float64) {
 	size = max(float64(capacity)/BucketShare, 1)
 	perWindow := max(float64(capacity)-size, float64(capacity)/BucketShare)
 	return size, perWindow / float64(p.window.Milliseconds())
+}
+
+// Throttle is what Throttled learned.
+type Throttle struct {
+	// Limit is the robot's limit in effect now.
+	Limit int
+	// Started reports that this throttle began an episode: the robot was at its
+	// configured limit and now has a lower, learned one. Log it once, here.
+	Started bool
+	// CoolingUntil is the end of the robot's cool-down.
+	CoolingUntil time.Time
+	// InWindow counts the robot's sends in the window when DingTalk throttled it (the
+	// refused one left out).
+	InWindow int
+}
+
+// Throttled records that DingTalk throttled the robot of pick (130101, 410100, a
+// redirect): the refused send leaves the window, the robot cools down for cooldown and is
+// in doubt after it. With learn, a throttle while the window held fewer than its
+// configured limit (someone else sends through the robot too) lowers its limit to three
+// quarters of the lower of its current limit and that count; Pick raises it again by one
+// per window without a throttle.
+func (p *RobotPool) Throttled(ctx context.Context, target string, pick Pick, configured int, cooldown time.Duration, learn bool) (Throttle, error) {
+	res, err := robotThrottledScript.Run(ctx, p.rdb,
+		[]string{p.keys.cool(target), p.keys.learn(target), p.keys.window(target, pick.Robot)},
+		pick.Robot, pick.Member, configured, cooldown.Milliseconds(), p.window.Milliseconds(), boolArg(learn)).Int64Slice()
+	if err != nil {
+		return Throttle{}, robotPoolFail("record a throttled robot", err)
+	}
+	if len(res) != 4 {
+		return Throttle{}, fmt.Errorf("store: throttled %q: unexpected script result %v", pick.Robot, res)
+	}
+	return Throttle{Limit: int(res[0]), Started: res[1] == 1, CoolingUntil: time.UnixMilli(res[2]), InWindow: int(res[3])}, nil
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // Return takes back the send Pick recorded for pick when no request was made after all
@@ -266,6 +340,7 @@ func (p *RobotPool) State(ctx context.Context, target string, robots []string) (
 	type cmds struct {
 		count          *redis.IntCmd
 		cool, disabled *redis.FloatCmd
+		learned        *redis.SliceCmd
 	}
 	cs := make([]cmds, len(robots))
 	_, err = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
@@ -273,6 +348,7 @@ func (p *RobotPool) State(ctx context.Context, target string, robots []string) (
 			cs[i].count = pipe.ZCount(ctx, p.keys.window(target, r), "("+strconv.FormatInt(nowMs-p.window.Milliseconds(), 10), "+inf")
 			cs[i].cool = pipe.ZScore(ctx, p.keys.cool(target), r)
 			cs[i].disabled = pipe.ZScore(ctx, p.keys.disabled(target), r)
+			cs[i].learned = pipe.HMGet(ctx, p.keys.learn(target), "lim:"+r, "doubt:"+r)
 		}
 		return nil
 	})
@@ -284,6 +360,12 @@ func (p *RobotPool) State(ctx context.Context, target string, robots []string) (
 		st := RobotState{Name: r, InWindow: int(cs[i].count.Val())}
 		if v, err := cs[i].cool.Result(); err == nil && int64(v) > nowMs {
 			st.CoolingUntil = time.UnixMilli(int64(v))
+		}
+		if v, err := cs[i].learned.Result(); err == nil && len(v) == 2 {
+			if s, ok := v[0].(string); ok {
+				st.LearnedLimit, _ = strconv.Atoi(s)
+			}
+			st.InDoubt = v[1] != nil
 		}
 		if v, err := cs[i].disabled.Result(); err == nil && v > float64(nowMs) {
 			st.Disabled = true

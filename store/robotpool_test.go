@@ -38,7 +38,7 @@ func TestRobotPoolPicksLeastUsedThenWaits(t *testing.T) {
 	var picked []string
 	var first time.Time
 	for i := range 6 {
-		p, err := pool.Pick(ctx, "ops", robots, store.Burst)
+		p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 		require.NoError(t, err)
 		require.NotEmpty(t, p.Robot, "pick %d", i)
 		if i == 0 {
@@ -49,7 +49,7 @@ func TestRobotPoolPicksLeastUsedThenWaits(t *testing.T) {
 	// Least used first, ties to the robot whose last send is oldest: a round robin.
 	require.Equal(t, []string{"a", "b", "c", "a", "b", "c"}, picked)
 
-	p, err := pool.Pick(ctx, "ops", robots, store.Burst)
+	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Empty(t, p.Robot)
 	// The first send leaves the window 2s after it was made.
@@ -57,7 +57,7 @@ func TestRobotPoolPicksLeastUsedThenWaits(t *testing.T) {
 	require.Greater(t, p.Wait, time.Duration(0))
 
 	time.Sleep(p.Wait)
-	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
+	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "a", p.Robot)
 
@@ -76,7 +76,7 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, until.IsZero())
 	for range 3 {
-		p, err := pool.Pick(ctx, "ops", robots, store.Burst)
+		p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 		require.NoError(t, err)
 		require.Equal(t, "b", p.Robot, "a is cooling down")
 	}
@@ -89,12 +89,12 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	require.True(t, st[1].DisabledUntil.IsZero(), "disabled until Enable")
 
 	// Only a is left and it cools down: wait for the end of its cool-down.
-	p, err := pool.Pick(ctx, "ops", robots, store.Burst)
+	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Empty(t, p.Robot)
 	require.LessOrEqual(t, p.Wait, 300*time.Millisecond)
 	time.Sleep(p.Wait)
-	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
+	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "a", p.Robot)
 
@@ -111,21 +111,21 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	// Everything disabled: no waiting helps.
 	_, err = pool.Disable(ctx, "ops", "a", time.Hour)
 	require.NoError(t, err)
-	_, err = pool.Pick(ctx, "ops", robots, store.Burst)
+	_, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.ErrorIs(t, err, store.ErrNoRobot)
 
 	require.NoError(t, pool.Enable(ctx, "ops", "b"))
-	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
+	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "b", p.Robot)
 
 	// A timed disable ends by itself; until then the robot is not waited for.
 	until, err = pool.Disable(ctx, "ops", "b", 200*time.Millisecond)
 	require.NoError(t, err)
-	_, err = pool.Pick(ctx, "ops", robots, store.Burst)
+	_, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.ErrorIs(t, err, store.ErrNoRobot)
 	time.Sleep(time.Until(until) + 10*time.Millisecond)
-	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
+	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "b", p.Robot)
 }
@@ -134,14 +134,14 @@ func TestRobotPoolGroupsAreIndependent(t *testing.T) {
 	ctx := context.Background()
 	_, _, pool := newRobotPool(t, time.Minute)
 	for range 2 {
-		p, err := pool.Pick(ctx, "one", poolRobots(2, "a"), store.Burst)
+		p, err := pool.Pick(ctx, "one", poolRobots(2, "a"), store.PickOptions{})
 		require.NoError(t, err)
 		require.Equal(t, "a", p.Robot)
 	}
-	p, err := pool.Pick(ctx, "two", poolRobots(2, "a"), store.Burst)
+	p, err := pool.Pick(ctx, "two", poolRobots(2, "a"), store.PickOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "a", p.Robot)
-	_, err = pool.Pick(ctx, "two", nil, store.Burst)
+	_, err = pool.Pick(ctx, "two", nil, store.PickOptions{})
 	require.ErrorIs(t, err, store.ErrNoRobot)
 }
 
@@ -174,7 +174,7 @@ func TestRobotPoolConcurrentPicksNeverExceedTheLimit(t *testing.T) {
 				remaining--
 				mu.Unlock()
 				for {
-					p, err := pool.Pick(ctx, "ops", robots, store.Burst)
+					p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 					if err != nil {
 						t.Error(err)
 						return
@@ -213,14 +213,14 @@ func TestRobotPoolTouchMovesTheSendToNow(t *testing.T) {
 	ctx := context.Background()
 	_, _, pool := newRobotPool(t, time.Second)
 	robots := poolRobots(1, "a")
-	p, err := pool.Pick(ctx, "ops", robots, store.Burst)
+	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.NotEmpty(t, p.Member)
 	time.Sleep(300 * time.Millisecond) // the request's latency
-	moved, err := pool.Touch(ctx, "ops", p)
+	moved, err := pool.Touch(ctx, "ops", p, true)
 	require.NoError(t, err)
 	require.True(t, moved)
-	again, err := pool.Pick(ctx, "ops", robots, store.Burst)
+	again, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Empty(t, again.Robot)
 	// The slot frees one window after the answer, not after the pick.
@@ -236,23 +236,82 @@ func TestRobotPoolPacesPicks(t *testing.T) {
 	_, _, pool := newRobotPool(t, 1200*time.Millisecond)
 	robots := poolRobots(12, "a") // capacity 12: a bucket of 2 tokens, 10 tokens per 1.2s
 	for i := range 2 {
-		p, err := pool.Pick(ctx, "ops", robots, store.Paced)
+		p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Paced})
 		require.NoError(t, err)
 		require.Equal(t, "a", p.Robot, "pick %d: the bucket's burst", i+1)
 	}
-	p, err := pool.Pick(ctx, "ops", robots, store.Paced)
+	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Paced})
 	require.NoError(t, err)
 	require.Empty(t, p.Robot, "the bucket is empty")
 	require.True(t, p.Reserved, "the next token is reserved for this caller")
 	require.InDelta(t, 120, p.Wait.Milliseconds(), 15, "one token takes 1.2s/10")
 
 	// A second waiter (another replica) queues behind the first: its token is the one after.
-	p2, err := pool.Pick(ctx, "ops", robots, store.Paced)
+	p2, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Paced})
 	require.NoError(t, err)
 	require.True(t, p2.Reserved)
 	require.InDelta(t, 240, p2.Wait.Milliseconds(), 15, "the second reservation is one token later")
 
-	p, err = pool.Pick(ctx, "ops", robots, store.Burst)
+	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "a", p.Robot, "a burst pick (a reserved token come due) ignores the bucket")
+}
+
+// A throttle while the robot's window held fewer sends than its configured limit teaches
+// a lower limit (three quarters of the count), once per episode; after the cool-down the
+// robot is in doubt and takes one probe at a time until an answer opens it; the learned
+// limit comes back up by one per clean window, to the count that went through.
+func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const window = 300 * time.Millisecond
+	_, _, pool := newRobotPool(t, window)
+	robots := poolRobots(10, "a")
+	learn := store.PickOptions{Learn: true}
+	var last store.Pick
+	for range 5 {
+		p, err := pool.Pick(ctx, "ops", robots, learn)
+		require.NoError(t, err)
+		require.Equal(t, 10, p.Limit)
+		last = p
+	}
+	th, err := pool.Throttled(ctx, "ops", last, 10, window, true)
+	require.NoError(t, err)
+	require.Equal(t, store.Throttle{Limit: 3, Started: true, CoolingUntil: th.CoolingUntil, InWindow: 4}, th,
+		"4 went through, the 5th was refused: 3/4 of 4")
+	st, err := pool.State(ctx, "ops", []string{"a"})
+	require.NoError(t, err)
+	require.Equal(t, 3, st[0].LearnedLimit)
+	require.True(t, st[0].InDoubt)
+	again, err := pool.Throttled(ctx, "ops", last, 10, window, true)
+	require.NoError(t, err)
+	require.False(t, again.Started, "the same episode is not announced twice")
+
+	time.Sleep(window + 50*time.Millisecond) // the cool-down and the window are over
+	probe, err := pool.Pick(ctx, "ops", robots, learn)
+	require.NoError(t, err)
+	require.Equal(t, "a", probe.Robot)
+	require.True(t, probe.Probe, "out of its cool-down the robot is in doubt: this is its probe")
+	require.Equal(t, 3, probe.Limit, "lowered to 2 by the second throttle, up by one after a clean window")
+	p, err := pool.Pick(ctx, "ops", robots, learn)
+	require.NoError(t, err)
+	require.Empty(t, p.Robot, "one probe at a time: nobody else goes into a robot in doubt")
+	_, err = pool.Touch(ctx, "ops", probe, true)
+	require.NoError(t, err)
+	p, err = pool.Pick(ctx, "ops", robots, learn)
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot, "the probe's answer opened the robot")
+	require.False(t, p.Probe)
+
+	time.Sleep(window + 20*time.Millisecond)
+	p, err = pool.Pick(ctx, "ops", robots, learn)
+	require.NoError(t, err)
+	require.Equal(t, 4, p.Limit, "another clean window: up to the 4 that went through")
+	time.Sleep(window + 20*time.Millisecond)
+	p, err = pool.Pick(ctx, "ops", robots, learn)
+	require.NoError(t, err)
+	require.Equal(t, 4, p.Limit, "past what went through it rises only after ten clean windows")
+	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 10, p.Limit, "without learning the configured limit applies")
 }

@@ -42,6 +42,9 @@ type Robot struct {
 	Secret string `yaml:"secret" json:"-"`
 	// Keyword, when set, must appear in every message.
 	Keyword string `yaml:"keyword" json:"keyword,omitempty"`
+	// Limit, when set, is what this robot accepts per window instead of Options.Limit: a
+	// robot shared with other senders, whose rest of the budget they use.
+	Limit int `yaml:"limit" json:"limit,omitempty"`
 }
 
 // Defaults of Options.
@@ -140,6 +143,16 @@ type Stats struct {
 	Faults int `json:"faults"`
 	// Rejected counts other refusals (unknown token, bad signature, keyword, size, body).
 	Rejected int `json:"rejected"`
+	// ByRobot counts, per robot name, the over-limit answers: 130101 and redirects.
+	ByRobot map[string]RobotStats `json:"byRobot,omitempty"`
+}
+
+// RobotStats count one robot's over-limit answers.
+type RobotStats struct {
+	// TooFast counts 130101 answers: a request over the robot's limit.
+	TooFast int `json:"tooFast"`
+	// Redirects counts HTTP 302 answers while the robot was throttled.
+	Redirects int `json:"redirects"`
 }
 
 type robotState struct {
@@ -241,7 +254,22 @@ func (s *Server) Accepted() []Message {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stats
+	st := s.stats
+	st.ByRobot = make(map[string]RobotStats, len(s.stats.ByRobot))
+	for k, v := range s.stats.ByRobot {
+		st.ByRobot[k] = v
+	}
+	return st
+}
+
+// countRobot updates robot's counts; the caller holds s.mu.
+func (s *Server) countRobot(robot string, f func(*RobotStats)) {
+	if s.stats.ByRobot == nil {
+		s.stats.ByRobot = map[string]RobotStats{}
+	}
+	c := s.stats.ByRobot[robot]
+	f(&c)
+	s.stats.ByRobot[robot] = c
 }
 
 // Reset forgets the accepted messages, the counts, the windows, throttling and faults.
@@ -401,6 +429,7 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if now.Before(rs.throttledUntil) {
 		s.stats.OverLimit++
+		s.countRobot(rs.Name, func(c *RobotStats) { c.Redirects++ })
 		s.mu.Unlock()
 		http.Redirect(w, r, "/throttled", http.StatusFound)
 		return
@@ -411,8 +440,13 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 		i++
 	}
 	rs.sends = rs.sends[i:]
-	if len(rs.sends) >= s.opts.Limit {
+	limit := s.opts.Limit
+	if rs.Limit > 0 {
+		limit = rs.Limit
+	}
+	if len(rs.sends) >= limit {
 		s.stats.OverLimit++
+		s.countRobot(rs.Name, func(c *RobotStats) { c.TooFast++ })
 		rs.throttledUntil = now.Add(s.opts.Throttle)
 		s.mu.Unlock()
 		s.opts.Logger.Debug("robot over its limit; throttled", "robot", rs.Name)

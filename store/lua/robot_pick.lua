@@ -4,14 +4,25 @@
 -- KEYS[1]      {p:g}:cool       sorted set: robot -> cooling down until (Unix ms)
 -- KEYS[2]      {p:g}:disabled   sorted set: robot -> out of rotation until (Unix ms, +inf: until enabled)
 -- KEYS[3]      {p:g}:pace       hash: tokens, ts — the group's token bucket (pacing)
--- KEYS[3+i]    {p:g}:win:<robot i>  sorted set: one member per send, score = send time (Unix ms)
+-- KEYS[4]      {p:g}:learn      hash: per robot r, lim:r ceil:r at:r (its learned limit),
+--                               doubt:r and probe:r (its state after a throttle)
+-- KEYS[4+i]    {p:g}:win:<robot i>  sorted set: one member per send, score = send time (Unix ms)
 -- ARGV[1]      window, ms
 -- ARGV[2]      nonce: a random string that makes this call's window member unique
 -- ARGV[3]      pacing: 0 none (burst), 1 paced (a pick needs a token: wait for one)
 -- ARGV[4]      the bucket's size, tokens
 -- ARGV[5]      the bucket's refill rate, tokens per ms
--- ARGV[4+2i]   name of robot i (i = 1 … n, in the order of KEYS[3+i])
--- ARGV[5+2i]   limit of robot i: sends allowed per window
+-- ARGV[6]      learning: 1 on (learned limits and probes), 0 off
+-- ARGV[7]      how long a probe may be in flight, ms
+-- ARGV[6+2i]   name of robot i (i = 1 … n, in the order of KEYS[4+i])
+-- ARGV[7+2i]   configured limit of robot i: sends allowed per window
+--
+-- Learning: a robot DingTalk throttled below its configured limit has a learned limit
+-- (robot_throttled.lua) that is used instead; it comes back up by one per window without a
+-- throttle up to the count that last went through (ceil), and past that by one per ten
+-- such windows, and is forgotten once it is the configured limit again. A robot out of
+-- its cool-down is in doubt until one request to it is answered: only one request (a
+-- probe) may be in flight to it at a time, across all replicas.
 --
 -- Pacing: the group's budget is spent evenly under load. The bucket refills at its rate up
 -- to its size; a paced pick with less than one token reserves the next one and waits for
@@ -35,7 +46,38 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[1])
-local n = #KEYS - 3
+local n = #KEYS - 4
+local learn = ARGV[6] == '1'
+local probeTTL = tonumber(ARGV[7])
+
+-- effective returns robot name's limit in effect, applying the recovery due since its
+-- last change.
+local function effective(name, limit)
+  if not learn then return limit end
+  local st = redis.call('HMGET', KEYS[4], 'lim:' .. name, 'ceil:' .. name, 'at:' .. name)
+  local lim = tonumber(st[1])
+  if not lim then return limit end
+  local ceil = tonumber(st[2]) or limit
+  local at = tonumber(st[3]) or now
+  local steps = math.floor((now - at) / window)
+  if steps < 1 then return math.min(lim, limit) end
+  if lim < ceil then
+    lim = math.min(ceil, lim + steps)
+    at = at + steps * window
+  elseif steps >= 10 then
+    lim = lim + 1
+    ceil = lim
+    at = now
+  else
+    return math.min(lim, limit)
+  end
+  if lim >= limit then
+    redis.call('HDEL', KEYS[4], 'lim:' .. name, 'ceil:' .. name, 'at:' .. name)
+    return limit
+  end
+  redis.call('HSET', KEYS[4], 'lim:' .. name, lim, 'ceil:' .. name, ceil, 'at:' .. name, string.format('%d', at))
+  return lim
+end
 
 local pacing = tonumber(ARGV[3])
 local tokens, size, rate = 0, tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -63,13 +105,24 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 
-local best, bestCount, bestLast = nil, nil, nil
+local best, bestCount, bestLast, bestLimit, bestProbe = nil, nil, nil, nil, false
 local wait = nil
 for i = 1, n do
-  local name = ARGV[4 + 2 * i]
-  local limit = tonumber(ARGV[5 + 2 * i])
-  local win = KEYS[3 + i]
-  if not redis.call('ZSCORE', KEYS[2], name) then
+  local name = ARGV[6 + 2 * i]
+  local limit = effective(name, tonumber(ARGV[7 + 2 * i]))
+  local win = KEYS[4 + i]
+  local probing = false
+  if learn and redis.call('HGET', KEYS[4], 'doubt:' .. name) then
+    local inFlight = tonumber(redis.call('HGET', KEYS[4], 'probe:' .. name))
+    if inFlight and inFlight > now then
+      probing = nil -- its one probe is in flight: wait for its answer
+      local w = inFlight - now
+      if not wait or w < wait then wait = w end
+    else
+      probing = true
+    end
+  end
+  if probing ~= nil and not redis.call('ZSCORE', KEYS[2], name) then
     local cool = redis.call('ZSCORE', KEYS[1], name)
     if cool then
       local w = tonumber(cool) - now
@@ -82,7 +135,7 @@ for i = 1, n do
         local newest = redis.call('ZRANGE', win, -1, -1, 'WITHSCORES')
         if newest[2] then last = tonumber(newest[2]) end
         if not best or count < bestCount or (count == bestCount and last < bestLast) then
-          best, bestCount, bestLast = i, count, last
+          best, bestCount, bestLast, bestLimit, bestProbe = i, count, last, limit, probing
         end
       else
         -- the slot of the (count - limit + 1)-th oldest send frees up first
@@ -95,7 +148,7 @@ for i = 1, n do
 end
 
 if best then
-  local win = KEYS[3 + best]
+  local win = KEYS[4 + best]
   local member = string.format('%d', now) .. '-' .. ARGV[2]
   redis.call('ZADD', win, now, member)
   redis.call('PEXPIRE', win, window + 1000)
@@ -103,7 +156,12 @@ if best then
     tokens = tokens - 1
     keepTokens()
   end
-  return {1, ARGV[4 + 2 * best], bestCount + 1, now, member}
+  local probe = 0
+  if bestProbe then
+    probe = 1
+    redis.call('HSET', KEYS[4], 'probe:' .. ARGV[6 + 2 * best], string.format('%d', now + probeTTL))
+  end
+  return {1, ARGV[6 + 2 * best], bestCount + 1, now, member, bestLimit, probe}
 end
 if pacing > 0 then
   keepTokens()

@@ -1,0 +1,50 @@
+-- robot_throttled.lua: DingTalk throttled a robot (130101, 410100, a redirect): cool it
+-- down, and learn from how many sends its window held.
+--
+-- KEYS[1]  {p:g}:cool          sorted set: robot -> cooling down until (Unix ms)
+-- KEYS[2]  {p:g}:learn         hash: lim:r ceil:r at:r doubt:r probe:r (robot_pick.lua)
+-- KEYS[3]  {p:g}:win:<robot>   sorted set: the robot's sends in the window
+-- ARGV[1]  robot name
+-- ARGV[2]  the refused send's window member (robot_pick.lua); it did not count at DingTalk
+-- ARGV[3]  the robot's configured limit
+-- ARGV[4]  cool-down, ms
+-- ARGV[5]  window, ms
+-- ARGV[6]  learning: 1 on, 0 off
+--
+-- With learning on, a throttle while the window held fewer sends than the configured
+-- limit is evidence that someone else sends through the robot too: its learned limit
+-- becomes three quarters of the lower of its current limit and that count (at least 1),
+-- ceil (the count that went through) is remembered, and the recovery clock restarts.
+-- Either way the robot is in doubt: after its cool-down one probe tells whether it is open.
+-- Returns {limit in effect, 1 if this throttle started an episode (the robot was at its
+-- configured limit) else 0, cool-down end (Unix ms), sends in the window}.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local name = ARGV[1]
+local configured = tonumber(ARGV[3])
+local window = tonumber(ARGV[5])
+redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[3])
+local lim = configured
+local started = 0
+if ARGV[6] == '1' then
+  lim = tonumber(redis.call('HGET', KEYS[2], 'lim:' .. name)) or configured
+  if count < configured then
+    if lim >= configured then started = 1 end
+    local seen = math.max(count, 1)
+    lim = math.max(1, math.floor(math.min(lim, seen) * 3 / 4))
+    redis.call('HSET', KEYS[2], 'lim:' .. name, lim, 'ceil:' .. name, seen, 'at:' .. name, string.format('%d', now))
+  end
+  redis.call('HSET', KEYS[2], 'doubt:' .. name, '1')
+  redis.call('HDEL', KEYS[2], 'probe:' .. name)
+  redis.call('PERSIST', KEYS[2])
+end
+local untilMs = now + tonumber(ARGV[4])
+redis.call('ZADD', KEYS[1], 'GT', string.format('%d', untilMs), name)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] and last[2] ~= 'inf' then
+  redis.call('PEXPIREAT', KEYS[1], tonumber(last[2]) + 1000)
+end
+return {lim, started, tonumber(redis.call('ZSCORE', KEYS[1], name)), count}
