@@ -460,3 +460,45 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 		t.Fatal("Serve did not return after cancel")
 	}
 }
+
+// `rocketdelay robots` shows what the pool in Redis knows of each configured robot: a
+// throttle below the configured limit appears as a learned limit and a doubt.
+func TestRobotsCommand(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rocketdelay.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`rocketmq: {nameServers: ["127.0.0.1:1"]}
+redis: {keyPrefix: `+prefix+`}
+postgres: {url: "postgres://u@127.0.0.1:1/db"}
+targets:
+  ops: {robots: [{name: r1, token: t1}, {name: r2, token: t2, limit: 10}]}
+`), 0o600))
+	env := map[string]string{"ROCKETDELAY_REDIS_URL": testenv.RedisURL(t)}
+	pool := store.NewRobotPool(rdb, prefix, time.Minute)
+	ctx := context.Background()
+	robots := []store.PoolRobot{{Name: "r1", Limit: 19}, {Name: "r2", Limit: 10}}
+	var last store.Pick
+	for range 4 {
+		p, err := pool.Pick(ctx, "ops", robots[1:], store.PickOptions{Learn: true})
+		require.NoError(t, err)
+		last = p
+	}
+	_, err := pool.Throttled(ctx, "ops", last, robots, time.Minute, true)
+	require.NoError(t, err)
+
+	out, _, err := run(t, env, "robots", "-f", file, "-o", "json")
+	require.NoError(t, err)
+	var rows []robotRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, 2)
+	require.Equal(t, robotRow{Target: "ops", Robot: "r1", Limit: 19, LearnedLimit: 3}, rows[0], "r2's sibling takes its count")
+	require.Equal(t, "r2", rows[1].Robot)
+	require.Equal(t, 10, rows[1].Limit)
+	require.Equal(t, 3, rows[1].LearnedLimit, "3 went through")
+	require.Equal(t, 3, rows[1].InWindow)
+	require.True(t, rows[1].InDoubt)
+	require.NotNil(t, rows[1].CoolingUntil)
+	out, _, err = run(t, env, "robots", "-f", file)
+	require.NoError(t, err)
+	require.Contains(t, out, "TARGET  ROBOT  LIMIT  LEARNED")
+}

@@ -52,7 +52,7 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	var path string
 	o := bench.SenderOptions{}
 	var p bench.PacingOptions
-	var withPacing, pacingOnly bool
+	var withPacing, pacingOnly, withShared, sharedOnly bool
 	cmd := &cobra.Command{
 		Use:   "sender",
 		Short: "Compare the DingTalk sender (coalescing off and auto) with naive rate limiting, on a simulator",
@@ -70,6 +70,11 @@ robots accept 20 messages per --window and are throttled for 10 windows past tha
 
 and prints, side by side, the pool's capacity per window (robots × limit), the messages
 sent per window, the simulator's over-limit answers, and the alerts delivered per window.
+
+Then (unless --shared=false) it compares sender.robotLimits learn and fixed on 8 robots
+configured at 19 per window that really accept 5 (shared with someone else), against a
+sender told the real limit, printing 130101 answers and redirects, alerts delivered,
+messages and p99 lateness.
 
 Then (unless --pacing=false) it compares sender.pacing auto and burst: for pools of 5 and
 3 robots, alerts falling due (Poisson) at 0.5x, 2x and 10x the pool's capacity for
@@ -108,8 +113,19 @@ Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`,
 				return err
 			}
 			defer rdb.Close()
-			if !pacingOnly {
+			if sharedOnly {
+				withPacing = false
+			}
+			if pacingOnly {
+				withShared = false
+			}
+			if !pacingOnly && !sharedOnly {
 				if err := bench.Sender(c.Context(), rdb, prefix, o, c.OutOrStdout()); err != nil {
+					return err
+				}
+			}
+			if withShared {
+				if err := bench.Shared(c.Context(), rdb, prefix, bench.SharedOptions{}, c.OutOrStdout()); err != nil {
 					return err
 				}
 			}
@@ -132,6 +148,8 @@ Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`,
 	f.DurationVar(&o.NaiveTimeout, "naive-timeout", 30*time.Second, "time limit of each naive run")
 	f.BoolVar(&withPacing, "pacing", true, "then compare sender.pacing auto and burst at 0.5x, 2x and 10x the pool's capacity")
 	f.BoolVar(&pacingOnly, "pacing-only", false, "only the pacing comparison")
+	f.BoolVar(&withShared, "shared", true, "then compare sender.robotLimits learn and fixed on robots shared with other senders")
+	f.BoolVar(&sharedOnly, "shared-only", false, "only the shared-robots comparison")
 	f.DurationVar(&p.Window, "pacing-window", 5*time.Second, "window of the pacing comparison, standing for DingTalk's minute")
 	f.IntVar(&p.Windows, "pacing-windows", 3, "how many windows the arrivals of the pacing comparison last")
 	return cmd

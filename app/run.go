@@ -72,6 +72,7 @@ at any delay, and sends them to DingTalk group robots without tripping their rat
 		newBenchCmd(stdio),
 		newFailedCmd(stdio),
 		newDingtalkSimCmd(stdio),
+		newRobotsCmd(stdio),
 	)
 	return root
 }

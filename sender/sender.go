@@ -19,7 +19,7 @@ import (
 type Pool interface {
 	Pick(ctx context.Context, target string, robots []store.PoolRobot, opts store.PickOptions) (store.Pick, error)
 	Touch(ctx context.Context, target string, pick store.Pick, accepted bool) (bool, error)
-	Throttled(ctx context.Context, target string, pick store.Pick, configured int, cooldown time.Duration, learn bool) (store.Throttle, error)
+	Throttled(ctx context.Context, target string, pick store.Pick, robots []store.PoolRobot, cooldown time.Duration, learn bool) (store.Throttle, error)
 	Return(ctx context.Context, target string, pick store.Pick) (bool, error)
 	Cool(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
 	Disable(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
@@ -589,7 +589,7 @@ func (s *Sender) pickOptions(pacing store.Pacing) store.PickOptions {
 // below its configured limit, gets a lower learned one; the start of such an episode is
 // logged once, by the replica that saw it, with what the operator may want to know.
 func (s *Sender) throttled(ctx context.Context, t *target, robot Robot, pick store.Pick, o Outcome) {
-	th, err := s.pool.Throttled(context.WithoutCancel(ctx), t.name, pick, robot.Limit, s.opts.Cooldown, s.learn())
+	th, err := s.pool.Throttled(context.WithoutCancel(ctx), t.name, pick, t.order, s.opts.Cooldown, s.learn())
 	s.metrics.cooldowns.WithLabelValues(t.name, robot.Name).Inc()
 	if err != nil {
 		s.logger.Warn("robot throttled by DingTalk; could not record it", "target", t.name, "robot", robot.Name,

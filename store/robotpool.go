@@ -119,12 +119,10 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 	if len(robots) == 0 {
 		return Pick{}, fmt.Errorf("store: pick robot of %q: %w", target, ErrNoRobot)
 	}
-	size, rate := p.bucket(robots)
 	keys := make([]string, 0, len(robots)+4)
 	keys = append(keys, p.keys.cool(target), p.keys.disabled(target), p.keys.pace(target), p.keys.learn(target))
 	args := make([]any, 0, 2*len(robots)+7)
-	args = append(args, p.window.Milliseconds(), nonce(), int(opts.Pacing),
-		strconv.FormatFloat(size, 'f', -1, 64), strconv.FormatFloat(rate, 'f', -1, 64),
+	args = append(args, p.window.Milliseconds(), nonce(), int(opts.Pacing), BucketShare, 0,
 		boolArg(opts.Learn), max(opts.ProbeTimeout, DefaultProbeTimeout).Milliseconds())
 	for _, r := range robots {
 		if r.Name == "" || r.Limit < 1 {
@@ -212,23 +210,12 @@ const (
 	Paced
 )
 
-// BucketShare is the part of a target's capacity per window (the sum of its robots'
-// limits) that its token bucket holds; the bucket refills at the rest of the capacity
-// per window, so bursts and even spending together stay within the windows.
+// BucketShare is the part of a target's capacity per window (the sum of the limits in
+// effect of its robots not disabled, learned ones included) that its token bucket holds
+// (at least one token); the bucket refills at the rest of the capacity per window (at
+// least capacity/BucketShare), so bursts and even spending together stay within the
+// windows.
 const BucketShare = 6
-
-// bucket returns the size (tokens) and refill rate (tokens per ms) of the token bucket of
-// a target with robots: size capacity/BucketShare (at least one token), refilled at
-// capacity − size per window (at least capacity/BucketShare per window).
-func (p *RobotPool) bucket(robots []PoolRobot) (size, rate float64) {
-	capacity := 0
-	for _, r := range robots {
-		capacity += r.Limit
-	}
-	size = max(float64(capacity)/BucketShare, 1)
-	perWindow := max(float64(capacity)-size, float64(capacity)/BucketShare)
-	return size, perWindow / float64(p.window.Milliseconds())
-}
 
 // Throttle is what Throttled learned.
 type Throttle struct {
@@ -245,15 +232,30 @@ type Throttle struct {
 }
 
 // Throttled records that DingTalk throttled the robot of pick (130101, 410100, a
-// redirect): the refused send leaves the window, the robot cools down for cooldown and is
-// in doubt after it. With learn, a throttle while the window held fewer than its
-// configured limit (someone else sends through the robot too) lowers its limit to three
-// quarters of the lower of its current limit and that count; Pick raises it again by one
-// per window without a throttle.
-func (p *RobotPool) Throttled(ctx context.Context, target string, pick Pick, configured int, cooldown time.Duration, learn bool) (Throttle, error) {
+// redirect), one of the target's robots (with their configured limits): the refused send
+// leaves the window, the robot cools down for cooldown and is in doubt after it. With
+// learn, a throttle while the window held fewer than its configured limit (someone else
+// sends through the robot too) lowers its limit to three quarters of its current limit,
+// but no more than the count that went through; the first such throttle of an episode
+// gives the count to the target's other robots without a learned limit as well. Pick
+// raises a learned limit again by one per window without a throttle, up to the count
+// that went through, and past it by one per ten such windows.
+func (p *RobotPool) Throttled(ctx context.Context, target string, pick Pick, robots []PoolRobot, cooldown time.Duration, learn bool) (Throttle, error) {
+	configured := 0
+	args := []any{pick.Robot, pick.Member, 0, cooldown.Milliseconds(), p.window.Milliseconds(), boolArg(learn)}
+	for _, r := range robots {
+		if r.Name == pick.Robot {
+			configured = r.Limit
+			continue
+		}
+		args = append(args, r.Name, r.Limit)
+	}
+	if configured == 0 {
+		return Throttle{}, fmt.Errorf("store: throttled %q: not one of the target's robots", pick.Robot)
+	}
+	args[2] = configured
 	res, err := robotThrottledScript.Run(ctx, p.rdb,
-		[]string{p.keys.cool(target), p.keys.learn(target), p.keys.window(target, pick.Robot)},
-		pick.Robot, pick.Member, configured, cooldown.Milliseconds(), p.window.Milliseconds(), boolArg(learn)).Int64Slice()
+		[]string{p.keys.cool(target), p.keys.learn(target), p.keys.window(target, pick.Robot)}, args...).Int64Slice()
 	if err != nil {
 		return Throttle{}, robotPoolFail("record a throttled robot", err)
 	}

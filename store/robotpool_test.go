@@ -258,60 +258,61 @@ func TestRobotPoolPacesPicks(t *testing.T) {
 }
 
 // A throttle while the robot's window held fewer sends than its configured limit teaches
-// a lower limit (three quarters of the count), once per episode; after the cool-down the
-// robot is in doubt and takes one probe at a time until an answer opens it; the learned
-// limit comes back up by one per clean window, to the count that went through.
+// a lower limit (no more than the count that went through; its siblings take the count
+// too), once per episode; a further throttle lowers it by a quarter; after the cool-down
+// the robot is in doubt and takes one probe at a time until an answer opens it; the
+// learned limit comes back up by one per clean window, to the count that went through.
 func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const window = 300 * time.Millisecond
 	_, _, pool := newRobotPool(t, window)
-	robots := poolRobots(10, "a")
+	robots := []store.PoolRobot{{Name: "a", Limit: 10}, {Name: "b", Limit: 10}, {Name: "c", Limit: 3}}
 	learn := store.PickOptions{Learn: true}
 	var last store.Pick
-	for range 5 {
-		p, err := pool.Pick(ctx, "ops", robots, learn)
+	for range 4 {
+		p, err := pool.Pick(ctx, "ops", robots[:1], learn)
 		require.NoError(t, err)
 		require.Equal(t, 10, p.Limit)
 		last = p
 	}
-	th, err := pool.Throttled(ctx, "ops", last, 10, window, true)
+	th, err := pool.Throttled(ctx, "ops", last, robots, window, true)
 	require.NoError(t, err)
-	require.Equal(t, store.Throttle{Limit: 3, Started: true, CoolingUntil: th.CoolingUntil, InWindow: 4}, th,
-		"4 went through, the 5th was refused: 3/4 of 4")
-	st, err := pool.State(ctx, "ops", []string{"a"})
+	require.Equal(t, store.Throttle{Limit: 3, Started: true, CoolingUntil: th.CoolingUntil, InWindow: 3}, th,
+		"3 went through, the 4th was refused")
+	st, err := pool.State(ctx, "ops", []string{"a", "b", "c"})
 	require.NoError(t, err)
 	require.Equal(t, 3, st[0].LearnedLimit)
 	require.True(t, st[0].InDoubt)
-	again, err := pool.Throttled(ctx, "ops", last, 10, window, true)
+	require.Equal(t, 3, st[1].LearnedLimit, "a sibling takes the count as its limit too")
+	require.False(t, st[1].InDoubt)
+	require.Zero(t, st[2].LearnedLimit, "a sibling configured at no more than the count is left alone")
+	again, err := pool.Throttled(ctx, "ops", last, robots, window, true)
 	require.NoError(t, err)
 	require.False(t, again.Started, "the same episode is not announced twice")
+	require.Equal(t, 2, again.Limit, "a further throttle: three quarters of 3")
 
 	time.Sleep(window + 50*time.Millisecond) // the cool-down and the window are over
-	probe, err := pool.Pick(ctx, "ops", robots, learn)
+	probe, err := pool.Pick(ctx, "ops", robots[:1], learn)
 	require.NoError(t, err)
 	require.Equal(t, "a", probe.Robot)
 	require.True(t, probe.Probe, "out of its cool-down the robot is in doubt: this is its probe")
-	require.Equal(t, 3, probe.Limit, "lowered to 2 by the second throttle, up by one after a clean window")
-	p, err := pool.Pick(ctx, "ops", robots, learn)
+	require.Equal(t, 3, probe.Limit, "one clean window: up by one, to the 3 that went through")
+	p, err := pool.Pick(ctx, "ops", robots[:1], learn)
 	require.NoError(t, err)
 	require.Empty(t, p.Robot, "one probe at a time: nobody else goes into a robot in doubt")
 	_, err = pool.Touch(ctx, "ops", probe, true)
 	require.NoError(t, err)
-	p, err = pool.Pick(ctx, "ops", robots, learn)
+	p, err = pool.Pick(ctx, "ops", robots[:1], learn)
 	require.NoError(t, err)
 	require.Equal(t, "a", p.Robot, "the probe's answer opened the robot")
 	require.False(t, p.Probe)
 
 	time.Sleep(window + 20*time.Millisecond)
-	p, err = pool.Pick(ctx, "ops", robots, learn)
+	p, err = pool.Pick(ctx, "ops", robots[:1], learn)
 	require.NoError(t, err)
-	require.Equal(t, 4, p.Limit, "another clean window: up to the 4 that went through")
-	time.Sleep(window + 20*time.Millisecond)
-	p, err = pool.Pick(ctx, "ops", robots, learn)
-	require.NoError(t, err)
-	require.Equal(t, 4, p.Limit, "past what went through it rises only after ten clean windows")
-	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	require.Equal(t, 3, p.Limit, "past what went through it rises only after ten clean windows")
+	p, err = pool.Pick(ctx, "ops", robots[:1], store.PickOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 10, p.Limit, "without learning the configured limit applies")
 }

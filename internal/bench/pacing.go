@@ -64,10 +64,7 @@ type pacingRun struct {
 	robots, instances int
 	load              float64
 	policy            string
-	alerts, delivered int
-	messages          int
-	overLimit         int
-	p50, p99, worst   time.Duration
+	simResult
 }
 
 // Pacing measures sender.pacing auto against burst: for each pool, load and number of
@@ -138,29 +135,77 @@ func Pacing(ctx context.Context, rdb *redis.Client, keyPrefix string, o PacingOp
 }
 
 func pacingOnce(ctx context.Context, rdb *redis.Client, prefix string, o PacingOptions, nRobots int, load float64, instances int, policy string) (pacingRun, error) {
-	r := pacingRun{robots: nRobots, instances: instances, load: load, policy: policy}
+	// Poisson arrivals at load × capacity per window.
+	rate := load * float64(nRobots*o.Limit) / o.Window.Seconds() // alerts per second
+	rng := rand.New(rand.NewPCG(o.Seed, uint64(nRobots*1000+instances)+uint64(load*10)))
+	res, err := runOnSim(ctx, rdb, prefix, simRun{
+		robots: nRobots, limit: o.Limit, window: o.Window, throttle: 10 * o.Window, cooldown: 10 * o.Window,
+		senders: instances, pacing: policy, robotLimits: config.RobotLimitsLearn,
+		dues: poisson(rng, rate, time.Duration(o.Windows)*o.Window),
+	})
+	return pacingRun{robots: nRobots, instances: instances, load: load, policy: policy, simResult: res}, err
+}
+
+// poisson returns arrival times at rate per second over span.
+func poisson(rng *rand.Rand, rate float64, span time.Duration) []time.Duration {
+	var dues []time.Duration
+	for at := time.Duration(0); ; {
+		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+		if at >= span {
+			return dues
+		}
+		dues = append(dues, at)
+	}
+}
+
+// simRun is one run of Sender instances against a simulator of their own.
+type simRun struct {
+	robots, limit int // robots of the target, each configured with limit per window
+	simLimit      int // what the simulator's robots accept per window (0: DingTalk's 20)
+	window        time.Duration
+	throttle      time.Duration // how long the simulator throttles a robot past its limit
+	cooldown      time.Duration // sender.cooldown
+	senders       int
+	pacing        string
+	robotLimits   string
+	dues          []time.Duration // when each alert falls due, from the start
+}
+
+// simResult is what a simRun measured at the simulator.
+type simResult struct {
+	alerts, delivered int
+	messages          int
+	overLimit         int
+	byRobot           map[string]dingtalksim.RobotStats
+	p50, p99, worst   time.Duration
+}
+
+// runOnSim hands each alert to a Sender (round robin) the moment it falls due, waits for
+// every send to end, and measures at the simulator.
+func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun) (simResult, error) {
+	r := simResult{alerts: len(run.dues)}
 	var simRobots []dingtalksim.Robot
 	var robots []sender.Robot
-	for i := range nRobots {
-		rb := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("pace-token-%d", i+1))}
+	for i := range run.robots {
+		rb := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
 		robots = append(robots, rb)
-		simRobots = append(simRobots, dingtalksim.Robot{Name: rb.Name, Token: rb.Token.Reveal()})
+		simRobots = append(simRobots, dingtalksim.Robot{Name: rb.Name, Token: rb.Token.Reveal(), Limit: run.simLimit})
 	}
-	sim := dingtalksim.New(dingtalksim.Options{Robots: simRobots, Window: o.Window, Throttle: 10 * o.Window})
+	sim := dingtalksim.New(dingtalksim.Options{Robots: simRobots, Window: run.window, Throttle: run.throttle})
 	url, stop, err := serveSim(ctx, sim)
 	if err != nil {
 		return r, err
 	}
 	defer stop()
-	pool := store.NewRobotPool(rdb, prefix, o.Window)
+	pool := store.NewRobotPool(rdb, prefix, run.window)
 	quiet := slog.New(slog.DiscardHandler)
 	var senders []*sender.Sender
-	for range instances {
+	for range run.senders {
 		s, err := sender.New(sender.Options{
-			Targets: map[string][]sender.Robot{"bench": robots}, Limit: o.Limit, BaseURL: url,
-			HTTPTimeout: 2 * time.Second, Cooldown: 10 * o.Window, Attempts: 5,
+			Targets: map[string][]sender.Robot{"bench": robots}, Limit: run.limit, BaseURL: url,
+			HTTPTimeout: 2 * time.Second, Cooldown: run.cooldown, Attempts: 5,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-			Coalesce: config.CoalesceAuto, Pacing: policy, MaxInFlight: 32,
+			Coalesce: config.CoalesceAuto, Pacing: run.pacing, RobotLimits: run.robotLimits, MaxInFlight: 32,
 		}, pool, quiet, sender.NewMetrics(prometheus.NewRegistry()), time.Now)
 		if err != nil {
 			return r, err
@@ -168,25 +213,16 @@ func pacingOnce(ctx context.Context, rdb *redis.Client, prefix string, o PacingO
 		defer s.Close()
 		senders = append(senders, s)
 	}
-	// Poisson arrivals at load × capacity per window.
-	rate := load * float64(nRobots*o.Limit) / o.Window.Seconds() // alerts per second
-	rng := rand.New(rand.NewPCG(o.Seed, uint64(nRobots*1000+instances)+uint64(load*10)))
-	span := time.Duration(o.Windows) * o.Window
-	var dues []time.Duration
-	for at := time.Duration(0); ; {
-		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
-		if at >= span {
-			break
-		}
-		dues = append(dues, at)
+	span := run.window
+	if len(run.dues) > 0 {
+		span += run.dues[len(run.dues)-1]
 	}
-	r.alerts = len(dues)
-	sendCtx, cancel := context.WithTimeout(ctx, span+20*o.Window)
+	sendCtx, cancel := context.WithTimeout(ctx, span+20*run.window)
 	defer cancel()
 	start := time.Now()
-	due := make(map[string]time.Time, len(dues))
+	due := make(map[string]time.Time, len(run.dues))
 	var wg sync.WaitGroup
-	for i, d := range dues {
+	for i, d := range run.dues {
 		at := start.Add(d)
 		id := benchAlert(i)
 		due[id] = at
@@ -215,7 +251,8 @@ func pacingOnce(ctx context.Context, rdb *redis.Client, prefix string, o PacingO
 		}
 	}
 	r.delivered = len(late)
-	r.overLimit = sim.Stats().OverLimit
+	st := sim.Stats()
+	r.overLimit, r.byRobot = st.OverLimit, st.ByRobot
 	if len(late) > 0 {
 		slices.Sort(late)
 		r.p50, r.p99, r.worst = late[len(late)/2], late[int(0.99*float64(len(late)-1))], late[len(late)-1]

@@ -10,8 +10,9 @@
 -- ARGV[1]      window, ms
 -- ARGV[2]      nonce: a random string that makes this call's window member unique
 -- ARGV[3]      pacing: 0 none (burst), 1 paced (a pick needs a token: wait for one)
--- ARGV[4]      the bucket's size, tokens
--- ARGV[5]      the bucket's refill rate, tokens per ms
+-- ARGV[4]      the bucket's share of the capacity: it holds capacity/share tokens and
+--              refills at the rest of the capacity per window
+-- ARGV[5]      (unused)
 -- ARGV[6]      learning: 1 on (learned limits and probes), 0 off
 -- ARGV[7]      how long a probe may be in flight, ms
 -- ARGV[6+2i]   name of robot i (i = 1 … n, in the order of KEYS[4+i])
@@ -24,8 +25,9 @@
 -- its cool-down is in doubt until one request to it is answered: only one request (a
 -- probe) may be in flight to it at a time, across all replicas.
 --
--- Pacing: the group's budget is spent evenly under load. The bucket refills at its rate up
--- to its size; a paced pick with less than one token reserves the next one and waits for
+-- Pacing: the group's budget is spent evenly under load. The capacity is the sum of the
+-- robots' limits in effect (learned ones included) of the robots not disabled. The
+-- bucket refills at its rate up to its size; a paced pick with less than one token reserves the next one and waits for
 -- it (the reply says how long), so waiting alerts go out one merged message per token, and the bucket's
 -- size is the burst that goes at once while the recent rate is sustainable. The robots'
 -- windows are enforced as ever: pacing only shapes.
@@ -80,12 +82,27 @@ local function effective(name, limit)
 end
 
 local pacing = tonumber(ARGV[3])
-local tokens, size, rate = 0, tonumber(ARGV[4]), tonumber(ARGV[5])
+local tokens, size, rate = 0, 0, 0
 local function keepTokens()
   redis.call('HSET', KEYS[3], 'tokens', tostring(tokens), 'ts', string.format('%d', now))
   redis.call('PEXPIRE', KEYS[3], 2 * window + 1000)
 end
-if pacing > 0 then
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+
+-- The robots' limits in effect, and the capacity the bucket paces.
+local limits, capacity = {}, 0
+for i = 1, n do
+  local name = ARGV[6 + 2 * i]
+  limits[i] = effective(name, tonumber(ARGV[7 + 2 * i]))
+  if not redis.call('ZSCORE', KEYS[2], name) then
+    capacity = capacity + limits[i]
+  end
+end
+if pacing > 0 and capacity > 0 then
+  local share = tonumber(ARGV[4])
+  size = math.max(capacity / share, 1)
+  rate = math.max(capacity - size, capacity / share) / window
   local st = redis.call('HMGET', KEYS[3], 'tokens', 'ts')
   tokens = tonumber(st[1]) or size
   local ts = tonumber(st[2]) or now
@@ -102,14 +119,11 @@ if pacing > 0 then
   end
 end
 
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-
 local best, bestCount, bestLast, bestLimit, bestProbe = nil, nil, nil, nil, false
 local wait = nil
 for i = 1, n do
   local name = ARGV[6 + 2 * i]
-  local limit = effective(name, tonumber(ARGV[7 + 2 * i]))
+  local limit = limits[i]
   local win = KEYS[4 + i]
   local probing = false
   if learn and redis.call('HGET', KEYS[4], 'doubt:' .. name) then
@@ -152,7 +166,7 @@ if best then
   local member = string.format('%d', now) .. '-' .. ARGV[2]
   redis.call('ZADD', win, now, member)
   redis.call('PEXPIRE', win, window + 1000)
-  if pacing > 0 then
+  if pacing > 0 and rate > 0 then
     tokens = tokens - 1
     keepTokens()
   end
@@ -163,7 +177,7 @@ if best then
   end
   return {1, ARGV[6 + 2 * best], bestCount + 1, now, member, bestLimit, probe}
 end
-if pacing > 0 then
+if pacing > 0 and rate > 0 then
   keepTokens()
 end
 if wait then

@@ -10,11 +10,15 @@
 -- ARGV[4]  cool-down, ms
 -- ARGV[5]  window, ms
 -- ARGV[6]  learning: 1 on, 0 off
+-- ARGV[7…] pairs: name and configured limit of each other robot of the target
 --
 -- With learning on, a throttle while the window held fewer sends than the configured
 -- limit is evidence that someone else sends through the robot too: its learned limit
--- becomes three quarters of the lower of its current limit and that count (at least 1),
--- ceil (the count that went through) is remembered, and the recovery clock restarts.
+-- becomes three quarters of its current limit, but no more than the count that went
+-- through (at least 1); that count is remembered as its ceiling, and the recovery clock
+-- restarts. When this starts an episode, the target's other robots that have no learned
+-- limit take the count as theirs too (a robot of the same group chat is likely shared the
+-- same way, and a throttle costs a robot DingTalk's ten minutes), with the same ceiling.
 -- Either way the robot is in doubt: after its cool-down one probe tells whether it is open.
 -- Returns {limit in effect, 1 if this throttle started an episode (the robot was at its
 -- configured limit) else 0, cool-down end (Unix ms), sends in the window}.
@@ -33,8 +37,16 @@ if ARGV[6] == '1' then
   if count < configured then
     if lim >= configured then started = 1 end
     local seen = math.max(count, 1)
-    lim = math.max(1, math.floor(math.min(lim, seen) * 3 / 4))
+    lim = math.max(1, math.min(seen, math.floor(lim * 3 / 4)))
     redis.call('HSET', KEYS[2], 'lim:' .. name, lim, 'ceil:' .. name, seen, 'at:' .. name, string.format('%d', now))
+    if started == 1 then
+      for i = 7, #ARGV, 2 do
+        local other, limit = ARGV[i], tonumber(ARGV[i + 1])
+        if not redis.call('HGET', KEYS[2], 'lim:' .. other) and seen < limit then
+          redis.call('HSET', KEYS[2], 'lim:' .. other, seen, 'ceil:' .. other, seen, 'at:' .. other, string.format('%d', now))
+        end
+      end
+    end
   end
   redis.call('HSET', KEYS[2], 'doubt:' .. name, '1')
   redis.call('HDEL', KEYS[2], 'probe:' .. name)
