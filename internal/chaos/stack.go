@@ -93,9 +93,13 @@ func (s *Stack) ports() ([]string, error) {
 		return strings.Fields(string(b)), nil
 	}
 	var taken []int
+	// Ports below Linux's ephemeral range (32768 up): while a component is down its
+	// clients keep dialling its port, and a dial to a free port inside that range can be
+	// given that very port as its own local one (a TCP self-connect), which then keeps the
+	// component from starting again.
 	free := func(n int) (int, error) { // n consecutive free ports, returns the first
 		for range 200 {
-			p := 20000 + rand.IntN(30000)
+			p := 20000 + rand.IntN(12000)
 			ok := true
 			for i := range n {
 				if !portFree(p+i) || contains(taken, p+i) {

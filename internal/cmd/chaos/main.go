@@ -30,6 +30,7 @@ func main() {
 	flag.DurationVar(&opts.PublishOver, "publish-over", 40*time.Second, "publishing of a scenario's alerts is spread over this long")
 	flag.DurationVar(&opts.Outage, "outage", 5*time.Second, "how long a stopped component stays down")
 	flag.DurationVar(&opts.Storm, "storm", 42*time.Second, "length of the DingTalk storms")
+	flag.DurationVar(&opts.LongOutage, "long-outage", 5*time.Minute, "how long Redis or Postgres stays down in redis-outage and postgres-outage")
 	flag.DurationVar(&opts.Drain, "drain", 150*time.Second, "wait for every alert at most this long after the last was due")
 	flag.StringVar(&opts.StackDir, "stack-dir", "", "state directory of the private stack (kept); default a temporary one")
 	flag.BoolVar(&opts.KeepStack, "keep-stack", false, "leave the private stack running")
