@@ -24,6 +24,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -488,10 +489,10 @@ targets:
 
 	out, _, err := run(t, env, "robots", "-f", file, "-o", "json")
 	require.NoError(t, err)
-	var rows []robotRow
+	var rows []sender.RobotStatus
 	require.NoError(t, json.Unmarshal([]byte(out), &rows))
 	require.Len(t, rows, 2)
-	require.Equal(t, robotRow{Target: "ops", Robot: "r1", Limit: 19, LearnedLimit: 3}, rows[0], "r2's sibling takes its count")
+	require.Equal(t, sender.RobotStatus{Target: "ops", Robot: "r1", Limit: 19, LearnedLimit: 3}, rows[0], "r2's sibling takes its count")
 	require.Equal(t, "r2", rows[1].Robot)
 	require.Equal(t, 10, rows[1].Limit)
 	require.Equal(t, 3, rows[1].LearnedLimit, "3 went through")

@@ -85,17 +85,8 @@ and max, also scaled to a 60s window, and last the line
 Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if o.Senders < 1 || o.Robots < 1 || o.Alerts < 1 || o.Callers < 1 {
-				return fmt.Errorf("%w: --senders, --robots, --alerts and --callers must be at least 1", ErrUsage)
-			}
-			if o.Limit < 1 || o.Limit > config.MaxRobotLimit || o.NaiveLimit < 1 || o.NaiveLimit > config.MaxRobotLimit {
-				return fmt.Errorf("%w: --limit and --naive-limit must be between 1 and %d", ErrUsage, config.MaxRobotLimit)
-			}
-			if o.Window < 100*time.Millisecond {
-				return fmt.Errorf("%w: --window must be at least 100ms", ErrUsage)
-			}
-			if o.CoalesceMax < 2 || o.CoalesceMax > config.MaxCoalesceMax {
-				return fmt.Errorf("%w: --coalesce-max must be between 2 and %d", ErrUsage, config.MaxCoalesceMax)
+			if err := o.Validate(); err != nil {
+				return fmt.Errorf("%w: %v", ErrUsage, err)
 			}
 			redisURL, prefix := stdio.Getenv("ROCKETDELAY_REDIS_URL"), config.DefaultKeyPrefix
 			if path != "" {

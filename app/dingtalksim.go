@@ -1,14 +1,11 @@
 package app
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
@@ -48,39 +45,27 @@ status, slow, drop, malformed, throttle), DELETE /_sim/faults, POST /_sim/reset.
 				if err != nil {
 					return fmt.Errorf("dingtalk-sim: %w", err)
 				}
-				dec := yaml.NewDecoder(bytes.NewReader(data))
-				dec.KnownFields(true)
-				var fromFile dingtalksim.Options
-				if err := dec.Decode(&fromFile); err != nil {
+				fromFile, err := dingtalksim.DecodeOptions(data)
+				if err != nil {
 					return fmt.Errorf("dingtalk-sim: %s: %w", file, err)
 				}
-				if !c.Flags().Changed("limit") {
-					opts.Limit = fromFile.Limit
-				}
-				if !c.Flags().Changed("window") {
-					opts.Window = fromFile.Window
-				}
-				if !c.Flags().Changed("throttle") {
-					opts.Throttle = fromFile.Throttle
+				for flag, v := range map[string]func(){"limit": func() { opts.Limit = fromFile.Limit },
+					"window": func() { opts.Window = fromFile.Window }, "throttle": func() { opts.Throttle = fromFile.Throttle }} {
+					if !c.Flags().Changed(flag) {
+						v()
+					}
 				}
 				opts.Robots = append(opts.Robots, fromFile.Robots...)
 			}
-			parsed, err := parseSimRobots(robots)
+			parsed, err := dingtalksim.ParseRobots(robots)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: --robots: %v", ErrUsage, err)
 			}
 			opts.Robots = append(opts.Robots, parsed...)
-			if len(opts.Robots) == 0 {
-				return fmt.Errorf("%w: dingtalk-sim needs --robots or --config with at least one robot", ErrUsage)
+			if err := opts.Validate(); err != nil {
+				return fmt.Errorf("%w: dingtalk-sim: %v (give --robots or --config)", ErrUsage, err)
 			}
-			seen := map[string]bool{}
-			for i, r := range opts.Robots {
-				if r.Token == "" || seen[r.Token] {
-					return fmt.Errorf("%w: dingtalk-sim: robot %d has an empty or repeated token", ErrUsage, i+1)
-				}
-				seen[r.Token] = true
-			}
-			opts.Logger = newLogger(stdio.Stderr, config.Log{Level: "info", Format: "text"})
+			opts.Logger = config.Log{Level: "info", Format: "text"}.Logger(stdio.Stderr)
 			if opts.Limit <= 0 {
 				opts.Limit = dingtalksim.DefaultLimit
 			}
@@ -103,21 +88,4 @@ status, slow, drop, malformed, throttle), DELETE /_sim/faults, POST /_sim/reset.
 	f.DurationVar(&opts.Window, "window", dingtalksim.DefaultWindow, "the rate limit's sliding window")
 	f.DurationVar(&opts.Throttle, "throttle", dingtalksim.DefaultThrottle, "how long a robot over its limit stays throttled")
 	return cmd
-}
-
-// parseSimRobots parses --robots: TOKEN or TOKEN=SECRET, comma-separated.
-func parseSimRobots(spec string) ([]dingtalksim.Robot, error) {
-	var out []dingtalksim.Robot
-	for _, item := range strings.Split(spec, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		token, secret, _ := strings.Cut(item, "=")
-		if token == "" {
-			return nil, fmt.Errorf("%w: --robots: robot %d has no token", ErrUsage, len(out)+1)
-		}
-		out = append(out, dingtalksim.Robot{Token: token, Secret: secret})
-	}
-	return out, nil
 }

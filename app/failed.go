@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -178,13 +177,9 @@ func parseFormat(c *cobra.Command, s string) (failed.Format, error) {
 }
 
 func parseIDs(c *cobra.Command, args []string) ([]int64, error) {
-	ids := make([]int64, 0, len(args))
-	for _, a := range args {
-		id, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || id < 1 {
-			return nil, usageError(c, "%q is not a row id (a positive whole number, the ID column of `rocketdelay failed list`)", a)
-		}
-		ids = append(ids, id)
+	ids, err := failed.ParseIDs(args)
+	if err != nil {
+		return nil, usageError(c, "%v", err)
 	}
 	return ids, nil
 }

@@ -21,7 +21,7 @@ func newMigrateCmd(stdio IO) *cobra.Command {
 	// run opens the migrator on the configured database and runs do with it.
 	run := func(c *cobra.Command, do func(*migrations.Migrator) error) error {
 		return withPostgres(c, stdio, path, func(cfg config.Config, pg *pgxpool.Pool) error {
-			m, err := migrations.New(pg, newLogger(stdio.Stderr, cfg.Log))
+			m, err := migrations.New(pg, cfg.Log.Logger(stdio.Stderr))
 			if err != nil {
 				return err
 			}

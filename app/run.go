@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -156,15 +155,4 @@ func newConfigCmd(stdio IO) *cobra.Command {
 	configFlag(check, &path)
 	cmd.AddCommand(check)
 	return cmd
-}
-
-// newLogger builds the process logger from the config.
-func newLogger(w io.Writer, c config.Log) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level)) // validated by config.Validate
-	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
 }

@@ -85,7 +85,7 @@ func newPublishCmd(stdio IO) *cobra.Command {
 			if pub.Body, err = publishBody(text, markdownFile, title, jsonFile); err != nil {
 				return err
 			}
-			scheduler.RouteClientLog(newLogger(stdio.Stderr, config.Log{Level: "warn", Format: cfg.Log.Format}))
+			scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
 			p, err := scheduler.NewProducer(scheduler.ProducerOptions{
 				NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic, SendTimeout: cfg.RocketMQ.SendTimeout,
 			})

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,7 +38,7 @@ func newServeCmd(stdio IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logger := newLogger(stdio.Stderr, cfg.Log)
+			logger := cfg.Log.Logger(stdio.Stderr)
 			// The RocketMQ client's logger is process-wide: set it here, once, not in Serve.
 			scheduler.RouteClientLog(logger)
 			return Serve(c.Context(), cfg, ServeOptions{Logger: logger, ClockOffset: offset})
@@ -65,19 +64,6 @@ type ServeOptions struct {
 	ClockOffset time.Duration
 }
 
-// offsetClock is the system clock shifted by a fixed offset; it is a timewheel.Clock.
-type offsetClock time.Duration
-
-func (c offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
-
-func (offsetClock) NewTimer(d time.Duration) timewheel.Timer { return systemTimer{time.NewTimer(d)} }
-
-type systemTimer struct{ t *time.Timer }
-
-func (s systemTimer) C() <-chan time.Time        { return s.t.C }
-func (s systemTimer) Reset(d time.Duration) bool { return s.t.Reset(d) }
-func (s systemTimer) Stop() bool                 { return s.t.Stop() }
-
 // Serve runs the service — scheduler, DingTalk sender, failed-sends retry job, and the
 // HTTP endpoints — until ctx is cancelled, then shuts down gracefully within
 // cfg.ShutdownTimeout: readiness turns off first, then consuming stops, claimed alerts are
@@ -86,7 +72,7 @@ func (s systemTimer) Stop() bool                 { return s.t.Stop() }
 func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	logger := opts.Logger
 	reg := opts.Registry
-	clock := offsetClock(opts.ClockOffset)
+	clock := timewheel.ShiftedClock(opts.ClockOffset)
 	now := clock.Now
 	if opts.ClockOffset != 0 {
 		logger.Warn("running with a shifted clock (fault injection)", "offset", opts.ClockOffset.String())
@@ -110,7 +96,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer pg.Close()
-	if err := checkSchema(ctx, pg, logger); err != nil {
+	if err := migrations.RequireCurrent(ctx, pg, logger); err != nil {
 		return err
 	}
 
@@ -218,23 +204,4 @@ func newBuildInfo() prometheus.Collector {
 	}, []string{"version", "goversion"})
 	g.WithLabelValues(Version, runtime.Version()).Set(1)
 	return g
-}
-
-// checkSchema refuses to serve on a database whose migrations are not all applied.
-func checkSchema(ctx context.Context, pg *pgxpool.Pool, logger *slog.Logger) error {
-	m, err := migrations.New(pg, logger)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	st, err := m.Status(ctx)
-	if err != nil {
-		return err
-	}
-	for _, s := range st {
-		if !s.Applied {
-			return fmt.Errorf("serve: the Postgres schema is behind (migration %s is not applied): run `rocketdelay migrate up` first", s.Name)
-		}
-	}
-	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -60,6 +61,17 @@ type Log struct {
 	Level string `yaml:"level" json:"level"`
 	// Format is json or text. Default json.
 	Format string `yaml:"format" json:"format"`
+}
+
+// Logger returns the logger l describes, writing to w.
+func (l Log) Logger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(l.Level)) // checked by Validate; info when empty
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 // HTTP configures the HTTP listener.

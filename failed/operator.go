@@ -143,3 +143,17 @@ func idList(ids []int64) string {
 	}
 	return ": " + strings.Join(parts, ", ")
 }
+
+// ParseIDs reads row ids as operators give them (the ID column of `rocketdelay failed
+// list`); the error names the first that is not one.
+func ParseIDs(args []string) ([]int64, error) {
+	ids := make([]int64, 0, len(args))
+	for _, a := range args {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id < 1 {
+			return nil, fmt.Errorf("%q is not a row id (a positive whole number, the ID column of `rocketdelay failed list`)", a)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}

@@ -114,3 +114,23 @@ type gooseLogger struct{ l *slog.Logger }
 
 func (g gooseLogger) Printf(format string, v ...any) { g.l.Info(fmt.Sprintf(format, v...)) }
 func (g gooseLogger) Fatalf(format string, v ...any) { g.l.Error(fmt.Sprintf(format, v...)) }
+
+// RequireCurrent returns an error, saying what to run, unless every migration is
+// applied to the database of pool: a service refuses to start on a schema that is behind.
+func RequireCurrent(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	m, err := New(pool, logger)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	st, err := m.Status(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range st {
+		if !s.Applied {
+			return fmt.Errorf("migrations: the Postgres schema is behind (migration %s is not applied): run `rocketdelay migrate up` first", s.Name)
+		}
+	}
+	return nil
+}

@@ -37,3 +37,13 @@ type systemTimer struct{ t *time.Timer }
 func (s systemTimer) C() <-chan time.Time        { return s.t.C }
 func (s systemTimer) Reset(d time.Duration) bool { return s.t.Reset(d) }
 func (s systemTimer) Stop() bool                 { return s.t.Stop() }
+
+// ShiftedClock returns the system clock shifted by offset: a replica made to run as if its
+// clock were off (the fault suite's clock-skew scenario). Its timers are the system's.
+func ShiftedClock(offset time.Duration) Clock { return shiftedClock(offset) }
+
+type shiftedClock time.Duration
+
+func (c shiftedClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
+
+func (shiftedClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,6 +45,21 @@ var benchAlertID = regexp.MustCompile(`bench-alert-\d{6}`)
 type SenderOptions struct {
 	Senders, Robots, Limit, NaiveLimit, Alerts, Callers, CoalesceMax int
 	Window, NaiveTimeout                                             time.Duration
+}
+
+// Validate names the flag of o that is out of range.
+func (o SenderOptions) Validate() error {
+	switch {
+	case o.Senders < 1 || o.Robots < 1 || o.Alerts < 1 || o.Callers < 1:
+		return errors.New("--senders, --robots, --alerts and --callers must be at least 1")
+	case o.Limit < 1 || o.Limit > config.MaxRobotLimit || o.NaiveLimit < 1 || o.NaiveLimit > config.MaxRobotLimit:
+		return fmt.Errorf("--limit and --naive-limit must be between 1 and %d", config.MaxRobotLimit)
+	case o.Window < 100*time.Millisecond:
+		return errors.New("--window must be at least 100ms")
+	case o.CoalesceMax < 2 || o.CoalesceMax > config.MaxCoalesceMax:
+		return fmt.Errorf("--coalesce-max must be between 2 and %d", config.MaxCoalesceMax)
+	}
+	return nil
 }
 
 // Sender sends one burst of alerts through the DingTalk sender (coalescing off and on)
