@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -182,21 +183,26 @@ func newRawProducer(ns, topic string) (*rawProducer, error) {
 	return &rawProducer{p: p, topic: topic}, nil
 }
 
+// send publishes c, retrying for up to 2 minutes while the broker is busy or away (a
+// refusal of the input itself comes back at once, every time, and ends the retries).
 func (r *rawProducer) send(ctx context.Context, c MalformedCase) error {
 	m := primitive.NewMessage(r.topic, c.Body)
 	for k, v := range c.Props {
 		m.WithProperty(k, v)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	res, err := r.p.SendSync(ctx, m)
-	if err != nil {
-		return err
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		res, err := r.p.SendSync(sctx, m)
+		cancel()
+		if err == nil && res.Status != primitive.SendOK {
+			err = fmt.Errorf("send status %d", res.Status)
+		}
+		if err == nil || c.BrokerMayRefuse || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		sleep(ctx, time.Second)
 	}
-	if res.Status != primitive.SendOK {
-		return fmt.Errorf("send status %d", res.Status)
-	}
-	return nil
 }
 
 func (r *rawProducer) close() { _ = r.p.Shutdown() }
@@ -209,7 +215,7 @@ func (e *env) checkRejected(ctx context.Context, row *Row) {
 	defer cancel()
 	pool, err := store.OpenPostgres(ctx, e.dsn)
 	if err != nil {
-		row.Err = fmt.Errorf("chaos: read failed_sends: %w", err)
+		row.Err = errors.Join(row.Err, fmt.Errorf("chaos: read failed_sends: %w", err))
 		return
 	}
 	defer pool.Close()
@@ -219,7 +225,7 @@ func (e *env) checkRejected(ctx context.Context, row *Row) {
 	for range 100 {
 		page, next, err := fs.List(ctx, store.Filter{Status: store.StatusRejected, Limit: store.MaxListLimit, AfterID: after})
 		if err != nil {
-			row.Err = fmt.Errorf("chaos: list failed_sends: %w", err)
+			row.Err = errors.Join(row.Err, fmt.Errorf("chaos: list failed_sends: %w", err))
 			return
 		}
 		rows = append(rows, page...)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -118,7 +119,7 @@ func runRedisKill(ctx context.Context, e *env) error {
 		}
 		e.addFault("redis sigkill", at, at)
 		sleep(ctx, o.Outage)
-		if err := e.r.stack.Up(ctx, "redis"); err != nil {
+		if err := e.r.stack.Up(context.WithoutCancel(ctx), "redis"); err != nil {
 			return err
 		}
 		e.note("redis SIGKILLed at +%s and started again from its AOF %s later", (o.PublishOver / 2).Round(100*time.Millisecond),
@@ -140,7 +141,7 @@ func runRedisOutage(ctx context.Context, e *env) error {
 		}
 		e.note("redis SIGKILLed at +%s, down for %s", (o.PublishOver / 3).Round(100*time.Millisecond), o.LongOutage)
 		sleep(ctx, o.LongOutage)
-		if err := e.r.stack.Up(ctx, "redis"); err != nil {
+		if err := e.r.stack.Up(context.WithoutCancel(ctx), "redis"); err != nil { // restored whatever else failed
 			return err
 		}
 		e.addFault("redis outage", at, time.Now())
@@ -169,12 +170,14 @@ func runPostgresOutage(ctx context.Context, e *env) error {
 		}
 		e.note("DingTalk answers 503 and postgres is down from +%s, for %s; %d malformed inputs arrive meanwhile",
 			(o.PublishOver / 3).Round(100*time.Millisecond), o.LongOutage, len(corpus))
-		if err := e.publishMalformed(ctx, corpus, o.PublishOver/2); err != nil {
-			return err
-		}
+		perr := e.publishMalformed(ctx, corpus, o.PublishOver/2)
 		sleep(ctx, time.Until(at.Add(o.LongOutage)))
-		if err := e.r.stack.Up(ctx, "postgres"); err != nil {
-			return err
+		if err := e.r.stack.Up(context.WithoutCancel(ctx), "postgres"); err != nil { // restored whatever else failed
+			return errors.Join(perr, err)
+		}
+		if perr != nil {
+			e.sim.ClearFaults("")
+			return perr
 		}
 		e.sim.ClearFaults("")
 		e.addFault("postgres outage + DingTalk 503", at, time.Now())
