@@ -259,9 +259,14 @@ func startRedis(ctx context.Context, replicas int, args ...string) (string, func
 		}
 		rdb := redis.NewClient(&redis.Options{Addr: primary})
 		defer rdb.Close()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if err := store.CheckDurability(ctx, rdb, "replicas", replicas); err == nil {
-				break
+		// Connected is not enough: until its first sync is done the replica acknowledges
+		// late. Wait until writes are acknowledged within a few milliseconds.
+		for deadline, ok := time.Now().Add(30*time.Second), 0; ok < 5; time.Sleep(20 * time.Millisecond) {
+			rdb.Set(ctx, "bench-warm-up", "x", time.Minute)
+			if n, err := rdb.Do(ctx, "WAIT", replicas, 20).Int(); err == nil && n >= replicas {
+				ok++
+			} else {
+				ok = 0
 			}
 			if time.Now().After(deadline) {
 				stop()
@@ -403,7 +408,7 @@ func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, 
 		_ = s.Stop(stopCtx)
 	}()
 	metric := "rocketdelay_hops_published_total"
-	if stage == "wheel" {
+	if wr != nil { // a wheel-stage run
 		metric = "rocketdelay_wheel_stage_puts_total"
 	}
 	var first, end time.Time
