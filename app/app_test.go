@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -284,13 +285,7 @@ func TestServeDeliversToDingTalkThroughAnOutage(t *testing.T) {
 		}
 		return ids
 	}
-	accepted := func() map[string]int {
-		got := map[string]int{}
-		for _, m := range sim.Accepted() {
-			got[strings.TrimPrefix(m.Text, "alert ")]++
-		}
-		return got
-	}
+	accepted := func() map[string]int { return acceptedIDs(sim, regexp.MustCompile(`(?:ok|outage)-\d+`)) }
 
 	before := publish("ok", 10)
 	require.Eventually(t, func() bool { return len(accepted()) == 10 }, 30*time.Second, 50*time.Millisecond)
@@ -445,10 +440,7 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 		return count(fmt.Sprintf("message_id = '%s' AND status = 'rejected'", bad.ID)) == 1
 	}, 120*time.Second, 200*time.Millisecond, "the rejected input's row did not appear once Postgres was back")
 	time.Sleep(time.Second)
-	got := map[string]int{}
-	for _, m := range sim.Accepted() {
-		got[strings.TrimPrefix(m.Text, "alert ")]++
-	}
+	got := acceptedIDs(sim, regexp.MustCompile(`pgout-\d+`))
 	for _, id := range ids {
 		require.Equal(t, 1, got[id], "alert %s accepted %d times", id, got[id])
 	}
@@ -502,4 +494,21 @@ targets:
 	out, _, err = run(t, env, "robots", "-f", file)
 	require.NoError(t, err)
 	require.Contains(t, out, "TARGET  ROBOT  LIMIT  LEARNED")
+}
+
+// acceptedIDs counts, per alert id (matched by id), the messages the simulator accepted
+// that carry it: an alert arrives alone or merged with others, and a merged message's
+// title repeats its first alert, so each message counts once per id.
+func acceptedIDs(sim *dingtalksim.Server, id *regexp.Regexp) map[string]int {
+	got := map[string]int{}
+	for _, m := range sim.Accepted() {
+		inMessage := map[string]bool{}
+		for _, x := range id.FindAllString(m.Text, -1) {
+			inMessage[x] = true
+		}
+		for x := range inMessage {
+			got[x]++
+		}
+	}
+	return got
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
@@ -39,56 +37,32 @@ func DLQDepth(ctx context.Context, nameServers []string, group, instance string)
 	if err != nil {
 		return 0, fmt.Errorf("scheduler: find the queues of %s: %w", topic, err)
 	}
-	// The depth of a queue nobody consumes is its max offset minus its min offset; a pull
-	// from offset 0 answers both without consuming anything. The broker holds a pull of an
-	// empty queue (long polling) instead of answering, so each pull is bounded and a pull
-	// that times out counts as an empty queue: the name server answered for the topic a
-	// moment ago, so the broker is up.
+	// The depth of a queue nobody consumes is its max offset minus its min offset: the
+	// offsets of a time after the last message and of the epoch. Only the offset search is
+	// used — no subscription, no start: the client's pull path races with itself.
 	pc, err := rocketmq.NewPullConsumer(
 		consumer.WithNsResolver(resolver),
 		consumer.WithGroupName(group+"-dlq-check"),
 		consumer.WithInstance(instance+"-dlq"),
 	)
 	if err != nil {
-		return 0, fmt.Errorf("scheduler: pull consumer for %s: %w", topic, err)
+		return 0, fmt.Errorf("scheduler: client for %s: %w", topic, err)
 	}
-	if err := pc.Subscribe(topic, consumer.MessageSelector{}); err != nil {
-		return 0, fmt.Errorf("scheduler: subscribe to %s: %w", topic, err)
+	future := time.Now().Add(24 * time.Hour).UnixMilli()
+	var depth int64
+	for _, q := range queues {
+		hi, err := pc.OffsetForTimestamp(q, future)
+		if err != nil {
+			return 0, fmt.Errorf("scheduler: the max offset of %s queue %d: %w", topic, q.QueueId, err)
+		}
+		lo, err := pc.OffsetForTimestamp(q, 0)
+		if err != nil {
+			return 0, fmt.Errorf("scheduler: the min offset of %s queue %d: %w", topic, q.QueueId, err)
+		}
+		depth += max(hi-lo, 0)
 	}
-	if err := pc.Start(); err != nil {
-		return 0, fmt.Errorf("scheduler: start pull consumer of %s: %w", topic, err)
-	}
-	defer func() { _ = pc.Shutdown() }()
-	var (
-		wg    sync.WaitGroup
-		depth atomic.Int64
-		errs  = make([]error, len(queues))
-	)
-	for i, q := range queues {
-		wg.Go(func() {
-			qctx, cancel := context.WithTimeout(ctx, emptyQueueWait)
-			defer cancel()
-			res, err := pc.PullFrom(qctx, q, 0, 1)
-			switch {
-			case err != nil && qctx.Err() != nil && ctx.Err() == nil:
-				// held by the broker: empty
-			case err != nil:
-				errs[i] = fmt.Errorf("scheduler: read the offsets of %s queue %d: %w", topic, q.QueueId, err)
-			default:
-				depth.Add(max(res.MaxOffset-res.MinOffset, 0))
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return 0, err
-	}
-	return depth.Load(), nil
+	return depth, nil
 }
-
-// emptyQueueWait is how long a pull of a dead-letter queue may be held by the broker
-// before the queue counts as empty.
-const emptyQueueWait = 2 * time.Second
 
 // DefaultDLQCheckInterval is how often a scheduler measures its group's dead-letter
 // queue.

@@ -6,7 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"regexp"
 	"sync"
 	"syscall"
 	"testing"
@@ -73,6 +73,9 @@ shutdownTimeout: 10s
 	return path
 }
 
+// killID is the id of an alert of TestKilledReplicaLosesNothing.
+var killID = regexp.MustCompile(`kill-\d{4}`)
+
 // startSim starts a DingTalk simulator whose robots match replicaConfig, and feeds what
 // it accepts into the harness's recorder: a hand-off counts once DingTalk has it.
 func (h *harness) startSim(t *testing.T) string {
@@ -91,9 +94,16 @@ func (h *harness) startSim(t *testing.T) string {
 		for {
 			msgs := sim.Accepted()
 			for _, m := range msgs[seen:] {
-				id := strings.TrimPrefix(m.Text, "kill ")
+				// An alert arrives alone or merged with others; a merged message's title
+				// repeats its first alert.
+				inMessage := map[string]bool{}
+				for _, id := range killID.FindAllString(m.Text, -1) {
+					inMessage[id] = true
+				}
 				h.rec.mu.Lock()
-				h.rec.at[id] = append(h.rec.at[id], m.At)
+				for id := range inMessage {
+					h.rec.at[id] = append(h.rec.at[id], m.At)
+				}
 				h.rec.mu.Unlock()
 			}
 			seen = len(msgs)

@@ -16,8 +16,8 @@
 -- limit is evidence that someone else sends through the robot too: its learned limit
 -- becomes three quarters of its current limit, but no more than the count that went
 -- through (at least 1); that count is remembered as its ceiling, and the recovery clock
--- restarts. When this starts an episode, the target's other robots that have no learned
--- limit take the count as theirs too (a robot of the same group chat is likely shared the
+-- restarts. When this starts an episode and at least one send went through, the target's
+-- other robots that have no learned limit take the count as theirs too (a robot of the same group chat is likely shared the
 -- same way, and a throttle costs a robot DingTalk's ten minutes), with the same ceiling.
 -- Either way the robot is in doubt: after its cool-down one probe tells whether it is open.
 -- Returns {limit in effect, 1 if this throttle started an episode (the robot was at its
@@ -39,7 +39,7 @@ if ARGV[6] == '1' then
     local seen = math.max(count, 1)
     lim = math.max(1, math.min(seen, math.floor(lim * 3 / 4)))
     redis.call('HSET', KEYS[2], 'lim:' .. name, lim, 'ceil:' .. name, seen, 'at:' .. name, string.format('%d', now))
-    if started == 1 then
+    if started == 1 and count > 0 then
       for i = 7, #ARGV, 2 do
         local other, limit = ARGV[i], tonumber(ARGV[i + 1])
         if not redis.call('HGET', KEYS[2], 'lim:' .. other) and seen < limit then
