@@ -53,7 +53,7 @@ bench-pipeline: build ## raw RocketMQ vs scheduler hop and wheel-stage throughpu
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=5s $(BIN) bench pipeline
 
-bench-sender: build ## the sender vs naive rate limiting against the DingTalk simulator
+bench-sender: build ## the sender vs naive rate limiting, learned limits on shared robots, pacing auto vs burst; against the DingTalk simulator
 	deploy/local/up redis >/dev/null
 	eval "$$(deploy/local/env)"; $(BIN) bench sender -n 1000
 

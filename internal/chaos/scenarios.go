@@ -110,41 +110,32 @@ func (e *env) stackRestart(ctx context.Context, component string) error {
 // redis-kill: SIGKILL Redis (AOF, appendfsync everysec) mid-run — no clean shutdown —
 // and start it again after Outage from what its AOF holds.
 func runRedisKill(ctx context.Context, e *env) error {
-	o := e.r.opts
-	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
-		sleep(ctx, o.PublishOver/2)
-		at := time.Now()
-		if err := e.r.stack.KillRedis(ctx); err != nil {
-			return err
-		}
-		e.addFault("redis sigkill", at, at)
-		sleep(ctx, o.Outage)
-		if err := e.r.stack.Up(context.WithoutCancel(ctx), "redis"); err != nil {
-			return err
-		}
-		e.note("redis SIGKILLed at +%s and started again from its AOF %s later", (o.PublishOver / 2).Round(100*time.Millisecond),
-			time.Since(at).Round(100*time.Millisecond))
-		return nil
-	})
+	return e.killRedis(ctx, e.r.opts.PublishOver/2, e.r.opts.Outage)
 }
 
 // redis-outage: SIGKILL Redis and keep it down for LongOutage, longer than RocketMQ's
 // whole default reconsume schedule: the messages handed back meanwhile must come back
 // until Redis does, and none may reach the dead-letter queue.
 func runRedisOutage(ctx context.Context, e *env) error {
-	o := e.r.opts
-	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
-		sleep(ctx, o.PublishOver/3)
+	return e.killRedis(ctx, e.r.opts.PublishOver/3, e.r.opts.LongOutage)
+}
+
+// killRedis publishes the scenario's alerts and, after `after`, SIGKILLs Redis and starts
+// it again from its AOF `down` later (whatever else failed meanwhile).
+func (e *env) killRedis(ctx context.Context, after, down time.Duration) error {
+	return concurrently(ctx, e.publishDefault(e.r.opts.OtherAlerts), func(ctx context.Context) error {
+		sleep(ctx, after)
 		at := time.Now()
 		if err := e.r.stack.KillRedis(ctx); err != nil {
 			return err
 		}
-		e.note("redis SIGKILLed at +%s, down for %s", (o.PublishOver / 3).Round(100*time.Millisecond), o.LongOutage)
-		sleep(ctx, o.LongOutage)
-		if err := e.r.stack.Up(context.WithoutCancel(ctx), "redis"); err != nil { // restored whatever else failed
+		e.addFault("redis sigkill", at, at)
+		sleep(ctx, down)
+		if err := e.r.stack.Up(context.WithoutCancel(ctx), "redis"); err != nil {
 			return err
 		}
-		e.addFault("redis outage", at, time.Now())
+		e.note("redis SIGKILLed at +%s, down for %s, started again from its AOF %s after the kill",
+			after.Round(100*time.Millisecond), down, time.Since(at).Round(100*time.Millisecond))
 		return nil
 	})
 }
