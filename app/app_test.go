@@ -512,3 +512,19 @@ func acceptedIDs(sim *dingtalksim.Server, id *regexp.Regexp) map[string]int {
 	}
 	return got
 }
+
+// publish refuses a target the configuration does not have (the consumer would reject the
+// alert) and lists the known ones; the check comes before any connection.
+func TestPublishRefusesAnUnknownTarget(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rocketdelay.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`rocketmq: {nameServers: ["127.0.0.1:1"]}
+redis: {url: "redis://127.0.0.1:1/0"}
+postgres: {url: "postgres://u@127.0.0.1:1/db"}
+targets:
+  ops: {robots: [{name: r1, token: t1}]}
+  dev: {robots: [{name: r1, token: t2}]}
+`), 0o600))
+	_, _, err := run(t, nil, "publish", "-f", file, "--target", "opz", "--in", "1m", "--text", "x")
+	require.ErrorIs(t, err, ErrUsage)
+	require.ErrorContains(t, err, `--target "opz" is not a target of this configuration (known: dev, ops)`)
+}

@@ -2,7 +2,10 @@ package app
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -70,6 +73,11 @@ func newPublishCmd(stdio IO) *cobra.Command {
 			cfg, err := loadConfig(path, stdio)
 			if err != nil {
 				return err
+			}
+			if _, ok := cfg.Targets[target]; !ok {
+				// The consumer would reject the alert: say so now, with what is configured.
+				known := slices.Sorted(maps.Keys(cfg.Targets))
+				return fmt.Errorf("%w: --target %q is not a target of this configuration (known: %s)", ErrUsage, target, strings.Join(known, ", "))
 			}
 			pub := scheduler.Publication{Target: target, ID: id, In: in}
 			switch {

@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"log/slog"
 	"math"
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/rlog"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
@@ -138,4 +140,13 @@ func TestRetryLevelIsCapped(t *testing.T) {
 		got = append(got, s.opts.Levels[l-1:l].String())
 	}
 	require.Equal(t, []string{"1s", "1s", "1s", "5s", "10s", "30s", "1m", "1m", "1m", "1m", "1m"}, got)
+}
+
+// The client's errors about a group's retry or dead-letter topic (created on first use)
+// are expected start-up chatter, not errors; others stay errors.
+func TestClientErrorsAboutRetryAndDLQTopicsAreInfo(t *testing.T) {
+	require.Equal(t, slog.LevelInfo, errorLevel(map[string]any{rlog.LogKeyTopic: "%RETRY%rocketdelay"}))
+	require.Equal(t, slog.LevelInfo, errorLevel(map[string]any{rlog.LogKeyTopic: "%DLQ%rocketdelay"}))
+	require.Equal(t, slog.LevelError, errorLevel(map[string]any{rlog.LogKeyTopic: "guava"}))
+	require.Equal(t, slog.LevelError, errorLevel(nil))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"strings"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 )
@@ -38,7 +39,19 @@ func (c *clientLog) log(level slog.Level, msg string, fields map[string]any) {
 func (c *clientLog) Debug(msg string, f map[string]any)   { c.log(slog.LevelDebug-4, msg, f) }
 func (c *clientLog) Info(msg string, f map[string]any)    { c.log(slog.LevelDebug, msg, f) }
 func (c *clientLog) Warning(msg string, f map[string]any) { c.log(slog.LevelInfo, msg, f) }
-func (c *clientLog) Error(msg string, f map[string]any)   { c.log(slog.LevelError, msg, f) }
+func (c *clientLog) Error(msg string, f map[string]any)   { c.log(errorLevel(f), msg, f) }
+
+// errorLevel is the level of one of the client's errors: an error about a consumer
+// group's retry or dead-letter topic is expected chatter (the retry topic is created on
+// the first retry, the dead-letter topic on the first dead letter: rocketdelay's own DLQ
+// check looks for one that normally does not exist), so it is Info; every other error stays
+// an error, so that an ERROR always means something.
+func errorLevel(f map[string]any) slog.Level {
+	if topic, ok := f[rlog.LogKeyTopic].(string); ok && (strings.HasPrefix(topic, "%RETRY%") || strings.HasPrefix(topic, "%DLQ%")) {
+		return slog.LevelInfo
+	}
+	return slog.LevelError
+}
 
 // Fatal is logged as an error: the client must never end the process.
 func (c *clientLog) Fatal(msg string, f map[string]any) { c.log(slog.LevelError, msg, f) }
