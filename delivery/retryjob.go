@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -19,6 +21,8 @@ const (
 	DefaultRetrySendTimeout = time.Minute
 	// maxLastError bounds the error text stored with a row.
 	maxLastError = 2000
+	// settleTimeout bounds one write of an attempt's outcome.
+	settleTimeout = 10 * time.Second
 )
 
 // RetryOptions tune a Job. A zero field takes its default (config's defaults, and
@@ -143,14 +147,15 @@ func (j *RetryJob) RunOnce(ctx context.Context) (Round, error) {
 		if err != nil {
 			return r, err
 		}
-		stopAt := claimedAt.Add(j.store.ClaimLease() - j.opts.SendTimeout)
+		leaseEnd := claimedAt.Add(j.store.ClaimLease())
+		stopAt := leaseEnd.Add(-j.opts.SendTimeout)
 		for i, row := range rows {
 			if ctx.Err() != nil || !j.now().Before(stopAt) {
 				j.release(ctx, rows[i:])
 				r.Released += len(rows) - i
 				return r, nil
 			}
-			switch j.try(ctx, row) {
+			switch j.try(ctx, row, leaseEnd) {
 			case store.StatusDelivered:
 				r.Delivered++
 			case store.StatusDead:
@@ -170,12 +175,12 @@ func (j *RetryJob) RunOnce(ctx context.Context) (Round, error) {
 	return r, nil
 }
 
-// try sends one claimed row and records the outcome; it returns the row's new status,
-// or "" when ctx ended during the send (the row is then released, not counted).
-func (j *RetryJob) try(ctx context.Context, row store.FailedSend) store.FailedStatus {
+// try sends one claimed row, whose claim lease ends at leaseEnd, and records the
+// outcome; it returns the row's new status, or "" when ctx ended during the send (the
+// row is then released, not counted).
+func (j *RetryJob) try(ctx context.Context, row store.FailedSend, leaseEnd time.Time) store.FailedStatus {
 	log := j.logger.With("id", row.ID, "rd_id", row.MessageID, "target", row.Target)
-	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer mcancel()
+	settle := func(write func(context.Context) error) error { return j.settle(ctx, leaseEnd, write) }
 	// Delivered already, by a hand-off of the same alert or by an earlier attempt whose
 	// MarkDelivered failed? The done marker says so: mark the row, do not send it again.
 	switch delivered, err := j.claims.IsDelivered(ctx, row.MessageID); {
@@ -183,7 +188,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend) store.FailedSt
 		log.Warn("cannot read the alert's done marker; trying the row later", "err", err)
 		return ""
 	case delivered:
-		if err := j.store.MarkDelivered(mctx, row.ID); err != nil {
+		if err := settle(func(ctx context.Context) error { return j.store.MarkDelivered(ctx, row.ID) }); err != nil {
 			log.Error("cannot mark a row delivered that was delivered already", "err", err)
 		} else {
 			log.Info("failed send was delivered already; marked delivered without sending it again")
@@ -201,10 +206,10 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend) store.FailedSt
 	if err == nil {
 		j.metrics.delivered()
 		// The done marker first: if the row cannot be marked, the next attempt sees it.
-		if err := j.claims.MarkDelivered(mctx, row.MessageID); err != nil {
+		if err := settle(func(ctx context.Context) error { return j.claims.MarkDelivered(ctx, row.MessageID) }); err != nil {
 			log.Warn("delivered, but cannot leave the done marker", "err", err)
 		}
-		if err := j.store.MarkDelivered(mctx, row.ID); err != nil {
+		if err := settle(func(ctx context.Context) error { return j.store.MarkDelivered(ctx, row.ID) }); err != nil {
 			log.Error("delivered, but cannot mark the row delivered; the next attempt finds the done marker", "err", err)
 		} else {
 			log.Info("failed send delivered on retry", "attempts", row.Attempts+1)
@@ -226,7 +231,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend) store.FailedSt
 	}
 	if reason != "" {
 		j.metrics.dead(f.Class)
-		if err := j.store.MarkDead(mctx, row.ID, attempts, f); err != nil {
+		if err := settle(func(ctx context.Context) error { return j.store.MarkDead(ctx, row.ID, attempts, f) }); err != nil {
 			log.Error("cannot mark the row dead", "err", err)
 		} else {
 			log.Warn("failed send is dead: no more retries", "reason", reason, "attempts", attempts,
@@ -239,13 +244,35 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend) store.FailedSt
 		wait = sf.RetryAfter // e.g. every robot's circuit breaker is open for a while
 	}
 	next := now.Add(wait)
-	if err := j.store.MarkRetry(mctx, row.ID, attempts, next, f); err != nil {
-		log.Error("cannot record the failed retry", "err", err)
+	if err := settle(func(ctx context.Context) error { return j.store.MarkRetry(ctx, row.ID, attempts, next, f) }); err != nil {
+		log.Error("cannot record the failed retry; the row is tried again when its claim lease ends",
+			"lease_end", leaseEnd.UTC().Format(time.RFC3339), "err", err)
 	} else {
 		log.Info("retry failed; trying again later", "attempts", attempts, "next_attempt_at", next,
 			"class", f.Class, "err", f.LastError)
 	}
 	return store.StatusPending
+}
+
+// settle writes the outcome of an attempt on a claimed row. Until it is written the row
+// stays hidden behind its claim, so when Redis or Postgres cannot be reached (a restart,
+// a failover) settle tries again, with backoff, until the claim lease ends at leaseEnd,
+// rather than leave the row waiting out the whole lease. It stops early when ctx ends
+// (after one try: the attempt has happened) or on an error other than ErrUnavailable.
+func (j *RetryJob) settle(ctx context.Context, leaseEnd time.Time, write func(context.Context) error) error {
+	try := func() (struct{}, error) {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		err := write(wctx)
+		if err != nil && !errors.Is(err, store.ErrUnavailable) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 5*time.Second
+	_, err := backoff.Retry(ctx, try, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(max(leaseEnd.Sub(j.now()), time.Nanosecond)))
+	return err
 }
 
 func (j *RetryJob) release(ctx context.Context, rows []store.FailedSend) {
@@ -256,7 +283,7 @@ func (j *RetryJob) release(ctx context.Context, rows []store.FailedSend) {
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if err := j.store.Release(rctx, ids, *rows[0].NextAttemptAt, j.now()); err != nil {
 		j.logger.Warn("cannot hand claimed rows back; they are retried when their claim lease ends", "rows", len(ids), "err", err)

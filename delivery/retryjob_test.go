@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -343,4 +344,71 @@ func TestJobSeesDeliveriesAndParts(t *testing.T) {
 	st, err := fs.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), st.ByStatus[store.StatusDelivered])
+}
+
+// An attempt's outcome that cannot be written because Postgres is briefly unreachable is
+// written once Postgres is back, within the claim lease: the row is not left hidden
+// behind its claim until the lease runs out.
+func TestJobWritesTheOutcomeOncePostgresIsBack(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MigratedPostgres(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	proxy := testenv.StartProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	ctx := context.Background()
+	pool, err := store.OpenPostgres(ctx, u.String())
+	require.NoError(t, err)
+	defer pool.Close()
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{ClaimLease: time.Minute})
+
+	for _, tc := range []struct {
+		name       string
+		sendErr    error
+		wantRound  delivery.Round
+		wantStatus store.FailedStatus
+	}{
+		{"failed attempt", &sender.Failure{Class: sender.ClassTransient, HTTPStatus: 503}, delivery.Round{Retried: 1}, store.StatusPending},
+		{"delivered", nil, delivery.Round{Delivered: 1}, store.StatusDelivered},
+	} {
+		id := "pg-back-" + strings.ReplaceAll(tc.name, " ", "-")
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: id, Target: "ops", Payload: []byte(id),
+			ErrorClass: "transient", NextAttemptAt: time.Now()})
+		require.NoError(t, err, tc.name)
+		// Postgres goes away during the send and comes back 1.5s later.
+		var cut sync.WaitGroup
+		snd := newFakeSender(func(string) error {
+			proxy.Down()
+			cut.Go(func() { time.Sleep(1500 * time.Millisecond); proxy.Up() })
+			return tc.sendErr
+		})
+		job := newJob(t, fs, snd, delivery.RetryOptions{BackoffBase: 30 * time.Second, MaxAttempts: 10, SendTimeout: 10 * time.Second}, nil, time.Now)
+		start := time.Now()
+		r, err := job.RunOnce(ctx)
+		cut.Wait()
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.wantRound, r, tc.name)
+		row, err := fs.Get(ctx, rowID(t, fs, id))
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.wantStatus, row.Status, tc.name)
+		if tc.wantStatus == store.StatusPending {
+			require.Equal(t, 1, row.Attempts, "%s: the failed attempt is counted", tc.name)
+			require.WithinRange(t, *row.NextAttemptAt, start.Add(30*time.Second), time.Now().Add(30*time.Second),
+				"%s: next attempt after the backoff, not at the claim lease's end", tc.name)
+		}
+	}
+}
+
+// rowID is the id of the row of failed_sends recorded for messageID.
+func rowID(t *testing.T, fs *store.FailedSends, messageID string) int64 {
+	t.Helper()
+	rows, _, err := fs.List(context.Background(), store.Filter{Limit: 1000})
+	require.NoError(t, err)
+	for _, r := range rows {
+		if r.MessageID == messageID {
+			return r.ID
+		}
+	}
+	t.Fatalf("no row for %s", messageID)
+	return 0
 }
