@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,14 +20,15 @@ import (
 )
 
 func newPlanCmd() *cobra.Command {
-	var levels string
-	var threshold time.Duration
+	var levels, mode string
+	var threshold, margin, timerMax time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan DELAY",
 		Short: "Print the broker hops and the wheel remainder a delay decomposes into",
 		Long: `plan prints the hops the scheduler takes for DELAY (a Go duration such as 3h25m17s):
-the delay level of each hop and the time reached after it, then the remainder left for
-the wheel stage. It runs the same decomposition step as the consumer.`,
+the delay level of each hop (or "timer" for a RocketMQ 5 timer message, --mode timer) and
+the time reached after it, then the remainder left for the wheel stage. It runs the same
+decomposition step as the consumer.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			delay, err := time.ParseDuration(args[0])
@@ -40,13 +42,29 @@ the wheel stage. It runs the same decomposition step as the consumer.`,
 			if threshold < lv[0] {
 				return fmt.Errorf("%w: --threshold %s is below the smallest level %s", ErrUsage, threshold, lv[0])
 			}
-			hops, rem := scheduler.Plan(delay, lv, threshold)
+			route := scheduler.Route{Levels: lv, Threshold: threshold}
 			out := c.OutOrStdout()
-			fmt.Fprintf(out, "delay %s, levels %q, threshold %s\n", delay, lv.String(), threshold)
+			switch mode {
+			case config.ModeLevels:
+				fmt.Fprintf(out, "delay %s, levels %q, threshold %s\n", delay, lv.String(), threshold)
+			case config.ModeTimer:
+				if margin <= 0 || margin >= threshold || timerMax < time.Second {
+					return fmt.Errorf("%w: --timer-margin must be positive and below --threshold, --timer-max at least 1s", ErrUsage)
+				}
+				route.Timer = &scheduler.Timer{Margin: margin, Max: timerMax}
+				fmt.Fprintf(out, "delay %s, timer messages of at most %s landing %s early, threshold %s\n", delay, timerMax, margin, threshold)
+			default:
+				return fmt.Errorf("%w: --mode must be %s or %s, not %q", ErrUsage, config.ModeLevels, config.ModeTimer, mode)
+			}
+			hops, rem := scheduler.Plan(delay, route)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "HOP\tLEVEL\tDELAY\tREACHED")
 			for i, h := range hops {
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", i+1, h.Level, lv[h.Level-1:h.Level].String(), h.Reached)
+				level, d := "timer", h.Delay.String()
+				if h.Level > 0 {
+					level, d = strconv.Itoa(h.Level), lv[h.Level-1:h.Level].String()
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", i+1, level, d, h.Reached)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -57,6 +75,9 @@ the wheel stage. It runs the same decomposition step as the consumer.`,
 	}
 	cmd.Flags().StringVar(&levels, "levels", config.DefaultLevels, "the broker's messageDelayLevel")
 	cmd.Flags().DurationVar(&threshold, "threshold", config.DefaultThreshold, "remainders at or above it take another hop")
+	cmd.Flags().StringVar(&mode, "mode", config.ModeLevels, "levels (delay levels) or timer (RocketMQ 5 timer messages)")
+	cmd.Flags().DurationVar(&margin, "timer-margin", config.DefaultTimerMargin, "with --mode timer: a timer hop lands this long before the due time")
+	cmd.Flags().DurationVar(&timerMax, "timer-max", 72*time.Hour, "with --mode timer: the broker's timerMaxDelaySec")
 	return cmd
 }
 

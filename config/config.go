@@ -127,7 +127,28 @@ type Scheduler struct {
 	// loses nothing; this bounds how late an alert is once the outage ends. At least 1s.
 	// Default 60s.
 	RetryMaxDelay time.Duration `yaml:"retryMaxDelay" json:"retryMaxDelay"`
+	// Mode is how a message crosses the part of its delay at or above Threshold:
+	//   "levels"  re-published hop by hop with the broker's delay levels (every RocketMQ);
+	//   "timer"   re-published once with a RocketMQ 5 timer (TIMER_DELIVER_MS) that lands
+	//             TimerMargin before the due time (several timer hops beyond the broker's
+	//             maximum); a broker without timers is a start-up error;
+	//   "auto"    timer when a probe at start finds the brokers accept timer messages,
+	//             levels otherwise.
+	// Default "levels".
+	Mode string `yaml:"mode" json:"mode"`
+	// TimerMargin is how long before the due time a timer hop lands, for the wheel stage to
+	// deliver the rest to the millisecond. It must cover the broker's timer precision
+	// (timerPrecisionMs, 1s by default: a timer message may arrive up to that much early)
+	// plus a hop's latency, and be below Threshold. Default 2s.
+	TimerMargin time.Duration `yaml:"timerMargin" json:"timerMargin"`
 }
+
+// Values of scheduler.mode.
+const (
+	ModeLevels = "levels"
+	ModeTimer  = "timer"
+	ModeAuto   = "auto"
+)
 
 // Redis configures the Redis connection.
 type Redis struct {
@@ -401,6 +422,8 @@ const (
 	DefaultLease           = 30 * time.Second
 	DefaultDoneTTL         = 7 * 24 * time.Hour
 	DefaultRetryMaxDelay   = 60 * time.Second
+	DefaultMode            = ModeLevels
+	DefaultTimerMargin     = 2 * time.Second
 	DefaultKeyPrefix       = "rd"
 	DefaultDurability      = DurabilityWrite
 	DefaultWaitTimeout     = time.Second
@@ -448,6 +471,8 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Scheduler.Lease, DefaultLease)
 	Default(&c.Scheduler.DoneTTL, DefaultDoneTTL)
 	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
+	Default(&c.Scheduler.Mode, DefaultMode)
+	Default(&c.Scheduler.TimerMargin, DefaultTimerMargin)
 	Default(&c.Redis.KeyPrefix, DefaultKeyPrefix)
 	Default(&c.Redis.Durability, DefaultDurability)
 	Default(&c.Redis.WaitTimeout, DefaultWaitTimeout)
@@ -536,6 +561,17 @@ func (c Config) Validate() error {
 		bad("scheduler.levels", "at least one delay level is required")
 	} else if c.Scheduler.Threshold < c.Scheduler.Levels[0] {
 		bad("scheduler.threshold", "%s is below the smallest delay level %s", c.Scheduler.Threshold, c.Scheduler.Levels[0])
+	}
+	switch c.Scheduler.Mode {
+	case ModeLevels, ModeTimer, ModeAuto:
+	default:
+		bad("scheduler.mode", "must be %q, %q or %q, got %q", ModeLevels, ModeTimer, ModeAuto, c.Scheduler.Mode)
+	}
+	if c.Scheduler.TimerMargin <= 0 {
+		bad("scheduler.timerMargin", "must be positive, got %s", c.Scheduler.TimerMargin)
+	} else if c.Scheduler.Mode != ModeLevels && c.Scheduler.TimerMargin >= c.Scheduler.Threshold {
+		bad("scheduler.timerMargin", "%s must be below scheduler.threshold %s: a timer hop lands that long before the due time",
+			c.Scheduler.TimerMargin, c.Scheduler.Threshold)
 	}
 	for i, b := range c.RocketMQ.Brokers {
 		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
@@ -785,6 +821,7 @@ var EnvVars = []EnvVar{
 		c.Scheduler.Threshold = d
 		return err
 	}},
+	{"ROCKETDELAY_SCHEDULER_MODE", "scheduler.mode", func(c *Config, v string) error { c.Scheduler.Mode = v; return nil }},
 	{"ROCKETDELAY_REDIS_URL", "redis.url", func(c *Config, v string) error { c.Redis.URL = Secret(v); return nil }},
 	{"ROCKETDELAY_REDIS_KEY_PREFIX", "redis.keyPrefix", func(c *Config, v string) error { c.Redis.KeyPrefix = v; return nil }},
 	{"ROCKETDELAY_REDIS_DURABILITY", "redis.durability", func(c *Config, v string) error { c.Redis.Durability = v; return nil }},

@@ -61,6 +61,10 @@ func (s *Scheduler) retryLevel(reconsume int) int {
 // failed.
 func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stage string, err error) {
 	s.metrics.received.Inc()
+	if msg.GetProperty(PropProbe) != "" {
+		s.logger.Debug("timer probe stored by a broker without timers; dropped", "msg_id", msg.MsgId)
+		return "probe", nil
+	}
 	now := s.now()
 	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, horizon: s.opts.Horizon}, now)
 	if rej != nil {
@@ -78,10 +82,10 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)
 		return "reject", nil
 	}
-	if level, ok := NextLevel(a.DueAt.Sub(now), s.opts.Levels, s.opts.Threshold); ok {
+	if hop, ok := s.route.Next(a.DueAt.Sub(now)); ok {
 		// A hop touches no Redis: an alert cancelled while hopping keeps hopping and is
 		// dropped by the wheel stage's Put, which checks the cancel tombstone.
-		return "hop", s.publishHop(ctx, msg, a, level)
+		return "hop", s.publishHop(ctx, msg, a, hop)
 	}
 	res, err := s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops})
 	if err != nil {
@@ -103,8 +107,9 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	return "wheel", nil
 }
 
-// publishHop re-publishes msg with the next delay level, carrying its properties.
-func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a delivery.Alert, level int) error {
+// publishHop re-publishes msg for hop h (a delay level, or a timer message), carrying
+// its properties.
+func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a delivery.Alert, h Hop) error {
 	m := primitive.NewMessage(s.opts.Topic, orig.Body)
 	for k, v := range orig.GetProperties() {
 		if !systemProperty[k] {
@@ -115,19 +120,24 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 	m.WithProperty(PropDeliverAt, strconv.FormatInt(a.DueAt.UnixMilli(), 10))
 	m.WithProperty(PropID, a.ID)
 	m.WithProperty(PropHops, strconv.Itoa(a.Hops+1))
-	m.WithDelayTimeLevel(level)
+	kind := fmt.Sprintf("level %d", h.Level)
+	if h.Level > 0 {
+		m.WithDelayTimeLevel(h.Level)
+	} else {
+		kind = "timer " + h.Delay.String()
+		m.WithProperty(primitive.PropertyTimerDeliverMS, strconv.FormatInt(s.now().Add(h.Delay).UnixMilli(), 10))
+	}
 	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
 	defer cancel()
 	res, err := s.producer.SendSync(sendCtx, m)
 	if err != nil {
-		return fmt.Errorf("publish hop (level %d): %w", level, err)
+		return fmt.Errorf("publish hop (%s): %w", kind, err)
 	}
 	if res.Status != primitive.SendOK {
-		return fmt.Errorf("publish hop (level %d): broker answered %s", level, sendStatus(res.Status))
+		return fmt.Errorf("publish hop (%s): broker answered %s", kind, sendStatus(res.Status))
 	}
-	s.metrics.hop(level)
-	s.logger.Debug("hop published", "rd_id", a.ID, "level", level, "delay", s.opts.Levels[level-1].String(),
-		"remaining", a.DueAt.Sub(s.now()).String(), "hops", a.Hops+1)
+	s.metrics.hop(h.Level)
+	s.logger.Debug("hop published", "rd_id", a.ID, "hop", kind, "remaining", a.DueAt.Sub(s.now()).String(), "hops", a.Hops+1)
 	return nil
 }
 

@@ -17,7 +17,7 @@ import (
 // Plan shows the hops a delay takes through RocketMQ's default delay levels.
 func ExamplePlan() {
 	levels := config.MustParseDelayLevels(config.DefaultLevels)
-	hops, remainder := scheduler.Plan(3*time.Hour+25*time.Minute+17*time.Second, levels, time.Minute)
+	hops, remainder := scheduler.Plan(3*time.Hour+25*time.Minute+17*time.Second, scheduler.Route{Levels: levels, Threshold: time.Minute})
 	for _, h := range hops {
 		fmt.Printf("level %d (%s), reached %s\n", h.Level, h.Delay, h.Reached)
 	}

@@ -34,6 +34,7 @@ type harness struct {
 	prefix    string // the Redis key prefix of this test
 	levels    config.DelayLevels
 	threshold time.Duration
+	mode      string // scheduler.mode; "" is levels
 	lease     time.Duration
 	producer  *Producer
 	rec       *recorder
@@ -69,6 +70,7 @@ func (h *harness) options(name string) Options {
 		Group:         h.group,
 		Levels:        h.levels,
 		Threshold:     h.threshold,
+		Mode:          h.mode,
 		Horizon:       24 * time.Hour,
 		KnownTarget:   func(name string) bool { return name == "ops" },
 		Brokers:       []string{testenv.Brokers(h.t)},

@@ -24,6 +24,7 @@ type Metrics struct {
 	claimsLost     prometheus.Counter
 	dlq            prometheus.Gauge
 	wheelEntries   prometheus.GaugeFunc
+	mode           *prometheus.GaugeVec
 	wheelLen       atomic.Value // func() int, set when the scheduler starts
 }
 
@@ -36,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		hops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_hops_published_total",
-			Help: "Hops re-published to the broker, by delay level.",
+			Help: "Hops re-published to the broker, by delay level (\"timer\" for a timer message).",
 		}, []string{"level"}),
 		stored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_wheel_stage_puts_total",
@@ -99,7 +100,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}
 		return 0
 	})
-	reg.MustRegister(m.received, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
+	m.mode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rocketdelay_scheduler_mode",
+		Help: "1 for the way hops cross the broker that this replica settled on at start (levels or timer; scheduler.mode auto probes the brokers).",
+	}, []string{"mode"})
+	reg.MustRegister(m.mode, m.received, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
 		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries)
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(string(r))
@@ -107,4 +112,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) hop(level int) { m.hops.WithLabelValues(strconv.Itoa(level)).Inc() }
+// hop counts a hop by its delay level, 0 for a timer hop.
+func (m *Metrics) hop(level int) {
+	label := "timer"
+	if level > 0 {
+		label = strconv.Itoa(level)
+	}
+	m.hops.WithLabelValues(label).Inc()
+}
+
+// setMode exports the mode in use.
+func (m *Metrics) setMode(mode string) {
+	m.mode.Reset()
+	m.mode.WithLabelValues(mode).Set(1)
+}

@@ -26,30 +26,73 @@ func NextLevel(remaining time.Duration, levels config.DelayLevels, threshold tim
 	return 0, false
 }
 
+// Timer configures timer mode: a hop is one RocketMQ 5 timer message (TIMER_DELIVER_MS)
+// instead of a delay level.
+type Timer struct {
+	// Margin is how long before the due time the last timer hop lands; it covers the
+	// broker's timer precision and a hop's latency, and the wheel stage does the rest.
+	Margin time.Duration
+	// Max is the longest delay one timer message may carry: the broker's
+	// timerMaxDelaySec.
+	Max time.Duration
+}
+
+// Route is the decomposition rule the consumer applies at every receipt: while the
+// remaining delay is at least Threshold, take a broker hop (a delay level, or a timer
+// message when Timer is set); below it, the remainder belongs to the wheel stage.
+type Route struct {
+	Levels    config.DelayLevels
+	Threshold time.Duration
+	// Timer, when not nil, selects timer mode.
+	Timer *Timer
+}
+
+// Next is the hop to take with remaining left, and true; or false when the remainder
+// belongs to the wheel stage. A hop never ends after the due time: a level is never
+// longer than the remainder, a timer hop lands Timer.Margin before it (or, beyond the
+// broker's maximum, Timer.Max later and hops again).
+func (r Route) Next(remaining time.Duration) (Hop, bool) {
+	if r.Timer == nil {
+		level, ok := NextLevel(remaining, r.Levels, r.Threshold)
+		if !ok {
+			return Hop{}, false
+		}
+		return Hop{Level: level, Delay: r.Levels[level-1]}, true
+	}
+	if remaining < r.Threshold {
+		return Hop{}, false
+	}
+	d := min(remaining-r.Timer.Margin, r.Timer.Max)
+	if d <= 0 {
+		return Hop{}, false
+	}
+	return Hop{Delay: d}, true
+}
+
 // Hop is one broker hop of a plan.
 type Hop struct {
-	// Level is the RocketMQ delay level, 1-based.
+	// Level is the RocketMQ delay level, 1-based; 0 for a timer hop.
 	Level int
-	// Delay is the level's delay.
+	// Delay is the level's delay, or the timer message's.
 	Delay time.Duration
 	// Reached is the total delay covered once this hop has been delivered.
 	Reached time.Duration
 }
 
-// Plan decomposes delay into the hops the consumer will take, assuming each hop arrives
-// exactly on time, and the remainder left for the wheel stage. It applies NextLevel
-// repeatedly, exactly as the consumer does; `rocketdelay plan` prints it.
-func Plan(delay time.Duration, levels config.DelayLevels, threshold time.Duration) (hops []Hop, remainder time.Duration) {
+// Plan decomposes delay into the hops the consumer will take by r, assuming each hop
+// arrives exactly on time, and the remainder left for the wheel stage. It applies
+// r.Next repeatedly, exactly as the consumer does; `rocketdelay plan` prints it.
+func Plan(delay time.Duration, r Route) (hops []Hop, remainder time.Duration) {
 	remaining := max(delay, 0)
 	var reached time.Duration
 	for {
-		level, ok := NextLevel(remaining, levels, threshold)
+		h, ok := r.Next(remaining)
 		if !ok {
 			return hops, remaining
 		}
-		d := levels[level-1]
-		reached += d
-		remaining -= d
-		hops = append(hops, Hop{Level: level, Delay: d, Reached: reached})
+		reached += h.Delay
+		remaining -= h.Delay
+		h.Reached = reached
+		hops = append(hops, h)
 	}
 }

@@ -19,7 +19,7 @@ var (
 )
 
 func TestPlanExamples(t *testing.T) {
-	hops, rem := Plan(3*time.Hour+25*time.Minute+17*time.Second, defaultLevels, time.Minute)
+	hops, rem := Plan(3*time.Hour+25*time.Minute+17*time.Second, Route{Levels: defaultLevels, Threshold: time.Minute})
 	var levels []int
 	for _, h := range hops {
 		levels = append(levels, h.Level)
@@ -29,15 +29,15 @@ func TestPlanExamples(t *testing.T) {
 	require.Equal(t, 17*time.Second, rem)
 	require.Equal(t, 3*time.Hour+25*time.Minute, hops[len(hops)-1].Reached)
 
-	hops, rem = Plan(59*time.Second, defaultLevels, time.Minute)
+	hops, rem = Plan(59*time.Second, Route{Levels: defaultLevels, Threshold: time.Minute})
 	require.Empty(t, hops)
 	require.Equal(t, 59*time.Second, rem)
 
-	hops, rem = Plan(time.Minute, defaultLevels, time.Minute)
+	hops, rem = Plan(time.Minute, Route{Levels: defaultLevels, Threshold: time.Minute})
 	require.Equal(t, []Hop{{Level: 5, Delay: time.Minute, Reached: time.Minute}}, hops)
 	require.Zero(t, rem)
 
-	hops, rem = Plan(-5*time.Second, defaultLevels, time.Minute)
+	hops, rem = Plan(-5*time.Second, Route{Levels: defaultLevels, Threshold: time.Minute})
 	require.Empty(t, hops)
 	require.Zero(t, rem, "a due time in the past is delivered at once")
 }
@@ -78,7 +78,7 @@ func checkPlanProperties(t *rapid.T, levels config.DelayLevels, maxDelay time.Du
 		threshold = levels[0]
 	}
 	delay := time.Duration(rapid.Int64Range(0, int64(maxDelay/time.Second)).Draw(t, "seconds")) * time.Second
-	hops, rem := Plan(delay, levels, threshold)
+	hops, rem := Plan(delay, Route{Levels: levels, Threshold: threshold})
 
 	var sum time.Duration
 	for i, h := range hops {
@@ -116,7 +116,7 @@ func TestPlanPropertiesTestLevels(t *testing.T) {
 func TestPlanMilliseconds(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		delay := time.Duration(rapid.Int64Range(0, int64(5*time.Hour/time.Millisecond)).Draw(t, "ms")) * time.Millisecond
-		hops, rem := Plan(delay, defaultLevels, time.Minute)
+		hops, rem := Plan(delay, Route{Levels: defaultLevels, Threshold: time.Minute})
 		if len(hops) > 0 && hops[len(hops)-1].Reached > delay {
 			t.Fatalf("early")
 		}

@@ -80,6 +80,11 @@ type Options struct {
 	Levels config.DelayLevels
 	// Threshold: remainders at or above it hop again. Required.
 	Threshold time.Duration
+	// Mode is config scheduler.mode: levels, timer or auto. Default levels.
+	Mode string
+	// TimerMargin is how long before the due time a timer hop lands. Default config
+	// scheduler.timerMargin.
+	TimerMargin time.Duration
 	// Horizon is the longest delay accepted. Required.
 	Horizon time.Duration
 	// KnownTarget says whether a target name is configured. Required.
@@ -123,6 +128,8 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	config.Default(&o.SendTimeout, config.DefaultSendTimeout)
+	config.Default(&o.Mode, config.DefaultMode)
+	config.Default(&o.TimerMargin, config.DefaultTimerMargin)
 	config.Default(&o.Grace, config.DefaultGrace)
 	config.Default(&o.SweepInterval, DefaultSweepInterval)
 	config.Default(&o.RetryDelay, DefaultRetryDelay)
@@ -149,6 +156,8 @@ func OptionsFromConfig(c config.Config) Options {
 		Brokers:     c.RocketMQ.Brokers,
 		Levels:      c.Scheduler.Levels,
 		Threshold:   c.Scheduler.Threshold,
+		Mode:        c.Scheduler.Mode,
+		TimerMargin: c.Scheduler.TimerMargin,
 		Horizon:     c.Scheduler.Horizon,
 		Grace:       c.Scheduler.Grace,
 
@@ -157,7 +166,8 @@ func OptionsFromConfig(c config.Config) Options {
 	}
 }
 
-// Scheduler consumes the topic, takes hops through the broker's delay levels, keeps the
+// Scheduler consumes the topic, takes hops through the broker's delay levels (or timer
+// messages), keeps the
 // final remainder in the Redis wheel stage and an in-process timing wheel, and hands
 // due alerts (and inputs that can never be delivered) to its Delivery.
 type Scheduler struct {
@@ -174,6 +184,7 @@ type Scheduler struct {
 	handling sync.RWMutex // consume handlers hold it shared; Stop takes it to drain them
 	closing  bool         // set under handling's write lock
 
+	route    Route // settled at Start
 	wheel    *timewheel.Wheel
 	producer rocketmq.Producer
 	consumer rocketmq.PushConsumer
@@ -275,6 +286,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := EnsureTopic(ctx, s.opts.NameServers, s.opts.Topic, s.opts.Brokers, s.logger); err != nil {
 		return err
 	}
+	if s.route, err = s.resolveRoute(ctx); err != nil {
+		return err
+	}
 	if len(s.opts.Brokers) > 0 {
 		if _, err := CheckGroup(ctx, s.opts.NameServers, s.opts.Group, s.opts.Brokers, s.logger); err != nil {
 			return err
@@ -303,7 +317,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.loops.Add(1)
 	go s.dlqWatch(loopCtx, s.opts.DLQCheckInterval)
 	close(s.running)
-	s.logger.Info("scheduler started", "topic", s.opts.Topic, "group", s.opts.Group,
+	mode := config.ModeLevels
+	if s.route.Timer != nil {
+		mode = config.ModeTimer
+	}
+	s.logger.Info("scheduler started", "topic", s.opts.Topic, "group", s.opts.Group, "mode", mode,
 		"levels", s.opts.Levels.String(), "threshold", s.opts.Threshold.String(), "instance", s.opts.InstanceName)
 	return nil
 }

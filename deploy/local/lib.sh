@@ -34,6 +34,12 @@ PG_SOCKET_DIR="$RD_STATE_DIR/postgres/socket"
 # Delay level profiles. They must match the scheduler's `levels` setting.
 LEVELS_default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 LEVELS_test="1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 15s 20s 30s"
+# The broker's timer messages (RocketMQ 5, scheduler.mode timer): the longest delay of one
+# timer message per profile; the test profile's is short so multi-timer-hop delays take
+# seconds. RD_TIMER_WHEEL=false starts a broker without timers.
+TIMER_MAX_SEC_default=259200
+TIMER_MAX_SEC_test=20
+TIMER_MAX_SEC_custom=259200
 
 # JVM flags RocketMQ needs on JDK 17, and small heaps for a one-machine stack.
 JAVA_OPENS=(--add-opens java.base/jdk.internal.ref=ALL-UNNAMED --add-opens java.base/java.nio=ALL-UNNAMED

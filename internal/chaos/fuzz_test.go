@@ -67,7 +67,7 @@ func FuzzDecomposition(f *testing.F) {
 		}
 		delay := time.Duration(delayMS%(90*24*3600*1000)) * time.Millisecond
 		threshold := max(time.Duration(thresholdMS%(3600*1000))*time.Millisecond, levels[0])
-		hops, rem := scheduler.Plan(delay, levels, threshold)
+		hops, rem := scheduler.Plan(delay, scheduler.Route{Levels: levels, Threshold: threshold})
 		require.LessOrEqual(t, len(hops), 1_000_000)
 		var sum time.Duration
 		for _, h := range hops {

@@ -1,0 +1,122 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+func TestPlanTimerExamples(t *testing.T) {
+	r := Route{Levels: defaultLevels, Threshold: time.Minute, Timer: &Timer{Margin: 2 * time.Second, Max: 72 * time.Hour}}
+	// 47h: one timer hop to 2s before the due time, where the levels take 24.
+	hops, rem := Plan(47*time.Hour, r)
+	require.Equal(t, []Hop{{Delay: 47*time.Hour - 2*time.Second, Reached: 47*time.Hour - 2*time.Second}}, hops)
+	require.Equal(t, 2*time.Second, rem)
+	levelHops, _ := Plan(47*time.Hour, Route{Levels: defaultLevels, Threshold: time.Minute})
+	require.Len(t, levelHops, 24)
+
+	// Beyond the maximum: whole-maximum hops, then the rest.
+	hops, rem = Plan(170*time.Hour, r)
+	require.Equal(t, []Hop{
+		{Delay: 72 * time.Hour, Reached: 72 * time.Hour},
+		{Delay: 72 * time.Hour, Reached: 144 * time.Hour},
+		{Delay: 26*time.Hour - 2*time.Second, Reached: 170*time.Hour - 2*time.Second},
+	}, hops)
+	require.Equal(t, 2*time.Second, rem)
+
+	// Below the threshold the wheel stage takes it all.
+	hops, rem = Plan(59*time.Second, r)
+	require.Empty(t, hops)
+	require.Equal(t, 59*time.Second, rem)
+}
+
+// TestPlanTimerProperties: a timer hop never ends past the due time nor exceeds the
+// broker's maximum; the wheel stage is left at least the margin and less than the
+// threshold (the whole delay when it is below the threshold); the hops are as few as
+// the maximum allows.
+func TestPlanTimerProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		margin := time.Duration(rapid.Int64Range(1, 5000).Draw(t, "marginMs")) * time.Millisecond
+		threshold := margin + time.Duration(rapid.Int64Range(1, 120_000).Draw(t, "aboveMs"))*time.Millisecond
+		maxHop := time.Duration(rapid.Int64Range(1, 300).Draw(t, "maxS")) * time.Second
+		delay := time.Duration(rapid.Int64Range(-1000, 3_600_000).Draw(t, "delayMs")) * time.Millisecond
+		hops, rem := Plan(delay, Route{Levels: testLevels, Threshold: threshold, Timer: &Timer{Margin: margin, Max: maxHop}})
+		var sum time.Duration
+		for _, h := range hops {
+			require.Zero(t, h.Level)
+			require.Positive(t, h.Delay)
+			require.LessOrEqual(t, h.Delay, maxHop)
+			sum += h.Delay
+			require.Equal(t, sum, h.Reached)
+		}
+		if delay < threshold {
+			require.Empty(t, hops)
+			require.Equal(t, max(delay, 0), rem)
+			return
+		}
+		require.GreaterOrEqual(t, rem, margin)
+		require.Less(t, rem, threshold)
+		require.Equal(t, delay, sum+rem)
+		require.LessOrEqual(t, len(hops), int((delay-margin+maxHop-1)/maxHop), "as few hops as the maximum allows")
+	})
+}
+
+func TestProbeFindsTheLocalBrokersTimers(t *testing.T) {
+	h := newHarness(t, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The harness's producer creates the topic on its first send.
+	h.publish("probe-warm-up", 0, "warm up")
+	sup, err := ProbeTimer(ctx, h.producer.p, h.topic)
+	require.NoError(t, err)
+	require.True(t, sup.Supported, "the local broker runs with timerWheelEnable=true: %s", sup.Answer)
+	if testenv.Env(t, "ROCKETDELAY_LOCAL_PROFILE") == "test" {
+		require.Equal(t, 20*time.Second, sup.Max, "the test profile's timerMaxDelaySec")
+	} else {
+		require.Equal(t, 72*time.Hour, sup.Max, "the default profile's timerMaxDelaySec")
+	}
+}
+
+// TestTimerModeEndToEnd runs a replica in timer mode: alerts up to 50s out (beyond the
+// test broker's 20s timer maximum, so up to three timer hops) are handed off exactly
+// once, never early; hops are timer messages only; a cancelled alert is not handed off.
+func TestTimerModeEndToEnd(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	h.mode = config.ModeTimer
+	_, m := h.start("timer")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.mode.WithLabelValues(config.ModeTimer)))
+
+	const n = 80
+	keys := ids("timer", n)
+	due := map[string]time.Time{}
+	for i, d := range randomDelays(n, 50*time.Second, uint64(time.Now().UnixNano())) {
+		due[keys[i]] = h.publish(keys[i], d, "alert "+keys[i]).DeliverAt
+	}
+	h.publish("timer-cancelled", 30*time.Second, "cancel me while hopping")
+	res, err := h.ws.Cancel(context.Background(), "timer-cancelled")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelTombstoned, res)
+
+	h.rec.waitAll(t, keys, 120*time.Second)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.cancelled) == 1 }, 60*time.Second, 100*time.Millisecond,
+		"the cancelled alert reaches the wheel stage and is dropped there")
+	time.Sleep(2 * time.Second) // room for a duplicate to show up
+	p50, p99, worst := h.rec.latenessReport(t, due)
+	require.Zero(t, h.rec.count("timer-cancelled"))
+	timerHops := testutil.ToFloat64(m.hops.WithLabelValues("timer"))
+	t.Logf("%d alerts, delays 0–50s in timer mode: %.0f timer hops (%.2f per alert); lateness p50 %s, p99 %s, max %s",
+		n, timerHops, timerHops/n, p50, p99, worst)
+	require.Positive(t, timerHops)
+	require.Equal(t, timerHops, total(m.hops), "timer mode takes no delay-level hop")
+	// Every alert takes at most ceil((50s-2s)/19.6s) = 3 timer hops.
+	require.LessOrEqual(t, timerHops, float64(3*(n+1)))
+}
