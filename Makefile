@@ -9,7 +9,7 @@ BIN := bin/rocketdelay
 LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
 
-.PHONY: help build run test test-short bench bench-timewheel bench-pipeline bench-sender chaos down status fmt vet
+.PHONY: help build run test test-short bench bench-timewheel bench-pipeline bench-sender bench-modes chaos down status fmt vet
 FUZZ_TIME ?= 20s
 
 help: ## list the targets
@@ -44,7 +44,7 @@ bench: ## the Go benchmarks of every package, the timing wheel table, the pipeli
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; go test -run '^$$' -bench . -benchmem ./store/ ./sender/
 	go test -short -run '^$$' -bench . -benchtime 1x ./timewheel/
-	$(MAKE) bench-timewheel bench-pipeline bench-sender
+	$(MAKE) bench-timewheel bench-pipeline bench-sender bench-modes
 
 bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one table
 	cd timewheel/bench && go run .
@@ -52,6 +52,10 @@ bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one ta
 bench-pipeline: build ## raw RocketMQ vs scheduler hop and wheel-stage throughput, Redis round trips, lateness
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=5s $(BIN) bench pipeline
+
+bench-modes: build ## scheduler.mode levels vs timer vs the broker's timer alone: broker messages per alert, lateness
+	deploy/local/up --profile test >/dev/null
+	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=5s $(BIN) bench modes
 
 bench-sender: build ## the sender vs naive rate limiting, learned limits on shared robots, pacing auto vs burst; against the DingTalk simulator
 	deploy/local/up redis >/dev/null

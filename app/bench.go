@@ -42,7 +42,40 @@ the lateness from due time to hand-off.`,
 	configFlag(pipeline, &path)
 	pipeline.Flags().IntVarP(&n, "messages", "n", 10000, "messages per stage")
 	pipeline.Flags().IntVar(&concurrency, "concurrency", 20, "consumer goroutines, the same for every stage")
-	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio))
+	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio), newBenchModesCmd(stdio))
+	return cmd
+}
+
+// newBenchModesCmd is `rocketdelay bench modes`; newBenchCmd adds it to the bench group.
+func newBenchModesCmd(stdio IO) *cobra.Command {
+	var path string
+	var o bench.ModesOptions
+	cmd := &cobra.Command{
+		Use:   "modes",
+		Short: "Compare scheduler.mode levels and timer, and the broker's timer alone: broker messages per alert and lateness",
+		Long: `modes delivers one delay mix, in one run on the configured broker and Redis, through an
+in-process scheduler in levels mode, then in timer mode, then as plain timer messages
+consumed directly (the broker's own precision, no wheel stage), and prints broker
+messages per alert (the publish and every hop, overall and for delays within one timer
+maximum) and lateness p50/p99/max with early deliveries. The broker must accept timer
+messages (RocketMQ 5, timerWheelEnable=true).`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(path, stdio)
+			if err != nil {
+				return err
+			}
+			if o.N < 10 || o.MinDelay <= 0 || o.MaxDelay < o.MinDelay {
+				return fmt.Errorf("%w: -n must be at least 10 and 0 < --min-delay <= --max-delay", ErrUsage)
+			}
+			return bench.Modes(c.Context(), cfg, o, c.OutOrStdout())
+		},
+	}
+	configFlag(cmd, &path)
+	cmd.Flags().IntVarP(&o.N, "alerts", "n", 200, "alerts per run")
+	cmd.Flags().DurationVar(&o.MinDelay, "min-delay", 6*time.Second, "shortest delay of the mix")
+	cmd.Flags().DurationVar(&o.MaxDelay, "max-delay", 50*time.Second, "longest delay of the mix")
+	cmd.Flags().Uint64Var(&o.Seed, "seed", 1, "seed of the delay mix")
 	return cmd
 }
 

@@ -45,6 +45,11 @@ type StackOptions struct {
 	Log io.Writer
 	// Timeout bounds each deploy/local command. Default 4m.
 	Timeout time.Duration
+	// Components limits what is started (redis, postgres, namesrv, broker). Default all.
+	Components []string
+	// Env adds variables of deploy/local/up (RD_TIMER_WHEEL=false: a broker without
+	// timer messages).
+	Env []string
 }
 
 const portsFile = "chaos-ports"
@@ -73,7 +78,7 @@ func StartStack(ctx context.Context, opts StackOptions) (*Stack, error) {
 		return nil, err
 	}
 	s.vars = vars
-	if _, err := s.run(ctx, "up", "--profile", "test"); err != nil {
+	if _, err := s.runEnv(ctx, opts.Env, "up", append([]string{"--profile", "test"}, opts.Components...)...); err != nil {
 		s.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
