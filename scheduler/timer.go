@@ -67,6 +67,36 @@ func ProbeTimer(ctx context.Context, p rocketmq.Producer, topic string) (TimerSu
 	return TimerSupport{}, fmt.Errorf("scheduler: timer probe: %w", err)
 }
 
+// defaultTimerPrecision is RocketMQ's default timerPrecisionMs, assumed when the brokers'
+// configuration cannot be read.
+const defaultTimerPrecision = time.Second
+
+// timerPrecision is the coarsest timerPrecisionMs of the brokers in rocketmq.brokers,
+// read from their configuration, and whether it was read; without broker addresses, or
+// when none answers, RocketMQ's default is assumed.
+func (s *Scheduler) timerPrecision(ctx context.Context) (time.Duration, bool) {
+	var precision time.Duration
+	for _, b := range s.opts.Brokers {
+		bctx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
+		cfg, err := BrokerConfig(bctx, b)
+		cancel()
+		if err != nil {
+			s.logger.Warn("cannot read a broker's configuration for its timer precision", "broker", b, "err", err)
+			continue
+		}
+		ms, err := strconv.ParseInt(cfg["timerPrecisionMs"], 10, 64)
+		if err != nil || ms <= 0 {
+			s.logger.Warn("a broker's configuration has no timerPrecisionMs", "broker", b)
+			continue
+		}
+		precision = max(precision, time.Duration(ms)*time.Millisecond)
+	}
+	if precision == 0 {
+		return defaultTimerPrecision, false
+	}
+	return precision, true
+}
+
 // ErrNoTimers is returned by Start in timer mode when the brokers do not accept timer
 // messages.
 var ErrNoTimers = errors.New("the brokers do not accept timer messages")
@@ -97,10 +127,22 @@ func (s *Scheduler) resolveRoute(ctx context.Context) (Route, error) {
 		s.metrics.setMode(config.ModeLevels)
 		return r, nil
 	}
+	precision, known := s.timerPrecision(ctx)
+	if s.opts.TimerMargin < precision {
+		why := fmt.Sprintf("scheduler.timerMargin %s is below the brokers' timer precision %s (timerPrecisionMs): a timer hop could land after the due time",
+			s.opts.TimerMargin, precision)
+		if s.opts.Mode == config.ModeTimer {
+			return Route{}, fmt.Errorf("scheduler: scheduler.mode timer: %s; raise scheduler.timerMargin", why)
+		}
+		s.logger.Warn("scheduler.mode auto: using delay levels; "+why, "raise", "scheduler.timerMargin")
+		s.metrics.setMode(config.ModeLevels)
+		return r, nil
+	}
 	// A hop stays 2% below the broker's maximum: the broker measures it by its own clock.
 	r.Timer = &Timer{Margin: s.opts.TimerMargin, Max: sup.Max - sup.Max/50}
 	s.metrics.setMode(config.ModeTimer)
 	s.logger.Info("the brokers accept timer messages; hops are timer messages", "mode", s.opts.Mode,
-		"broker_max", sup.Max.String(), "margin", s.opts.TimerMargin.String())
+		"broker_max", sup.Max.String(), "precision", precision.String(), "precision_read", known,
+		"margin", s.opts.TimerMargin.String())
 	return r, nil
 }

@@ -2,9 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -119,4 +121,55 @@ func TestTimerModeEndToEnd(t *testing.T) {
 	require.Equal(t, timerHops, total(m.hops), "timer mode takes no delay-level hop")
 	// Every alert takes at most ceil((50s-2s)/19.6s) = 3 timer hops.
 	require.LessOrEqual(t, timerHops, float64(3*(n+1)))
+}
+
+func TestBrokerConfigReadsTheLocalBroker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := BrokerConfig(ctx, testenv.Brokers(t))
+	require.NoError(t, err)
+	require.Equal(t, "true", cfg["timerWheelEnable"])
+	require.Equal(t, "1000", cfg["timerPrecisionMs"])
+	require.Equal(t, testenv.Levels(t).String(), cfg["messageDelayLevel"])
+
+	// Something that is not a broker gets an error that says so.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	_, err = BrokerConfig(ctx, ln.Addr().String())
+	require.ErrorContains(t, err, "not a RocketMQ answer")
+}
+
+// TestTimerModeRefusesAMarginBelowThePrecision: a timer hop landing closer to the due
+// time than the broker's precision could land after it; timer mode refuses to start,
+// auto mode uses delay levels.
+func TestTimerModeRefusesAMarginBelowThePrecision(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	opts := h.options("tight")
+	opts.Mode, opts.TimerMargin = config.ModeTimer, 500*time.Millisecond
+	s, err := New(opts, h.ws, h.rec, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = s.Start(ctx)
+	require.ErrorContains(t, err, "scheduler.timerMargin 500ms is below the brokers' timer precision 1s")
+	require.NoError(t, s.Stop(ctx))
+
+	opts = h.options("tight-auto")
+	opts.Mode, opts.TimerMargin = config.ModeAuto, 500*time.Millisecond
+	m := NewMetrics(prometheus.NewRegistry())
+	s, err = New(opts, h.ws, h.rec, discardLogger(), m, time.Now)
+	require.NoError(t, err)
+	require.NoError(t, s.Start(ctx))
+	defer stop(t, s)
+	require.Equal(t, 1.0, testutil.ToFloat64(m.mode.WithLabelValues(config.ModeLevels)))
+	require.Nil(t, s.route.Timer)
 }
