@@ -152,6 +152,12 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 	require.Contains(t, body, `rocketdelay_build_info{goversion=`)
 	require.Contains(t, body, `rocketdelay_dependency_up{dependency="redis"} 1`)
 	require.Contains(t, body, `rocketdelay_dependency_up{dependency="postgres"} 1`)
+	require.Contains(t, body, `rocketdelay_scheduler_mode{mode="levels"} 1`)
+
+	// The console is mounted, and off without an admin token, like the API.
+	code, body = get(t, base+"/ui/failed")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "set admin.token")
 
 	// An alert published now goes through the running service to DingTalk.
 	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})

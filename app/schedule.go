@@ -5,9 +5,7 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,34 +41,17 @@ decomposition step as the consumer.`,
 				return fmt.Errorf("%w: --threshold %s is below the smallest level %s", ErrUsage, threshold, lv[0])
 			}
 			route := scheduler.Route{Levels: lv, Threshold: threshold}
-			out := c.OutOrStdout()
 			switch mode {
 			case config.ModeLevels:
-				fmt.Fprintf(out, "delay %s, levels %q, threshold %s\n", delay, lv.String(), threshold)
 			case config.ModeTimer:
 				if margin <= 0 || margin >= threshold || timerMax < time.Second {
 					return fmt.Errorf("%w: --timer-margin must be positive and below --threshold, --timer-max at least 1s", ErrUsage)
 				}
 				route.Timer = &scheduler.Timer{Margin: margin, Max: timerMax}
-				fmt.Fprintf(out, "delay %s, timer messages of at most %s landing %s early, threshold %s\n", delay, timerMax, margin, threshold)
 			default:
 				return fmt.Errorf("%w: --mode must be %s or %s, not %q", ErrUsage, config.ModeLevels, config.ModeTimer, mode)
 			}
-			hops, rem := scheduler.Plan(delay, route)
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "HOP\tLEVEL\tDELAY\tREACHED")
-			for i, h := range hops {
-				level, d := "timer", h.Delay.String()
-				if h.Level > 0 {
-					level, d = strconv.Itoa(h.Level), lv[h.Level-1:h.Level].String()
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", i+1, level, d, h.Reached)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(out, "%d hops, then %s in the wheel stage\n", len(hops), rem)
-			return err
+			return scheduler.WritePlan(c.OutOrStdout(), delay, route)
 		},
 	}
 	cmd.Flags().StringVar(&levels, "levels", config.DefaultLevels, "the broker's messageDelayLevel")

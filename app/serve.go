@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/console"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/migrations"
@@ -113,8 +114,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	snd, err := sender.New(senderOpts, store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window),
-		logger.With("component", "sender"), sender.NewMetrics(reg), now)
+	pool := store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window)
+	snd, err := sender.New(senderOpts, pool, logger.With("component", "sender"), sender.NewMetrics(reg), now)
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
 	schedOpts := scheduler.OptionsFromConfig(cfg)
 	schedOpts.Wheel.Clock = clock
-	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, scheduler.NewMetrics(reg), now)
+	schedMetrics := scheduler.NewMetrics(reg)
+	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
 	if err != nil {
 		return err
 	}
@@ -160,6 +162,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	adminAPI := failed.Handler(failedSends, logger, cfg.Admin.Token)
 	mux.Handle(failed.APIPrefix, adminAPI)
 	mux.Handle(failed.APIPrefix+"/", adminAPI)
+	mux.Handle(console.Prefix, console.Handler(failedSends, console.Sources{Wheel: ws, Pool: pool, Targets: senderOpts.Targets,
+		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, cfg.Admin.Token, logger))
 
 	ln := opts.Listener
 	if ln == nil {

@@ -3,8 +3,10 @@ package scheduler
 import (
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are the scheduler's Prometheus metrics.
@@ -125,4 +127,26 @@ func (m *Metrics) hop(level int) {
 func (m *Metrics) setMode(mode string) {
 	m.mode.Reset()
 	m.mode.WithLabelValues(mode).Set(1)
+}
+
+// HandoffLateness summarises the hand-off lateness histogram since start: how many
+// hand-offs, and the upper bounds of the buckets holding the median and the 99th
+// percentile (the histogram's resolution).
+func (m *Metrics) HandoffLateness() (count uint64, p50, p99 time.Duration) {
+	var d dto.Metric
+	if err := m.lateness.Write(&d); err != nil || d.GetHistogram().GetSampleCount() == 0 {
+		return 0, 0, 0
+	}
+	h := d.GetHistogram()
+	count = h.GetSampleCount()
+	at := func(q float64) time.Duration {
+		want := uint64(q * float64(count))
+		for _, b := range h.GetBucket() {
+			if b.GetCumulativeCount() >= max(want, 1) {
+				return time.Duration(b.GetUpperBound() * float64(time.Second))
+			}
+		}
+		return time.Duration(h.GetBucket()[len(h.GetBucket())-1].GetUpperBound() * float64(time.Second))
+	}
+	return count, at(0.5), at(0.99)
 }

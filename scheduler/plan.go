@@ -1,6 +1,10 @@
 package scheduler
 
 import (
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -95,4 +99,30 @@ func Plan(delay time.Duration, r Route) (hops []Hop, remainder time.Duration) {
 		h.Reached = reached
 		hops = append(hops, h)
 	}
+}
+
+// WritePlan prints delay's plan by r as `rocketdelay plan` shows it: the rule, a table of
+// the hops (level or "timer", delay, time reached) and the wheel stage's remainder.
+func WritePlan(out io.Writer, delay time.Duration, r Route) error {
+	if r.Timer == nil {
+		fmt.Fprintf(out, "delay %s, levels %q, threshold %s\n", delay, r.Levels.String(), r.Threshold)
+	} else {
+		fmt.Fprintf(out, "delay %s, timer messages of at most %s landing %s early, threshold %s\n",
+			delay, r.Timer.Max, r.Timer.Margin, r.Threshold)
+	}
+	hops, rem := Plan(delay, r)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOP\tLEVEL\tDELAY\tREACHED")
+	for i, h := range hops {
+		level, d := "timer", h.Delay.String()
+		if h.Level > 0 {
+			level, d = strconv.Itoa(h.Level), r.Levels[h.Level-1:h.Level].String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", i+1, level, d, h.Reached)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(out, "%d hops, then %s in the wheel stage\n", len(hops), rem)
+	return err
 }

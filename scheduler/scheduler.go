@@ -184,7 +184,8 @@ type Scheduler struct {
 	handling sync.RWMutex // consume handlers hold it shared; Stop takes it to drain them
 	closing  bool         // set under handling's write lock
 
-	route    Route // settled at Start
+	route    Route                  // settled at Start
+	mode     atomic.Pointer[string] // route's mode, for readers outside Start
 	wheel    *timewheel.Wheel
 	producer rocketmq.Producer
 	consumer rocketmq.PushConsumer
@@ -289,6 +290,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if s.route, err = s.resolveRoute(ctx); err != nil {
 		return err
 	}
+	mode := config.ModeLevels
+	if s.route.Timer != nil {
+		mode = config.ModeTimer
+	}
+	s.mode.Store(&mode)
 	if len(s.opts.Brokers) > 0 {
 		if _, err := CheckGroup(ctx, s.opts.NameServers, s.opts.Group, s.opts.Brokers, s.logger); err != nil {
 			return err
@@ -317,11 +323,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.loops.Add(1)
 	go s.dlqWatch(loopCtx, s.opts.DLQCheckInterval)
 	close(s.running)
-	mode := config.ModeLevels
-	if s.route.Timer != nil {
-		mode = config.ModeTimer
-	}
-	s.logger.Info("scheduler started", "topic", s.opts.Topic, "group", s.opts.Group, "mode", mode,
+	s.logger.Info("scheduler started", "topic", s.opts.Topic, "group", s.opts.Group, "mode", s.Mode(),
 		"levels", s.opts.Levels.String(), "threshold", s.opts.Threshold.String(), "instance", s.opts.InstanceName)
 	return nil
 }

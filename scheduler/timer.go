@@ -146,3 +146,11 @@ func (s *Scheduler) resolveRoute(ctx context.Context) (Route, error) {
 		"margin", s.opts.TimerMargin.String())
 	return r, nil
 }
+
+// Mode is how hops cross the broker, as settled at Start: "levels" or "timer"; "" before.
+func (s *Scheduler) Mode() string {
+	if m := s.mode.Load(); m != nil {
+		return *m
+	}
+	return ""
+}

@@ -512,6 +512,32 @@ func (w *WheelStage) DueWithin(ctx context.Context, window time.Duration, limit 
 	return out, nil
 }
 
+// Peek returns, read only, the entries of ids still in the wheel stage (an id claimed,
+// released or cancelled meanwhile is left out), for operators: the console shows the
+// targets of the entries due soonest.
+func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	recs, err := w.rdb.HMGet(ctx, w.entries, ids...).Result()
+	if err != nil {
+		return nil, w.fail("peek", err)
+	}
+	out := make([]Entry, 0, len(ids))
+	for i, rec := range recs {
+		s, ok := rec.(string)
+		if !ok {
+			continue
+		}
+		e, err := decodeWheelEntry(ids[i], []byte(s))
+		if err != nil {
+			return nil, fmt.Errorf("store: peek: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // Cancel cancels the alert id wherever it is, atomically: waiting in the due index
 // (CancelRemoved), in flight (CancelTooLate), delivered (CancelAlreadyDelivered), or not in
 // Redis yet (CancelTombstoned). Removed and tombstoned ids get a tombstone that lives

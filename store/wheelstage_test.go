@@ -944,3 +944,23 @@ func TestWheelStageWaitsForReplicas(t *testing.T) {
 	_, err = ws.Release(ctx, store.Delivered, got[0].Claim())
 	require.ErrorIs(t, err, store.ErrNotReplicated)
 }
+
+func TestWheelStagePeek(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	due := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
+	e := store.Entry{ID: "peek-a", Target: "ops", DueAt: due, Body: []byte("disk full"), Hops: 2}
+	_, err := ws.Put(ctx, e)
+	require.NoError(t, err)
+	got, err := ws.Peek(ctx, []string{"peek-a", "peek-missing"})
+	require.NoError(t, err)
+	require.Len(t, got, 1, "an id not in the wheel stage is left out")
+	require.Equal(t, "ops", got[0].Target)
+	require.True(t, due.Equal(got[0].DueAt))
+	require.Equal(t, []byte("disk full"), got[0].Body)
+	require.Equal(t, 2, got[0].Hops)
+	none, err := ws.Peek(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+}

@@ -1,6 +1,54 @@
 // Package bench holds the benchmark engines behind `rocketdelay bench …`: the pipeline
 // benchmark (a bare RocketMQ client vs the scheduler's hop and wheel stage, on the
-// configured broker and Redis) and the sender benchmark (the DingTalk sender vs naive
-// rate limiting, against an in-process simulator). They are tools, not product: nothing
-// in the service depends on them.
+// configured broker and Redis), the sender benchmark (the DingTalk sender vs naive rate
+// limiting, against an in-process simulator) and the modes benchmark (delay levels vs
+// timer messages vs the broker's timer alone). They are tools, not product: nothing in
+// the service depends on them.
 package bench
+
+// The long help of the `rocketdelay bench` commands, kept with the engines they describe.
+const (
+	// PipelineDoc describes Pipeline.
+	PipelineDoc = `pipeline measures, in one run on the configured broker and Redis, on fresh topics:
+  raw    a bare rocketmq-client-go consumer that re-publishes every message (the cost of a hop)
+  hop    the scheduler taking one hop per message (decode, cancel check, re-publish)
+  wheel  the scheduler storing each message in the Redis wheel stage, then claiming and
+         handing it off at its due time
+and prints throughput, the hop/raw ratio, Redis round trips per wheel-stage message and
+the lateness from due time to hand-off.`
+	// SenderDoc describes Sender, Shared and Pacing.
+	SenderDoc = `sender sends one burst of alerts, in turn, through four ways of respecting DingTalk's
+per-robot limit, against one in-process DingTalk simulator (reset between runs) whose
+robots accept 20 messages per --window and are throttled for 10 windows past that:
+
+  rocketdelay, coalesce off   --senders Sender instances sharing the Redis robot pool
+  rocketdelay, coalesce auto  the same, merging waiting alerts into markdown messages
+  naive sleep                 one worker per robot, a fixed sleep after each send: sleep(3s)
+                              against a 60s window, i.e. window/20, scaled to --window
+  naive ZCOUNT+ZADD           four workers, each checking a robot's Redis sorted-set window
+                              with ZCOUNT and then recording its send with ZADD, with
+                              DingTalk's documented 20 per window (--naive-limit)
+
+and prints, side by side, the pool's capacity per window (robots × limit), the messages
+sent per window, the simulator's over-limit answers, and the alerts delivered per window.
+
+Then (unless --shared=false) it compares sender.robotLimits learn and fixed on 8 robots
+configured at 19 per window that really accept 5 (shared with someone else), against a
+sender told the real limit, printing 130101 answers and redirects, alerts delivered,
+messages and p99 lateness.
+
+Then (unless --pacing=false) it compares sender.pacing auto and burst: for pools of 5 and
+3 robots, alerts falling due (Poisson) at 0.5x, 2x and 10x the pool's capacity for
+--pacing-windows windows, handed to 1 and to 4 Sender instances, it prints alerts
+delivered, messages, over-limit answers and lateness (due → DingTalk accepted) p50, p99
+and max, also scaled to a 60s window, and last the line
+"pacing: p99 lateness … at 10x capacity, 3 robots, over-limit …".
+Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`
+	// ModesDoc describes Modes.
+	ModesDoc = `modes delivers one delay mix, in one run on the configured broker and Redis, through an
+in-process scheduler in levels mode, then in timer mode, then as plain timer messages
+consumed directly (the broker's own precision, no wheel stage), and prints broker
+messages per alert (the publish and every hop, overall and for delays within one timer
+maximum) and lateness p50/p99/max with early deliveries. The broker must accept timer
+messages (RocketMQ 5, timerWheelEnable=true).`
+)

@@ -1,0 +1,313 @@
+// Package console is the operators' web console that `serve` mounts under /ui/: the
+// failed sends (filter, page, open a row, retry or discard it, the stats) and the
+// scheduler's state (the wheel stage, the robot pool, recent lateness). It is plain
+// server-rendered HTML from embedded templates, with no JavaScript and no asset from
+// outside the binary.
+//
+// Security: the console is off without an admin token, like the admin API. An operator
+// logs in by posting the token once; the answer is a session cookie (HttpOnly,
+// SameSite=Strict, signed with a key derived from the token, so changing the token ends
+// every session, and any replica accepts it). No secret appears in a URL or a page. Every
+// POST carries a CSRF token derived from the session and must come from the console's
+// own origin. Answers forbid framing and carry a Content-Security-Policy that allows
+// only the console's own stylesheet; templates escape everything they print.
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// Prefix is the path the console is served under; mount Handler on it.
+const Prefix = "/ui/"
+
+// sessionTTL is how long a login lasts.
+const sessionTTL = 12 * time.Hour
+
+const (
+	sessionCookie = "rd_console"
+	csp           = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// State is what the scheduler view shows.
+type State struct {
+	// Mode is how hops cross the broker (levels or timer).
+	Mode string
+	// Waiting counts alerts in the Redis wheel stage not yet claimed; InFlight those
+	// claimed by a replica and being handed off.
+	Waiting, InFlight int64
+	// Due lists the entries due soonest, with their target.
+	Due []Due
+	// Robots is the shared robot pool.
+	Robots []sender.RobotStatus
+	// Lateness is the recent hand-off lateness (due → sender) of this replica.
+	Lateness Lateness
+}
+
+// Due is one entry of the wheel stage.
+type Due struct {
+	ID     string
+	Target string
+	At     time.Time
+}
+
+// Lateness summarises the hand-off lateness histogram.
+type Lateness struct {
+	Count    uint64
+	P50, P99 time.Duration
+}
+
+// StateFunc reads the scheduler's state; app wires it to the wheel stage, the robot pool
+// and the metrics.
+type StateFunc func(ctx context.Context) (State, error)
+
+// Console serves the pages.
+type Console struct {
+	failed *store.FailedSends
+	state  StateFunc
+	key    []byte // signs sessions and CSRF tokens; empty when the console is off
+	token  [32]byte
+	pages  map[string]*template.Template
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// Handler returns the console for the failed_sends table failedSends and the scheduler state; with
+// no token it answers 503 on every page, saying how to turn it on.
+func Handler(failedSends *store.FailedSends, state StateFunc, token config.Secret, logger *slog.Logger) http.Handler {
+	c := &Console{failed: failedSends, state: state, pages: parsePages(), logger: logger.With("component", "console"), now: time.Now}
+	if token != "" {
+		k := sha256.Sum256([]byte("rocketdelay console session key\x00" + token.Reveal()))
+		c.key = k[:]
+		c.token = sha256.Sum256([]byte(token.Reveal()))
+	}
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(assets, "assets") // cannot fail: the directory is embedded
+	mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET "+Prefix+"login", c.loginPage)
+	mux.HandleFunc("POST "+Prefix+"login", c.login)
+	mux.HandleFunc("POST "+Prefix+"logout", c.authed(c.logout))
+	mux.HandleFunc("GET "+Prefix+"{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix+"failed", http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET "+Prefix+"failed", c.authed(c.list))
+	mux.HandleFunc("GET "+Prefix+"failed/{id}", c.authed(c.detail))
+	mux.HandleFunc("GET "+Prefix+"failed/{id}/{action}", c.authed(c.confirm))
+	mux.HandleFunc("POST "+Prefix+"failed/{id}/{action}", c.authed(c.act))
+	mux.HandleFunc("GET "+Prefix+"scheduler", c.authed(c.scheduler))
+	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "There is no page "+r.URL.Path+".")
+	})
+	return c.secure(mux)
+}
+
+// secure sets the headers of every answer and turns the console off without a token.
+func (c *Console) secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		if c.key == nil {
+			http.Error(w, "The console is off: set admin.token (ROCKETDELAY_ADMIN_TOKEN) to turn it on.", http.StatusServiceUnavailable)
+			return
+		}
+		if r.Method == http.MethodPost && !sameOrigin(r) {
+			http.Error(w, "Refused: this form was not sent from the console's own pages.", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether a POST came from a page of this host: browsers send Origin
+// (or at least Referer) with every POST; a request with neither is refused too.
+func sameOrigin(r *http.Request) bool {
+	from := r.Header.Get("Origin")
+	if from == "" || from == "null" {
+		from = r.Header.Get("Referer")
+	}
+	u, err := url.Parse(from)
+	return err == nil && from != "" && u.Host == r.Host
+}
+
+// session is the signed cookie value "expiry-unix.signature".
+func (c *Console) session(expires time.Time) string {
+	v := strconv.FormatInt(expires.Unix(), 10)
+	return v + "." + c.sign("session", v)
+}
+
+func (c *Console) sign(purpose, v string) string {
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte(purpose + "\x00" + v))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// validSession returns the request's session cookie value when it is signed and current.
+func (c *Console) validSession(r *http.Request) (string, bool) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", false
+	}
+	exp, sig, ok := strings.Cut(ck.Value, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(c.sign("session", exp))) {
+		return "", false
+	}
+	unix, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil || !c.now().Before(time.Unix(unix, 0)) {
+		return "", false
+	}
+	return ck.Value, true
+}
+
+// csrf is the token forms of a session carry.
+func (c *Console) csrf(session string) string { return c.sign("csrf", session) }
+
+type ctxKey struct{}
+
+// authed lets a request with a valid session through (and checks the CSRF token of a
+// POST); others go to the login page.
+func (c *Console) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := c.validSession(r)
+		if !ok {
+			if r.Method == http.MethodPost {
+				c.fail(w, r, http.StatusUnauthorized, "Your session has ended: log in again.")
+				return
+			}
+			http.Redirect(w, r, Prefix+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost {
+			if err := r.ParseForm(); err != nil ||
+				!hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(c.csrf(s))) {
+				c.fail(w, r, http.StatusForbidden, "Refused: the form's security token is missing or stale. Reload the page and try again.")
+				return
+			}
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, s)))
+	}
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "The login form could not be read.")
+		return
+	}
+	got := sha256.Sum256([]byte(r.PostForm.Get("token")))
+	next := safeNext(r.PostForm.Get("next"))
+	if subtle.ConstantTimeCompare(got[:], c.token[:]) != 1 {
+		c.logger.Warn("console login refused: wrong token", "remote", r.RemoteAddr)
+		c.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "That is not the admin token."})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.session(c.now().Add(sessionTTL)), Path: Prefix,
+		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	c.logger.Info("console login", "remote", r.RemoteAddr)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true,
+		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+}
+
+// safeNext keeps a post-login redirect inside the console.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		return Prefix + "failed"
+	}
+	return next
+}
+
+// render executes page with data plus what every page needs.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, data map[string]any) {
+	if s, ok := r.Context().Value(ctxKey{}).(string); ok {
+		data["CSRF"] = c.csrf(s)
+		data["LoggedIn"] = true
+	}
+	data["Page"] = page
+	var b strings.Builder
+	if err := c.pages[page].ExecuteTemplate(&b, "layout", data); err != nil {
+		c.logger.Error("console: render page", "page", page, "err", err)
+		http.Error(w, "The page could not be rendered; the log has the details.", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// fail shows an error page with a message a person can act on.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	c.render(w, r, status, "error", map[string]any{"Status": status, "Message": msg})
+}
+
+// storeFail answers a store error: unavailable is said plainly, anything else is logged
+// and answered without its details.
+func (c *Console) storeFail(w http.ResponseWriter, r *http.Request, op string, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.fail(w, r, http.StatusNotFound, "There is no such failed send.")
+	case errors.Is(err, store.ErrInvalid):
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		c.logger.Warn("console: "+op, "err", err)
+		c.fail(w, r, http.StatusServiceUnavailable, "The database cannot be reached right now; try again in a moment.")
+	default:
+		c.logger.Error("console: "+op, "err", err)
+		c.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("Could not %s; the log has the details.", op))
+	}
+}
+
+func parsePages() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"when": func(t *time.Time) string {
+			if t == nil {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05Z")
+		},
+		"at":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") },
+		"ago": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+		"deref": func(p *int) string {
+			if p == nil {
+				return "—"
+			}
+			return strconv.Itoa(*p)
+		},
+	}
+	pages := map[string]*template.Template{}
+	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler"} {
+		pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html"))
+	}
+	return pages
+}

@@ -1,0 +1,258 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/console"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+const token = "s3cret-admin-token-for-the-console"
+
+// site is a console on a test server, with a browser-like client: a cookie jar, no
+// automatic redirects, and the Origin header a browser sends with a form.
+type site struct {
+	t      *testing.T
+	srv    *httptest.Server
+	client *http.Client
+	fs     *store.FailedSends
+	ws     *store.WheelStage
+}
+
+func newSite(t *testing.T, tok config.Secret) *site {
+	t.Helper()
+	_, fs := testenv.FailedSends(t)
+	rdb, prefix := testenv.Redis(t)
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	src := console.Sources{Wheel: ws, Pool: store.NewRobotPool(rdb, prefix, time.Minute),
+		Targets: map[string][]sender.Robot{"ops": {{Name: "r1"}, {Name: "r2", Limit: 10}}}, Limit: 19,
+		Mode: func() string { return "timer" }, Lateness: func() (uint64, time.Duration, time.Duration) {
+			return 42, 5 * time.Millisecond, 50 * time.Millisecond
+		}}
+	srv := httptest.NewServer(console.Handler(fs, src.State, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	t.Cleanup(srv.Close)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &site{t: t, srv: srv, client: client, fs: fs, ws: ws}
+}
+
+func (s *site) get(path string) (*http.Response, string) {
+	s.t.Helper()
+	resp, err := s.client.Get(s.srv.URL + path)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(s.t, err)
+	return resp, string(b)
+}
+
+// post sends a form as a browser would from one of the console's pages.
+func (s *site) post(path string, form url.Values, origin string) (*http.Response, string) {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.srv.URL+path, strings.NewReader(form.Encode()))
+	require.NoError(s.t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := s.client.Do(req)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(s.t, err)
+	return resp, string(b)
+}
+
+func (s *site) login() {
+	s.t.Helper()
+	resp, _ := s.post("/ui/login", url.Values{"token": {token}, "next": {"/ui/failed"}}, s.srv.URL)
+	require.Equal(s.t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(s.t, "/ui/failed", resp.Header.Get("Location"))
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+func (s *site) csrf(page string) string {
+	s.t.Helper()
+	m := csrfRE.FindStringSubmatch(page)
+	require.NotNil(s.t, m, "the page carries no CSRF token")
+	return m[1]
+}
+
+func (s *site) record(id, target, payload, class string) int64 {
+	s.t.Helper()
+	_, err := s.fs.Record(context.Background(), store.NewFailedSend{MessageID: id, Target: target, Payload: []byte(payload),
+		ErrorClass: class, LastError: "HTTP 503 from DingTalk", NextAttemptAt: time.Now().Add(time.Hour)})
+	require.NoError(s.t, err)
+	rows, _, err := s.fs.List(context.Background(), store.Filter{Limit: 1000})
+	require.NoError(s.t, err)
+	for _, r := range rows {
+		if r.MessageID == id {
+			return r.ID
+		}
+	}
+	s.t.Fatalf("no row for %s", id)
+	return 0
+}
+
+func TestConsoleIsOffWithoutAToken(t *testing.T) {
+	s := newSite(t, "")
+	resp, body := s.get("/ui/failed")
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Contains(t, body, "set admin.token")
+}
+
+func TestConsoleLoginAndHeaders(t *testing.T) {
+	s := newSite(t, token)
+	resp, _ := s.get("/ui/failed?status=pending")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "no session: to the login page")
+	require.Equal(t, "/ui/login?next=%2Fui%2Ffailed%3Fstatus%3Dpending", resp.Header.Get("Location"))
+	require.Equal(t, "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+		resp.Header.Get("Content-Security-Policy"))
+	require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
+
+	resp, body := s.post("/ui/login", url.Values{"token": {"wrong"}}, s.srv.URL)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, body, "That is not the admin token.")
+	require.Empty(t, resp.Cookies())
+
+	resp, _ = s.post("/ui/login", url.Values{"token": {token}, "next": {"https://evil.example/"}}, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/ui/failed", resp.Header.Get("Location"), "a redirect after login stays in the console")
+	ck := resp.Cookies()
+	require.Len(t, ck, 1)
+	require.True(t, ck[0].HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, ck[0].SameSite)
+	require.NotContains(t, ck[0].Value, token, "the cookie is a signed session, not the token")
+
+	resp, body = s.get("/ui/failed")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotContains(t, body, token, "no secret in a page")
+	require.NotContains(t, body, "<script", "the console runs no script")
+
+	// A forged cookie is no session.
+	u, _ := url.Parse(s.srv.URL + "/ui/")
+	s.client.Jar.SetCookies(u, []*http.Cookie{{Name: "rd_console", Value: "99999999999.deadbeef", Path: "/ui/"}})
+	resp, _ = s.get("/ui/failed")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+}
+
+func TestConsoleListFilterPageAndStats(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	for i := range 55 {
+		s.record(fmt.Sprintf("page-%02d", i), "ops", "disk full", "transient")
+	}
+	s.record("other-target", "billing", "card expired", "throttled")
+	_, body := s.get("/ui/failed")
+	require.Equal(t, 50, strings.Count(body, `class="row-link"`), "a page holds 50 rows")
+	m := regexp.MustCompile(`href="(/ui/failed\?after=\d+)" id="next"`).FindStringSubmatch(body)
+	require.NotNil(t, m, "a next-page link")
+	_, page2 := s.get(strings.ReplaceAll(m[1], "&amp;", "&"))
+	require.Equal(t, 6, strings.Count(page2, `class="row-link"`))
+	require.Contains(t, body, `data-status="pending">56<`, "the stats count every pending row")
+
+	_, body = s.get("/ui/failed?target=billing")
+	require.Equal(t, 1, strings.Count(body, `class="row-link"`))
+	require.Contains(t, body, "other-target")
+	_, body = s.get("/ui/failed?class=throttled&since=1h&status=pending")
+	require.Equal(t, 1, strings.Count(body, `class="row-link"`))
+	resp, body := s.get("/ui/failed?status=bogus")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, `Unknown status &#34;bogus&#34;.`)
+	resp, body = s.get("/ui/failed?since=yesterday")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, "is not a duration such as 24h")
+}
+
+func TestConsoleShowsBodiesInert(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	text := s.record("xss-text", "ops", `<script>alert("text")</script> disk full`, "transient")
+	md := s.record("xss-md", "ops", `{"msgtype":"markdown","markdown":{"title":"<b>t</b>","text":"## Disk\n**full** <script>alert(1)</script> [x](javascript:alert(2))"}}`, "transient")
+
+	_, body := s.get(fmt.Sprintf("/ui/failed/%d", text))
+	require.NotContains(t, body, "<script>")
+	require.Contains(t, body, "&lt;script&gt;alert(&#34;text&#34;)&lt;/script&gt; disk full", "text shows as text")
+
+	_, body = s.get(fmt.Sprintf("/ui/failed/%d", md))
+	require.Contains(t, body, "<h2>Disk</h2>", "markdown is rendered")
+	require.Contains(t, body, "<strong>full</strong>")
+	require.NotContains(t, body, "<script>", "raw HTML in markdown is left out")
+	require.NotContains(t, body, "javascript:", "a javascript: link is not rendered")
+	require.Contains(t, body, "&lt;b&gt;t&lt;/b&gt;", "the title is escaped")
+}
+
+func TestConsoleRetryAndDiscard(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	retry := s.record("to-retry", "ops", "retry me", "transient")
+	discard := s.record("to-discard", "ops", "discard me", "transient")
+
+	_, page := s.get(fmt.Sprintf("/ui/failed/%d/retry", retry))
+	csrf := s.csrf(page)
+	path := fmt.Sprintf("/ui/failed/%d/retry", retry)
+	resp, _ := s.post(path, url.Values{}, s.srv.URL)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token")
+	resp, _ = s.post(path, url.Values{"csrf": {csrf}}, "https://evil.example")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "another origin")
+	resp, _ = s.post(path, url.Values{"csrf": {csrf}}, "")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no origin at all")
+	row, err := s.fs.Get(context.Background(), retry)
+	require.NoError(t, err)
+	require.True(t, row.NextAttemptAt.After(time.Now().Add(30*time.Minute)), "refused requests changed nothing")
+
+	resp, _ = s.post(path, url.Values{"csrf": {csrf}}, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, body := s.get(resp.Header.Get("Location"))
+	require.Contains(t, body, fmt.Sprintf("Retry: row %d", retry))
+	row, err = s.fs.Get(context.Background(), retry)
+	require.NoError(t, err)
+	require.False(t, row.NextAttemptAt.After(time.Now()), "due now for the retry job")
+
+	path = fmt.Sprintf("/ui/failed/%d/discard", discard)
+	resp, body = s.post(path, url.Values{"csrf": {csrf}}, s.srv.URL)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, "Say why the alert is discarded")
+	resp, _ = s.post(path, url.Values{"csrf": {csrf}, "reason": {"duplicate of INC-7 <b>"}}, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, body = s.get(resp.Header.Get("Location"))
+	require.Contains(t, body, `id="discard-reason">duplicate of INC-7 &lt;b&gt;<`)
+	row, err = s.fs.Get(context.Background(), discard)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDiscarded, row.Status)
+}
+
+func TestConsoleSchedulerView(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+	_, err := s.ws.Put(context.Background(), store.Entry{ID: "waiting-1", Target: "ops", DueAt: due, Body: []byte("x")})
+	require.NoError(t, err)
+	resp, body := s.get("/ui/scheduler")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `id="waiting">1<`)
+	require.Contains(t, body, "<td>waiting-1</td><td>ops</td><td>"+due.UTC().Format("2006-01-02 15:04:05.000Z"))
+	require.Contains(t, body, "ops: 1")
+	require.Contains(t, body, "<td>ops</td><td>r1</td><td>19</td>", "r1 takes the default limit")
+	require.Contains(t, body, "<td>ops</td><td>r2</td><td>10</td>")
+	require.Contains(t, body, "p50 5ms, p99 50ms over 42 hand-offs")
+	require.Contains(t, body, "<dd>timer</dd>")
+}

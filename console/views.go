@@ -1,0 +1,240 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yuin/goldmark"
+
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// pageSize is how many rows a page of the list shows.
+const pageSize = 50
+
+// list shows the failed sends a filter selects, a page at a time, with the stats.
+func (c *Console) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.Filter{Status: store.FailedStatus(q.Get("status")), Target: q.Get("target"), ErrorClass: q.Get("class"), Limit: pageSize}
+	if f.Status != "" && !f.Status.Valid() {
+		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown status %q.", f.Status))
+		return
+	}
+	if s := q.Get("since"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Since %q is not a duration such as 24h.", s))
+			return
+		}
+		f.Since = c.now().Add(-d)
+	}
+	if a := q.Get("after"); a != "" {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id <= 0 {
+			c.fail(w, r, http.StatusBadRequest, "The page cursor is not a row id.")
+			return
+		}
+		f.AfterID = id
+	}
+	rows, next, err := c.failed.List(r.Context(), f)
+	if err != nil {
+		c.storeFail(w, r, "list the failed sends", err)
+		return
+	}
+	st, err := c.failed.Stats(r.Context())
+	if err != nil {
+		c.storeFail(w, r, "count the failed sends", err)
+		return
+	}
+	var nextURL string
+	if next != 0 {
+		nq := url.Values{}
+		for k, v := range q {
+			nq[k] = v
+		}
+		nq.Set("after", strconv.FormatInt(next, 10))
+		nextURL = Prefix + "failed?" + nq.Encode()
+	}
+	c.render(w, r, http.StatusOK, "list", map[string]any{
+		"Rows": rows, "Next": nextURL, "Filter": q, "Statuses": statuses,
+		"Stats": statsView(st, c.now()), "Flash": q.Get("done"),
+	})
+}
+
+var statuses = []store.FailedStatus{store.StatusPending, store.StatusDead, store.StatusRejected, store.StatusDelivered, store.StatusDiscarded}
+
+// bar is one bar of the stats chart.
+type bar struct {
+	Label string
+	Count int64
+	Width int // percent of the largest
+}
+
+type stats struct {
+	ByStatus, ByTarget, ByClass []bar
+	OldestPending               string
+}
+
+func statsView(st store.FailedStats, now time.Time) stats {
+	bars := func(m map[string]int64) []bar {
+		var out []bar
+		var top int64
+		for k, v := range m {
+			out = append(out, bar{Label: k, Count: v})
+			top = max(top, v)
+		}
+		slices.SortFunc(out, func(a, b bar) int {
+			if a.Count != b.Count {
+				return int(b.Count - a.Count)
+			}
+			return strings.Compare(a.Label, b.Label)
+		})
+		for i := range out {
+			if top > 0 {
+				out[i].Width = int((out[i].Count*100/top+2)/5) * 5 // a .wN class of style.css
+			}
+		}
+		return out
+	}
+	byStatus := map[string]int64{}
+	for _, s := range statuses {
+		byStatus[string(s)] = st.ByStatus[s]
+	}
+	v := stats{ByStatus: bars(byStatus), ByTarget: bars(st.ByTarget), ByClass: bars(st.ByErrorClass), OldestPending: "none pending"}
+	if st.OldestPending != nil {
+		v.OldestPending = now.Sub(*st.OldestPending).Round(time.Second).String()
+	}
+	return v
+}
+
+// detail shows one row: its body as DingTalk would show it, its attempts and errors.
+func (c *Console) detail(w http.ResponseWriter, r *http.Request) {
+	row, ok := c.row(w, r)
+	if !ok {
+		return
+	}
+	c.render(w, r, http.StatusOK, "detail", map[string]any{"Row": row, "Body": renderBody(row.Payload),
+		"Flash": r.URL.Query().Get("done")})
+}
+
+func (c *Console) row(w http.ResponseWriter, r *http.Request) (store.FailedSend, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		c.fail(w, r, http.StatusNotFound, "There is no such failed send.")
+		return store.FailedSend{}, false
+	}
+	row, err := c.failed.Get(r.Context(), id)
+	if err != nil {
+		c.storeFail(w, r, "read the failed send", err)
+		return store.FailedSend{}, false
+	}
+	return row, true
+}
+
+// body is a payload as the console shows it.
+type body struct {
+	Kind  string        // text, markdown, or the msgtype shown as JSON
+	Title string        // markdown's title
+	Text  string        // text content, or JSON
+	HTML  template.HTML // markdown rendered without raw HTML
+	Error string        // why the payload is not a valid DingTalk body
+}
+
+// renderBody shows text as text, markdown rendered (goldmark, which leaves raw HTML
+// out, so a <script> in an alert stays inert), and the other message types as JSON.
+func renderBody(payload []byte) body {
+	m, err := sender.ParseBody(payload)
+	if err != nil {
+		return body{Kind: "raw", Text: string(payload), Error: err.Error()}
+	}
+	switch m.MsgType {
+	case "text":
+		return body{Kind: "text", Text: m.Text.Content}
+	case "markdown":
+		var b bytes.Buffer
+		if err := goldmark.Convert([]byte(m.Markdown.Text), &b); err != nil {
+			return body{Kind: "raw", Text: m.Markdown.Text, Error: "markdown: " + err.Error()}
+		}
+		return body{Kind: "markdown", Title: m.Markdown.Title, HTML: template.HTML(b.String())} // goldmark escapes; raw HTML off
+	}
+	j, _ := json.MarshalIndent(m, "", "  ") // cannot fail: a parsed message
+	return body{Kind: m.MsgType, Text: string(j)}
+}
+
+// actions are what a row can be asked to do.
+var actions = map[string]string{"retry": "Retry", "discard": "Discard"}
+
+// confirm shows the confirmation form of an action, with a reason field.
+func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	if _, ok := actions[action]; !ok {
+		c.fail(w, r, http.StatusNotFound, "There is no page "+r.URL.Path+".")
+		return
+	}
+	row, ok := c.row(w, r)
+	if !ok {
+		return
+	}
+	c.render(w, r, http.StatusOK, "confirm", map[string]any{"Row": row, "Action": action, "Verb": actions[action]})
+}
+
+// act carries out a confirmed retry or discard.
+func (c *Console) act(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	if _, ok := actions[action]; !ok {
+		c.fail(w, r, http.StatusNotFound, "There is no such action.")
+		return
+	}
+	row, ok := c.row(w, r)
+	if !ok {
+		return
+	}
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	var done []int64
+	var err error
+	switch action {
+	case "retry":
+		done, err = c.failed.Retry(r.Context(), []int64{row.ID})
+	case "discard":
+		if reason == "" {
+			c.render(w, r, http.StatusBadRequest, "confirm", map[string]any{"Row": row, "Action": action, "Verb": actions[action],
+				"Error": "Say why the alert is discarded: the reason is kept with the row."})
+			return
+		}
+		done, err = c.failed.Discard(r.Context(), []int64{row.ID}, reason)
+	}
+	if err != nil {
+		c.storeFail(w, r, action+" the failed send", err)
+		return
+	}
+	msg := fmt.Sprintf("%s: row %d", actions[action], row.ID)
+	if len(done) == 0 {
+		msg = fmt.Sprintf("Nothing to %s: row %d is %s.", action, row.ID, row.Status)
+	}
+	c.logger.Info("console: "+action, "id", row.ID, "rd_id", row.MessageID, "reason", reason, "changed", len(done) > 0, "remote", r.RemoteAddr)
+	http.Redirect(w, r, fmt.Sprintf("%sfailed/%d?done=%s", Prefix, row.ID, url.QueryEscape(msg)), http.StatusSeeOther)
+}
+
+// scheduler shows the wheel stage, the robot pool and recent lateness.
+func (c *Console) scheduler(w http.ResponseWriter, r *http.Request) {
+	st, err := c.state(r.Context())
+	if err != nil {
+		c.logger.Warn("console: scheduler state", "err", err)
+		c.fail(w, r, http.StatusServiceUnavailable, "The scheduler's state cannot be read right now (Redis unreachable?); try again in a moment.")
+		return
+	}
+	byTarget := map[string]int{}
+	for _, d := range st.Due {
+		byTarget[d.Target]++
+	}
+	c.render(w, r, http.StatusOK, "scheduler", map[string]any{"State": st, "DueByTarget": byTarget, "Now": c.now()})
+}
