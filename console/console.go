@@ -129,7 +129,7 @@ func (c *Console) secure(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin") // "no-referrer" would make browsers send Origin: null with the console's own forms
 		h.Set("Cache-Control", "no-store")
 		if c.key == nil {
 			http.Error(w, "The console is off: set admin.token (ROCKETDELAY_ADMIN_TOKEN) to turn it on.", http.StatusServiceUnavailable)

@@ -1,0 +1,176 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// TestConsoleInABrowser drives the web console of a running service in Debian's Chromium
+// (headless, through chromedp): log in, filter, open a row, retry it and see it delivered
+// at the simulator, discard another with a reason, see the stats change, and open a row
+// whose body holds a <script> that must stay inert. A screenshot of each view lands in
+// the test's artifact directory (go test -artifacts keeps them).
+func TestConsoleInABrowser(t *testing.T) {
+	browser, err := exec.LookPath("chromium")
+	require.NoError(t, err, "chromium is missing: deploy/local/up installs it (Debian package chromium)")
+	const adminToken = "browser-admin-token-7f3a9c"
+	sim, simURL := testenv.DingTalkSim(t, dingtalksim.Options{Robots: []dingtalksim.Robot{{Name: "r1", Token: "tok-browser-1"}}})
+	cfg := stackConfig(t)
+	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "tok-browser-1"}}}}
+	cfg.Sender.BaseURL = simURL
+	cfg.Admin.Token = config.Secret(adminToken)
+	cfg.FailedSends.Interval = 200 * time.Millisecond
+
+	// Rows the console works on, recorded as the hand-off would, not due for an hour.
+	pg, err := store.OpenPostgres(context.Background(), cfg.Postgres.URL.Reveal())
+	require.NoError(t, err)
+	defer pg.Close()
+	fs := store.NewFailedSends(pg, store.FailedSendsOptions{})
+	later := time.Now().Add(time.Hour)
+	for _, r := range []store.NewFailedSend{
+		{MessageID: "retry-me", Target: "ops", Payload: []byte(`{"msgtype":"markdown","markdown":{"title":"Disk","text":"### Disk full\n**db-3** at 97%"}}`)},
+		{MessageID: "discard-me", Target: "ops", Payload: []byte("stale alert")},
+		{MessageID: "inert-script", Target: "ops", Payload: []byte(`<script>window.pwned = 1</script> CPU high`)},
+		{MessageID: "billing-1", Target: "billing", Payload: []byte("card expired")},
+	} {
+		r.ErrorClass, r.LastError, r.NextAttemptAt = "transient", "HTTP 503 from DingTalk", later
+		_, err := fs.Record(context.Background(), r)
+		require.NoError(t, err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln}) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == 200 }, 30*time.Second, 50*time.Millisecond)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 2*time.Minute)
+	defer cancelTimeout()
+	shots := t.ArtifactDir()
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg) // quality 100: PNG
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+		})
+	}
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(bctx, steps...), what)
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		require.NoError(t, err, "read "+sel)
+		return strings.TrimSpace(s)
+	}
+	location := func() string {
+		t.Helper()
+		loc, err := chromedp.Run(bctx, chromedp.Location())
+		require.NoError(t, err)
+		return loc
+	}
+
+	// Log in: the console sends a stranger to the login page, and back after it.
+	run("log in", chromedp.Navigate(base+"/ui/failed?target=ops"), chromedp.WaitVisible(chromedp.CSS("#token")), shot("login"),
+		chromedp.SendKeys(chromedp.CSS("#token"), adminToken), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#rows")))
+	require.Equal(t, base+"/ui/failed?target=ops", location())
+	rows := text("#rows tbody")
+	require.Contains(t, rows, "retry-me")
+	require.NotContains(t, rows, "billing-1", "filtered by target")
+
+	// Filter on the form: status pending, target billing.
+	run("filter", chromedp.SetValue(chromedp.CSS("#target"), "billing"), chromedp.SetValue(chromedp.CSS("#status"), "pending"),
+		chromedp.Click(chromedp.CSS("#apply")), chromedp.WaitVisible(chromedp.CSS("#rows")))
+	require.Contains(t, location(), "status=pending")
+	require.Contains(t, text("#rows tbody"), "billing-1")
+	require.NotContains(t, text("#rows tbody"), "retry-me")
+	require.Equal(t, "4", text(`[data-status="pending"]`))
+	run("list", chromedp.Navigate(base+"/ui/failed"), chromedp.WaitVisible(chromedp.CSS("#rows")), shot("failed-sends"))
+
+	// Open a row and retry it; the retry job delivers it to the simulator.
+	run("open", chromedp.Click(chromedp.Search(`//a[@class="row-link"][../../td[text()="retry-me"]]`)),
+		chromedp.WaitVisible(chromedp.CSS("#body")), shot("detail"))
+	require.Contains(t, text("#body"), "Disk full")
+	run("retry", chromedp.Click(chromedp.CSS("#retry")), chromedp.WaitVisible(chromedp.CSS("#confirm")), shot("confirm-retry"),
+		chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	require.Contains(t, text("#flash"), "Retry: row")
+	require.Eventually(t, func() bool {
+		for _, m := range sim.Accepted() {
+			if strings.Contains(m.Text, "db-3") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "the retried alert reaches the simulator")
+	require.Eventually(t, func() bool {
+		if chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#row-status"))) != nil {
+			return false
+		}
+		status, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#row-status")))
+		return err == nil && strings.TrimSpace(status) == "delivered"
+	}, 10*time.Second, 200*time.Millisecond, "the row shows delivered")
+
+	// Discard another with a reason.
+	run("discard", chromedp.Navigate(base+"/ui/failed?target=ops"), chromedp.WaitVisible(chromedp.CSS("#rows")),
+		chromedp.Click(chromedp.Search(`//a[@class="row-link"][../../td[text()="discard-me"]]`)),
+		chromedp.WaitVisible(chromedp.CSS("#discard")), chromedp.Click(chromedp.CSS("#discard")),
+		chromedp.WaitVisible(chromedp.CSS("#reason")), chromedp.SendKeys(chromedp.CSS("#reason"), "duplicate of INC-42"),
+		chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#discard-reason")))
+	require.Equal(t, "duplicate of INC-42", text("#discard-reason"))
+	require.Equal(t, "discarded", text("#row-status"))
+
+	// The stats changed: one delivered, one discarded, two pending.
+	run("stats", chromedp.Navigate(base+"/ui/failed"), chromedp.WaitVisible(chromedp.CSS("#stats")), shot("failed-sends-after"))
+	require.Equal(t, "2", text(`[data-status="pending"]`))
+	require.Equal(t, "1", text(`[data-status="delivered"]`))
+	require.Equal(t, "1", text(`[data-status="discarded"]`))
+
+	// A body with a <script> shows as text and never runs.
+	run("inert", chromedp.Navigate(base+"/ui/failed?target=ops"), chromedp.WaitVisible(chromedp.CSS("#rows")),
+		chromedp.Click(chromedp.Search(`//a[@class="row-link"][../../td[text()="inert-script"]]`)),
+		chromedp.WaitVisible(chromedp.CSS("#body")), shot("detail-script-body"))
+	scripts, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.scripts.length`))
+	require.NoError(t, err)
+	require.Zero(t, scripts)
+	pwned, err := chromedp.Run(bctx, chromedp.Evaluate[string](`typeof window.pwned`))
+	require.NoError(t, err)
+	require.Equal(t, "undefined", pwned)
+	require.Contains(t, text("#body"), "<script>window.pwned = 1</script> CPU high")
+
+	// The scheduler view.
+	run("scheduler", chromedp.Navigate(base+"/ui/scheduler"), chromedp.WaitVisible(chromedp.CSS("#robots")), shot("scheduler"))
+	require.Contains(t, text("#robots tbody"), "r1")
+	require.Equal(t, "0", text("#waiting"))
+	files, err := filepath.Glob(filepath.Join(shots, "*.png"))
+	require.NoError(t, err)
+	require.Len(t, files, 7, fmt.Sprintf("screenshots in %s", shots))
+}
