@@ -60,7 +60,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln}) }()
+	go func() {
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln})
+	}()
 	defer func() { cancel(); require.NoError(t, <-done) }()
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == 200 }, 30*time.Second, 50*time.Millisecond)
 
