@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -507,8 +506,6 @@ func (r *latencyRecorder) percentiles() (p50, p99, worst time.Duration, n int) {
 	if len(r.late) == 0 {
 		return 0, 0, 0, 0
 	}
-	l := slices.Clone(r.late)
-	slices.Sort(l)
-	at := func(p float64) time.Duration { return l[int(p*float64(len(l)-1))] }
-	return at(0.5), at(0.99), l[len(l)-1], len(l)
+	p50, p99, worst, _ = percentiles(r.late)
+	return p50, p99, worst, len(r.late)
 }
