@@ -71,14 +71,22 @@ func (s *Scheduler) enqueue(ctx context.Context, entries []store.Entry) {
 	}
 }
 
+// handoffWorker hands off what the fire loop and the sweeper queue, within each
+// target's share of the workers (see targetGate): after a hand-off it takes the next
+// entry its target queued, if any.
 func (s *Scheduler) handoffWorker(ctx context.Context) {
 	defer s.workers.Done()
 	for e := range s.work {
-		if ctx.Err() != nil && s.stopping() {
-			s.giveBack(context.WithoutCancel(ctx), e, s.now())
-			continue
+		if !s.gate.enter(e) {
+			continue // queued behind its target's hand-offs in flight
 		}
-		s.deliver(s.handoffCtx, e)
+		for ok := true; ok; e, ok = s.gate.leave(e.Target) {
+			if ctx.Err() != nil && s.stopping() {
+				s.giveBack(context.WithoutCancel(ctx), e, s.now())
+				continue
+			}
+			s.deliver(s.handoffCtx, e)
+		}
 	}
 }
 

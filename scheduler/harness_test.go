@@ -161,6 +161,19 @@ func (r *recorder) count(id string) int {
 	return len(r.at[id])
 }
 
+// countAll counts the ids handed off at least once.
+func (r *recorder) countAll(ids []string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if len(r.at[id]) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // waitAll waits until every id was handed off at least once, or the deadline.
 func (r *recorder) waitAll(t *testing.T, ids []string, timeout time.Duration) {
 	t.Helper()

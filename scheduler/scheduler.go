@@ -61,7 +61,7 @@ const (
 	// DefaultRetryDelay is how long a hand-off that failed waits before it is tried again.
 	DefaultRetryDelay = time.Second
 	// DefaultHandoffWorkers is how many alerts are handed off at once.
-	DefaultHandoffWorkers = 64
+	DefaultHandoffWorkers = 80
 	// DefaultConsumeGoroutines is the push consumer's concurrency.
 	DefaultConsumeGoroutines = 20
 )
@@ -113,6 +113,10 @@ type Options struct {
 	// message carries at most this many alerts per replica: keep it above
 	// sender.coalesceMax. Default DefaultHandoffWorkers.
 	HandoffWorkers int
+	// HandoffsPerTarget is the most hand-offs of one target in flight at once, so that a
+	// target whose alerts wait for its robots leaves workers to the others; keep it above
+	// sender.coalesceMax too. Default three quarters of HandoffWorkers.
+	HandoffsPerTarget int
 	// ConsumeGoroutines is the push consumer's concurrency. Default
 	// DefaultConsumeGoroutines.
 	ConsumeGoroutines int
@@ -137,6 +141,8 @@ func (o Options) withDefaults() Options {
 	o.RetryMaxDelay = max(o.RetryMaxDelay, o.RetryDelay)
 	config.Default(&o.ClaimBatch, DefaultClaimBatch)
 	config.Default(&o.HandoffWorkers, DefaultHandoffWorkers)
+	config.Default(&o.HandoffsPerTarget, o.HandoffWorkers*3/4)
+	o.HandoffsPerTarget = min(o.HandoffsPerTarget, o.HandoffWorkers)
 	config.Default(&o.ConsumeGoroutines, DefaultConsumeGoroutines)
 	config.Default(&o.DLQCheckInterval, DefaultDLQCheckInterval)
 	if o.InstanceName == "" {
@@ -190,6 +196,7 @@ type Scheduler struct {
 	producer rocketmq.Producer
 	consumer rocketmq.PushConsumer
 	work     chan store.Entry
+	gate     *targetGate // each target's share of the hand-off workers
 	cancel   context.CancelFunc // stops the fire loop, the sweeper and the DLQ watch
 	// stopKeeper stops the lease keeper, which Stop ends last, once the hand-off workers
 	// have finished: a send waiting for a robot keeps its claim to the end.
@@ -249,6 +256,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.wheel = wheel
 	s.metrics.wheelLen.Store(wheel.Len)
 	s.work = make(chan store.Entry, s.opts.ClaimBatch)
+	s.gate = newTargetGate(s.opts.HandoffsPerTarget)
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	s.handoffCtx, s.handoffCancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -279,3 +279,60 @@ func TestBacklogKeepsItsLeases(t *testing.T) {
 	h.rec.latenessReport(t, due)
 	require.Zero(t, testutil.ToFloat64(mb.recovered), "the other replica's sweeper took over alerts whose lease was kept")
 }
+
+// floodDelivery hands off like the recorder, but a hand-off of target "flood" takes
+// slow, as when its robots are exhausted and its alerts cannot be merged.
+type floodDelivery struct {
+	*recorder
+	slow time.Duration
+}
+
+func (f floodDelivery) Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, error) {
+	if a.Target == "flood" {
+		select {
+		case <-time.After(f.slow):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return f.recorder.Deliver(ctx, a)
+}
+
+// TestFloodOnOneTargetLeavesOthersOnTime: 400 alerts of a target whose every hand-off
+// takes a second fall due at once; alerts of another target falling due meanwhile are
+// handed off as promptly as without the flood, because the flood holds only its share of
+// the workers.
+func TestFloodOnOneTargetLeavesOthersOnTime(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	opts := h.options("flood")
+	opts.KnownTarget = func(name string) bool { return name == "ops" || name == "flood" }
+	opts.HandoffWorkers = 40 // share 30
+	s, err := New(opts, h.ws, floodDelivery{recorder: h.rec, slow: time.Second}, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, s.Start(ctx))
+	defer stop(t, s)
+
+	flood := ids("flood", 400)
+	at := time.Now().Add(3 * time.Second)
+	for _, id := range flood {
+		_, err := h.producer.Publish(ctx, Publication{Target: "flood", ID: id, At: at, Body: []byte("flood " + id)})
+		require.NoError(t, err)
+	}
+	// 400 one-second hand-offs through 30 workers keep the flood busy for over 13s;
+	// the calm target's alerts fall due from 1s into it.
+	calm := ids("calm", 20)
+	due := map[string]time.Time{}
+	for i, id := range calm {
+		due[id] = h.publish(id, time.Until(at)+time.Second+time.Duration(i)*200*time.Millisecond, "calm "+id).DeliverAt
+	}
+	h.rec.waitAll(t, calm, 60*time.Second)
+	p50, p99, worst := h.rec.latenessReport(t, due)
+	t.Logf("calm target during the flood: lateness p50 %s, p99 %s, max %s; flood handed off so far: %d of %d",
+		p50, p99, worst, h.rec.countAll(flood), len(flood))
+	require.Less(t, worst, time.Second, "the flood must not hold the calm target's alerts")
+	require.Less(t, h.rec.countAll(flood), len(flood), "the flood was still going while the calm alerts went out")
+	h.rec.waitAll(t, flood, 60*time.Second)
+}
