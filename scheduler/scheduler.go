@@ -196,7 +196,7 @@ type Scheduler struct {
 	producer rocketmq.Producer
 	consumer rocketmq.PushConsumer
 	work     chan store.Entry
-	gate     *targetGate // each target's share of the hand-off workers
+	gate     *targetGate        // each target's share of the hand-off workers
 	cancel   context.CancelFunc // stops the fire loop, the sweeper and the DLQ watch
 	// stopKeeper stops the lease keeper, which Stop ends last, once the hand-off workers
 	// have finished: a send waiting for a robot keeps its claim to the end.
