@@ -9,7 +9,7 @@ BIN := bin/rocketdelay
 LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
 
-.PHONY: help build run test test-short bench bench-timewheel bench-pipeline bench-sender bench-modes chaos down status fmt vet
+.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes chaos down status fmt vet
 FUZZ_TIME ?= 20s
 
 help: ## list the targets
@@ -36,6 +36,12 @@ test: ## start the local stack (test delay levels), then gofmt, go vet and go te
 	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) $$(go list ./... | grep -v /internal/chaos); \
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) ./internal/chaos/
 	cd deploy/k8s && go vet ./... && go test -count=1 ./...
+	$(MAKE) test-topologies
+
+test-topologies: ## the store's tests (every Lua script) on a real Redis Sentinel deployment and a real Redis Cluster
+	deploy/local/up sentinel redis-cluster >/dev/null
+	eval "$$(deploy/local/env)"; \
+	for topology in sentinel cluster; do ROCKETDELAY_TEST_REDIS=$$topology go test -race -count=1 ./store/; done
 
 test-short: ## only the tests that need no server (go test -short)
 	go test -short -race -count=1 ./...

@@ -23,7 +23,7 @@ func newRobotsCmd(stdio IO) *cobra.Command {
 			if output != "table" && output != "json" {
 				return usageError(c, "-o: want table or json, got %q", output)
 			}
-			return withRedis(c, stdio, path, func(cfg config.Config, rdb *redis.Client) error {
+			return withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
 				opts, err := sender.OptionsFromConfig(cfg)
 				if err != nil {
 					return err

@@ -111,12 +111,12 @@ func withPostgres(c *cobra.Command, stdio IO, path string, do func(config.Config
 }
 
 // withRedis is withPostgres for the commands that work on Redis.
-func withRedis(c *cobra.Command, stdio IO, path string, do func(config.Config, *redis.Client) error) error {
+func withRedis(c *cobra.Command, stdio IO, path string, do func(config.Config, redis.UniversalClient) error) error {
 	cfg, err := loadConfig(path, stdio)
 	if err != nil {
 		return err
 	}
-	rdb, err := store.OpenRedis(c.Context(), cfg.Redis.URL.Reveal())
+	rdb, err := store.OpenRedisConfig(c.Context(), cfg.Redis)
 	if err != nil {
 		return err
 	}

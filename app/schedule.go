@@ -160,7 +160,7 @@ func newCancelCmd(stdio IO) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var res store.CancelResult
-			err := withRedis(c, stdio, path, func(cfg config.Config, rdb *redis.Client) (err error) {
+			err := withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) (err error) {
 				ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
 				res, err = ws.Cancel(c.Context(), args[0])
 				return err

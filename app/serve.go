@@ -87,7 +87,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		newBuildInfo(),
 	)
 
-	rdb, err := store.OpenRedis(ctx, cfg.Redis.URL.Reveal())
+	rdb, err := store.OpenRedisConfig(ctx, cfg.Redis)
 	if err != nil {
 		return err
 	}

@@ -150,10 +150,15 @@ const (
 	ModeAuto   = "auto"
 )
 
-// Redis configures the Redis connection.
+// Redis configures the Redis connection: exactly one of URL (a single node), Sentinel or
+// Cluster.
 type Redis struct {
-	// URL is a redis:// or rediss:// URL; it may carry a password. Required.
+	// URL is a redis:// or rediss:// URL of a single node; it may carry a password.
 	URL Secret `yaml:"url" json:"url"`
+	// Sentinel reaches a primary through Redis Sentinel, which fails over to a replica.
+	Sentinel *RedisSentinel `yaml:"sentinel,omitempty" json:"sentinel,omitempty"`
+	// Cluster reaches a Redis Cluster. Every script keeps its keys in one hash slot.
+	Cluster *RedisCluster `yaml:"cluster,omitempty" json:"cluster,omitempty"`
 	// KeyPrefix starts every key rocketdelay writes, so several deployments can share one
 	// Redis. Default "rd".
 	KeyPrefix string `yaml:"keyPrefix" json:"keyPrefix"`
@@ -170,6 +175,29 @@ type Redis struct {
 	Durability string `yaml:"durability" json:"durability"`
 	// WaitTimeout bounds WAIT in durability replicas=N. Default 1s.
 	WaitTimeout time.Duration `yaml:"waitTimeout" json:"waitTimeout"`
+}
+
+// RedisSentinel is a Sentinel deployment.
+type RedisSentinel struct {
+	// MasterName is the name the sentinels monitor the primary under. Required.
+	MasterName string `yaml:"masterName" json:"masterName"`
+	// Addresses are the sentinels, host:port. Required.
+	Addresses []string `yaml:"addresses" json:"addresses"`
+	// Password authenticates to the primary and replicas; SentinelPassword to the
+	// sentinels, when they require one.
+	Password         Secret `yaml:"password" json:"password"`
+	SentinelPassword Secret `yaml:"sentinelPassword" json:"sentinelPassword"`
+	// DB is the database number. Default 0.
+	DB int `yaml:"db" json:"db"`
+}
+
+// RedisCluster is a Redis Cluster.
+type RedisCluster struct {
+	// Addresses are some of the cluster's nodes, host:port; the rest are discovered.
+	// Required.
+	Addresses []string `yaml:"addresses" json:"addresses"`
+	// Password authenticates to the nodes.
+	Password Secret `yaml:"password" json:"password"`
 }
 
 // Values of redis.durability.
@@ -593,10 +621,42 @@ func (c Config) Validate() error {
 	if c.Scheduler.Horizon <= 0 {
 		bad("scheduler.horizon", "must be positive, got %s", c.Scheduler.Horizon)
 	}
-	if c.Redis.URL == "" {
-		bad("redis.url", "required; set it in the file or in ROCKETDELAY_REDIS_URL")
-	} else if u, err := url.Parse(c.Redis.URL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
-		bad("redis.url", "must be a redis://, rediss:// or unix:// URL")
+	topologies := 0
+	for _, set := range []bool{c.Redis.URL != "", c.Redis.Sentinel != nil, c.Redis.Cluster != nil} {
+		if set {
+			topologies++
+		}
+	}
+	switch {
+	case topologies == 0:
+		bad("redis.url", "required (or redis.sentinel, or redis.cluster); set it in the file or in ROCKETDELAY_REDIS_URL")
+	case topologies > 1:
+		bad("redis", "give one of redis.url, redis.sentinel and redis.cluster, not several")
+	case c.Redis.Sentinel != nil:
+		if c.Redis.Sentinel.MasterName == "" {
+			bad("redis.sentinel.masterName", "required: the name the sentinels monitor the primary under")
+		}
+		if len(c.Redis.Sentinel.Addresses) == 0 {
+			bad("redis.sentinel.addresses", "at least one sentinel host:port is required")
+		}
+		for i, a := range c.Redis.Sentinel.Addresses {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				bad(fmt.Sprintf("redis.sentinel.addresses[%d]", i), "%q is not host:port", a)
+			}
+		}
+	case c.Redis.Cluster != nil:
+		if len(c.Redis.Cluster.Addresses) == 0 {
+			bad("redis.cluster.addresses", "at least one node host:port is required")
+		}
+		for i, a := range c.Redis.Cluster.Addresses {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				bad(fmt.Sprintf("redis.cluster.addresses[%d]", i), "%q is not host:port", a)
+			}
+		}
+	default:
+		if u, err := url.Parse(c.Redis.URL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+			bad("redis.url", "must be a redis://, rediss:// or unix:// URL")
+		}
 	}
 	if _, _, err := ParseDurability(c.Redis.Durability); err != nil {
 		bad("redis.durability", "%v", err)
@@ -823,6 +883,28 @@ var EnvVars = []EnvVar{
 	}},
 	{"ROCKETDELAY_SCHEDULER_MODE", "scheduler.mode", func(c *Config, v string) error { c.Scheduler.Mode = v; return nil }},
 	{"ROCKETDELAY_REDIS_URL", "redis.url", func(c *Config, v string) error { c.Redis.URL = Secret(v); return nil }},
+	// The topology variables replace the file's whole topology (a URL included).
+	{"ROCKETDELAY_REDIS_SENTINEL", "redis.sentinel.addresses", func(c *Config, v string) error {
+		if c.Redis.Sentinel == nil {
+			c.Redis.Sentinel = &RedisSentinel{}
+		}
+		c.Redis.Sentinel.Addresses, c.Redis.URL, c.Redis.Cluster = splitList(v), "", nil
+		return nil
+	}},
+	{"ROCKETDELAY_REDIS_SENTINEL_MASTER", "redis.sentinel.masterName", func(c *Config, v string) error {
+		if c.Redis.Sentinel == nil {
+			c.Redis.Sentinel = &RedisSentinel{}
+		}
+		c.Redis.Sentinel.MasterName, c.Redis.URL, c.Redis.Cluster = v, "", nil
+		return nil
+	}},
+	{"ROCKETDELAY_REDIS_CLUSTER", "redis.cluster.addresses", func(c *Config, v string) error {
+		if c.Redis.Cluster == nil {
+			c.Redis.Cluster = &RedisCluster{}
+		}
+		c.Redis.Cluster.Addresses, c.Redis.URL, c.Redis.Sentinel = splitList(v), "", nil
+		return nil
+	}},
 	{"ROCKETDELAY_REDIS_KEY_PREFIX", "redis.keyPrefix", func(c *Config, v string) error { c.Redis.KeyPrefix = v; return nil }},
 	{"ROCKETDELAY_REDIS_DURABILITY", "redis.durability", func(c *Config, v string) error { c.Redis.Durability = v; return nil }},
 	{"ROCKETDELAY_POSTGRES_URL", "postgres.url", func(c *Config, v string) error { c.Postgres.URL = Secret(v); return nil }},

@@ -461,3 +461,45 @@ func TestUnknownKeysAreNamedOnlyWhenTheyLookLikeKeys(t *testing.T) {
 	require.NotContains(t, err.Error(), "tok-SECRET")
 	require.Contains(t, err.Error(), "an unknown key that does not look like a key name")
 }
+
+func TestRedisTopologies(t *testing.T) {
+	base := strings.Replace(validYAML, "redis:\n  url: redis://:hunter2@127.0.0.1:6379/0\n", "", 1)
+	c, err := Load(writeFile(t, base+`redis:
+  sentinel:
+    masterName: rdprimary
+    addresses: ["10.0.0.1:26379", "10.0.0.2:26379"]
+    password: sentinel-data-pw
+`), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, "rdprimary", c.Redis.Sentinel.MasterName)
+	require.Equal(t, []string{"10.0.0.1:26379", "10.0.0.2:26379"}, c.Redis.Sentinel.Addresses)
+	require.Equal(t, "sentinel-data-pw", c.Redis.Sentinel.Password.Reveal())
+
+	c, err = Load(writeFile(t, base+"redis:\n  cluster:\n    addresses: [\"10.0.0.1:7000\"]\n"), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.0.0.1:7000"}, c.Redis.Cluster.Addresses)
+
+	for _, tc := range []struct{ yaml, key, says string }{
+		{"redis:\n  url: redis://h:1/0\n  cluster: {addresses: [\"h:1\"]}\n", "redis", "not several"},
+		{"redis:\n  sentinel: {addresses: [\"h:1\"]}\n", "redis.sentinel.masterName", "required"},
+		{"redis:\n  sentinel: {masterName: m}\n", "redis.sentinel.addresses", "at least one"},
+		{"redis:\n  cluster: {addresses: [\"nohostport\"]}\n", "redis.cluster.addresses[0]", "not host:port"},
+		{"redis:\n  cluster: {}\n", "redis.cluster.addresses", "at least one"},
+	} {
+		_, err := Load(writeFile(t, base+tc.yaml), noEnv)
+		require.ErrorContains(t, err, tc.key, tc.yaml)
+		require.ErrorContains(t, err, tc.says, tc.yaml)
+	}
+
+	// The topology variables replace the file's topology, a URL included.
+	env := map[string]string{"ROCKETDELAY_REDIS_CLUSTER": "127.0.0.1:17001,127.0.0.1:17002"}
+	c, err = Load(writeFile(t, validYAML), func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Empty(t, c.Redis.URL)
+	require.Equal(t, []string{"127.0.0.1:17001", "127.0.0.1:17002"}, c.Redis.Cluster.Addresses)
+	env = map[string]string{"ROCKETDELAY_REDIS_SENTINEL": "127.0.0.1:26380", "ROCKETDELAY_REDIS_SENTINEL_MASTER": "rdprimary"}
+	c, err = Load(writeFile(t, validYAML), func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Empty(t, c.Redis.URL)
+	require.Equal(t, "rdprimary", c.Redis.Sentinel.MasterName)
+}

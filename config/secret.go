@@ -104,6 +104,13 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 		*s = v
 	}
 	one("redis.url", &c.Redis.URL)
+	if c.Redis.Sentinel != nil {
+		one("redis.sentinel.password", &c.Redis.Sentinel.Password)
+		one("redis.sentinel.sentinelPassword", &c.Redis.Sentinel.SentinelPassword)
+	}
+	if c.Redis.Cluster != nil {
+		one("redis.cluster.password", &c.Redis.Cluster.Password)
+	}
 	one("postgres.url", &c.Postgres.URL)
 	one("admin.token", &c.Admin.Token)
 	names := make([]string, 0, len(c.Targets))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/rocketdelay/rocketdelay/config"
 )
 
 // connectTimeout bounds the first ping of a new connection.
@@ -31,6 +32,51 @@ func OpenRedis(ctx context.Context, rawURL string) (*redis.Client, error) {
 		return nil, fmt.Errorf("store: connect to redis at %s: %s: %w", opts.Addr, scrub(err.Error(), rawURL), ErrUnavailable)
 	}
 	return client, nil
+}
+
+// OpenRedisConfig connects to the Redis that c describes — a single node (c.URL), a
+// primary found through Sentinel, or a Cluster — and pings it. Errors never hold a
+// password.
+func OpenRedisConfig(ctx context.Context, c config.Redis) (redis.UniversalClient, error) {
+	var client redis.UniversalClient
+	var where string
+	switch {
+	case c.Sentinel != nil:
+		s := c.Sentinel
+		client = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.Addresses,
+			Password: s.Password.Reveal(), SentinelPassword: s.SentinelPassword.Reveal(), DB: s.DB})
+		where = fmt.Sprintf("primary %q through the sentinels %s", s.MasterName, strings.Join(s.Addresses, ","))
+	case c.Cluster != nil:
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Cluster.Addresses, Password: c.Cluster.Password.Reveal()})
+		where = "the cluster at " + strings.Join(c.Cluster.Addresses, ",")
+	default:
+		return OpenRedis(ctx, c.URL.Reveal())
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := client.Ping(pingCtx).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("store: connect to redis, %s: %s: %w", where, scrubSecrets(err.Error(), c), ErrUnavailable)
+	}
+	return client, nil
+}
+
+// scrubSecrets removes the passwords of c's Sentinel or Cluster from a driver's error
+// text.
+func scrubSecrets(msg string, c config.Redis) string {
+	var pw []string
+	if c.Sentinel != nil {
+		pw = append(pw, c.Sentinel.Password.Reveal(), c.Sentinel.SentinelPassword.Reveal())
+	}
+	if c.Cluster != nil {
+		pw = append(pw, c.Cluster.Password.Reveal())
+	}
+	for _, p := range pw {
+		if p != "" {
+			msg = strings.ReplaceAll(msg, p, "[redacted]")
+		}
+	}
+	return msg
 }
 
 // OpenPostgres opens a connection pool to the Postgres at dsn and pings it. The error

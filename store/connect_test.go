@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -69,6 +70,18 @@ func TestUnreachableStoresErrWithoutSecrets(t *testing.T) {
 	_, err = store.OpenRedis(ctx, "mysql://:s3cret-redis-pw@x")
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "s3cret-redis-pw")
+
+	_, err = store.OpenRedisConfig(ctx, config.Redis{Cluster: &config.RedisCluster{Addresses: []string{"127.0.0.1:1"},
+		Password: "s3cret-cluster-pw"}})
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.ErrorContains(t, err, "the cluster at 127.0.0.1:1")
+	require.NotContains(t, err.Error(), "s3cret-cluster-pw")
+	_, err = store.OpenRedisConfig(ctx, config.Redis{Sentinel: &config.RedisSentinel{MasterName: "m", Addresses: []string{"127.0.0.1:1"},
+		Password: "s3cret-data-pw", SentinelPassword: "s3cret-sentinel-pw"}})
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.ErrorContains(t, err, `primary "m" through the sentinels 127.0.0.1:1`)
+	require.NotContains(t, err.Error(), "s3cret-data-pw")
+	require.NotContains(t, err.Error(), "s3cret-sentinel-pw")
 }
 
 // A wrong password is reported as such, still without the password.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -55,6 +56,24 @@ func (k keys) window(target, robot string) string {
 // stage and every target's robot pool) and returns how many it deleted. Tests and
 // benchmarks clean up with it; a production deployment never needs it.
 func DeleteKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) (int, error) {
+	c, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return deleteKeys(ctx, rdb, prefix)
+	}
+	// SCAN sees one node: scan every primary.
+	var mu sync.Mutex
+	n := 0
+	err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		m, err := deleteKeys(ctx, node, prefix)
+		mu.Lock()
+		n += m
+		mu.Unlock()
+		return err
+	})
+	return n, err
+}
+
+func deleteKeys(ctx context.Context, rdb redis.Cmdable, prefix string) (int, error) {
 	n := 0
 	for _, pattern := range []string{"{" + prefix + "}:*", "{" + prefix + ":*"} {
 		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()

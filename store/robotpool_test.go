@@ -16,7 +16,7 @@ import (
 
 // newRobotPool returns a robot pool on the local Redis under a prefix of its own; its keys
 // are deleted when the test ends (testenv.Redis).
-func newRobotPool(t testing.TB, window time.Duration) (*redis.Client, string, *store.RobotPool) {
+func newRobotPool(t testing.TB, window time.Duration) (redis.UniversalClient, string, *store.RobotPool) {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
 	return rdb, prefix, store.NewRobotPool(rdb, prefix, window)

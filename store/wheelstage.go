@@ -446,17 +446,28 @@ func (w *WheelStage) write(ctx context.Context, s *redis.Script, keys []string, 
 	if w.opts.Replicas <= 0 {
 		return s.Run(ctx, w.rdb, keys, args...)
 	}
+	node := w.rdb
+	if c, ok := w.rdb.(*redis.ClusterClient); ok {
+		// WAIT names no key: it must run on the primary that holds the script's slot.
+		primary, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		}
+		node = primary
+	}
 	for attempt := 0; ; attempt++ {
 		var cmd *redis.Cmd
 		var wait *redis.IntCmd
-		_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			cmd = s.EvalSha(ctx, p, keys, args...)
 			wait = redis.NewIntCmd(ctx, "wait", w.opts.Replicas, w.opts.WaitTimeout.Milliseconds())
 			_ = p.Process(ctx, wait)
 			return nil
 		})
 		if attempt == 0 && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			if err := s.Load(ctx, w.rdb).Err(); err != nil {
+			if err := s.Load(ctx, node).Err(); err != nil {
 				cmd.SetErr(err)
 				return cmd
 			}

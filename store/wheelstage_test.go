@@ -23,7 +23,7 @@ import (
 
 // newWheelStage returns a wheel stage on the local Redis under a prefix of its own; its
 // keys are deleted when the test ends (testenv.Redis).
-func newWheelStage(t testing.TB, opts store.WheelStageOptions) (*redis.Client, string, *store.WheelStage) {
+func newWheelStage(t testing.TB, opts store.WheelStageOptions) (redis.UniversalClient, string, *store.WheelStage) {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
 	return rdb, prefix, store.NewWheelStage(rdb, prefix, opts)
@@ -33,8 +33,31 @@ func entryAt(id string, due time.Time) store.Entry {
 	return store.Entry{ID: id, Target: "ops", DueAt: due, Body: []byte("body of " + id)}
 }
 
+// scanKeys lists the keys matching pattern, on every primary of a cluster.
+func scanKeys(t testing.TB, rdb redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var keys []string
+	scan := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		require.NoError(t, c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) }))
+	} else {
+		require.NoError(t, scan(ctx, rdb))
+	}
+	return keys
+}
+
 // redisNow reads the Redis clock, which the scripts use.
-func redisNow(t testing.TB, rdb *redis.Client) time.Time {
+func redisNow(t testing.TB, rdb redis.UniversalClient) time.Time {
 	t.Helper()
 	now, err := rdb.Time(context.Background()).Result()
 	require.NoError(t, err)
@@ -622,12 +645,7 @@ func TestWheelStageKeysShareHashTag(t *testing.T) {
 	_, err = ws.Cancel(ctx, "f")
 	require.NoError(t, err)
 
-	var keys []string
-	iter := rdb.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	require.NoError(t, iter.Err())
+	keys := scanKeys(t, rdb, "*"+prefix+"*")
 	require.ElementsMatch(t, []string{
 		"{" + prefix + "}:due", "{" + prefix + "}:entries", "{" + prefix + "}:tries",
 		"{" + prefix + "}:done:a", "{" + prefix + "}:done:{d}",

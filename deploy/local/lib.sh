@@ -20,6 +20,13 @@ RD_NAMESRV_PORT="${RD_NAMESRV_PORT:-19876}"
 RD_BROKER_PORT="${RD_BROKER_PORT:-20911}" # the broker also listens on port-2 (fast channel) and port+1 (HA)
 RD_REDIS_PORT="${RD_REDIS_PORT:-16379}"
 RD_PG_PORT="${RD_PG_PORT:-15432}"
+# Optional Redis topologies (deploy/local/up sentinel | redis-cluster): a Sentinel
+# deployment (primary, replica, three sentinels) and a three-primary Cluster (each node's
+# cluster bus listens on its port + 10000).
+RD_SENTINEL_REDIS_PORT="${RD_SENTINEL_REDIS_PORT:-16380}" # the primary; the replica on +1
+RD_SENTINEL_PORT="${RD_SENTINEL_PORT:-26380}"             # three sentinels: +0, +1, +2
+RD_SENTINEL_MASTER="${RD_SENTINEL_MASTER:-rdprimary}"
+RD_CLUSTER_PORT="${RD_CLUSTER_PORT:-17001}" # three primaries: +0, +1, +2
 RD_PG_PASSWORD="${RD_PG_PASSWORD:-rocketdelay-local}"
 # How long each component may take to become ready before `up` gives up.
 RD_READY_TIMEOUT="${RD_READY_TIMEOUT:-120}"
@@ -81,16 +88,26 @@ pid_marker() {
     broker) echo "$ROCKETMQ_HOME_DIR/broker.conf" ;;
     redis) echo ":$RD_REDIS_PORT" ;;
     postgres) echo "$PG_DATA" ;;
+    *) echo ":$(port_of "$1")" ;; # the topologies' processes
   esac
 }
 
-log_of() {
+# The processes of the optional topologies, and their ports.
+SENTINEL_PROCS=(sentinel-primary sentinel-replica sentinel-0 sentinel-1 sentinel-2)
+CLUSTER_PROCS=(cluster-0 cluster-1 cluster-2)
+port_of() {
   case "$1" in
-    namesrv) echo "$LOG_DIR/namesrv.log" ;;
-    broker) echo "$LOG_DIR/broker.log" ;;
-    redis) echo "$LOG_DIR/redis.log" ;;
-    postgres) echo "$LOG_DIR/postgres.log" ;;
+    sentinel-primary) echo "$RD_SENTINEL_REDIS_PORT" ;;
+    sentinel-replica) echo $((RD_SENTINEL_REDIS_PORT + 1)) ;;
+    sentinel-[0-9]) echo $((RD_SENTINEL_PORT + ${1#sentinel-})) ;;
+    cluster-[0-9]) echo $((RD_CLUSTER_PORT + ${1#cluster-})) ;;
   esac
+}
+sentinel_addrs() { echo "127.0.0.1:$RD_SENTINEL_PORT,127.0.0.1:$((RD_SENTINEL_PORT + 1)),127.0.0.1:$((RD_SENTINEL_PORT + 2))"; }
+cluster_addrs() { echo "127.0.0.1:$RD_CLUSTER_PORT,127.0.0.1:$((RD_CLUSTER_PORT + 1)),127.0.0.1:$((RD_CLUSTER_PORT + 2))"; }
+
+log_of() {
+  echo "$LOG_DIR/$1.log"
 }
 
 port_in_use() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }

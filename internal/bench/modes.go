@@ -164,7 +164,7 @@ func runMode(ctx context.Context, out io.Writer, cfg config.Config, mode string,
 	if err := createTopic(ctx, cfg, topic); err != nil {
 		return modeRun{}, err
 	}
-	rdb, err := store.OpenRedis(ctx, cfg.Redis.URL.Reveal())
+	rdb, err := store.OpenRedisConfig(ctx, cfg.Redis)
 	if err != nil {
 		return modeRun{}, err
 	}

@@ -78,9 +78,24 @@ func Levels(t testing.TB) config.DelayLevels {
 
 // Redis connects to the local Redis and returns the client and a key prefix that belongs
 // to this test alone; keys under it are deleted when the test ends.
-func Redis(t testing.TB) (*redis.Client, string) {
+// ROCKETDELAY_TEST_REDIS=sentinel or cluster runs the test against the local stack's
+// Sentinel deployment or Cluster instead of the single node (deploy/local/up sentinel
+// redis-cluster starts them; make test-topologies runs the store tests on each).
+func Redis(t testing.TB) (redis.UniversalClient, string) {
 	t.Helper()
-	rdb, err := store.OpenRedis(context.Background(), RedisURL(t))
+	var c config.Redis
+	switch topo := os.Getenv("ROCKETDELAY_TEST_REDIS"); topo {
+	case "", "single":
+		c.URL = config.Secret(RedisURL(t))
+	case "sentinel":
+		c.Sentinel = &config.RedisSentinel{MasterName: Env(t, "ROCKETDELAY_LOCAL_SENTINEL_MASTER"),
+			Addresses: strings.Split(Env(t, "ROCKETDELAY_LOCAL_SENTINEL"), ",")}
+	case "cluster":
+		c.Cluster = &config.RedisCluster{Addresses: strings.Split(Env(t, "ROCKETDELAY_LOCAL_REDIS_CLUSTER"), ",")}
+	default:
+		t.Fatalf("ROCKETDELAY_TEST_REDIS=%q: want single, sentinel or cluster", topo)
+	}
+	rdb, err := store.OpenRedisConfig(context.Background(), c)
 	require.NoError(t, err)
 	prefix := Unique("rdtest")
 	t.Cleanup(func() {
