@@ -17,26 +17,19 @@ func newBenchCmd(stdio IO) *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks against the configured broker and Redis"}
 	var path string
 	var n, concurrency int
-	pipeline := &cobra.Command{
-		Use:   "pipeline",
-		Short: "Measure raw RocketMQ consume+publish, the scheduler's hop and wheel-stage throughput, Redis round trips and lateness",
-		Long:  bench.PipelineDoc,
-		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path, stdio)
-			if err != nil {
-				return err
-			}
+	pipeline := &cobra.Command{Use: "pipeline", Short: "Measure raw RocketMQ consume+publish, the scheduler's hop and wheel-stage throughput, Redis round trips and lateness",
+		Long: bench.PipelineDoc, Args: exactArgs(0),
+		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
 			if n < 100 {
 				return fmt.Errorf("%w: -n must be at least 100", ErrUsage)
 			}
 			return bench.Pipeline(c.Context(), cfg, n, concurrency, c.OutOrStdout())
-		},
+		}),
 	}
 	configFlag(pipeline, &path)
 	pipeline.Flags().IntVarP(&n, "messages", "n", 10000, "messages per stage")
 	pipeline.Flags().IntVar(&concurrency, "concurrency", 20, "consumer goroutines, the same for every stage")
-	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio), newBenchModesCmd(stdio))
+	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio), newBenchModesCmd(stdio), newBenchScaleCmd(stdio))
 	return cmd
 }
 
@@ -44,21 +37,14 @@ func newBenchCmd(stdio IO) *cobra.Command {
 func newBenchModesCmd(stdio IO) *cobra.Command {
 	var path string
 	var o bench.ModesOptions
-	cmd := &cobra.Command{
-		Use:   "modes",
-		Short: "Compare scheduler.mode levels and timer, and the broker's timer alone: broker messages per alert and lateness",
-		Long:  bench.ModesDoc,
-		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path, stdio)
-			if err != nil {
-				return err
-			}
+	cmd := &cobra.Command{Use: "modes", Short: "Compare scheduler.mode levels and timer, and the broker's timer alone: broker messages per alert and lateness",
+		Long: bench.ModesDoc, Args: exactArgs(0),
+		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
 			if o.N < 10 || o.MinDelay <= 0 || o.MaxDelay < o.MinDelay {
 				return fmt.Errorf("%w: -n must be at least 10 and 0 < --min-delay <= --max-delay", ErrUsage)
 			}
 			return bench.Modes(c.Context(), cfg, o, c.OutOrStdout())
-		},
+		}),
 	}
 	configFlag(cmd, &path)
 	cmd.Flags().IntVarP(&o.N, "alerts", "n", 200, "alerts per run")
@@ -139,5 +125,22 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	f.BoolVar(&sharedOnly, "shared-only", false, "only the shared-robots comparison")
 	f.DurationVar(&p.Window, "pacing-window", 5*time.Second, "window of the pacing comparison, standing for DingTalk's minute")
 	f.IntVar(&p.Windows, "pacing-windows", 3, "how many windows the arrivals of the pacing comparison last")
+	return cmd
+}
+
+// newBenchScaleCmd is `rocketdelay bench scale`; newBenchCmd adds it to the bench group.
+func newBenchScaleCmd(stdio IO) *cobra.Command {
+	var path string
+	o := bench.ScaleOptions{Topology: bench.LocalTopology(stdio.Getenv)}
+	cmd := &cobra.Command{Use: "scale", Short: "Hand-off throughput, lateness and lost claims with 1, 2, 4 replicas, per Redis topology",
+		Long: bench.ScaleDoc, Args: exactArgs(0),
+		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+			return bench.Scale(c.Context(), cfg, o, c.OutOrStdout())
+		}),
+	}
+	configFlag(cmd, &path)
+	cmd.Flags().IntSliceVar(&o.Replicas, "replicas", []int{1, 2, 4}, "replica counts")
+	cmd.Flags().StringSliceVar(&o.Topologies, "redis", []string{"config"}, "Redis topologies: config, sentinel, cluster")
+	cmd.Flags().IntVarP(&o.N, "alerts", "n", 4000, "alerts per run")
 	return cmd
 }

@@ -95,6 +95,17 @@ func loadConfig(path string, stdio IO) (config.Config, error) {
 	return config.Load(path, stdio.Getenv)
 }
 
+// withConfig is the RunE of a command that needs only the configuration (-f path).
+func withConfig(stdio IO, path *string, run func(*cobra.Command, config.Config) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(*path, stdio)
+		if err != nil {
+			return err
+		}
+		return run(c, cfg)
+	}
+}
+
 // withPostgres loads the config at path, connects to its Postgres, runs do and closes
 // the connection: the shape of every command that works on the database.
 func withPostgres(c *cobra.Command, stdio IO, path string, do func(config.Config, *pgxpool.Pool) error) error {
@@ -143,14 +154,10 @@ func newConfigCmd(stdio IO) *cobra.Command {
 		Use:   "check -f FILE",
 		Short: "Validate a config file and print the effective configuration, secrets redacted",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path, stdio)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprint(c.OutOrStdout(), cfg.Redacted())
+		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+			_, err := fmt.Fprint(c.OutOrStdout(), cfg.Redacted())
 			return err
-		},
+		}),
 	}
 	configFlag(check, &path)
 	cmd.AddCommand(check)

@@ -71,11 +71,7 @@ func newPublishCmd(stdio IO) *cobra.Command {
 		Use:   "publish --target NAME (--in 3h25m17s | --at RFC3339) (--text T | --markdown-file F --title T | --json FILE)",
 		Short: "Publish a delayed alert to the topic",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path, stdio)
-			if err != nil {
-				return err
-			}
+		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) (err error) {
 			if _, ok := cfg.Targets[target]; !ok {
 				// The consumer would reject the alert: say so now, with what is configured.
 				known := slices.Sorted(maps.Keys(cfg.Targets))
@@ -110,7 +106,7 @@ func newPublishCmd(stdio IO) *cobra.Command {
 			_, err = fmt.Fprintf(c.OutOrStdout(), "published %s to %s, due %s (in %s)\n", res.ID, target,
 				res.DeliverAt.UTC().Format(time.RFC3339Nano), time.Until(res.DeliverAt).Round(time.Millisecond))
 			return err
-		},
+		}),
 	}
 	configFlag(cmd, &path)
 	f := cmd.Flags()

@@ -38,6 +38,10 @@ const (
 	ScenarioPostgresOutage = "postgres-outage"
 	ScenarioZombie         = "zombie"     // (10) a replica SIGSTOPped past its lease while holding claims, then SIGCONTed
 	ScenarioClockSkew      = "clock-skew" // (11) Redis's clock 5s ahead of the replicas'
+	// (12) Redis Sentinel: the primary SIGKILLed, the replica promoted; redis.durability replicas=1
+	ScenarioRedisFailover = "redis-failover"
+	// (13) kill-one on a Redis Cluster of three primaries
+	ScenarioKillOneCluster = "kill-one-cluster"
 	ScenarioBaseline       = "baseline"   // no fault: the reference row
 	scenarioIDPattern      = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
@@ -45,7 +49,14 @@ const (
 // AllScenarios lists every scenario in the order Run runs them.
 var AllScenarios = []string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedisKill, ScenarioPostgres,
 	ScenarioStorm, ScenarioBroker, ScenarioMalformed, ScenarioZombie, ScenarioClockSkew,
-	ScenarioRedisOutage, ScenarioPostgresOutage}
+	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisOutage, ScenarioPostgresOutage}
+
+// topologies says which scenarios run on another Redis than the stack's single node,
+// with which redis.durability.
+var topologies = map[string]struct{ topology, durability string }{
+	ScenarioRedisFailover:  {"sentinel", "replicas=1"},
+	ScenarioKillOneCluster: {"redis-cluster", "write"},
+}
 
 // Options choose the scenarios and their sizes.
 type Options struct {
@@ -286,6 +297,8 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioPostgresOutage: runPostgresOutage,
 	ScenarioZombie:         runZombie,
 	ScenarioClockSkew:      runClockSkew,
+	ScenarioRedisFailover:  runRedisFailover,
+	ScenarioKillOneCluster: runKillOne,
 }
 
 // env is one scenario's world.
@@ -384,6 +397,12 @@ shutdownTimeout: 10s
 `
 
 func (e *env) prepare(ctx context.Context) error {
+	if t := topologies[e.name]; t.topology != "" {
+		if err := e.r.stack.StartTopology(ctx, t.topology); err != nil {
+			return err
+		}
+		e.note("Redis: %s, redis.durability %s", t.topology, t.durability)
+	}
 	tokPrefix := "chaos-" + e.idPrefix
 	for i := 1; i <= 4; i++ {
 		rb := dingtalksim.Robot{Name: fmt.Sprintf("r%d", i), Token: fmt.Sprintf("%s-%d", tokPrefix, i)}
@@ -463,7 +482,7 @@ func migratedSchema(ctx context.Context, dsn, schema string) (string, error) {
 
 func (e *env) replicaEnv() []string {
 	s := e.r.stack.Env
-	return []string{
+	vars := []string{
 		"ROCKETDELAY_NAMESRV=" + s["ROCKETDELAY_NAMESRV"],
 		"ROCKETDELAY_BROKERS=" + s["ROCKETDELAY_BROKERS"],
 		"ROCKETDELAY_REDIS_URL=" + s["ROCKETDELAY_REDIS_URL"],
@@ -473,6 +492,14 @@ func (e *env) replicaEnv() []string {
 		"ROCKETDELAY_GROUP=" + e.group,
 		"ROCKETDELAY_REDIS_KEY_PREFIX=" + e.prefix,
 	}
+	switch t := topologies[e.name]; t.topology {
+	case "sentinel": // these replace the URL above
+		vars = append(vars, "ROCKETDELAY_REDIS_SENTINEL="+s["ROCKETDELAY_LOCAL_SENTINEL"],
+			"ROCKETDELAY_REDIS_SENTINEL_MASTER="+s["ROCKETDELAY_LOCAL_SENTINEL_MASTER"], "ROCKETDELAY_REDIS_DURABILITY="+t.durability)
+	case "redis-cluster":
+		vars = append(vars, "ROCKETDELAY_REDIS_CLUSTER="+s["ROCKETDELAY_LOCAL_REDIS_CLUSTER"], "ROCKETDELAY_REDIS_DURABILITY="+t.durability)
+	}
+	return vars
 }
 
 // startReplica starts replica i (0 or 1), replacing a dead one.

@@ -362,3 +362,37 @@ func (e *env) publishMalformed(ctx context.Context, corpus []MalformedCase, over
 	}
 	return nil
 }
+
+// redis-failover: the replicas use Redis through Sentinel with redis.durability
+// replicas=1 (every write waits until the replica has it). Mid-run the primary is
+// SIGKILLed; the sentinels promote the replica; after Outage the old primary starts
+// again and the sentinels make it the new primary's replica, so writes can be
+// acknowledged again. Nothing acknowledged was only on the dead primary.
+func runRedisFailover(ctx context.Context, e *env) error {
+	o := e.r.opts
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		sleep(ctx, o.PublishOver/2)
+		master := e.r.stack.Env["ROCKETDELAY_LOCAL_SENTINEL_MASTER"]
+		primary, err := e.r.stack.SentinelPrimary(ctx, master)
+		if err != nil {
+			return err
+		}
+		at := time.Now()
+		if err := e.r.stack.Kill(ctx, "sentinel-primary"); err != nil {
+			return err
+		}
+		e.addFault("sentinel primary sigkill", at, at)
+		promoted, err := e.r.stack.WaitPromotion(ctx, master, primary, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		e.note("Sentinel primary %s SIGKILLed at +%s; the sentinels promoted %s after %s", primary,
+			(o.PublishOver / 2).Round(100*time.Millisecond), promoted, time.Since(at).Round(100*time.Millisecond))
+		sleep(ctx, o.Outage)
+		if err := e.r.stack.StartTopology(context.WithoutCancel(ctx), "sentinel"); err != nil {
+			return err
+		}
+		e.note("the old primary started again (the sentinels make it a replica) %s after the kill", time.Since(at).Round(100*time.Millisecond))
+		return nil
+	})
+}

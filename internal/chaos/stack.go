@@ -104,10 +104,12 @@ func (s *Stack) ports() ([]string, error) {
 	// component from starting again.
 	free := func(n int) (int, error) { // n consecutive free ports, returns the first
 		for range 200 {
-			p := 20000 + rand.IntN(12000)
+			// Below 22000, so that a cluster node's bus port (+10000) stays below the
+			// ephemeral range too; it must be free as well.
+			p := 20000 + rand.IntN(2000)
 			ok := true
 			for i := range n {
-				if !portFree(p+i) || contains(taken, p+i) {
+				if !portFree(p+i) || contains(taken, p+i) || !portFree(p+i+10000) {
 					ok = false
 					break
 				}
@@ -137,12 +139,27 @@ func (s *Stack) ports() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	sentinelRedis, err := free(2) // primary and replica
+	if err != nil {
+		return nil, err
+	}
+	sentinels, err := free(3)
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := free(3)
+	if err != nil {
+		return nil, err
+	}
 	vars := []string{
 		"RD_STATE_DIR=" + s.Dir,
 		"RD_NAMESRV_PORT=" + strconv.Itoa(ns),
 		"RD_BROKER_PORT=" + strconv.Itoa(broker+2),
 		"RD_REDIS_PORT=" + strconv.Itoa(redis),
 		"RD_PG_PORT=" + strconv.Itoa(pg),
+		"RD_SENTINEL_REDIS_PORT=" + strconv.Itoa(sentinelRedis),
+		"RD_SENTINEL_PORT=" + strconv.Itoa(sentinels),
+		"RD_CLUSTER_PORT=" + strconv.Itoa(cluster),
 	}
 	if err := os.WriteFile(path, []byte(strings.Join(vars, "\n")+"\n"), 0o644); err != nil {
 		return nil, err
@@ -236,19 +253,58 @@ func (s *Stack) Up(ctx context.Context, component string, env ...string) error {
 	return err
 }
 
-// KillRedis SIGKILLs the stack's Redis — no shutdown, no final AOF rewrite or flush —
-// and waits until it is gone.
-func (s *Stack) KillRedis(ctx context.Context) error {
-	b, err := os.ReadFile(filepath.Join(s.Dir, "pids", "redis.pid"))
+// StartTopology starts one of the optional Redis topologies of the stack, "sentinel" or
+// "redis-cluster" (deploy/local/up), and adds its addresses to Env.
+func (s *Stack) StartTopology(ctx context.Context, topology string) error {
+	if _, err := s.run(ctx, "up", topology); err != nil {
+		return err
+	}
+	out, err := s.run(ctx, "env")
 	if err != nil {
-		return fmt.Errorf("chaos: redis pid: %w", err)
+		return err
+	}
+	s.Env = parseExports(out)
+	return nil
+}
+
+// SentinelPrimary asks the first sentinel for master's primary, host:port.
+func (s *Stack) SentinelPrimary(ctx context.Context, master string) (string, error) {
+	host, port, _ := strings.Cut(strings.Split(s.Env["ROCKETDELAY_LOCAL_SENTINEL"], ",")[0], ":")
+	out, err := exec.CommandContext(ctx, "redis-cli", "-h", host, "-p", port, "sentinel", "get-master-addr-by-name", master).Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 2 {
+		return "", fmt.Errorf("chaos: ask sentinel %s:%s for %s: %v %q", host, port, master, err, out)
+	}
+	return f[0] + ":" + f[1], nil
+}
+
+// WaitPromotion waits until the sentinels name another primary for master than from,
+// and returns it.
+func (s *Stack) WaitPromotion(ctx context.Context, master, from string, timeout time.Duration) (string, error) {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		if p, err := s.SentinelPrimary(ctx, master); err == nil && p != from {
+			return p, nil
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return "", ctx.Err()
+		}
+	}
+	return "", fmt.Errorf("chaos: the sentinels did not promote a new primary for %s within %s", master, timeout)
+}
+
+// Kill SIGKILLs a process of the stack by its pid file (redis, sentinel-primary, …) and
+// waits until it is gone.
+func (s *Stack) Kill(ctx context.Context, name string) error {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "pids", name+".pid"))
+	if err != nil {
+		return fmt.Errorf("chaos: %s pid: %w", name, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return fmt.Errorf("chaos: redis pid %q: %w", b, err)
+		return fmt.Errorf("chaos: %s pid %q: %w", name, b, err)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("chaos: SIGKILL redis (pid %d): %w", pid, err)
+		return fmt.Errorf("chaos: SIGKILL %s (pid %d): %w", name, pid, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		if syscall.Kill(pid, 0) != nil {
@@ -258,8 +314,12 @@ func (s *Stack) KillRedis(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("chaos: redis (pid %d) still alive 10s after SIGKILL", pid)
+	return fmt.Errorf("chaos: %s (pid %d) still alive 10s after SIGKILL", name, pid)
 }
+
+// KillRedis SIGKILLs the stack's Redis — no shutdown, no final AOF rewrite or flush —
+// and waits until it is gone.
+func (s *Stack) KillRedis(ctx context.Context) error { return s.Kill(ctx, "redis") }
 
 // RestartBroker stops the broker gracefully (deploy/local/down broker) and starts the
 // same java command line again, keeping its store: deploy/local/up empties the store on

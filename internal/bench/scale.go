@@ -1,0 +1,228 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// ScaleOptions configure Scale. A zero field takes its default.
+type ScaleOptions struct {
+	// Replicas are the scheduler counts to measure, in one consumer group. Default 1, 2, 4.
+	Replicas []int
+	// Topologies name the Redis of each run: "config" (the config's), or any of
+	// Redis that Topology resolves. Default "config".
+	Topologies []string
+	// Topology returns the Redis configuration of a topology name other than "config".
+	Topology func(name string) (config.Redis, error)
+	// N is the number of alerts per run. Default 4000.
+	N int
+}
+
+type scaleRun struct {
+	topology        string
+	replicas        int
+	rate            float64 // alerts handed off per second, first due to last hand-off
+	p50, p99, worst time.Duration
+	lostPerMsg      float64 // claims lost to another replica, per alert
+	recoveredPerMsg float64 // alerts the sweepers took, per alert
+}
+
+// Scale runs N alerts, falling due over two seconds, through 1, 2, 4… in-process
+// schedulers in one consumer group on a topic of 8 queues, for each Redis topology, and
+// prints hand-off throughput, lateness and the claims lost per alert: more replicas must
+// not collapse into claim storms. All replicas share this machine's cores, so the table
+// shows contention, not the growth separate machines would give.
+func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer) error {
+	if len(o.Replicas) == 0 {
+		o.Replicas = []int{1, 2, 4}
+	}
+	if len(o.Topologies) == 0 {
+		o.Topologies = []string{"config"}
+	}
+	config.Default(&o.N, 4000)
+	if len(cfg.RocketMQ.Brokers) == 0 {
+		return fmt.Errorf("bench: set rocketmq.brokers (ROCKETDELAY_BROKERS) so the benchmark can create its topics")
+	}
+	scheduler.RouteClientLog(slog.New(slog.DiscardHandler))
+	fmt.Fprintf(out, "rocketdelay scale benchmark: %d alerts per run due over 2s, replicas %v, Redis %s, %d CPUs, %s\n\n",
+		o.N, o.Replicas, strings.Join(o.Topologies, ", "), runtime.NumCPU(), runtime.Version())
+	var runs []scaleRun
+	for _, topo := range o.Topologies {
+		rc := cfg.Redis
+		if topo != "config" {
+			var err error
+			if rc, err = o.Topology(topo); err != nil {
+				return err
+			}
+		}
+		for _, k := range o.Replicas {
+			r, err := scaleOnce(ctx, cfg, rc, topo, k, o.N)
+			if err != nil {
+				return fmt.Errorf("bench: %s, %d replicas: %w", topo, k, err)
+			}
+			fmt.Fprintf(out, "%s, %d replicas: %.0f alerts/s\n", topo, k, r.rate)
+			runs = append(runs, r)
+		}
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "redis\treplicas\talerts/s\tvs 1 replica\tp50 late\tp99 late\tmax late\tclaims lost/alert\tsweeper/alert\t")
+	var base float64
+	for _, r := range runs {
+		if r.replicas == o.Replicas[0] {
+			base = r.rate
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t%.4f\t%.4f\t\n", r.topology, r.replicas, r.rate, r.rate/base,
+			ms(r.p50), ms(r.p99), ms(r.worst), r.lostPerMsg, r.recoveredPerMsg)
+	}
+	return tw.Flush()
+}
+
+// scaleOnce runs one topology and replica count.
+func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo string, replicas, n int) (scaleRun, error) {
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	topic := "rd_bench_scale_" + suffix
+	if err := createTopic(ctx, cfg, topic); err != nil {
+		return scaleRun{}, err
+	}
+	rdb, err := store.OpenRedisConfig(ctx, rc)
+	if err != nil {
+		return scaleRun{}, err
+	}
+	defer rdb.Close()
+	prefix := "rdbench" + suffix
+	defer func() { _, _ = store.DeleteKeys(context.WithoutCancel(ctx), rdb, prefix) }()
+	rec := &latencyRecorder{}
+	var regs []*prometheus.Registry
+	for i := range replicas {
+		reg := prometheus.NewRegistry()
+		regs = append(regs, reg)
+		opts := scheduler.OptionsFromConfig(cfg)
+		opts.Topic, opts.Group = topic, "rd_bench_scale_"+suffix
+		opts.KnownTarget = func(string) bool { return true }
+		opts.InstanceName = fmt.Sprintf("rd-bench-scale-%s-%d", suffix, i)
+		s, err := scheduler.New(opts, store.NewWheelStage(rdb, prefix, store.WheelStageOptionsFromConfig(cfg)), rec,
+			slog.New(slog.DiscardHandler), scheduler.NewMetrics(reg), time.Now)
+		if err != nil {
+			return scaleRun{}, err
+		}
+		if err := s.Start(ctx); err != nil {
+			return scaleRun{}, err
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+			defer cancel()
+			_ = s.Stop(stopCtx)
+		}()
+	}
+	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: topic})
+	if err != nil {
+		return scaleRun{}, err
+	}
+	defer p.Close()
+	// Every alert falls due in a 2s window starting 5s from now, after all are published.
+	firstDue := time.Now().Add(5 * time.Second)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var pubErr error
+	var once sync.Once
+	for range 16 {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				at := firstDue.Add(time.Duration(rand.Int64N(int64(2 * time.Second))))
+				if _, err := p.Publish(ctx, scheduler.Publication{Target: "bench", ID: "s" + suffix + "-" + strconv.Itoa(i), At: at,
+					Body: []byte("scale " + strconv.Itoa(i))}); err != nil {
+					once.Do(func() { pubErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if pubErr != nil {
+		return scaleRun{}, pubErr
+	}
+	if time.Now().After(firstDue) {
+		return scaleRun{}, fmt.Errorf("publishing %d alerts took longer than 5s; use fewer", n)
+	}
+	for deadline := time.Now().Add(3 * time.Minute); rec.count() < n; {
+		if time.Now().After(deadline) {
+			return scaleRun{}, fmt.Errorf("%d of %d alerts handed off in 3 minutes", rec.count(), n)
+		}
+		select {
+		case <-ctx.Done():
+			return scaleRun{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	end := time.Now()
+	r := scaleRun{topology: topo, replicas: replicas, rate: float64(n) / end.Sub(firstDue).Seconds()}
+	r.p50, r.p99, r.worst, _ = rec.percentiles()
+	var lost, recovered float64
+	for _, reg := range regs {
+		lost += sumMetricLabel(reg, "rocketdelay_claims_total", "result", "lost")
+		recovered += sumMetric(reg, "rocketdelay_sweeper_recovered_total")
+	}
+	r.lostPerMsg, r.recoveredPerMsg = lost/float64(n), recovered/float64(n)
+	return r, nil
+}
+
+// LocalTopology resolves "sentinel" and "cluster" to the local stack's Sentinel
+// deployment and Redis Cluster (deploy/local/up sentinel redis-cluster; getenv reads what
+// deploy/local/env prints).
+func LocalTopology(getenv func(string) string) func(string) (config.Redis, error) {
+	return func(name string) (config.Redis, error) {
+		switch name {
+		case "sentinel":
+			if addrs := getenv("ROCKETDELAY_LOCAL_SENTINEL"); addrs != "" {
+				return config.Redis{Sentinel: &config.RedisSentinel{MasterName: getenv("ROCKETDELAY_LOCAL_SENTINEL_MASTER"),
+					Addresses: strings.Split(addrs, ",")}}, nil
+			}
+		case "cluster":
+			if addrs := getenv("ROCKETDELAY_LOCAL_REDIS_CLUSTER"); addrs != "" {
+				return config.Redis{Cluster: &config.RedisCluster{Addresses: strings.Split(addrs, ",")}}, nil
+			}
+		default:
+			return config.Redis{}, fmt.Errorf("bench: unknown Redis %q: use config, sentinel or cluster", name)
+		}
+		return config.Redis{}, fmt.Errorf("bench: no local %s: start it (deploy/local/up sentinel redis-cluster) and eval \"$(deploy/local/env)\"", name)
+	}
+}
+
+// sumMetricLabel sums the series of counter name whose label has value.
+func sumMetricLabel(g prometheus.Gatherer, name, label, value string) float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
