@@ -42,7 +42,7 @@ const (
 	ScenarioRedisFailover = "redis-failover"
 	// (13) kill-one on a Redis Cluster of three primaries
 	ScenarioKillOneCluster = "kill-one-cluster"
-	ScenarioBaseline       = "baseline"   // no fault: the reference row
+	ScenarioBaseline       = "baseline" // no fault: the reference row
 	scenarioIDPattern      = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
