@@ -9,7 +9,7 @@ BIN := bin/rocketdelay
 LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
 
-.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes chaos down status fmt vet
+.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale chaos down status fmt vet
 FUZZ_TIME ?= 20s
 
 help: ## list the targets
@@ -62,6 +62,11 @@ bench-pipeline: build ## raw RocketMQ vs scheduler hop and wheel-stage throughpu
 bench-modes: build ## scheduler.mode levels vs timer vs the broker's timer alone: broker messages per alert, lateness
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=5s $(BIN) bench modes
+
+bench-scale: build ## 1, 2, 4 replicas in one group on the single node, the Sentinel deployment and the Cluster: throughput, lateness, lost claims
+	deploy/local/up --profile test >/dev/null
+	deploy/local/up sentinel redis-cluster >/dev/null
+	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=5s $(BIN) bench scale --redis config,sentinel,cluster
 
 bench-sender: build ## the sender vs naive rate limiting, learned limits on shared robots, pacing auto vs burst; against the DingTalk simulator
 	deploy/local/up redis >/dev/null
