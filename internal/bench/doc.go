@@ -45,7 +45,7 @@ and max, also scaled to a 60s window, and last the line
 "pacing: p99 lateness … at 10x capacity, 3 robots, over-limit …".
 Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`
 	// ScaleDoc describes Scale.
-	ScaleDoc = `scale runs -n alerts, falling due over two seconds, through 1, 2, 4… in-process
+	ScaleDoc = `scale runs -n alerts, falling due at one instant, through 1, 2, 4… in-process
 schedulers (--replicas) in one consumer group on a topic of 8 queues, once per Redis
 (--redis: config, and the local stack's sentinel and cluster), and prints hand-off
 throughput and its ratio to the first replica count, lateness p50/p99/max, and the claims

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/scheduler"
@@ -43,7 +43,7 @@ type scaleRun struct {
 	recoveredPerMsg float64 // alerts the sweepers took, per alert
 }
 
-// Scale runs N alerts, falling due over two seconds, through 1, 2, 4… in-process
+// Scale runs N alerts, falling due at one instant, through 1, 2, 4… in-process
 // schedulers in one consumer group on a topic of 8 queues, for each Redis topology, and
 // prints hand-off throughput, lateness and the claims lost per alert: more replicas must
 // not collapse into claim storms. All replicas share this machine's cores, so the table
@@ -60,7 +60,8 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 		return fmt.Errorf("bench: set rocketmq.brokers (ROCKETDELAY_BROKERS) so the benchmark can create its topics")
 	}
 	scheduler.RouteClientLog(slog.New(slog.DiscardHandler))
-	fmt.Fprintf(out, "rocketdelay scale benchmark: %d alerts per run due over 2s, replicas %v, Redis %s, %d CPUs, %s\n\n",
+	redis.SetLogger(quietRedis{}) // the failover client logs every sentinel it asks
+	fmt.Fprintf(out, "rocketdelay scale benchmark: %d alerts per run due at one instant, replicas %v, Redis %s, %d CPUs, %s\n\n",
 		o.N, o.Replicas, strings.Join(o.Topologies, ", "), runtime.NumCPU(), runtime.Version())
 	var runs []scaleRun
 	for _, topo := range o.Topologies {
@@ -136,8 +137,9 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 		return scaleRun{}, err
 	}
 	defer p.Close()
-	// Every alert falls due in a 2s window starting 5s from now, after all are published.
-	firstDue := time.Now().Add(5 * time.Second)
+	// Every alert falls due at one instant, 5s from now, after all are published: the
+	// rate from then to the last hand-off is what the replicas can hand off.
+	firstDue := time.Now().Add(5 * time.Second).Truncate(time.Millisecond)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var pubErr error
@@ -145,8 +147,7 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 	for range 16 {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				at := firstDue.Add(time.Duration(rand.Int64N(int64(2 * time.Second))))
-				if _, err := p.Publish(ctx, scheduler.Publication{Target: "bench", ID: "s" + suffix + "-" + strconv.Itoa(i), At: at,
+				if _, err := p.Publish(ctx, scheduler.Publication{Target: "bench", ID: "s" + suffix + "-" + strconv.Itoa(i), At: firstDue,
 					Body: []byte("scale " + strconv.Itoa(i))}); err != nil {
 					once.Do(func() { pubErr = err })
 					return
@@ -204,6 +205,11 @@ func LocalTopology(getenv func(string) string) func(string) (config.Redis, error
 		return config.Redis{}, fmt.Errorf("bench: no local %s: start it (deploy/local/up sentinel redis-cluster) and eval \"$(deploy/local/env)\"", name)
 	}
 }
+
+// quietRedis drops go-redis's own log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // sumMetricLabel sums the series of counter name whose label has value.
 func sumMetricLabel(g prometheus.Gatherer, name, label, value string) float64 {
