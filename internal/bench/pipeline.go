@@ -444,22 +444,8 @@ func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, 
 	return rate, float64(wr.cmds.Load()) / float64(n), nil
 }
 
-func sumMetric(g prometheus.Gatherer, name string) float64 {
-	mfs, err := g.Gather()
-	if err != nil {
-		return 0
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
+// sumMetric sums every series of counter name.
+func sumMetric(g prometheus.Gatherer, name string) float64 { return sumMetricLabel(g, name, "", "") }
 
 // countingHook counts the Redis commands sent (a pipeline counts as one round trip).
 type countingHook struct{ n *atomic.Int64 }

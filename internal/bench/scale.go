@@ -211,7 +211,8 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-// sumMetricLabel sums the series of counter name whose label has value.
+// sumMetricLabel sums the series of counter name whose label has value; an empty
+// label sums them all.
 func sumMetricLabel(g prometheus.Gatherer, name, label, value string) float64 {
 	mfs, err := g.Gather()
 	if err != nil {
@@ -223,10 +224,12 @@ func sumMetricLabel(g prometheus.Gatherer, name, label, value string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			match := label == ""
 			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					sum += m.GetCounter().GetValue()
-				}
+				match = match || lp.GetName() == label && lp.GetValue() == value
+			}
+			if match {
+				sum += m.GetCounter().GetValue()
 			}
 		}
 	}
