@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,4 +155,38 @@ func TestDLQDepth(t *testing.T) {
 		depth, err = DLQDepth(ctx, []string{ns}, group, testenv.Unique("dlq"))
 		return err == nil && depth == 3
 	}, 30*time.Second, 500*time.Millisecond, "depth %d, err %v", depth, err)
+}
+
+// levelCounter is a slog handler that counts records at or above Error.
+type levelCounter struct {
+	mu     sync.Mutex
+	errors []string
+}
+
+func (h *levelCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *levelCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.mu.Lock()
+		h.errors = append(h.errors, r.Message)
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h *levelCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *levelCounter) WithGroup(string) slog.Handler      { return h }
+
+// TestFirstStartLogsNoError: creating a topic that does not exist yet, as every first
+// start does, logs no ERROR (the client's "queryTopicRouteInfoFromServer failed" is
+// expected there).
+func TestFirstStartLogsNoError(t *testing.T) {
+	h := &levelCounter{}
+	RouteClientLog(slog.New(h))
+	defer RouteClientLog(discardLogger())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	topic := testenv.Unique("rd_first_")
+	require.NoError(t, EnsureTopic(ctx, []string{testenv.NameServer(t)}, topic, []string{testenv.Brokers(t)}, discardLogger()))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Empty(t, h.errors)
 }

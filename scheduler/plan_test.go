@@ -149,4 +149,8 @@ func TestClientErrorsAboutRetryAndDLQTopicsAreInfo(t *testing.T) {
 	require.Equal(t, slog.LevelInfo, errorLevel(map[string]any{rlog.LogKeyTopic: "%DLQ%rocketdelay"}))
 	require.Equal(t, slog.LevelError, errorLevel(map[string]any{rlog.LogKeyTopic: "guava"}))
 	require.Equal(t, slog.LevelError, errorLevel(nil))
+	probingTopics.Store("guava", true)
+	require.Equal(t, slog.LevelInfo, errorLevel(map[string]any{rlog.LogKeyTopic: "guava"}), "EnsureTopic expects it missing")
+	probingTopics.Delete("guava")
+	require.Equal(t, slog.LevelError, errorLevel(map[string]any{rlog.LogKeyTopic: "guava"}))
 }

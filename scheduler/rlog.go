@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 )
@@ -44,14 +45,23 @@ func (c *clientLog) Error(msg string, f map[string]any)   { c.log(errorLevel(f),
 // errorLevel is the level of one of the client's errors: an error about a consumer
 // group's retry or dead-letter topic is expected chatter (the retry topic is created on
 // the first retry, the dead-letter topic on the first dead letter: rocketdelay's own DLQ
-// check looks for one that normally does not exist), so it is Info; every other error stays
-// an error, so that an ERROR always means something.
+// check looks for one that normally does not exist), and so is one about a topic that
+// EnsureTopic is finding missing right now (it creates it), so they are Info; every other
+// error stays an error, so that an ERROR always means something.
 func errorLevel(f map[string]any) slog.Level {
-	if topic, ok := f[rlog.LogKeyTopic].(string); ok && (strings.HasPrefix(topic, "%RETRY%") || strings.HasPrefix(topic, "%DLQ%")) {
+	topic, _ := f[rlog.LogKeyTopic].(string)
+	if _, probing := probingTopics.Load(topic); probing && topic != "" {
+		return slog.LevelInfo
+	}
+	if strings.HasPrefix(topic, "%RETRY%") || strings.HasPrefix(topic, "%DLQ%") {
 		return slog.LevelInfo
 	}
 	return slog.LevelError
 }
+
+// probingTopics are the topics whose route EnsureTopic is asking for: a missing route is
+// what it expects to find on a first start.
+var probingTopics sync.Map
 
 // Fatal is logged as an error: the client must never end the process.
 func (c *clientLog) Fatal(msg string, f map[string]any) { c.log(slog.LevelError, msg, f) }

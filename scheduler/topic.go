@@ -19,6 +19,9 @@ func EnsureTopic(ctx context.Context, nameServers []string, topic string, broker
 		return fmt.Errorf("scheduler: admin client: %w", err)
 	}
 	defer adm.Close()
+	// The client logs a missing route as an error; here it is what a first start finds.
+	probingTopics.Store(topic, true)
+	defer probingTopics.Delete(topic)
 	if _, err := adm.FetchPublishMessageQueues(ctx, topic); err == nil {
 		return nil
 	}
