@@ -1,14 +1,16 @@
 // Package scheduler turns an alert published with any delay into a hand-off at its due
 // moment: it consumes the RocketMQ topic, decomposes the remaining delay into the broker's
-// delay levels (re-publishing hop by hop), keeps the final sub-minute remainder in Redis
+// delay levels (re-publishing hop by hop) or, in timer mode, RocketMQ 5 timer messages
+// that land just before the due time, keeps the final remainder in Redis
 // (store.WheelStage) plus an in-process timing wheel, and hands due alerts to its
 // Delivery (package delivery), releasing them from Redis once delivery is done with them.
 // Inputs that can never be delivered go to the same Delivery as rejections.
 //
-// Its files follow a message: consumer.go (decode, hop or store), fireloop.go (claim what
-// the wheel fires, hand it off, release or give back), sweeper.go (claim what is overdue
-// or whose lease expired), leasekeeper.go (keep the held claims alive); producer.go is the
-// producers' API.
+// Its files follow a message: consumer.go (decode, hop or store), plan.go and timer.go
+// (the hop rule, and the timer probe at start), fireloop.go (claim what the wheel fires,
+// hand it off, release or give back), gate.go (each target's share of the hand-off
+// workers), sweeper.go (claim what is overdue or whose lease expired), leasekeeper.go
+// (keep the held claims alive); producer.go is the producers' API.
 //
 // It must not talk to DingTalk or Postgres, and it must never acknowledge a RocketMQ
 // message before the message's next home (a re-published hop, Redis, or a rejected row)
