@@ -111,8 +111,10 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	// Filter on the form: status pending, target billing.
 	run("filter", chromedp.SetValue(chromedp.CSS("#target"), "billing"), chromedp.SetValue(chromedp.CSS("#status"), "pending"),
-		chromedp.Click(chromedp.CSS("#apply")), chromedp.WaitVisible(chromedp.CSS("#rows")))
-	require.Contains(t, location(), "status=pending")
+		chromedp.Click(chromedp.CSS("#apply")))
+	// The list page has #rows before and after: wait for the filtered page itself.
+	require.Eventually(t, func() bool { return strings.Contains(location(), "status=pending") }, 10*time.Second, 50*time.Millisecond)
+	run("filtered", chromedp.WaitVisible(chromedp.CSS("#rows")))
 	require.Contains(t, text("#rows tbody"), "billing-1")
 	require.NotContains(t, text("#rows tbody"), "retry-me")
 	require.Equal(t, "4", text(`[data-status="pending"]`))

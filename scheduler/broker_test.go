@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("RD_TEST_LOG") != "" {
 		level = slog.LevelWarn
 	}
-	RouteClientLog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	testClientLog = &clientLogTee{base: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})}
+	RouteClientLog(slog.New(testClientLog))
 	goleak.VerifyTestMain(m, append(testenv.RocketMQStragglers, goleak.Cleanup(func(code int) {
 		removeBinary()
 		os.Exit(code)
@@ -157,6 +159,30 @@ func TestDLQDepth(t *testing.T) {
 	}, 30*time.Second, 500*time.Millisecond, "depth %d, err %v", depth, err)
 }
 
+// clientLogTee is the handler the tests route the client's log to, once (the client's
+// logger is a global its goroutines read without a lock): records go to base, and to the
+// observer a test sets.
+type clientLogTee struct {
+	base     slog.Handler
+	observer atomic.Pointer[levelCounter]
+}
+
+// testClientLog is the tee TestMain installed.
+var testClientLog *clientLogTee
+
+func (h *clientLogTee) Enabled(context.Context, slog.Level) bool { return true }
+func (h *clientLogTee) Handle(ctx context.Context, r slog.Record) error {
+	if o := h.observer.Load(); o != nil {
+		_ = o.Handle(ctx, r)
+	}
+	if h.base.Enabled(ctx, r.Level) {
+		return h.base.Handle(ctx, r)
+	}
+	return nil
+}
+func (h *clientLogTee) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *clientLogTee) WithGroup(string) slog.Handler      { return h }
+
 // levelCounter is a slog handler that counts records at or above Error.
 type levelCounter struct {
 	mu     sync.Mutex
@@ -180,8 +206,8 @@ func (h *levelCounter) WithGroup(string) slog.Handler      { return h }
 // expected there).
 func TestFirstStartLogsNoError(t *testing.T) {
 	h := &levelCounter{}
-	RouteClientLog(slog.New(h))
-	defer RouteClientLog(discardLogger())
+	testClientLog.observer.Store(h)
+	defer testClientLog.observer.Store(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	topic := testenv.Unique("rd_first_")
