@@ -176,19 +176,11 @@ func runMode(ctx context.Context, out io.Writer, cfg config.Config, mode string,
 	opts.KnownTarget = func(string) bool { return true }
 	opts.InstanceName = "rd-bench-" + mode + "-" + suffix
 	rec := &hopRecorder{hops: map[string]int{}, late: map[string]time.Duration{}}
-	s, err := scheduler.New(opts, store.NewWheelStage(rdb, prefix, store.WheelStageOptions{}), rec,
-		slog.New(slog.NewTextHandler(io.Discard, nil)), scheduler.NewMetrics(prometheus.NewRegistry()), time.Now)
+	stop, err := startScheduler(ctx, opts, store.NewWheelStage(rdb, prefix, store.WheelStageOptions{}), rec, prometheus.NewRegistry())
 	if err != nil {
 		return modeRun{}, err
 	}
-	if err := s.Start(ctx); err != nil {
-		return modeRun{}, err
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-		defer cancel()
-		_ = s.Stop(stopCtx)
-	}()
+	defer stop()
 	pr, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: topic})
 	if err != nil {
 		return modeRun{}, err

@@ -118,19 +118,11 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 		opts.Topic, opts.Group = topic, "rd_bench_scale_"+suffix
 		opts.KnownTarget = func(string) bool { return true }
 		opts.InstanceName = fmt.Sprintf("rd-bench-scale-%s-%d", suffix, i)
-		s, err := scheduler.New(opts, store.NewWheelStage(rdb, prefix, store.WheelStageOptionsFromConfig(cfg)), rec,
-			slog.New(slog.DiscardHandler), scheduler.NewMetrics(reg), time.Now)
+		stop, err := startScheduler(ctx, opts, store.NewWheelStage(rdb, prefix, store.WheelStageOptionsFromConfig(cfg)), rec, reg)
 		if err != nil {
 			return scaleRun{}, err
 		}
-		if err := s.Start(ctx); err != nil {
-			return scaleRun{}, err
-		}
-		defer func() {
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-			defer cancel()
-			_ = s.Stop(stopCtx)
-		}()
+		defer stop()
 	}
 	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: topic})
 	if err != nil {
@@ -182,6 +174,24 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 	}
 	r.lostPerMsg, r.recoveredPerMsg = lost/float64(n), recovered/float64(n)
 	return r, nil
+}
+
+// startScheduler starts an in-process scheduler with opts on ws, handing due alerts to
+// d and registering its metrics with reg; stop stops it.
+func startScheduler(ctx context.Context, opts scheduler.Options, ws *store.WheelStage, d scheduler.Delivery,
+	reg prometheus.Registerer) (stop func(), err error) {
+	s, err := scheduler.New(opts, ws, d, slog.New(slog.DiscardHandler), scheduler.NewMetrics(reg), time.Now)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(ctx); err != nil {
+		return nil, err
+	}
+	return func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		_ = s.Stop(stopCtx)
+	}, nil
 }
 
 // LocalTopology resolves "sentinel" and "cluster" to the local stack's Sentinel
