@@ -793,7 +793,7 @@ func Decode(r io.Reader) (Config, error) {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
 			for i, e := range te.Errors {
-				te.Errors[i] = unknownKey.ReplaceAllStringFunc(e, hideOddKey)
+				te.Errors[i] = cannotUnmarshal.ReplaceAllStringFunc(unknownKey.ReplaceAllStringFunc(e, hideOddKey), hideValue)
 			}
 		}
 		return Config{}, fmt.Errorf("config: %w", err)
@@ -803,6 +803,21 @@ func Decode(r io.Reader) (Config, error) {
 
 // unknownKey finds the strict decoder's "field KEY not found in type T".
 var unknownKey = regexp.MustCompile(`field (.*) not found in type (\S+)`)
+
+// cannotUnmarshal finds the decoder's "cannot unmarshal TAG `VALUE` into T".
+var cannotUnmarshal = regexp.MustCompile("cannot unmarshal (\\S+) `.*?` into (\\S+)")
+
+// hideValue drops the value from a type error, and a tag that is not one of YAML's own
+// (!!str, !!int, …): either may be a secret written in the wrong place. The line number
+// and the expected type say what to fix.
+func hideValue(m string) string {
+	sub := cannotUnmarshal.FindStringSubmatch(m)
+	tag := sub[1]
+	if !strings.HasPrefix(tag, "!!") || !keyName.MatchString(tag[2:]) {
+		tag = "a value with a custom tag"
+	}
+	return "cannot unmarshal " + tag + " into " + sub[2]
+}
 
 // keyName is what a configuration key looks like.
 var keyName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,39}$`)

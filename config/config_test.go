@@ -503,3 +503,16 @@ func TestRedisTopologies(t *testing.T) {
 	require.Empty(t, c.Redis.URL)
 	require.Equal(t, "rdprimary", c.Redis.Sentinel.MasterName)
 }
+
+// A value of the wrong type, or a custom tag, is not echoed: either may be a secret
+// written in the wrong place. The line and the expected type are.
+func TestTypeErrorsDoNotEchoValues(t *testing.T) {
+	_, err := Decode(strings.NewReader("!tok-SECRET-0123456789abcdef"))
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "SECRET")
+	require.Contains(t, err.Error(), "cannot unmarshal a value with a custom tag into config.Config")
+	_, err = Decode(strings.NewReader("sender:\n  limit: pw-SECRET-42\n"))
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "SECRET")
+	require.Contains(t, err.Error(), "line 2: cannot unmarshal !!str into int")
+}
