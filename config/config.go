@@ -92,7 +92,8 @@ type RocketMQ struct {
 	// SendTimeout bounds one publish to the broker. Default 3s.
 	SendTimeout time.Duration `yaml:"sendTimeout" json:"sendTimeout"`
 	// Brokers are broker addresses (host:port) on which rocketdelay creates the topic at
-	// start when the name server does not know it. Default none: the topic must exist.
+	// start when the name server does not know it, and the consumer group's retry topic;
+	// the scheduler also reads their timer precision. Default none: the topic must exist.
 	Brokers []string `yaml:"brokers" json:"brokers"`
 }
 

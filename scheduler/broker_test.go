@@ -22,10 +22,13 @@ import (
 
 func TestMain(m *testing.M) {
 	// The client warns about routine things (a retry topic not created yet); tests show
-	// its log only when asked to.
+	// its log only when asked to: RD_TEST_LOG=1 its warnings, RD_TEST_LOG=debug all of it.
 	level := slog.LevelError + 4
 	if os.Getenv("RD_TEST_LOG") != "" {
 		level = slog.LevelWarn
+		if os.Getenv("RD_TEST_LOG") == "debug" {
+			level = slog.LevelDebug
+		}
 	}
 	testClientLog = &clientLogTee{base: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})}
 	RouteClientLog(slog.New(testClientLog))
@@ -164,7 +167,7 @@ func TestDLQDepth(t *testing.T) {
 // observer a test sets.
 type clientLogTee struct {
 	base     slog.Handler
-	observer atomic.Pointer[levelCounter]
+	observer atomic.Pointer[slog.Handler]
 }
 
 // testClientLog is the tee TestMain installed.
@@ -173,7 +176,7 @@ var testClientLog *clientLogTee
 func (h *clientLogTee) Enabled(context.Context, slog.Level) bool { return true }
 func (h *clientLogTee) Handle(ctx context.Context, r slog.Record) error {
 	if o := h.observer.Load(); o != nil {
-		_ = o.Handle(ctx, r)
+		_ = (*o).Handle(ctx, r)
 	}
 	if h.base.Enabled(ctx, r.Level) {
 		return h.base.Handle(ctx, r)
@@ -201,13 +204,36 @@ func (h *levelCounter) Handle(_ context.Context, r slog.Record) error {
 func (h *levelCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *levelCounter) WithGroup(string) slog.Handler      { return h }
 
+// observe makes o see every record of the client's log until the test ends. Only a
+// test that does not run in parallel may observe.
+func observe(t *testing.T, o slog.Handler) {
+	testClientLog.observer.Store(&o)
+	t.Cleanup(func() { testClientLog.observer.Store(nil) })
+}
+
+// slowRouteChange widens a race in rocketmq-client-go so that a test meets it every
+// time: when a topic's route changes, the client makes it visible to its producers,
+// logs "change the route for clients", and only then records the brokers' addresses. A
+// send in between finds a queue but no broker address and fails at once with "route
+// info not found". This handler holds the client in that window.
+type slowRouteChange struct{ pause time.Duration }
+
+func (h slowRouteChange) Enabled(context.Context, slog.Level) bool { return true }
+func (h slowRouteChange) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "change the route for clients" {
+		time.Sleep(h.pause)
+	}
+	return nil
+}
+func (h slowRouteChange) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h slowRouteChange) WithGroup(string) slog.Handler      { return h }
+
 // TestFirstStartLogsNoError: creating a topic that does not exist yet, as every first
 // start does, logs no ERROR (the client's "queryTopicRouteInfoFromServer failed" is
 // expected there).
 func TestFirstStartLogsNoError(t *testing.T) {
 	h := &levelCounter{}
-	testClientLog.observer.Store(h)
-	defer testClientLog.observer.Store(nil)
+	observe(t, h)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	topic := testenv.Unique("rd_first_")

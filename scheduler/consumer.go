@@ -62,7 +62,7 @@ func (s *Scheduler) retryLevel(reconsume int) int {
 func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stage string, err error) {
 	s.metrics.received.Inc()
 	if msg.GetProperty(PropProbe) != "" {
-		s.logger.Debug("timer probe stored by a broker without timers; dropped", "msg_id", msg.MsgId)
+		s.logger.Debug("start-up probe dropped", "probe", msg.GetProperty(PropProbe), "msg_id", msg.MsgId)
 		return "probe", nil
 	}
 	now := s.now()

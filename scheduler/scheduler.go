@@ -295,6 +295,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := EnsureTopic(ctx, s.opts.NameServers, s.opts.Topic, s.opts.Brokers, s.logger); err != nil {
 		return err
 	}
+	s.learnRoute(ctx)
 	if s.route, err = s.resolveRoute(ctx); err != nil {
 		return err
 	}
@@ -307,6 +308,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		if _, err := CheckGroup(ctx, s.opts.NameServers, s.opts.Group, s.opts.Brokers, s.logger); err != nil {
 			return err
 		}
+	}
+	if err := s.ensureRetryTopic(ctx); err != nil {
+		return err
 	}
 	s.consumer, err = rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(resolver),

@@ -2,8 +2,10 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -335,4 +337,70 @@ func TestFloodOnOneTargetLeavesOthersOnTime(t *testing.T) {
 	require.Less(t, worst, time.Second, "the flood must not hold the calm target's alerts")
 	require.Less(t, h.rec.countAll(flood), len(flood), "the flood was still going while the calm alerts went out")
 	h.rec.waitAll(t, flood, 60*time.Second)
+}
+
+// TestFirstHopsOfANewReplicaNeedNoRetry: alerts that need a hop reach a new replica
+// one after another while the client is held in its route race (see slowRouteChange):
+// the first hop opens the window, the next ones fall into it. Without the start-up probe
+// that teaches the hop producer the topic's route before the consumer starts, those
+// hops fail and go back to RocketMQ for a retry.
+func TestFirstHopsOfANewReplicaNeedNoRetry(t *testing.T) {
+	observe(t, slowRouteChange{pause: time.Second}) // not parallel: the client's log is global
+	h := newHarness(t, 5*time.Second)
+	_, m := h.start("first")
+	const n = 50
+	keys := ids("first", n)
+	due := map[string]time.Time{}
+	for _, id := range keys {
+		due[id] = h.publish(id, 9*time.Second, "first "+id).DeliverAt
+		time.Sleep(40 * time.Millisecond)
+	}
+	h.rec.waitAll(t, keys, 90*time.Second)
+	h.rec.latenessReport(t, due)
+	require.Equal(t, 0.0, testutil.ToFloat64(m.retries.WithLabelValues("hop")), "a first hop was handed back to RocketMQ")
+	require.GreaterOrEqual(t, total(m.hops), float64(n), "the alerts did not hop")
+}
+
+// rejectFailsOnce records rejections like the recorder, but the first one fails, as when
+// Postgres blips: the message goes back to RocketMQ for a retry.
+type rejectFailsOnce struct {
+	*recorder
+	failed atomic.Bool
+}
+
+func (r *rejectFailsOnce) Reject(ctx context.Context, rej delivery.Rejected) error {
+	if r.failed.CompareAndSwap(false, true) {
+		return errors.New("postgres blipped")
+	}
+	return r.recorder.Reject(ctx, rej)
+}
+
+// TestFirstRetryOfANewGroupComesBackOnTime: a new consumer group's first retry comes back
+// after its retry delay. RocketMQ keeps the retries of a group in its own topic
+// (%RETRY%group), which the broker creates at the group's first heartbeat, often after
+// the consumer has looked for its route; the client looks again only every 30s, and a
+// retry of a new group waited that long (in one start of three, here). Start creates the
+// retry topic first. Five new groups make the race likely to show.
+func TestFirstRetryOfANewGroupComesBackOnTime(t *testing.T) {
+	t.Parallel()
+	for i := range 5 {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, 5*time.Second)
+			d := &rejectFailsOnce{recorder: h.rec}
+			_, m := h.startWith("retry", d)
+			msg := primitive.NewMessage(h.topic, []byte("x"))
+			msg.WithProperties(map[string]string{PropTarget: "nobody", PropDeliverAt: "0", PropID: "retry-1"})
+			_, err := h.producer.p.SendSync(context.Background(), msg)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return testutil.ToFloat64(m.retries.WithLabelValues("reject")) == 1 },
+				20*time.Second, 20*time.Millisecond, "the first rejection did not fail")
+			failed := time.Now()
+			require.Eventually(t, func() bool { h.rec.mu.Lock(); defer h.rec.mu.Unlock(); return len(h.rec.rejected) == 1 },
+				60*time.Second, 20*time.Millisecond, "the message never came back")
+			back := time.Since(failed)
+			t.Logf("the retry came back after %s (retry delay %s)", back, h.levels[0])
+			require.Less(t, back, 15*time.Second, "the retry waited for the client's next route lookup")
+		})
+	}
 }

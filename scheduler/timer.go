@@ -15,8 +15,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 )
 
-// PropProbe marks the start-up probe of timer support. The probe is refused by every
-// broker that has timers; a broker that stores it has none, and the consumer drops it.
+// PropProbe marks the start-up probes the consumer drops: "route", which teaches the hop
+// producer the topic's route (see learnRoute), and "timer", the probe of timer support,
+// which every broker with timers refuses (a broker that stores it has none).
 const PropProbe = "RD_PROBE"
 
 // probeDelay is how far out the probe is due: beyond any broker's timerMaxDelaySec, so a

@@ -11,9 +11,33 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
+// topicQueues is the number of queues of a topic EnsureTopic creates: room for 8
+// consumers of one group.
+const topicQueues = 8
+
 // EnsureTopic checks that the name servers know topic; when they do not and brokers are
 // given, it creates the topic on each broker and waits until the route appears.
 func EnsureTopic(ctx context.Context, nameServers []string, topic string, brokers []string, logger *slog.Logger) error {
+	return ensureTopic(ctx, nameServers, topic, topicQueues, brokers, logger)
+}
+
+// ensureRetryTopic creates the consumer group's retry topic (%RETRY%group, one queue, as
+// the broker would) before the consumer starts, when the brokers are known. RocketMQ
+// keeps a group's retries in that topic and the broker creates it at the group's first
+// heartbeat, after the consumer has looked for its route; the client looks again only
+// every 30s, so the first retry of a new group came back up to 50s late. Without
+// rocketmq.brokers nothing is created, and the first retry of a new group may wait so.
+func (s *Scheduler) ensureRetryTopic(ctx context.Context) error {
+	if len(s.opts.Brokers) == 0 {
+		return nil
+	}
+	return ensureTopic(ctx, s.opts.NameServers, consumerRetryTopic(s.opts.Group), 1, s.opts.Brokers, s.logger)
+}
+
+// consumerRetryTopic is the topic RocketMQ keeps a consumer group's retries in.
+func consumerRetryTopic(group string) string { return "%RETRY%" + group }
+
+func ensureTopic(ctx context.Context, nameServers []string, topic string, queues int, brokers []string, logger *slog.Logger) error {
 	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))
 	if err != nil {
 		return fmt.Errorf("scheduler: admin client: %w", err)
@@ -33,7 +57,7 @@ func EnsureTopic(ctx context.Context, nameServers []string, topic string, broker
 	}
 	for _, b := range brokers {
 		err := adm.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(b),
-			admin.WithReadQueueNums(8), admin.WithWriteQueueNums(8))
+			admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues))
 		if err != nil {
 			return fmt.Errorf("scheduler: broker %s refused to create topic %q: %w", b, topic, err)
 		}
@@ -51,6 +75,24 @@ func EnsureTopic(ctx context.Context, nameServers []string, topic string, broker
 			return ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+}
+
+// learnRoute sends one probe message to the topic through the hop producer before the
+// consumer starts, so that the producer knows the topic's route, brokers' addresses
+// included, before the consumer's goroutines publish hops at once. rocketmq-client-go
+// shows a topic's new route to its producers before it records the brokers' addresses,
+// and a send in between fails at once with "route info not found": without this, the
+// first hops of a new replica went back to RocketMQ for a retry. The consumer drops the
+// probe. A failure is only logged: a hop that fails is retried by RocketMQ.
+func (s *Scheduler) learnRoute(ctx context.Context) {
+	m := primitive.NewMessage(s.opts.Topic, []byte("rocketdelay route probe"))
+	m.WithProperty(PropProbe, "route")
+	sctx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
+	defer cancel()
+	if _, err := s.producer.SendSync(sctx, m); err != nil {
+		s.logger.Warn("the route probe failed; hops that fail at first are retried by RocketMQ",
+			"topic", s.opts.Topic, "err", err)
 	}
 }
 
