@@ -233,24 +233,34 @@ func TestRobotPoolTouchMovesTheSendToNow(t *testing.T) {
 func TestRobotPoolPacesPicks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, _, pool := newRobotPool(t, 1200*time.Millisecond)
-	robots := poolRobots(12, "a") // capacity 12: a bucket of 2 tokens, 10 tokens per 1.2s
+	// A long window makes a token slow enough (1.2s) that no pause of a loaded machine
+	// refills the bucket between the picks; nothing here waits for one.
+	_, _, pool := newRobotPool(t, 12*time.Second)
+	robots := poolRobots(12, "a") // capacity 12: a bucket of 2 tokens, 10 tokens per 12s
+
+	// Redis's clock at the first pick: the bucket refills from there.
+	var first time.Time
 	for i := range 2 {
 		p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Paced})
 		require.NoError(t, err)
 		require.Equal(t, "a", p.Robot, "pick %d: the bucket's burst", i+1)
+		if i == 0 {
+			first = p.At
+		}
 	}
+	// The waits count from the first pick on Redis's clock, so a slow test machine
+	// shortens them by exactly the time it took between picks.
 	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Paced})
 	require.NoError(t, err)
 	require.Empty(t, p.Robot, "the bucket is empty")
 	require.True(t, p.Reserved, "the next token is reserved for this caller")
-	require.InDelta(t, 120, p.Wait.Milliseconds(), 15, "one token takes 1.2s/10")
+	require.InDelta(t, 1200, (p.Wait + p.At.Sub(first)).Milliseconds(), 1, "one token takes 12s/10")
 
 	// A second waiter (another replica) queues behind the first: its token is the one after.
 	p2, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Paced})
 	require.NoError(t, err)
 	require.True(t, p2.Reserved)
-	require.InDelta(t, 240, p2.Wait.Milliseconds(), 15, "the second reservation is one token later")
+	require.InDelta(t, 2400, (p2.Wait + p2.At.Sub(first)).Milliseconds(), 1, "the second reservation is one token later")
 
 	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
