@@ -110,7 +110,10 @@ log_of() {
   echo "$LOG_DIR/$1.log"
 }
 
-port_in_use() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+# port_in_use PORT: a listener or a connection holds PORT, so a server could not bind it
+# (a connection's local port counts: it is how a client's ephemeral port blocks a bind;
+# TIME-WAIT does not, the servers here set SO_REUSEADDR).
+port_in_use() { ss -Htan "sport = :$1" 2>/dev/null | grep -v '^TIME-WAIT' | grep -q .; }
 
 # mqadmin ARGS...: RocketMQ's admin tool from the cached jars.
 mqadmin() {

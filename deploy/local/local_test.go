@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,9 +18,21 @@ import (
 )
 
 // freePortBlock finds n consecutive free loopback ports.
+// freePortBlock finds n consecutive free ports below the kernel's ephemeral range: a
+// port in that range can become some test's client port between this check and the
+// JVM's bind, and the server then exits with "Address already in use".
 func freePortBlock(t *testing.T, n int) int {
 	t.Helper()
-	for base := 31000 + int(time.Now().UnixNano()%2000)*4; base < 60000; base += n + 7 {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				low = v
+			}
+		}
+	}
+	start := 20000 + int(time.Now().UnixNano()%1000)*8
+	for base := start; base+n <= low; base += n + 7 {
 		ok := true
 		for p := base; p < base+n; p++ {
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
@@ -100,4 +113,44 @@ func TestUpRejectsUnknownArguments(t *testing.T) {
 		require.Error(t, err)
 		require.Contains(t, out, "ERROR")
 	}
+}
+
+// A port some other process holds stops up with a message that names the port and the
+// cause: a connection on it is seen before the start; a socket only bound to it (which
+// no tool lists) makes the JVM fail, and up shows the JVM's exception.
+func TestNameServerThatCannotBindSaysWhy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a JVM; skipped under -short")
+	}
+	base := freePortBlock(t, 2)
+	state := t.TempDir()
+	up := func(port int) (string, error) {
+		env := []string{"RD_STATE_DIR=" + state, "RD_NAMESRV_PORT=" + strconv.Itoa(port), "RD_READY_TIMEOUT=90"}
+		t.Cleanup(func() { _, _ = script(t, env, "down") })
+		return script(t, env, "up", "namesrv")
+	}
+
+	// A client connection whose local port is the name server's.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: base}}
+	conn, err := d.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	out, err := up(base)
+	require.Error(t, err, out)
+	require.Contains(t, out, fmt.Sprintf("port %d, wanted by namesrv, is taken by another process", base))
+	require.NotContains(t, out, "starting RocketMQ name server", "nothing started")
+
+	// A socket bound to the port without a connection.
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	defer syscall.Close(fd)
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Port: base + 1, Addr: [4]byte{127, 0, 0, 1}}))
+	out, err = up(base + 1)
+	require.Error(t, err, out)
+	require.Contains(t, out, "namesrv exited during start")
+	require.Contains(t, out, "exceptions in its log:")
+	require.Contains(t, out, "java.net.BindException: Address already in use")
 }
