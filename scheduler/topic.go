@@ -37,6 +37,10 @@ func (s *Scheduler) ensureRetryTopic(ctx context.Context) error {
 // consumerRetryTopic is the topic RocketMQ keeps a consumer group's retries in.
 func consumerRetryTopic(group string) string { return "%RETRY%" + group }
 
+// ensureTopic is EnsureTopic with the number of queues a created topic gets: returns at
+// once when the name servers know topic; otherwise creates it on each of brokers (an
+// error naming the mqadmin command when none are listed) and waits up to 30s for its
+// route to appear.
 func ensureTopic(ctx context.Context, nameServers []string, topic string, queues int, brokers []string, logger *slog.Logger) error {
 	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))
 	if err != nil {
