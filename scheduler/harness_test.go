@@ -113,6 +113,27 @@ func (h *harness) publish(id string, in time.Duration, body string) Published {
 	return pub
 }
 
+// publishAll publishes an alert for each of keys, the i-th due after delays[i] with the
+// body "label key", and returns when each is due.
+func (h *harness) publishAll(keys []string, delays []time.Duration, label string) map[string]time.Time {
+	h.t.Helper()
+	require.Len(h.t, delays, len(keys))
+	due := make(map[string]time.Time, len(keys))
+	for i, id := range keys {
+		due[id] = h.publish(id, delays[i], label+" "+id).DeliverAt
+	}
+	return due
+}
+
+// every is n delays of d.
+func every(n int, d time.Duration) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
+
 // discardLogger drops logs unless RD_TEST_LOG is set.
 func discardLogger() *slog.Logger {
 	if os.Getenv("RD_TEST_LOG") != "" {

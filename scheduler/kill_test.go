@@ -162,11 +162,8 @@ func TestKilledReplicaLosesNothing(t *testing.T) {
 
 	const n = 300
 	keys := ids("kill", n)
-	due := map[string]time.Time{}
 	start := time.Now()
-	for i, d := range randomDelays(n, 30*time.Second, 7) {
-		due[keys[i]] = h.publish(keys[i], d, "kill "+keys[i]).DeliverAt
-	}
+	due := h.publishAll(keys, randomDelays(n, 30*time.Second, 7), "kill")
 	for _, at := range []time.Duration{6 * time.Second, 15 * time.Second} {
 		time.Sleep(time.Until(start.Add(at)))
 		a.kill()

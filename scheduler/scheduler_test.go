@@ -28,10 +28,7 @@ func TestEndToEndRandomDelays(t *testing.T) {
 
 	const n = 200
 	keys := ids("e2e", n)
-	due := map[string]time.Time{}
-	for i, d := range randomDelays(n, 90*time.Second, uint64(time.Now().UnixNano())) {
-		due[keys[i]] = h.publish(keys[i], d, "alert "+keys[i]).DeliverAt
-	}
+	due := h.publishAll(keys, randomDelays(n, 90*time.Second, uint64(time.Now().UnixNano())), "alert")
 	h.rec.waitAll(t, keys, 150*time.Second)
 	time.Sleep(3 * time.Second) // room for a duplicate to show up
 	p50, p99, worst := h.rec.latenessReport(t, due)
@@ -54,10 +51,7 @@ func TestTwoReplicasNoDuplicates(t *testing.T) {
 
 	const n = 200
 	keys := ids("twin", n)
-	due := map[string]time.Time{}
-	for i, d := range randomDelays(n, 20*time.Second, 42) {
-		due[keys[i]] = h.publish(keys[i], d, "alert "+keys[i]).DeliverAt
-	}
+	due := h.publishAll(keys, randomDelays(n, 20*time.Second, 42), "alert")
 	h.rec.waitAll(t, keys, 60*time.Second)
 	time.Sleep(3 * time.Second)
 	p50, p99, worst := h.rec.latenessReport(t, due)
@@ -76,10 +70,7 @@ func TestRestartDeliversWheelStageEntries(t *testing.T) {
 
 	const n = 20
 	keys := ids("restart", n)
-	due := map[string]time.Time{}
-	for _, id := range keys {
-		due[id] = h.publish(id, 4*time.Second, "restart "+id).DeliverAt // below the threshold: straight to the wheel stage
-	}
+	due := h.publishAll(keys, every(n, 4*time.Second), "restart") // below the threshold: straight to the wheel stage
 	require.Eventually(t, func() bool {
 		waiting, _, err := h.ws.Stats(context.Background())
 		return err == nil && waiting == n
@@ -234,10 +225,7 @@ func TestStopGivesBackClaimedEntries(t *testing.T) {
 
 	const n = 40
 	keys := ids("stop", n)
-	due := map[string]time.Time{}
-	for _, id := range keys {
-		due[id] = h.publish(id, 2*time.Second, "stop "+id).DeliverAt
-	}
+	due := h.publishAll(keys, every(len(keys), 2*time.Second), "stop")
 	// Wait until the first hand-offs happened: the rest are claimed and queued.
 	require.Eventually(t, func() bool { h.rec.mu.Lock(); defer h.rec.mu.Unlock(); return len(h.rec.at) >= 2 },
 		20*time.Second, 10*time.Millisecond)
@@ -271,10 +259,7 @@ func TestBacklogKeepsItsLeases(t *testing.T) {
 
 	const n = 60 // 60 × 150ms / 2 workers = 4.5s of hand-offs, longer than the 3s lease
 	keys := ids("backlog", n)
-	due := map[string]time.Time{}
-	for _, id := range keys {
-		due[id] = h.publish(id, 2*time.Second, "backlog "+id).DeliverAt
-	}
+	due := h.publishAll(keys, every(len(keys), 2*time.Second), "backlog")
 	_, mb := h.start("backlog-b") // sweeps every 200ms, would take over expired leases
 	h.rec.waitAll(t, keys, 60*time.Second)
 	time.Sleep(time.Second)

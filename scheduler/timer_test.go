@@ -99,10 +99,7 @@ func TestTimerModeEndToEnd(t *testing.T) {
 
 	const n = 80
 	keys := ids("timer", n)
-	due := map[string]time.Time{}
-	for i, d := range randomDelays(n, 50*time.Second, uint64(time.Now().UnixNano())) {
-		due[keys[i]] = h.publish(keys[i], d, "alert "+keys[i]).DeliverAt
-	}
+	due := h.publishAll(keys, randomDelays(n, 50*time.Second, uint64(time.Now().UnixNano())), "alert")
 	h.publish("timer-cancelled", 30*time.Second, "cancel me while hopping")
 	res, err := h.ws.Cancel(context.Background(), "timer-cancelled")
 	require.NoError(t, err)
