@@ -110,10 +110,13 @@ log_of() {
   echo "$LOG_DIR/$1.log"
 }
 
-# port_in_use PORT: a listener or a connection holds PORT, so a server could not bind it
-# (a connection's local port counts: it is how a client's ephemeral port blocks a bind;
-# TIME-WAIT does not, the servers here set SO_REUSEADDR).
-port_in_use() { ss -Htan "sport = :$1" 2>/dev/null | grep -v '^TIME-WAIT' | grep -q .; }
+# port_in_use PORT: a live process holds PORT, so a server could not bind it: a listener,
+# or a connection whose local port it is (how a client's ephemeral port blocks a bind).
+# The closing states are left out: they are what a killed server leaves behind, and they
+# do not stop the servers here, which bind with SO_REUSEADDR.
+port_in_use() {
+  ss -Htan state listening state established state syn-sent state close-wait "sport = :$1" 2>/dev/null | grep -q .
+}
 
 # mqadmin ARGS...: RocketMQ's admin tool from the cached jars.
 mqadmin() {
