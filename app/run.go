@@ -127,6 +127,8 @@ func withRedis(c *cobra.Command, stdio IO, path string, do func(config.Config, r
 	if err != nil {
 		return err
 	}
+	// A command's output is its answer: only go-redis's warnings join it, on stderr.
+	store.RouteRedisLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
 	rdb, err := store.OpenRedisConfig(c.Context(), cfg.Redis)
 	if err != nil {
 		return err

@@ -40,8 +40,10 @@ func newServeCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			logger := cfg.Log.Logger(stdio.Stderr)
-			// The RocketMQ client's logger is process-wide: set it here, once, not in Serve.
+			// The RocketMQ client's and go-redis's loggers are process-wide: set them
+			// here, once, not in Serve.
 			scheduler.RouteClientLog(logger)
+			store.RouteRedisLog(logger)
 			return Serve(c.Context(), cfg, ServeOptions{Logger: logger, ClockOffset: offset})
 		},
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/scheduler"
@@ -60,7 +59,7 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 		return fmt.Errorf("bench: set rocketmq.brokers (ROCKETDELAY_BROKERS) so the benchmark can create its topics")
 	}
 	scheduler.RouteClientLog(slog.New(slog.DiscardHandler))
-	redis.SetLogger(quietRedis{}) // the failover client logs every sentinel it asks
+	store.RouteRedisLog(slog.New(slog.DiscardHandler)) // the failover client logs every sentinel it asks
 	fmt.Fprintf(out, "rocketdelay scale benchmark: %d alerts per run due at one instant, replicas %v, Redis %s, %d CPUs, %s\n\n",
 		o.N, o.Replicas, strings.Join(o.Topologies, ", "), runtime.NumCPU(), runtime.Version())
 	var runs []scaleRun
@@ -215,11 +214,6 @@ func LocalTopology(getenv func(string) string) func(string) (config.Redis, error
 		return config.Redis{}, fmt.Errorf("bench: no local %s: start it (deploy/local/up sentinel redis-cluster) and eval \"$(deploy/local/env)\"", name)
 	}
 }
-
-// quietRedis drops go-redis's own log lines.
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // sumMetricLabel sums the series of counter name whose label has value; an empty
 // label sums them all.

@@ -221,8 +221,9 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 	r := &runner{opts: opts, logf: func(format string, args ...any) {
 		fmt.Fprintf(opts.Log, "[chaos %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}}
-	// rocketmq-client-go logs process-wide; keep it out of the table's way.
+	// rocketmq-client-go and go-redis log process-wide; keep them out of the table's way.
 	scheduler.RouteClientLog(slog.New(slog.DiscardHandler))
+	store.RouteRedisLog(slog.New(slog.DiscardHandler))
 	r.work, err = os.MkdirTemp("", "rocketdelay-chaos-run-")
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,6 +78,18 @@ func Levels(t testing.TB) config.DelayLevels {
 	return l
 }
 
+// QuietRedisLog routes go-redis's own log lines (store.RouteRedisLog) away from the test
+// output, or to stderr when RD_TEST_LOG is set. Redis does it for every test.
+func QuietRedisLog() {
+	h := slog.DiscardHandler
+	if os.Getenv("RD_TEST_LOG") != "" {
+		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
+	}
+	store.RouteRedisLog(slog.New(h))
+}
+
+var quietRedisLog sync.Once
+
 // Redis connects to the local Redis and returns the client and a key prefix that belongs
 // to this test alone; keys under it are deleted when the test ends.
 // ROCKETDELAY_TEST_REDIS=sentinel or cluster runs the test against the local stack's
@@ -83,6 +97,7 @@ func Levels(t testing.TB) config.DelayLevels {
 // redis-cluster starts them; make test-topologies runs the store tests on each).
 func Redis(t testing.TB) (redis.UniversalClient, string) {
 	t.Helper()
+	quietRedisLog.Do(QuietRedisLog)
 	var c config.Redis
 	switch topo := os.Getenv("ROCKETDELAY_TEST_REDIS"); topo {
 	case "", "single":
@@ -205,22 +220,49 @@ func DingTalkSim(t testing.TB, opts dingtalksim.Options) (*dingtalksim.Server, s
 func RedisServer(t testing.TB, args ...string) (*redis.Client, string) {
 	t.Helper()
 	Env(t, "ROCKETDELAY_REDIS_URL") // the stack is up, so redis-server is installed
+	// The free port comes from the kernel's ephemeral range, so another test's client
+	// connection can take it before redis-server binds it: then start again on another.
+	for attempt := 1; ; attempt++ {
+		rdb, addr, err := startRedisServer(t, args)
+		if err == nil {
+			return rdb, addr
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("redis-server did not start (%v); trying another port", err)
+	}
+}
+
+func startRedisServer(t testing.TB, args []string) (*redis.Client, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	_, port, _ := net.SplitHostPort(addr)
 	require.NoError(t, ln.Close())
 	dir := t.TempDir()
+	logFile := filepath.Join(dir, "redis.log")
 	cmd := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", dir,
-		"--save", "", "--logfile", filepath.Join(dir, "redis.log")}, args...)...)
+		"--save", "", "--logfile", logFile}, args...)...)
 	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 	})
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	require.Eventually(t, func() bool { return rdb.Ping(context.Background()).Err() == nil },
-		10*time.Second, 20*time.Millisecond, "redis-server on %s did not answer; see %s", addr, filepath.Join(dir, "redis.log"))
-	return rdb, addr
+	deadline := time.Now().Add(10 * time.Second)
+	for rdb.Ping(context.Background()).Err() != nil {
+		select {
+		case <-exited:
+			return nil, "", fmt.Errorf("redis-server on %s exited; see %s", addr, logFile)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, "", fmt.Errorf("redis-server on %s did not answer; see %s", addr, logFile)
+		}
+	}
+	return rdb, addr, nil
 }
