@@ -17,22 +17,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// freePortBlock finds n consecutive free loopback ports.
-// freePortBlock finds n consecutive free ports below the kernel's ephemeral range: a
-// port in that range can become some test's client port between this check and the
-// JVM's bind, and the server then exits with "Address already in use".
+// freePortBlock finds n consecutive free ports in 23000-26299: below the kernel's
+// ephemeral range (a port there can become some test's client port between this check
+// and the JVM's bind, and the server then exits with "Address already in use"), above
+// the ports the fault suite's private stacks take (20000-21999), below the local stack's
+// Sentinel ports (26380 up).
 func freePortBlock(t *testing.T, n int) int {
 	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				low = v
-			}
-		}
-	}
-	start := 20000 + int(time.Now().UnixNano()%1000)*8
-	for base := start; base+n <= low; base += n + 7 {
+	const first, end = 23000, 26300
+	offset := int(time.Now().UnixNano() % (end - first))
+	for i := 0; i < (end-first)/(n+7); i++ { // from a random place, wrapping around
+		base := first + (offset+i*(n+7))%(end-first-n)
 		ok := true
 		for p := base; p < base+n; p++ {
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
