@@ -72,6 +72,17 @@ pid_alive() {
   tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$(pid_marker "$name")"
 }
 
+# running NAME: pid_alive, or the process just started for NAME (cmd &, its pid recorded)
+# has not yet replaced the shell that forked it: until its exec, which a loaded machine
+# can delay, /proc shows this script's own command line, not the server's.
+running() {
+  pid_alive "$1" && return 0
+  local pid
+  pid="$(pid_of "$1")" || return 1
+  [[ -r "/proc/$pid/cmdline" ]] || return 1
+  [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline")" == "$(tr '\0' ' ' <"/proc/$$/cmdline")" ]]
+}
+
 pid_of() {
   local name="$1" file
   case "$name" in

@@ -149,3 +149,37 @@ func TestNameServerThatCannotBindSaysWhy(t *testing.T) {
 	require.Contains(t, out, "exceptions in its log:")
 	require.Contains(t, out, "java.net.BindException: Address already in use")
 }
+
+// A server just started in the background is not taken for dead before its exec: until
+// then /proc shows the forked shell's command line, which a loaded machine can make last
+// (CI once saw "namesrv exited during start" this way). running covers that gap and
+// still tells a live server from a dead one.
+func TestRunningCoversTheForkBeforeExec(t *testing.T) {
+	state := t.TempDir()
+	script := `
+source ./lib.sh
+mkdir -p "$PID_DIR"
+slow_log() { sleep 1; echo /dev/null; }
+# A stand-in server whose command line carries namesrv's marker; its redirection, run in
+# the forked shell before the exec, takes a second.
+bash -c 'sleep 30; :' "$ROCKETMQ_HOME_DIR/namesrv.conf" >"$(slow_log)" 2>&1 &
+echo $! >"$PID_DIR/namesrv.pid"
+sleep 0.2
+pid_alive namesrv && echo "before exec: pid_alive" || echo "before exec: not pid_alive"
+running namesrv && echo "before exec: running" || echo "before exec: not running"
+sleep 1.5
+pid_alive namesrv && echo "after exec: pid_alive" || echo "after exec: not pid_alive"
+running namesrv && echo "after exec: running" || echo "after exec: not running"
+kill "$(pid_of namesrv)"; wait || true
+running namesrv && echo "killed: running" || echo "killed: not running"
+`
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "RD_STATE_DIR="+state)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, strings.Join([]string{
+		"before exec: not pid_alive", "before exec: running",
+		"after exec: pid_alive", "after exec: running",
+		"killed: not running",
+	}, "\n")+"\n", string(out))
+}
