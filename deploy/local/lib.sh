@@ -72,15 +72,17 @@ pid_alive() {
   tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$(pid_marker "$name")"
 }
 
-# running NAME: pid_alive, or the process just started for NAME (cmd &, its pid recorded)
-# has not yet replaced the shell that forked it: until its exec, which a loaded machine
-# can delay, /proc shows this script's own command line, not the server's.
+# running NAME: the process just started for NAME (cmd &, its pid recorded) has not ended:
+# it exists and is not a zombie. Used while waiting for a server that up started itself,
+# where pid_alive's command-line check can be wrong: until the forked shell's exec
+# (which a loaded machine can delay) /proc shows up's own command line, and during each
+# exec (setsid, nohup, java) it is briefly empty.
 running() {
-  pid_alive "$1" && return 0
-  local pid
+  local pid state
   pid="$(pid_of "$1")" || return 1
-  [[ -r "/proc/$pid/cmdline" ]] || return 1
-  [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline")" == "$(tr '\0' ' ' <"/proc/$$/cmdline")" ]]
+  state="$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null)" || return 1
+  state="${state%% *}"
+  [[ -n $state && $state != Z && $state != X ]]
 }
 
 pid_of() {

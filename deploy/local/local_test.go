@@ -45,6 +45,24 @@ func freePortBlock(t *testing.T, n int) int {
 	return 0
 }
 
+// logsOnFailure shows the end of every log under state's logs directory when the test
+// fails: the servers' own words are what a failure here needs.
+func logsOnFailure(t *testing.T, state string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		files, _ := filepath.Glob(filepath.Join(state, "logs", "*.log"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			if len(b) > 3000 {
+				b = b[len(b)-3000:]
+			}
+			t.Logf("--- end of %s:\n%s", f, b)
+		}
+	})
+}
+
 func script(t *testing.T, env []string, name string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("./"+name, args...)
@@ -72,6 +90,7 @@ func TestBrokerThatCannotStartPointsAtItsLog(t *testing.T) {
 		t.Skip("starts a JVM; skipped under -short")
 	}
 	state := t.TempDir()
+	logsOnFailure(t, state)
 	base := freePortBlock(t, 5)
 	env := []string{
 		"RD_STATE_DIR=" + state,
@@ -119,6 +138,7 @@ func TestNameServerThatCannotBindSaysWhy(t *testing.T) {
 	}
 	base := freePortBlock(t, 2)
 	state := t.TempDir()
+	logsOnFailure(t, state)
 	up := func(port int) (string, error) {
 		env := []string{"RD_STATE_DIR=" + state, "RD_NAMESRV_PORT=" + strconv.Itoa(port), "RD_READY_TIMEOUT=90"}
 		t.Cleanup(func() { _, _ = script(t, env, "down") })
@@ -152,8 +172,9 @@ func TestNameServerThatCannotBindSaysWhy(t *testing.T) {
 
 // A server just started in the background is not taken for dead before its exec: until
 // then /proc shows the forked shell's command line, which a loaded machine can make last
-// (CI once saw "namesrv exited during start" this way). running covers that gap and
-// still tells a live server from a dead one.
+// (CI saw "namesrv exited during start" this way; the command line is also briefly empty
+// during each exec). running covers those gaps and still tells a live server from a dead
+// one.
 func TestRunningCoversTheForkBeforeExec(t *testing.T) {
 	state := t.TempDir()
 	script := `
