@@ -3,10 +3,8 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -134,13 +132,8 @@ func every(n int, d time.Duration) []time.Duration {
 	return out
 }
 
-// discardLogger drops logs unless RD_TEST_LOG is set.
-func discardLogger() *slog.Logger {
-	if os.Getenv("RD_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+// discardLogger drops logs unless RD_TEST_LOG is set (testenv.Logger).
+func discardLogger() *slog.Logger { return testenv.Logger() }
 
 // recorder is a Delivery that records every hand-off with its time, and every
 // rejection.

@@ -78,15 +78,18 @@ func Levels(t testing.TB) config.DelayLevels {
 	return l
 }
 
-// QuietRedisLog routes go-redis's own log lines (store.RouteRedisLog) away from the test
-// output, or to stderr when RD_TEST_LOG is set. Redis does it for every test.
-func QuietRedisLog() {
-	h := slog.DiscardHandler
+// Logger drops logs unless RD_TEST_LOG is set; then it writes them, debug included, to
+// stderr.
+func Logger() *slog.Logger {
 	if os.Getenv("RD_TEST_LOG") != "" {
-		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	store.RouteRedisLog(slog.New(h))
+	return slog.New(slog.DiscardHandler)
 }
+
+// QuietRedisLog routes go-redis's own log lines (store.RouteRedisLog) into Logger. Redis
+// does it for every test.
+func QuietRedisLog() { store.RouteRedisLog(Logger()) }
 
 var quietRedisLog sync.Once
 
