@@ -75,8 +75,6 @@ type ServeOptions struct {
 func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	logger := opts.Logger
 	reg := opts.Registry
-	clock := timewheel.ShiftedClock(opts.ClockOffset)
-	now := clock.Now
 	if opts.ClockOffset != 0 {
 		logger.Warn("running with a shifted clock (fault injection)", "offset", opts.ClockOffset.String())
 	}
@@ -111,7 +109,19 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
-	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{})
+	// Every clock of the service is the reference clock: this replica's own clock corrected
+	// by its offset to Redis TIME, so a host whose clock is off neither sends early nor late.
+	schedMetrics := scheduler.NewMetrics(reg)
+	clock := scheduler.NewRefClock(ws, timewheel.ShiftedClock(opts.ClockOffset), 0, logger, schedMetrics)
+	if err := clock.Sync(ctx); err != nil {
+		return err
+	}
+	now := clock.Now
+	clockCtx, stopClock := context.WithCancel(context.WithoutCancel(ctx))
+	clockDone := make(chan struct{})
+	go func() { defer close(clockDone); clock.Run(clockCtx) }()
+	defer func() { stopClock(); <-clockDone }()
+	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{ClaimLease: cfg.FailedSends.ClaimLease})
 	senderOpts, err := sender.OptionsFromConfig(cfg)
 	if err != nil {
 		return err
@@ -127,7 +137,6 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
 	schedOpts := scheduler.OptionsFromConfig(cfg)
 	schedOpts.Wheel.Clock = clock
-	schedMetrics := scheduler.NewMetrics(reg)
 	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
 	if err != nil {
 		return err

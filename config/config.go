@@ -95,6 +95,10 @@ type RocketMQ struct {
 	// start when the name server does not know it, and the consumer group's retry topic;
 	// the scheduler also reads their timer precision. Default none: the topic must exist.
 	Brokers []string `yaml:"brokers" json:"brokers"`
+	// Retention is how long the brokers keep messages (their fileReservedTime): the
+	// longest a copy of an alert can still be redelivered (a consumer-group reset, an old
+	// retry message). scheduler.doneTTL must be at least this. Default 72h, RocketMQ's.
+	Retention time.Duration `yaml:"retention" json:"retention"`
 }
 
 // Scheduler configures how delays are decomposed.
@@ -118,8 +122,10 @@ type Scheduler struct {
 	// sweeper claims it again. Default 30s.
 	Lease time.Duration `yaml:"lease" json:"lease"`
 	// DoneTTL is how long a delivered alert's done marker turns a later duplicate of the
-	// same RD_ID into a no-op; it must exceed the longest a duplicate can still arrive
-	// (a redelivery of the last hop plus a consumer's downtime). Default 168h (7 days).
+	// same RD_ID into a no-op: the dedupe window. It must be at least rocketmq.retention,
+	// the longest the broker can still redeliver a copy; an alert due longer ago than
+	// this is rejected as stale, since a copy of it could no longer be told from a first
+	// arrival. Default 168h (7 days).
 	DoneTTL time.Duration `yaml:"doneTTL" json:"doneTTL"`
 	// RetryMaxDelay caps the wait between two tries of an alert that cannot move on while
 	// a dependency is down: a hand-off that failed (it backs off from 1s, doubling) and a
@@ -410,6 +416,11 @@ type FailedSends struct {
 	BackoffCap time.Duration `yaml:"backoffCap" json:"backoffCap"`
 	// BatchSize is how many due rows the job claims at once. Default 100.
 	BatchSize int `yaml:"batchSize" json:"batchSize"`
+	// ClaimLease is how long a row the retry job claimed stays its own without a renewal,
+	// on Postgres's clock; the job renews it while it works through its batch and right
+	// before every request, so it only bounds how long the rows of a replica that died or
+	// froze wait for another. Default 1m.
+	ClaimLease time.Duration `yaml:"claimLease" json:"claimLease"`
 }
 
 // MaxFailedSendsBatchSize bounds failedSends.batchSize.
@@ -434,6 +445,9 @@ func (f FailedSends) validate(bad func(key, format string, args ...any)) {
 	if f.BatchSize < 1 || f.BatchSize > MaxFailedSendsBatchSize {
 		bad("failedSends.batchSize", "must be between 1 and %d, got %d", MaxFailedSendsBatchSize, f.BatchSize)
 	}
+	if f.ClaimLease < time.Second {
+		bad("failedSends.claimLease", "must be at least 1s, got %s", f.ClaimLease)
+	}
 }
 
 // Defaults of the fields above, in one place.
@@ -450,6 +464,7 @@ const (
 	DefaultGrace           = 2 * time.Second
 	DefaultLease           = 30 * time.Second
 	DefaultDoneTTL         = 7 * 24 * time.Hour
+	DefaultRetention       = 72 * time.Hour
 	DefaultRetryMaxDelay   = 60 * time.Second
 	DefaultMode            = ModeLevels
 	DefaultTimerMargin     = 2 * time.Second
@@ -481,6 +496,7 @@ const (
 	DefaultFailedSendsBackoffBase = 30 * time.Second
 	DefaultFailedSendsBackoffCap  = time.Hour
 	DefaultFailedSendsBatchSize   = 100
+	DefaultFailedSendsClaimLease  = time.Minute
 )
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -499,6 +515,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Scheduler.Grace, DefaultGrace)
 	Default(&c.Scheduler.Lease, DefaultLease)
 	Default(&c.Scheduler.DoneTTL, DefaultDoneTTL)
+	Default(&c.RocketMQ.Retention, DefaultRetention)
 	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
 	Default(&c.Scheduler.Mode, DefaultMode)
 	Default(&c.Scheduler.TimerMargin, DefaultTimerMargin)
@@ -528,6 +545,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.FailedSends.BackoffBase, DefaultFailedSendsBackoffBase)
 	Default(&c.FailedSends.BackoffCap, DefaultFailedSendsBackoffCap)
 	Default(&c.FailedSends.BatchSize, DefaultFailedSendsBatchSize)
+	Default(&c.FailedSends.ClaimLease, DefaultFailedSendsClaimLease)
 	return c
 }
 
@@ -612,6 +630,13 @@ func (c Config) Validate() error {
 	}
 	if c.Scheduler.DoneTTL < time.Minute {
 		bad("scheduler.doneTTL", "must be at least 1m, got %s", c.Scheduler.DoneTTL)
+	}
+	if c.RocketMQ.Retention <= 0 {
+		bad("rocketmq.retention", "must be positive (the brokers' fileReservedTime), got %s", c.RocketMQ.Retention)
+	} else if c.Scheduler.DoneTTL < c.RocketMQ.Retention {
+		bad("scheduler.doneTTL", "%s is shorter than rocketmq.retention %s: a copy of an alert the broker can still "+
+			"redeliver after its done marker expired would be sent again; make it at least the brokers' retention",
+			c.Scheduler.DoneTTL, c.RocketMQ.Retention)
 	}
 	if c.Scheduler.RetryMaxDelay < time.Second {
 		bad("scheduler.retryMaxDelay", "must be at least 1s, got %s", c.Scheduler.RetryMaxDelay)

@@ -248,6 +248,7 @@ func TestFailedSendsAndAdminDefaults(t *testing.T) {
 		BackoffBase: 30 * time.Second,
 		BackoffCap:  time.Hour,
 		BatchSize:   100,
+		ClaimLease:  time.Minute,
 	}, c.FailedSends)
 	require.Equal(t, Secret(""), c.Admin.Token, "no token: the admin API is disabled")
 }
@@ -263,6 +264,7 @@ failedSends:
   backoffBase: 1s
   backoffCap: 10s
   batchSize: 7
+  claimLease: 20s
 `), func(k string) string {
 		if k == "ROCKETDELAY_ADMIN_TOKEN" {
 			return "env-token-abcdefghijkl"
@@ -271,7 +273,7 @@ failedSends:
 	})
 	require.NoError(t, err)
 	require.Equal(t, FailedSends{Interval: 5 * time.Second, MaxAttempts: 3, MaxAge: 2 * time.Hour,
-		BackoffBase: time.Second, BackoffCap: 10 * time.Second, BatchSize: 7}, c.FailedSends)
+		BackoffBase: time.Second, BackoffCap: 10 * time.Second, BatchSize: 7, ClaimLease: 20 * time.Second}, c.FailedSends)
 	require.Equal(t, "env-token-abcdefghijkl", c.Admin.Token.Reveal())
 	out := c.Redacted() + fmt.Sprintf("%+v", c)
 	require.NotContains(t, out, "env-token-abcdefghijkl")

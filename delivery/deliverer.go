@@ -32,6 +32,9 @@ type Alert struct {
 	// record did not finish (Postgres down, a crash): the alert is not sent again, only
 	// recorded.
 	Failure []byte
+	// PartsSent counts the leading parts of a split alert that earlier hand-offs
+	// delivered; this one sends from the next part.
+	PartsSent int
 }
 
 // Rejected is an input that can never be delivered as it is.
@@ -62,8 +65,9 @@ type Sender interface {
 
 // Claims is the part of the wheel stage delivery uses; *store.WheelStage implements it.
 type Claims interface {
-	// Confirm checks that the claim still holds its alert, right before a request.
-	Confirm(ctx context.Context, c store.Claim) error
+	// Confirm checks that the claim still holds its alert, right before a request, and
+	// notes the leading parts of a split alert delivered so far.
+	Confirm(ctx context.Context, c store.Claim, partsSent int) error
 	// MarkFailed notes, under the claim, that the alert's send failed for good.
 	MarkFailed(ctx context.Context, c store.Claim, failure []byte) error
 	// IsDelivered and MarkDelivered read and leave the done marker of a delivered id;
@@ -120,8 +124,8 @@ func (d *Deliverer) Deliver(ctx context.Context, a Alert) (store.Outcome, error)
 		}
 		return d.record(ctx, a, f)
 	}
-	err := d.sender.SendAlert(ctx, sender.Alert{Target: a.Target, Body: a.Body, Due: a.DueAt,
-		Confirm: func(ctx context.Context) error { return d.claims.Confirm(ctx, a.Claim) }})
+	err := d.sender.SendAlert(ctx, sender.Alert{Target: a.Target, Body: a.Body, Due: a.DueAt, FromPart: a.PartsSent + 1,
+		Confirm: func(ctx context.Context, partsSent int) error { return d.claims.Confirm(ctx, a.Claim, partsSent) }})
 	if err == nil {
 		return store.Delivered, nil
 	}
@@ -145,7 +149,7 @@ func (d *Deliverer) Deliver(ctx context.Context, a Alert) (store.Outcome, error)
 func (d *Deliverer) record(ctx context.Context, a Alert, f *sender.Failure) (store.Outcome, error) {
 	// The claim must still be ours: a replica that lost it must not record over the row of
 	// an alert the new holder delivered.
-	if err := d.claims.Confirm(ctx, a.Claim); err != nil {
+	if err := d.claims.Confirm(ctx, a.Claim, max(a.PartsSent, partsSent(f))); err != nil {
 		return 0, err
 	}
 	due := a.DueAt
@@ -158,7 +162,7 @@ func (d *Deliverer) record(ctx context.Context, a Alert, f *sender.Failure) (sto
 		LastError:  f.Reason,
 		HTTPStatus: nonZero(f.HTTPStatus),
 		Errcode:    nonZero(f.Errcode),
-		PartsSent:  partsSent(f),
+		PartsSent:  max(a.PartsSent, partsSent(f)),
 	}
 	if f.Class.Retryable() {
 		rec.NextAttemptAt = d.now().Add(max(d.opts.FirstRetry, f.RetryAfter))
@@ -172,9 +176,25 @@ func (d *Deliverer) record(ctx context.Context, a Alert, f *sender.Failure) (sto
 			"rd_id", a.ID, "target", a.Target, "send_err", f.Error(), "err", err)
 		return 0, fmt.Errorf("delivery: record failed send: %w", err)
 	}
+	if res == store.RecordFinal {
+		d.logger.Warn("alert not delivered by this hand-off, but its failed_sends row is final (delivered or discarded): "+
+			"this was a stale copy; nothing recorded", "rd_id", a.ID, "target", a.Target, "class", string(f.Class))
+		return store.Recorded, nil
+	}
 	d.logger.Warn("alert not delivered; recorded in failed_sends", "rd_id", a.ID, "target", a.Target,
 		"class", string(f.Class), "reason", f.Reason, "retry", f.Class.Retryable(), "row", recordLabel(res))
 	return store.Recorded, nil
+}
+
+// PartsSent is how many leading parts of a split alert a hand-off that ended with err
+// delivered (0 when err is nil, not a send failure, or of an alert sent whole): a later
+// hand-off sends from the part after them.
+func PartsSent(err error) int {
+	var f *sender.Failure
+	if errors.As(err, &f) {
+		return partsSent(f)
+	}
+	return 0
 }
 
 // partsSent is how many leading parts of a split alert were delivered before f.
@@ -188,7 +208,7 @@ func partsSent(f *sender.Failure) int {
 func recordLabel(r store.RecordResult) string {
 	switch r {
 	case store.RecordReplaced:
-		return "replaced an earlier episode"
+		return "replaced an earlier episode (dead or rejected)"
 	case store.RecordKept:
 		return "kept the pending row recorded before"
 	}
@@ -222,19 +242,24 @@ func decodeFailure(b []byte) (*sender.Failure, error) {
 }
 
 // Reject records an input that can never be delivered as a rejected row of
-// failed_sends, with error class "rejected_" + r.Reason and r.Detail as its reason. An
-// error means nothing was recorded: the caller keeps the input and tries again.
+// failed_sends, with error class "rejected_" + r.Reason and r.Detail as its reason.
+// Every rejection leaves a row and none overwrites another: when the alert's RD_ID
+// already has a live row (an alert of the same id is pending, dead or rejected for
+// another reason), the rejection is recorded under "rejected:" + the broker's message
+// key instead. An error means nothing was recorded: the caller keeps the input and tries
+// again.
 func (d *Deliverer) Reject(ctx context.Context, r Rejected) error {
 	var due *time.Time
 	if !r.Alert.DueAt.IsZero() {
 		due = &r.Alert.DueAt
 	}
+	byKey := "rejected:" + r.MessageKey
 	id := r.Alert.ID
 	if id == "" || r.Reason == ReasonBadID {
 		// The id itself is what is wrong; keep the row findable by the broker's message key.
-		id = "rejected:" + r.MessageKey
+		id = byKey
 	}
-	_, err := d.failed.Record(ctx, store.NewFailedSend{
+	rec := store.NewFailedSend{
 		MessageID:  id,
 		Target:     r.Alert.Target,
 		Payload:    r.Alert.Body,
@@ -243,10 +268,19 @@ func (d *Deliverer) Reject(ctx context.Context, r Rejected) error {
 		Rejected:   true,
 		ErrorClass: "rejected_" + r.Reason,
 		LastError:  r.Detail,
-	})
+	}
+	res, err := d.failed.Record(ctx, rec)
+	if err == nil && res == store.RecordOccupied && id != byKey && r.MessageKey != "" {
+		rec.MessageID = byKey
+		res, err = d.failed.Record(ctx, rec)
+	}
 	if err != nil {
 		d.metrics.recordError(kindRejected)
 		return fmt.Errorf("delivery: record rejected input: %w", err)
+	}
+	if res == store.RecordOccupied {
+		d.logger.Error("rejected input not recorded: its id and its message key both name other rows",
+			"rd_id", r.Alert.ID, "message_key", r.MessageKey, "reason", r.Reason)
 	}
 	return nil
 }

@@ -85,7 +85,7 @@ func TestDeliverRecordsANotedFailureWithoutSendingAgain(t *testing.T) {
 	_, err := down.Deliver(ctx, a)
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.Equal(t, 1.0, counterValue(t, reg, "rocketdelay_failed_sends_record_errors_total", "send_failure"))
-	ok, err := ws.GiveBack(ctx, a.Claim, time.Now().Add(-time.Second))
+	ok, err := ws.GiveBack(ctx, a.Claim, time.Now().Add(-time.Second), 0)
 	require.NoError(t, err)
 	require.True(t, ok)
 
@@ -187,15 +187,88 @@ func TestRejectNamesTheRow(t *testing.T) {
 	require.Equal(t, "v\uFFFD", nul.Properties["k\u2400"])
 }
 
+// Every rejection leaves a row, and none overwrites another: a bad input whose RD_ID
+// names an alert that already has a live row is recorded under its message key, and a
+// redelivery of the same bad input is still one row.
+func TestRejectNeverOverwritesAnotherRow(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	d := newDeliverer(t, fs, newFakeSender(nil), delivery.Options{}, nil, time.Now)
+	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "order-7", Target: "ops", Payload: []byte("real alert"),
+		ErrorClass: "transient", LastError: "HTTP 503", NextAttemptAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	bad := delivery.Rejected{Alert: delivery.Alert{ID: "order-7", Target: "ops", Body: []byte("{not json")},
+		MessageKey: "KEY-7", Reason: "bad_body", Detail: "the body is not valid JSON"}
+	for range 2 { // a redelivery of the same message records nothing more
+		require.NoError(t, d.Reject(ctx, bad))
+	}
+	rows, _, err := fs.List(ctx, store.Filter{})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	byID := map[string]store.FailedSend{}
+	for _, r := range rows {
+		byID[r.MessageID] = r
+	}
+	require.Equal(t, store.StatusPending, byID["order-7"].Status, "the alert's own row is untouched")
+	require.Equal(t, []byte("real alert"), byID["order-7"].Payload)
+	require.Equal(t, "HTTP 503", byID["order-7"].LastError)
+	require.Equal(t, store.StatusRejected, byID["rejected:KEY-7"].Status)
+	require.Equal(t, "rejected_bad_body", byID["rejected:KEY-7"].ErrorClass)
+	require.Equal(t, []byte("{not json"), byID["rejected:KEY-7"].Payload)
+}
+
+// A stale hand-off (a replica that lost its claim, a redelivered copy) of an alert whose
+// row the retry job delivered meanwhile records nothing over it and does not downgrade
+// its done marker: the row is not revived and sent again.
+func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"} })
+	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
+	a := claimed(t, fs, "late", "disk full")
+	outcome, err := d.Deliver(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, store.Recorded, outcome)
+	id := rowID(t, fs, "late")
+	require.NoError(t, fs.MarkDelivered(ctx, id)) // the retry job delivered it
+	ws := stageFor(t, fs)
+	require.NoError(t, ws.MarkDelivered(ctx, "late"))
+
+	// The stale copy: the same alert, its failure noted, handed off once more by a
+	// replica whose claim outlived the retry job's delivery.
+	stale := a
+	stale.Failure, err = json(&sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"})
+	require.NoError(t, err)
+	outcome, err = d.Deliver(ctx, stale)
+	require.NoError(t, err)
+	require.Equal(t, store.Recorded, outcome, "done with: released, never sent")
+	row, err := fs.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDelivered, row.Status, "a stale record revived a delivered row")
+	_, failures := snd.snapshot()
+	require.Equal(t, 1, failures, "sent once, by the first hand-off")
+	_, err = ws.Release(ctx, store.Recorded, a.Claim)
+	require.NoError(t, err)
+	delivered, err := ws.IsDelivered(ctx, "late")
+	require.NoError(t, err)
+	require.True(t, delivered, "the done marker stays delivered")
+	row, err = fs.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDelivered, row.Status)
+}
+
 // claimed2 claims an entry already in ws again and returns it as the scheduler hands it
 // off.
 func claimed2(t testing.TB, ws *store.WheelStage, id string) delivery.Alert {
 	t.Helper()
 	got, err := ws.Claim(context.Background(), []string{id}, "second-claim")
 	require.NoError(t, err)
-	require.Len(t, got, 1)
-	e := got[0]
-	return delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Claim: e.Claim(), Failure: e.Failure}
+	require.Len(t, got.Entries, 1)
+	e := got.Entries[0]
+	return delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Claim: e.Claim(), Failure: e.Failure,
+		PartsSent: e.PartsSent}
 }
 
 // json encodes f as a noted failure, the way Deliver notes it (a round trip through the

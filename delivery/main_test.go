@@ -44,7 +44,7 @@ func (s *fakeSender) SendAlert(ctx context.Context, a sender.Alert) error {
 		return err
 	}
 	if a.Confirm != nil {
-		if err := a.Confirm(ctx); err != nil {
+		if err := a.Confirm(ctx, max(a.FromPart-1, 0)); err != nil {
 			return &sender.Failure{Class: sender.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
 		}
 	}
@@ -114,7 +114,8 @@ func claimed(t testing.TB, fs *store.FailedSends, id, body string) delivery.Aler
 	require.NoError(t, err)
 	got, err := ws.Claim(ctx, []string{id}, "test-claim")
 	require.NoError(t, err)
-	require.Len(t, got, 1)
-	e := got[0]
-	return delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Claim: e.Claim(), Failure: e.Failure}
+	require.Len(t, got.Entries, 1)
+	e := got.Entries[0]
+	return delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Claim: e.Claim(), Failure: e.Failure,
+		PartsSent: e.PartsSent}
 }

@@ -2,9 +2,13 @@ package delivery
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -40,9 +44,7 @@ type RetryOptions struct {
 	BackoffCap time.Duration
 	// BatchSize is how many rows one claim takes.
 	BatchSize int
-	// SendTimeout bounds one Send. It must be well below the store's claim lease: the
-	// job starts no send once less than SendTimeout of the lease is left, and hands the
-	// rest of the batch back.
+	// SendTimeout bounds one Send, the wait for a robot included.
 	SendTimeout time.Duration
 }
 
@@ -89,22 +91,27 @@ func Backoff(attempt int, base, ceiling time.Duration) time.Duration {
 // RetryJob is the retry job: every Interval it claims the due pending rows of
 // failed_sends, in batches, and sends each through the Deliverer's sender; a row is
 // marked delivered, retried later with exponential backoff, or dead. Every replica runs
-// one; the store's claims make sure two jobs never send the same row at the same time.
+// one. The claims are fenced: each holds its rows by a token of its own with a lease on
+// Postgres's clock, renewed while the batch is worked through and right before every
+// request, and only the holder may settle a row, so two jobs never send the same row,
+// whatever their clocks say or however long one of them was paused.
 type RetryJob struct {
-	store   *store.FailedSends
-	claims  Claims
-	sender  Sender
-	opts    RetryOptions
-	logger  *slog.Logger
-	metrics *Metrics
-	now     func() time.Time
+	store    *store.FailedSends
+	claims   Claims
+	sender   Sender
+	opts     RetryOptions
+	logger   *slog.Logger
+	metrics  *Metrics
+	now      func() time.Time
+	instance string
+	seq      atomic.Uint64
 }
 
 // NewRetryJob returns the retry job of the rows d records; it sends through d's sender,
 // reports to d's metrics and reads d's clock.
 func NewRetryJob(d *Deliverer, opts RetryOptions) *RetryJob {
 	return &RetryJob{store: d.failed, claims: d.claims, sender: d.sender, opts: opts.withDefaults(),
-		logger: d.logger.With("component", "failed-retry"), metrics: d.metrics, now: d.now}
+		logger: d.logger.With("component", "failed-retry"), metrics: d.metrics, now: d.now, instance: instanceName()}
 }
 
 // Run runs a round every Interval, the first at once, until ctx ends; then it returns
@@ -134,76 +141,124 @@ type Round struct {
 	Delivered int // rows sent
 	Retried   int // rows that failed and will be tried again
 	Dead      int // rows given up
-	Released  int // claimed rows handed back untried (shutdown, lease running out)
+	Released  int // claimed rows handed back untried (shutdown)
+	Lost      int // rows another instance took over before this one settled them
 }
+
+// outcome is how one try of a claimed row ended.
+type outcome int
+
+const (
+	tryDelivered outcome = iota + 1
+	tryRetried
+	tryDead
+	tryLost // another claim took the row over (or an operator discarded it)
+	tryCut  // ctx ended first: the row is handed back
+)
 
 // RunOnce claims and tries due rows, batch after batch, until none is due; it returns
 // early when ctx ends, handing unsent claimed rows back.
 func (j *RetryJob) RunOnce(ctx context.Context) (Round, error) {
 	var r Round
 	for ctx.Err() == nil {
-		claimedAt := j.now()
-		rows, err := j.store.ClaimDue(ctx, j.opts.BatchSize, claimedAt)
+		token := j.instance + "/" + strconv.FormatUint(j.seq.Add(1), 36)
+		rows, err := j.store.ClaimDue(ctx, j.opts.BatchSize, token)
 		if err != nil {
 			return r, err
 		}
-		leaseEnd := claimedAt.Add(j.store.ClaimLease())
-		stopAt := leaseEnd.Add(-j.opts.SendTimeout)
-		for i, row := range rows {
-			if ctx.Err() != nil || !j.now().Before(stopAt) {
-				j.release(ctx, rows[i:])
-				r.Released += len(rows) - i
-				return r, nil
-			}
-			switch j.try(ctx, row, leaseEnd) {
-			case store.StatusDelivered:
-				r.Delivered++
-			case store.StatusDead:
-				r.Dead++
-			case store.StatusPending:
-				r.Retried++
-			default: // the attempt was cut short by ctx
-				j.release(ctx, rows[i:])
-				r.Released += len(rows) - i
-				return r, nil
-			}
-		}
-		if len(rows) < j.opts.BatchSize {
+		j.runBatch(ctx, rows, token, &r)
+		if len(rows) < j.opts.BatchSize || ctx.Err() != nil {
 			break
 		}
 	}
 	return r, nil
 }
 
-// try sends one claimed row, whose claim lease ends at leaseEnd, and records the
-// outcome; it returns the row's new status, or "" when ctx ended during the send (the
-// row is then released, not counted).
-func (j *RetryJob) try(ctx context.Context, row store.FailedSend, leaseEnd time.Time) store.FailedStatus {
+// runBatch tries the rows one claim holds, keeping their leases alive meanwhile.
+func (j *RetryJob) runBatch(ctx context.Context, rows []store.FailedSend, token string, r *Round) {
+	if len(rows) == 0 {
+		return
+	}
+	keepCtx, stopKeeper := context.WithCancel(ctx)
+	keeperDone := make(chan struct{})
+	go func() { defer close(keeperDone); j.keepLeases(keepCtx, rows, token) }()
+	defer func() { stopKeeper(); <-keeperDone }()
+	for i, row := range rows {
+		if ctx.Err() != nil {
+			j.release(ctx, rows[i:], token)
+			r.Released += len(rows) - i
+			return
+		}
+		switch j.try(ctx, row, token) {
+		case tryDelivered:
+			r.Delivered++
+		case tryDead:
+			r.Dead++
+		case tryRetried:
+			r.Retried++
+		case tryLost:
+			r.Lost++
+		case tryCut:
+			j.release(ctx, rows[i:], token)
+			r.Released += len(rows) - i
+			return
+		}
+	}
+}
+
+// keepLeases renews the leases of the batch's rows three times per lease until ctx
+// ends, so rows waiting their turn (or for a robot) stay this claim's.
+func (j *RetryJob) keepLeases(ctx context.Context, rows []store.FailedSend, token string) {
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	t := time.NewTicker(j.store.ClaimLease() / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := j.store.ExtendClaims(ctx, ids, token); err != nil && ctx.Err() == nil {
+			j.logger.Warn("cannot renew the leases of claimed rows; the confirm before each send still fences them", "rows", len(ids), "err", err)
+		}
+	}
+}
+
+// try sends one row held by token and settles the outcome.
+func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) outcome {
 	log := j.logger.With("id", row.ID, "rd_id", row.MessageID, "target", row.Target)
-	settle := func(write func(context.Context) error) error { return j.settle(ctx, leaseEnd, write) }
+	settle := func(write func(context.Context) error) error { return j.settle(ctx, write) }
 	// Delivered already, by a hand-off of the same alert or by an earlier attempt whose
 	// MarkDelivered failed? The done marker says so: mark the row, do not send it again.
 	switch delivered, err := j.claims.IsDelivered(ctx, row.MessageID); {
 	case err != nil:
 		log.Warn("cannot read the alert's done marker; trying the row later", "err", err)
-		return ""
+		return tryCut
 	case delivered:
 		if err := settle(func(ctx context.Context) error { return j.store.MarkDelivered(ctx, row.ID) }); err != nil {
 			log.Error("cannot mark a row delivered that was delivered already", "err", err)
 		} else {
 			log.Info("failed send was delivered already; marked delivered without sending it again")
 		}
-		return store.StatusDelivered
+		return tryDelivered
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, j.opts.SendTimeout)
-	err := j.sender.SendAlert(sendCtx, sender.Alert{Target: row.Target, Body: row.Payload, FromPart: row.PartsSent + 1})
+	err := j.sender.SendAlert(sendCtx, sender.Alert{Target: row.Target, Body: row.Payload, FromPart: row.PartsSent + 1,
+		Confirm: func(ctx context.Context, partsSent int) error { return j.store.Confirm(ctx, row.ID, token, partsSent) }})
 	cancel()
-	if err != nil && ctx.Err() != nil {
-		return ""
+	switch {
+	case errors.Is(err, store.ErrNotHeld):
+		log.Warn("row taken over by another instance (or discarded) before its send; not sent by this one")
+		return tryLost
+	case err != nil && ctx.Err() != nil:
+		return tryCut
 	}
-	j.metrics.attempted()
 	// The outcome is recorded even if ctx ends now: the send has happened.
 	if err == nil {
+		j.metrics.attempted()
 		j.metrics.delivered()
 		// The done marker first: if the row cannot be marked, the next attempt sees it.
 		if err := settle(func(ctx context.Context) error { return j.claims.MarkDelivered(ctx, row.MessageID) }); err != nil {
@@ -214,52 +269,74 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, leaseEnd time.
 		} else {
 			log.Info("failed send delivered on retry", "attempts", row.Attempts+1)
 		}
-		return store.StatusDelivered
+		return tryDelivered
 	}
 
-	attempts := row.Attempts + 1
 	f := attemptOf(err, row.PartsSent)
-	now := j.now()
+	if errors.Is(err, store.ErrUnavailable) {
+		// Redis or Postgres failed the pick or the confirm: DingTalk was not asked, so it
+		// is no attempt. Keep what was delivered of a split alert and try again soon.
+		err := settle(func(ctx context.Context) error {
+			return j.store.MarkRetry(ctx, row.ID, token, row.Attempts, 0, f)
+		})
+		switch {
+		case errors.Is(err, store.ErrNotHeld):
+			return tryLost
+		case err != nil:
+			log.Warn("cannot hand the row back after a store outage; it is tried again when its lease ends", "err", err)
+		}
+		return tryRetried
+	}
+	j.metrics.attempted()
+	attempts := row.Attempts + 1
 	var reason string
 	switch {
 	case permanent(err):
 		reason = "permanent failure"
 	case attempts >= j.opts.MaxAttempts:
 		reason = fmt.Sprintf("%d attempts", attempts)
-	case now.Sub(row.CreatedAt) >= j.opts.MaxAge:
+	case j.now().Sub(row.CreatedAt) >= j.opts.MaxAge:
 		reason = fmt.Sprintf("older than %s", j.opts.MaxAge)
 	}
 	if reason != "" {
-		j.metrics.dead(f.Class)
-		if err := settle(func(ctx context.Context) error { return j.store.MarkDead(ctx, row.ID, attempts, f) }); err != nil {
+		err := settle(func(ctx context.Context) error { return j.store.MarkDead(ctx, row.ID, token, attempts, f) })
+		switch {
+		case errors.Is(err, store.ErrNotHeld):
+			log.Warn("row taken over by another instance (or discarded) during its send; its outcome is that instance's", "class", f.Class)
+			return tryLost
+		case err != nil:
 			log.Error("cannot mark the row dead", "err", err)
-		} else {
+		default:
+			j.metrics.dead(f.Class)
 			log.Warn("failed send is dead: no more retries", "reason", reason, "attempts", attempts,
 				"class", f.Class, "err", f.LastError)
 		}
-		return store.StatusDead
+		return tryDead
 	}
 	wait := Backoff(attempts, j.opts.BackoffBase, j.opts.BackoffCap)
 	if sf := (*sender.Failure)(nil); errors.As(err, &sf) && sf.RetryAfter > wait {
 		wait = sf.RetryAfter // e.g. every robot's circuit breaker is open for a while
 	}
-	next := now.Add(wait)
-	if err := settle(func(ctx context.Context) error { return j.store.MarkRetry(ctx, row.ID, attempts, next, f) }); err != nil {
-		log.Error("cannot record the failed retry; the row is tried again when its claim lease ends",
-			"lease_end", leaseEnd.UTC().Format(time.RFC3339), "err", err)
-	} else {
-		log.Info("retry failed; trying again later", "attempts", attempts, "next_attempt_at", next,
+	err = settle(func(ctx context.Context) error { return j.store.MarkRetry(ctx, row.ID, token, attempts, wait, f) })
+	switch {
+	case errors.Is(err, store.ErrNotHeld):
+		log.Warn("row taken over by another instance (or discarded) during its send; its outcome is that instance's", "class", f.Class)
+		return tryLost
+	case err != nil:
+		log.Error("cannot record the failed retry; the row is tried again when its claim lease ends", "err", err)
+	default:
+		log.Info("retry failed; trying again later", "attempts", attempts, "next_in", wait.String(),
 			"class", f.Class, "err", f.LastError)
 	}
-	return store.StatusPending
+	return tryRetried
 }
 
 // settle writes the outcome of an attempt on a claimed row. Until it is written the row
 // stays hidden behind its claim, so when Redis or Postgres cannot be reached (a restart,
-// a failover) settle tries again, with backoff, until the claim lease ends at leaseEnd,
-// rather than leave the row waiting out the whole lease. It stops early when ctx ends
-// (after one try: the attempt has happened) or on an error other than ErrUnavailable.
-func (j *RetryJob) settle(ctx context.Context, leaseEnd time.Time, write func(context.Context) error) error {
+// a failover) settle tries again, with backoff, for up to one claim lease, rather than
+// leave the row waiting out the whole lease. It stops on an error other than
+// ErrUnavailable. It runs on even when ctx ends: the attempt has happened.
+func (j *RetryJob) settle(ctx context.Context, write func(context.Context) error) error {
 	try := func() (struct{}, error) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
@@ -271,12 +348,12 @@ func (j *RetryJob) settle(ctx context.Context, leaseEnd time.Time, write func(co
 	}
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 5*time.Second
-	_, err := backoff.Retry(ctx, try, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(max(leaseEnd.Sub(j.now()), time.Nanosecond)))
+	_, err := backoff.Retry(context.WithoutCancel(ctx), try, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(j.store.ClaimLease()))
 	return err
 }
 
-func (j *RetryJob) release(ctx context.Context, rows []store.FailedSend) {
-	if len(rows) == 0 || rows[0].NextAttemptAt == nil {
+func (j *RetryJob) release(ctx context.Context, rows []store.FailedSend, token string) {
+	if len(rows) == 0 {
 		return
 	}
 	ids := make([]int64, len(rows))
@@ -285,7 +362,7 @@ func (j *RetryJob) release(ctx context.Context, rows []store.FailedSend) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	if err := j.store.Release(rctx, ids, *rows[0].NextAttemptAt, j.now()); err != nil {
+	if err := j.store.Release(rctx, ids, token); err != nil {
 		j.logger.Warn("cannot hand claimed rows back; they are retried when their claim lease ends", "rows", len(ids), "err", err)
 	}
 }
@@ -334,4 +411,13 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// instanceName tells this process's retry-job claims apart from other replicas': the
+// host name, the pid and a random suffix.
+func instanceName() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%x", host, os.Getpid(), b)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -31,28 +32,25 @@ func TestBackoff(t *testing.T) {
 	require.Equal(t, base, delivery.Backoff(0, base, ceiling))
 }
 
-// clock is a fake clock the test moves by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
+// makeDue moves row id's next attempt to Postgres's now: the test's way past a backoff,
+// which runs on Postgres's clock.
+func makeDue(t testing.TB, pool *pgxpool.Pool, id int64) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), "UPDATE failed_sends SET next_attempt_at = now() WHERE id = $1", id)
+	require.NoError(t, err)
 }
-
-func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 
 func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	_, fs := testenv.FailedSends(t)
+	pool, fs := testenv.FailedSends(t)
 	ctx := context.Background()
-	t0 := time.Now().Truncate(time.Millisecond)
-	clk := &clock{t: t0}
 	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "m-1", Target: "ops", Payload: []byte("disk full"),
-		ErrorClass: "transient", NextAttemptAt: t0})
+		ErrorClass: "transient", NextAttemptAt: time.Now()})
 	require.NoError(t, err)
 
 	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, HTTPStatus: 503} })
-	job := newJob(t, fs, snd, delivery.RetryOptions{MaxAttempts: 4, BackoffBase: time.Second, BackoffCap: 3 * time.Second},
-		nil, clk.now)
+	job := newJob(t, fs, snd, delivery.RetryOptions{MaxAttempts: 4, BackoffBase: time.Minute, BackoffCap: 3 * time.Minute},
+		nil, time.Now)
 	get := func() store.FailedSend {
 		rows, _, err := fs.List(ctx, store.Filter{})
 		require.NoError(t, err)
@@ -60,10 +58,9 @@ func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
 		return rows[0]
 	}
 
-	// Attempt n fails at a; the next is due Backoff(n) later: 1s, 2s, then the cap, 3s.
-	a := t0
-	for n, wait := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
-		clk.set(a)
+	// Attempt n fails; the next is due Backoff(n) later by Postgres's clock: 1m, 2m, then
+	// the cap, 3m (the row's updated_at is that clock's now when it was marked).
+	for n, wait := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute} {
 		r, err := job.RunOnce(ctx)
 		require.NoError(t, err)
 		require.Equal(t, delivery.Round{Retried: 1}, r, "attempt %d", n+1)
@@ -71,15 +68,14 @@ func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
 		require.Equal(t, n+1, row.Attempts)
 		require.Equal(t, store.StatusPending, row.Status)
 		require.Equal(t, 503, *row.HTTPStatus)
-		require.True(t, a.Add(wait).Equal(*row.NextAttemptAt), "attempt %d: next %s, want %s", n+1, row.NextAttemptAt, a.Add(wait))
+		require.Nil(t, row.ClaimedBy, "settled")
+		require.Equal(t, wait, row.NextAttemptAt.Sub(row.UpdatedAt), "attempt %d", n+1)
 
-		clk.set(a.Add(wait - time.Millisecond))
 		r, err = job.RunOnce(ctx)
 		require.NoError(t, err)
 		require.Zero(t, r, "not due before its backoff has passed")
-		a = a.Add(wait)
+		makeDue(t, pool, row.ID)
 	}
-	clk.set(a)
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, delivery.Round{Dead: 1}, r)
@@ -157,6 +153,7 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 	for _, row := range rows {
 		require.Equal(t, store.StatusPending, row.Status)
 		require.Zero(t, row.Attempts, "an attempt cut short by a shutdown does not count")
+		require.Nil(t, row.ClaimedBy, "handed back: another instance may take it at once")
 		require.WithinDuration(t, time.Now(), *row.NextAttemptAt, 10*time.Second, "due again at once, not after the claim lease")
 	}
 }
@@ -298,22 +295,20 @@ func TestJobHonoursRetryAfter(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
-	t0 := time.Now().Truncate(time.Millisecond)
-	clk := &clock{t: t0}
 	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "m-ra", Target: "ops", Payload: []byte("x"),
-		ErrorClass: "transient", NextAttemptAt: t0})
+		ErrorClass: "transient", NextAttemptAt: time.Now()})
 	require.NoError(t, err)
 	snd := newFakeSender(func(string) error {
 		return &sender.Failure{Class: sender.ClassTransient, Reason: "every circuit breaker is open", RetryAfter: 30 * time.Second}
 	})
 	job := newJob(t, fs, snd, delivery.RetryOptions{BackoffBase: time.Second, BackoffCap: time.Minute},
-		nil, clk.now)
+		nil, time.Now)
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, delivery.Round{Retried: 1}, r)
 	rows, _, err := fs.List(ctx, store.Filter{})
 	require.NoError(t, err)
-	require.True(t, t0.Add(30*time.Second).Equal(*rows[0].NextAttemptAt), "next %s", rows[0].NextAttemptAt)
+	require.Equal(t, 30*time.Second, rows[0].NextAttemptAt.Sub(rows[0].UpdatedAt))
 }
 
 // A row whose alert the done marker shows delivered (by a hand-off, or by an attempt
@@ -411,4 +406,126 @@ func rowID(t *testing.T, fs *store.FailedSends, messageID string) int64 {
 	}
 	t.Fatalf("no row for %s", messageID)
 	return 0
+}
+
+// gatedSender holds every send until the test opens its gate, then confirms the claim
+// right before the request, as the DingTalk sender does, and counts what it sent.
+type gatedSender struct {
+	arrived chan string // the row's body, once a send waits at the gate
+	gate    chan struct{}
+	mu      sync.Mutex
+	sent    []string
+}
+
+func newGatedSender() *gatedSender {
+	return &gatedSender{arrived: make(chan string, 16), gate: make(chan struct{})}
+}
+
+func (s *gatedSender) SendAlert(ctx context.Context, a sender.Alert) error {
+	s.arrived <- string(a.Body)
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return &sender.Failure{Class: sender.ClassTransient, Reason: "gave up", Err: ctx.Err()}
+	}
+	if err := a.Confirm(ctx, 0); err != nil {
+		return &sender.Failure{Class: sender.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = append(s.sent, string(a.Body))
+	return nil
+}
+
+func (s *gatedSender) sends() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.sent...)
+}
+
+// A retry job cut off from Postgres past its claim lease while its send waits (a paused
+// replica, a long wait for a robot) loses the row to another job, which sends it; when
+// the first one gets to its request, its confirm fails and it sends nothing. Without the
+// fence both would send.
+func TestTwoJobsNeverSendTheSameRow(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MigratedPostgres(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	proxy := testenv.StartProxy(t, u.Host)
+	direct := u.String()
+	u.Host = proxy.Addr()
+	ctx := context.Background()
+	cutPool, err := store.OpenPostgres(ctx, u.String())
+	require.NoError(t, err)
+	defer cutPool.Close()
+	pool, err := store.OpenPostgres(ctx, direct)
+	require.NoError(t, err)
+	defer pool.Close()
+	const lease = time.Second
+	zombieFS := store.NewFailedSends(cutPool, store.FailedSendsOptions{ClaimLease: lease})
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{ClaimLease: lease})
+	stages.Store(zombieFS, stageFor(t, fs)) // one Redis for both, as for two replicas
+	_, err = fs.Record(ctx, store.NewFailedSend{MessageID: "fenced", Target: "ops", Payload: []byte("fenced"),
+		ErrorClass: "transient", NextAttemptAt: time.Now()})
+	require.NoError(t, err)
+	id := rowID(t, fs, "fenced")
+
+	zombieSender := newGatedSender()
+	zombie := newJob(t, zombieFS, zombieSender, delivery.RetryOptions{}, nil, time.Now)
+	zombieRound := make(chan delivery.Round, 1)
+	go func() { r, _ := zombie.RunOnce(ctx); zombieRound <- r }()
+	require.Equal(t, "fenced", <-zombieSender.arrived)
+	proxy.Down() // the zombie can renew nothing now
+	require.Eventually(t, func() bool {
+		row, err := fs.Get(ctx, id)
+		var now time.Time
+		return err == nil && pool.QueryRow(ctx, "SELECT now()").Scan(&now) == nil && row.LeaseUntil.Before(now)
+	}, 10*time.Second, 20*time.Millisecond, "the zombie's lease never ran out")
+
+	other := newGatedSender()
+	close(other.gate)
+	r, err := newJob(t, fs, other, delivery.RetryOptions{}, nil, time.Now).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, delivery.Round{Delivered: 1}, r)
+
+	proxy.Up()
+	require.Eventually(t, func() bool { return cutPool.Ping(ctx) == nil }, 10*time.Second, 20*time.Millisecond)
+	close(zombieSender.gate)
+	require.Equal(t, delivery.Round{Lost: 1}, <-zombieRound)
+	require.Empty(t, zombieSender.sends(), "the zombie sent a row another job had taken over")
+	require.Equal(t, []string{"fenced"}, other.sends())
+	row, err := fs.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDelivered, row.Status)
+}
+
+// An operator's retry of a row that a job is sending right now does not let a second job
+// take it mid-send: it is sent once.
+func TestOperatorRetryMidSendIsSentOnce(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "mid", Target: "ops", Payload: []byte("mid"),
+		ErrorClass: "transient", NextAttemptAt: time.Now()})
+	require.NoError(t, err)
+	id := rowID(t, fs, "mid")
+
+	first := newGatedSender()
+	round := make(chan delivery.Round, 1)
+	go func() { r, _ := newJob(t, fs, first, delivery.RetryOptions{}, nil, time.Now).RunOnce(ctx); round <- r }()
+	<-first.arrived
+	retried, err := fs.Retry(ctx, []int64{id})
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, retried)
+
+	second := newGatedSender()
+	close(second.gate)
+	r, err := newJob(t, fs, second, delivery.RetryOptions{}, nil, time.Now).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, r, "a row being sent was claimed again after an operator's retry")
+	close(first.gate)
+	require.Equal(t, delivery.Round{Delivered: 1}, <-round)
+	require.Equal(t, []string{"mid"}, first.sends())
+	require.Empty(t, second.sends())
 }

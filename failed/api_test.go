@@ -242,11 +242,11 @@ func requireNoSQL(t testing.TB, body, input string) {
 
 func TestAPIRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 	t.Parallel()
-	_, fs := testenv.FailedSends(t)
+	pool, fs := testenv.FailedSends(t)
 	seed(t, fs, 6)
 	ctx := context.Background()
 	for _, id := range []int64{1, 2, 3} {
-		require.NoError(t, fs.MarkDead(ctx, id, 20, store.FailedAttempt{Class: "transient", LastError: "HTTP 503"}))
+		testenv.MakeDead(t, pool, id, 20, "transient", "HTTP 503")
 	}
 	require.NoError(t, fs.MarkDelivered(ctx, 4))
 	h := failed.Handler(fs, discardLogger(), adminToken)

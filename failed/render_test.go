@@ -134,11 +134,11 @@ func TestParseSince(t *testing.T) {
 // the real table.
 func TestOperatorCommands(t *testing.T) {
 	t.Parallel()
-	_, fs := testenv.FailedSends(t)
+	pool, fs := testenv.FailedSends(t)
 	seed(t, fs, 5)
 	ctx := context.Background()
-	require.NoError(t, fs.MarkDead(ctx, 1, 20, store.FailedAttempt{Class: "transient", LastError: "HTTP 503"}))
-	require.NoError(t, fs.MarkDead(ctx, 2, 20, store.FailedAttempt{Class: "transient", LastError: "HTTP 503"}))
+	testenv.MakeDead(t, pool, 1, 20, "transient", "HTTP 503")
+	testenv.MakeDead(t, pool, 2, 20, "transient", "HTTP 503")
 	require.NoError(t, fs.MarkDelivered(ctx, 3))
 	var out bytes.Buffer
 	op := failed.Operator{Store: fs, Out: &out, Now: time.Now}

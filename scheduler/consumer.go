@@ -66,7 +66,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		return "probe", nil
 	}
 	now := s.now()
-	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, horizon: s.opts.Horizon}, now)
+	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, horizon: s.opts.Horizon, dedupe: s.opts.DedupeWindow}, now)
 	if rej != nil {
 		key := msg.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex)
 		if key == "" {

@@ -23,7 +23,7 @@ type givenBack struct {
 	released   []store.Outcome
 }
 
-func (g *givenBack) GiveBack(_ context.Context, c store.Claim, at time.Time) (bool, error) {
+func (g *givenBack) GiveBack(_ context.Context, c store.Claim, at time.Time, _ int) (bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.back[c.ID] = at
@@ -50,7 +50,7 @@ func TestDeliverRefusesWhatIsNotDueByTheReplicasClock(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	s := &Scheduler{opts: Options{RetryDelay: time.Second, RetryMaxDelay: time.Minute}.withDefaults(), store: stage,
 		delivery: rec, logger: discardLogger(), metrics: m, now: func() time.Time { return now },
-		wheel: wheel, held: map[string]string{}}
+		wheel: wheel, held: map[string]string{"ahead": "t", "due": "t"}, handoffCtx: context.Background()}
 
 	ahead := store.Entry{ID: "ahead", Target: "ops", DueAt: now.Add(3 * time.Second), Token: "t"}
 	s.deliver(context.Background(), ahead)
@@ -77,7 +77,7 @@ func TestDeliverDropsALostClaim(t *testing.T) {
 	stage := &givenBack{back: map[string]time.Time{}}
 	m := NewMetrics(prometheus.NewRegistry())
 	s := &Scheduler{opts: Options{}.withDefaults(), store: stage, delivery: lostClaim{newRecorder()},
-		logger: discardLogger(), metrics: m, now: time.Now, held: map[string]string{"a": "t"}}
+		logger: discardLogger(), metrics: m, now: time.Now, held: map[string]string{"a": "t"}, handoffCtx: context.Background()}
 	s.deliver(context.Background(), store.Entry{ID: "a", DueAt: time.Now().Add(-time.Second), Token: "t"})
 	require.Empty(t, stage.back)
 	require.Empty(t, stage.released)

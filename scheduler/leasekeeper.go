@@ -17,6 +17,22 @@ func (s *Scheduler) hold(entries []store.Entry) {
 	}
 }
 
+// holdClaim holds one claim, as hold holds entries.
+func (s *Scheduler) holdClaim(c store.Claim) {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	s.held[c.ID] = c.Token
+}
+
+// holds reports whether this replica still holds the claim on id: false once it was
+// released, given back, or taken over by another replica (the lease keeper found out).
+func (s *Scheduler) holds(id string) bool {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	_, ok := s.held[id]
+	return ok
+}
+
 func (s *Scheduler) unhold(id string) {
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()

@@ -45,11 +45,16 @@ const (
 	RejectBeyondHorizon RejectReason = "beyond_horizon"
 	RejectBadID         RejectReason = delivery.ReasonBadID
 	RejectBadBody       RejectReason = "bad_body"
+	// RejectStale is an alert due longer ago than the dedupe window (config
+	// scheduler.doneTTL): its done marker, if it was delivered, is gone, so a copy of it
+	// (a consumer-group reset, an old retry message) cannot be told from a first arrival.
+	// It is recorded, not sent; an operator can send it with `rocketdelay failed retry`.
+	RejectStale RejectReason = "stale"
 )
 
 // RejectReasons lists every RejectReason, for metrics.
 var RejectReasons = []RejectReason{RejectMissingTarget, RejectUnknownTarget, RejectMissingDue,
-	RejectBadDue, RejectBeyondHorizon, RejectBadID, RejectBadBody}
+	RejectBadDue, RejectBeyondHorizon, RejectBadID, RejectBadBody, RejectStale}
 
 // Rejection says why a message can never be delivered, in words a producer can act on.
 type Rejection struct {
@@ -67,6 +72,8 @@ func reject(reason RejectReason, format string, args ...any) *Rejection {
 type decodeRules struct {
 	knownTarget func(string) bool
 	horizon     time.Duration
+	// dedupe is the dedupe window: an alert due longer ago than this is stale. 0: none.
+	dedupe time.Duration
 }
 
 // decode reads an alert from a consumed message. now is the receipt time; it bounds
@@ -97,6 +104,10 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (delive
 	if at.Sub(now) > rules.horizon {
 		return a, reject(RejectBeyondHorizon, "due at %s, more than %s ahead (scheduler.horizon)",
 			at.UTC().Format(time.RFC3339), rules.horizon)
+	}
+	if rules.dedupe > 0 && now.Sub(at) > rules.dedupe {
+		return a, reject(RejectStale, "due at %s, more than %s ago (scheduler.doneTTL): if it was delivered its done marker "+
+			"has expired, so this copy is not sent; retry the row to send it anyway", at.UTC().Format(time.RFC3339), rules.dedupe)
 	}
 	if _, err := sender.ParseBody(msg.Body); err != nil {
 		return a, reject(RejectBadBody, "%v", err)

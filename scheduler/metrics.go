@@ -27,7 +27,14 @@ type Metrics struct {
 	dlq            prometheus.Gauge
 	wheelEntries   prometheus.GaugeFunc
 	mode           *prometheus.GaugeVec
-	wheelLen       atomic.Value // func() int, set when the scheduler starts
+	quarantined    prometheus.Counter
+	storeRetries   *prometheus.CounterVec
+
+	clockOffset      prometheus.Gauge
+	clockUncertainty prometheus.Gauge
+	clockSyncs       *prometheus.CounterVec
+
+	wheelLen atomic.Value // func() int, set when the scheduler starts
 }
 
 // NewMetrics registers the scheduler's metrics with reg.
@@ -106,8 +113,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "rocketdelay_scheduler_mode",
 		Help: "1 for the way hops cross the broker that this replica settled on at start (levels or timer; scheduler.mode auto probes the brokers).",
 	}, []string{"mode"})
+	m.quarantined = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_wheel_entries_quarantined_total",
+		Help: "Claimed wheel-stage entries whose record could not be decoded, recorded as rejected (rejected_corrupt_entry) and released.",
+	})
+	m.storeRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rocketdelay_wheel_stage_retries_total",
+		Help: "Wheel-stage writes tried again while Redis could not be reached (claim, release, give_back), instead of leaving the entry to its lease.",
+	}, []string{"op"})
+	m.clockOffset = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rocketdelay_clock_offset_seconds",
+		Help: "Redis TIME minus this replica's clock, as last measured; the replica schedules by Redis's clock.",
+	})
+	m.clockUncertainty = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rocketdelay_clock_offset_uncertainty_seconds",
+		Help: "Half the shortest round trip of the last clock sync: how far off the measured offset may be.",
+	})
+	m.clockSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rocketdelay_clock_syncs_total",
+		Help: "Measurements of the offset to Redis's clock, by result (ok, error).",
+	}, []string{"result"})
 	reg.MustRegister(m.mode, m.received, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
-		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries)
+		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries,
+		m.quarantined, m.storeRetries, m.clockOffset, m.clockUncertainty, m.clockSyncs)
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(string(r))
 	}

@@ -28,10 +28,10 @@ import (
 // *store.WheelStage implements it.
 type WheelStage interface {
 	Put(ctx context.Context, e store.Entry) (store.PutResult, error)
-	Claim(ctx context.Context, ids []string, token string) ([]store.Entry, error)
-	ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) ([]store.Entry, error)
+	Claim(ctx context.Context, ids []string, token string) (store.Claimed, error)
+	ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (store.Claimed, error)
 	Release(ctx context.Context, outcome store.Outcome, claims ...store.Claim) (int, error)
-	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time) (bool, error)
+	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
 	ExtendLease(ctx context.Context, claims []store.Claim) ([]string, error)
 	DueWithin(ctx context.Context, window time.Duration, limit int) ([]store.Due, error)
 	// Lease is how long a claim lasts; the scheduler extends the leases of the entries
@@ -87,6 +87,9 @@ type Options struct {
 	TimerMargin time.Duration
 	// Horizon is the longest delay accepted. Required.
 	Horizon time.Duration
+	// DedupeWindow is how long a done marker lives (config scheduler.doneTTL): an alert
+	// due longer ago than this is rejected as stale. 0: no alert is stale.
+	DedupeWindow time.Duration
 	// KnownTarget says whether a target name is configured. Required.
 	KnownTarget func(string) bool
 	// Brokers, when set, are broker addresses on which the topic is created if the name
@@ -166,6 +169,8 @@ func OptionsFromConfig(c config.Config) Options {
 		TimerMargin: c.Scheduler.TimerMargin,
 		Horizon:     c.Scheduler.Horizon,
 		Grace:       c.Scheduler.Grace,
+
+		DedupeWindow: c.Scheduler.DoneTTL,
 
 		RetryMaxDelay: c.Scheduler.RetryMaxDelay,
 		KnownTarget:   func(name string) bool { _, ok := c.Targets[name]; return ok },

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"time"
+
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // sweepLoop claims entries that are overdue past the grace period or whose lease
@@ -18,19 +20,23 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		for {
-			entries, err := s.store.ClaimOverdue(ctx, s.opts.Grace, s.opts.ClaimBatch, s.claimToken())
+			token := s.claimToken()
+			c, err := s.claimRetrying(ctx, "sweep", func(ctx context.Context) (store.Claimed, error) {
+				return s.store.ClaimOverdue(ctx, s.opts.Grace, s.opts.ClaimBatch, token)
+			})
 			if err != nil {
 				if ctx.Err() == nil {
 					s.logger.Warn("sweep failed", "err", err)
 				}
 				break
 			}
-			if len(entries) > 0 {
-				s.metrics.recovered.Add(float64(len(entries)))
-				s.logger.Info("sweeper recovered overdue entries", "count", len(entries))
+			if n := len(c.Entries) + len(c.Corrupt); n > 0 {
+				s.metrics.recovered.Add(float64(n))
+				s.logger.Info("sweeper recovered overdue entries", "count", n)
 			}
-			s.enqueue(ctx, entries)
-			if len(entries) < s.opts.ClaimBatch {
+			s.quarantine(ctx, c.Corrupt)
+			s.enqueue(ctx, c.Entries)
+			if len(c.Entries)+len(c.Corrupt) < s.opts.ClaimBatch {
 				break
 			}
 		}

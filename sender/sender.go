@@ -331,10 +331,12 @@ type Alert struct {
 	// FromPart, when above 1, skips the parts of a split alert before it: an earlier send
 	// delivered them (Failure.Part says which part failed).
 	FromPart int
-	// Confirm, when set, is called right before every request that would carry the alert.
+	// Confirm, when set, is called right before every request that would carry the alert,
+	// with the number of leading parts of a split alert delivered before that request
+	// (0 for an alert sent whole, or its first part), so the caller can note the progress.
 	// An error keeps the alert out of that request and ends its send with a Failure
 	// (ClassTransient) wrapping the error; no robot slot is spent on it.
-	Confirm func(ctx context.Context) error
+	Confirm func(ctx context.Context, partsSent int) error
 }
 
 // SendBody parses body as producers publish alerts (see ParseBody) and sends it; an
@@ -375,7 +377,7 @@ func (s *Sender) SendMessage(ctx context.Context, target string, m Message, due 
 	return s.send(ctx, target, m, due, 1, nil)
 }
 
-func (s *Sender) send(ctx context.Context, target string, m Message, due time.Time, fromPart int, confirm func(context.Context) error) error {
+func (s *Sender) send(ctx context.Context, target string, m Message, due time.Time, fromPart int, confirm func(context.Context, int) error) error {
 	t, ok := s.targets[target]
 	if !ok {
 		f := &Failure{Class: ClassPermanent, Target: target, Reason: fmt.Sprintf("target %q is not configured", target)}
@@ -395,11 +397,15 @@ func (s *Sender) send(ctx context.Context, target string, m Message, due time.Ti
 		if i+1 < fromPart {
 			continue // delivered by an earlier send
 		}
+		var partConfirm func(context.Context) error
+		if confirm != nil {
+			partConfirm = func(ctx context.Context) error { return confirm(ctx, i) }
+		}
 		var err error
 		if s.opts.Coalesce == config.CoalesceOff {
-			err = s.sendPicked(ctx, t, single(p, confirm), nil)
+			err = s.sendPicked(ctx, t, single(p, partConfirm), nil)
 		} else {
-			err = s.sendQueued(ctx, t, p, due, len(parts) > 1 || !mergeable(p), confirm)
+			err = s.sendQueued(ctx, t, p, due, len(parts) > 1 || !mergeable(p), partConfirm)
 		}
 		if err != nil {
 			var f *Failure

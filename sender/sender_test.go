@@ -476,13 +476,13 @@ func TestConfirmGuardsEveryRequest(t *testing.T) {
 			ctx := context.Background()
 			errGone := errors.New("claim gone")
 			err := s.SendAlert(ctx, sender.Alert{Target: "ops", Body: []byte("withdrawn"),
-				Confirm: func(context.Context) error { return errGone }})
+				Confirm: func(context.Context, int) error { return errGone }})
 			f := failure(t, err)
 			require.ErrorIs(t, err, errGone)
 			require.Equal(t, sender.ClassTransient, f.Class)
 			confirmed := 0
 			require.NoError(t, s.SendAlert(ctx, sender.Alert{Target: "ops", Body: []byte("kept"),
-				Confirm: func(context.Context) error { confirmed++; return nil }}))
+				Confirm: func(context.Context, int) error { confirmed++; return nil }}))
 			require.Equal(t, 1, confirmed)
 			got := h.sim.Accepted()
 			require.Len(t, got, 1)

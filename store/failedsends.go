@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rocketdelay/rocketdelay/config"
 )
 
 // The failed_sends table (migrations/00001_create_failed_sends.sql) keeps every alert the
@@ -91,6 +93,11 @@ type FailedSend struct {
 	// PartsSent counts the leading parts of a split alert that DingTalk accepted; a retry
 	// sends from the next one.
 	PartsSent int
+	// ClaimedBy is the token of the retry-job claim that holds the row, nil when none
+	// ever did or it was settled; LeaseUntil is when that claim runs out (Postgres's
+	// clock). A row whose lease is still running is being sent.
+	ClaimedBy  *string
+	LeaseUntil *time.Time
 }
 
 // NewFailedSend is what Record stores about one alert.
@@ -129,8 +136,16 @@ const (
 	// dead, rejected or discarded) was replaced by this failure.
 	RecordReplaced
 	// RecordKept means a pending row for the message id exists already (the same failure,
-	// recorded twice): it was kept as it is.
+	// recorded twice), or for a rejection the same rejection: it was kept as it is.
 	RecordKept
+	// RecordFinal means the alert's row (same message id, same due time) is delivered or
+	// discarded: a final state is never overwritten, so nothing was written. The failure
+	// is a stale copy (a replica that lost its claim, an old redelivery).
+	RecordFinal
+	// RecordOccupied is the result of a rejection whose message id another live row
+	// holds (an alert of the same RD_ID): nothing was written; record it under another
+	// message id.
+	RecordOccupied
 )
 
 // FailedAttempt describes a failed attempt of the retry job: what MarkRetry and MarkDead
@@ -172,74 +187,81 @@ type FailedStats struct {
 
 // Defaults and limits of FailedSends.
 const (
-	// DefaultClaimLease is how long a row claimed by the retry job stays invisible to
-	// other instances. It must exceed the time one send can take.
-	DefaultClaimLease = 5 * time.Minute
-	DefaultListLimit  = 50
-	MaxListLimit      = 1000
+	// DefaultStatementTimeout bounds every call whose context has no deadline of its
+	// own, so that a Postgres that stopped answering (a blackholed host) never pins a
+	// caller for the TCP timeout.
+	DefaultStatementTimeout = 10 * time.Second
+	DefaultListLimit        = 50
+	MaxListLimit            = 1000
 )
 
 // FailedSendsOptions tune FailedSends. A zero field takes its default.
 type FailedSendsOptions struct {
-	// ClaimLease is how long ClaimDue hides a claimed row from other claimers. Default
-	// DefaultClaimLease (5m).
+	// ClaimLease is how long a claim of ClaimDue holds a row without a Confirm or an
+	// ExtendClaims. Default config failedSends.claimLease.
 	ClaimLease time.Duration
+	// StatementTimeout bounds every call whose context has no deadline. Default
+	// DefaultStatementTimeout.
+	StatementTimeout time.Duration
 }
 
 // FailedSends is the failed_sends table. It is safe for concurrent use.
 type FailedSends struct {
-	pool  *pgxpool.Pool
-	lease time.Duration
+	pool    *pgxpool.Pool
+	lease   time.Duration
+	timeout time.Duration
 }
 
 // NewFailedSends returns the failed_sends table on pool (see OpenPostgres).
 func NewFailedSends(pool *pgxpool.Pool, opts FailedSendsOptions) *FailedSends {
-	if opts.ClaimLease <= 0 {
-		opts.ClaimLease = DefaultClaimLease
+	config.Default(&opts.ClaimLease, config.DefaultFailedSendsClaimLease)
+	config.Default(&opts.StatementTimeout, DefaultStatementTimeout)
+	return &FailedSends{pool: pool, lease: opts.ClaimLease, timeout: opts.StatementTimeout}
+}
+
+// bound gives ctx the statement timeout when it has no deadline of its own.
+func (s *FailedSends) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
 	}
-	return &FailedSends{pool: pool, lease: opts.ClaimLease}
+	return context.WithTimeout(ctx, s.timeout)
 }
 
 var (
-	qRecord        = query("failed_record.sql")
-	qClaimDue      = query("failed_claim_due.sql")
-	qMarkDelivered = query("failed_mark_delivered.sql")
-	qMarkRetry     = query("failed_mark_retry.sql")
-	qMarkDead      = query("failed_mark_dead.sql")
-	qRelease       = query("failed_release.sql")
-	qList          = query("failed_list.sql")
-	qGet           = query("failed_get.sql")
-	qRetry         = query("failed_retry.sql")
-	qRetryWhere    = query("failed_retry_where.sql")
-	qDiscard       = query("failed_discard.sql")
-	qStats         = query("failed_stats.sql")
-	qOldestPending = query("failed_oldest_pending.sql")
+	qRecord         = query("failed_record.sql")
+	qRecordRejected = query("failed_record_rejected.sql")
+	qClaimDue       = query("failed_claim_due.sql")
+	qConfirm        = query("failed_confirm.sql")
+	qExtend         = query("failed_extend.sql")
+	qMarkDelivered  = query("failed_mark_delivered.sql")
+	qMarkRetry      = query("failed_mark_retry.sql")
+	qMarkDead       = query("failed_mark_dead.sql")
+	qRelease        = query("failed_release.sql")
+	qList           = query("failed_list.sql")
+	qGet            = query("failed_get.sql")
+	qRetry          = query("failed_retry.sql")
+	qRetryWhere     = query("failed_retry_where.sql")
+	qDiscard        = query("failed_discard.sql")
+	qStats          = query("failed_stats.sql")
+	qOldestPending  = query("failed_oldest_pending.sql")
 )
 
-// Record writes one failed send or rejected input, and says how (RecordResult): a new
-// row; a row of an earlier episode of the same MessageID (not pending) replaced, so a new
-// failure is never swallowed by an old row; or, when a pending row for the MessageID
-// exists already (the same failure recorded twice), that row kept as it is. Text that
-// Postgres cannot store (NUL bytes, invalid UTF-8) is made storable, so any input can be
-// recorded. An error wrapping ErrUnavailable means Postgres could not be reached: keep
-// the alert where it is and try again.
+// Record writes one failed send or rejected input, and says how (RecordResult). A
+// failed send: a new row; a live row of an earlier episode of the same MessageID (dead
+// or rejected) replaced, so a new failure is never swallowed by an old row; a pending
+// row for the MessageID (the same failure recorded twice) kept as it is; a delivered or
+// discarded row of the same alert (same DueAt) left alone, since a final state is never
+// overwritten (RecordFinal). A rejected input: a new row, or the same rejection kept,
+// or, when another live row holds the MessageID, nothing (RecordOccupied): it never
+// overwrites another row. Text that Postgres cannot store (NUL bytes, invalid UTF-8) is
+// made storable, so any input can be recorded. An error wrapping ErrUnavailable means
+// Postgres could not be reached: keep the alert where it is and try again.
 func (s *FailedSends) Record(ctx context.Context, in NewFailedSend) (RecordResult, error) {
 	if in.MessageID == "" {
 		return 0, fmt.Errorf("store: record failed send: %w: the message id is empty", ErrInvalid)
 	}
-	status := StatusPending
-	var next *time.Time
-	if in.Rejected {
-		status = StatusRejected
-		if in.ErrorClass == "" {
-			in.ErrorClass = "rejected"
-		}
-	} else {
-		t := in.NextAttemptAt
-		if t.IsZero() {
-			t = time.Now()
-		}
-		next = &t
+	if in.Rejected && in.ErrorClass == "" {
+		in.ErrorClass = "rejected"
 	}
 	if in.ErrorClass == "" {
 		return 0, fmt.Errorf("store: record failed send %q: %w: the error class is empty", in.MessageID, ErrInvalid)
@@ -252,18 +274,36 @@ func (s *FailedSends) Record(ctx context.Context, in NewFailedSend) (RecordResul
 	for k, v := range in.Properties {
 		props[storableText(k)] = storableText(v)
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var id int64
-	var inserted bool
-	err := s.pool.QueryRow(ctx, qRecord, storableText(in.MessageID), storableText(in.Target), payload, props,
-		in.DueAt, string(status), storableText(in.ErrorClass), storableText(in.LastError), in.HTTPStatus,
-		in.Errcode, next, max(in.PartsSent, 0)).Scan(&id, &inserted)
+	var inserted, final bool
+	var err error
+	if in.Rejected {
+		err = s.pool.QueryRow(ctx, qRecordRejected, storableText(in.MessageID), storableText(in.Target), payload, props,
+			in.DueAt, storableText(in.ErrorClass), storableText(in.LastError)).Scan(&id, &inserted)
+	} else {
+		next := in.NextAttemptAt
+		if next.IsZero() {
+			next = time.Now()
+		}
+		err = s.pool.QueryRow(ctx, qRecord, storableText(in.MessageID), storableText(in.Target), payload, props,
+			in.DueAt, string(StatusPending), storableText(in.ErrorClass), storableText(in.LastError), in.HTTPStatus,
+			in.Errcode, next, max(in.PartsSent, 0)).Scan(&id, &inserted, &final)
+	}
 	switch {
+	case errors.Is(err, pgx.ErrNoRows) && in.Rejected:
+		return RecordOccupied, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return RecordKept, nil
 	case err != nil:
 		return 0, pgErr(ctx, "record failed send", err)
+	case final:
+		return RecordFinal, nil
 	case inserted:
 		return RecordInserted, nil
+	case in.Rejected:
+		return RecordKept, nil
 	}
 	return RecordReplaced, nil
 }
@@ -276,15 +316,18 @@ func storableText(s string) string {
 	return strings.ReplaceAll(s, "\x00", "\u2400")
 }
 
-// ClaimDue claims up to limit pending rows whose next attempt is due at now, oldest due
-// first, for one retry-job instance. A claimed row's NextAttemptAt moves to the end of the
-// claim lease, so no other caller (in this process or another) claims it until the lease
-// runs out; the claimer ends the claim with MarkDelivered, MarkRetry or MarkDead.
-func (s *FailedSends) ClaimDue(ctx context.Context, limit int, now time.Time) ([]FailedSend, error) {
+// ClaimDue claims, for the claim token (unique to this claim), up to limit pending rows
+// that are due by Postgres's clock and held by no other claim (never claimed, or their
+// lease ran out), oldest due first. The claim holds a row for the lease (Postgres's
+// clock); Confirm and ExtendClaims renew it; the claimer ends it with MarkDelivered,
+// MarkRetry, MarkDead or Release.
+func (s *FailedSends) ClaimDue(ctx context.Context, limit int, token string) ([]FailedSend, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, qClaimDue, now, limit, now.Add(s.lease))
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, qClaimDue, token, limit, s.lease)
 	if err != nil {
 		return nil, pgErr(ctx, "claim due failed sends", err)
 	}
@@ -295,49 +338,96 @@ func (s *FailedSends) ClaimDue(ctx context.Context, limit int, now time.Time) ([
 	return out, nil
 }
 
+// Confirm checks, right before a request of the retry job, that the claim token still
+// holds row id, and renews its lease. partsSent is how many leading parts of a split
+// alert were delivered before the request; they are noted whoever holds the row (never
+// lowered). It returns an error wrapping ErrNotHeld when another claim took the row
+// over, or it was settled or discarded meanwhile: the caller must not send it.
+func (s *FailedSends) Confirm(ctx context.Context, id int64, token string, partsSent int) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var held bool
+	err := s.pool.QueryRow(ctx, qConfirm, id, token, max(partsSent, 0), s.lease).Scan(&held)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("store: confirm failed send %d: %w", id, ErrNotFound)
+	case err != nil:
+		return pgErr(ctx, fmt.Sprintf("confirm failed send %d", id), err)
+	case !held:
+		return fmt.Errorf("store: confirm failed send %d: %w", id, ErrNotHeld)
+	}
+	return nil
+}
+
+// ExtendClaims renews the lease of every row of ids that the claim token still holds,
+// and returns the ids renewed.
+func (s *FailedSends) ExtendClaims(ctx context.Context, ids []int64, token string) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.collectIDs(ctx, "extend failed-send claims", qExtend, ids, token, s.lease)
+}
+
 // MarkDelivered records that the retry job delivered row id. It changes any row that is
-// not delivered yet, even one an operator discarded meanwhile: the alert was sent.
+// not delivered yet, even one an operator discarded or another claim took meanwhile:
+// the alert was sent.
 func (s *FailedSends) MarkDelivered(ctx context.Context, id int64) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if _, err := s.pool.Exec(ctx, qMarkDelivered, id); err != nil {
 		return pgErr(ctx, fmt.Sprintf("mark failed send %d delivered", id), err)
 	}
 	return nil
 }
 
-// MarkRetry records a failed attempt of the retry job on row id: attempts attempts so
-// far, next try at nextAt. A row that is no longer pending (an operator discarded it
-// meanwhile) is left alone.
-func (s *FailedSends) MarkRetry(ctx context.Context, id int64, attempts int, nextAt time.Time, f FailedAttempt) error {
-	if _, err := s.pool.Exec(ctx, qMarkRetry, id, attempts, nextAt, f.Class, storableText(f.LastError), f.HTTPStatus, f.Errcode, f.PartsSent); err != nil {
-		return pgErr(ctx, fmt.Sprintf("mark failed send %d for retry", id), err)
+// MarkRetry records a failed attempt of the retry job on row id, held by the claim
+// token: attempts attempts so far, next try wait from now by Postgres's clock; the
+// claim ends. It returns an error wrapping ErrNotHeld, changing nothing, when the claim
+// does not hold the row any more or it is no longer pending (an operator discarded it).
+func (s *FailedSends) MarkRetry(ctx context.Context, id int64, token string, attempts int, wait time.Duration, f FailedAttempt) error {
+	return s.settle(ctx, fmt.Sprintf("mark failed send %d for retry", id), qMarkRetry,
+		id, attempts, max(wait, 0), f.Class, storableText(f.LastError), f.HTTPStatus, f.Errcode, f.PartsSent, token)
+}
+
+// MarkDead records that the retry job, holding row id by the claim token, gives up on
+// it after attempts attempts; the claim ends. It returns an error wrapping ErrNotHeld,
+// changing nothing, when the claim does not hold the row any more or it is no longer
+// pending.
+func (s *FailedSends) MarkDead(ctx context.Context, id int64, token string, attempts int, f FailedAttempt) error {
+	return s.settle(ctx, fmt.Sprintf("mark failed send %d dead", id), qMarkDead,
+		id, attempts, f.Class, storableText(f.LastError), f.HTTPStatus, f.Errcode, f.PartsSent, token)
+}
+
+// settle runs a fenced update of one row; no row changed means the claim lost it.
+func (s *FailedSends) settle(ctx context.Context, op, query string, args ...any) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, query, args...)
+	if err != nil {
+		return pgErr(ctx, op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: %s: %w", op, ErrNotHeld)
 	}
 	return nil
 }
 
-// MarkDead records that the retry job gives up on row id after attempts attempts. A row
-// that is no longer pending is left alone.
-func (s *FailedSends) MarkDead(ctx context.Context, id int64, attempts int, f FailedAttempt) error {
-	if _, err := s.pool.Exec(ctx, qMarkDead, id, attempts, f.Class, storableText(f.LastError), f.HTTPStatus, f.Errcode, f.PartsSent); err != nil {
-		return pgErr(ctx, fmt.Sprintf("mark failed send %d dead", id), err)
-	}
-	return nil
-}
-
-// Release hands back claimed rows that the claimer will not try after all (it is
-// stopping, or its lease is running out): they are due again at nextAt. leaseEnd is the
-// claim's lease end, the NextAttemptAt ClaimDue returned; rows claimed by someone else
-// since are left alone.
-func (s *FailedSends) Release(ctx context.Context, ids []int64, leaseEnd, nextAt time.Time) error {
+// Release hands back rows that the claim token took but will not try (it is stopping):
+// their claim ends and they are due again as before. Rows another claim took over are
+// left alone.
+func (s *FailedSends) Release(ctx context.Context, ids []int64, token string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, qRelease, ids, leaseEnd, nextAt); err != nil {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, qRelease, ids, token); err != nil {
 		return pgErr(ctx, "release claimed failed sends", err)
 	}
 	return nil
 }
 
-// ClaimLease is how long ClaimDue hides a claimed row from other claimers.
+// ClaimLease is how long a claim holds a row without a Confirm or an ExtendClaims.
 func (s *FailedSends) ClaimLease() time.Duration { return s.lease }
 
 // List returns the rows f selects, newest first, at most f.Limit of them, and the cursor
@@ -355,6 +445,8 @@ func (s *FailedSends) List(ctx context.Context, f Filter) (rows []FailedSend, ne
 	if f.AfterID < 0 {
 		return nil, 0, fmt.Errorf("store: list failed sends: %w: the cursor must be a positive id", ErrInvalid)
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	r, err := s.pool.Query(ctx, qList, string(f.Status), f.Target, f.ErrorClass,
 		optTime(f.Since), optTime(f.Until), f.AfterID, f.Limit+1)
 	if err != nil {
@@ -373,6 +465,8 @@ func (s *FailedSends) List(ctx context.Context, f Filter) (rows []FailedSend, ne
 
 // Get returns row id, or an error wrapping ErrNotFound.
 func (s *FailedSends) Get(ctx context.Context, id int64) (FailedSend, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	r, err := s.pool.Query(ctx, qGet, id)
 	if err != nil {
 		return FailedSend{}, pgErr(ctx, fmt.Sprintf("get failed send %d", id), err)
@@ -431,6 +525,8 @@ func (s *FailedSends) Stats(ctx context.Context) (FailedStats, error) {
 		ByTarget:     map[string]int64{},
 		ByErrorClass: map[string]int64{},
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, qStats)
 	if err != nil {
 		return FailedStats{}, pgErr(ctx, "failed send stats", err)
@@ -458,6 +554,8 @@ func (s *FailedSends) Stats(ctx context.Context) (FailedStats, error) {
 }
 
 func (s *FailedSends) collectIDs(ctx context.Context, op, query string, args ...any) ([]int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, pgErr(ctx, op, err)
@@ -475,7 +573,7 @@ func scanFailedSend(row pgx.CollectableRow) (FailedSend, error) {
 	var status string
 	err := row.Scan(&f.ID, &f.MessageID, &f.Target, &f.Payload, &f.Properties, &f.DueAt, &status,
 		&f.ErrorClass, &f.LastError, &f.HTTPStatus, &f.Errcode, &f.Attempts, &f.NextAttemptAt,
-		&f.DiscardReason, &f.CreatedAt, &f.UpdatedAt, &f.PartsSent)
+		&f.DiscardReason, &f.CreatedAt, &f.UpdatedAt, &f.PartsSent, &f.ClaimedBy, &f.LeaseUntil)
 	f.Status = FailedStatus(status)
 	if f.Properties == nil {
 		f.Properties = map[string]string{}
@@ -508,6 +606,10 @@ func pgErr(ctx context.Context, op string, err error) error {
 	}
 	if unavailable(err) {
 		return fmt.Errorf("store: %s: %v: %w", op, err, ErrUnavailable)
+	}
+	var pgE *pgconn.PgError
+	if errors.As(err, &pgE) && pgE.Code == "23505" && pgE.ConstraintName == "failed_sends_live_message_idx" {
+		return fmt.Errorf("store: %s: %w: another row of the same alert (its RD_ID) is pending, dead or rejected; act on that row instead", op, ErrInvalid)
 	}
 	return fmt.Errorf("store: %s: %w", op, err)
 }

@@ -124,9 +124,17 @@ func TestFailedSendsRecordUnavailable(t *testing.T) {
 	require.NotContains(t, err.Error(), "pw-secret-9")
 }
 
+// dbNow reads Postgres's clock, the one claims and backoffs are measured by.
+func dbNow(t testing.TB, fs *store.FailedSends, pool *pgxpool.Pool) time.Time {
+	t.Helper()
+	var now time.Time
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT clock_timestamp()").Scan(&now))
+	return now
+}
+
 func TestFailedSendsClaimDue(t *testing.T) {
 	t.Parallel()
-	_, fs := testenv.FailedSends(t)
+	pool, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	now := time.Now()
 	a := record(t, fs, store.NewFailedSend{MessageID: "a", NextAttemptAt: now.Add(-2 * time.Minute)})
@@ -134,28 +142,35 @@ func TestFailedSendsClaimDue(t *testing.T) {
 	record(t, fs, store.NewFailedSend{MessageID: "later", NextAttemptAt: now.Add(time.Hour)})
 	record(t, fs, store.NewFailedSend{MessageID: "rej", Rejected: true})
 
-	got, err := fs.ClaimDue(ctx, 10, now)
+	before := dbNow(t, fs, pool)
+	got, err := fs.ClaimDue(ctx, 10, "t1")
 	require.NoError(t, err)
+	after := dbNow(t, fs, pool)
 	require.ElementsMatch(t, []int64{a, b}, rowIDs(got))
 	for _, r := range got {
-		require.WithinDuration(t, now.Add(store.DefaultClaimLease), *r.NextAttemptAt, time.Millisecond)
+		require.Equal(t, "t1", *r.ClaimedBy)
+		require.False(t, r.LeaseUntil.Before(before.Add(fs.ClaimLease())), "the lease runs from Postgres's now")
+		require.False(t, r.LeaseUntil.After(after.Add(fs.ClaimLease())))
 	}
-	again, err := fs.ClaimDue(ctx, 10, now.Add(time.Minute))
+	again, err := fs.ClaimDue(ctx, 10, "t2")
 	require.NoError(t, err)
 	require.Empty(t, again, "claimed rows stay hidden during the lease")
 
-	// Outcomes.
+	// Outcomes, settled by the claim's holder only.
 	require.NoError(t, fs.MarkDelivered(ctx, a))
-	require.NoError(t, fs.MarkRetry(ctx, b, 1, now.Add(30*time.Second), store.FailedAttempt{Class: "transient", LastError: "HTTP 502", HTTPStatus: ptr(502)}))
+	attempt := store.FailedAttempt{Class: "transient", LastError: "HTTP 502", HTTPStatus: ptr(502)}
+	require.ErrorIs(t, fs.MarkRetry(ctx, b, "t2", 1, 0, attempt), store.ErrNotHeld, "t2 never held b")
+	require.NoError(t, fs.MarkRetry(ctx, b, "t1", 1, 0, attempt))
 	rb, err := fs.Get(ctx, b)
 	require.NoError(t, err)
 	require.Equal(t, 1, rb.Attempts)
 	require.Equal(t, "HTTP 502", rb.LastError)
-	require.WithinDuration(t, now.Add(30*time.Second), *rb.NextAttemptAt, time.Millisecond)
-	got, err = fs.ClaimDue(ctx, 10, now.Add(31*time.Second))
+	require.Nil(t, rb.ClaimedBy, "settled: the claim ended")
+	require.ErrorIs(t, fs.MarkRetry(ctx, b, "t1", 2, 0, attempt), store.ErrNotHeld, "a settled claim settles nothing more")
+	got, err = fs.ClaimDue(ctx, 10, "t3")
 	require.NoError(t, err)
 	require.Equal(t, []int64{b}, rowIDs(got))
-	require.NoError(t, fs.MarkDead(ctx, b, 2, store.FailedAttempt{Class: "payload_permanent", LastError: "errcode 430101", Errcode: ptr(430101)}))
+	require.NoError(t, fs.MarkDead(ctx, b, "t3", 2, store.FailedAttempt{Class: "payload_permanent", LastError: "errcode 430101", Errcode: ptr(430101)}))
 	rb, err = fs.Get(ctx, b)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusDead, rb.Status)
@@ -165,16 +180,90 @@ func TestFailedSendsClaimDue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.StatusDelivered, ra.Status)
 
-	// A discarded row is not resurrected by a late MarkRetry.
+	// The backoff of MarkRetry runs on Postgres's clock.
 	c := record(t, fs, store.NewFailedSend{MessageID: "c", NextAttemptAt: now.Add(-time.Second)})
-	_, err = fs.ClaimDue(ctx, 10, now)
+	_, err = fs.ClaimDue(ctx, 10, "t4")
 	require.NoError(t, err)
-	_, err = fs.Discard(ctx, []int64{c}, "operator gave up")
-	require.NoError(t, err)
-	require.NoError(t, fs.MarkRetry(ctx, c, 1, now, store.FailedAttempt{Class: "transient"}))
+	before = dbNow(t, fs, pool)
+	require.NoError(t, fs.MarkRetry(ctx, c, "t4", 1, time.Hour, store.FailedAttempt{Class: "transient"}))
+	after = dbNow(t, fs, pool)
 	rc, err := fs.Get(ctx, c)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusDiscarded, rc.Status)
+	require.False(t, rc.NextAttemptAt.Before(before.Add(time.Hour)))
+	require.False(t, rc.NextAttemptAt.After(after.Add(time.Hour)))
+
+	// A discarded row is not resurrected by a late MarkRetry.
+	d := record(t, fs, store.NewFailedSend{MessageID: "d", NextAttemptAt: now.Add(-time.Second)})
+	_, err = fs.ClaimDue(ctx, 10, "t5")
+	require.NoError(t, err)
+	_, err = fs.Discard(ctx, []int64{d}, "operator gave up")
+	require.NoError(t, err)
+	require.ErrorIs(t, fs.MarkRetry(ctx, d, "t5", 1, 0, store.FailedAttempt{Class: "transient"}), store.ErrNotHeld)
+	rd, err := fs.Get(ctx, d)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDiscarded, rd.Status)
+}
+
+// The fence of the retry job: a claim whose lease ran out (its replica froze, or waited
+// long for a robot) is taken over, and from then on its confirm and its settles fail;
+// the confirm renews the lease of the holder and notes the parts delivered whoever
+// asks; an operator's retry of a row being sent does not let a second claim take it.
+func TestFailedSendsClaimsAreFenced(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.FailedSends(t)
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{ClaimLease: time.Second})
+	ctx := context.Background()
+	id := record(t, fs, store.NewFailedSend{MessageID: "z", NextAttemptAt: time.Now().Add(-time.Second)})
+	got, err := fs.ClaimDue(ctx, 10, "zombie")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	// An operator asks for a retry while the zombie holds it: nobody else may take it.
+	retried, err := fs.Retry(ctx, []int64{id})
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, retried)
+	if !dbNow(t, fs, pool).After(*got[0].LeaseUntil) { // a machine stalled past the lease tests the takeover below
+		taken, err := fs.ClaimDue(ctx, 10, "other")
+		require.NoError(t, err)
+		require.Empty(t, taken, "claimed while its lease runs, after an operator's retry")
+	}
+	renewed, err := fs.ExtendClaims(ctx, []int64{id, 999999}, "zombie")
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, renewed)
+
+	// The zombie freezes past its lease; the sweep of another instance takes the row.
+	var taken []store.FailedSend
+	for deadline := time.Now().Add(10 * time.Second); len(taken) == 0; time.Sleep(50 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "an expired lease was never taken over")
+		taken, err = fs.ClaimDue(ctx, 10, "sweeper")
+		require.NoError(t, err)
+	}
+	require.Equal(t, []int64{id}, rowIDs(taken))
+
+	require.ErrorIs(t, fs.Confirm(ctx, id, "zombie", 0), store.ErrNotHeld)
+	require.ErrorIs(t, fs.MarkRetry(ctx, id, "zombie", 1, 0, store.FailedAttempt{Class: "transient"}), store.ErrNotHeld)
+	require.ErrorIs(t, fs.MarkDead(ctx, id, "zombie", 1, store.FailedAttempt{Class: "transient"}), store.ErrNotHeld)
+	renewed, err = fs.ExtendClaims(ctx, []int64{id}, "zombie")
+	require.NoError(t, err)
+	require.Empty(t, renewed)
+
+	lease := *taken[0].LeaseUntil
+	require.NoError(t, fs.Confirm(ctx, id, "sweeper", 2))
+	row, err := fs.Get(ctx, id)
+	require.NoError(t, err)
+	require.True(t, row.LeaseUntil.After(lease), "the confirm renewed the lease")
+	require.Equal(t, 2, row.PartsSent)
+	// The zombie delivered a third part before it noticed: noted, but still not held.
+	require.ErrorIs(t, fs.Confirm(ctx, id, "zombie", 3), store.ErrNotHeld)
+	require.NoError(t, fs.Confirm(ctx, id, "sweeper", 1)) // never lowered
+	row, err = fs.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 3, row.PartsSent)
+	require.ErrorIs(t, fs.Confirm(ctx, 999999, "sweeper", 0), store.ErrNotFound)
+	require.NoError(t, fs.MarkRetry(ctx, id, "sweeper", 1, 0, store.FailedAttempt{Class: "transient", PartsSent: 1}))
+	row, err = fs.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 3, row.PartsSent, "parts delivered are never lowered by a settle either")
 }
 
 func TestFailedSendsConcurrentClaimersNeverShareARow(t *testing.T) {
@@ -194,7 +283,7 @@ func TestFailedSendsConcurrentClaimersNeverShareARow(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for {
-				got, err := fs.ClaimDue(ctx, 7, now)
+				got, err := fs.ClaimDue(ctx, 7, newToken())
 				if err != nil {
 					t.Error(err)
 					return
@@ -282,7 +371,7 @@ func TestFailedSendsListFiltersAndPages(t *testing.T) {
 
 func TestFailedSendsRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 	t.Parallel()
-	_, fs := testenv.FailedSends(t)
+	pool, fs := testenv.FailedSends(t)
 	ctx := context.Background()
 	now := time.Now()
 	var id []int64
@@ -292,7 +381,7 @@ func TestFailedSendsRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 	}
 	// 0,1,2 dead; 3 delivered; 4,5 pending (due in an hour).
 	for _, i := range []int{0, 1, 2} {
-		require.NoError(t, fs.MarkDead(ctx, id[i], 20, store.FailedAttempt{Class: "transient", LastError: "HTTP 503"}))
+		testenv.MakeDead(t, pool, id[i], 20, "transient", "HTTP 503")
 	}
 	require.NoError(t, fs.MarkDelivered(ctx, id[3]))
 
@@ -358,19 +447,82 @@ func TestFailedSendsReleaseOnlyTheOwnClaim(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	a := record(t, fs, store.NewFailedSend{MessageID: "a", NextAttemptAt: now.Add(-time.Second)})
-	got, err := fs.ClaimDue(ctx, 10, now)
+	got, err := fs.ClaimDue(ctx, 10, "mine")
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	lease := *got[0].NextAttemptAt
 
-	// A release with another claim's lease end changes nothing.
-	require.NoError(t, fs.Release(ctx, []int64{a}, lease.Add(time.Second), now))
-	again, err := fs.ClaimDue(ctx, 10, now)
+	// A release by another claim changes nothing.
+	require.NoError(t, fs.Release(ctx, []int64{a}, "theirs"))
+	again, err := fs.ClaimDue(ctx, 10, "next")
 	require.NoError(t, err)
 	require.Empty(t, again)
 
-	require.NoError(t, fs.Release(ctx, []int64{a}, lease, now))
-	again, err = fs.ClaimDue(ctx, 10, now)
+	require.NoError(t, fs.Release(ctx, []int64{a}, "mine"))
+	again, err = fs.ClaimDue(ctx, 10, "next")
 	require.NoError(t, err)
 	require.Equal(t, []int64{a}, rowIDs(again))
+}
+
+// A final row (delivered, discarded) is never overwritten: a stale record of the same
+// alert (same due time) leaves it as it is, a later episode of the RD_ID gets a row of
+// its own; a rejection never overwrites another live row of its RD_ID.
+func TestFailedSendsRecordNeverOverwritesAFinalRow(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	due := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for _, final := range []store.FailedStatus{store.StatusDelivered, store.StatusDiscarded} {
+		msg := "x-" + string(final)
+		id := record(t, fs, store.NewFailedSend{MessageID: msg, DueAt: &due, NextAttemptAt: time.Now().Add(-time.Second)})
+		if final == store.StatusDelivered {
+			require.NoError(t, fs.MarkDelivered(ctx, id))
+		} else {
+			_, err := fs.Discard(ctx, []int64{id}, "not needed")
+			require.NoError(t, err)
+		}
+		res, err := fs.Record(ctx, store.NewFailedSend{MessageID: msg, DueAt: &due, ErrorClass: "transient", LastError: "stale"})
+		require.NoError(t, err)
+		require.Equal(t, store.RecordFinal, res)
+		row, err := fs.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, final, row.Status, "a stale re-record revived a %s row", final)
+		require.NotEqual(t, "stale", row.LastError)
+
+		later := due.Add(24 * time.Hour)
+		res, err = fs.Record(ctx, store.NewFailedSend{MessageID: msg, DueAt: &later, ErrorClass: "transient", LastError: "new episode"})
+		require.NoError(t, err)
+		require.Equal(t, store.RecordInserted, res)
+		rows, _, err := fs.List(ctx, store.Filter{Limit: 10})
+		require.NoError(t, err)
+		var statuses []store.FailedStatus
+		for _, r := range rows {
+			if r.MessageID == msg {
+				statuses = append(statuses, r.Status)
+			}
+		}
+		require.Equal(t, []store.FailedStatus{store.StatusPending, final}, statuses, "the history is kept")
+	}
+
+	// A rejection of an RD_ID whose live row is pending writes nothing there.
+	pending := record(t, fs, store.NewFailedSend{MessageID: "busy", DueAt: &due})
+	rej := store.NewFailedSend{MessageID: "busy", Rejected: true, ErrorClass: "rejected_bad_body", Payload: []byte("junk")}
+	res, err := fs.Record(ctx, rej)
+	require.NoError(t, err)
+	require.Equal(t, store.RecordOccupied, res)
+	row, err := fs.Get(ctx, pending)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, row.Status)
+	// The same rejection twice is one row.
+	rej.MessageID = "rejected:key-1"
+	res, err = fs.Record(ctx, rej)
+	require.NoError(t, err)
+	require.Equal(t, store.RecordInserted, res)
+	res, err = fs.Record(ctx, rej)
+	require.NoError(t, err)
+	require.Equal(t, store.RecordKept, res)
+	// Another rejection of the same name does not overwrite it.
+	rej.ErrorClass, rej.Payload = "rejected_unknown_target", []byte("other")
+	res, err = fs.Record(ctx, rej)
+	require.NoError(t, err)
+	require.Equal(t, store.RecordOccupied, res)
 }

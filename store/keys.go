@@ -19,6 +19,8 @@ import (
 //	  {p}:owner        hash        id → token of the claim holding it (in flight only)
 //	  {p}:tries        hash        id → hand-offs given back so far
 //	  {p}:failed       hash        id → the failure of its send, once decided
+//	  {p}:parts        hash        id → leading parts of a split alert delivered so far
+//	  {p}:sweep:<tok>  set         ids one sweeper claim took (lives one lease)
 //	  {p}:done:<id>    string      delivered marker
 //	  {p}:cancel:<id>  string      cancel tombstone
 //	robot pool, tag {p:g}, one per target:
@@ -41,6 +43,8 @@ func (k keys) entries() string               { return k.stage() + "entries" }
 func (k keys) owner() string                 { return k.stage() + "owner" }
 func (k keys) tries() string                 { return k.stage() + "tries" }
 func (k keys) failed() string                { return k.stage() + "failed" }
+func (k keys) parts() string                 { return k.stage() + "parts" }
+func (k keys) sweep(token string) string     { return k.stage() + "sweep:" + token }
 func (k keys) done(id string) string         { return k.stage() + "done:" + id }
 func (k keys) cancel(id string) string       { return k.stage() + "cancel:" + id }
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }

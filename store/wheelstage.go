@@ -98,6 +98,41 @@ type Entry struct {
 	// Failure is what MarkFailed noted: the send failed for good and only its record is
 	// left to do. nil when no send failed.
 	Failure []byte
+	// PartsSent counts the leading parts of a split alert that earlier hand-offs
+	// delivered (noted by Confirm and GiveBack): the next hand-off sends from the part
+	// after them.
+	PartsSent int
+}
+
+// Claimed is what a claim took, and what it left.
+type Claimed struct {
+	// Entries are the entries the claim holds now, with their claim state.
+	Entries []Entry
+	// Corrupt are entries the claim holds whose record cannot be decoded (damaged, or
+	// written by an unknown version): they can never be delivered as they are. The
+	// caller records each as rejected and releases it, so one bad record never blocks
+	// the others of its batch.
+	Corrupt []Corrupt
+	// NotDue are ids of the batch that are waiting but not due yet by Redis's clock: the
+	// claim left them in the due index. Only Claim reports them.
+	NotDue []NotDue
+}
+
+// Corrupt is a claimed entry whose record cannot be decoded.
+type Corrupt struct {
+	// Claim holds the entry; release it once its rejection is recorded.
+	Claim Claim
+	// Record is the stored record as it is, for the rejection's payload.
+	Record []byte
+	// Err says what is wrong with it.
+	Err error
+}
+
+// NotDue is an id that a claim found waiting but not due yet.
+type NotDue struct {
+	ID string
+	// Wait is how long until it is due, by Redis's clock.
+	Wait time.Duration
 }
 
 // Claim names a claimed entry and the token of the claim that holds it.
@@ -213,6 +248,7 @@ var (
 	wheelConfirmScript       = script("wheel_confirm.lua")
 	wheelMarkFailedScript    = script("wheel_mark_failed.lua")
 	wheelMarkDeliveredScript = script("wheel_mark_delivered.lua")
+	wheelTimeScript          = script("wheel_time.lua")
 )
 
 // WheelStage is the Redis side of the scheduler's wheel stage: the payloads and due index
@@ -274,15 +310,18 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 	return r, nil
 }
 
-// Claim atomically claims, in one round trip, every id of ids that is still in the due
-// index: it moves to in flight with a lease of Options().Lease from Redis now, held by
-// token (a value unique to this claim), and its entry is returned with its claim state.
-// Ids not in the due index (claimed by another replica, cancelled, delivered) are left
-// out, so len(ids)-len(result) claims were lost. Claim does not check due times: deciding
-// when to claim is the caller's business.
-func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) ([]Entry, error) {
+// Claim atomically claims, in one round trip, every id of ids that is in the due index
+// and due by Redis's clock: it moves to in flight with a lease of Options().Lease from
+// Redis now, held by token (a value unique to this claim), and its entry is returned
+// with its claim state. An id that is waiting but not due yet by Redis's clock is left
+// waiting and reported in NotDue, so a replica whose own clock runs fast never takes an
+// entry early. Ids neither waiting nor held by token (claimed by another replica,
+// cancelled, delivered) are left out, so len(ids) minus what was returned were lost.
+// Claim can be repeated with the same token after an error (its reply may have been
+// lost with the entries in flight): the ids token holds already come back again.
+func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Claimed, error) {
 	if len(ids) == 0 {
-		return nil, nil
+		return Claimed{}, nil
 	}
 	args := make([]any, 0, len(ids)+2)
 	args = append(args, w.opts.Lease.Milliseconds(), token)
@@ -291,39 +330,55 @@ func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) ([]E
 	}
 	res, err := w.write(ctx, wheelClaimScript, w.claimKeys(), args...).Slice()
 	if err != nil {
-		return nil, w.fail("claim", err)
+		return Claimed{}, w.fail("claim", err)
 	}
-	entries, err := decodeClaimed(res, token)
+	if len(res) != 2 {
+		return Claimed{}, fmt.Errorf("store: claim: reply of %d items, want 2", len(res))
+	}
+	claimed, _ := res[0].([]any)
+	c, err := decodeClaimed(claimed, token)
 	if err != nil {
-		return nil, fmt.Errorf("store: claim: %w", err)
+		return Claimed{}, fmt.Errorf("store: claim: %w", err)
 	}
-	return entries, nil
+	early, _ := res[1].([]any)
+	for i := 0; i+1 < len(early); i += 2 {
+		id, _ := early[i].(string)
+		ms, _ := early[i+1].(string)
+		wait, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil {
+			return Claimed{}, fmt.Errorf("store: claim: wait of %q: %w", id, err)
+		}
+		c.NotDue = append(c.NotDue, NotDue{ID: id, Wait: time.Duration(wait) * time.Millisecond})
+	}
+	return c, nil
 }
 
 // ClaimOverdue is the sweeper's claim, in one round trip: it atomically claims, for
 // token, up to limit entries that nobody is taking care of, first those in flight whose
 // lease expired, then those waiting whose due time is more than grace before Redis now,
 // oldest first. Each gets a fresh lease, as in Claim; the claim it replaces can no longer
-// extend, give back, confirm or mark it. A limit below 1 is an error.
-func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) ([]Entry, error) {
+// extend, give back, confirm or mark it. A limit below 1 is an error. Like Claim it can
+// be repeated with the same token after an error: a repeat returns what the first run
+// took (for one lease), and takes nothing more.
+func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (Claimed, error) {
 	if limit < 1 {
-		return nil, fmt.Errorf("store: claim overdue: limit %d is not positive", limit)
+		return Claimed{}, fmt.Errorf("store: claim overdue: limit %d is not positive", limit)
 	}
 	grace = max(grace, 0)
-	res, err := w.write(ctx, wheelClaimOverdueScript, w.claimKeys(),
+	res, err := w.write(ctx, wheelClaimOverdueScript, append(w.claimKeys(), w.keys.sweep(token)),
 		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token).Slice()
 	if err != nil {
-		return nil, w.fail("claim overdue", err)
+		return Claimed{}, w.fail("claim overdue", err)
 	}
-	entries, err := decodeClaimed(res, token)
+	c, err := decodeClaimed(res, token)
 	if err != nil {
-		return nil, fmt.Errorf("store: claim overdue: %w", err)
+		return Claimed{}, fmt.Errorf("store: claim overdue: %w", err)
 	}
-	return entries, nil
+	return c, nil
 }
 
 func (w *WheelStage) claimKeys() []string {
-	return []string{w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed()}
+	return []string{w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed(), w.keys.parts()}
 }
 
 // Release records that the hand-offs of claims are done (outcome), in one round trip:
@@ -332,7 +387,9 @@ func (w *WheelStage) claimKeys() []string {
 // is PutDone (and, for Delivered, IsDelivered reports true). A release does not depend on
 // still holding the claim: the alert is delivered or recorded, so nobody may send it
 // again, including a replica that claimed it after this claim's lease ran out (its
-// Confirm then fails). It returns how many of the claims had been lost that way.
+// Confirm then fails). It returns how many of the claims had been lost that way. A done
+// marker that says delivered is never downgraded by a Recorded release. Release can be
+// repeated after an error: a repeat changes nothing but the markers' lifetimes.
 func (w *WheelStage) Release(ctx context.Context, outcome Outcome, claims ...Claim) (lost int, err error) {
 	if len(claims) == 0 {
 		return 0, nil
@@ -341,8 +398,8 @@ func (w *WheelStage) Release(ctx context.Context, outcome Outcome, claims ...Cla
 	if outcome == Recorded {
 		prefix = recordedPrefix
 	}
-	keys := make([]string, 0, len(claims)+6)
-	keys = append(keys, w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed())
+	keys := make([]string, 0, len(claims)+7)
+	keys = append(keys, w.claimKeys()...)
 	args := make([]any, 0, 2*len(claims)+2)
 	args = append(args, w.opts.DoneTTL.Milliseconds(), prefix)
 	for _, c := range claims {
@@ -358,12 +415,14 @@ func (w *WheelStage) Release(ctx context.Context, outcome Outcome, claims ...Cla
 
 // GiveBack returns an in-flight entry whose hand-off did not finish to the due index
 // with score retryAt (millisecond precision), and counts the try (Entry.Tries); its entry,
-// including DueAt, is kept. Only the claim that holds the entry can give it back: it
-// reports false, changing nothing, when c no longer holds it (released, cancelled, given
-// back already, or claimed by another replica after c's lease ran out).
-func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time) (bool, error) {
-	n, err := w.write(ctx, wheelGiveBackScript, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries()},
-		c.ID, c.Token, retryAt.UnixMilli()).Int()
+// including DueAt, is kept. partsSent is how many leading parts of a split alert the
+// hand-off delivered; they are noted whoever holds the entry (never lowered), so the
+// next hand-off resumes after them. Only the claim that holds the entry can give it
+// back: it reports false, changing nothing else, when c no longer holds it (released,
+// cancelled, given back already, or claimed by another replica after c's lease ran out).
+func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time, partsSent int) (bool, error) {
+	n, err := w.write(ctx, wheelGiveBackScript, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries(), w.keys.parts()},
+		c.ID, c.Token, retryAt.UnixMilli(), max(partsSent, 0)).Int()
 	if err != nil {
 		return false, w.fail("give back", err)
 	}
@@ -394,11 +453,13 @@ func (w *WheelStage) ExtendLease(ctx context.Context, claims []Claim) (lost []st
 var ErrNotHeld = errors.New("the claim no longer holds the entry")
 
 // Confirm checks, right before a send of the claimed entry, that c still holds it, and
-// renews its lease so that the send has a whole lease to finish. It returns an error
-// wrapping ErrNotHeld when c does not hold it any more.
-func (w *WheelStage) Confirm(ctx context.Context, c Claim) error {
-	n, err := wheelConfirmScript.Run(ctx, w.rdb, []string{w.inflight, w.keys.owner()},
-		w.opts.Lease.Milliseconds(), c.ID, c.Token).Int()
+// renews its lease so that the send has a whole lease to finish. partsSent is how many
+// leading parts of a split alert were delivered before this send; they are noted
+// whoever holds the entry (never lowered), so a later hand-off resumes after them. It
+// returns an error wrapping ErrNotHeld when c does not hold it any more.
+func (w *WheelStage) Confirm(ctx context.Context, c Claim, partsSent int) error {
+	n, err := w.write(ctx, wheelConfirmScript, []string{w.inflight, w.keys.owner(), w.keys.parts()},
+		w.opts.Lease.Milliseconds(), c.ID, c.Token, max(partsSent, 0)).Int()
 	if err != nil {
 		return w.fail("confirm", err)
 	}
@@ -485,6 +546,24 @@ func (w *WheelStage) write(ctx context.Context, s *redis.Script, keys []string, 
 	}
 }
 
+// Time reads Redis's clock, the one every wheel-stage script judges by (on a Redis
+// Cluster, the clock of the primary that runs them).
+func (w *WheelStage) Time(ctx context.Context) (time.Time, error) {
+	res, err := wheelTimeScript.Run(ctx, w.rdb, []string{w.due}).Slice()
+	if err != nil {
+		return time.Time{}, w.fail("time", err)
+	}
+	if len(res) != 2 {
+		return time.Time{}, fmt.Errorf("store: time: reply of %d items, want 2", len(res))
+	}
+	sec, err1 := strconv.ParseInt(fmt.Sprint(res[0]), 10, 64)
+	usec, err2 := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return time.Time{}, fmt.Errorf("store: time: %w", err)
+	}
+	return time.Unix(sec, usec*1000), nil
+}
+
 // IsDelivered reports whether id's done marker says it was delivered (by a hand-off, or
 // by MarkDelivered), as opposed to recorded as failed or unknown.
 func (w *WheelStage) IsDelivered(ctx context.Context, id string) (bool, error) {
@@ -554,7 +633,7 @@ func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
 // Redis yet (CancelTombstoned). Removed and tombstoned ids get a tombstone that lives
 // Options().CancelTTL.
 func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error) {
-	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.tries(), w.keys.failed()}
+	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.tries(), w.keys.failed(), w.keys.parts()}
 	code, err := wheelCancelScript.Run(ctx, w.rdb, keys, id, w.opts.CancelTTL.Milliseconds()).Int()
 	if err != nil {
 		return 0, w.fail("cancel", err)
@@ -734,34 +813,44 @@ func (r *wheelRecordReader) string() string {
 	return s
 }
 
-// decodeClaimed decodes a claim script's flat reply id, record, tries, failure, … of
-// entries claimed by token.
-func decodeClaimed(res []any, token string) ([]Entry, error) {
-	if len(res)%4 != 0 {
-		return nil, errors.New("reply length is not a multiple of 4")
+// decodeClaimed decodes a claim script's flat reply id, record, tries, failure, parts,
+// … of entries claimed by token. Each entry is decoded on its own: one whose fields
+// cannot be read is Corrupt, and the others are still returned.
+func decodeClaimed(res []any, token string) (Claimed, error) {
+	const fields = 5
+	if len(res)%fields != 0 {
+		return Claimed{}, fmt.Errorf("reply length %d is not a multiple of %d", len(res), fields)
 	}
-	out := make([]Entry, 0, len(res)/4)
-	for i := 0; i < len(res); i += 4 {
-		var f [4]string
+	var out Claimed
+	for i := 0; i < len(res); i += fields {
+		var f [fields]string
 		for k := range f {
-			v, ok := res[i+k].(string)
-			if !ok {
-				return nil, fmt.Errorf("reply item %d.%d is %T, not a string", i/4, k, res[i+k])
-			}
-			f[k] = v
+			f[k], _ = res[i+k].(string) // scripts return strings; a missing one decodes as ""
 		}
-		e, err := decodeWheelEntry(f[0], []byte(f[1]))
+		e, err := decodeClaimedEntry(f, token)
 		if err != nil {
-			return nil, err
+			out.Corrupt = append(out.Corrupt, Corrupt{Claim: Claim{ID: f[0], Token: token}, Record: []byte(f[1]), Err: err})
+			continue
 		}
-		e.Token = token
-		if e.Tries, err = strconv.Atoi(f[2]); err != nil {
-			return nil, fmt.Errorf("entry %q: tries %q: %w", f[0], f[2], err)
-		}
-		if f[3] != "" {
-			e.Failure = []byte(f[3])
-		}
-		out = append(out, e)
+		out.Entries = append(out.Entries, e)
 	}
 	return out, nil
+}
+
+func decodeClaimedEntry(f [5]string, token string) (Entry, error) {
+	e, err := decodeWheelEntry(f[0], []byte(f[1]))
+	if err != nil {
+		return Entry{}, err
+	}
+	e.Token = token
+	if e.Tries, err = strconv.Atoi(f[2]); err != nil {
+		return Entry{}, fmt.Errorf("entry %q: %w: tries %q", f[0], errWheelEntryCorrupt, f[2])
+	}
+	if f[3] != "" {
+		e.Failure = []byte(f[3])
+	}
+	if e.PartsSent, err = strconv.Atoi(f[4]); err != nil || e.PartsSent < 0 {
+		return Entry{}, fmt.Errorf("entry %q: %w: parts %q", f[0], errWheelEntryCorrupt, f[4])
+	}
+	return e, nil
 }

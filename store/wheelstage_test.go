@@ -64,6 +64,14 @@ func redisNow(t testing.TB, rdb redis.UniversalClient) time.Time {
 	return now
 }
 
+// entriesOf is what a claim took, its entries alone (no test here stores a corrupt one).
+func entriesOf(c store.Claimed, err error) ([]store.Entry, error) {
+	if err == nil && len(c.Corrupt) > 0 {
+		err = fmt.Errorf("corrupt entries claimed: %v", c.Corrupt[0].Err)
+	}
+	return c.Entries, err
+}
+
 func ids(entries []store.Entry) []string {
 	out := make([]string, len(entries))
 	for i, e := range entries {
@@ -84,7 +92,7 @@ func TestWheelStagePut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
-	due := time.Now().Add(time.Second)
+	due := time.Now()
 
 	r, err := ws.Put(ctx, entryAt("a", due))
 	require.NoError(t, err)
@@ -100,7 +108,7 @@ func TestWheelStagePut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{1, 0}, [2]int64{waiting, inflight})
 
-	claimed, err := ws.Claim(ctx, []string{"a"}, tok)
+	claimed, err := entriesOf(ws.Claim(ctx, []string{"a"}, tok))
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.Equal(t, []byte("body of a"), claimed[0].Body)
@@ -163,7 +171,7 @@ func TestWheelStageEntryRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.PutStored, r)
 	}
-	got, err := ws.Claim(ctx, []string{longID, "bare"}, tok)
+	got, err := entriesOf(ws.Claim(ctx, []string{longID, "bare"}, tok))
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	for i, want := range []store.Entry{full, bare} {
@@ -188,13 +196,13 @@ func TestWheelStageClaim(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	got, err := ws.Claim(ctx, []string{"b"}, tok)
+	got, err := entriesOf(ws.Claim(ctx, []string{"b"}, tok))
 	require.NoError(t, err)
 	require.Equal(t, []string{"b"}, ids(got))
 
-	// b is in flight already and x does not exist: both are lost claims.
+	// For another claim b is in flight already and x does not exist: both are lost.
 	before := redisNow(t, rdb)
-	got, err = ws.Claim(ctx, []string{"c", "b", "x", "a"}, tok)
+	got, err = entriesOf(ws.Claim(ctx, []string{"c", "b", "x", "a"}, "claim-2"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"c", "a"}, ids(got))
 	after := redisNow(t, rdb)
@@ -205,10 +213,15 @@ func TestWheelStageClaim(t *testing.T) {
 	require.GreaterOrEqual(t, int64(lease), before.Add(10*time.Second).UnixMilli())
 	require.LessOrEqual(t, int64(lease), after.Add(10*time.Second).UnixMilli())
 
-	got, err = ws.Claim(ctx, []string{"a", "b", "c"}, tok)
+	// The same claim again (its reply was lost): what it holds comes back, nothing else.
+	got, err = entriesOf(ws.Claim(ctx, []string{"c", "b", "x", "a"}, "claim-2"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"c", "a"}, ids(got))
+
+	got, err = entriesOf(ws.Claim(ctx, []string{"a", "b", "c"}, "claim-3"))
 	require.NoError(t, err)
 	require.Empty(t, got)
-	got, err = ws.Claim(ctx, nil, tok)
+	got, err = entriesOf(ws.Claim(ctx, nil, tok))
 	require.NoError(t, err)
 	require.Empty(t, got)
 
@@ -240,7 +253,7 @@ func TestWheelStageConcurrentClaim(t *testing.T) {
 			mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 			for len(order) > 0 {
 				n := min(1+mrand.IntN(100), len(order))
-				got, err := ws.Claim(ctx, order[:n], tok)
+				got, err := entriesOf(ws.Claim(ctx, order[:n], fmt.Sprintf("claimer-%d", c)))
 				if err != nil {
 					errs[c] = err
 					return
@@ -268,45 +281,58 @@ func TestWheelStageConcurrentClaim(t *testing.T) {
 	require.Equal(t, [2]int64{0, 1000}, [2]int64{waiting, inflight})
 }
 
-// A claimer that crashes leaves its entries in flight; once their lease expires the
-// sweeper claims them again, with a new lease.
+// A claimer that crashes leaves its entries in flight; until their lease expires by
+// Redis's clock no sweep takes them, and once it has the sweeper claims them again, with
+// a new lease.
 func TestWheelStageLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const lease = 200 * time.Millisecond
-	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: lease})
-	_, err := ws.Put(ctx, entryAt("a", time.Now()))
+	rdb, prefix, short := newWheelStage(t, store.WheelStageOptions{Lease: lease})
+	// The same wheel stage with a lease no stall of this machine can outlast: while it
+	// holds an entry, a sweep must leave it alone.
+	long := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Lease: time.Hour})
+	for _, id := range []string{"held", "a"} {
+		_, err := short.Put(ctx, entryAt(id, time.Now()))
+		require.NoError(t, err)
+	}
+	held, err := entriesOf(long.Claim(ctx, []string{"held"}, "long"))
 	require.NoError(t, err)
-	claimedAt := time.Now()
-	got, err := ws.Claim(ctx, []string{"a"}, tok)
+	require.Len(t, held, 1)
+	got, err := entriesOf(short.Claim(ctx, []string{"a"}, tok))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-
-	got, err = ws.ClaimOverdue(ctx, time.Hour, 10, tok)
+	expiry, err := rdb.ZScore(ctx, "{"+prefix+"}:inflight", "a").Result()
 	require.NoError(t, err)
-	if time.Since(claimedAt) < lease*3/4 { // only meaningful on a machine that is not overloaded
-		require.Empty(t, got, "the lease has not expired yet")
-	}
 
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	var sweptAt time.Time
-	for len(got) == 0 {
+	for {
 		require.True(t, time.Now().Before(deadline), "the expired lease was never recovered")
-		time.Sleep(50 * time.Millisecond)
-		sweptAt = redisNow(t, rdb)
-		got, err = ws.ClaimOverdue(ctx, time.Hour, 10, tok)
+		before := redisNow(t, rdb)
+		got, err = entriesOf(short.ClaimOverdue(ctx, time.Hour, 10, newToken()))
 		require.NoError(t, err)
+		after := redisNow(t, rdb)
+		require.NotContains(t, ids(got), "held", "a lease that has not expired was taken")
+		if after.UnixMilli() < int64(expiry) {
+			require.Empty(t, got, "taken before its lease expired by Redis's clock")
+		}
+		if len(got) > 0 {
+			sweptAt = before
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	require.Equal(t, []string{"a"}, ids(got))
 	require.Equal(t, []byte("body of a"), got[0].Body)
 
 	// Re-leased from the Redis now of the sweep.
-	expiry, err := rdb.ZScore(ctx, "{"+prefix+"}:inflight", "a").Result()
+	renewed, err := rdb.ZScore(ctx, "{"+prefix+"}:inflight", "a").Result()
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, int64(expiry), sweptAt.Add(lease).UnixMilli())
-	waiting, inflight, err := ws.Stats(ctx)
+	require.GreaterOrEqual(t, int64(renewed), sweptAt.Add(lease).UnixMilli())
+	waiting, inflight, err := short.Stats(ctx)
 	require.NoError(t, err)
-	require.Equal(t, [2]int64{0, 1}, [2]int64{waiting, inflight})
+	require.Equal(t, [2]int64{0, 2}, [2]int64{waiting, inflight})
 }
 
 // The sweeper leaves entries alone while they are within the grace period (the wheel of
@@ -328,13 +354,13 @@ func TestWheelStageClaimOverdue(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	got, err := ws.ClaimOverdue(ctx, 5*time.Second, 2, tok)
+	got, err := entriesOf(ws.ClaimOverdue(ctx, 5*time.Second, 2, newToken()))
 	require.NoError(t, err)
 	require.Equal(t, []string{"old-30s", "old-20s"}, ids(got))
-	got, err = ws.ClaimOverdue(ctx, 5*time.Second, 2, tok)
+	got, err = entriesOf(ws.ClaimOverdue(ctx, 5*time.Second, 2, newToken()))
 	require.NoError(t, err)
 	require.Equal(t, []string{"old-10s"}, ids(got))
-	got, err = ws.ClaimOverdue(ctx, 5*time.Second, 2, tok)
+	got, err = entriesOf(ws.ClaimOverdue(ctx, 5*time.Second, 2, newToken()))
 	require.NoError(t, err)
 	require.Empty(t, got)
 
@@ -345,10 +371,10 @@ func TestWheelStageClaimOverdue(t *testing.T) {
 
 	// Once the three leases expire they come first.
 	time.Sleep(1100 * time.Millisecond)
-	got, err = ws.ClaimOverdue(ctx, 0, 3, tok)
+	got, err = entriesOf(ws.ClaimOverdue(ctx, 0, 3, newToken()))
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"old-30s", "old-20s", "old-10s"}, ids(got))
-	got, err = ws.ClaimOverdue(ctx, 0, 3, tok)
+	got, err = entriesOf(ws.ClaimOverdue(ctx, 0, 3, newToken()))
 	require.NoError(t, err)
 	require.Equal(t, []string{"in-2s"}, ids(got))
 
@@ -356,7 +382,7 @@ func TestWheelStageClaimOverdue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{1, 4}, [2]int64{waiting, inflight})
 
-	_, err = ws.ClaimOverdue(ctx, 0, 0, tok)
+	_, err = entriesOf(ws.ClaimOverdue(ctx, 0, 0, newToken()))
 	require.Error(t, err)
 }
 
@@ -368,7 +394,7 @@ func TestWheelStageRelease(t *testing.T) {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := ws.Claim(ctx, []string{"a", "b"}, tok)
+	_, err := entriesOf(ws.Claim(ctx, []string{"a", "b"}, tok))
 	require.NoError(t, err)
 
 	// c was never claimed, d never existed: both still get a done marker.
@@ -397,14 +423,14 @@ func TestWheelStageRelease(t *testing.T) {
 func TestWheelStageGiveBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	rdb, _, ws := newWheelStage(t, store.WheelStageOptions{})
 	due := time.UnixMilli(time.Now().UnixMilli())
 	_, err := ws.Put(ctx, entryAt("a", due))
 	require.NoError(t, err)
-	_, err = ws.Claim(ctx, []string{"a"}, tok)
+	_, err = entriesOf(ws.Claim(ctx, []string{"a"}, tok))
 	require.NoError(t, err)
 
-	retryAt := due.Add(3 * time.Second)
+	retryAt := redisNow(t, rdb).Add(500 * time.Millisecond).Truncate(time.Millisecond)
 	require.NoError(t, giveBack(ctx, ws, "a", retryAt))
 	waiting, inflight, err := ws.Stats(ctx)
 	require.NoError(t, err)
@@ -420,15 +446,195 @@ func TestWheelStageGiveBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []store.Due{{ID: "a", DueAt: retryAt}}, normalize(list))
 
-	got, err := ws.Claim(ctx, []string{"a"}, tok)
+	// Until retryAt by Redis's clock a claim leaves it waiting and says how long it waits.
+	before := redisNow(t, rdb)
+	early, err := ws.Claim(ctx, []string{"a"}, "early")
+	after := redisNow(t, rdb)
 	require.NoError(t, err)
-	require.Len(t, got, 1)
+	if after.Before(retryAt) { // a machine stalled past retryAt has claimed it: checked below
+		require.Empty(t, early.Entries)
+		require.Len(t, early.NotDue, 1)
+		require.Equal(t, "a", early.NotDue[0].ID)
+		require.LessOrEqual(t, early.NotDue[0].Wait, retryAt.Sub(before)+time.Millisecond)
+		require.GreaterOrEqual(t, early.NotDue[0].Wait, retryAt.Sub(after)-time.Millisecond)
+	}
+
+	var got []store.Entry
+	for deadline := time.Now().Add(10 * time.Second); len(got) == 0; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "never claimable after its retry time")
+		got, err = entriesOf(ws.Claim(ctx, []string{"a"}, tok))
+		require.NoError(t, err)
+	}
+	require.False(t, redisNow(t, rdb).Before(retryAt), "claimed before its retry time by Redis's clock")
 	require.True(t, due.Equal(got[0].DueAt), "the entry keeps its own due time")
+	require.Equal(t, 1, got[0].Tries)
 	require.NoError(t, release(ctx, ws, "a"))
 	require.NoError(t, giveBack(ctx, ws, "a", retryAt))
 	waiting, inflight, err = ws.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+}
+
+// A replica whose clock runs fast fires its wheel early; the claim judges by Redis's
+// clock and leaves an entry that is not due yet where it is, whoever asks.
+func TestWheelStageClaimNeverEarly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	due := redisNow(t, rdb).Add(time.Hour).Truncate(time.Millisecond)
+	_, err := ws.Put(ctx, entryAt("later", due))
+	require.NoError(t, err)
+	_, err = ws.Put(ctx, entryAt("now", time.Now().Add(-time.Second)))
+	require.NoError(t, err)
+
+	c, err := ws.Claim(ctx, []string{"later", "now"}, tok)
+	require.NoError(t, err)
+	require.Equal(t, []string{"now"}, ids(c.Entries))
+	require.Len(t, c.NotDue, 1)
+	require.Equal(t, "later", c.NotDue[0].ID)
+	require.InDelta(t, time.Hour.Seconds(), c.NotDue[0].Wait.Seconds(), 60)
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 1}, [2]int64{waiting, inflight})
+
+	// The sweeper never takes it either, whatever the grace.
+	swept, err := ws.ClaimOverdue(ctx, 0, 10, newToken())
+	require.NoError(t, err)
+	require.Empty(t, swept.Entries)
+}
+
+// A corrupt record among valid ones is returned apart, held by the claim like the
+// others, so the valid ones of its batch are handed off and the bad one can be recorded
+// and released.
+func TestWheelStageClaimQuarantinesCorruptEntries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{})
+	past := time.Now().Add(-time.Minute)
+	for _, id := range []string{"a", "bad", "c", "bad-sweep", "d"} {
+		_, err := ws.Put(ctx, entryAt(id, past))
+		require.NoError(t, err)
+	}
+	for _, id := range []string{"bad", "bad-sweep"} {
+		require.NoError(t, rdb.HSet(ctx, "{"+prefix+"}:entries", id, "\x09not a record").Err())
+	}
+
+	c, err := ws.Claim(ctx, []string{"a", "bad", "c"}, tok)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "c"}, ids(c.Entries))
+	require.Len(t, c.Corrupt, 1)
+	require.Equal(t, store.Claim{ID: "bad", Token: tok}, c.Corrupt[0].Claim)
+	require.Equal(t, []byte("\x09not a record"), c.Corrupt[0].Record)
+	require.Error(t, c.Corrupt[0].Err)
+
+	swept, err := ws.ClaimOverdue(ctx, 0, 10, newToken())
+	require.NoError(t, err)
+	require.Equal(t, []string{"d"}, ids(swept.Entries))
+	require.Len(t, swept.Corrupt, 1)
+	require.Equal(t, "bad-sweep", swept.Corrupt[0].Claim.ID)
+
+	// Released like any other claim: nothing is left behind.
+	_, err = ws.Release(ctx, store.Recorded, c.Corrupt[0].Claim, swept.Corrupt[0].Claim)
+	require.NoError(t, err)
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 3}, [2]int64{waiting, inflight})
+}
+
+// A sweep whose reply was lost is repeated with the same token: it returns what the
+// first run took and takes nothing more, so nothing waits for a lease nobody holds.
+func TestWheelStageClaimOverdueRepeat(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	past := time.Now().Add(-time.Minute)
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := ws.Put(ctx, entryAt(id, past.Add(time.Duration(len(id))*time.Millisecond)))
+		require.NoError(t, err)
+	}
+	first, err := entriesOf(ws.ClaimOverdue(ctx, 0, 2, "sweep-1"))
+	require.NoError(t, err)
+	require.Len(t, first, 2)
+	again, err := entriesOf(ws.ClaimOverdue(ctx, 0, 2, "sweep-1"))
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids(first), ids(again))
+	rest, err := entriesOf(ws.ClaimOverdue(ctx, 0, 2, "sweep-2"))
+	require.NoError(t, err)
+	require.Len(t, rest, 1)
+	require.NotContains(t, ids(first), rest[0].ID)
+}
+
+// A split alert's progress survives its hand-offs: Confirm and GiveBack note the parts
+// delivered (never lowering them), the next claim returns them, Release forgets them.
+func TestWheelStagePartsSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	_, err := ws.Put(ctx, entryAt("split", time.Now().Add(-time.Second)))
+	require.NoError(t, err)
+	got, err := entriesOf(ws.Claim(ctx, []string{"split"}, tok))
+	require.NoError(t, err)
+	require.Zero(t, got[0].PartsSent)
+
+	require.NoError(t, ws.Confirm(ctx, got[0].Claim(), 1)) // part 2 next: part 1 delivered
+	require.NoError(t, ws.Confirm(ctx, got[0].Claim(), 2))
+	ok, err := ws.GiveBack(ctx, got[0].Claim(), time.Now().Add(-time.Second), 1) // never lowered
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err = entriesOf(ws.Claim(ctx, []string{"split"}, "claim-2"))
+	require.NoError(t, err)
+	require.Equal(t, 2, got[0].PartsSent)
+
+	// A claim that lost the entry still notes what it delivered, but is not confirmed.
+	require.ErrorIs(t, ws.Confirm(ctx, store.Claim{ID: "split", Token: "lost"}, 3), store.ErrNotHeld)
+	ok, err = ws.GiveBack(ctx, got[0].Claim(), time.Now().Add(-time.Second), 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err = entriesOf(ws.Claim(ctx, []string{"split"}, "claim-3"))
+	require.NoError(t, err)
+	require.Equal(t, 3, got[0].PartsSent)
+
+	_, err = ws.Release(ctx, store.Delivered, got[0].Claim())
+	require.NoError(t, err)
+	_, err = ws.Put(ctx, entryAt("split", time.Now()))
+	require.NoError(t, err)
+}
+
+// A done marker is never downgraded: a release as Recorded after a delivery (the retry
+// job delivered the alert while a stale hand-off recorded it) keeps "delivered".
+func TestWheelStageDoneMarkerNeverDowngraded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	require.NoError(t, ws.MarkDelivered(ctx, "x"))
+	_, err := ws.Release(ctx, store.Recorded, store.Claim{ID: "x", Token: tok})
+	require.NoError(t, err)
+	delivered, err := ws.IsDelivered(ctx, "x")
+	require.NoError(t, err)
+	require.True(t, delivered)
+
+	// The other way round is an upgrade.
+	_, err = ws.Release(ctx, store.Recorded, store.Claim{ID: "y", Token: tok})
+	require.NoError(t, err)
+	delivered, err = ws.IsDelivered(ctx, "y")
+	require.NoError(t, err)
+	require.False(t, delivered)
+	require.NoError(t, ws.MarkDelivered(ctx, "y"))
+	delivered, err = ws.IsDelivered(ctx, "y")
+	require.NoError(t, err)
+	require.True(t, delivered)
+}
+
+// Time is Redis's clock, the one the scripts judge by.
+func TestWheelStageTime(t *testing.T) {
+	t.Parallel()
+	rdb, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	before := redisNow(t, rdb)
+	got, err := ws.Time(context.Background())
+	require.NoError(t, err)
+	after := redisNow(t, rdb)
+	require.False(t, got.Before(before.Truncate(time.Microsecond)))
+	require.False(t, got.After(after))
 }
 
 func TestWheelStageExtendLease(t *testing.T) {
@@ -439,7 +645,7 @@ func TestWheelStageExtendLease(t *testing.T) {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := ws.Claim(ctx, []string{"a", "b"}, tok)
+	_, err := entriesOf(ws.Claim(ctx, []string{"a", "b"}, tok))
 	require.NoError(t, err)
 	inflightKey := "{" + prefix + "}:inflight"
 	before, err := rdb.ZScore(ctx, inflightKey, "a").Result()
@@ -471,17 +677,17 @@ func TestWheelStageClaimsHaveOwners(t *testing.T) {
 	_, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: 50 * time.Millisecond})
 	_, err := ws.Put(ctx, entryAt("a", time.Now().Add(-time.Minute)))
 	require.NoError(t, err)
-	first, err := ws.Claim(ctx, []string{"a"}, "zombie")
+	first, err := entriesOf(ws.Claim(ctx, []string{"a"}, "zombie"))
 	require.NoError(t, err)
 	require.Len(t, first, 1)
 	zombie := first[0].Claim()
 	require.Equal(t, store.Claim{ID: "a", Token: "zombie"}, zombie)
 	require.Zero(t, first[0].Tries)
 	require.Nil(t, first[0].Failure)
-	require.NoError(t, ws.Confirm(ctx, zombie))
+	require.NoError(t, ws.Confirm(ctx, zombie, 0))
 
 	time.Sleep(80 * time.Millisecond) // the zombie is paused past its lease
-	taken, err := ws.ClaimOverdue(ctx, 0, 10, "sweeper")
+	taken, err := entriesOf(ws.ClaimOverdue(ctx, 0, 10, "sweeper"))
 	require.NoError(t, err)
 	require.Len(t, taken, 1)
 	sweeper := taken[0].Claim()
@@ -489,21 +695,21 @@ func TestWheelStageClaimsHaveOwners(t *testing.T) {
 	lost, err := ws.ExtendLease(ctx, []store.Claim{zombie})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, lost)
-	require.ErrorIs(t, ws.Confirm(ctx, zombie), store.ErrNotHeld)
+	require.ErrorIs(t, ws.Confirm(ctx, zombie, 0), store.ErrNotHeld)
 	require.ErrorIs(t, ws.MarkFailed(ctx, zombie, []byte("x")), store.ErrNotHeld)
-	ok, err := ws.GiveBack(ctx, zombie, time.Now())
+	ok, err := ws.GiveBack(ctx, zombie, time.Now(), 0)
 	require.NoError(t, err)
 	require.False(t, ok, "a lost claim cannot give the entry back")
 	_, inflight, err := ws.Stats(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, inflight, "the sweeper's claim is untouched")
 
-	require.NoError(t, ws.Confirm(ctx, sweeper))
+	require.NoError(t, ws.Confirm(ctx, sweeper, 0))
 	require.NoError(t, ws.MarkFailed(ctx, sweeper, []byte(`{"class":"throttled"}`)))
-	ok, err = ws.GiveBack(ctx, sweeper, time.Now().Add(-time.Second))
+	ok, err = ws.GiveBack(ctx, sweeper, time.Now().Add(-time.Second), 0)
 	require.NoError(t, err)
 	require.True(t, ok)
-	again, err := ws.Claim(ctx, []string{"a"}, "third")
+	again, err := entriesOf(ws.Claim(ctx, []string{"a"}, "third"))
 	require.NoError(t, err)
 	require.Len(t, again, 1)
 	require.Equal(t, 1, again[0].Tries)
@@ -513,7 +719,7 @@ func TestWheelStageClaimsHaveOwners(t *testing.T) {
 	n, err := ws.Release(ctx, store.Recorded, zombie)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.ErrorIs(t, ws.Confirm(ctx, again[0].Claim()), store.ErrNotHeld)
+	require.ErrorIs(t, ws.Confirm(ctx, again[0].Claim(), 0), store.ErrNotHeld)
 	delivered, err := ws.IsDelivered(ctx, "a")
 	require.NoError(t, err)
 	require.False(t, delivered, "a recorded failure is not a delivery")
@@ -560,7 +766,7 @@ func TestWheelStageDueWithin(t *testing.T) {
 	require.Equal(t, []store.Due{{"past", dues["past"]}, {"1s", dues["1s"]}}, normalize(list))
 
 	// In-flight entries are not listed.
-	_, err = ws.Claim(ctx, []string{"past"}, tok)
+	_, err = entriesOf(ws.Claim(ctx, []string{"past"}, tok))
 	require.NoError(t, err)
 	list, err = ws.DueWithin(ctx, time.Hour, 10)
 	require.NoError(t, err)
@@ -578,7 +784,7 @@ func TestWheelStageCancel(t *testing.T) {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := ws.Claim(ctx, []string{"inflight", "done"}, tok)
+	_, err := entriesOf(ws.Claim(ctx, []string{"inflight", "done"}, tok))
 	require.NoError(t, err)
 	require.NoError(t, release(ctx, ws, "done"))
 	tombstoneTTL := func(id string) time.Duration {
@@ -636,7 +842,7 @@ func TestWheelStageKeysShareHashTag(t *testing.T) {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := ws.Claim(ctx, []string{"a", "b", "{d}"}, tok)
+	_, err := entriesOf(ws.Claim(ctx, []string{"a", "b", "{d}"}, tok))
 	require.NoError(t, err)
 	require.NoError(t, release(ctx, ws, "a", "{d}"))
 	require.NoError(t, giveBack(ctx, ws, "b", time.Now()))
@@ -723,12 +929,12 @@ func TestWheelStageRoundTrips(t *testing.T) {
 	// Warm up: the first run of a script on a server may need EVAL after EVALSHA.
 	_, err := ws.Put(ctx, entryAt("warm", time.Now()))
 	require.NoError(t, err)
-	_, err = ws.Claim(ctx, []string{"warm"}, tok)
+	_, err = entriesOf(ws.Claim(ctx, []string{"warm"}, tok))
 	require.NoError(t, err)
 	_, err = ws.ExtendLease(ctx, claimsOf("warm"))
 	require.NoError(t, err)
 	require.NoError(t, giveBack(ctx, ws, "warm", time.Now()))
-	_, err = ws.ClaimOverdue(ctx, time.Hour, 1, tok)
+	_, err = entriesOf(ws.ClaimOverdue(ctx, time.Hour, 1, newToken()))
 	require.NoError(t, err)
 	_, err = ws.DueWithin(ctx, time.Hour, 1)
 	require.NoError(t, err)
@@ -749,7 +955,7 @@ func TestWheelStageRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 	}
 	counter.count(t, "Claim of 100", 1, func() error {
-		got, err := ws.Claim(ctx, batch, tok)
+		got, err := entriesOf(ws.Claim(ctx, batch, tok))
 		require.Len(t, got, 100)
 		return err
 	})
@@ -761,7 +967,7 @@ func TestWheelStageRoundTrips(t *testing.T) {
 	counter.count(t, "Release of 100", 1, func() error { return release(ctx, ws, batch...) })
 	counter.count(t, "GiveBack", 1, func() error { return giveBack(ctx, ws, "one", time.Now()) })
 	counter.count(t, "ClaimOverdue", 1, func() error {
-		_, err := ws.ClaimOverdue(ctx, 0, 100, tok)
+		_, err := entriesOf(ws.ClaimOverdue(ctx, 0, 100, newToken()))
 		return err
 	})
 	counter.count(t, "DueWithin", 1, func() error {
@@ -793,7 +999,7 @@ func TestWheelStageUnavailable(t *testing.T) {
 	_, err := ws.Put(ctx, entryAt("a", time.Now()))
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.True(t, strings.HasPrefix(err.Error(), "store: put: "), err.Error())
-	_, err = ws.Claim(ctx, []string{"a"}, tok)
+	_, err = entriesOf(ws.Claim(ctx, []string{"a"}, tok))
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.True(t, strings.HasPrefix(err.Error(), "store: claim: "), err.Error())
 	require.ErrorIs(t, release(ctx, ws, "a"), store.ErrUnavailable)
@@ -843,7 +1049,7 @@ func BenchmarkWheelStagePutClaimRelease(b *testing.B) {
 		if r, err := ws.Put(ctx, e); err != nil || r != store.PutStored {
 			b.Fatal(r, err)
 		}
-		if got, err := ws.Claim(ctx, []string{e.ID}, tok); err != nil || len(got) != 1 {
+		if got, err := entriesOf(ws.Claim(ctx, []string{e.ID}, tok)); err != nil || len(got) != 1 {
 			b.Fatal(len(got), err)
 		}
 		if err := release(ctx, ws, e.ID); err != nil {
@@ -864,7 +1070,7 @@ func BenchmarkWheelStageBatch100(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	flush := func() {
-		if got, err := ws.Claim(ctx, batch, tok); err != nil || len(got) != len(batch) {
+		if got, err := entriesOf(ws.Claim(ctx, batch, tok)); err != nil || len(got) != len(batch) {
 			b.Fatal(len(got), err)
 		}
 		if err := release(ctx, ws, batch...); err != nil {
@@ -890,6 +1096,12 @@ func BenchmarkWheelStageBatch100(b *testing.B) {
 // tok is the claim token of the tests' claims.
 const tok = "claim-1"
 
+var tokens atomic.Int64
+
+// newToken returns a claim token no other claim of the tests uses (a sweep that reuses a
+// token is a repeat of the same claim).
+func newToken() string { return "claim-n" + strconv.FormatInt(tokens.Add(1), 10) }
+
 func claimsOf(ids ...string) []store.Claim {
 	out := make([]store.Claim, len(ids))
 	for i, id := range ids {
@@ -906,7 +1118,7 @@ func release(ctx context.Context, ws *store.WheelStage, ids ...string) error {
 
 // giveBack gives id, claimed with tok, back for retryAt; it fails when tok did not hold it.
 func giveBack(ctx context.Context, ws *store.WheelStage, id string, retryAt time.Time) error {
-	_, err := ws.GiveBack(ctx, store.Claim{ID: id, Token: tok}, retryAt)
+	_, err := ws.GiveBack(ctx, store.Claim{ID: id, Token: tok}, retryAt, 0)
 	return err
 }
 
@@ -942,7 +1154,7 @@ func TestWheelStageWaitsForReplicas(t *testing.T) {
 	res, err := ws.Put(ctx, entryAt("a", time.Now()))
 	require.NoError(t, err)
 	require.Equal(t, store.PutStored, res)
-	got, err := ws.Claim(ctx, []string{"a"}, tok)
+	got, err := entriesOf(ws.Claim(ctx, []string{"a"}, tok))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	v, err := replica.HExists(ctx, "{rddur}:owner", "a").Result()

@@ -7,6 +7,7 @@
 -- KEYS[5]  {p}:cancel:<id>  cancel tombstone of this id
 -- KEYS[6]  {p}:tries        hash: id -> hand-offs given back so far
 -- KEYS[7]  {p}:failed       hash: id -> the failure of its send
+-- KEYS[8]  {p}:parts        hash: id -> leading parts of a split alert delivered so far
 -- ARGV[1]  id
 -- ARGV[2]  tombstone lifetime, ms
 --
@@ -27,6 +28,7 @@ if redis.call('ZREM', KEYS[1], id) == 1 then
   redis.call('HDEL', KEYS[3], id)
   redis.call('HDEL', KEYS[6], id)
   redis.call('HDEL', KEYS[7], id)
+  redis.call('HDEL', KEYS[8], id)
   redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
   return 1
 end

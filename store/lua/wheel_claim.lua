@@ -6,31 +6,58 @@
 -- KEYS[4]  {p}:owner     hash: id -> token of the claim that holds it
 -- KEYS[5]  {p}:tries     hash: id -> hand-offs given back so far
 -- KEYS[6]  {p}:failed    hash: id -> the failure of its send, once decided
+-- KEYS[7]  {p}:parts     hash: id -> leading parts of a split alert delivered so far
 -- ARGV[1]  lease, ms
 -- ARGV[2]  token of this claim
 -- ARGV[3…] ids to claim
 --
--- Every id still in due moves to inflight with score = Redis now + lease, owned by the
--- token. Ids not in due (claimed elsewhere, cancelled, delivered) are skipped; an id in
--- due without an entry (never written by these scripts) is dropped from due.
--- Returns a flat array id, entry, tries, failure, … of the claimed ids, in ARGV order
--- (tries "0" and failure "" when there are none).
+-- Every id in due whose due time has come by Redis's clock (score <= Redis now) moves to
+-- inflight with score = Redis now + lease, owned by the token. An id in due that is not
+-- due yet stays where it is: no replica, whatever its own clock says, can take an entry
+-- early. An id in flight that the token owns already is returned again with a renewed
+-- lease, so a claim whose reply was lost (a cut connection; go-redis or the caller
+-- retries it with the same token) loses nothing. Other ids (claimed elsewhere,
+-- cancelled, delivered) are skipped; an id in due without an entry (never written by
+-- these scripts) is dropped from due.
+-- Returns two arrays: {id, entry, tries, failure, parts, …} of the claimed ids in ARGV
+-- order (tries and parts "0", failure "" when there are none), and {id, ms until due, …}
+-- of the ids not due yet.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expiry = string.format('%d', now + tonumber(ARGV[1]))
-local out = {}
+local claimed, early = {}, {}
+
+local function emit(id, entry)
+  claimed[#claimed + 1] = id
+  claimed[#claimed + 1] = entry
+  claimed[#claimed + 1] = redis.call('HGET', KEYS[5], id) or '0'
+  claimed[#claimed + 1] = redis.call('HGET', KEYS[6], id) or ''
+  claimed[#claimed + 1] = redis.call('HGET', KEYS[7], id) or '0'
+end
+
 for i = 3, #ARGV do
   local id = ARGV[i]
-  if redis.call('ZREM', KEYS[1], id) == 1 then
+  local score = redis.call('ZSCORE', KEYS[1], id)
+  if score then
+    local wait = tonumber(score) - now
+    if wait > 0 then
+      early[#early + 1] = id
+      early[#early + 1] = string.format('%d', wait)
+    else
+      redis.call('ZREM', KEYS[1], id)
+      local entry = redis.call('HGET', KEYS[3], id)
+      if entry then
+        redis.call('ZADD', KEYS[2], expiry, id)
+        redis.call('HSET', KEYS[4], id, ARGV[2])
+        emit(id, entry)
+      end
+    end
+  elseif redis.call('HGET', KEYS[4], id) == ARGV[2] and redis.call('ZSCORE', KEYS[2], id) then
     local entry = redis.call('HGET', KEYS[3], id)
     if entry then
-      redis.call('ZADD', KEYS[2], expiry, id)
-      redis.call('HSET', KEYS[4], id, ARGV[2])
-      out[#out + 1] = id
-      out[#out + 1] = entry
-      out[#out + 1] = redis.call('HGET', KEYS[5], id) or '0'
-      out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
+      redis.call('ZADD', KEYS[2], 'XX', expiry, id)
+      emit(id, entry)
     end
   end
 end
-return out
+return {claimed, early}

@@ -1,11 +1,13 @@
 -- wheel_claim_overdue.lua: the sweeper's claim of entries nobody else is taking care of.
 --
--- KEYS[1]  {p}:due       sorted set: id -> next due time (Unix ms)
--- KEYS[2]  {p}:inflight  sorted set: id -> lease expiry (Unix ms, Redis clock)
--- KEYS[3]  {p}:entries   hash: id -> encoded entry
--- KEYS[4]  {p}:owner     hash: id -> token of the claim that holds it
--- KEYS[5]  {p}:tries     hash: id -> hand-offs given back so far
--- KEYS[6]  {p}:failed    hash: id -> the failure of its send, once decided
+-- KEYS[1]  {p}:due            sorted set: id -> next due time (Unix ms)
+-- KEYS[2]  {p}:inflight       sorted set: id -> lease expiry (Unix ms, Redis clock)
+-- KEYS[3]  {p}:entries        hash: id -> encoded entry
+-- KEYS[4]  {p}:owner          hash: id -> token of the claim that holds it
+-- KEYS[5]  {p}:tries          hash: id -> hand-offs given back so far
+-- KEYS[6]  {p}:failed         hash: id -> the failure of its send, once decided
+-- KEYS[7]  {p}:parts          hash: id -> leading parts of a split alert delivered so far
+-- KEYS[8]  {p}:sweep:<token>  set: the ids this claim took (lives one lease)
 -- ARGV[1]  grace, ms: only due times earlier than Redis now - grace count as overdue
 -- ARGV[2]  limit: most entries to claim
 -- ARGV[3]  lease, ms
@@ -14,25 +16,46 @@
 -- Claims, oldest first, entries of inflight whose lease has expired (lease expiry <= now),
 -- then entries of due overdue by more than grace, up to limit in all; each gets
 -- score = Redis now + lease in inflight and the token as its owner, so the claim it
--- replaces can no longer extend, give back or confirm it.
--- Returns a flat array id, entry, tries, failure, … of the claimed ids.
+-- replaces can no longer extend, give back or confirm it. Every entry it takes is due by
+-- Redis's clock (an entry goes in flight only once due). The ids taken are noted under
+-- the token, so the same claim run again (its reply was lost) returns what the first run
+-- took, still held by the token, instead of taking more.
+-- Returns a flat array id, entry, tries, failure, parts, … of the claimed ids.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[2])
-local expiry = string.format('%d', now + tonumber(ARGV[3]))
+local lease = tonumber(ARGV[3])
+local expiry = string.format('%d', now + lease)
 local out = {}
 local n = 0
+
+local function emit(id, entry)
+  out[#out + 1] = id
+  out[#out + 1] = entry
+  out[#out + 1] = redis.call('HGET', KEYS[5], id) or '0'
+  out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
+  out[#out + 1] = redis.call('HGET', KEYS[7], id) or '0'
+  n = n + 1
+end
+
+if redis.call('EXISTS', KEYS[8]) == 1 then
+  for _, id in ipairs(redis.call('SMEMBERS', KEYS[8])) do
+    local entry = redis.call('HGET', KEYS[3], id)
+    if entry and redis.call('HGET', KEYS[4], id) == ARGV[4] and redis.call('ZSCORE', KEYS[2], id) then
+      redis.call('ZADD', KEYS[2], 'XX', expiry, id)
+      emit(id, entry)
+    end
+  end
+  return out
+end
 
 local function take(id)
   local entry = redis.call('HGET', KEYS[3], id)
   if entry then
     redis.call('ZADD', KEYS[2], expiry, id)
     redis.call('HSET', KEYS[4], id, ARGV[4])
-    out[#out + 1] = id
-    out[#out + 1] = entry
-    out[#out + 1] = redis.call('HGET', KEYS[5], id) or '0'
-    out[#out + 1] = redis.call('HGET', KEYS[6], id) or ''
-    n = n + 1
+    redis.call('SADD', KEYS[8], id)
+    emit(id, entry)
   else
     -- An index entry without a payload cannot be delivered: drop it.
     redis.call('ZREM', KEYS[2], id)
@@ -51,5 +74,8 @@ if n < limit then
     redis.call('ZREM', KEYS[1], id)
     take(id)
   end
+end
+if n > 0 then
+  redis.call('PEXPIRE', KEYS[8], lease)
 end
 return out

@@ -7,21 +7,25 @@
 -- KEYS[4]   {p}:owner     hash: id -> token of the claim that holds it
 -- KEYS[5]   {p}:tries     hash: id -> hand-offs given back so far
 -- KEYS[6]   {p}:failed    hash: id -> the failure of its send
--- KEYS[7…]  {p}:done:<id> done marker of each id, in the order of the pairs in ARGV
+-- KEYS[7]   {p}:parts     hash: id -> leading parts of a split alert delivered so far
+-- KEYS[8…]  {p}:done:<id> done marker of each id, in the order of the pairs in ARGV
 -- ARGV[1]   done marker lifetime, ms
 -- ARGV[2]   done marker prefix: "" for delivered, "recorded:" for a recorded failure
 -- ARGV[3…]  pairs: id, token of the claim the caller held it by
 --
 -- For each id: deletes the entry and its claim state, removes it from inflight and
 -- (defensively) from due, and sets its done marker (value: the prefix, then Redis now in
--- Unix ms) to expire after ARGV[1] ms. A release is not conditional on the token: the
+-- Unix ms) to expire after ARGV[1] ms. A done marker is never downgraded: a "recorded:"
+-- release of an id whose marker says delivered (the retry job delivered it meanwhile)
+-- keeps that marker and only renews its lifetime. A release is not conditional on the token: the
 -- hand-off is done, so the entry must not be sent by anyone else, even by a claim that
 -- took it over after this one's lease ran out (that claim's confirm then fails).
 -- Returns the number of ids whose owner was not the given token (claims lost on the way).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lost = 0
-local k = 7
+local k = 8
+local prefix = ARGV[2]
 for i = 3, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
   if redis.call('HGET', KEYS[4], id) ~= token then
@@ -31,9 +35,15 @@ for i = 3, #ARGV, 2 do
   redis.call('HDEL', KEYS[4], id)
   redis.call('HDEL', KEYS[5], id)
   redis.call('HDEL', KEYS[6], id)
+  redis.call('HDEL', KEYS[7], id)
   redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[1], id)
-  redis.call('SET', KEYS[k], ARGV[2] .. string.format('%d', now), 'PX', ARGV[1])
+  local marker = prefix ~= '' and redis.call('GET', KEYS[k])
+  if marker and string.sub(marker, 1, #prefix) ~= prefix then
+    redis.call('PEXPIRE', KEYS[k], ARGV[1])
+  else
+    redis.call('SET', KEYS[k], prefix .. string.format('%d', now), 'PX', ARGV[1])
+  end
   k = k + 1
 end
 return lost

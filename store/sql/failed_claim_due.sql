@@ -1,21 +1,23 @@
--- Claim up to $2 pending rows due at $1, oldest due first, for one retry-job instance.
+-- Claim up to $2 pending rows that are due by Postgres's clock and held by nobody (never
+-- claimed, or their lease has run out), oldest due first, for the retry-job claim $1.
 -- The row locks (SKIP LOCKED: rows another instance is claiming right now are passed
--- over) last only for this statement; the claim outlives it because next_attempt_at is
--- pushed to $3, the end of the claim lease, so no other instance sees the row as due
--- until the claimer has marked it or the lease has run out.
--- $1 now, $2 limit, $3 lease end
+-- over) last only for this statement; the claim outlives it in claimed_by and
+-- lease_until, which only the token's holder may renew or settle.
+-- $1 claim token, $2 limit, $3 lease (interval)
 WITH due AS (
     SELECT id
     FROM failed_sends
-    WHERE status = 'pending' AND next_attempt_at <= $1
+    WHERE status = 'pending' AND next_attempt_at <= now()
+      AND (lease_until IS NULL OR lease_until <= now())
     ORDER BY next_attempt_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 )
 UPDATE failed_sends f
-SET next_attempt_at = $3, updated_at = now()
+SET claimed_by = $1, lease_until = now() + $3::interval, updated_at = now()
 FROM due
 WHERE f.id = due.id
 RETURNING f.id, f.message_id, f.target, f.payload, f.properties, f.due_at, f.status,
           f.error_class, f.last_error, f.http_status, f.errcode, f.attempts,
-          f.next_attempt_at, f.discard_reason, f.created_at, f.updated_at, f.parts_sent
+          f.next_attempt_at, f.discard_reason, f.created_at, f.updated_at, f.parts_sent,
+          f.claimed_by, f.lease_until

@@ -1,7 +1,9 @@
--- The retry job gives up on row $1. Only a row that is still pending changes.
+-- The retry job gives up on row $1. Only the holder of the claim $8 changes the row, and
+-- only while it is pending. The claim ends.
 -- $1 id, $2 attempts, $3 error_class, $4 last_error, $5 http_status, $6 errcode,
--- $7 parts_sent
+-- $7 parts_sent, $8 claim token
 UPDATE failed_sends
 SET status = 'dead', attempts = $2, next_attempt_at = NULL, error_class = $3,
-    last_error = $4, http_status = $5, errcode = $6, parts_sent = $7, updated_at = now()
-WHERE id = $1 AND status = 'pending'
+    last_error = $4, http_status = $5, errcode = $6, parts_sent = GREATEST(parts_sent, $7),
+    claimed_by = NULL, lease_until = NULL, updated_at = now()
+WHERE id = $1 AND status = 'pending' AND claimed_by = $8

@@ -1,6 +1,8 @@
 -- The retry job delivered row $1. Delivery is a fact, so it is recorded whatever the
--- row's status became meanwhile (an operator may have discarded it during the send).
+-- row's status or claim became meanwhile (an operator may have discarded it during the
+-- send, or another instance taken it over); the claim ends.
 -- $1 id
 UPDATE failed_sends
-SET status = 'delivered', next_attempt_at = NULL, updated_at = now()
+SET status = 'delivered', next_attempt_at = NULL, claimed_by = NULL, lease_until = NULL,
+    updated_at = now()
 WHERE id = $1 AND status <> 'delivered'

@@ -1,8 +1,11 @@
--- The retry job's attempt on row $1 failed; try again at $3. Only a row that is still
--- pending changes: an operator's discard during the attempt wins.
--- $1 id, $2 attempts, $3 next_attempt_at, $4 error_class, $5 last_error, $6 http_status,
--- $7 errcode, $8 parts_sent
+-- The retry job's attempt on row $1 failed; try again $3 from now by Postgres's clock.
+-- Only the holder of the claim $9 changes the row, and only while it is pending: an
+-- operator's discard during the attempt wins, and so does another instance that took
+-- the row over. The claim ends.
+-- $1 id, $2 attempts, $3 wait (interval), $4 error_class, $5 last_error, $6 http_status,
+-- $7 errcode, $8 parts_sent, $9 claim token
 UPDATE failed_sends
-SET attempts = $2, next_attempt_at = $3, error_class = $4, last_error = $5,
-    http_status = $6, errcode = $7, parts_sent = $8, updated_at = now()
-WHERE id = $1 AND status = 'pending'
+SET attempts = $2, next_attempt_at = now() + $3::interval, error_class = $4, last_error = $5,
+    http_status = $6, errcode = $7, parts_sent = GREATEST(parts_sent, $8),
+    claimed_by = NULL, lease_until = NULL, updated_at = now()
+WHERE id = $1 AND status = 'pending' AND claimed_by = $9

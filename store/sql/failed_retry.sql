@@ -1,8 +1,15 @@
 -- An operator asks for rows $1 to be retried now: rows that are pending, dead, rejected
 -- or discarded become pending and due at once; delivered rows never change. attempts,
--- error_class and last_error are kept as history; discard_reason is cleared.
+-- error_class and last_error are kept as history; discard_reason is cleared. A claim is
+-- left as it is: a row the retry job is sending right now stays its claimer's until it
+-- is settled or its lease runs out, so no second instance sends it meanwhile. A
+-- discarded row whose RD_ID has a live row of a later episode stays discarded.
 -- $1 ids (bigint[])
 UPDATE failed_sends
 SET status = 'pending', next_attempt_at = now(), discard_reason = NULL, updated_at = now()
 WHERE id = ANY($1::bigint[]) AND status IN ('pending', 'dead', 'rejected', 'discarded')
+  AND (status IN ('pending', 'dead', 'rejected') OR NOT EXISTS (
+      SELECT 1 FROM failed_sends live
+      WHERE live.message_id = failed_sends.message_id AND live.id <> failed_sends.id
+        AND live.status NOT IN ('delivered', 'discarded')))
 RETURNING id

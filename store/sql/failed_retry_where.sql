@@ -5,4 +5,8 @@ UPDATE failed_sends
 SET status = 'pending', next_attempt_at = now(), discard_reason = NULL, updated_at = now()
 WHERE status = $1 AND status IN ('pending', 'dead', 'rejected', 'discarded')
   AND ($2::text = '' OR target = $2)
+  AND (status IN ('pending', 'dead', 'rejected') OR NOT EXISTS (
+      SELECT 1 FROM failed_sends live
+      WHERE live.message_id = failed_sends.message_id AND live.id <> failed_sends.id
+        AND live.status NOT IN ('delivered', 'discarded')))
 RETURNING id

@@ -1,0 +1,123 @@
+// Package netproxy is a loopback TCP proxy that a test or the fault suite takes down and
+// brings back, to cut one process off a shared server (Redis, Postgres) without stopping
+// the server for everyone else. It is test tooling, not product: nothing under cmd
+// links it.
+package netproxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// Proxy forwards every connection it accepts to one target address.
+type Proxy struct {
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// Start listens on a free loopback port and forwards every connection to target.
+func Start(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("netproxy: %w", err)
+	}
+	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	p.serve(ln)
+	return p, nil
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.addr }
+
+// Down closes the listener and every connection, and waits for their copies to end: the
+// target looks unreachable (connections refused) until Up.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// Up listens again on the same address. It is a no-op while the proxy is up.
+func (p *Proxy) Up() error {
+	p.mu.Lock()
+	up := p.ln != nil
+	p.mu.Unlock()
+	if up {
+		return nil
+	}
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return fmt.Errorf("netproxy: listen again on %s: %w", p.addr, err)
+	}
+	p.serve(ln)
+	return nil
+}
+
+// Close takes the proxy down for good.
+func (p *Proxy) Close() { p.Down() }
+
+func (p *Proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed by Down
+			}
+			p.forward(c)
+		}
+	}()
+}
+
+func (p *Proxy) forward(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.ln == nil { // went down meanwhile
+		p.mu.Unlock()
+		c.Close()
+		up.Close()
+		return
+	}
+	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	done := func() {
+		c.Close()
+		up.Close()
+		p.mu.Lock()
+		delete(p.conns, c)
+		delete(p.conns, up)
+		p.mu.Unlock()
+	}
+	var once sync.Once
+	p.wg.Add(2)
+	for _, pair := range [][2]net.Conn{{up, c}, {c, up}} {
+		go func() {
+			defer p.wg.Done()
+			_, _ = io.Copy(pair[0], pair[1])
+			once.Do(done) // either side closing ends both
+
+		}()
+	}
+}
