@@ -1,0 +1,137 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// blipAt is a Delivery that cuts its replica off Redis (a proxy taken down) at one
+// hand-off, for blip, then lets it back: the next write of that hand-off (its release,
+// or its give-back) fails until Redis is reachable again.
+type blipAt struct {
+	*recorder
+	proxy   *testenv.Proxy
+	blip    time.Duration
+	fail    bool // the cut hand-off also fails (is given back)
+	once    sync.Once
+	restore sync.WaitGroup
+}
+
+func (b *blipAt) Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, error) {
+	cut := false
+	b.once.Do(func() {
+		cut = true
+		b.proxy.Down()
+		b.restore.Go(func() { time.Sleep(b.blip); b.proxy.Up() })
+	})
+	if cut && b.fail {
+		return 0, fmt.Errorf("robot pool: %w", store.ErrUnavailable)
+	}
+	return b.recorder.Deliver(ctx, a)
+}
+
+// proxiedStage returns a wheel stage on prefix whose connections go through a proxy the
+// test can take down, with the lease given.
+func proxiedStage(t *testing.T, prefix string, lease time.Duration) (*store.WheelStage, *testenv.Proxy) {
+	t.Helper()
+	u, err := url.Parse(testenv.RedisURL(t))
+	require.NoError(t, err)
+	proxy := testenv.StartProxy(t, u.Host)
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	require.NoError(t, err)
+	opts.Addr = proxy.Addr()
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	return store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Lease: lease}), proxy
+}
+
+// A release that fails because Redis is cut off right after a successful send is tried
+// again until it lands, while the claim is held: the alert is released, and another
+// replica's sweeper, which takes over expired leases, never sends it a second time.
+// Left to its lease (the old way), the other replica would have sent it again. The blip
+// (6s) outlasts go-redis's own retries (3 retries of 5 dials 100ms apart, with backoff:
+// about 3.5s), and is shorter than what is left of the lease when it starts (the lease
+// keeper renews it every third of a lease, so at least two thirds, 8s, are left). A blip
+// longer than that is an outage in which the claim is lost, and the other replica may
+// send again.
+func TestReleaseAfterABlipLands(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	ws, proxy := proxiedStage(t, h.prefix, 12*time.Second)
+	cut := &blipAt{recorder: h.rec, proxy: proxy, blip: 6 * time.Second}
+	a, err := New(h.options("blip-a"), ws, cut, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, a.Start(ctx))
+	t.Cleanup(func() { stop(t, a) })
+	h.start("blip-b") // direct to Redis; its sweeper takes over whatever lease runs out
+
+	h.publish("cut-release", time.Second, "x")
+	h.rec.waitAll(t, []string{"cut-release"}, 30*time.Second)
+	cut.restore.Wait()
+	settled(t, h.ws, "cut-release")
+	require.Equal(t, 1, h.rec.count("cut-release"), "handed off again after a release that failed")
+}
+
+// A give-back that fails because Redis is cut off is tried again while the claim is
+// held: the alert is handed off again about a blip plus its retry delay later, not after
+// its lease.
+func TestGiveBackAfterABlipLands(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	const lease = 30 * time.Second
+	ws, proxy := proxiedStage(t, h.prefix, lease)
+	const blip = 6 * time.Second // outlasts go-redis's own retries (about 3.5s)
+	cut := &blipAt{recorder: h.rec, proxy: proxy, blip: blip, fail: true}
+	a, err := New(h.options("blip-gb"), ws, cut, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, a.Start(ctx))
+	t.Cleanup(func() { stop(t, a) })
+
+	due := h.publish("cut-give-back", time.Second, "x").DeliverAt
+	h.rec.waitAll(t, []string{"cut-give-back"}, 60*time.Second)
+	h.rec.mu.Lock()
+	at := h.rec.at["cut-give-back"][0]
+	h.rec.mu.Unlock()
+	// Left to the lease it would come back lease after its claim; given back, after the
+	// blip and the first retry delay (1s). Anything under the lease proves the give-back
+	// landed; the 5s slack is for a loaded machine, far from the 30s lease.
+	require.Less(t, at.Sub(due), blip+DefaultRetryDelay+5*time.Second, "waited for the lease instead of the give-back")
+	settled(t, h.ws, "cut-give-back")
+	require.Equal(t, 1, h.rec.count("cut-give-back"))
+}
+
+// settled waits until ids are out of the wheel stage (neither waiting nor in flight)
+// and each has its done marker: from then on nobody can hand them off again.
+func settled(t *testing.T, ws *store.WheelStage, ids ...string) {
+	t.Helper()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		waiting, inflight, err := ws.Stats(ctx)
+		if err != nil || waiting+inflight > 0 {
+			return false
+		}
+		for _, id := range ids {
+			if ok, err := ws.IsDelivered(ctx, id); err != nil || !ok {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 20*time.Millisecond, "never settled")
+}
+
