@@ -335,7 +335,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 // stays hidden behind its claim, so when Redis or Postgres cannot be reached (a restart,
 // a failover) settle tries again, with backoff, for up to one claim lease, rather than
 // leave the row waiting out the whole lease. It stops on an error other than
-// ErrUnavailable. It runs on even when ctx ends: the attempt has happened.
+// ErrUnavailable. It runs on for a while when ctx ends: the attempt has happened.
 func (j *RetryJob) settle(ctx context.Context, write func(context.Context) error) error {
 	try := func() (struct{}, error) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
@@ -346,9 +346,14 @@ func (j *RetryJob) settle(ctx context.Context, write func(context.Context) error
 		}
 		return struct{}{}, err
 	}
+	// Once ctx ends (the service stops) it keeps trying for settleTimeout more, no longer:
+	// a stop is bounded, and the claim's lease hands the row on.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(settleTimeout, cancel) })()
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 5*time.Second
-	_, err := backoff.Retry(context.WithoutCancel(ctx), try, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(j.store.ClaimLease()))
+	_, err := backoff.Retry(sctx, try, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(j.store.ClaimLease()))
 	return err
 }
 

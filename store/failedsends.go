@@ -597,11 +597,15 @@ func statusList() string {
 }
 
 // pgErr wraps a Postgres error for op. Errors that mean Postgres cannot be reached (no
-// connection, a broken one, a server shutting down or refusing connections) wrap
-// ErrUnavailable; a cancelled ctx wraps ctx's error. Server errors keep their message
+// connection, a broken one, a server shutting down or refusing connections, no answer
+// before ctx's deadline) wrap ErrUnavailable; a cancelled ctx wraps ctx's error. Server errors keep their message
 // and SQLSTATE but never the query text.
 func pgErr(ctx context.Context, op string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
+	if ctxErr := ctx.Err(); errors.Is(ctxErr, context.DeadlineExceeded) {
+		// No answer in time (the statement timeout, or the caller's deadline): to the
+		// caller Postgres is unreachable, and it keeps what it was storing.
+		return fmt.Errorf("store: %s: no answer from Postgres in time: %w: %w", op, ctxErr, ErrUnavailable)
+	} else if ctxErr != nil {
 		return fmt.Errorf("store: %s: %w", op, ctxErr)
 	}
 	if unavailable(err) {

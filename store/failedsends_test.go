@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -525,4 +526,65 @@ func TestFailedSendsRecordNeverOverwritesAFinalRow(t *testing.T) {
 	res, err = fs.Record(ctx, rej)
 	require.NoError(t, err)
 	require.Equal(t, store.RecordOccupied, res)
+}
+
+// blackhole accepts connections and never answers, like a Postgres host whose packets
+// are dropped after the handshake.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// A Postgres that stops answering never pins a caller whose context has no deadline:
+// every call is bounded by the statement timeout and says Postgres is unavailable, so
+// the caller keeps what it was storing and tries again.
+func TestFailedSendsBoundsEveryCall(t *testing.T) {
+	t.Parallel()
+	testenv.PostgresURL(t) // skipped under -short like the other store tests
+	pool, err := pgxpool.New(context.Background(), "postgres://rd:pw@"+blackhole(t)+"/rd")
+	require.NoError(t, err)
+	defer pool.Close()
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{StatementTimeout: 300 * time.Millisecond})
+	calls := map[string]func(context.Context) error{
+		"record": func(ctx context.Context) error {
+			_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "m", ErrorClass: "transient"})
+			return err
+		},
+		"claim":   func(ctx context.Context) error { _, err := fs.ClaimDue(ctx, 1, "t"); return err },
+		"confirm": func(ctx context.Context) error { return fs.Confirm(ctx, 1, "t", 0) },
+		"stats":   func(ctx context.Context) error { _, err := fs.Stats(ctx); return err },
+	}
+	for name, call := range calls {
+		done := make(chan error, 1)
+		go func() { done <- call(context.Background()) }()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, store.ErrUnavailable, name)
+		case <-time.After(30 * time.Second): // a hundred statement timeouts: it is not bounded
+			t.Fatalf("%s: no answer after 30s from a call bounded by a 300ms statement timeout", name)
+		}
+	}
 }

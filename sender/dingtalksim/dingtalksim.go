@@ -137,7 +137,8 @@ type Stats struct {
 	// Accepted counts messages accepted (errcode 0).
 	Accepted int `json:"accepted"`
 	// OverLimit counts requests over a robot's limit: answered 130101 or, while the robot
-	// was throttled, with a redirect. A sender that respects the limit keeps it at 0.
+	// was throttled for it, with a redirect. A sender that respects the limit keeps it at
+	// 0. Redirects of a throttle injected with FaultThrottle count as Faults.
 	OverLimit int `json:"overLimit"`
 	// Faults counts answers shaped by an injected fault.
 	Faults int `json:"faults"`
@@ -159,7 +160,10 @@ type robotState struct {
 	Robot
 	sends          []time.Time // accepted-or-counted requests within the window
 	throttledUntil time.Time
-	faults         []*Fault
+	// injected: the throttle was injected (FaultThrottle), not earned by going over the
+	// limit, so its redirects count as Faults, not OverLimit.
+	injected bool
+	faults   []*Fault
 }
 
 // Server is the simulator. It is an http.Handler; Start runs it for a test, and the
@@ -222,6 +226,7 @@ func (s *Server) Inject(token string, f Fault) error {
 	case FaultErrcode, FaultStatus, FaultSlow, FaultDrop, FaultMalformed:
 	case FaultThrottle:
 		r.throttledUntil = s.opts.Now().Add(s.opts.Throttle)
+		r.injected = true
 		return nil
 	default:
 		return fmt.Errorf("dingtalksim: unknown fault kind %q", f.Kind)
@@ -428,7 +433,11 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	if now.Before(rs.throttledUntil) {
-		s.stats.OverLimit++
+		if rs.injected {
+			s.stats.Faults++
+		} else {
+			s.stats.OverLimit++
+		}
 		s.countRobot(rs.Name, func(c *RobotStats) { c.Redirects++ })
 		s.mu.Unlock()
 		http.Redirect(w, r, "/throttled", http.StatusFound)
@@ -447,7 +456,7 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	if len(rs.sends) >= limit {
 		s.stats.OverLimit++
 		s.countRobot(rs.Name, func(c *RobotStats) { c.TooFast++ })
-		rs.throttledUntil = now.Add(s.opts.Throttle)
+		rs.throttledUntil, rs.injected = now.Add(s.opts.Throttle), false
 		s.mu.Unlock()
 		s.opts.Logger.Debug("robot over its limit; throttled", "robot", rs.Name)
 		writeJSON(w, http.StatusOK, answer{Errcode: 130101, Errmsg: "send too fast, exceed 20 times per minute"})

@@ -94,6 +94,15 @@ func TestSimulator(t *testing.T) {
 	require.Error(t, err, "dropped connection")
 	require.Equal(t, 0, post(t, c, base, "t2", "", now, msg).errcode)
 
+	// An injected throttle redirects too, but that is the test's doing, not the sender's:
+	// a fault, never over the limit.
+	faults := sim.Stats().Faults
+	require.NoError(t, sim.Inject("t2", dingtalksim.Fault{Kind: dingtalksim.FaultThrottle}))
+	require.Equal(t, http.StatusFound, post(t, c, base, "t2", "", now, msg).status)
+	require.Equal(t, 2, sim.Stats().OverLimit)
+	require.Equal(t, faults+1, sim.Stats().Faults)
+	sim.ClearFaults("t2")
+
 	// The control API: messages and faults over HTTP.
 	root := strings.TrimSuffix(base, dingtalksim.Path)
 	resp, err = c.Get(root + "/_sim/messages")
