@@ -8,6 +8,7 @@ LDFLAGS := -s -w -X github.com/rocketdelay/rocketdelay/app.Version=$(VERSION)
 BIN := bin/rocketdelay
 LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
+CHAOS_TEST_TIMEOUT ?= 30m
 
 .PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale chaos down status fmt vet
 FUZZ_TIME ?= 20s
@@ -34,7 +35,7 @@ test: ## start the local stack (test delay levels), then gofmt, go vet and go te
 	eval "$$(deploy/local/env)"; \
 	go vet ./...; \
 	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) $$(go list ./... | grep -v /internal/chaos); \
-	go test -count=1 -timeout $(GO_TEST_TIMEOUT) ./internal/chaos/
+	go test -count=1 -timeout $(CHAOS_TEST_TIMEOUT) ./internal/chaos/
 	cd deploy/k8s && go vet ./... && go test -count=1 ./...
 	$(MAKE) test-topologies
 

@@ -63,7 +63,7 @@ type ServeOptions struct {
 	// Registry, when set, receives the metrics instead of a fresh registry.
 	Registry *prometheus.Registry
 	// ClockOffset shifts every clock the service reads (its wall clock, its timing
-	// wheel) by this much: the fault suite's clock-skew scenario. Default 0.
+	// wheel) by this much: the fault suite's fast-clock scenario. Default 0.
 	ClockOffset time.Duration
 }
 

@@ -39,7 +39,7 @@ func (s systemTimer) Reset(d time.Duration) bool { return s.t.Reset(d) }
 func (s systemTimer) Stop() bool                 { return s.t.Stop() }
 
 // ShiftedClock returns the system clock shifted by offset: a replica made to run as if its
-// clock were off (the fault suite's clock-skew scenario). Its timers are the system's.
+// clock were off (the fault suite's fast-clock scenario). Its timers are the system's.
 func ShiftedClock(offset time.Duration) Clock { return shiftedClock(offset) }
 
 type shiftedClock time.Duration

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,7 +19,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/netproxy"
 	"github.com/rocketdelay/rocketdelay/migrations"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
@@ -37,19 +44,64 @@ const (
 	// (9) Postgres down for as long while sends fail and rejects arrive
 	ScenarioPostgresOutage = "postgres-outage"
 	ScenarioZombie         = "zombie"     // (10) a replica SIGSTOPped past its lease while holding claims, then SIGCONTed
-	ScenarioClockSkew      = "clock-skew" // (11) Redis's clock 5s ahead of the replicas'
+	ScenarioFastClock      = "fast-clock" // (11) one replica's clock 5s fast, the other's 5s slow
 	// (12) Redis Sentinel: the primary SIGKILLed, the replica promoted; redis.durability replicas=1
 	ScenarioRedisFailover = "redis-failover"
 	// (13) kill-one on a Redis Cluster of three primaries
 	ScenarioKillOneCluster = "kill-one-cluster"
-	ScenarioBaseline       = "baseline" // no fault: the reference row
-	scenarioIDPattern      = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+	// (14) the replicas' connections to Redis cut for 2-3s every few seconds
+	ScenarioRedisBlips = "redis-blips"
+	// (15) a replica SIGSTOPped past the retry job's claim lease while it sends failed rows
+	ScenarioRetryJobZombie = "retry-job-zombie"
+	// (16) a seeded random schedule of SIGKILL, SIGSTOP, Redis blips, Postgres restarts and
+	// DingTalk storms
+	ScenarioCombined  = "combined"
+	ScenarioBaseline  = "baseline" // no fault: the reference row
+	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
 // AllScenarios lists every scenario in the order Run runs them.
 var AllScenarios = []string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedisKill, ScenarioPostgres,
-	ScenarioStorm, ScenarioBroker, ScenarioMalformed, ScenarioZombie, ScenarioClockSkew,
-	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisOutage, ScenarioPostgresOutage}
+	ScenarioStorm, ScenarioBroker, ScenarioMalformed, ScenarioZombie, ScenarioFastClock,
+	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisBlips, ScenarioRetryJobZombie,
+	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined}
+
+// tuning is a scenario's own settings of the replicas' configuration; zero fields take
+// the suite's defaults (defaultTuning).
+type tuning struct {
+	// lease is scheduler.lease.
+	lease time.Duration
+	// retryMaxDelay is scheduler.retryMaxDelay: it also caps the broker's redelivery of
+	// a message handed back.
+	retryMaxDelay time.Duration
+	// claimLease is failedSends.claimLease.
+	claimLease time.Duration
+	// redisProxy: the replicas reach Redis through a proxy the scenario can cut.
+	redisProxy bool
+}
+
+// defaultTuning: leases short enough that a replica frozen for a few seconds outlives
+// them (zombie), retries that come back within seconds.
+var defaultTuning = tuning{lease: 3 * time.Second, retryMaxDelay: 5 * time.Second, claimLease: 3 * time.Second}
+
+var tunings = map[string]tuning{
+	// A blip (2-3s) shorter than what is left of a lease when it starts (at least two
+	// thirds of it: the lease keeper renews every third) must cost about its own length
+	// and no duplicate; an 8s lease leaves 5.3s.
+	ScenarioRedisBlips: {lease: 8 * time.Second, redisProxy: true},
+	ScenarioCombined:   {lease: 8 * time.Second, redisProxy: true},
+	// RocketMQ's 16 reconsumes at 1s apart are spent in under a minute: a bounded
+	// consumer would dead-letter within a short outage.
+	ScenarioRedisOutage: {retryMaxDelay: time.Second},
+}
+
+func tuningOf(scenario string) tuning {
+	t := tunings[scenario]
+	config.Default(&t.lease, defaultTuning.lease)
+	config.Default(&t.retryMaxDelay, defaultTuning.retryMaxDelay)
+	config.Default(&t.claimLease, defaultTuning.claimLease)
+	return t
+}
 
 // topologies says which scenarios run on another Redis than the stack's single node,
 // with which redis.durability.
@@ -97,8 +149,12 @@ type Options struct {
 	KeepStack bool
 	// Log receives progress lines. Default discarded.
 	Log io.Writer
-	// Seed makes delays and kill moments reproducible. Default random.
+	// Seed makes delays, kill moments and the combined schedule reproducible: each
+	// scenario draws from a generator seeded by Seed and its name, so one scenario run
+	// alone with the seed of a full run repeats its schedule. Default random.
 	Seed uint64
+	// CombinedFor is how long scenario combined publishes and injects faults. Default 5m.
+	CombinedFor time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -132,6 +188,7 @@ func (o Options) withDefaults() (Options, error) {
 	defd(&o.LongOutage, 5*time.Minute)
 	defd(&o.Drain, 120*time.Second)
 	defd(&o.Settle, 5*time.Second)
+	defd(&o.CombinedFor, 5*time.Minute)
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
@@ -174,9 +231,10 @@ type Row struct {
 	// the sender gave up on (HTTP timeout, dropped connection): DingTalk may have taken
 	// it, so a resend is by design.
 	AmbiguousTimeout int
-	// AmbiguousCrash counts extra acceptances whose first acceptance fell right before a
-	// replica was SIGKILLed or the store it releases into went away: DingTalk took the
-	// alert but the release was never recorded, the same ambiguity seen from inside.
+	// AmbiguousCrash counts extra acceptances whose first acceptance fell within 2s of a
+	// replica being SIGKILLed or frozen, or of the store that holds its release losing
+	// acknowledged writes (Redis SIGKILLed, a failover): DingTalk took the alert but the
+	// release was never recorded, the same ambiguity seen from inside (see fault).
 	AmbiguousCrash int
 	// Rejected counts failed_sends rows with status rejected.
 	Rejected int
@@ -185,28 +243,41 @@ type Row struct {
 	Malformed, MalformedOK int
 	// MalformedProblems describes every malformed input not recorded as expected.
 	MalformedProblems []string
-	// Early counts acceptances before the due time (must be 0).
+	// Early counts acceptances before the due time by the simulator's clock (must be 0).
 	Early int
-	// MaxLateness and P99Lateness are measured from the due time to the first acceptance.
+	// MaxLateness and P99Lateness are measured from the due time to the first
+	// acceptance, by the simulator's clock.
 	MaxLateness, P99Lateness time.Duration
-	// OverLimit is the simulator's count of requests over a robot's rate limit.
+	// LatenessBound, when not 0, is the p99 lateness the scenario promises (redis-blips:
+	// its longest blip plus 2s).
+	LatenessBound time.Duration
+	// OverLimit is the simulator's count of requests over a robot's rate limit (must be
+	// 0: the simulator enforces the sender's own limit).
 	OverLimit int
 	// DLQ counts the messages in the consumer group's dead-letter queue at the end (must
 	// be 0); -1 when it could not be measured.
 	DLQ int64
+	// PastBudget counts redeliveries of messages the replicas had handed back more than
+	// 16 times (RocketMQ's default maximum reconsume times, after which a default consumer
+	// dead-letters), from their rocketdelay_message_reconsume_times histograms.
+	PastBudget int
 	// Faults describes what was injected.
 	Faults string
 	// Duration is the scenario's wall time.
 	Duration time.Duration
+	// Seed is the seed of the scenario's generator (Options.Seed).
+	Seed uint64
 	// Err is set when the scenario could not run to its end.
 	Err error
 }
 
 // Pass reports whether the row meets the pass criteria: nothing lost, no unexplained
-// duplicate, nothing early, every malformed input rejected as expected, no error.
+// duplicate, nothing early, nothing over a robot's limit, nothing dead-lettered, every
+// malformed input rejected as expected, the p99 lateness within its bound, no error.
 func (r Row) Pass() bool {
-	return r.Err == nil && r.Lost == 0 && r.Duplicates == 0 && r.Early == 0 && r.DLQ == 0 &&
-		r.MalformedOK == r.Malformed && len(r.MalformedProblems) == 0
+	return r.Err == nil && r.Lost == 0 && r.Duplicates == 0 && r.Early == 0 && r.DLQ == 0 && r.OverLimit == 0 &&
+		r.MalformedOK == r.Malformed && len(r.MalformedProblems) == 0 &&
+		(r.LatenessBound == 0 || r.P99Lateness <= r.LatenessBound)
 }
 
 // Run starts a private stack, runs the scenarios of opts one after the other (each with
@@ -249,7 +320,7 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 		}
 	}()
 	r.logf("private stack: %s, %s, %s", r.stack.Env["ROCKETDELAY_NAMESRV"], r.stack.Env["ROCKETDELAY_REDIS_URL"], r.stack.Dir)
-	rng := rand.New(rand.NewPCG(opts.Seed, 11))
+	r.logf("seed %d (rerun one scenario with it: -scenarios NAME -seed %d)", opts.Seed, opts.Seed)
 	var rows []Row
 	for _, name := range opts.Scenarios {
 		if ctx.Err() != nil {
@@ -262,7 +333,8 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 		}
 		r.logf("scenario %s: start", name)
 		start := time.Now()
-		row := r.runScenario(ctx, name, fn, rand.New(rand.NewPCG(rng.Uint64(), 3)))
+		row := r.runScenario(ctx, name, fn, rand.New(rand.NewPCG(opts.Seed, scenarioStream(name))))
+		row.Seed = opts.Seed
 		row.Duration = time.Since(start).Round(time.Second)
 		r.logf("scenario %s: done in %s: published %d delivered %d lost %d dup %d (ambiguous %d+%d) rejected %d max late %s err %v",
 			name, row.Duration, row.Published, row.Delivered, row.Lost, row.Duplicates, row.AmbiguousTimeout, row.AmbiguousCrash,
@@ -270,6 +342,13 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 		rows = append(rows, row)
 	}
 	return rows, ctx.Err()
+}
+
+// scenarioStream is the stream of name's generator: one per scenario, whatever else runs.
+func scenarioStream(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
 }
 
 type runner struct {
@@ -297,9 +376,12 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioRedisOutage:    runRedisOutage,
 	ScenarioPostgresOutage: runPostgresOutage,
 	ScenarioZombie:         runZombie,
-	ScenarioClockSkew:      runClockSkew,
+	ScenarioFastClock:      runFastClock,
 	ScenarioRedisFailover:  runRedisFailover,
 	ScenarioKillOneCluster: runKillOne,
+	ScenarioRedisBlips:     runRedisBlips,
+	ScenarioRetryJobZombie: runRetryJobZombie,
+	ScenarioCombined:       runCombined,
 }
 
 // env is one scenario's world.
@@ -318,6 +400,10 @@ type env struct {
 	raw      *rawProducer
 	robots   []dingtalksim.Robot
 
+	tuning tuning
+	// redisProxy, with tuning.redisProxy, stands between the replicas and Redis.
+	redisProxy *netproxy.Proxy
+
 	mu       sync.Mutex
 	replicas []*replica
 	due      map[string]time.Time // valid alerts published
@@ -325,12 +411,19 @@ type env struct {
 	notes    []string
 	cases    []malformedCase // malformed inputs published
 	serial   int
-	// clockOffset, when not 0, is how far the replicas' clocks are off the true time
-	// (serve --clock-offset); early and lateness are then measured by their clocks.
-	clockOffset time.Duration
+	// clockOffsets, when set, are how far each replica's clock is off the true time
+	// (serve --clock-offset). Early and lateness are measured by the simulator's clock
+	// all the same.
+	clockOffsets []time.Duration
+	// latenessBound is the p99 lateness the scenario promises; 0: none.
+	latenessBound time.Duration
 }
 
-// fault is a window in which a first acceptance may have missed its release.
+// fault is a window in which a first acceptance may have missed its release although
+// the replica did what it could: it was SIGKILLed or frozen with the request on the
+// wire, or the store that holds the release lost acknowledged writes (a SIGKILLed Redis
+// with appendfsync everysec, a failover). Outages the replicas ride out knowing every
+// outcome (Postgres restarts, broker restarts, Redis blips, DingTalk storms) open none.
 type fault struct {
 	what       string
 	start, end time.Time
@@ -352,7 +445,7 @@ func (e *env) addFault(what string, start, end time.Time) {
 
 func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, rng *rand.Rand) (row Row) {
 	row.Scenario = name
-	e := &env{r: r, name: name, rng: rng, due: map[string]time.Time{}}
+	e := &env{r: r, name: name, rng: rng, due: map[string]time.Time{}, tuning: tuningOf(name)}
 	short := randHex(rng, 3)
 	e.idPrefix = short + "-" + name
 	e.topic = "rd_chaos_" + strings.ReplaceAll(name, "-", "_") + "_" + short
@@ -370,11 +463,16 @@ func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, 
 	// The replicas that were stopped are running again; wait for every alert.
 	e.waitAll(ctx)
 	e.measure(ctx, &row)
+	row.LatenessBound = e.latenessBound
 	return row
 }
 
+// senderLimit is sender.limit of the replicas and the simulator's own limit: DingTalk's
+// 20 less one, the sender's default.
+const senderLimit = 19
+
 const configTemplate = `log: {level: info, format: json}
-scheduler: {levels: %q, threshold: 5s, grace: 1s, lease: 3s, retryMaxDelay: 5s}
+scheduler: {levels: %q, threshold: 5s, grace: 1s, lease: %s, retryMaxDelay: %s}
 targets:
   ops:
     robots:
@@ -385,7 +483,7 @@ targets:
 sender:
   baseURL: %q
   window: 1s
-  limit: 19
+  limit: %d
   httpTimeout: 3s
   attempts: 4
   backoffBase: 200ms
@@ -393,7 +491,7 @@ sender:
   cooldown: 3s
   disableFor: 5s
   breakerOpen: 3s
-failedSends: {interval: 1s, backoffBase: 1s, backoffCap: 4s, maxAttempts: 1000, batchSize: 200}
+failedSends: {interval: 1s, backoffBase: 1s, backoffCap: 4s, maxAttempts: 1000, batchSize: 200, claimLease: %s}
 shutdownTimeout: 10s
 `
 
@@ -427,9 +525,20 @@ func (e *env) prepare(ctx context.Context) error {
 		robots.WriteString("}\n")
 	}
 	e.cfg = filepath.Join(e.r.work, e.name+".yaml")
-	cfg := fmt.Sprintf(configTemplate, e.r.stack.Env["ROCKETDELAY_LEVELS"], strings.TrimRight(robots.String(), "\n"), tokPrefix, sim.URL)
+	tu := e.tuning
+	cfg := fmt.Sprintf(configTemplate, e.r.stack.Env["ROCKETDELAY_LEVELS"], tu.lease, tu.retryMaxDelay,
+		strings.TrimRight(robots.String(), "\n"), tokPrefix, sim.URL, senderLimit, tu.claimLease)
 	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
 		return err
+	}
+	if tu.redisProxy {
+		u, err := url.Parse(e.r.stack.Env["ROCKETDELAY_REDIS_URL"])
+		if err != nil {
+			return fmt.Errorf("chaos: the stack's Redis URL: %w", err)
+		}
+		if e.redisProxy, err = netproxy.Start(u.Host); err != nil {
+			return err
+		}
 	}
 	if e.dsn, err = migratedSchema(ctx, e.r.stack.Env["ROCKETDELAY_POSTGRES_URL"], "chaos_"+strings.ReplaceAll(e.idPrefix, "-", "_")); err != nil {
 		return err
@@ -483,10 +592,17 @@ func migratedSchema(ctx context.Context, dsn, schema string) (string, error) {
 
 func (e *env) replicaEnv() []string {
 	s := e.r.stack.Env
+	redisURL := s["ROCKETDELAY_REDIS_URL"]
+	if e.redisProxy != nil {
+		if u, err := url.Parse(redisURL); err == nil {
+			u.Host = e.redisProxy.Addr()
+			redisURL = u.String()
+		}
+	}
 	vars := []string{
 		"ROCKETDELAY_NAMESRV=" + s["ROCKETDELAY_NAMESRV"],
 		"ROCKETDELAY_BROKERS=" + s["ROCKETDELAY_BROKERS"],
-		"ROCKETDELAY_REDIS_URL=" + s["ROCKETDELAY_REDIS_URL"],
+		"ROCKETDELAY_REDIS_URL=" + redisURL,
 		"ROCKETDELAY_POSTGRES_URL=" + e.dsn,
 		"ROCKETDELAY_LEVELS=" + s["ROCKETDELAY_LEVELS"],
 		"ROCKETDELAY_TOPIC=" + e.topic,
@@ -510,8 +626,8 @@ func (e *env) startReplica(ctx context.Context, i int) (*replica, error) {
 	name := fmt.Sprintf("%s-r%d-%d", e.name, i, e.serial)
 	e.mu.Unlock()
 	var args []string
-	if e.clockOffset != 0 {
-		args = append(args, "--clock-offset", e.clockOffset.String())
+	if i < len(e.clockOffsets) && e.clockOffsets[i] != 0 {
+		args = append(args, "--clock-offset", e.clockOffsets[i].String())
 	}
 	rp, err := startReplica(ctx, e.r.bin, e.cfg, filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+fmt.Sprintf("-r%d.log", i)), name, e.replicaEnv(), args...)
 	if err != nil {
@@ -560,6 +676,9 @@ func (e *env) cleanup() {
 	}
 	if e.sim != nil {
 		e.sim.close()
+	}
+	if e.redisProxy != nil {
+		e.redisProxy.Close()
 	}
 }
 
@@ -663,11 +782,11 @@ func (e *env) measure(ctx context.Context, row *Row) {
 		}
 		row.Delivered++
 		for _, t := range at {
-			if t.Add(e.clockOffset).Before(due) {
+			if t.Before(due) {
 				row.Early++
 			}
 		}
-		late = append(late, at[0].Add(e.clockOffset).Sub(due))
+		late = append(late, at[0].Sub(due))
 		if extra := len(at) - 1; extra > 0 {
 			switch {
 			case abandoned[id] > 0:
@@ -688,6 +807,7 @@ func (e *env) measure(ctx context.Context, row *Row) {
 		row.P99Lateness = late[int(0.99*float64(len(late)-1))].Round(time.Millisecond)
 	}
 	row.OverLimit = e.sim.Stats().OverLimit
+	row.PastBudget = e.pastBudget()
 	row.Faults = strings.Join(e.notes, "; ")
 	e.checkRejected(ctx, row)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -716,4 +836,37 @@ func randHex(rng *rand.Rand, n int) string {
 		b[i] = digits[rng.IntN(16)]
 	}
 	return string(b)
+}
+
+// pastBudget sums, over the running replicas, the redeliveries their
+// rocketdelay_message_reconsume_times histogram saw of messages handed back more than
+// 16 times before. A replica whose metrics cannot be read counts 0.
+func (e *env) pastBudget() int {
+	client := &http.Client{Timeout: 5 * time.Second}
+	n := 0
+	for _, rp := range e.replicas {
+		resp, err := client.Get("http://" + rp.addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		mfs, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		mf, ok := mfs["rocketdelay_message_reconsume_times"]
+		if !ok || len(mf.GetMetric()) == 0 {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		within := uint64(0)
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() == 16 {
+				within = b.GetCumulativeCount()
+			}
+		}
+		n += int(h.GetSampleCount() - within)
+	}
+	return n
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // concurrently runs the publisher and a fault script, and returns the first error.
@@ -90,23 +92,6 @@ func runKillBoth(ctx context.Context, e *env) error {
 	})
 }
 
-// stackRestart stops component mid-run, keeps it down for Outage and starts it again.
-func (e *env) stackRestart(ctx context.Context, component string) error {
-	o := e.r.opts
-	sleep(ctx, o.PublishOver/2)
-	at := time.Now()
-	if err := e.r.stack.Down(ctx, component); err != nil {
-		return err
-	}
-	sleep(ctx, o.Outage)
-	if err := e.r.stack.Up(ctx, component); err != nil {
-		return err
-	}
-	e.addFault(component+" restart", at, time.Now())
-	e.note("%s stopped (deploy/local/down) for %s, started again (up took %s in all)", component, o.Outage, time.Since(at).Round(100*time.Millisecond))
-	return nil
-}
-
 // redis-kill: SIGKILL Redis (AOF, appendfsync everysec) mid-run — no clean shutdown —
 // and start it again after Outage from what its AOF holds.
 func runRedisKill(ctx context.Context, e *env) error {
@@ -171,7 +156,6 @@ func runPostgresOutage(ctx context.Context, e *env) error {
 			return perr
 		}
 		e.sim.ClearFaults("")
-		e.addFault("postgres outage + DingTalk 503", at, time.Now())
 		return nil
 	})
 }
@@ -217,23 +201,213 @@ func runZombie(ctx context.Context, e *env) error {
 	})
 }
 
-// clock-skew: both replicas run with their clocks 5s behind Redis's (serve
-// --clock-offset -5s; Debian's faketime cannot reach a Go binary, which reads the clock
-// through the vDSO, nor Debian's Redis, whose jemalloc it deadlocks). The sweepers, which
-// judge by Redis's clock, then claim alerts 4s before they are due by the replicas' own
-// clocks; none may be handed off before its due time by the replica's clock, so early is
-// counted in the replicas' frame (and lateness too).
-func runClockSkew(ctx context.Context, e *env) error {
+// fast-clock: one replica's clock runs 5s fast, the other's 5s slow (serve
+// --clock-offset; Debian's faketime cannot reach a Go binary, which reads the clock
+// through the vDSO, nor Debian's Redis, whose jemalloc it deadlocks). Each measures its
+// offset to Redis's clock and schedules by it, and no claim takes an entry before it is
+// due by Redis's clock: early and lateness are measured by the simulator's clock, which
+// is the true time here, not by the replicas'.
+func runFastClock(ctx context.Context, e *env) error {
 	o := e.r.opts
-	e.clockOffset = -5 * time.Second
+	e.clockOffsets = []time.Duration{5 * time.Second, -5 * time.Second}
 	for i := range 2 {
 		e.replica(i).stop()
 		if _, err := e.startReplica(ctx, i); err != nil {
 			return err
 		}
 	}
-	e.note("both replicas restarted with their clocks %s off Redis's; early and lateness measured by their clocks", e.clockOffset)
+	e.note("replica 0 restarted with its clock at %+v, replica 1 at %+v; early and lateness measured by the simulator's clock",
+		e.clockOffsets[0], e.clockOffsets[1])
 	return e.publishDefault(o.OtherAlerts)(ctx)
+}
+
+// redis-blips: the replicas reach Redis through a proxy that cuts every connection for
+// 2-3s, every 2-4s, while alerts are published, due and sent. Redis loses nothing, and a
+// replica that cannot release, give back or claim tries again until it can, so no
+// duplicate is ambiguous, and the p99 lateness stays within the longest blip plus 2s.
+func runRedisBlips(ctx context.Context, e *env) error {
+	o := e.r.opts
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		end := time.Now().Add(o.PublishOver + o.MaxDelay)
+		var longest, total time.Duration
+		n := 0
+		for time.Now().Before(end) {
+			if !sleep(ctx, 2*time.Second+time.Duration(e.rng.Int64N(int64(2*time.Second)))) {
+				break
+			}
+			d := 2*time.Second + time.Duration(e.rng.Int64N(int64(time.Second)))
+			if err := e.blip(ctx, d); err != nil {
+				return err
+			}
+			n++
+			longest, total = max(longest, d), total+d
+		}
+		e.latenessBound = longest + 2*time.Second
+		e.note("%d Redis blips (every connection of the replicas cut) of 2-3s each, %s in all, the longest %s",
+			n, total.Round(100*time.Millisecond), longest.Round(100*time.Millisecond))
+		return nil
+	})
+}
+
+// blip cuts the replicas off Redis for d (the proxy refuses and drops connections).
+func (e *env) blip(ctx context.Context, d time.Duration) error {
+	e.redisProxy.Down()
+	sleep(ctx, d)
+	return e.redisProxy.Up()
+}
+
+// retry-job-zombie: a cluster of alerts falls due while DingTalk answers 503, so every
+// one of them is recorded in failed_sends; then DingTalk heals but answers slowly, so
+// that both replicas' retry jobs hold claimed rows they are sending one by one; then
+// replica 0 is SIGSTOPped for three claim leases and SIGCONTed. Replica 1's job takes
+// the frozen one's rows over and sends them; the frozen one, when it wakes, finds its
+// claims fenced off at its next confirm and sends none of them again.
+func runRetryJobZombie(ctx context.Context, e *env) error {
+	o := e.r.opts
+	cluster := max(o.OtherAlerts/4, 30)
+	due := time.Now().Add(6 * time.Second).Truncate(time.Millisecond)
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts/2), func(ctx context.Context) error {
+		for i := range cluster {
+			id := fmt.Sprintf("%s-%05d", e.idPrefix, 80000+i)
+			if err := e.publishOne(ctx, scheduler.Publication{Target: "ops", At: due, ID: id, Body: []byte("chaos " + id)}); err != nil {
+				return err
+			}
+		}
+		sleep(ctx, time.Until(due.Add(-time.Second)))
+		for _, rb := range e.robots {
+			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}); err != nil {
+				return err
+			}
+		}
+		recorded, err := e.waitPending(ctx, cluster, 60*time.Second)
+		if err != nil {
+			return err
+		}
+		e.sim.ClearFaults("")
+		for _, rb := range e.robots {
+			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultSlow, Delay: 700 * time.Millisecond}); err != nil {
+				return err
+			}
+		}
+		sleep(ctx, 2*time.Second) // both retry jobs claim rows and send them, slowly
+		z := e.replica(0)
+		at := time.Now()
+		z.pause()
+		// A request on the wire when it froze may be accepted without being settled: the
+		// only ambiguous moment. Anything it sends after it wakes is a duplicate.
+		e.addFault("retry-job zombie frozen", at, at)
+		frozen := 3*e.tuning.claimLease + time.Second
+		sleep(ctx, frozen)
+		z.resume()
+		sleep(ctx, 3*time.Second)
+		e.sim.ClearFaults("")
+		e.note("%d alerts due at once while DingTalk answered 503 (%d rows pending in failed_sends); then 700ms answers, "+
+			"and replica 0 SIGSTOPped 2s into the retries, for %s (3 claim leases), then SIGCONTed",
+			cluster, recorded, frozen.Round(100*time.Millisecond))
+		return nil
+	})
+}
+
+// waitPending waits until failed_sends holds at least n pending rows, at most timeout,
+// and returns how many it holds.
+func (e *env) waitPending(ctx context.Context, n int, timeout time.Duration) (int, error) {
+	pool, err := store.OpenPostgres(ctx, e.dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{})
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := fs.Stats(ctx)
+		if err == nil && st.ByStatus[store.StatusPending] >= int64(n) {
+			return int(st.ByStatus[store.StatusPending]), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("chaos: %d pending rows in failed_sends after %s, want %d (err %v)", st.ByStatus[store.StatusPending], timeout, n, err)
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// combined: for Options.CombinedFor, alerts are published steadily while a schedule
+// drawn from the scenario's seed injects, one after the other with 4-12s between them:
+// a SIGKILL of a replica (restarted after 1-3s), a SIGSTOP of a replica past its lease
+// (2s past it), a Redis blip of 2-3s, a Postgres restart (down 3s), or a DingTalk storm
+// of 5-10s (503, 130101 with throttling, slow answers, dropped connections) on some
+// robots. The seed is printed; -scenarios combined -seed N runs the same schedule.
+func runCombined(ctx context.Context, e *env) error {
+	o := e.r.opts
+	n := max(int(o.CombinedFor/(75*time.Millisecond)), 100) // about 13 alerts a second
+	e.note("seed %d", e.r.opts.Seed)
+	return concurrently(ctx, func(ctx context.Context) error { return e.publish(ctx, n, o.CombinedFor, o.MaxDelay) },
+		func(ctx context.Context) error {
+			start := time.Now()
+			var did []string
+			defer func() { e.note("schedule: %s", strings.Join(did, ", ")) }()
+			for time.Since(start) < o.CombinedFor {
+				if !sleep(ctx, 4*time.Second+time.Duration(e.rng.Int64N(int64(8*time.Second)))) {
+					return nil
+				}
+				at := time.Since(start).Round(100 * time.Millisecond)
+				i := e.rng.IntN(2)
+				switch kind := e.rng.IntN(5); kind {
+				case 0:
+					down := time.Second + time.Duration(e.rng.Int64N(int64(2*time.Second)))
+					did = append(did, fmt.Sprintf("+%s SIGKILL r%d (down %s)", at, i, down.Round(100*time.Millisecond)))
+					if err := e.restartReplica(ctx, i, down); err != nil {
+						return err
+					}
+				case 1:
+					frozen := e.tuning.lease + 2*time.Second
+					did = append(did, fmt.Sprintf("+%s SIGSTOP r%d for %s", at, i, frozen))
+					z := e.replica(i)
+					now := time.Now()
+					z.pause()
+					e.addFault("sigstop", now, now)
+					sleep(ctx, frozen)
+					z.resume()
+				case 2:
+					d := 2*time.Second + time.Duration(e.rng.Int64N(int64(time.Second)))
+					did = append(did, fmt.Sprintf("+%s Redis blip %s", at, d.Round(100*time.Millisecond)))
+					if err := e.blip(ctx, d); err != nil {
+						return err
+					}
+				case 3:
+					did = append(did, fmt.Sprintf("+%s Postgres restart", at))
+					if err := e.r.stack.Down(ctx, "postgres"); err != nil {
+						return err
+					}
+					sleep(ctx, 3*time.Second)
+					if err := e.r.stack.Up(context.WithoutCancel(ctx), "postgres"); err != nil {
+						return err
+					}
+				case 4:
+					storms := []dingtalksim.Fault{
+						{Kind: dingtalksim.FaultStatus, Status: 503},
+						{Kind: dingtalksim.FaultErrcode, Errcode: 130101, Count: 2},
+						{Kind: dingtalksim.FaultSlow, Delay: 5 * time.Second, Count: 3},
+						{Kind: dingtalksim.FaultDrop, Count: 5},
+						{Kind: dingtalksim.FaultThrottle},
+					}
+					f := storms[e.rng.IntN(len(storms))]
+					d := 5*time.Second + time.Duration(e.rng.Int64N(int64(5*time.Second)))
+					did = append(did, fmt.Sprintf("+%s DingTalk %s for %s", at, f.Kind, d.Round(100*time.Millisecond)))
+					for k, rb := range e.robots {
+						if k%2 == i {
+							if err := e.sim.Inject(rb.Token, f); err != nil {
+								return err
+							}
+						}
+					}
+					sleep(ctx, d)
+					e.sim.ClearFaults("")
+				}
+			}
+			return nil
+		})
 }
 
 // broker: restart the RocketMQ broker mid-run, keeping its store (see Stack.RestartBroker).
@@ -245,7 +419,6 @@ func runBroker(ctx context.Context, e *env) error {
 		if err := e.r.stack.RestartBroker(ctx, o.Outage); err != nil {
 			return err
 		}
-		e.addFault("broker restart", at, time.Now())
 		e.note("broker stopped (SIGTERM) for %s and restarted with its store (listening again after %s)", o.Outage, time.Since(at).Round(100*time.Millisecond))
 		return nil
 	})
@@ -274,7 +447,6 @@ func runPostgres(ctx context.Context, e *env) error {
 			return err
 		}
 		e.sim.ClearFaults("")
-		e.addFault("postgres down + DingTalk 503", at, time.Now())
 		e.note("postgres started again and DingTalk healed at +%s", time.Since(at).Round(100*time.Millisecond))
 		return nil
 	})
@@ -301,7 +473,7 @@ func runStorm(ctx context.Context, e *env) error {
 	each := o.Storm / time.Duration(len(phases))
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
 		sleep(ctx, 2*time.Second)
-		stormStart := time.Now()
+
 		for _, p := range phases {
 			if ctx.Err() != nil {
 				return nil
@@ -320,7 +492,6 @@ func runStorm(ctx context.Context, e *env) error {
 			sleep(ctx, each)
 			e.sim.ClearFaults("")
 		}
-		e.addFault("DingTalk storm", stormStart, time.Now())
 		e.note("%d storm phases of %s each: 503, 130101+throttle, 10s answers, drops, 302 throttle, 429/-1, malformed", len(phases), each.Round(100*time.Millisecond))
 		return nil
 	})

@@ -31,7 +31,8 @@ type simulator struct {
 func startSimulator(robots []dingtalksim.Robot, throttle time.Duration, ids *regexp.Regexp) (*simulator, error) {
 	s := &simulator{
 		Server: dingtalksim.New(dingtalksim.Options{
-			Robots: robots, Window: time.Second, Limit: dingtalksim.DefaultLimit, Throttle: throttle,
+			// The sender's own limit: one request over it fails the scenario.
+			Robots: robots, Window: time.Second, Limit: senderLimit, Throttle: throttle,
 		}),
 		ids:       ids,
 		abandoned: map[string]int{},

@@ -8,11 +8,13 @@ import (
 )
 
 // WriteTable prints rows as one table: scenario, alerts published, delivered, lost,
-// duplicates (unexplained, and the two ambiguous kinds apart), rejected, early, p99 and
-// max lateness, over-limit answers, dead-letter queue depth, pass; then each scenario's faults and problems.
+// duplicates (unexplained, and the two ambiguous kinds apart), rejected, early, p99 (and
+// its bound) and max lateness, over-limit answers, dead-letter queue depth,
+// redeliveries past RocketMQ's 16 reconsumes, pass; then the seed, and each scenario's
+// faults and problems.
 func WriteTable(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tpublished\tdelivered\tlost\tduplicates\tdup ambiguous timeout\tdup ambiguous crash\trejected\tearly\tp99 late\tmax late\tover-limit\tDLQ\ttime\tpass\t")
+	fmt.Fprintln(tw, "scenario\tpublished\tdelivered\tlost\tduplicates\tdup ambiguous timeout\tdup ambiguous crash\trejected\tearly\tp99 late\tmax late\tover-limit\tDLQ\tpast 16 retries\ttime\tpass\t")
 	for _, r := range rows {
 		pass := "PASS"
 		if !r.Pass() {
@@ -22,11 +24,18 @@ func WriteTable(w io.Writer, rows []Row) error {
 		if r.Malformed > 0 {
 			rej = fmt.Sprintf("%d (%d/%d ok)", r.Rejected, r.MalformedOK, r.Malformed)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t\n", r.Scenario, r.Published, r.Delivered, r.Lost,
-			r.Duplicates, r.AmbiguousTimeout, r.AmbiguousCrash, rej, r.Early, dur(r.P99Lateness), dur(r.MaxLateness), r.OverLimit, r.DLQ, r.Duration, pass)
+		p99 := dur(r.P99Lateness)
+		if r.LatenessBound > 0 {
+			p99 += " (≤ " + dur(r.LatenessBound) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", r.Scenario, r.Published, r.Delivered, r.Lost,
+			r.Duplicates, r.AmbiguousTimeout, r.AmbiguousCrash, rej, r.Early, p99, dur(r.MaxLateness), r.OverLimit, r.DLQ, r.PastBudget, r.Duration, pass)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(w, "\nseed %d (rerun a scenario with -scenarios NAME -seed %d)\n", rows[0].Seed, rows[0].Seed)
 	}
 	for _, r := range rows {
 		if r.Faults != "" {

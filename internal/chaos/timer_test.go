@@ -28,7 +28,7 @@ func TestTimerModeOnABrokerWithoutTimers(t *testing.T) {
 	}
 	root, err := findRepoRoot()
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := testContext(t, 6*time.Minute)
 	defer cancel()
 	st, err := StartStack(ctx, StackOptions{RepoRoot: root, Components: []string{"namesrv", "broker"},
 		Env: []string{"RD_TIMER_WHEEL=false"}})
