@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -33,14 +31,7 @@ type splitWorld struct {
 
 func newSplitWorld(t *testing.T, cut time.Duration) *splitWorld {
 	t.Helper()
-	u, err := url.Parse(testenv.RedisURL(t))
-	require.NoError(t, err)
-	proxy := testenv.StartProxy(t, u.Host)
-	opts, err := redis.ParseURL(testenv.RedisURL(t))
-	require.NoError(t, err)
-	opts.Addr = proxy.Addr()
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
+	rdb, proxy := testenv.ProxiedRedis(t)
 	_, prefix := testenv.Redis(t)
 
 	w := &splitWorld{sim: dingtalksim.New(dingtalksim.Options{Robots: []dingtalksim.Robot{{Name: "r1", Token: "tok-split"}},
@@ -56,6 +47,7 @@ func newSplitWorld(t *testing.T, cut time.Duration) *splitWorld {
 		}
 	}))
 	t.Cleanup(ts.Close)
+	var err error
 	w.snd, err = sender.New(sender.Options{Targets: map[string][]sender.Robot{"ops": {{Name: "r1", Token: config.Secret("tok-split")}}},
 		BaseURL: ts.URL + dingtalksim.Path, Limit: 19, HTTPTimeout: 2 * time.Second, Attempts: 3,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},

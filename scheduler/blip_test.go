@@ -3,13 +3,11 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
@@ -46,14 +44,7 @@ func (b *blipAt) Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, 
 // test can take down, with the lease given.
 func proxiedStage(t *testing.T, prefix string, lease time.Duration) (*store.WheelStage, *testenv.Proxy) {
 	t.Helper()
-	u, err := url.Parse(testenv.RedisURL(t))
-	require.NoError(t, err)
-	proxy := testenv.StartProxy(t, u.Host)
-	opts, err := redis.ParseURL(testenv.RedisURL(t))
-	require.NoError(t, err)
-	opts.Addr = proxy.Addr()
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
+	rdb, proxy := testenv.ProxiedRedis(t)
 	return store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Lease: lease}), proxy
 }
 
@@ -134,4 +125,3 @@ func settled(t *testing.T, ws *store.WheelStage, ids ...string) {
 		return true
 	}, 60*time.Second, 20*time.Millisecond, "never settled")
 }
-

@@ -126,7 +126,7 @@ func TestFailedSendsRecordUnavailable(t *testing.T) {
 }
 
 // dbNow reads Postgres's clock, the one claims and backoffs are measured by.
-func dbNow(t testing.TB, fs *store.FailedSends, pool *pgxpool.Pool) time.Time {
+func dbNow(t testing.TB, pool *pgxpool.Pool) time.Time {
 	t.Helper()
 	var now time.Time
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT clock_timestamp()").Scan(&now))
@@ -143,10 +143,10 @@ func TestFailedSendsClaimDue(t *testing.T) {
 	record(t, fs, store.NewFailedSend{MessageID: "later", NextAttemptAt: now.Add(time.Hour)})
 	record(t, fs, store.NewFailedSend{MessageID: "rej", Rejected: true})
 
-	before := dbNow(t, fs, pool)
+	before := dbNow(t, pool)
 	got, err := fs.ClaimDue(ctx, 10, "t1")
 	require.NoError(t, err)
-	after := dbNow(t, fs, pool)
+	after := dbNow(t, pool)
 	require.ElementsMatch(t, []int64{a, b}, rowIDs(got))
 	for _, r := range got {
 		require.Equal(t, "t1", *r.ClaimedBy)
@@ -185,9 +185,9 @@ func TestFailedSendsClaimDue(t *testing.T) {
 	c := record(t, fs, store.NewFailedSend{MessageID: "c", NextAttemptAt: now.Add(-time.Second)})
 	_, err = fs.ClaimDue(ctx, 10, "t4")
 	require.NoError(t, err)
-	before = dbNow(t, fs, pool)
+	before = dbNow(t, pool)
 	require.NoError(t, fs.MarkRetry(ctx, c, "t4", 1, time.Hour, store.FailedAttempt{Class: "transient"}))
-	after = dbNow(t, fs, pool)
+	after = dbNow(t, pool)
 	rc, err := fs.Get(ctx, c)
 	require.NoError(t, err)
 	require.False(t, rc.NextAttemptAt.Before(before.Add(time.Hour)))
@@ -223,7 +223,7 @@ func TestFailedSendsClaimsAreFenced(t *testing.T) {
 	retried, err := fs.Retry(ctx, []int64{id})
 	require.NoError(t, err)
 	require.Equal(t, []int64{id}, retried)
-	if !dbNow(t, fs, pool).After(*got[0].LeaseUntil) { // a machine stalled past the lease tests the takeover below
+	if !dbNow(t, pool).After(*got[0].LeaseUntil) { // a machine stalled past the lease tests the takeover below
 		taken, err := fs.ClaimDue(ctx, 10, "other")
 		require.NoError(t, err)
 		require.Empty(t, taken, "claimed while its lease runs, after an operator's retry")

@@ -3,6 +3,7 @@ package testenv
 import (
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/netproxy"
@@ -30,4 +31,18 @@ func StartProxy(t testing.TB, target string) *Proxy {
 func (p *Proxy) Up() {
 	p.t.Helper()
 	require.NoError(p.t, p.Proxy.Up())
+}
+
+// ProxiedRedis returns a client of the shared single-node Redis whose connections go
+// through a proxy the test can take down, to cut one component off Redis while the rest
+// of the test keeps it; both are closed when the test ends.
+func ProxiedRedis(t testing.TB) (*redis.Client, *Proxy) {
+	t.Helper()
+	opts, err := redis.ParseURL(RedisURL(t))
+	require.NoError(t, err)
+	proxy := StartProxy(t, opts.Addr)
+	opts.Addr = proxy.Addr()
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	return rdb, proxy
 }
