@@ -167,6 +167,7 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(sim.Accepted()) > 0 }, 30*time.Second, 20*time.Millisecond,
 		"the published alert was never delivered")
+	settle(t, cfg, []string{pub.ID}, base)
 	got := sim.Accepted()
 	require.Len(t, got, 1)
 	require.Equal(t, "serve works", got[0].Text)
