@@ -167,6 +167,7 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(sim.Accepted()) > 0 }, 30*time.Second, 20*time.Millisecond,
 		"the published alert was never delivered")
+	settle(t, cfg, []string{pub.ID}, base)
 	got := sim.Accepted()
 	require.Len(t, got, 1)
 	require.Equal(t, "serve works", got[0].Text)
@@ -269,9 +270,11 @@ func TestServeDeliversToDingTalkThroughAnOutage(t *testing.T) {
 	logs := &lockedWriter{w: &bytes.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var done []chan error
+	var bases []string
 	for range 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
+		bases = append(bases, "http://"+ln.Addr().String())
 		ch := make(chan error, 1)
 		done = append(done, ch)
 		go func() {
@@ -321,7 +324,7 @@ func TestServeDeliversToDingTalkThroughAnOutage(t *testing.T) {
 			t.Fatalf("the retry jobs did not deliver the failed sends: %s\nlog:\n%s", dumpFailedSends(t, pool), logs.String())
 		}
 	}
-	time.Sleep(time.Second) // room for a duplicate
+	settle(t, cfg, append(before, during...), bases...)
 	got := accepted()
 	for _, id := range append(before, during...) {
 		require.Equal(t, 1, got[id], "alert %s accepted %d times", id, got[id])
@@ -426,11 +429,17 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 		require.NoError(t, direct.QueryRow(ctx, `SELECT count(*) FROM failed_sends WHERE `+where).Scan(&n))
 		return n
 	}
-	time.Sleep(5 * time.Second) // sends fail and cannot be recorded, again and again
+	// Sends fail, and their failures cannot be recorded: each goes back to the wheel stage.
+	base := "http://" + ln.Addr().String()
+	recordErrors := regexp.MustCompile(`rocketdelay_failed_sends_record_errors_total\{kind="send_failure"\} [1-9]`)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, metrics := get(t, base+"/metrics"); recordErrors.MatchString(metrics) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "within 60s no failed send was found unrecordable")
+	}
 	require.Zero(t, count("true"), "rows written while Postgres was unreachable")
 	require.Empty(t, sim.Accepted())
-	_, metrics := get(t, "http://"+ln.Addr().String()+"/metrics")
-	require.Regexp(t, `rocketdelay_failed_sends_record_errors_total\{kind="send_failure"\} [1-9]`, metrics)
 
 	proxy.Up()
 	require.Eventually(t, func() bool {
@@ -445,7 +454,7 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return count(fmt.Sprintf("message_id = '%s' AND status = 'rejected'", bad.ID)) == 1
 	}, 120*time.Second, 200*time.Millisecond, "the rejected input's row did not appear once Postgres was back")
-	time.Sleep(time.Second)
+	settle(t, cfg, ids, base)
 	got := acceptedIDs(sim, regexp.MustCompile(`pgout-\d+`))
 	for _, id := range ids {
 		require.Equal(t, 1, got[id], "alert %s accepted %d times", id, got[id])
@@ -458,6 +467,67 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Serve did not return after cancel")
 	}
+}
+
+// settle waits until nothing of ids can be sent again: the wheel stage of cfg holds
+// nothing waiting or in flight, each id has the done marker of a delivery (a later copy
+// is dropped by the wheel stage's Put, and a send confirms its claim first), and no
+// replica (its base URL) has a request to DingTalk in flight or an alert waiting for
+// one. Checks for duplicates come after it; a fixed sleep would let a late one through.
+func settle(t *testing.T, cfg config.Config, ids []string, replicas ...string) {
+	t.Helper()
+	ctx := context.Background()
+	rdb, err := store.OpenRedisConfig(ctx, cfg.Redis)
+	require.NoError(t, err)
+	defer rdb.Close()
+	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+	why := ""
+	settled := func() bool {
+		waiting, inflight, err := ws.Stats(ctx)
+		if err != nil || waiting != 0 || inflight != 0 {
+			why = fmt.Sprintf("wheel stage: %d waiting, %d in flight (err %v)", waiting, inflight, err)
+			return false
+		}
+		for _, id := range ids {
+			if ok, err := ws.IsDelivered(ctx, id); err != nil || !ok {
+				why = fmt.Sprintf("%s has no delivered done marker (err %v)", id, err)
+				return false
+			}
+		}
+		for _, base := range replicas {
+			_, metrics := get(t, base+"/metrics")
+			for _, name := range []string{"rocketdelay_sender_inflight_requests", "rocketdelay_sender_waiting_alerts"} {
+				if n := gaugeSum(metrics, name); n != 0 {
+					why = fmt.Sprintf("%s: %s %v", base, name, n)
+					return false
+				}
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !settled() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled within 60s: %s", why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// gaugeSum sums the series of the metric name in a /metrics page.
+func gaugeSum(page, name string) float64 {
+	sum := 0.0
+	for _, line := range strings.Split(page, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest == "" || (rest[0] != ' ' && rest[0] != '{')) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(rest[strings.LastIndex(rest, " ")+1:], &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // `rocketdelay robots` shows what the pool in Redis knows of each configured robot: a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,28 +14,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 )
-
-func TestMain(m *testing.M) {
-	// The client warns about routine things (a retry topic not created yet); tests show
-	// its log only when asked to: RD_TEST_LOG=1 its warnings, RD_TEST_LOG=debug all of it.
-	level := slog.LevelError + 4
-	if os.Getenv("RD_TEST_LOG") != "" {
-		level = slog.LevelWarn
-		if os.Getenv("RD_TEST_LOG") == "debug" {
-			level = slog.LevelDebug
-		}
-	}
-	testClientLog = &clientLogTee{base: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})}
-	RouteClientLog(slog.New(testClientLog))
-	goleak.VerifyTestMain(m, append(testenv.RocketMQStragglers, goleak.Cleanup(func(code int) {
-		removeBinary()
-		os.Exit(code)
-	}))...)
-}
 
 // TestBrokerHonoursDelayLevel proves the local broker is real: a message produced with
 // delay level 2 to a fresh topic arrives no earlier than that level's delay.

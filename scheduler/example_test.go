@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // Plan shows the hops a delay takes through RocketMQ's default delay levels.
@@ -31,13 +35,14 @@ func ExamplePlan() {
 }
 
 // A producer publishes an alert due in 90 minutes to the robot group "ops"; the README's
-// Go example, run against the local broker. Publishing the same ID again is harmless: the
-// alert is delivered once.
+// Go example, run against the local broker. Publishing the same ID again is harmless: a
+// running scheduler hands the alert off once, as the second half shows.
 func TestProducerPublishAsTheREADMEShows(t *testing.T) {
+	ns := []string{testenv.NameServer(t)}
 	topic := testenv.Unique("rd_example_")
-	require.NoError(t, scheduler.EnsureTopic(context.Background(), []string{testenv.NameServer(t)}, topic,
+	require.NoError(t, scheduler.EnsureTopic(context.Background(), ns, topic,
 		[]string{testenv.Brokers(t)}, slog.New(slog.DiscardHandler)))
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: []string{testenv.NameServer(t)}, Topic: topic})
+	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: ns, Topic: topic})
 	require.NoError(t, err)
 	defer p.Close()
 	before := time.Now()
@@ -51,4 +56,70 @@ func TestProducerPublishAsTheREADMEShows(t *testing.T) {
 	require.Equal(t, "order-4711-recheck", res.ID)
 	require.WithinDuration(t, before.Add(90*time.Minute), res.DeliverAt, 5*time.Second)
 	require.NotEmpty(t, res.MsgID, "the broker stored it")
+
+	// The same ID published twice, due in a second, to a running scheduler: one hand-off.
+	rdb, prefix := testenv.Redis(t)
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	handoffs := &countingDelivery{n: map[string]int{}}
+	reg := prometheus.NewRegistry()
+	s, err := scheduler.New(scheduler.Options{
+		NameServers: ns, Topic: topic, Group: testenv.Unique("rd_example_"), Brokers: []string{testenv.Brokers(t)},
+		Levels: testenv.Levels(t), Threshold: 5 * time.Second, Horizon: 24 * time.Hour,
+		KnownTarget: func(name string) bool { return name == "ops" }, InstanceName: testenv.Unique("example"),
+	}, ws, handoffs, testenv.Logger(), scheduler.NewMetrics(reg), time.Now)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, s.Start(ctx))
+	defer func() { require.NoError(t, s.Stop(ctx)) }()
+	for range 2 {
+		_, err := p.Publish(ctx, scheduler.Publication{Target: "ops", In: time.Second, ID: "order-4712-recheck",
+			Body: []byte("order 4712 is still dirty")})
+		require.NoError(t, err)
+	}
+	// Settled: both copies reached the wheel stage (one stored, one dropped as a duplicate
+	// or as done), the alert was delivered, and nothing waits or is in flight.
+	require.Eventually(t, func() bool {
+		waiting, inflight, err := ws.Stats(ctx)
+		delivered, _ := ws.IsDelivered(ctx, "order-4712-recheck")
+		return err == nil && waiting == 0 && inflight == 0 && delivered && counter(t, reg, "rocketdelay_wheel_stage_puts_total") >= 2
+	}, 40*time.Second, 50*time.Millisecond, "the two copies were not both handled")
+	require.Equal(t, 1, handoffs.count("order-4712-recheck"), "one hand-off for two publishes of one ID")
+}
+
+// countingDelivery counts the hand-offs of each alert; it rejects nothing.
+type countingDelivery struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (d *countingDelivery) Deliver(_ context.Context, a delivery.Alert) (store.Outcome, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.n[a.ID]++
+	return store.Delivered, nil
+}
+
+func (d *countingDelivery) Reject(context.Context, delivery.Rejected) error { return nil }
+
+func (d *countingDelivery) count(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[id]
+}
+
+// counter sums every series of the counter name in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
@@ -37,6 +38,7 @@ type harness struct {
 	producer  *Producer
 	rec       *recorder
 	sim       *dingtalksim.Server // set by startSim
+	log       slog.Handler        // the schedulers' log; nil drops it (unless RD_TEST_LOG)
 }
 
 func newHarness(t *testing.T, threshold time.Duration) *harness {
@@ -87,7 +89,11 @@ func (h *harness) start(name string) (*Scheduler, *Metrics) {
 func (h *harness) startWith(name string, handoff Delivery) (*Scheduler, *Metrics) {
 	h.t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
-	s, err := New(h.options(name), h.ws, handoff, discardLogger().With("replica", name), m, time.Now)
+	logger := discardLogger()
+	if h.log != nil {
+		logger = slog.New(h.log)
+	}
+	s, err := New(h.options(name), h.ws, handoff, logger.With("replica", name), m, time.Now)
 	require.NoError(h.t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -210,6 +216,47 @@ func (r *recorder) waitAll(t *testing.T, ids []string, timeout time.Duration) {
 		case <-deadline:
 			t.Fatalf("%d of %d alerts were never handed off within %s", missing, len(ids), timeout)
 		}
+	}
+}
+
+// settle waits until nothing of ids can be handed off again: the wheel stage holds
+// nothing waiting or in flight, each id has the done marker of a delivery (a later copy
+// of it, from a hop still in the broker or a duplicate publish, is then dropped by Put),
+// and each running replica of ms finished the hand-off of every entry it claimed (none
+// still queued in-process, where a claim that ran out would not stop a hand-off to the
+// recorder). Checks for duplicates come after it; a fixed sleep would let a late
+// duplicate through.
+func (h *harness) settle(ids []string, ms ...*Metrics) {
+	h.t.Helper()
+	ctx := context.Background()
+	why := ""
+	settled := func() bool {
+		waiting, inflight, err := h.ws.Stats(ctx)
+		if err != nil || waiting != 0 || inflight != 0 {
+			why = fmt.Sprintf("wheel stage: %d waiting, %d in flight (err %v)", waiting, inflight, err)
+			return false
+		}
+		for _, id := range ids {
+			if ok, err := h.ws.IsDelivered(ctx, id); err != nil || !ok {
+				why = fmt.Sprintf("%s has no delivered done marker (err %v)", id, err)
+				return false
+			}
+		}
+		for i, m := range ms {
+			claimed := testutil.ToFloat64(m.claims.WithLabelValues("won")) + testutil.ToFloat64(m.recovered)
+			if done := total(m.handoffs); done != claimed {
+				why = fmt.Sprintf("replica %d claimed %.0f entries and finished %.0f hand-offs", i, claimed, done)
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !settled() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("not settled within 60s: %s", why)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

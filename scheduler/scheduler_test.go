@@ -3,8 +3,10 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,7 +32,7 @@ func TestEndToEndRandomDelays(t *testing.T) {
 	keys := ids("e2e", n)
 	due := h.publishAll(keys, randomDelays(n, 90*time.Second, uint64(time.Now().UnixNano())), "alert")
 	h.rec.waitAll(t, keys, 150*time.Second)
-	time.Sleep(3 * time.Second) // room for a duplicate to show up
+	h.settle(keys, m)
 	p50, p99, worst := h.rec.latenessReport(t, due)
 	t.Logf("%d alerts, delays 0–90s: lateness p50 %s, p99 %s, max %s", n, p50, p99, worst)
 
@@ -53,7 +55,7 @@ func TestTwoReplicasNoDuplicates(t *testing.T) {
 	keys := ids("twin", n)
 	due := h.publishAll(keys, randomDelays(n, 20*time.Second, 42), "alert")
 	h.rec.waitAll(t, keys, 60*time.Second)
-	time.Sleep(3 * time.Second)
+	h.settle(keys, ma, mb)
 	p50, p99, worst := h.rec.latenessReport(t, due)
 	a := testutil.ToFloat64(ma.handoffs.WithLabelValues("ok"))
 	b := testutil.ToFloat64(mb.handoffs.WithLabelValues("ok"))
@@ -65,22 +67,25 @@ func TestTwoReplicasNoDuplicates(t *testing.T) {
 // wheel stage; a new replica loads them from Redis and delivers them.
 func TestRestartDeliversWheelStageEntries(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, 5*time.Second)
+	// A threshold of 20s lets alerts due in 12s go straight to the wheel stage, and leaves
+	// the first replica 12s to store them and stop before any falls due, however loaded
+	// the machine.
+	h := newHarness(t, 20*time.Second)
 	first, _ := h.start("restart-1")
 
 	const n = 20
 	keys := ids("restart", n)
-	due := h.publishAll(keys, every(n, 4*time.Second), "restart") // below the threshold: straight to the wheel stage
+	due := h.publishAll(keys, every(n, 12*time.Second), "restart")
 	require.Eventually(t, func() bool {
 		waiting, _, err := h.ws.Stats(context.Background())
 		return err == nil && waiting == n
 	}, 20*time.Second, 50*time.Millisecond, "the alerts never reached the wheel stage")
 	stop(t, first)
-	require.Zero(t, len(h.rec.at), "handed off before the restart")
+	require.Zero(t, h.rec.countAll(keys), "handed off before the restart")
 
-	h.start("restart-2")
+	_, m := h.start("restart-2")
 	h.rec.waitAll(t, keys, 30*time.Second)
-	time.Sleep(time.Second)
+	h.settle(keys, m)
 	p50, p99, worst := h.rec.latenessReport(t, due)
 	t.Logf("after restart: lateness p50 %s, p99 %s, max %s", p50, p99, worst)
 }
@@ -91,22 +96,27 @@ func TestDuplicatePublishHandedOffOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
 	_, m := h.start("dup")
+	keys := []string{"dup-1", "dup-2"}
 
 	first := h.publish("dup-1", 2*time.Second, "first")
 	h.publish("dup-1", 2*time.Second, "second")
 	h.publish("dup-2", 8*time.Second, "hops twice") // through a hop, duplicated
 	h.publish("dup-2", 8*time.Second, "hops twice")
-	h.rec.waitAll(t, []string{"dup-1", "dup-2"}, 40*time.Second)
-	time.Sleep(2 * time.Second)
+	h.rec.waitAll(t, keys, 40*time.Second)
+	h.settle(keys, m)
 	h.publish("dup-1", 0, "after delivery")
-	time.Sleep(3 * time.Second)
+	// Every one of the five publishes reached the wheel stage's Put (stored, or dropped
+	// there as a duplicate or as done): none is still on its way to a hand-off.
+	puts := func(r store.PutResult) float64 { return testutil.ToFloat64(m.stored.WithLabelValues(r.String())) }
+	require.Eventually(t, func() bool { return puts(store.PutStored)+puts(store.PutDone)+puts(store.PutDuplicate) >= 5 },
+		40*time.Second, 50*time.Millisecond, "a publish never reached the wheel stage")
+	h.settle(keys, m)
 
 	require.Equal(t, 1, h.rec.count("dup-1"))
 	require.Equal(t, 1, h.rec.count("dup-2"))
 	require.False(t, h.rec.at["dup-1"][0].Before(first.DeliverAt))
-	require.Equal(t, 2.0, testutil.ToFloat64(m.stored.WithLabelValues(store.PutStored.String())))
-	require.GreaterOrEqual(t, testutil.ToFloat64(m.stored.WithLabelValues(store.PutDone.String()))+
-		testutil.ToFloat64(m.stored.WithLabelValues(store.PutDuplicate.String())), 3.0)
+	require.Equal(t, 2.0, puts(store.PutStored))
+	require.GreaterOrEqual(t, puts(store.PutDone)+puts(store.PutDuplicate), 3.0)
 }
 
 // TestCancelBothStages cancels one alert waiting in the wheel stage and one still
@@ -133,7 +143,10 @@ func TestCancelBothStages(t *testing.T) {
 
 	h.publish("c-ok", 13*time.Second, "control")
 	h.rec.waitAll(t, []string{"c-ok"}, 40*time.Second)
-	time.Sleep(2 * time.Second)
+	// The alert cancelled while hopping ends at the wheel stage's Put, which drops it.
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.cancelled) >= 1 }, 40*time.Second, 50*time.Millisecond,
+		"the alert cancelled while hopping never reached the wheel stage")
+	h.settle([]string{"c-ok"}, m)
 	require.Zero(t, h.rec.count("c-wheel"))
 	require.Zero(t, h.rec.count("c-hop"))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.cancelled), "the alert cancelled while hopping was not dropped by the wheel stage")
@@ -237,9 +250,9 @@ func TestStopGivesBackClaimedEntries(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, inflight, "Stop left claimed entries in flight instead of giving them back")
 
-	h.start("stop-2")
+	_, m := h.start("stop-2")
 	h.rec.waitAll(t, keys, 30*time.Second)
-	time.Sleep(time.Second)
+	h.settle(keys, m)
 	h.rec.latenessReport(t, due)
 }
 
@@ -252,7 +265,8 @@ func TestBacklogKeepsItsLeases(t *testing.T) {
 	opts := h.options("backlog-a")
 	opts.HandoffWorkers = 2
 	slow := slowHandoff{h.rec, 150 * time.Millisecond}
-	a, err := New(opts, h.ws, slow, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	ma := NewMetrics(prometheus.NewRegistry())
+	a, err := New(opts, h.ws, slow, discardLogger(), ma, time.Now)
 	require.NoError(t, err)
 	require.NoError(t, a.Start(context.Background()))
 	t.Cleanup(func() { stop(t, a) })
@@ -262,7 +276,7 @@ func TestBacklogKeepsItsLeases(t *testing.T) {
 	due := h.publishAll(keys, every(len(keys), 2*time.Second), "backlog")
 	_, mb := h.start("backlog-b") // sweeps every 200ms, would take over expired leases
 	h.rec.waitAll(t, keys, 60*time.Second)
-	time.Sleep(time.Second)
+	h.settle(keys, ma, mb)
 	h.rec.latenessReport(t, due)
 	require.Zero(t, testutil.ToFloat64(mb.recovered), "the other replica's sweeper took over alerts whose lease was kept")
 }
@@ -285,53 +299,134 @@ func (f floodDelivery) Deliver(ctx context.Context, a delivery.Alert) (store.Out
 	return f.recorder.Deliver(ctx, a)
 }
 
-// TestFloodOnOneTargetLeavesOthersOnTime: 400 alerts of a target whose every hand-off
-// takes a second fall due at once; alerts of another target falling due meanwhile are
-// handed off as promptly as without the flood, because the flood holds only its share of
-// the workers.
+// TestFloodOnOneTargetLeavesOthersOnTime: 200 alerts of a target whose every hand-off
+// takes 2s fall due at once; alerts of another target falling due meanwhile are handed
+// off without waiting for the flood, because the flood holds only its share of the
+// workers.
 func TestFloodOnOneTargetLeavesOthersOnTime(t *testing.T) {
 	t.Parallel()
+	const (
+		workers = 40 // the flood's share: 30
+		floodN  = 200
+		slow    = 2 * time.Second // one hand-off of the flood
+	)
 	h := newHarness(t, 5*time.Second)
 	opts := h.options("flood")
 	opts.KnownTarget = func(name string) bool { return name == "ops" || name == "flood" }
-	opts.HandoffWorkers = 40 // share 30
-	s, err := New(opts, h.ws, floodDelivery{recorder: h.rec, slow: time.Second}, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	opts.HandoffWorkers = workers
+	m := NewMetrics(prometheus.NewRegistry())
+	s, err := New(opts, h.ws, floodDelivery{recorder: h.rec, slow: slow}, discardLogger(), m, time.Now)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	require.NoError(t, s.Start(ctx))
 	defer stop(t, s)
 
-	flood := ids("flood", 400)
+	// Due times are absolute (At), so that slow publishing cannot make a delay negative:
+	// the calm alerts fall due 1s after the flood, or 1s after the last of the flood was
+	// published when that took longer, one every 200ms, and each at least 1s after it is
+	// published.
+	flood := ids("flood", floodN)
 	at := time.Now().Add(3 * time.Second)
+	floodDue := map[string]time.Time{}
 	for _, id := range flood {
-		_, err := h.producer.Publish(ctx, Publication{Target: "flood", ID: id, At: at, Body: []byte("flood " + id)})
+		pub, err := h.producer.Publish(ctx, Publication{Target: "flood", ID: id, At: at, Body: []byte("flood " + id)})
 		require.NoError(t, err)
+		floodDue[id] = pub.DeliverAt
 	}
-	// 400 one-second hand-offs through 30 workers keep the flood busy for over 13s;
-	// the calm target's alerts fall due from 1s into it.
+	// 200 hand-offs of 2s through the flood's 30 workers keep it busy for over 13s from its
+	// due time; the calm target's 20 alerts fall due within 5s of it.
+	calmFrom := later(at, time.Now()).Add(time.Second)
 	calm := ids("calm", 20)
 	due := map[string]time.Time{}
 	for i, id := range calm {
-		due[id] = h.publish(id, time.Until(at)+time.Second+time.Duration(i)*200*time.Millisecond, "calm "+id).DeliverAt
+		when := later(calmFrom.Add(time.Duration(i)*200*time.Millisecond), time.Now().Add(time.Second))
+		pub, err := h.producer.Publish(ctx, Publication{Target: "ops", ID: id, At: when, Body: []byte("calm " + id)})
+		require.NoError(t, err)
+		due[id] = pub.DeliverAt
 	}
 	h.rec.waitAll(t, calm, 60*time.Second)
+	floodSoFar := h.rec.countAll(flood)
+	h.rec.waitAll(t, flood, 90*time.Second)
+	all := append(append([]string{}, flood...), calm...)
+	h.settle(all, m)
 	p50, p99, worst := h.rec.latenessReport(t, due)
-	t.Logf("calm target during the flood: lateness p50 %s, p99 %s, max %s; flood handed off so far: %d of %d",
-		p50, p99, worst, h.rec.countAll(flood), len(flood))
-	require.Less(t, worst, time.Second, "the flood must not hold the calm target's alerts")
-	require.Less(t, h.rec.countAll(flood), len(flood), "the flood was still going while the calm alerts went out")
-	h.rec.waitAll(t, flood, 60*time.Second)
+	t.Logf("calm target during the flood: lateness p50 %s, p99 %s, max %s; flood handed off by then: %d of %d",
+		p50, p99, worst, floodSoFar, floodN)
+	h.rec.latenessReport(t, floodDue) // the flood too: each alert once, none early
+	require.Less(t, floodSoFar, floodN, "the flood was over before the calm alerts went out: the test proves nothing")
+	// Without the gate the flood takes every worker, each for a 2s hand-off, with more of
+	// it queued ahead of the calm alerts: a calm alert then waits for at least one flood
+	// hand-off (in fact for the 160 flood alerts ahead of it, 8s). With the gate it waits
+	// for none, only for the wheel's tick and its claim.
+	require.Less(t, worst, slow, "a calm alert waited for the flood's hand-offs")
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// retryLog records the scheduler's "handed back to RocketMQ for a retry" log lines: the
+// stage and the error of each.
+type retryLog struct {
+	mu      sync.Mutex
+	retries []handedBack
+}
+
+type handedBack struct{ stage, err string }
+
+func (h *retryLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *retryLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "message handed back to RocketMQ for a retry" {
+		return nil
+	}
+	var b handedBack
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "stage":
+			b.stage = a.Value.String()
+		case "err":
+			b.err = a.Value.String()
+		}
+		return true
+	})
+	h.mu.Lock()
+	h.retries = append(h.retries, b)
+	h.mu.Unlock()
+	return nil
+}
+func (h *retryLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *retryLog) WithGroup(string) slog.Handler      { return h }
+
+// of returns the recorded retries of stage.
+func (h *retryLog) of(stage string) []handedBack {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []handedBack
+	for _, b := range h.retries {
+		if b.stage == stage {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // TestFirstHopsOfANewReplicaNeedNoRetry: alerts that need a hop reach a new replica
 // one after another while the client is held in its route race (see slowRouteChange):
 // the first hop opens the window, the next ones fall into it. Without the start-up probe
 // that teaches the hop producer the topic's route before the consumer starts, those
-// hops fail and go back to RocketMQ for a retry.
+// hops fail with "route info not found" and go back to RocketMQ for a retry. A hop whose
+// publish timed out on a loaded machine goes back too; that is not the race, and is
+// allowed.
 func TestFirstHopsOfANewReplicaNeedNoRetry(t *testing.T) {
 	observe(t, slowRouteChange{pause: time.Second}) // not parallel: the client's log is global
 	h := newHarness(t, 5*time.Second)
+	retries := &retryLog{}
+	h.log = retries
 	_, m := h.start("first")
 	const n = 50
 	keys := ids("first", n)
@@ -341,9 +436,19 @@ func TestFirstHopsOfANewReplicaNeedNoRetry(t *testing.T) {
 		time.Sleep(40 * time.Millisecond)
 	}
 	h.rec.waitAll(t, keys, 90*time.Second)
+	h.settle(keys, m)
 	h.rec.latenessReport(t, due)
-	require.Equal(t, 0.0, testutil.ToFloat64(m.retries.WithLabelValues("hop")), "a first hop was handed back to RocketMQ")
 	require.GreaterOrEqual(t, total(m.hops), float64(n), "the alerts did not hop")
+	hops := retries.of("hop")
+	// The log holds every hop retry the metric counts: an empty list below means none met
+	// the race, not that the log missed them.
+	require.Equal(t, testutil.ToFloat64(m.retries.WithLabelValues("hop")), float64(len(hops)))
+	for _, b := range hops {
+		require.NotContains(t, b.err, "route info not found", "a first hop met the route race and was handed back to RocketMQ")
+	}
+	if len(hops) > 0 {
+		t.Logf("hops handed back for another reason (allowed): %v", hops)
+	}
 }
 
 // rejectFailsOnce records rejections like the recorder, but the first one fails, as when

@@ -108,7 +108,7 @@ func TestTimerModeEndToEnd(t *testing.T) {
 	h.rec.waitAll(t, keys, 120*time.Second)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.cancelled) == 1 }, 60*time.Second, 100*time.Millisecond,
 		"the cancelled alert reaches the wheel stage and is dropped there")
-	time.Sleep(2 * time.Second) // room for a duplicate to show up
+	h.settle(keys, m)
 	p50, p99, worst := h.rec.latenessReport(t, due)
 	require.Zero(t, h.rec.count("timer-cancelled"))
 	timerHops := testutil.ToFloat64(m.hops.WithLabelValues("timer"))

@@ -123,6 +123,7 @@ func TestCoalescedBurstAcrossFourSenders(t *testing.T) {
 
 // backlogged returns a harness with one robot allowed one message per window, and a
 // sender whose first message (sent here) fills that window, so that the next alerts wait.
+// The metrics it returns include the alerts waiting in the sender's queue.
 func backlogged(t *testing.T, window time.Duration, specs ...robotSpec) (*harness, *sender.Sender, func() map[string]float64) {
 	t.Helper()
 	if len(specs) == 0 {
@@ -138,19 +139,35 @@ func backlogged(t *testing.T, window time.Duration, specs ...robotSpec) (*harnes
 			"merged":    metric(t, reg, "rocketdelay_sender_merged_messages_total"),
 			"coalesced": metric(t, reg, "rocketdelay_sender_coalesced_alerts_total"),
 			"failures":  metric(t, reg, "rocketdelay_sender_failures_total"),
+			"waiting":   gauge(t, reg, "rocketdelay_sender_waiting_alerts"),
 		}
 	}
 }
 
-// sendAll sends msgs concurrently (msgs[i] due at base+dues[i]) and returns their errors
-// in order.
-func sendAll(s *sender.Sender, msgs []sender.Message, dues []time.Duration) []error {
+// queued holds the pool's picks until n alerts wait in the sender's queue (metrics is
+// backlogged's), then lets the picks go: the sender finds all of them waiting at its
+// next pick, however slowly their goroutines started.
+func queued(t *testing.T, h *harness, metrics func() map[string]float64, n int, start func()) {
+	t.Helper()
+	h.picks.hold()
+	defer h.picks.release()
+	start()
+	require.Eventually(t, func() bool { return metrics()["waiting"] == float64(n) }, 30*time.Second, time.Millisecond,
+		"%d alerts never waited in the queue together", n)
+}
+
+// sendAll sends msgs concurrently (msgs[i] due at base+dues[i]), every one queued
+// before a robot is picked for any (see queued), and returns their errors in order.
+func sendAll(t *testing.T, h *harness, s *sender.Sender, metrics func() map[string]float64, msgs []sender.Message, dues []time.Duration) []error {
+	t.Helper()
 	base := time.Now()
 	errs := make([]error, len(msgs))
 	var wg sync.WaitGroup
-	for i, m := range msgs {
-		wg.Go(func() { errs[i] = s.SendMessage(context.Background(), "ops", m, base.Add(dues[i])) })
-	}
+	queued(t, h, metrics, len(msgs), func() {
+		for i, m := range msgs {
+			wg.Go(func() { errs[i] = s.SendMessage(context.Background(), "ops", m, base.Add(dues[i])) })
+		}
+	})
 	wg.Wait()
 	return errs
 }
@@ -158,7 +175,7 @@ func sendAll(s *sender.Sender, msgs []sender.Message, dues []time.Duration) []er
 func TestWaitingAlertsAreMergedInDueOrderAndCardsGoAlone(t *testing.T) {
 	h, s, metrics := backlogged(t, 500*time.Millisecond, robotSpec{signed: true, keyword: "告警"})
 	link := sender.Message{MsgType: sender.TypeLink, Link: &sender.Link{Title: "runbook", Text: "see", MessageURL: "https://e"}}
-	errs := sendAll(s, []sender.Message{
+	errs := sendAll(t, h, s, metrics, []sender.Message{
 		{MsgType: sender.TypeMarkdown, Markdown: &sender.Markdown{Title: "m-late", Text: "**late** alert"}, At: &sender.At{AtMobiles: []string{"13800000009"}}},
 		text("text-first"),
 		link,
@@ -191,7 +208,7 @@ func TestMergedMessageFailureIsEveryAlertsFailure(t *testing.T) {
 	h, s, metrics := backlogged(t, 300*time.Millisecond)
 	require.NoError(t, h.sim.Inject(h.token(0), dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}))
 	msgs := []sender.Message{text("a-1"), text("a-2"), text("a-3")}
-	errs := sendAll(s, msgs, []time.Duration{0, 1, 2})
+	errs := sendAll(t, h, s, metrics, msgs, []time.Duration{0, 1, 2})
 	f := failure(t, errs[0])
 	require.Equal(t, sender.ClassTransient, f.Class)
 	require.Equal(t, 3, f.Merged)
@@ -209,7 +226,7 @@ func TestRefusedMergedMessageIsSentAlertByAlert(t *testing.T) {
 	h, s, metrics := backlogged(t, 300*time.Millisecond)
 	// DingTalk refuses the next message's content (the merged one) once.
 	require.NoError(t, h.sim.Inject(h.token(0), dingtalksim.Fault{Kind: dingtalksim.FaultErrcode, Errcode: 430102, Count: 1}))
-	errs := sendAll(s, []sender.Message{text("b-1"), text("b-2"), text("b-3")}, []time.Duration{0, 1, 2})
+	errs := sendAll(t, h, s, metrics, []sender.Message{text("b-1"), text("b-2"), text("b-3")}, []time.Duration{0, 1, 2})
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
@@ -222,16 +239,21 @@ func TestRefusedMergedMessageIsSentAlertByAlert(t *testing.T) {
 	require.Zero(t, metrics()["merged"])
 }
 
+// An alert whose context ends while it waits in the queue fails with the context's error
+// and is not sent; the alert that waited with it still goes.
 func TestQueuedAlertHonoursContextAndOthersStillGo(t *testing.T) {
-	h, s, _ := backlogged(t, 300*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
+	h, s, metrics := backlogged(t, 300*time.Millisecond)
+	h.picks.hold() // no robot is picked until both alerts waited: the second one's 50ms run out in the queue
 	var wg sync.WaitGroup
 	var kept error
 	wg.Go(func() { kept = s.Send(context.Background(), "ops", text("kept")) })
+	require.Eventually(t, func() bool { return metrics()["waiting"] == 1 }, 30*time.Second, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
 	f := failure(t, s.Send(ctx, "ops", text("given-up")))
 	require.Equal(t, sender.ClassTransient, f.Class)
 	require.ErrorIs(t, f, context.DeadlineExceeded)
+	h.picks.release()
 	wg.Wait()
 	require.NoError(t, kept)
 	got := h.sim.Accepted()
@@ -239,16 +261,18 @@ func TestQueuedAlertHonoursContextAndOthersStillGo(t *testing.T) {
 	require.Equal(t, "kept", got[1].Text)
 }
 
-// Under sustained overload (5× the capacity of one robot allowing 12 per 1.2s window),
-// pacing auto spends the budget evenly: in the first half window it sends no more than
-// the bucket's burst plus the half window's tokens, merging what waits into each send,
-// while burst spends most of the window's budget at once; both deliver every alert and
-// neither goes over DingTalk's limit.
+// Under sustained overload (5× the capacity of one robot allowing 12 per 1.2s window: 10
+// alerts waiting at the first pick, 50 more over the window), pacing auto spends the
+// budget evenly: in the first half window it sends no more than the bucket's burst plus
+// the half window's tokens, merging what waits into each send, while burst spends most of
+// the window's budget at once, sending the 10 waiting alerts alone; both deliver every
+// alert and neither goes over DingTalk's limit.
 func TestPacingSpendsTheBudgetEvenly(t *testing.T) {
 	const (
 		window = 1200 * time.Millisecond
 		limit  = 12
 		alerts = 60
+		front  = 10 // waiting at the first pick: most of a window's budget
 	)
 	for _, pacing := range []string{config.PacingAuto, config.PacingBurst} {
 		t.Run(pacing, func(t *testing.T) {
@@ -256,15 +280,28 @@ func TestPacingSpendsTheBudgetEvenly(t *testing.T) {
 			opts := h.options(limit)
 			opts.Pacing = pacing
 			s, reg := h.sender(opts)
-			start := time.Now()
 			var wg sync.WaitGroup
-			for i := range alerts {
-				at := start.Add(time.Duration(i) * window / alerts)
-				time.Sleep(time.Until(at))
+			send := func(i int, due time.Time) {
 				wg.Go(func() {
-					err := s.SendAlert(context.Background(), sender.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i), Due: at})
+					err := s.SendAlert(context.Background(), sender.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i), Due: due})
 					require.NoError(t, err)
 				})
+			}
+			// The first alerts queue while the pool's picks are held, so that the first pick
+			// finds them all, however slowly their goroutines start.
+			h.picks.hold()
+			due := time.Now()
+			for i := range front {
+				send(i, due)
+			}
+			require.Eventually(t, func() bool { return gauge(t, reg, "rocketdelay_sender_waiting_alerts") == front },
+				30*time.Second, time.Millisecond)
+			start := time.Now() // before the first pick: the bucket fills from a later moment
+			h.picks.release()
+			for i := front; i < alerts; i++ {
+				at := start.Add(time.Duration(i-front) * window / (alerts - front))
+				time.Sleep(time.Until(at))
+				send(i, at)
 			}
 			wg.Wait()
 			got := h.sim.Accepted()
@@ -289,10 +326,14 @@ func TestPacingSpendsTheBudgetEvenly(t *testing.T) {
 			t.Logf("%s: %d messages, %d in the first half window, mean lateness %.0fms", pacing, len(got), early,
 				1000*hist.GetSampleSum()/float64(hist.GetSampleCount()))
 			if pacing == config.PacingAuto {
-				// bucket 2 + 0.6s of 10 tokens per 1.2s = 7, and one to spare
+				// bucket 2 + 0.6s of 10 tokens per 1.2s = 7, and one to spare; the bucket
+				// counts on Redis's clock from the first pick, after start, so a slow machine
+				// only lowers this count
 				require.LessOrEqual(t, early, 8, "auto spends the window evenly")
 			} else {
-				require.GreaterOrEqual(t, early, 10, "burst spends most of the window at once")
+				// the 10 waiting alerts each go alone, at once (the window has room for 12):
+				// ten requests to a local server, well within half a window
+				require.GreaterOrEqual(t, early, front, "burst spends most of the window at once")
 			}
 		})
 	}

@@ -50,9 +50,51 @@ type harness struct {
 	sim     *dingtalksim.Server
 	simURL  string
 	pool    *store.RobotPool
+	picks   *latchedPool // pool with a latch on Pick: what the senders use
 	logs    *syncBuffer
 	robots  []sender.Robot
 	secrets []string
+}
+
+// latchedPool is the harness's robot pool with a latch on Pick: while the latch is
+// held, every Pick waits, as behind a slow Redis, so that a test can have alerts queue
+// up before any robot is picked for them, however slowly its goroutines run. Window is
+// the pool's (the sender paces by it).
+type latchedPool struct {
+	*store.RobotPool
+	mu   sync.Mutex
+	open chan struct{} // closed, or nil, when picks go through
+}
+
+// hold makes every Pick from now on wait for release.
+func (p *latchedPool) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open = make(chan struct{})
+}
+
+// release lets the waiting Picks, and every later one, go through.
+func (p *latchedPool) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open != nil {
+		close(p.open)
+		p.open = nil
+	}
+}
+
+func (p *latchedPool) Pick(ctx context.Context, target string, robots []store.PoolRobot, opts store.PickOptions) (store.Pick, error) {
+	p.mu.Lock()
+	open := p.open
+	p.mu.Unlock()
+	if open != nil {
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return store.Pick{}, ctx.Err()
+		}
+	}
+	return p.RobotPool.Pick(ctx, target, robots, opts)
 }
 
 // robotSpec describes one test robot: r<i> with token "tok-<i>-c0ffee" and, when signed,
@@ -66,6 +108,7 @@ func newHarness(t *testing.T, window time.Duration, simLimit int, specs ...robot
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
 	h := &harness{t: t, pool: store.NewRobotPool(rdb, prefix, window), logs: &syncBuffer{}}
+	h.picks = &latchedPool{RobotPool: h.pool}
 	var simRobots []dingtalksim.Robot
 	for i, s := range specs {
 		r := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("tok-%d-c0ffee", i+1)), Keyword: s.keyword}
@@ -108,7 +151,7 @@ func (h *harness) sender(opts sender.Options) (*sender.Sender, *prometheus.Regis
 	h.t.Helper()
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := sender.New(opts, h.pool, logger, sender.NewMetrics(reg), time.Now)
+	s, err := sender.New(opts, h.picks, logger, sender.NewMetrics(reg), time.Now)
 	require.NoError(h.t, err)
 	h.t.Cleanup(s.Close)
 	return s, reg
@@ -258,21 +301,26 @@ func TestBrokenRobotIsDisabled(t *testing.T) {
 	h.noSecretIn(f.Error())
 }
 
+// Each transient failure is retried: a busy errcode, a 503, a dropped connection and an
+// answer that does not come within the HTTP timeout; the fifth request succeeds.
 func TestTransientIsRetriedWithBackoffThenSucceeds(t *testing.T) {
 	h := newHarness(t, time.Minute, 20, robotSpec{signed: true})
-	opts := h.options(19)
-	opts.HTTPTimeout = 300 * time.Millisecond
+	opts := h.options(19) // HTTPTimeout 2s: every answer but the stalled one comes far sooner
 	s, reg := h.sender(opts)
 	tok := h.token(0)
 	for _, f := range []dingtalksim.Fault{
 		{Kind: dingtalksim.FaultErrcode, Errcode: sender.ErrcodeBusy, Count: 1},
 		{Kind: dingtalksim.FaultStatus, Status: 503, Count: 1},
 		{Kind: dingtalksim.FaultDrop, Count: 1},
-		{Kind: dingtalksim.FaultSlow, Delay: 2 * time.Second, Count: 1},
+		// An answer that would come long after the timeout (the simulator gives up on it
+		// when the client does): only the timeout ends this request.
+		{Kind: dingtalksim.FaultSlow, Delay: 10 * time.Minute, Count: 1},
 	} {
 		require.NoError(t, h.sim.Inject(tok, f))
 	}
-	require.NoError(t, s.Send(context.Background(), "ops", text("eventually")))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // without a timeout the send would hang here
+	defer cancel()
+	require.NoError(t, s.Send(ctx, "ops", text("eventually")))
 	require.Len(t, h.sim.Accepted(), 1)
 	require.Equal(t, 5, h.sim.Stats().Requests)
 	require.Equal(t, 4.0, testutil.ToFloat64(gathered{reg, "rocketdelay_sender_requests_total"})-1)
@@ -532,16 +580,30 @@ func TestSharedRobotsLimitsAreLearned(t *testing.T) {
 			opts.Cooldown = 400 * time.Millisecond
 			opts.Coalesce = config.CoalesceOff // one request per alert: the robots' real limits bite
 			opts.RobotLimits = mode
-			// Fixed limits trip the robots again after every cool-down; on a loaded machine a
-			// send can meet a 130101 more often than the default 5 attempts allow.
+			// Fixed limits trip the robots again after every cool-down, and a send meets a
+			// 130101 or a redirect each time it is picked then: give it attempts enough.
 			opts.Attempts = 12
 			s, reg := h.sender(opts)
+			send := func(i int) error { return s.Send(context.Background(), "ops", text(fmt.Sprintf("shared-%02d", i))) }
+			// The first 9 go one after another, in milliseconds: 8 fill both robots' real
+			// windows (the pool alternates them) and the 9th meets a 130101, however slow the
+			// machine (it would take a 1s stall inside these 9 requests to miss it). Fixed
+			// limits then try the robots again at the end of each 400ms cool-down, while their
+			// 1s windows are still full: 130101 again.
+			for i := range 9 {
+				require.NoError(t, send(i))
+			}
+			// The other 15 go at once: whenever a cool-down ends there are sends waiting for
+			// it, and the learned limits have to hold against concurrent sends.
 			var wg sync.WaitGroup
-			for i := range 24 {
-				wg.Go(func() { require.NoError(t, s.Send(context.Background(), "ops", text(fmt.Sprintf("shared-%02d", i)))) })
-				time.Sleep(50 * time.Millisecond)
+			errs := make([]error, 24)
+			for i := 9; i < 24; i++ {
+				wg.Go(func() { errs[i] = send(i) })
 			}
 			wg.Wait()
+			for i, err := range errs {
+				require.NoError(t, err, "alert %d", i)
+			}
 			require.Len(t, h.sim.Accepted(), 24)
 			st := h.sim.Stats().ByRobot
 			episodes := strings.Count(h.logs.String(), "below its configured limit")

@@ -72,9 +72,10 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	rdb, prefix, pool := newRobotPool(t, time.Minute)
 	robots := poolRobots(5, "a", "b")
 
-	until, err := pool.Cool(ctx, "ops", "a", 300*time.Millisecond)
+	// An hour: no pause of a loaded machine ends this cool-down during the checks below.
+	cooling, err := pool.Cool(ctx, "ops", "a", time.Hour)
 	require.NoError(t, err)
-	require.False(t, until.IsZero())
+	require.False(t, cooling.IsZero())
 	for range 3 {
 		p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 		require.NoError(t, err)
@@ -84,19 +85,15 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	require.NoError(t, err)
 	st, err := pool.State(ctx, "ops", []string{"a", "b"})
 	require.NoError(t, err)
-	require.False(t, st[0].CoolingUntil.IsZero())
+	require.Equal(t, cooling, st[0].CoolingUntil)
 	require.True(t, st[1].Disabled)
 	require.True(t, st[1].DisabledUntil.IsZero(), "disabled until Enable")
 
-	// Only a is left and it cools down: wait for the end of its cool-down.
+	// Only a is left and it cools down: the pick says to wait for the end of its cool-down.
 	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Empty(t, p.Robot)
-	require.LessOrEqual(t, p.Wait, 300*time.Millisecond)
-	time.Sleep(p.Wait)
-	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
-	require.NoError(t, err)
-	require.Equal(t, "a", p.Robot)
+	require.Equal(t, cooling.Sub(p.At), p.Wait, "the wait ends with the cool-down, on Redis's clock")
 
 	// A shorter cool-down does not shorten a longer one.
 	long, err := pool.Cool(ctx, "ops", "a", time.Hour)
@@ -107,6 +104,23 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	ttl, err := rdb.PTTL(ctx, "{"+prefix+":ops}:cool").Result()
 	require.NoError(t, err)
 	require.Greater(t, ttl, 59*time.Minute, "the cool key expires with its last deadline")
+
+	// A cool-down ends by itself: a pick before its end waits exactly until then, and the
+	// pick after that wait gets the robot. (On a machine so slow that the first pick
+	// comes after the end, that pick gets the robot; either way not before the end.)
+	until, err := pool.Cool(ctx, "solo", "a", time.Second)
+	require.NoError(t, err)
+	p, err = pool.Pick(ctx, "solo", robots[:1], store.PickOptions{})
+	require.NoError(t, err)
+	if p.At.Before(until) {
+		require.Empty(t, p.Robot, "a is cooling down")
+		require.Equal(t, until.Sub(p.At), p.Wait)
+		time.Sleep(p.Wait)
+		p, err = pool.Pick(ctx, "solo", robots[:1], store.PickOptions{})
+		require.NoError(t, err)
+	}
+	require.Equal(t, "a", p.Robot, "the cool-down is over")
+	require.False(t, p.At.Before(until), "picked before the end of its cool-down")
 
 	// Everything disabled: no waiting helps.
 	_, err = pool.Disable(ctx, "ops", "a", time.Hour)
@@ -119,15 +133,19 @@ func TestRobotPoolCoolAndDisable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "b", p.Robot)
 
-	// A timed disable ends by itself; until then the robot is not waited for.
-	until, err = pool.Disable(ctx, "ops", "b", 200*time.Millisecond)
+	// A timed disable ends by itself; until then the robot is not waited for. (As above,
+	// a pick that comes after the end gets the robot.)
+	until, err = pool.Disable(ctx, "ops", "b", time.Second)
 	require.NoError(t, err)
-	_, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
-	require.ErrorIs(t, err, store.ErrNoRobot)
-	time.Sleep(time.Until(until) + 10*time.Millisecond)
 	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	if err != nil {
+		require.ErrorIs(t, err, store.ErrNoRobot)
+		time.Sleep(time.Until(until) + 10*time.Millisecond)
+		p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	}
 	require.NoError(t, err)
 	require.Equal(t, "b", p.Robot)
+	require.False(t, p.At.Before(until), "picked before the end of its disable")
 }
 
 func TestRobotPoolGroupsAreIndependent(t *testing.T) {
@@ -233,10 +251,10 @@ func TestRobotPoolTouchMovesTheSendToNow(t *testing.T) {
 func TestRobotPoolPacesPicks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// A long window makes a token slow enough (1.2s) that no pause of a loaded machine
-	// refills the bucket between the picks; nothing here waits for one.
-	_, _, pool := newRobotPool(t, 12*time.Second)
-	robots := poolRobots(12, "a") // capacity 12: a bucket of 2 tokens, 10 tokens per 12s
+	// A long window makes a token slow enough (a minute) that no pause of a loaded
+	// machine refills the bucket between the picks; nothing here waits for one.
+	_, _, pool := newRobotPool(t, 10*time.Minute)
+	robots := poolRobots(12, "a") // capacity 12: a bucket of 2 tokens, 10 tokens per 10 minutes
 
 	// Redis's clock at the first pick: the bucket refills from there.
 	var first time.Time
@@ -254,13 +272,13 @@ func TestRobotPoolPacesPicks(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, p.Robot, "the bucket is empty")
 	require.True(t, p.Reserved, "the next token is reserved for this caller")
-	require.InDelta(t, 1200, (p.Wait + p.At.Sub(first)).Milliseconds(), 1, "one token takes 12s/10")
+	require.InDelta(t, 60_000, (p.Wait + p.At.Sub(first)).Milliseconds(), 1, "one token takes 10m/10")
 
 	// A second waiter (another replica) queues behind the first: its token is the one after.
 	p2, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Paced})
 	require.NoError(t, err)
 	require.True(t, p2.Reserved)
-	require.InDelta(t, 2400, (p2.Wait + p2.At.Sub(first)).Milliseconds(), 1, "the second reservation is one token later")
+	require.InDelta(t, 120_000, (p2.Wait + p2.At.Sub(first)).Milliseconds(), 1, "the second reservation is one token later")
 
 	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
@@ -275,10 +293,13 @@ func TestRobotPoolPacesPicks(t *testing.T) {
 func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	const window = 300 * time.Millisecond
+	// The first four picks must share a window, and the pick after the probe must come
+	// within the probe's timeout: a 2s window and a minute's timeout leave a loaded
+	// machine room for its pauses.
+	const window = 2 * time.Second
 	_, _, pool := newRobotPool(t, window)
 	robots := []store.PoolRobot{{Name: "a", Limit: 10}, {Name: "b", Limit: 10}, {Name: "c", Limit: 3}}
-	learn := store.PickOptions{Learn: true}
+	learn := store.PickOptions{Learn: true, ProbeTimeout: time.Minute}
 	var last store.Pick
 	for range 4 {
 		p, err := pool.Pick(ctx, "ops", robots[:1], learn)

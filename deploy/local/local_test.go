@@ -174,21 +174,26 @@ func TestNameServerThatCannotBindSaysWhy(t *testing.T) {
 // then /proc shows the forked shell's command line, which a loaded machine can make last
 // (CI saw "namesrv exited during start" this way; the command line is also briefly empty
 // during each exec). running covers those gaps and still tells a live server from a dead
-// one.
+// one. The stand-in server's exec waits on a FIFO the script opens when it has looked at
+// the server before the exec, and it says when it runs after the exec: no step depends on
+// how fast the machine is.
 func TestRunningCoversTheForkBeforeExec(t *testing.T) {
 	state := t.TempDir()
 	script := `
 source ./lib.sh
 mkdir -p "$PID_DIR"
-slow_log() { sleep 1; echo /dev/null; }
+gate="$RD_STATE_DIR/gate" ready="$RD_STATE_DIR/ready"
+mkfifo "$gate"
+held_log() { read -r _ <"$gate"; echo /dev/null; }
 # A stand-in server whose command line carries namesrv's marker; its redirection, run in
-# the forked shell before the exec, takes a second.
-bash -c 'sleep 30; :' "$ROCKETMQ_HOME_DIR/namesrv.conf" >"$(slow_log)" 2>&1 &
+# the forked shell before the exec, waits for the gate. After the exec it creates $ready.
+bash -c ': >"$1"; sleep 30; :' "$ROCKETMQ_HOME_DIR/namesrv.conf" "$ready" >"$(held_log)" 2>&1 &
 echo $! >"$PID_DIR/namesrv.pid"
-sleep 0.2
 pid_alive namesrv && echo "before exec: pid_alive" || echo "before exec: not pid_alive"
 running namesrv && echo "before exec: running" || echo "before exec: not running"
-sleep 1.5
+echo >"$gate" # blocks until the forked shell reads: from here it goes on to the exec
+for ((i = 0; i < 600; i++)); do [[ -e $ready ]] && break; sleep 0.05; done
+[[ -e $ready ]] || echo "the stand-in server never ran"
 pid_alive namesrv && echo "after exec: pid_alive" || echo "after exec: not pid_alive"
 running namesrv && echo "after exec: running" || echo "after exec: not running"
 kill "$(pid_of namesrv)"; wait || true

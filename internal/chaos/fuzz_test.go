@@ -9,12 +9,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
@@ -114,23 +116,25 @@ func FuzzConfigDecode(f *testing.F) {
 		"sender: {window: 1ns, limit: 99}\n",
 		"unknownKey: 1\n", "targets: [1,2]\n", "\xff\xfe", "",
 	}
-	if b, err := os.ReadFile(filepath.Join("..", "deploy", "local", "rocketdelay.yaml")); err == nil {
-		seeds = append(seeds, string(b))
-	}
+	requireCorpus(f)
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "local", "rocketdelay.yaml"))
+	require.NoError(f, err, "the local stack's configuration is a seed")
+	seeds = append(seeds, string(b))
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := config.Decode(bytes.NewReader(data))
 		if err != nil {
-			requireNoSecret(t, err.Error(), data)
+			requireNoSecret(t, err.Error(), data) // a decode error shows no value of the input
 			return
 		}
+		shown := shownByDesign(c)
 		c = c.WithDefaults()
 		if err := c.Validate(); err != nil {
-			requireNoSecret(t, err.Error(), data)
+			requireNoSecret(t, err.Error(), data, shown...)
 		}
-		requireNoSecret(t, c.Redacted(), data)
+		requireNoSecret(t, c.Redacted(), data, shown...)
 	})
 }
 
@@ -143,6 +147,7 @@ func FuzzConfigLoad(f *testing.F) {
 	f.Add([]byte("targets: {ops: {robots: [{name: r, token: \"env:RD_FUZZ_TOKEN\"}]}}\n"), uint8(2), fuzzSecret)
 	f.Add([]byte("targets: {ops: {robots: [{name: r, token: \"file:/nonexistent/"+fuzzSecret+"\"}]}}\n"), uint8(3), "1s 2x")
 	f.Add([]byte(""), uint8(6), "twenty")
+	requireCorpus(f)
 	f.Fuzz(func(t *testing.T, data []byte, which uint8, value string) {
 		path := filepath.Join(t.TempDir(), "rocketdelay.yaml")
 		require.NoError(t, os.WriteFile(path, data, 0o600))
@@ -158,8 +163,16 @@ func FuzzConfigLoad(f *testing.F) {
 			return
 		}
 		msg := err.Error()
-		requireNoSecret(t, msg, data)
-		if strings.Contains(name, "URL") || strings.Contains(name, "TOKEN") {
+		secretVar := strings.Contains(name, "URL") || strings.Contains(name, "TOKEN")
+		var shown []string
+		if c, err := config.Decode(bytes.NewReader(data)); err == nil {
+			shown = shownByDesign(c)
+		}
+		if !secretVar {
+			shown = append(shown, value) // an override of a setting that is not a secret
+		}
+		requireNoSecret(t, msg, data, shown...)
+		if secretVar {
 			if len(value) >= 12 {
 				require.NotContains(t, msg, value, "the error shows the secret value of %s", name)
 			}
@@ -167,23 +180,166 @@ func FuzzConfigLoad(f *testing.F) {
 	})
 }
 
-// requireNoSecret fails when out contains the fuzz secret although the input did (the
-// only secret the seeds carry). A secret reference — "file:PATH" or "env:NAME" — is not a
-// secret: errors name the path or the variable by design, so the fuzz secret written
-// inside one may show.
-func requireNoSecret(t *testing.T, out string, in []byte) {
+// requireNoSecret fails when out shows a secret of the input in, whatever the input: the
+// fuzz secret (the one the seeds carry), and every value the input writes under a key of
+// a secret (secretKeys) that is long enough, and unusual enough, not to appear in out by
+// chance. Two kinds of text may show one by design, and are taken out of out first: a
+// secret reference — "file:PATH" or "env:NAME" — whose path or variable errors name, and
+// shown, the settings that are not secrets (shownByDesign; a robot named after the fuzz
+// secret is printed with its name).
+func requireNoSecret(t *testing.T, out string, in []byte, shown ...string) {
 	t.Helper()
-	if !bytes.Contains(in, []byte(fuzzSecret)) {
-		return
-	}
 	for _, ref := range secretReference.FindAllSubmatch(in, -1) {
 		out = strings.ReplaceAll(out, string(ref[1]), "<reference>")
 	}
-	require.NotContains(t, out, fuzzSecret, "a secret leaked")
+	secrets := append(secretValues(in), fuzzSecret)
+	for _, s := range shown {
+		for _, secret := range secrets {
+			if strings.Contains(s, secret) {
+				out = strings.ReplaceAll(out, s, "<shown by design>")
+			}
+		}
+	}
+	for _, secret := range secrets {
+		require.NotContains(t, out, secret, "a secret leaked")
+	}
+}
+
+// shownByDesign returns the strings of c that are not secrets, map keys included: names,
+// addresses, modes, which the rendering and the validation errors show.
+func shownByDesign(c config.Config) []string {
+	var out []string
+	var walk func(reflect.Value)
+	walk = func(v reflect.Value) {
+		switch {
+		case v.Type() == reflect.TypeFor[config.Secret]():
+		case v.Kind() == reflect.String:
+			out = append(out, v.String())
+		case v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface:
+			if !v.IsNil() {
+				walk(v.Elem())
+			}
+		case v.Kind() == reflect.Struct:
+			for i := range v.NumField() {
+				if v.Type().Field(i).IsExported() {
+					walk(v.Field(i))
+				}
+			}
+		case v.Kind() == reflect.Slice || v.Kind() == reflect.Array:
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		case v.Kind() == reflect.Map:
+			for it := v.MapRange(); it.Next(); {
+				walk(it.Key())
+				walk(it.Value())
+			}
+		}
+	}
+	walk(reflect.ValueOf(c))
+	return out
 }
 
 // secretReference finds the path or variable name of a secret reference in YAML.
 var secretReference = regexp.MustCompile(`(?:file|env):([^\s"',{}\[\]]+)`)
+
+// secretKeys are the YAML keys of config.Config's Secret fields, found by reflection so
+// that a new secret is covered; a key that some other field uses too is left out, as a
+// value under it need not be a secret.
+var secretKeys = func() map[string]bool {
+	secret, other := map[string]bool{}, map[string]bool{}
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(ty reflect.Type) {
+		for ty.Kind() == reflect.Pointer || ty.Kind() == reflect.Slice || ty.Kind() == reflect.Map {
+			ty = ty.Elem()
+		}
+		if ty.Kind() != reflect.Struct || seen[ty] {
+			return
+		}
+		seen[ty] = true
+		for i := range ty.NumField() {
+			fd := ty.Field(i)
+			key, _, _ := strings.Cut(fd.Tag.Get("yaml"), ",")
+			if key == "" || key == "-" {
+				continue
+			}
+			if fd.Type == reflect.TypeFor[config.Secret]() {
+				secret[key] = true
+			} else {
+				other[key] = true
+			}
+			walk(fd.Type)
+		}
+	}
+	walk(reflect.TypeFor[config.Config]())
+	for key := range other {
+		delete(secret, key)
+	}
+	return secret
+}()
+
+// secretKeyValue finds a secret key's value in YAML the parser refuses (flow or block
+// style, quoted or not).
+var secretKeyValue = regexp.MustCompile(`(?:^|[\s{,])([A-Za-z]+)\s*:\s*["']?([^\s"',{}\[\]#]+)`)
+
+// defaultRendering is what every configuration shows without any input: a value that
+// is part of it appears in out by chance.
+var defaultRendering = config.Config{}.WithDefaults().Redacted()
+
+// secretValues returns the values in written under a key of secretKeys, found by the
+// YAML parser and, for input it refuses, by secretKeyValue; left out are references,
+// values shorter than 8 bytes, and values that could show for another reason (part of
+// the default rendering, or written elsewhere in the input too).
+func secretValues(in []byte) []string {
+	var found []string
+	var doc yaml.Node
+	if yaml.Unmarshal(in, &doc) == nil {
+		var walk func(*yaml.Node)
+		walk = func(n *yaml.Node) {
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if k, v := n.Content[i], n.Content[i+1]; secretKeys[k.Value] && v.Kind == yaml.ScalarNode {
+						found = append(found, v.Value)
+					}
+				}
+			}
+			for _, c := range n.Content {
+				walk(c)
+			}
+		}
+		walk(&doc)
+	} else {
+		for _, m := range secretKeyValue.FindAllSubmatch(in, -1) {
+			if secretKeys[string(m[1])] {
+				found = append(found, string(m[2]))
+			}
+		}
+	}
+	times := map[string]int{}
+	for _, v := range found {
+		times[v]++
+	}
+	var out []string
+	for v, n := range times {
+		if len(v) < 8 || strings.HasPrefix(v, "env:") || strings.HasPrefix(v, "file:") ||
+			strings.Contains(defaultRendering, v) || bytes.Count(in, []byte(v)) > n {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// requireCorpus fails when the committed corpus of f (testdata/fuzz/<name>, regression
+// inputs such as issue 17's) is missing or empty: a renamed target or a moved folder
+// would otherwise drop it without a word.
+func requireCorpus(f *testing.F) {
+	f.Helper()
+	entries, err := os.ReadDir(filepath.Join("testdata", "fuzz", f.Name()))
+	require.NoError(f, err, "the committed corpus of %s", f.Name())
+	require.NotEmpty(f, entries, "the committed corpus of %s", f.Name())
+}
 
 // FuzzAdminParams: the admin API's and CLI's parameter parsers never panic, and what they
 // accept is valid.
