@@ -62,18 +62,19 @@ func TestReleaseAfterABlipLands(t *testing.T) {
 	h := newHarness(t, 5*time.Second)
 	ws, proxy := proxiedStage(t, h.prefix, 12*time.Second)
 	cut := &blipAt{recorder: h.rec, proxy: proxy, blip: 6 * time.Second}
-	a, err := New(h.options("blip-a"), ws, cut, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	ma := NewMetrics(prometheus.NewRegistry())
+	a, err := New(h.options("blip-a"), ws, cut, discardLogger(), ma, time.Now)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, a.Start(ctx))
 	t.Cleanup(func() { stop(t, a) })
-	h.start("blip-b") // direct to Redis; its sweeper takes over whatever lease runs out
+	_, mb := h.start("blip-b") // direct to Redis; its sweeper takes over whatever lease runs out
 
 	h.publish("cut-release", time.Second, "x")
 	h.rec.waitAll(t, []string{"cut-release"}, 30*time.Second)
 	cut.restore.Wait()
-	settled(t, h.ws, "cut-release")
+	h.settle([]string{"cut-release"}, ma, mb)
 	require.Equal(t, 1, h.rec.count("cut-release"), "handed off again after a release that failed")
 }
 
@@ -87,7 +88,8 @@ func TestGiveBackAfterABlipLands(t *testing.T) {
 	ws, proxy := proxiedStage(t, h.prefix, lease)
 	const blip = 6 * time.Second // outlasts go-redis's own retries (about 3.5s)
 	cut := &blipAt{recorder: h.rec, proxy: proxy, blip: blip, fail: true}
-	a, err := New(h.options("blip-gb"), ws, cut, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	m := NewMetrics(prometheus.NewRegistry())
+	a, err := New(h.options("blip-gb"), ws, cut, discardLogger(), m, time.Now)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -103,25 +105,6 @@ func TestGiveBackAfterABlipLands(t *testing.T) {
 	// blip and the first retry delay (1s). Anything under the lease proves the give-back
 	// landed; the 5s slack is for a loaded machine, far from the 30s lease.
 	require.Less(t, at.Sub(due), blip+DefaultRetryDelay+5*time.Second, "waited for the lease instead of the give-back")
-	settled(t, h.ws, "cut-give-back")
+	h.settle([]string{"cut-give-back"}, m)
 	require.Equal(t, 1, h.rec.count("cut-give-back"))
-}
-
-// settled waits until ids are out of the wheel stage (neither waiting nor in flight)
-// and each has its done marker: from then on nobody can hand them off again.
-func settled(t *testing.T, ws *store.WheelStage, ids ...string) {
-	t.Helper()
-	ctx := context.Background()
-	require.Eventually(t, func() bool {
-		waiting, inflight, err := ws.Stats(ctx)
-		if err != nil || waiting+inflight > 0 {
-			return false
-		}
-		for _, id := range ids {
-			if ok, err := ws.IsDelivered(ctx, id); err != nil || !ok {
-				return false
-			}
-		}
-		return true
-	}, 60*time.Second, 20*time.Millisecond, "never settled")
 }
