@@ -3,8 +3,11 @@
 // failed_sends before the caller lets go of it. It decides what is recorded, with which
 // class and reason, what counts as delivered, and when a failed alert is tried again:
 // the retry job (RetryJob) that re-sends pending rows with exponential backoff until they
-// are delivered or dead lives here too. Inputs that can never be delivered (a
-// malformed message, an unknown target) are recorded here as rejected.
+// are delivered or dead lives here too. Its claims on rows are fenced (a token and a
+// lease on Postgres's clock, a confirm before every request, settles only by the holder),
+// like the wheel stage's claims on entries. Inputs that can never be delivered (a
+// malformed message, an unknown target) are recorded here as rejected, never over
+// another row.
 //
 // The path of a due alert reads top-down: the scheduler's wheel stage claims it and calls
 // Deliverer.Deliver; the Deliverer calls the sender (sender.Sender) and the store
