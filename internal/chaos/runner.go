@@ -333,7 +333,7 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 		}
 		r.logf("scenario %s: start", name)
 		start := time.Now()
-		row := r.runScenario(ctx, name, fn, rand.New(rand.NewPCG(opts.Seed, scenarioStream(name))))
+		row := r.runScenario(ctx, name, fn, opts.Seed)
 		row.Seed = opts.Seed
 		row.Duration = time.Since(start).Round(time.Second)
 		r.logf("scenario %s: done in %s: published %d delivered %d lost %d dup %d (ambiguous %d+%d) rejected %d max late %s err %v",
@@ -386,19 +386,22 @@ var scenarios = map[string]scenarioFunc{
 
 // env is one scenario's world.
 type env struct {
-	r        *runner
-	name     string
-	rng      *rand.Rand
-	idPrefix string
-	topic    string
-	group    string
-	prefix   string
-	dsn      string
-	cfg      string
-	sim      *simulator
-	producer *scheduler.Producer
-	raw      *rawProducer
-	robots   []dingtalksim.Robot
+	r    *runner
+	name string
+	// rng draws the published alerts' delays (the publishing goroutine's), faultRNG the
+	// fault script's moments and kinds: one generator each, so that the two goroutines
+	// never share one and a seed repeats the same schedule.
+	rng, faultRNG *rand.Rand
+	idPrefix      string
+	topic         string
+	group         string
+	prefix        string
+	dsn           string
+	cfg           string
+	sim           *simulator
+	producer      *scheduler.Producer
+	raw           *rawProducer
+	robots        []dingtalksim.Robot
 
 	tuning tuning
 	// redisProxy, with tuning.redisProxy, stands between the replicas and Redis.
@@ -443,10 +446,12 @@ func (e *env) addFault(what string, start, end time.Time) {
 	e.mu.Unlock()
 }
 
-func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, rng *rand.Rand) (row Row) {
+func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, seed uint64) (row Row) {
 	row.Scenario = name
-	e := &env{r: r, name: name, rng: rng, due: map[string]time.Time{}, tuning: tuningOf(name)}
-	short := randHex(rng, 3)
+	stream := scenarioStream(name)
+	e := &env{r: r, name: name, due: map[string]time.Time{}, tuning: tuningOf(name),
+		rng: rand.New(rand.NewPCG(seed, stream)), faultRNG: rand.New(rand.NewPCG(seed, stream+1))}
+	short := randHex(e.rng, 3)
 	e.idPrefix = short + "-" + name
 	e.topic = "rd_chaos_" + strings.ReplaceAll(name, "-", "_") + "_" + short
 	e.group = e.topic

@@ -48,7 +48,7 @@ func runKillOne(ctx context.Context, e *env) error {
 	span := o.PublishOver + o.MaxDelay*2/3
 	var moments []time.Duration
 	for range o.Kills {
-		moments = append(moments, 3*time.Second+time.Duration(e.rng.Int64N(int64(span))))
+		moments = append(moments, 3*time.Second+time.Duration(e.faultRNG.Int64N(int64(span))))
 	}
 	slices.Sort(moments)
 	start := time.Now()
@@ -58,8 +58,8 @@ func runKillOne(ctx context.Context, e *env) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			i := e.rng.IntN(2)
-			down := time.Second + time.Duration(e.rng.Int64N(int64(2*time.Second)))
+			i := e.faultRNG.IntN(2)
+			down := time.Second + time.Duration(e.faultRNG.Int64N(int64(2*time.Second)))
 			e.note("kill %d: SIGKILL replica %d at +%s, down %s", k+1, i, time.Since(start).Round(100*time.Millisecond), down.Round(100*time.Millisecond))
 			if err := e.restartReplica(ctx, i, down); err != nil {
 				return err
@@ -232,10 +232,10 @@ func runRedisBlips(ctx context.Context, e *env) error {
 		var longest, total time.Duration
 		n := 0
 		for time.Now().Before(end) {
-			if !sleep(ctx, 2*time.Second+time.Duration(e.rng.Int64N(int64(2*time.Second)))) {
+			if !sleep(ctx, 2*time.Second+time.Duration(e.faultRNG.Int64N(int64(2*time.Second)))) {
 				break
 			}
-			d := 2*time.Second + time.Duration(e.rng.Int64N(int64(time.Second)))
+			d := 2*time.Second + time.Duration(e.faultRNG.Int64N(int64(time.Second)))
 			if err := e.blip(ctx, d); err != nil {
 				return err
 			}
@@ -348,14 +348,14 @@ func runCombined(ctx context.Context, e *env) error {
 			var did []string
 			defer func() { e.note("schedule: %s", strings.Join(did, ", ")) }()
 			for time.Since(start) < o.CombinedFor {
-				if !sleep(ctx, 4*time.Second+time.Duration(e.rng.Int64N(int64(8*time.Second)))) {
+				if !sleep(ctx, 4*time.Second+time.Duration(e.faultRNG.Int64N(int64(8*time.Second)))) {
 					return nil
 				}
 				at := time.Since(start).Round(100 * time.Millisecond)
-				i := e.rng.IntN(2)
-				switch kind := e.rng.IntN(5); kind {
+				i := e.faultRNG.IntN(2)
+				switch kind := e.faultRNG.IntN(5); kind {
 				case 0:
-					down := time.Second + time.Duration(e.rng.Int64N(int64(2*time.Second)))
+					down := time.Second + time.Duration(e.faultRNG.Int64N(int64(2*time.Second)))
 					did = append(did, fmt.Sprintf("+%s SIGKILL r%d (down %s)", at, i, down.Round(100*time.Millisecond)))
 					if err := e.restartReplica(ctx, i, down); err != nil {
 						return err
@@ -370,7 +370,7 @@ func runCombined(ctx context.Context, e *env) error {
 					sleep(ctx, frozen)
 					z.resume()
 				case 2:
-					d := 2*time.Second + time.Duration(e.rng.Int64N(int64(time.Second)))
+					d := 2*time.Second + time.Duration(e.faultRNG.Int64N(int64(time.Second)))
 					did = append(did, fmt.Sprintf("+%s Redis blip %s", at, d.Round(100*time.Millisecond)))
 					if err := e.blip(ctx, d); err != nil {
 						return err
@@ -392,8 +392,8 @@ func runCombined(ctx context.Context, e *env) error {
 						{Kind: dingtalksim.FaultDrop, Count: 5},
 						{Kind: dingtalksim.FaultThrottle},
 					}
-					f := storms[e.rng.IntN(len(storms))]
-					d := 5*time.Second + time.Duration(e.rng.Int64N(int64(5*time.Second)))
+					f := storms[e.faultRNG.IntN(len(storms))]
+					d := 5*time.Second + time.Duration(e.faultRNG.Int64N(int64(5*time.Second)))
 					did = append(did, fmt.Sprintf("+%s DingTalk %s for %s", at, f.Kind, d.Round(100*time.Millisecond)))
 					for k, rb := range e.robots {
 						if k%2 == i {
