@@ -25,16 +25,6 @@ type Pool interface {
 	Disable(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
 }
 
-// Defaults of the Options fields that have no config key.
-const (
-	// DefaultBreakerFailures is how many transient failures in a row open a robot's
-	// circuit breaker.
-	DefaultBreakerFailures = 5
-	// DefaultBreakerOpen is how long an open circuit breaker keeps its robot out of this
-	// process's rotation before one trial request.
-	DefaultBreakerOpen = 30 * time.Second
-)
-
 // Options configure a Sender. Zero fields take the defaults of the matching config keys
 // (config.DefaultSender…).
 type Options struct {
@@ -61,8 +51,8 @@ type Options struct {
 	// MaxWait bounds the wait for a free robot; 0 means no bound but ctx (config
 	// sender.maxWait).
 	MaxWait time.Duration
-	// BreakerFailures and BreakerOpen tune the per-robot circuit breakers; defaults
-	// DefaultBreakerFailures and DefaultBreakerOpen.
+	// BreakerFailures and BreakerOpen tune the per-robot circuit breakers (config
+	// sender.breakerFailures, sender.breakerOpen).
 	BreakerFailures uint32
 	BreakerOpen     time.Duration
 	// Coalesce is config.CoalesceAuto (the default) or config.CoalesceOff; see
@@ -134,7 +124,7 @@ func (o Options) withDefaults() Options {
 	def(&o.DisableFor, config.DefaultSenderDisableFor)
 	def(&o.BackoffBase, config.DefaultSenderBackoffBase)
 	def(&o.BackoffMax, config.DefaultSenderBackoffMax)
-	def(&o.BreakerOpen, DefaultBreakerOpen)
+	def(&o.BreakerOpen, config.DefaultSenderBreakerOpen)
 	if o.Attempts <= 0 {
 		o.Attempts = config.DefaultSenderAttempts
 	}
@@ -142,7 +132,7 @@ func (o Options) withDefaults() Options {
 		o.MaxInFlight = config.DefaultSenderMaxInFlight
 	}
 	if o.BreakerFailures == 0 {
-		o.BreakerFailures = DefaultBreakerFailures
+		o.BreakerFailures = config.DefaultSenderBreakerFailures
 	}
 	if o.Coalesce == "" {
 		o.Coalesce = config.DefaultSenderCoalesce

@@ -1,0 +1,112 @@
+package config
+
+import "time"
+
+// Defaults of the fields above, in one place.
+const (
+	DefaultLogLevel        = "info"
+	DefaultLogFormat       = "json"
+	DefaultHTTPAddr        = ":8080"
+	DefaultTopic           = "guava"
+	DefaultGroup           = "rocketdelay"
+	DefaultSendTimeout     = 3 * time.Second
+	DefaultLevels          = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+	DefaultThreshold       = 60 * time.Second
+	DefaultHorizon         = 30 * 24 * time.Hour
+	DefaultGrace           = 2 * time.Second
+	DefaultLease           = 30 * time.Second
+	DefaultDoneTTL         = 7 * 24 * time.Hour
+	DefaultRetention       = 72 * time.Hour
+	DefaultRetryMaxDelay   = 60 * time.Second
+	DefaultMode            = ModeLevels
+	DefaultTimerMargin     = 2 * time.Second
+	DefaultKeyPrefix       = "rd"
+	DefaultDurability      = DurabilityWrite
+	DefaultWaitTimeout     = time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+
+	DefaultSenderLimit           = 19
+	DefaultSenderWindow          = 60 * time.Second
+	DefaultSenderCooldown        = 10 * time.Minute
+	DefaultSenderDisableFor      = time.Hour
+	DefaultSenderHTTPTimeout     = 5 * time.Second
+	DefaultSenderAttempts        = 5
+	DefaultSenderBackoffBase     = 500 * time.Millisecond
+	DefaultSenderBackoffMax      = 30 * time.Second
+	DefaultSenderBaseURL         = "https://oapi.dingtalk.com/robot/send"
+	DefaultSenderMaxInFlight     = 32
+	DefaultSenderBreakerFailures = 5
+	DefaultSenderBreakerOpen     = 30 * time.Second
+	DefaultSenderCoalesce        = CoalesceAuto
+	DefaultSenderCoalesceMax     = 50
+	DefaultSenderPacing          = PacingAuto
+	DefaultSenderRobotLimits     = RobotLimitsLearn
+
+	DefaultFailedSendsInterval    = 30 * time.Second
+	DefaultFailedSendsMaxAttempts = 20
+	DefaultFailedSendsMaxAge      = 24 * time.Hour
+	DefaultFailedSendsBackoffBase = 30 * time.Second
+	DefaultFailedSendsBackoffCap  = time.Hour
+	DefaultFailedSendsBatchSize   = 100
+	DefaultFailedSendsClaimLease  = time.Minute
+)
+
+// WithDefaults returns a copy of c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	Default(&c.Log.Level, DefaultLogLevel)
+	Default(&c.Log.Format, DefaultLogFormat)
+	Default(&c.HTTP.Addr, DefaultHTTPAddr)
+	Default(&c.RocketMQ.Topic, DefaultTopic)
+	Default(&c.RocketMQ.Group, DefaultGroup)
+	Default(&c.RocketMQ.SendTimeout, DefaultSendTimeout)
+	if len(c.Scheduler.Levels) == 0 {
+		c.Scheduler.Levels = MustParseDelayLevels(DefaultLevels)
+	}
+	Default(&c.Scheduler.Threshold, DefaultThreshold)
+	Default(&c.Scheduler.Horizon, DefaultHorizon)
+	Default(&c.Scheduler.Grace, DefaultGrace)
+	Default(&c.Scheduler.Lease, DefaultLease)
+	Default(&c.Scheduler.DoneTTL, DefaultDoneTTL)
+	Default(&c.RocketMQ.Retention, DefaultRetention)
+	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
+	Default(&c.Scheduler.Mode, DefaultMode)
+	Default(&c.Scheduler.TimerMargin, DefaultTimerMargin)
+	Default(&c.Redis.KeyPrefix, DefaultKeyPrefix)
+	Default(&c.Redis.Durability, DefaultDurability)
+	Default(&c.Redis.WaitTimeout, DefaultWaitTimeout)
+	Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	Default(&c.Sender.Limit, DefaultSenderLimit)
+	Default(&c.Sender.Window, DefaultSenderWindow)
+	Default(&c.Sender.Cooldown, DefaultSenderCooldown)
+	Default(&c.Sender.DisableFor, DefaultSenderDisableFor)
+	Default(&c.Sender.HTTPTimeout, DefaultSenderHTTPTimeout)
+	Default(&c.Sender.Attempts, DefaultSenderAttempts)
+	Default(&c.Sender.BackoffBase, DefaultSenderBackoffBase)
+	Default(&c.Sender.BackoffMax, DefaultSenderBackoffMax)
+	Default(&c.Sender.BaseURL, DefaultSenderBaseURL)
+	Default(&c.Sender.MaxInFlight, DefaultSenderMaxInFlight)
+	Default(&c.Sender.BreakerFailures, DefaultSenderBreakerFailures)
+	Default(&c.Sender.BreakerOpen, DefaultSenderBreakerOpen)
+	Default(&c.Sender.Coalesce, DefaultSenderCoalesce)
+	Default(&c.Sender.CoalesceMax, DefaultSenderCoalesceMax)
+	Default(&c.Sender.Pacing, DefaultSenderPacing)
+	Default(&c.Sender.RobotLimits, DefaultSenderRobotLimits)
+	Default(&c.FailedSends.Interval, DefaultFailedSendsInterval)
+	Default(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
+	Default(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)
+	Default(&c.FailedSends.BackoffBase, DefaultFailedSendsBackoffBase)
+	Default(&c.FailedSends.BackoffCap, DefaultFailedSendsBackoffCap)
+	Default(&c.FailedSends.BatchSize, DefaultFailedSendsBatchSize)
+	Default(&c.FailedSends.ClaimLease, DefaultFailedSendsClaimLease)
+	return c
+}
+
+// Default sets *field to def when *field is its type's zero value. Components fill their
+// options' defaults with it from the Default… constants of this package, so every
+// default has one home.
+func Default[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Decode reads YAML from r strictly: an unknown key or a value of the wrong type is an
+// error that names the line. An empty document yields the zero Config.
+func Decode(r io.Reader) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for i, e := range te.Errors {
+				te.Errors[i] = cannotUnmarshal.ReplaceAllStringFunc(unknownKey.ReplaceAllStringFunc(e, hideOddKey), hideValue)
+			}
+		}
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+// unknownKey finds the strict decoder's "field KEY not found in type T".
+var unknownKey = regexp.MustCompile(`field (.*) not found in type (\S+)`)
+
+// cannotUnmarshal finds the decoder's "cannot unmarshal TAG `VALUE` into T".
+var cannotUnmarshal = regexp.MustCompile("cannot unmarshal (\\S+) `.*?` into (\\S+)")
+
+// hideValue drops the value from a type error, and a tag that is not one of YAML's own
+// (!!str, !!int, …): either may be a secret written in the wrong place. The line number
+// and the expected type say what to fix.
+func hideValue(m string) string {
+	sub := cannotUnmarshal.FindStringSubmatch(m)
+	tag := sub[1]
+	if !strings.HasPrefix(tag, "!!") || !keyName.MatchString(tag[2:]) {
+		tag = "a value with a custom tag"
+	}
+	return "cannot unmarshal " + tag + " into " + sub[2]
+}
+
+// keyName is what a configuration key looks like.
+var keyName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,39}$`)
+
+// hideOddKey keeps an unknown key in the error when it looks like a key name (a typo to
+// fix) and leaves it out otherwise: a token pasted one indentation too far, or a value
+// written as a key, is not echoed into logs.
+func hideOddKey(m string) string {
+	sub := unknownKey.FindStringSubmatch(m)
+	if keyName.MatchString(sub[1]) {
+		return m
+	}
+	return "an unknown key that does not look like a key name (not shown: a value written as a key, or mis-indented?) in type " + sub[2]
+}
+
+// Load reads the YAML file at path (no file when path is ""), applies the environment
+// overrides from getenv (os.Getenv when nil), fills in defaults and validates.
+func Load(path string, getenv func(string) string) (Config, error) {
+	var c Config
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: read %s: %w", path, err)
+		}
+		c, err = Decode(bytes.NewReader(data))
+		if err != nil {
+			return Config{}, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if err := c.applyEnv(getenv); err != nil {
+		return Config{}, err
+	}
+	if err := c.resolveSecrets(getenv, os.ReadFile); err != nil {
+		return Config{}, err
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// EnvVar is one environment override: when the variable is set and not empty, it
+// replaces the key's value from the file.
+type EnvVar struct {
+	Name string // e.g. ROCKETDELAY_NAMESRV
+	Key  string // the YAML key it overrides
+	set  func(c *Config, v string) error
+}
+
+// EnvVars lists every environment variable Load reads.
+var EnvVars = []EnvVar{
+	{"ROCKETDELAY_LOG_LEVEL", "log.level", func(c *Config, v string) error { c.Log.Level = v; return nil }},
+	{"ROCKETDELAY_LOG_FORMAT", "log.format", func(c *Config, v string) error { c.Log.Format = v; return nil }},
+	{"ROCKETDELAY_HTTP_ADDR", "http.addr", func(c *Config, v string) error { c.HTTP.Addr = v; return nil }},
+	{"ROCKETDELAY_NAMESRV", "rocketmq.nameServers", func(c *Config, v string) error {
+		c.RocketMQ.NameServers = splitList(v)
+		return nil
+	}},
+	{"ROCKETDELAY_BROKERS", "rocketmq.brokers", func(c *Config, v string) error {
+		c.RocketMQ.Brokers = splitList(v)
+		return nil
+	}},
+	{"ROCKETDELAY_TOPIC", "rocketmq.topic", func(c *Config, v string) error { c.RocketMQ.Topic = v; return nil }},
+	{"ROCKETDELAY_GROUP", "rocketmq.group", func(c *Config, v string) error { c.RocketMQ.Group = v; return nil }},
+	{"ROCKETDELAY_LEVELS", "scheduler.levels", func(c *Config, v string) error {
+		l, err := ParseDelayLevels(v)
+		c.Scheduler.Levels = l
+		return err
+	}},
+	{"ROCKETDELAY_THRESHOLD", "scheduler.threshold", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		c.Scheduler.Threshold = d
+		return err
+	}},
+	{"ROCKETDELAY_SCHEDULER_MODE", "scheduler.mode", func(c *Config, v string) error { c.Scheduler.Mode = v; return nil }},
+	{"ROCKETDELAY_REDIS_URL", "redis.url", func(c *Config, v string) error { c.Redis.URL = Secret(v); return nil }},
+	// The topology variables replace the file's whole topology (a URL included).
+	{"ROCKETDELAY_REDIS_SENTINEL", "redis.sentinel.addresses", func(c *Config, v string) error {
+		if c.Redis.Sentinel == nil {
+			c.Redis.Sentinel = &RedisSentinel{}
+		}
+		c.Redis.Sentinel.Addresses, c.Redis.URL, c.Redis.Cluster = splitList(v), "", nil
+		return nil
+	}},
+	{"ROCKETDELAY_REDIS_SENTINEL_MASTER", "redis.sentinel.masterName", func(c *Config, v string) error {
+		if c.Redis.Sentinel == nil {
+			c.Redis.Sentinel = &RedisSentinel{}
+		}
+		c.Redis.Sentinel.MasterName, c.Redis.URL, c.Redis.Cluster = v, "", nil
+		return nil
+	}},
+	{"ROCKETDELAY_REDIS_CLUSTER", "redis.cluster.addresses", func(c *Config, v string) error {
+		if c.Redis.Cluster == nil {
+			c.Redis.Cluster = &RedisCluster{}
+		}
+		c.Redis.Cluster.Addresses, c.Redis.URL, c.Redis.Sentinel = splitList(v), "", nil
+		return nil
+	}},
+	{"ROCKETDELAY_REDIS_KEY_PREFIX", "redis.keyPrefix", func(c *Config, v string) error { c.Redis.KeyPrefix = v; return nil }},
+	{"ROCKETDELAY_REDIS_DURABILITY", "redis.durability", func(c *Config, v string) error { c.Redis.Durability = v; return nil }},
+	{"ROCKETDELAY_POSTGRES_URL", "postgres.url", func(c *Config, v string) error { c.Postgres.URL = Secret(v); return nil }},
+	{"ROCKETDELAY_SENDER_BASE_URL", "sender.baseURL", func(c *Config, v string) error { c.Sender.BaseURL = v; return nil }},
+	{"ROCKETDELAY_SENDER_WINDOW", "sender.window", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		c.Sender.Window = d
+		return err
+	}},
+	{"ROCKETDELAY_SENDER_LIMIT", "sender.limit", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		c.Sender.Limit = n
+		return err
+	}},
+	{"ROCKETDELAY_ADMIN_TOKEN", "admin.token", func(c *Config, v string) error { c.Admin.Token = Secret(v); return nil }},
+	{"ROCKETDELAY_SHUTDOWN_TIMEOUT", "shutdownTimeout", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		c.ShutdownTimeout = d
+		return err
+	}},
+}
+
+func (c *Config) applyEnv(getenv func(string) string) error {
+	var errs []error
+	for _, ev := range EnvVars {
+		v := getenv(ev.Name)
+		if v == "" {
+			continue
+		}
+		if err := ev.set(c, v); err != nil {
+			// The value may be a secret: name the variable, not its content.
+			errs = append(errs, &FieldError{Key: ev.Key, Reason: fmt.Sprintf("from %s: %v", ev.Name, redactErr(err, v))})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func redactErr(err error, value string) string {
+	return strings.ReplaceAll(err.Error(), value, "<value>")
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
+		out = append(out, f)
+	}
+	return out
+}
+
+// Redacted returns the effective configuration as YAML with every secret printed as
+// "<secret>"; `rocketdelay config check` prints it.
+func (c Config) Redacted() string {
+	out, err := yaml.Marshal(c)
+	if err != nil { // only unmarshalable types could fail, and Config has none
+		return fmt.Sprintf("config: cannot render: %v", err)
+	}
+	return string(out)
+}

@@ -1,0 +1,297 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// FieldError names the configuration key that is wrong and why.
+type FieldError struct {
+	Key    string // the YAML path, e.g. "scheduler.threshold"
+	Reason string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("config: %s: %s", e.Key, e.Reason) }
+
+// badFunc reports one invalid key; each section's validate calls it for every problem.
+type badFunc func(key, format string, args ...any)
+
+// Validate reports every invalid field of c (which should have its defaults filled in),
+// each as a *FieldError naming the key, joined with errors.Join.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &FieldError{Key: key, Reason: fmt.Sprintf(format, args...)})
+	}
+	c.Log.validate(bad)
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		bad("http.addr", "%q is not host:port", c.HTTP.Addr)
+	}
+	c.RocketMQ.validate(bad)
+	c.Scheduler.validate(bad, c.RocketMQ.Retention)
+	c.Redis.validate(bad)
+	if c.Postgres.URL == "" {
+		bad("postgres.url", "required; set it in the file or in ROCKETDELAY_POSTGRES_URL")
+	} else if u, err := url.Parse(c.Postgres.URL.Reveal()); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		bad("postgres.url", "must be a postgres:// URL")
+	}
+	for name, t := range c.Targets {
+		t.validate(bad, name)
+	}
+	c.Sender.validate(bad)
+	if tok := c.Admin.Token.Reveal(); tok != "" && (len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n")) {
+		bad("admin.token", "must be at least %d characters without whitespace", MinAdminTokenLen)
+	}
+	c.FailedSends.validate(bad)
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+func (l Log) validate(bad badFunc) {
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not one of debug, info, warn, error", l.Level)
+	}
+	switch l.Format {
+	case "json", "text":
+	default:
+		bad("log.format", "%q is not one of json, text", l.Format)
+	}
+}
+
+func (r RocketMQ) validate(bad badFunc) {
+	if len(r.NameServers) == 0 {
+		bad("rocketmq.nameServers", "at least one name server (host:port) is required; set it in the file or in ROCKETDELAY_NAMESRV")
+	}
+	hostPorts(bad, "rocketmq.nameServers", r.NameServers)
+	hostPorts(bad, "rocketmq.brokers", r.Brokers)
+	if !validResourceName(r.Topic) {
+		bad("rocketmq.topic", "%q is not a valid topic name (letters, digits, %%, -, _, |; at most 127 characters)", r.Topic)
+	}
+	if !validResourceName(r.Group) {
+		bad("rocketmq.group", "%q is not a valid group name (letters, digits, %%, -, _, |; at most 127 characters)", r.Group)
+	}
+	if r.SendTimeout <= 0 {
+		bad("rocketmq.sendTimeout", "must be positive, got %s", r.SendTimeout)
+	}
+	if r.Retention <= 0 {
+		bad("rocketmq.retention", "must be positive (the brokers' fileReservedTime), got %s", r.Retention)
+	}
+}
+
+// validate checks the scheduler's section; retention is rocketmq.retention, which the
+// dedupe window must cover.
+func (s Scheduler) validate(bad badFunc, retention time.Duration) {
+	if len(s.Levels) == 0 {
+		bad("scheduler.levels", "at least one delay level is required")
+	} else if s.Threshold < s.Levels[0] {
+		bad("scheduler.threshold", "%s is below the smallest delay level %s", s.Threshold, s.Levels[0])
+	}
+	switch s.Mode {
+	case ModeLevels, ModeTimer, ModeAuto:
+	default:
+		bad("scheduler.mode", "must be %q, %q or %q, got %q", ModeLevels, ModeTimer, ModeAuto, s.Mode)
+	}
+	if s.TimerMargin <= 0 {
+		bad("scheduler.timerMargin", "must be positive, got %s", s.TimerMargin)
+	} else if s.Mode != ModeLevels && s.TimerMargin >= s.Threshold {
+		bad("scheduler.timerMargin", "%s must be below scheduler.threshold %s: a timer hop lands that long before the due time",
+			s.TimerMargin, s.Threshold)
+	}
+	if s.Grace <= 0 {
+		bad("scheduler.grace", "must be positive, got %s", s.Grace)
+	}
+	switch {
+	case s.DoneTTL < time.Minute:
+		bad("scheduler.doneTTL", "must be at least 1m, got %s", s.DoneTTL)
+	case retention > 0 && s.DoneTTL < retention:
+		bad("scheduler.doneTTL", "%s is shorter than rocketmq.retention %s: a copy of an alert the broker can still "+
+			"redeliver after its done marker expired would be sent again; make it at least the brokers' retention",
+			s.DoneTTL, retention)
+	}
+	if s.RetryMaxDelay < time.Second {
+		bad("scheduler.retryMaxDelay", "must be at least 1s, got %s", s.RetryMaxDelay)
+	}
+	if s.Lease < time.Second {
+		bad("scheduler.lease", "must be at least 1s, got %s", s.Lease)
+	}
+	if s.Horizon <= 0 {
+		bad("scheduler.horizon", "must be positive, got %s", s.Horizon)
+	}
+}
+
+func (r Redis) validate(bad badFunc) {
+	topologies := 0
+	for _, set := range []bool{r.URL != "", r.Sentinel != nil, r.Cluster != nil} {
+		if set {
+			topologies++
+		}
+	}
+	switch {
+	case topologies == 0:
+		bad("redis.url", "required (or redis.sentinel, or redis.cluster); set it in the file or in ROCKETDELAY_REDIS_URL")
+	case topologies > 1:
+		bad("redis", "give one of redis.url, redis.sentinel and redis.cluster, not several")
+	case r.Sentinel != nil:
+		if r.Sentinel.MasterName == "" {
+			bad("redis.sentinel.masterName", "required: the name the sentinels monitor the primary under")
+		}
+		if len(r.Sentinel.Addresses) == 0 {
+			bad("redis.sentinel.addresses", "at least one sentinel host:port is required")
+		}
+		hostPorts(bad, "redis.sentinel.addresses", r.Sentinel.Addresses)
+	case r.Cluster != nil:
+		if len(r.Cluster.Addresses) == 0 {
+			bad("redis.cluster.addresses", "at least one node host:port is required")
+		}
+		hostPorts(bad, "redis.cluster.addresses", r.Cluster.Addresses)
+	default:
+		if u, err := url.Parse(r.URL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+			bad("redis.url", "must be a redis://, rediss:// or unix:// URL")
+		}
+	}
+	if _, _, err := ParseDurability(r.Durability); err != nil {
+		bad("redis.durability", "%v", err)
+	}
+	if r.WaitTimeout <= 0 {
+		bad("redis.waitTimeout", "must be positive, got %s", r.WaitTimeout)
+	}
+	if strings.ContainsAny(r.KeyPrefix, "{} \t\n") {
+		bad("redis.keyPrefix", "%q must not contain braces or whitespace", r.KeyPrefix)
+	}
+}
+
+// validate checks target name's section.
+func (t Target) validate(bad badFunc, name string) {
+	key := "targets." + name
+	if !validResourceName(name) {
+		bad(key, "a target name may hold letters, digits, %%, -, _ and | only")
+	}
+	if len(t.Robots) == 0 {
+		bad(key+".robots", "a target needs at least one robot")
+	}
+	seen := map[string]bool{}
+	for i, r := range t.Robots {
+		rkey := fmt.Sprintf("%s.robots[%d]", key, i)
+		switch {
+		case r.Name == "":
+			bad(rkey+".name", "required")
+		case seen[r.Name]:
+			bad(rkey+".name", "%q is used twice in this target", r.Name)
+		}
+		seen[r.Name] = true
+		if r.Token == "" {
+			bad(rkey+".token", "required (the robot webhook's access_token)")
+		} else if tok, err := r.AccessToken(); err != nil {
+			bad(rkey+".token", "%v", err)
+		} else if strings.ContainsAny(tok.Reveal(), " \t\r\n&?#") {
+			bad(rkey+".token", "the access_token holds whitespace or URL punctuation")
+		}
+		if r.Limit < 0 || r.Limit > MaxRobotLimit {
+			bad(rkey+".limit", "must be between 1 and %d (DingTalk's limit), or 0 for sender.limit; got %d", MaxRobotLimit, r.Limit)
+		}
+	}
+}
+
+func (s Sender) validate(bad badFunc) {
+	if s.Limit < 1 || s.Limit > MaxRobotLimit {
+		bad("sender.limit", "must be between 1 and %d (DingTalk's limit per robot), got %d", MaxRobotLimit, s.Limit)
+	}
+	u, err := url.Parse(s.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		bad("sender.baseURL", "%q must be an http:// or https:// URL without a query", s.BaseURL)
+	}
+	switch {
+	case s.Window < time.Second:
+		bad("sender.window", "must be at least 1s, got %s", s.Window)
+	case s.Window < time.Minute && err == nil && u.Host == "oapi.dingtalk.com":
+		bad("sender.window", "DingTalk counts per minute: the window must be at least 60s against %s, got %s", u.Host, s.Window)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"sender.cooldown", s.Cooldown}, {"sender.disableFor", s.DisableFor}, {"sender.httpTimeout", s.HTTPTimeout},
+		{"sender.backoffBase", s.BackoffBase}, {"sender.breakerOpen", s.BreakerOpen}} {
+		if d.v <= 0 {
+			bad(d.key, "must be positive, got %s", d.v)
+		}
+	}
+	if s.BackoffMax < s.BackoffBase {
+		bad("sender.backoffMax", "%s is below sender.backoffBase %s", s.BackoffMax, s.BackoffBase)
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"sender.attempts", s.Attempts}, {"sender.maxInFlight", s.MaxInFlight}, {"sender.breakerFailures", s.BreakerFailures}} {
+		if n.v < 1 {
+			bad(n.key, "must be at least 1, got %d", n.v)
+		}
+	}
+	if s.MaxWait < 0 {
+		bad("sender.maxWait", "must not be negative, got %s", s.MaxWait)
+	}
+	for _, e := range []struct{ key, v, a, b string }{{"sender.coalesce", s.Coalesce, CoalesceAuto, CoalesceOff},
+		{"sender.pacing", s.Pacing, PacingAuto, PacingBurst}, {"sender.robotLimits", s.RobotLimits, RobotLimitsLearn, RobotLimitsFixed}} {
+		if e.v != e.a && e.v != e.b {
+			bad(e.key, "must be %q or %q, got %q", e.a, e.b, e.v)
+		}
+	}
+	if s.CoalesceMax < 2 || s.CoalesceMax > MaxCoalesceMax {
+		bad("sender.coalesceMax", "must be between 2 and %d (sender.coalesce: off sends every alert alone), got %d", MaxCoalesceMax, s.CoalesceMax)
+	}
+}
+
+func (f FailedSends) validate(bad badFunc) {
+	if f.Interval < 100*time.Millisecond {
+		bad("failedSends.interval", "must be at least 100ms, got %s", f.Interval)
+	}
+	if f.MaxAttempts < 1 {
+		bad("failedSends.maxAttempts", "must be at least 1, got %d", f.MaxAttempts)
+	}
+	if f.MaxAge <= 0 {
+		bad("failedSends.maxAge", "must be positive, got %s", f.MaxAge)
+	}
+	if f.BackoffBase <= 0 {
+		bad("failedSends.backoffBase", "must be positive, got %s", f.BackoffBase)
+	}
+	if f.BackoffCap < f.BackoffBase {
+		bad("failedSends.backoffCap", "must be at least failedSends.backoffBase (%s), got %s", f.BackoffBase, f.BackoffCap)
+	}
+	if f.BatchSize < 1 || f.BatchSize > MaxFailedSendsBatchSize {
+		bad("failedSends.batchSize", "must be between 1 and %d, got %d", MaxFailedSendsBatchSize, f.BatchSize)
+	}
+	if f.ClaimLease < time.Second {
+		bad("failedSends.claimLease", "must be at least 1s, got %s", f.ClaimLease)
+	}
+}
+
+// hostPorts reports every address of list (the key key) that is not host:port.
+func hostPorts(bad badFunc, key string, list []string) {
+	for i, a := range list {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad(fmt.Sprintf("%s[%d]", key, i), "%q is not host:port", a)
+		}
+	}
+}
+
+// validResourceName mirrors the broker's check for topic and group names.
+func validResourceName(s string) bool {
+	if s == "" || len(s) > 127 {
+		return false
+	}
+	for _, r := range s {
+		ok := r == '%' || r == '-' || r == '_' || r == '|' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
