@@ -1,7 +1,10 @@
 package app
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,20 +48,14 @@ look at the rows and retry or discard them.`,
 			if err != nil {
 				return err
 			}
-			f := store.Filter{Target: target, ErrorClass: errorClass, Limit: limit, AfterID: after}
-			if f.Status, err = failed.ParseStatus(status); err != nil {
-				return usageError(c, "--status: %v", err)
+			q := failed.Query{Status: status, Target: target, ErrorClass: errorClass, Since: since,
+				Limit: strconv.Itoa(limit)}
+			if after != 0 {
+				q.After = strconv.FormatInt(after, 10)
 			}
-			if since != "" {
-				if f.Since, err = failed.ParseSince(since, time.Now()); err != nil {
-					return usageError(c, "--since: %v", err)
-				}
-			}
-			if limit < 1 || limit > store.MaxListLimit {
-				return usageError(c, "--limit: want 1 to %d, got %d", store.MaxListLimit, limit)
-			}
-			if after < 0 {
-				return usageError(c, "--after: want a row id from a previous listing")
+			f, err := q.Filter(time.Now())
+			if perr := (*failed.ParamError)(nil); errors.As(err, &perr) {
+				return usageError(c, "--%s: %s", strings.ReplaceAll(perr.Param, "_", "-"), perr.Reason)
 			}
 			return run(c, func(op failed.Operator) error { return op.List(c.Context(), f, format) })
 		},
@@ -108,11 +105,9 @@ more attempt before it is dead again.`,
 				}
 				return run(c, func(op failed.Operator) error { return op.Retry(c.Context(), ids) })
 			case retryStatus != "":
-				st := store.FailedStatus(retryStatus)
-				switch st {
-				case store.StatusDead, store.StatusRejected, store.StatusDiscarded, store.StatusPending:
-				default:
-					return usageError(c, "--status %q cannot be retried: want dead, rejected, discarded or pending", retryStatus)
+				st, err := failed.ParseRetryStatus(retryStatus)
+				if err != nil {
+					return usageError(c, "--status: %v", err)
 				}
 				return run(c, func(op failed.Operator) error { return op.RetryWhere(c.Context(), st, retryTarget) })
 			default:

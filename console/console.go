@@ -20,8 +20,6 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -32,8 +30,8 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // Prefix is the path the console is served under; mount Handler on it.
@@ -84,7 +82,7 @@ type StateFunc func(ctx context.Context) (State, error)
 
 // Console serves the pages.
 type Console struct {
-	failed *store.FailedSends
+	failed failed.Store
 	state  StateFunc
 	key    []byte // signs sessions and CSRF tokens; empty when the console is off
 	token  [32]byte
@@ -95,7 +93,7 @@ type Console struct {
 
 // Handler returns the console for the failed_sends table failedSends and the scheduler state; with
 // no token it answers 503 on every page, saying how to turn it on.
-func Handler(failedSends *store.FailedSends, state StateFunc, token config.Secret, logger *slog.Logger) http.Handler {
+func Handler(failedSends failed.Store, state StateFunc, token config.Secret, logger *slog.Logger) http.Handler {
 	c := &Console{failed: failedSends, state: state, pages: parsePages(), logger: logger.With("component", "console"), now: time.Now}
 	if token != "" {
 		k := sha256.Sum256([]byte("rocketdelay console session key\x00" + token.Reveal()))
@@ -271,21 +269,14 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 	c.render(w, r, status, "error", map[string]any{"Status": status, "Message": msg})
 }
 
-// storeFail answers a store error: unavailable is said plainly, anything else is logged
-// and answered without its details.
+// storeFail answers a store error as every operator's interface does (failed.Answer):
+// what a person can act on, never SQL or connection details, logged when it hides them.
 func (c *Console) storeFail(w http.ResponseWriter, r *http.Request, op string, err error) {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		c.fail(w, r, http.StatusNotFound, "There is no such failed send.")
-	case errors.Is(err, store.ErrInvalid):
-		c.fail(w, r, http.StatusBadRequest, err.Error())
-	case errors.Is(err, store.ErrUnavailable):
-		c.logger.Warn("console: "+op, "err", err)
-		c.fail(w, r, http.StatusServiceUnavailable, "The database cannot be reached right now; try again in a moment.")
-	default:
+	code, msg, logIt := failed.Answer(err)
+	if logIt {
 		c.logger.Error("console: "+op, "err", err)
-		c.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("Could not %s; the log has the details.", op))
 	}
+	c.fail(w, r, code, "Could not "+op+": "+msg+".")
 }
 
 func parsePages() map[string]*template.Template {

@@ -172,14 +172,20 @@ func TestConsoleListFilterPageAndStats(t *testing.T) {
 	_, body = s.get("/ui/failed?target=billing")
 	require.Equal(t, 1, strings.Count(body, `class="row-link"`))
 	require.Contains(t, body, "other-target")
-	_, body = s.get("/ui/failed?class=throttled&since=1h&status=pending")
+	_, body = s.get("/ui/failed?error_class=throttled&since=1h&status=pending")
 	require.Equal(t, 1, strings.Count(body, `class="row-link"`))
 	resp, body := s.get("/ui/failed?status=bogus")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	require.Contains(t, body, `Unknown status &#34;bogus&#34;.`)
+	require.Contains(t, body, `unknown status &#34;bogus&#34;: want one of pending, dead, rejected, discarded, delivered`)
 	resp, body = s.get("/ui/failed?since=yesterday")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	require.Contains(t, body, "is not a duration such as 24h")
+	require.Contains(t, body, "nor a duration back from now (90m, 6h, 3d)")
+	// The same filter as the API and the commands: days and RFC 3339 times too.
+	for _, since := range []string{"3d", time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)} {
+		resp, body = s.get("/ui/failed?error_class=throttled&status=pending&since=" + url.QueryEscape(since))
+		require.Equal(t, http.StatusOK, resp.StatusCode, since)
+		require.Equal(t, 1, strings.Count(body, `class="row-link"`), since)
+	}
 }
 
 func TestConsoleShowsBodiesInert(t *testing.T) {

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/yuin/goldmark"
 
+	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -24,26 +26,12 @@ const pageSize = 50
 // list shows the failed sends a filter selects, a page at a time, with the stats.
 func (c *Console) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.Filter{Status: store.FailedStatus(q.Get("status")), Target: q.Get("target"), ErrorClass: q.Get("class"), Limit: pageSize}
-	if f.Status != "" && !f.Status.Valid() {
-		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown status %q.", f.Status))
+	query := failed.Query{Status: q.Get("status"), Target: q.Get("target"), ErrorClass: q.Get("error_class"),
+		Since: q.Get("since"), Until: q.Get("until"), After: q.Get("after"), Limit: strconv.Itoa(pageSize)}
+	f, err := query.Filter(c.now())
+	if perr := (*failed.ParamError)(nil); errors.As(err, &perr) {
+		c.fail(w, r, http.StatusBadRequest, "The filter's "+strings.ReplaceAll(perr.Param, "_", " ")+" is wrong: "+perr.Reason+".")
 		return
-	}
-	if s := q.Get("since"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Since %q is not a duration such as 24h.", s))
-			return
-		}
-		f.Since = c.now().Add(-d)
-	}
-	if a := q.Get("after"); a != "" {
-		id, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || id <= 0 {
-			c.fail(w, r, http.StatusBadRequest, "The page cursor is not a row id.")
-			return
-		}
-		f.AfterID = id
 	}
 	rows, next, err := c.failed.List(r.Context(), f)
 	if err != nil {
@@ -65,12 +53,10 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request) {
 		nextURL = Prefix + "failed?" + nq.Encode()
 	}
 	c.render(w, r, http.StatusOK, "list", map[string]any{
-		"Rows": rows, "Next": nextURL, "Filter": q, "Statuses": statuses,
+		"Rows": rows, "Next": nextURL, "Filter": q, "Statuses": store.FailedStatuses,
 		"Stats": statsView(st, c.now()), "Flash": q.Get("done"),
 	})
 }
-
-var statuses = []store.FailedStatus{store.StatusPending, store.StatusDead, store.StatusRejected, store.StatusDelivered, store.StatusDiscarded}
 
 // bar is one bar of the stats chart.
 type bar struct {
@@ -84,6 +70,7 @@ type stats struct {
 	OldestPending               string
 }
 
+// statsView draws the counts failed shapes (failed.NewStatsView) as bars, largest first.
 func statsView(st store.FailedStats, now time.Time) stats {
 	bars := func(m map[string]int64) []bar {
 		var out []bar
@@ -105,13 +92,10 @@ func statsView(st store.FailedStats, now time.Time) stats {
 		}
 		return out
 	}
-	byStatus := map[string]int64{}
-	for _, s := range statuses {
-		byStatus[string(s)] = st.ByStatus[s]
-	}
-	v := stats{ByStatus: bars(byStatus), ByTarget: bars(st.ByTarget), ByClass: bars(st.ByErrorClass), OldestPending: "none pending"}
-	if st.OldestPending != nil {
-		v.OldestPending = now.Sub(*st.OldestPending).Round(time.Second).String()
+	sv := failed.NewStatsView(st, now)
+	v := stats{ByStatus: bars(sv.ByStatus), ByTarget: bars(sv.ByTarget), ByClass: bars(sv.ByErrorClass), OldestPending: "none pending"}
+	if sv.OldestPending != nil {
+		v.OldestPending = (time.Duration(sv.OldestPendingAgeSeconds) * time.Second).String()
 	}
 	return v
 }

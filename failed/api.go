@@ -1,6 +1,7 @@
 package failed
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -16,6 +17,17 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/store"
 )
+
+// Store is the part of the failed_sends table the operators' API and commands use;
+// *store.FailedSends implements it.
+type Store interface {
+	List(ctx context.Context, f store.Filter) ([]store.FailedSend, int64, error)
+	Get(ctx context.Context, id int64) (store.FailedSend, error)
+	Stats(ctx context.Context) (store.FailedStats, error)
+	Retry(ctx context.Context, ids []int64) ([]int64, error)
+	RetryWhere(ctx context.Context, status store.FailedStatus, target string) ([]int64, error)
+	Discard(ctx context.Context, ids []int64, reason string) ([]int64, error)
+}
 
 // APIPrefix is the path under which Handler serves; mount Handler on both APIPrefix and
 // APIPrefix + "/".
@@ -37,7 +49,7 @@ const maxBody = 1 << 20
 // configured the API answers 503, disabled. Errors are {"error": "…"} with a message a
 // person can act on; a store failure is logged and answered with a generic message,
 // never with SQL or connection details.
-func Handler(fs *store.FailedSends, logger *slog.Logger, token config.Secret) http.Handler {
+func Handler(fs Store, logger *slog.Logger, token config.Secret) http.Handler {
 	a := &api{store: fs, logger: logger.With("component", "admin-api"), now: time.Now}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+APIPrefix, a.list)
@@ -75,55 +87,21 @@ func authenticate(token config.Secret, next http.Handler) http.Handler {
 }
 
 type api struct {
-	store  *store.FailedSends
+	store  Store
 	logger *slog.Logger
 	now    func() time.Time
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	for key := range q {
-		switch key {
-		case "status", "target", "error_class", "since", "until", "limit", "after":
-		default:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: use status, target, error_class, since, until, limit, after", cell(key, 40)))
-			return
-		}
-	}
-	var f store.Filter
-	var err error
-	if f.Status, err = ParseStatus(q.Get("status")); err != nil {
-		writeError(w, http.StatusBadRequest, "status: "+err.Error())
+	q, err := QueryFromValues(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	f.Target, f.ErrorClass = q.Get("target"), q.Get("error_class")
-	if s := q.Get("since"); s != "" {
-		if f.Since, err = ParseSince(s, a.now()); err != nil {
-			writeError(w, http.StatusBadRequest, "since: "+err.Error())
-			return
-		}
-	}
-	if s := q.Get("until"); s != "" {
-		if f.Until, err = ParseUntil(s); err != nil {
-			writeError(w, http.StatusBadRequest, "until: "+err.Error())
-			return
-		}
-	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > store.MaxListLimit {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit: want a whole number from 1 to %d", store.MaxListLimit))
-			return
-		}
-		f.Limit = n
-	}
-	if s := q.Get("after"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "after: want the `next` cursor of the previous page (a positive id)")
-			return
-		}
-		f.AfterID = n
+	f, err := q.Filter(a.now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	rows, next, err := a.store.List(r.Context(), f)
 	if err != nil {
@@ -216,13 +194,12 @@ func (a *api) retry(w http.ResponseWriter, r *http.Request) {
 		}
 		ids, err = a.store.Retry(r.Context(), req.IDs)
 	case req.Status != "":
-		switch st := store.FailedStatus(req.Status); st {
-		case store.StatusDead, store.StatusRejected, store.StatusDiscarded, store.StatusPending:
-			ids, err = a.store.RetryWhere(r.Context(), st, req.Target)
-		default:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("status %q cannot be retried: want dead, rejected, discarded or pending", cell(req.Status, 40)))
+		st, perr := ParseRetryStatus(req.Status)
+		if perr != nil {
+			writeError(w, http.StatusBadRequest, perr.Error())
 			return
 		}
+		ids, err = a.store.RetryWhere(r.Context(), st, req.Target)
 	default:
 		writeError(w, http.StatusBadRequest, `give "ids" (a list of row ids) or "status" (dead, rejected, discarded or pending)`)
 		return
@@ -268,25 +245,14 @@ func (a *api) discard(w http.ResponseWriter, r *http.Request) {
 
 // storeError answers a store error without its text, which is logged instead.
 func (a *api) storeError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "no failed send with this id")
-	case errors.Is(err, store.ErrInvalid):
-		// ErrInvalid messages are written for people and hold no SQL.
-		msg := err.Error()
-		if _, after, ok := strings.Cut(msg, store.ErrInvalid.Error()+": "); ok {
-			msg = after
-		}
-		writeError(w, http.StatusBadRequest, msg)
-	case errors.Is(err, store.ErrUnavailable):
-		a.logger.Error("admin API: postgres unavailable", "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusServiceUnavailable, "postgres is unavailable; try again shortly")
-	case r.Context().Err() != nil:
-		// the client went away; nobody reads the answer
-	default:
-		a.logger.Error("admin API: store error", "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal error; see the server log")
+	if r.Context().Err() != nil {
+		return // the client went away; nobody reads the answer
 	}
+	code, msg, logIt := Answer(err)
+	if logIt {
+		a.logger.Error("admin API: store error", "path", r.URL.Path, "err", err)
+	}
+	writeError(w, code, msg)
 }
 
 func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {

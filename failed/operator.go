@@ -33,7 +33,7 @@ func ParseFormat(s string) (Format, error) {
 // Operator carries out the `rocketdelay failed …` commands against the store and prints
 // their result to Out.
 type Operator struct {
-	Store *store.FailedSends
+	Store Store
 	Out   io.Writer
 	// Now is the clock for relative ages; time.Now when nil.
 	Now func() time.Time
