@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -274,9 +274,8 @@ func (r *recorder) latenessReport(t *testing.T, due map[string]time.Time) (p50, 
 		require.Equal(t, want.UnixMilli(), r.due[id].UnixMilli(), "alert %s due time changed on the way", id)
 		late = append(late, got[0].Sub(want))
 	}
-	slices.Sort(late)
-	pct := func(p float64) time.Duration { return late[int(p*float64(len(late)-1))] }
-	return pct(0.50), pct(0.99), late[len(late)-1]
+	q := quantile.Summarize(late)
+	return q.P50, q.P99, q.Max
 }
 
 // total sums every series of a counter or counter vector.

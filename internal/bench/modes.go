@@ -21,6 +21,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -328,15 +329,8 @@ func (r *hopRecorder) count() int {
 
 // percentiles returns p50, p99 and the maximum of late, and how many are negative (early).
 func percentiles(late []time.Duration) (p50, p99, worst time.Duration, early int) {
-	l := slices.Clone(late)
-	slices.Sort(l)
-	for _, d := range l {
-		if d < 0 {
-			early++
-		}
-	}
-	at := func(p float64) time.Duration { return l[int(p*float64(len(l)-1))] }
-	return at(0.5), at(0.99), l[len(l)-1], early
+	q := quantile.Summarize(late)
+	return q.P50, q.P99, q.Max, q.Early
 }
 
 func mean(xs []int) float64 {

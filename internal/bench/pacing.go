@@ -255,7 +255,7 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 	r.overLimit, r.byRobot = st.OverLimit, st.ByRobot
 	if len(late) > 0 {
 		slices.Sort(late)
-		r.p50, r.p99, r.worst = late[len(late)/2], late[int(0.99*float64(len(late)-1))], late[len(late)-1]
+		r.p50, r.p99, r.worst, _ = percentiles(late)
 	}
 	return r, nil
 }

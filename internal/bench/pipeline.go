@@ -6,9 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/internal/localstack"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -211,39 +209,19 @@ func durabilityStages(ctx context.Context, out io.Writer, cfg config.Config, p r
 // on, args added), and, when replicas is 1, one replica of it; it returns the primary's
 // URL and a function that stops both.
 func startRedis(ctx context.Context, replicas int, args ...string) (string, func(), error) {
-	var procs []*exec.Cmd
+	var servers []*localstack.RedisServer
 	stop := func() {
-		for _, c := range procs {
-			_ = c.Process.Kill()
-			_ = c.Wait()
+		for _, srv := range servers {
+			srv.Stop()
 		}
 	}
 	start := func(extra ...string) (string, error) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		srv, err := localstack.StartRedis(ctx, append([]string{"--appendonly", "yes"}, extra...)...)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("bench: %w", err)
 		}
-		addr := ln.Addr().String()
-		_, port, _ := net.SplitHostPort(addr)
-		ln.Close()
-		dir, err := os.MkdirTemp("", "rocketdelay-bench-redis-")
-		if err != nil {
-			return "", err
-		}
-		c := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", dir,
-			"--save", "", "--appendonly", "yes", "--logfile", filepath.Join(dir, "redis.log")}, extra...)...)
-		if err := c.Start(); err != nil {
-			return "", fmt.Errorf("bench: start redis-server (installed by deploy/local/up): %w", err)
-		}
-		procs = append(procs, c)
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		defer rdb.Close()
-		for deadline := time.Now().Add(10 * time.Second); rdb.Ping(ctx).Err() != nil; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				return "", fmt.Errorf("bench: redis-server on %s did not start; see %s/redis.log", addr, dir)
-			}
-		}
-		return addr, nil
+		servers = append(servers, srv)
+		return srv.Addr, nil
 	}
 	primary, err := start(args...)
 	if err != nil {

@@ -18,13 +18,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/localstack"
 	"github.com/rocketdelay/rocketdelay/internal/netproxy"
-	"github.com/rocketdelay/rocketdelay/migrations"
+	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -566,33 +566,15 @@ func (e *env) prepare(ctx context.Context) error {
 // migratedSchema creates schema on the private Postgres and applies every migration in
 // it; it returns a DSN selecting it.
 func migratedSchema(ctx context.Context, dsn, schema string) (string, error) {
-	admin, err := store.OpenPostgres(ctx, dsn)
+	sch, err := localstack.NewSchema(ctx, dsn, schema)
 	if err != nil {
 		return "", err
 	}
-	defer admin.Close()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return "", fmt.Errorf("chaos: create schema: %w", err)
-	}
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	out := dsn + sep + "search_path=" + schema
-	pool, err := store.OpenPostgres(ctx, out)
-	if err != nil {
+	defer sch.Close(ctx, false) // the private stack goes with its schemas
+	if err := sch.Migrate(ctx); err != nil {
 		return "", err
 	}
-	defer pool.Close()
-	m, err := migrations.New(pool, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return "", err
-	}
-	defer m.Close()
-	if _, err := m.Up(ctx); err != nil {
-		return "", fmt.Errorf("chaos: migrate: %w", err)
-	}
-	return out, nil
+	return sch.DSN, nil
 }
 
 func (e *env) replicaEnv() []string {
@@ -808,8 +790,8 @@ func (e *env) measure(ctx context.Context, row *Row) {
 	row.Lost = len(row.LostIDs)
 	if len(late) > 0 {
 		slices.Sort(late)
-		row.MaxLateness = late[len(late)-1].Round(time.Millisecond)
-		row.P99Lateness = late[int(0.99*float64(len(late)-1))].Round(time.Millisecond)
+		q := quantile.Summarize(late)
+		row.MaxLateness, row.P99Lateness = q.Max.Round(time.Millisecond), q.P99.Round(time.Millisecond)
 	}
 	row.OverLimit = e.sim.Stats().OverLimit
 	row.PastBudget = e.pastBudget()

@@ -11,27 +11,21 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/migrations"
+	"github.com/rocketdelay/rocketdelay/internal/localstack"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -137,30 +131,26 @@ func Postgres(t testing.TB) *pgxpool.Pool {
 // code under test that opens its own connections.
 func PostgresSchema(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	ctx := context.Background()
-	dsn := PostgresURL(t)
-	admin, err := store.OpenPostgres(ctx, dsn)
-	require.NoError(t, err)
-	schema := Unique("test_")
-	_, err = admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
-	require.NoError(t, err)
+	pool, sch := schema(t)
+	return pool, sch.DSN
+}
 
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	schemaDSN := dsn + sep + "search_path=" + schema
-	pool, err := store.OpenPostgres(ctx, schemaDSN)
+// schema creates a schema of the test's own (localstack.NewSchema), dropped when the test
+// ends, and a pool selecting it.
+func schema(t testing.TB) (*pgxpool.Pool, *localstack.Schema) {
+	t.Helper()
+	ctx := context.Background()
+	sch, err := localstack.NewSchema(ctx, PostgresURL(t), Unique("test_"))
+	require.NoError(t, err)
+	pool, err := store.OpenPostgres(ctx, sch.DSN)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		pool.Close()
-		_, err := admin.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
+		if err := sch.Close(context.Background(), true); err != nil {
+			t.Error(err)
 		}
-		admin.Close()
 	})
-	return pool, schemaDSN
+	return pool, sch
 }
 
 // MigratedPostgres returns the DSN of a fresh schema with every migration applied, for a
@@ -181,13 +171,9 @@ func FailedSends(t testing.TB) (*pgxpool.Pool, *store.FailedSends) {
 
 func migrated(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	pool, dsn := PostgresSchema(t)
-	m, err := migrations.New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.NoError(t, err)
-	defer m.Close()
-	_, err = m.Up(context.Background())
-	require.NoError(t, err)
-	return pool, dsn
+	pool, sch := schema(t)
+	require.NoError(t, sch.Migrate(context.Background()))
+	return pool, sch.DSN
 }
 
 // RocketMQStragglers are goroutines rocketmq-client-go leaves running after Shutdown
@@ -225,56 +211,18 @@ func DingTalkSim(t testing.TB, opts dingtalksim.Options) (*dingtalksim.Server, s
 	return s, ts.URL + dingtalksim.Path
 }
 
-// RedisServer starts a Redis of the test's own (Debian's redis-server, as deploy/local
-// installs it) on a free loopback port with args added to its command line, stops it
-// when the test ends, and returns a client and its address. Tests that change Redis's
-// configuration, or need a primary and a replica, use it instead of the shared one.
+// RedisServer starts a Redis of the test's own (localstack.StartRedis: Debian's
+// redis-server, as deploy/local installs it) on a free loopback port with args added to
+// its command line, stops it when the test ends, and returns a client and its address.
+// Tests that change Redis's configuration, or need a primary and a replica, use it
+// instead of the shared one.
 func RedisServer(t testing.TB, args ...string) (*redis.Client, string) {
 	t.Helper()
 	Env(t, "ROCKETDELAY_REDIS_URL") // the stack is up, so redis-server is installed
-	// The free port comes from the kernel's ephemeral range, so another test's client
-	// connection can take it before redis-server binds it: then start again on another.
-	for attempt := 1; ; attempt++ {
-		rdb, addr, err := startRedisServer(t, args)
-		if err == nil {
-			return rdb, addr
-		}
-		if attempt == 3 {
-			t.Fatal(err)
-		}
-		t.Logf("redis-server did not start (%v); trying another port", err)
-	}
-}
-
-func startRedisServer(t testing.TB, args []string) (*redis.Client, string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := localstack.StartRedis(context.Background(), args...)
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	_, port, _ := net.SplitHostPort(addr)
-	require.NoError(t, ln.Close())
-	dir := t.TempDir()
-	logFile := filepath.Join(dir, "redis.log")
-	cmd := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", port, "--dir", dir,
-		"--save", "", "--logfile", logFile}, args...)...)
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(srv.Stop)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for rdb.Ping(context.Background()).Err() != nil {
-		select {
-		case <-exited:
-			return nil, "", fmt.Errorf("redis-server on %s exited; see %s", addr, logFile)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, "", fmt.Errorf("redis-server on %s did not answer; see %s", addr, logFile)
-		}
-	}
-	return rdb, addr, nil
+	return rdb, srv.Addr
 }

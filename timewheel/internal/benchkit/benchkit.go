@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/rocketdelay/rocketdelay/internal/quantile"
 )
 
 // Timers is one timer implementation driven by key. Add schedules key to
@@ -244,16 +245,12 @@ func Lateness(impl Impl, n int, lead, window time.Duration) (LatenessResult, err
 	case <-time.After(lead + window + 60*time.Second):
 		return LatenessResult{}, fmt.Errorf("only %d of %d keys fired", fired.Load(), n)
 	}
-	var r LatenessResult
-	for _, l := range late {
-		if l < 0 {
-			r.Early++
-		}
+	durations := make([]time.Duration, n)
+	for i, l := range late {
+		durations[i] = time.Duration(l)
 	}
-	slices.Sort(late)
-	r.P50 = time.Duration(late[n/2])
-	r.P99 = time.Duration(late[n*99/100])
-	r.Max = time.Duration(late[n-1])
+	q := quantile.Summarize(durations)
+	r := LatenessResult{P50: q.P50, P99: q.P99, Max: q.Max, Early: q.Early}
 	return r, nil
 }
 
