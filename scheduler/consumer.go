@@ -15,9 +15,9 @@ import (
 // consume is the push consumer's handler. A message is acknowledged only once its next
 // home is durable; any error hands it back to RocketMQ for a later retry.
 func (s *Scheduler) consume(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-	s.handling.RLock()
-	defer s.handling.RUnlock()
-	if s.closing {
+	s.broker.handling.RLock()
+	defer s.broker.handling.RUnlock()
+	if s.broker.closing {
 		return consumer.ConsumeRetryLater, nil
 	}
 	for _, m := range msgs {
@@ -47,7 +47,7 @@ func (s *Scheduler) consume(ctx context.Context, msgs ...*primitive.MessageExt) 
 // length sends nothing to the dead-letter queue, and once it ends a message waits at
 // most about RetryMaxDelay.
 func (s *Scheduler) retryLevel(reconsume int) int {
-	want := s.retryDelay(reconsume)
+	want := s.opts.retryDelay(reconsume)
 	level := 1
 	for i, l := range s.opts.Levels {
 		if l <= want {
@@ -72,7 +72,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		if key == "" {
 			key = msg.MsgId
 		}
-		err := s.delivery.Reject(ctx, delivery.Rejected{Alert: a, Properties: msg.GetProperties(), MessageKey: key,
+		err := s.delivery.Reject(ctx, delivery.Rejected{Alert: a.forDelivery(), Properties: msg.GetProperties(), MessageKey: key,
 			Reason: string(rej.Reason), Detail: rej.Detail})
 		if err != nil {
 			return "reject", fmt.Errorf("record the rejection (%s): %w", rej.Reason, err)
@@ -82,7 +82,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)
 		return "reject", nil
 	}
-	if hop, ok := s.route.Next(a.DueAt.Sub(now)); ok {
+	if hop, ok := s.broker.route.Next(a.DueAt.Sub(now)); ok {
 		// A hop touches no Redis: an alert cancelled while hopping keeps hopping and is
 		// dropped by the wheel stage's Put, which checks the cancel tombstone.
 		return "hop", s.publishHop(ctx, msg, a, hop)
@@ -109,7 +109,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 
 // publishHop re-publishes msg for hop h (a delay level, or a timer message), carrying
 // its properties.
-func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a delivery.Alert, h Hop) error {
+func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a alert, h Hop) error {
 	m := primitive.NewMessage(s.opts.Topic, orig.Body)
 	for k, v := range orig.GetProperties() {
 		if !systemProperty[k] {
@@ -129,7 +129,7 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
 	defer cancel()
-	res, err := s.producer.SendSync(sendCtx, m)
+	res, err := s.broker.producer.SendSync(sendCtx, m)
 	if err != nil {
 		return fmt.Errorf("publish hop (%s): %w", kind, err)
 	}

@@ -71,7 +71,7 @@ const DefaultDLQCheckInterval = time.Minute
 // dlqWatch measures the dead-letter queue at once (warning when it holds messages) and
 // then every interval, into the rocketdelay_dlq_messages gauge, until ctx ends.
 func (s *Scheduler) dlqWatch(ctx context.Context, interval time.Duration) {
-	defer s.loops.Done()
+	defer s.life.loops.Done()
 	warned := false
 	for {
 		depth, err := DLQDepth(ctx, s.opts.NameServers, s.opts.Group, s.opts.InstanceName)

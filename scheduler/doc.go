@@ -7,12 +7,14 @@
 // Inputs that can never be delivered go to the same Delivery as rejections.
 //
 // Its files follow a message: consumer.go (decode, hop or store), plan.go and timer.go
-// (the hop rule, and the timer probe at start), fireloop.go (claim what the wheel fires,
-// hand it off, release or give back, trying again while Redis is cut off), gate.go (each
-// target's share of the hand-off workers), sweeper.go (claim what is overdue or whose
-// lease expired), leasekeeper.go (keep the held claims alive), refclock.go (this
-// replica's clock corrected by its offset to Redis TIME, which every replica schedules
-// by); producer.go is the producers' API.
+// (the hop rule, and the timer probe at start), fireloop.go (claim what the wheel fires),
+// sweeper.go (claim what is overdue or whose lease expired), handoff.go (the hand-off
+// pool: hand each claimed entry to the Delivery, then release it or give it back, trying
+// again while Redis is cut off), gate.go (each target's share of the pool's workers),
+// leasekeeper.go (keep the pool's claims alive), refclock.go (this replica's clock
+// corrected by its offset to Redis TIME, which every replica schedules by), scheduler.go
+// (Start and Stop: the steps in order, and in reverse); producer.go is the producers'
+// API.
 //
 // It must not talk to DingTalk or Postgres, and it must never acknowledge a RocketMQ
 // message before the message's next home (a re-published hop, Redis, or a rejected row)

@@ -68,6 +68,26 @@ func reject(reason RejectReason, format string, args ...any) *Rejection {
 	return &Rejection{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
+// alert is a consumed message as the scheduler routes it: decoded from the message's
+// properties and body, never re-encoded on a hop.
+type alert struct {
+	// ID is the idempotency key, RD_ID (or the original message's unique key).
+	ID string
+	// Target names a target of the configuration.
+	Target string
+	// DueAt is the absolute due time, millisecond precision; zero when unknown.
+	DueAt time.Time
+	// Body is the message body as published.
+	Body []byte
+	// Hops counts the hops taken so far.
+	Hops int
+}
+
+// forDelivery is a as the Delivery records it when it is rejected.
+func (a alert) forDelivery() delivery.Alert {
+	return delivery.Alert{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops}
+}
+
 // decodeRules are what decode checks a message against.
 type decodeRules struct {
 	knownTarget func(string) bool
@@ -79,8 +99,8 @@ type decodeRules struct {
 // decode reads an alert from a consumed message. now is the receipt time; it bounds
 // the horizon. A message that can never be delivered yields a *Rejection, with the
 // alert's fields decoded as far as they could be (for the record of the rejection).
-func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (delivery.Alert, *Rejection) {
-	a := delivery.Alert{Body: msg.Body, Target: msg.GetProperty(PropTarget), ID: messageID(msg)}
+func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert, *Rejection) {
+	a := alert{Body: msg.Body, Target: msg.GetProperty(PropTarget), ID: messageID(msg)}
 	if h, err := strconv.Atoi(msg.GetProperty(PropHops)); err == nil && h > 0 {
 		a.Hops = h
 	}

@@ -178,9 +178,9 @@ func OptionsFromConfig(c config.Config) Options {
 }
 
 // Scheduler consumes the topic, takes hops through the broker's delay levels (or timer
-// messages), keeps the
-// final remainder in the Redis wheel stage and an in-process timing wheel, and hands
-// due alerts (and inputs that can never be delivered) to its Delivery.
+// messages), keeps the final remainder in the Redis wheel stage and an in-process
+// timing wheel, and hands due alerts (and inputs that can never be delivered) to its
+// Delivery, through its hand-off pool.
 type Scheduler struct {
 	opts     Options
 	store    WheelStage
@@ -189,33 +189,31 @@ type Scheduler struct {
 	metrics  *Metrics
 	now      func() time.Time
 
-	mu       sync.Mutex // guards started, stopped
-	started  bool
-	stopped  bool
-	handling sync.RWMutex // consume handlers hold it shared; Stop takes it to drain them
-	closing  bool         // set under handling's write lock
+	life   lifecycle
+	broker brokerSide
+	wheel  *timewheel.Wheel
+	pool   *handoffPool
+	claims atomic.Uint64 // claim tokens issued
+}
 
-	route    Route                  // settled at Start
-	mode     atomic.Pointer[string] // route's mode, for readers outside Start
-	wheel    *timewheel.Wheel
+// lifecycle is what Start and Stop share.
+type lifecycle struct {
+	mu               sync.Mutex // guards started, stopped
+	started, stopped bool
+	cancel           context.CancelFunc // ends the fire loop, the sweeper and the DLQ watch
+	loops            sync.WaitGroup     // those three
+	running          chan struct{}      // closed once the consumer runs
+}
+
+// brokerSide is the scheduler's RocketMQ side: the hop producer, the push consumer and
+// the decomposition rule settled at start.
+type brokerSide struct {
 	producer rocketmq.Producer
 	consumer rocketmq.PushConsumer
-	work     chan store.Entry
-	gate     *targetGate        // each target's share of the hand-off workers
-	cancel   context.CancelFunc // stops the fire loop, the sweeper and the DLQ watch
-	// stopKeeper stops the lease keeper, which Stop ends last, once the hand-off workers
-	// have finished: a send waiting for a robot keeps its claim to the end.
-	stopKeeper context.CancelFunc
-	keeperDone chan struct{}
-	claims     atomic.Uint64 // claim tokens issued
-	// handoffCtx is given to the Handoff; Stop cancels it when its deadline passes.
-	handoffCtx    context.Context
-	handoffCancel context.CancelFunc
-	heldMu        sync.Mutex
-	held          map[string]string // claimed entries not yet released or given back: id → claim token
-	loops         sync.WaitGroup    // fire loop and sweeper
-	workers       sync.WaitGroup
-	running       chan struct{} // closed once the consumer runs
+	route    Route
+	mode     atomic.Pointer[string] // route's mode, for readers outside Start
+	handling sync.RWMutex           // consume handlers hold it shared; Stop takes it to drain them
+	closing  bool                   // set under handling's write lock
 }
 
 // New returns a stopped Scheduler that keeps the wheel stage in ws and hands alerts to
@@ -238,19 +236,39 @@ func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *
 		logger:   logger.With("component", "scheduler"),
 		metrics:  metrics,
 		now:      now,
-		running:  make(chan struct{}),
+		life:     lifecycle{running: make(chan struct{})},
 	}, nil
 }
 
-// Start loads the due-soon entries of the wheel stage into the wheel, starts the hop
-// producer, checks (or creates) the topic, and starts consuming. It returns once the
-// consumer runs; a second call is a no-op.
+// Start runs, in order: the wheel, the hand-off pool, the fire loop and the sweeper, the
+// due-soon entries of the wheel stage loaded into the wheel, the hop producer, the
+// topics and the route, the consumer, and the DLQ watch. It returns once the consumer
+// runs; a second call is a no-op. Stop undoes whatever ran, in reverse.
 func (s *Scheduler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
+	s.life.mu.Lock()
+	defer s.life.mu.Unlock()
+	if s.life.started {
 		return nil
 	}
+	if err := s.startWheel(); err != nil {
+		return err
+	}
+	s.startPool()
+	loopCtx := s.startLoops()
+	for _, step := range []func(context.Context) error{s.loadDueSoon, s.startHopProducer, s.settleRoute, s.startConsumer} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	s.life.loops.Add(1)
+	go s.dlqWatch(loopCtx, s.opts.DLQCheckInterval)
+	close(s.life.running)
+	s.logger.Info("scheduler started", "topic", s.opts.Topic, "group", s.opts.Group, "mode", s.Mode(),
+		"levels", s.opts.Levels.String(), "threshold", s.opts.Threshold.String(), "instance", s.opts.InstanceName)
+	return nil
+}
+
+func (s *Scheduler) startWheel() error {
 	wheel, err := timewheel.New(s.opts.Wheel)
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
@@ -260,30 +278,31 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	s.wheel = wheel
 	s.metrics.wheelLen.Store(wheel.Len)
-	s.work = make(chan store.Entry, s.opts.ClaimBatch)
-	s.gate = newTargetGate(s.opts.HandoffsPerTarget)
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
-	s.handoffCtx, s.handoffCancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.held = make(map[string]string)
-	s.loops.Add(2)
+	return nil
+}
+
+// startPool runs the hand-off pool; from here on Stop undoes whatever ran.
+func (s *Scheduler) startPool() {
+	s.pool = newHandoffPool(s.opts, s.store, s.delivery, s.logger, s.metrics, s.now, s.wheel)
+	s.pool.start()
+	s.life.started = true
+}
+
+// startLoops runs the fire loop and the sweeper, and returns the context that ends them
+// (and the DLQ watch).
+func (s *Scheduler) startLoops() context.Context {
+	loopCtx, cancel := context.WithCancel(context.Background())
+	s.life.cancel = cancel
+	s.life.loops.Add(2)
 	go s.fireLoop(loopCtx)
 	go s.sweepLoop(loopCtx)
-	keeperCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopKeeper, s.keeperDone = stopKeeper, make(chan struct{})
-	go s.leaseKeeper(keeperCtx)
-	for range s.opts.HandoffWorkers {
-		s.workers.Add(1)
-		go s.handoffWorker(loopCtx)
-	}
-	s.started = true // from here on Stop undoes whatever ran
+	return loopCtx
+}
 
-	if err := s.loadDueSoon(ctx); err != nil {
-		return err
-	}
-	resolver := primitive.NewPassthroughResolver(s.opts.NameServers)
-	s.producer, err = rocketmq.NewProducer(
-		producer.WithNsResolver(resolver),
+func (s *Scheduler) startHopProducer(context.Context) error {
+	var err error
+	s.broker.producer, err = rocketmq.NewProducer(
+		producer.WithNsResolver(primitive.NewPassthroughResolver(s.opts.NameServers)),
 		producer.WithGroupName(s.opts.Group+"-hops"),
 		// Not the consumer's instance name: rocketmq-client-go shares one client per name,
 		// and the producer's Shutdown would close it under the consumer.
@@ -294,31 +313,41 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("scheduler: hop producer: %w", err)
 	}
-	if err := s.producer.Start(); err != nil {
+	if err := s.broker.producer.Start(); err != nil {
 		return fmt.Errorf("scheduler: start hop producer: %w", err)
 	}
+	return nil
+}
+
+// settleRoute checks (or creates) the topic, teaches the hop producer its route,
+// settles the decomposition rule (levels or timer), and checks the consumer group and
+// its retry topic.
+func (s *Scheduler) settleRoute(ctx context.Context) error {
 	if err := EnsureTopic(ctx, s.opts.NameServers, s.opts.Topic, s.opts.Brokers, s.logger); err != nil {
 		return err
 	}
 	s.learnRoute(ctx)
-	if s.route, err = s.resolveRoute(ctx); err != nil {
+	var err error
+	if s.broker.route, err = s.resolveRoute(ctx); err != nil {
 		return err
 	}
 	mode := config.ModeLevels
-	if s.route.Timer != nil {
+	if s.broker.route.Timer != nil {
 		mode = config.ModeTimer
 	}
-	s.mode.Store(&mode)
+	s.broker.mode.Store(&mode)
 	if len(s.opts.Brokers) > 0 {
 		if _, err := CheckGroup(ctx, s.opts.NameServers, s.opts.Group, s.opts.Brokers, s.logger); err != nil {
 			return err
 		}
 	}
-	if err := s.ensureRetryTopic(ctx); err != nil {
-		return err
-	}
-	s.consumer, err = rocketmq.NewPushConsumer(
-		consumer.WithNsResolver(resolver),
+	return s.ensureRetryTopic(ctx)
+}
+
+func (s *Scheduler) startConsumer(context.Context) error {
+	var err error
+	s.broker.consumer, err = rocketmq.NewPushConsumer(
+		consumer.WithNsResolver(primitive.NewPassthroughResolver(s.opts.NameServers)),
 		consumer.WithGroupName(s.opts.Group),
 		consumer.WithInstance(s.opts.InstanceName),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
@@ -331,61 +360,69 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("scheduler: consumer: %w", err)
 	}
-	if err := s.consumer.Subscribe(s.opts.Topic, consumer.MessageSelector{}, s.consume); err != nil {
+	if err := s.broker.consumer.Subscribe(s.opts.Topic, consumer.MessageSelector{}, s.consume); err != nil {
 		return fmt.Errorf("scheduler: subscribe to %s: %w", s.opts.Topic, err)
 	}
-	if err := s.consumer.Start(); err != nil {
+	if err := s.broker.consumer.Start(); err != nil {
 		return fmt.Errorf("scheduler: start consumer of topic %s, group %s: %w", s.opts.Topic, s.opts.Group, err)
 	}
-	s.loops.Add(1)
-	go s.dlqWatch(loopCtx, s.opts.DLQCheckInterval)
-	close(s.running)
-	s.logger.Info("scheduler started", "topic", s.opts.Topic, "group", s.opts.Group, "mode", s.Mode(),
-		"levels", s.opts.Levels.String(), "threshold", s.opts.Threshold.String(), "instance", s.opts.InstanceName)
 	return nil
 }
 
 // Running reports whether the consumer runs (for readiness).
 func (s *Scheduler) Running() bool {
 	select {
-	case <-s.running:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return !s.stopped
+	case <-s.life.running:
+		s.life.mu.Lock()
+		defer s.life.mu.Unlock()
+		return !s.life.stopped
 	default:
 		return false
 	}
 }
 
-// Stop shuts down in order: stop consuming and wait for the running handlers, stop the
-// wheel (its keys stay in Redis), let the hand-off workers finish what they hold and give
-// back what is still queued while the lease keeper keeps their claims alive, stop the
-// lease keeper, then close the producer. ctx bounds the wait; past it,
-// claimed entries are left to their leases and the other replicas' sweepers. A second
-// call is a no-op.
+// Stop undoes Start in reverse: stop consuming and wait for the running handlers; stop
+// the wheel (its keys stay in Redis) and the loops; let the hand-off pool finish what it
+// holds and give back what is still queued, its lease keeper keeping their claims alive
+// to the end; close the hop producer. ctx bounds the wait; past it, claimed entries are
+// left to their leases and the other replicas' sweepers. A second call is a no-op.
 func (s *Scheduler) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	if !s.started || s.stopped {
-		s.stopped = true
-		s.mu.Unlock()
+	s.life.mu.Lock()
+	if !s.life.started || s.life.stopped {
+		s.life.stopped = true
+		s.life.mu.Unlock()
 		return nil
 	}
-	s.stopped = true
-	s.mu.Unlock()
+	s.life.stopped = true
+	s.life.mu.Unlock()
 
-	if s.consumer != nil {
+	s.stopConsumer(ctx)
+	pending := s.wheel.Stop() // closes wheel.C, which ends the fire loop
+	s.life.cancel()           // ends the sweeper and the DLQ watch
+	s.life.loops.Wait()
+	s.pool.stop(ctx)
+	if s.broker.producer != nil {
+		_ = s.broker.producer.Shutdown()
+	}
+	s.logger.Info("scheduler stopped", "wheel_keys_left_in_redis", len(pending))
+	return nil
+}
+
+// stopConsumer stops consuming and waits, until ctx ends, for the handlers in progress.
+func (s *Scheduler) stopConsumer(ctx context.Context) {
+	if s.broker.consumer != nil {
 		// Suspend first: it stops new rebalances (another replica leaving triggers one),
 		// and the pause lets one already running finish, because rocketmq-client-go's
 		// Shutdown writes a flag its rebalance reads without synchronisation.
-		s.consumer.Suspend()
+		s.broker.consumer.Suspend()
 		time.Sleep(200 * time.Millisecond)
-		_ = s.consumer.Shutdown()
+		_ = s.broker.consumer.Shutdown()
 	}
 	drained := make(chan struct{})
 	go func() {
-		s.handling.Lock() // waits for handlers in progress
-		s.closing = true
-		s.handling.Unlock()
+		s.broker.handling.Lock() // waits for handlers in progress
+		s.broker.closing = true
+		s.broker.handling.Unlock()
 		close(drained)
 	}()
 	select {
@@ -393,36 +430,6 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		s.logger.Warn("stop: consume handlers still running at the deadline; their messages will be redelivered")
 	}
-
-	pending := s.wheel.Stop() // closes wheel.C, which ends the fire loop
-	s.cancel()                // ends the sweeper
-	done := make(chan struct{})
-	go func() {
-		s.loops.Wait()
-		close(s.work)
-		s.workers.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		// Cancel the running hand-offs: they give their alerts back.
-		s.logger.Warn("stop: hand-offs still running at the deadline; cancelling them")
-		s.handoffCancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			s.logger.Error("stop: a hand-off ignores cancellation; leaving it, its lease will expire")
-		}
-	}
-	s.handoffCancel()
-	s.stopKeeper() // last: the workers held their claims to the end
-	<-s.keeperDone
-	if s.producer != nil {
-		_ = s.producer.Shutdown()
-	}
-	s.logger.Info("scheduler stopped", "wheel_keys_left_in_redis", len(pending))
-	return nil
 }
 
 func randomHex(n int) string {

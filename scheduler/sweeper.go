@@ -10,7 +10,7 @@ import (
 // sweepLoop claims entries that are overdue past the grace period or whose lease
 // expired: those of a crashed replica, or whose claim failed.
 func (s *Scheduler) sweepLoop(ctx context.Context) {
-	defer s.loops.Done()
+	defer s.life.loops.Done()
 	t := time.NewTicker(s.opts.SweepInterval)
 	defer t.Stop()
 	for {
@@ -34,8 +34,8 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 				s.metrics.recovered.Add(float64(n))
 				s.logger.Info("sweeper recovered overdue entries", "count", n)
 			}
-			s.quarantine(ctx, c.Corrupt)
-			s.enqueue(ctx, c.Entries)
+			s.pool.quarantine(ctx, c.Corrupt)
+			s.pool.enqueue(ctx, c.Entries)
 			if len(c.Entries)+len(c.Corrupt) < s.opts.ClaimBatch {
 				break
 			}

@@ -111,7 +111,7 @@ func (s *Scheduler) resolveRoute(ctx context.Context) (Route, error) {
 		return r, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*s.opts.SendTimeout)
-	sup, err := ProbeTimer(pctx, s.producer, s.opts.Topic)
+	sup, err := ProbeTimer(pctx, s.broker.producer, s.opts.Topic)
 	cancel()
 	switch {
 	case err != nil && s.opts.Mode == config.ModeTimer:
@@ -150,7 +150,7 @@ func (s *Scheduler) resolveRoute(ctx context.Context) (Route, error) {
 
 // Mode is how hops cross the broker, as settled at Start: "levels" or "timer"; "" before.
 func (s *Scheduler) Mode() string {
-	if m := s.mode.Load(); m != nil {
+	if m := s.broker.mode.Load(); m != nil {
 		return *m
 	}
 	return ""

@@ -168,5 +168,5 @@ func TestTimerModeRefusesAMarginBelowThePrecision(t *testing.T) {
 	require.NoError(t, s.Start(ctx))
 	defer stop(t, s)
 	require.Equal(t, 1.0, testutil.ToFloat64(m.mode.WithLabelValues(config.ModeLevels)))
-	require.Nil(t, s.route.Timer)
+	require.Nil(t, s.broker.route.Timer)
 }

@@ -94,7 +94,7 @@ func (s *Scheduler) learnRoute(ctx context.Context) {
 	m.WithProperty(PropProbe, "route")
 	sctx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
 	defer cancel()
-	if _, err := s.producer.SendSync(sctx, m); err != nil {
+	if _, err := s.broker.producer.SendSync(sctx, m); err != nil {
 		s.logger.Warn("the route probe failed; hops that fail at first are retried by RocketMQ",
 			"topic", s.opts.Topic, "err", err)
 	}

@@ -48,18 +48,18 @@ func TestDeliverRefusesWhatIsNotDueByTheReplicasClock(t *testing.T) {
 	stage := &givenBack{back: map[string]time.Time{}}
 	rec := newRecorder()
 	m := NewMetrics(prometheus.NewRegistry())
-	s := &Scheduler{opts: Options{RetryDelay: time.Second, RetryMaxDelay: time.Minute}.withDefaults(), store: stage,
-		delivery: rec, logger: discardLogger(), metrics: m, now: func() time.Time { return now },
-		wheel: wheel, held: map[string]string{"ahead": "t", "due": "t"}, handoffCtx: context.Background()}
+	p := newHandoffPool(Options{RetryDelay: time.Second, RetryMaxDelay: time.Minute}.withDefaults(), stage, rec,
+		discardLogger(), m, func() time.Time { return now }, wheel)
+	p.held.add([]store.Entry{{ID: "ahead", Token: "t"}, {ID: "due", Token: "t"}})
 
 	ahead := store.Entry{ID: "ahead", Target: "ops", DueAt: now.Add(3 * time.Second), Token: "t"}
-	s.deliver(context.Background(), ahead)
+	p.deliver(ahead)
 	require.Zero(t, rec.count("ahead"), "handed off 3s early by this replica's clock")
 	require.True(t, ahead.DueAt.Equal(stage.back["ahead"]), "given back for its due time")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.handoffs.WithLabelValues("not_due")))
 	require.Equal(t, 1, wheel.Len(), "and put back in the wheel")
 
-	s.deliver(context.Background(), store.Entry{ID: "due", Target: "ops", DueAt: now, Token: "t"})
+	p.deliver(store.Entry{ID: "due", Target: "ops", DueAt: now, Token: "t"})
 	require.Equal(t, 1, rec.count("due"))
 	require.Equal(t, []store.Outcome{store.Delivered}, stage.released)
 }
@@ -76,11 +76,11 @@ func (lostClaim) Deliver(context.Context, delivery.Alert) (store.Outcome, error)
 func TestDeliverDropsALostClaim(t *testing.T) {
 	stage := &givenBack{back: map[string]time.Time{}}
 	m := NewMetrics(prometheus.NewRegistry())
-	s := &Scheduler{opts: Options{}.withDefaults(), store: stage, delivery: lostClaim{newRecorder()},
-		logger: discardLogger(), metrics: m, now: time.Now, held: map[string]string{"a": "t"}, handoffCtx: context.Background()}
-	s.deliver(context.Background(), store.Entry{ID: "a", DueAt: time.Now().Add(-time.Second), Token: "t"})
+	p := newHandoffPool(Options{}.withDefaults(), stage, lostClaim{newRecorder()}, discardLogger(), m, time.Now, nil)
+	p.held.add([]store.Entry{{ID: "a", Token: "t"}})
+	p.deliver(store.Entry{ID: "a", DueAt: time.Now().Add(-time.Second), Token: "t"})
 	require.Empty(t, stage.back)
 	require.Empty(t, stage.released)
-	require.Empty(t, s.held)
+	require.False(t, p.held.has("a"))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.handoffs.WithLabelValues("claim_lost")))
 }

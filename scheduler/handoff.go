@@ -1,0 +1,281 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/timewheel"
+)
+
+// handoffPool hands claimed entries to the Delivery: the work queue the fire loop and
+// the sweeper fill, each target's share of the workers (gate.go), the claims it holds
+// until they are released or given back and the lease keeper that keeps them alive
+// (leasekeeper.go), and the workers that hand each entry off and end its claim.
+type handoffPool struct {
+	opts     Options
+	store    WheelStage
+	delivery Delivery
+	logger   *slog.Logger
+	metrics  *Metrics
+	now      func() time.Time
+	wheel    *timewheel.Wheel // given-back entries go back into it
+
+	work     chan store.Entry
+	gate     *targetGate
+	held     heldClaims
+	workers  sync.WaitGroup
+	keeper   context.CancelFunc // stops the lease keeper
+	keptDone chan struct{}
+	// ctx is every hand-off's and every retried write's; stop cancels it at its deadline.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stopping atomic.Bool // set by stop: queued entries are given back, not handed off
+}
+
+func newHandoffPool(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, m *Metrics, now func() time.Time,
+	wheel *timewheel.Wheel) *handoffPool {
+	p := &handoffPool{opts: opts, store: ws, delivery: d, logger: logger, metrics: m, now: now, wheel: wheel,
+		work: make(chan store.Entry, opts.ClaimBatch), gate: newTargetGate(opts.HandoffsPerTarget),
+		held: heldClaims{m: map[string]string{}}, keptDone: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p
+}
+
+// start runs the workers and the lease keeper.
+func (p *handoffPool) start() {
+	keeperCtx, stop := context.WithCancel(context.Background())
+	p.keeper = stop
+	go p.keepLeases(keeperCtx)
+	for range p.opts.HandoffWorkers {
+		p.workers.Add(1)
+		go p.worker()
+	}
+}
+
+// stop gives back the entries still queued, waits for the hand-offs in flight (their
+// claims kept alive to the end) until ctx ends, then cancels them (they give their
+// entries back) and waits a little more, and stops the lease keeper last. Nothing may
+// enqueue any more.
+func (p *handoffPool) stop(ctx context.Context) {
+	p.stopping.Store(true)
+	close(p.work)
+	done := make(chan struct{})
+	go func() { p.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.logger.Warn("stop: hand-offs still running at the deadline; cancelling them")
+		p.cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			p.logger.Error("stop: a hand-off ignores cancellation; leaving it, its lease will expire")
+		}
+	}
+	p.cancel()
+	p.keeper()
+	<-p.keptDone
+}
+
+// enqueue hands claimed entries to the workers; when ctx ends (stopping), it gives back
+// the rest. Entries are held (their leases kept alive) from here until released or
+// given back, so a backlog waiting for the sender never loses its claim to another
+// replica's sweeper.
+func (p *handoffPool) enqueue(ctx context.Context, entries []store.Entry) {
+	p.held.add(entries)
+	for i, e := range entries {
+		select {
+		case p.work <- e:
+		case <-ctx.Done():
+			for _, e := range entries[i:] {
+				p.giveBack(e, p.now(), e.PartsSent)
+			}
+			return
+		}
+	}
+}
+
+// worker hands off what the queue holds, within each target's share of the workers
+// (see targetGate): after a hand-off it takes the next entry its target queued, if any.
+func (p *handoffPool) worker() {
+	defer p.workers.Done()
+	for e := range p.work {
+		if !p.gate.enter(e) {
+			continue // queued behind its target's hand-offs in flight
+		}
+		for ok := true; ok; e, ok = p.gate.leave(e.Target) {
+			if p.stopping.Load() {
+				p.giveBack(e, p.now(), e.PartsSent)
+				continue
+			}
+			p.deliver(e)
+		}
+	}
+}
+
+// deliver hands one claimed entry to the Delivery and ends its claim: released when the
+// Delivery is done with it, given back (to be tried again after a backoff) when not,
+// dropped when the claim was lost on the way (another replica has the entry).
+func (p *handoffPool) deliver(e store.Entry) {
+	if early := e.DueAt.Sub(p.now()); early > 0 {
+		// Not due yet by the reference clock as this replica knows it (the claim itself
+		// judged by Redis's): the offset moved since. Never early by either.
+		p.metrics.handoffs.WithLabelValues("not_due").Inc()
+		p.logger.Debug("claimed alert not due yet by this replica's reference clock; given back until it is",
+			"rd_id", e.ID, "early", early.String())
+		p.giveBack(e, e.DueAt, e.PartsSent)
+		return
+	}
+	a := delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Hops: e.Hops,
+		Claim: e.Claim(), Failure: e.Failure, PartsSent: e.PartsSent}
+	start := p.now()
+	outcome, err := p.delivery.Deliver(p.ctx, a)
+	switch {
+	case errors.Is(err, store.ErrNotHeld):
+		p.metrics.handoffs.WithLabelValues("claim_lost").Inc()
+		p.held.remove(e.ID)
+		p.logger.Warn("claim lost during the hand-off (this replica was paused or cut off from Redis "+
+			"longer than the lease); the replica that holds it now delivers it", "rd_id", e.ID)
+		return
+	case err != nil:
+		p.metrics.handoffs.WithLabelValues("error").Inc()
+		retryAt := p.now().Add(p.opts.retryDelay(e.Tries))
+		p.logger.Warn("hand-off failed; will retry", "rd_id", e.ID, "tries", e.Tries+1,
+			"retry_at", retryAt.UTC().Format(time.RFC3339Nano), "err", err)
+		p.giveBack(e, retryAt, max(e.PartsSent, delivery.PartsSent(err)))
+		return
+	}
+	p.metrics.handoffs.WithLabelValues(outcomeLabel(outcome)).Inc()
+	if outcome == store.Delivered {
+		p.metrics.lateness.Observe(max(start.Sub(e.DueAt), 0).Seconds())
+	}
+	p.release(e, outcome)
+}
+
+func outcomeLabel(o store.Outcome) string {
+	if o == store.Recorded {
+		return "recorded"
+	}
+	return "ok"
+}
+
+// release ends the claim of a hand-off that is done: the entry leaves the wheel stage
+// and gets its done marker. This replica knows the outcome, so a release that fails
+// (Redis cut off for a moment) is tried again until it lands, with the claim held and
+// its lease kept alive meanwhile: left to its lease, the alert would be sent again by
+// the replica that takes it over. Only a stop past its deadline gives up.
+func (p *handoffPool) release(e store.Entry, outcome store.Outcome) {
+	var lost int
+	err := retryStore(p.ctx, p.metrics, "release", 0, func(ctx context.Context) error {
+		var err error
+		lost, err = p.store.Release(ctx, outcome, e.Claim())
+		return err
+	})
+	p.held.remove(e.ID)
+	switch {
+	case err != nil:
+		// Stopping past the deadline, or a Redis error that is not an outage: the lease
+		// will expire and the entry be claimed again; the done marker or the noted failure
+		// decides then (see delivery).
+		p.logger.Error("release after hand-off failed; the alert may be handed off again", "rd_id", e.ID, "err", err)
+	case lost > 0:
+		p.logger.Warn("released an alert whose claim had run out; it is done, and the replica that took it over will not send it",
+			"rd_id", e.ID)
+	}
+}
+
+// giveBack returns a claimed entry to the due index for retryAt, noting the parts of a
+// split alert delivered so far, if this claim still holds it, and puts it back in the
+// wheel. A give-back that fails because Redis cannot be reached is tried again while the
+// claim is held (the lease keeper keeps it alive), so a short outage costs about its own
+// length, not a lease.
+func (p *handoffPool) giveBack(e store.Entry, retryAt time.Time, partsSent int) {
+	var ok bool
+	err := retryStore(p.ctx, p.metrics, "give_back", 0, func(ctx context.Context) error {
+		if !p.held.has(e.ID) {
+			return backoff.Permanent(errClaimGone)
+		}
+		var err error
+		ok, err = p.store.GiveBack(ctx, e.Claim(), retryAt, partsSent)
+		return err
+	})
+	p.held.remove(e.ID)
+	if err != nil {
+		p.logger.Warn("give-back failed; the lease will expire and the sweeper retry", "rd_id", e.ID, "err", err)
+		return
+	}
+	if ok && !p.stopping.Load() {
+		_ = p.wheel.Add(e.ID, retryAt)
+	}
+}
+
+// errClaimGone ends the retries of a give-back whose claim the lease keeper found taken
+// over.
+var errClaimGone = errors.New("the claim was taken over meanwhile")
+
+// quarantine records claimed entries whose record cannot be decoded as rejected inputs
+// (rejected_corrupt_entry, with the record as the payload) and releases them, so one
+// damaged record never blocks the rest of its batch nor comes back forever. One whose
+// rejection cannot be recorded now is given back for later.
+func (p *handoffPool) quarantine(ctx context.Context, corrupt []store.Corrupt) {
+	for _, c := range corrupt {
+		p.held.addClaim(c.Claim)
+		err := p.delivery.Reject(ctx, delivery.Rejected{Alert: delivery.Alert{ID: c.Claim.ID, Body: c.Record},
+			Reason: rejectCorruptEntry, Detail: "the wheel stage's record of this alert cannot be decoded (" + c.Err.Error() +
+				"): it was damaged in Redis or written by an unknown version; the record is kept as this row's payload"})
+		entry := store.Entry{ID: c.Claim.ID, Token: c.Claim.Token}
+		if err != nil {
+			p.logger.Warn("cannot record a corrupt wheel-stage entry; it is given back and tried again", "rd_id", c.Claim.ID, "err", err)
+			p.giveBack(entry, p.now().Add(p.opts.RetryMaxDelay), 0)
+			continue
+		}
+		p.metrics.quarantined.Inc()
+		p.logger.Error("corrupt wheel-stage entry recorded as rejected and released", "rd_id", c.Claim.ID, "err", c.Err)
+		p.release(entry, store.Recorded)
+	}
+}
+
+// rejectCorruptEntry is the rejection reason of a wheel-stage record that cannot be
+// decoded.
+const rejectCorruptEntry = "corrupt_entry"
+
+// retryStore runs write, and runs it again with backoff (50 ms doubling to 1 s) while
+// it fails with store.ErrUnavailable, until it lands, another error comes back, more
+// than within has passed (0: no bound), or ctx ends; m counts the retries under op.
+func retryStore(ctx context.Context, m *Metrics, op string, within time.Duration, write func(context.Context) error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = 50*time.Millisecond, time.Second
+	tries := 0
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		if tries++; tries > 1 {
+			m.storeRetries.WithLabelValues(op).Inc()
+		}
+		err := write(ctx)
+		if err != nil && !errors.Is(err, store.ErrUnavailable) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(within))
+	return err
+}
+
+// retryDelay is the wait before the next hand-off of an entry given back tries times:
+// RetryDelay doubled per try, at most RetryMaxDelay.
+func (o Options) retryDelay(tries int) time.Duration {
+	d := o.RetryDelay
+	for range min(tries, 30) {
+		if d >= o.RetryMaxDelay {
+			break
+		}
+		d *= 2
+	}
+	return min(d, o.RetryMaxDelay)
+}
