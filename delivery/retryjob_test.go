@@ -222,7 +222,7 @@ func TestTwoJobsThroughAnOutageDeliverEachRowExactlyOnce(t *testing.T) {
 		for k, v := range d {
 			total[k] += v
 		}
-		succeeded += gathered(t, regs[i], "rocketdelay_failed_send_retries_succeeded_total")
+		succeeded += testenv.Metric(t, regs[i], "rocketdelay_failed_send_retries_succeeded_total")
 		t.Logf("job %d delivered %d rows", i, len(d))
 	}
 	require.Len(t, total, n)
@@ -252,11 +252,11 @@ func TestMetricsFollowTheTable(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- job.Run(runCtx) }()
 	require.Eventually(t, func() bool {
-		return gathered(t, reg, "rocketdelay_failed_sends_oldest_pending_age_seconds") > 0
+		return testenv.Metric(t, reg, "rocketdelay_failed_sends_oldest_pending_age_seconds") > 0
 	}, 10*time.Second, 5*time.Millisecond)
 	stop()
 	require.NoError(t, <-done)
-	age := gathered(t, reg, "rocketdelay_failed_sends_oldest_pending_age_seconds")
+	age := testenv.Metric(t, reg, "rocketdelay_failed_sends_oldest_pending_age_seconds")
 	require.InDelta(t, 600, age, 5)
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP rocketdelay_failed_sends Rows of the failed_sends table by status, as of the retry job's last round (every replica reports the same table).
@@ -267,26 +267,6 @@ rocketdelay_failed_sends{status="discarded"} 0
 rocketdelay_failed_sends{status="pending"} 1
 rocketdelay_failed_sends{status="rejected"} 1
 `), "rocketdelay_failed_sends"))
-}
-
-// gathered is the value of the unlabelled gauge or counter name in reg (0 if absent).
-func gathered(t testing.TB, reg *prometheus.Registry, name string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Error(err)
-		return 0
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name || len(mf.GetMetric()) == 0 {
-			continue
-		}
-		m := mf.GetMetric()[0]
-		if m.GetGauge() != nil {
-			return m.GetGauge().GetValue()
-		}
-		return m.GetCounter().GetValue()
-	}
-	return 0
 }
 
 // A failure that says "not before 30s" is not retried at the 1s backoff, so a long

@@ -82,7 +82,7 @@ func TestProducerPublishAsTheREADMEShows(t *testing.T) {
 	require.Eventually(t, func() bool {
 		waiting, inflight, err := ws.Stats(ctx)
 		delivered, _ := ws.IsDelivered(ctx, "order-4712-recheck")
-		return err == nil && waiting == 0 && inflight == 0 && delivered && counter(t, reg, "rocketdelay_wheel_stage_puts_total") >= 2
+		return err == nil && waiting == 0 && inflight == 0 && delivered && testenv.Metric(t, reg, "rocketdelay_wheel_stage_puts_total") >= 2
 	}, 40*time.Second, 50*time.Millisecond, "the two copies were not both handled")
 	require.Equal(t, 1, handoffs.count("order-4712-recheck"), "one hand-off for two publishes of one ID")
 }
@@ -106,20 +106,4 @@ func (d *countingDelivery) count(id string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.n[id]
-}
-
-// counter sums every series of the counter name in reg.
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }

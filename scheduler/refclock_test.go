@@ -64,8 +64,8 @@ func TestRefClockMeasuresItsOffsetByTheShortestRoundTrip(t *testing.T) {
 		require.Equal(t, 5, src.calls, "five round trips")
 		require.InDelta(t, ahead.Seconds(), c.Offset().Seconds(), 0.001, "ahead %s", ahead)
 		require.Equal(t, replica.now.Add(c.Offset()), c.Now())
-		require.InDelta(t, ahead.Seconds(), gaugeValue(t, reg, "rocketdelay_clock_offset_seconds"), 0.001)
-		require.InDelta(t, 0.001, gaugeValue(t, reg, "rocketdelay_clock_offset_uncertainty_seconds"), 1e-9)
+		require.InDelta(t, ahead.Seconds(), testenv.Metric(t, reg, "rocketdelay_clock_offset_seconds"), 0.001)
+		require.InDelta(t, 0.001, testenv.Metric(t, reg, "rocketdelay_clock_offset_uncertainty_seconds"), 1e-9)
 	}
 }
 
@@ -102,18 +102,4 @@ func TestRefClockFollowsRedis(t *testing.T) {
 		require.True(t, !got.Before(before.Add(-slack)) && !got.After(after.Add(slack)),
 			"skew %s: reference %s, Redis between %s and %s", skew, got, before, after)
 	}
-}
-
-// gaugeValue reads the unlabelled gauge name from reg.
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no gauge %s", name)
-	return 0
 }

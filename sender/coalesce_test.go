@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 )
@@ -139,7 +140,7 @@ func backlogged(t *testing.T, window time.Duration, specs ...robotSpec) (*harnes
 			"merged":    metric(t, reg, "rocketdelay_sender_merged_messages_total"),
 			"coalesced": metric(t, reg, "rocketdelay_sender_coalesced_alerts_total"),
 			"failures":  metric(t, reg, "rocketdelay_sender_failures_total"),
-			"waiting":   gauge(t, reg, "rocketdelay_sender_waiting_alerts"),
+			"waiting":   testenv.Metric(t, reg, "rocketdelay_sender_waiting_alerts"),
 		}
 	}
 }
@@ -294,7 +295,7 @@ func TestPacingSpendsTheBudgetEvenly(t *testing.T) {
 			for i := range front {
 				send(i, due)
 			}
-			require.Eventually(t, func() bool { return gauge(t, reg, "rocketdelay_sender_waiting_alerts") == front },
+			require.Eventually(t, func() bool { return testenv.Metric(t, reg, "rocketdelay_sender_waiting_alerts") == front },
 				30*time.Second, time.Millisecond)
 			start := time.Now() // before the first pick: the bucket fills from a later moment
 			h.picks.release()

@@ -617,24 +617,8 @@ func TestSharedRobotsLimitsAreLearned(t *testing.T) {
 				require.LessOrEqual(t, st[r].TooFast, 1, "%s: one 130101, then the learned limit holds", r)
 			}
 			require.Equal(t, st["r1"].TooFast+st["r2"].TooFast, episodes, "each episode is logged once")
-			lim := gauge(t, reg, "rocketdelay_sender_robot_effective_limit")
+			lim := testenv.Metric(t, reg, "rocketdelay_sender_robot_effective_limit")
 			require.Less(t, lim, 2*19.0, "the robots' effective limits went down")
 		})
 	}
-}
-
-// gauge sums every series of the gauge name in reg.
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
 }
