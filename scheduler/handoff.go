@@ -29,6 +29,7 @@ type handoffPool struct {
 	wheel    *timewheel.Wheel // given-back entries go back into it
 
 	work     chan store.Entry
+	quit     chan struct{} // closed by stop: the workers give back what is queued, then end
 	gate     *targetGate
 	held     heldClaims
 	workers  sync.WaitGroup
@@ -43,7 +44,7 @@ type handoffPool struct {
 func newHandoffPool(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, m *Metrics, now func() time.Time,
 	wheel *timewheel.Wheel) *handoffPool {
 	p := &handoffPool{opts: opts, store: ws, delivery: d, logger: logger, metrics: m, now: now, wheel: wheel,
-		work: make(chan store.Entry, opts.ClaimBatch), gate: newTargetGate(opts.HandoffsPerTarget),
+		work: make(chan store.Entry, opts.ClaimBatch), quit: make(chan struct{}), gate: newTargetGate(opts.HandoffsPerTarget),
 		held: heldClaims{m: map[string]string{}}, keptDone: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
@@ -62,11 +63,11 @@ func (p *handoffPool) start() {
 
 // stop gives back the entries still queued, waits for the hand-offs in flight (their
 // claims kept alive to the end) until ctx ends, then cancels them (they give their
-// entries back) and waits a little more, and stops the lease keeper last. Nothing may
-// enqueue any more.
+// entries back) and waits a little more, and stops the lease keeper last. An entry
+// enqueued after stop began is given back by the queue's ctx, or left to its lease.
 func (p *handoffPool) stop(ctx context.Context) {
 	p.stopping.Store(true)
-	close(p.work)
+	close(p.quit)
 	done := make(chan struct{})
 	go func() { p.workers.Wait(); close(done) }()
 	select {
@@ -105,19 +106,38 @@ func (p *handoffPool) enqueue(ctx context.Context, entries []store.Entry) {
 
 // worker hands off what the queue holds, within each target's share of the workers
 // (see targetGate): after a hand-off it takes the next entry its target queued, if any.
+// Once stop began it gives back what it takes, and ends when the queue is empty.
 func (p *handoffPool) worker() {
 	defer p.workers.Done()
-	for e := range p.work {
-		if !p.gate.enter(e) {
-			continue // queued behind its target's hand-offs in flight
-		}
-		for ok := true; ok; e, ok = p.gate.leave(e.Target) {
-			if p.stopping.Load() {
-				p.giveBack(e, p.now(), e.PartsSent)
-				continue
+	for {
+		select {
+		case e := <-p.work:
+			p.handle(e)
+		case <-p.quit:
+			for {
+				select {
+				case e := <-p.work:
+					p.handle(e)
+				default:
+					return
+				}
 			}
-			p.deliver(e)
 		}
+	}
+}
+
+// handle hands off e, and then what its target queued behind it, or gives them back
+// when stopping.
+func (p *handoffPool) handle(e store.Entry) {
+	if !p.gate.enter(e) {
+		return // queued behind its target's hand-offs in flight
+	}
+	for ok := true; ok; e, ok = p.gate.leave(e.Target) {
+		if p.stopping.Load() {
+			p.giveBack(e, p.now(), e.PartsSent)
+			continue
+		}
+		p.deliver(e)
 	}
 }
 

@@ -399,13 +399,32 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.stopConsumer(ctx)
 	pending := s.wheel.Stop() // closes wheel.C, which ends the fire loop
 	s.life.cancel()           // ends the sweeper and the DLQ watch
-	s.life.loops.Wait()
+	s.waitLoops(ctx)
 	s.pool.stop(ctx)
 	if s.broker.producer != nil {
 		_ = s.broker.producer.Shutdown()
 	}
 	s.logger.Info("scheduler stopped", "wheel_keys_left_in_redis", len(pending))
 	return nil
+}
+
+// waitLoops waits for the fire loop, the sweeper and the DLQ watch to end. Past ctx's
+// deadline it cancels the pool's writes they may be retrying (give-backs of what they
+// could not queue while Redis was cut off), and waits 5 s more at most.
+func (s *Scheduler) waitLoops(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.life.loops.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	s.pool.cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		s.logger.Error("stop: the fire loop or the sweeper does not end; leaving it, its claims' leases will expire")
+	}
 }
 
 // stopConsumer stops consuming and waits, until ctx ends, for the handlers in progress.
