@@ -168,6 +168,12 @@ func (p *handoffPool) deliver(e store.Entry) {
 	case err != nil:
 		p.metrics.handoffs.WithLabelValues("error").Inc()
 		retryAt := p.now().Add(p.opts.retryDelay(e.Tries))
+		if errors.Is(err, store.ErrUnavailable) {
+			// Redis or Postgres was cut off (the robot pick, the confirm, the record): the
+			// alert itself is fine, so it does not back off as a failing one does; the
+			// give-back lands once the store is back, and the alert goes a moment later.
+			retryAt = p.now().Add(p.opts.RetryDelay)
+		}
 		p.logger.Warn("hand-off failed; will retry", "rd_id", e.ID, "tries", e.Tries+1,
 			"retry_at", retryAt.UTC().Format(time.RFC3339Nano), "err", err)
 		p.giveBack(e, retryAt, max(e.PartsSent, delivery.PartsSent(err)))

@@ -57,12 +57,15 @@ func (h *heldClaims) list() []store.Claim {
 }
 
 // keepLeases extends the leases of every entry the pool holds, three times per lease,
-// so that claimed alerts waiting in a backlog stay this replica's. A claim the store no
-// longer renews (another replica took it over after this one was cut off or paused past
-// the lease) is forgotten: its hand-off, if it still runs, fails its confirm.
+// so that claimed alerts waiting in a backlog stay this replica's; after a round that
+// could not reach Redis it tries again within half a second, so a blip does not eat into
+// the lease. A claim the store no longer renews (another replica took it over after this
+// one was cut off or paused past the lease) is forgotten: its hand-off, if it still runs,
+// fails its confirm.
 func (p *handoffPool) keepLeases(ctx context.Context) {
 	defer close(p.keptDone)
-	t := time.NewTicker(p.store.Lease() / 3)
+	every := p.store.Lease() / 3
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
@@ -70,25 +73,41 @@ func (p *handoffPool) keepLeases(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		claims := p.held.list()
-		for len(claims) > 0 {
-			chunk := claims[:min(len(claims), 1000)]
-			claims = claims[len(chunk):]
-			lost, err := p.store.ExtendLease(ctx, chunk)
-			if err != nil {
-				if ctx.Err() == nil {
-					p.logger.Warn("extending leases failed; another replica may claim these alerts again", "count", len(chunk), "err", err)
-				}
-				continue
+		next := every
+		if !p.extendAll(ctx) {
+			next = min(every, keeperRetry)
+		}
+		t.Reset(next)
+	}
+}
+
+// keeperRetry is how soon the lease keeper tries again after a round that failed.
+const keeperRetry = 500 * time.Millisecond
+
+// extendAll renews every held claim, a thousand per round trip, and reports whether
+// every round trip landed.
+func (p *handoffPool) extendAll(ctx context.Context) bool {
+	claims := p.held.list()
+	ok := true
+	for len(claims) > 0 {
+		chunk := claims[:min(len(claims), 1000)]
+		claims = claims[len(chunk):]
+		lost, err := p.store.ExtendLease(ctx, chunk)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.logger.Warn("extending leases failed; trying again shortly", "count", len(chunk), "err", err)
 			}
-			if len(lost) > 0 {
-				p.metrics.claimsLost.Add(float64(len(lost)))
-				p.logger.Warn("claims taken over by another replica (this one was paused or cut off past the lease)",
-					"count", len(lost))
-				for _, id := range lost {
-					p.held.remove(id)
-				}
+			ok = false
+			continue
+		}
+		if len(lost) > 0 {
+			p.metrics.claimsLost.Add(float64(len(lost)))
+			p.logger.Warn("claims taken over by another replica (this one was paused or cut off past the lease)",
+				"count", len(lost))
+			for _, id := range lost {
+				p.held.remove(id)
 			}
 		}
 	}
+	return ok
 }

@@ -761,6 +761,10 @@ func (e *env) measure(ctx context.Context, row *Row) {
 	defer e.mu.Unlock()
 	row.Published = len(e.due)
 	var late []time.Duration
+	var latest struct {
+		id   string
+		late time.Duration
+	}
 	for id, due := range e.due {
 		at := got[id]
 		if len(at) == 0 {
@@ -774,6 +778,9 @@ func (e *env) measure(ctx context.Context, row *Row) {
 			}
 		}
 		late = append(late, at[0].Sub(due))
+		if l := at[0].Sub(due); l > latest.late {
+			latest.id, latest.late = id, l
+		}
 		if extra := len(at) - 1; extra > 0 {
 			switch {
 			case abandoned[id] > 0:
@@ -788,6 +795,10 @@ func (e *env) measure(ctx context.Context, row *Row) {
 	}
 	slices.Sort(row.LostIDs)
 	row.Lost = len(row.LostIDs)
+	if latest.id != "" {
+		e.r.logf("  %s: the latest alert: %s, %s late (its replicas' logs are in %s)", e.name, latest.id,
+			latest.late.Round(time.Millisecond), filepath.Join(e.r.stack.Dir, "logs"))
+	}
 	if len(late) > 0 {
 		slices.Sort(late)
 		q := quantile.Summarize(late)

@@ -222,7 +222,7 @@ func runFastClock(ctx context.Context, e *env) error {
 }
 
 // redis-blips: the replicas reach Redis through a proxy that cuts every connection for
-// 2-3s, every 2-4s, while alerts are published, due and sent. Redis loses nothing, and a
+// 2-3s, with 4-6s between cuts, while alerts are published, due and sent. Redis loses nothing, and a
 // replica that cannot release, give back or claim tries again until it can, so no
 // duplicate is ambiguous, and the p99 lateness stays within the longest blip plus 2s.
 func runRedisBlips(ctx context.Context, e *env) error {
@@ -232,7 +232,7 @@ func runRedisBlips(ctx context.Context, e *env) error {
 		var longest, total time.Duration
 		n := 0
 		for time.Now().Before(end) {
-			if !sleep(ctx, 2*time.Second+time.Duration(e.faultRNG.Int64N(int64(2*time.Second)))) {
+			if !sleep(ctx, 4*time.Second+time.Duration(e.faultRNG.Int64N(int64(2*time.Second)))) {
 				break
 			}
 			d := 2*time.Second + time.Duration(e.faultRNG.Int64N(int64(time.Second)))
