@@ -161,32 +161,40 @@ func envVarEntry(elt ast.Expr) (binaryEnvVar, bool) {
 }
 
 // configConst returns the string value of a constant of the root module's config
-// package, e.g. DefaultHTTPAddr.
+// package, e.g. DefaultHTTPAddr, whichever of the package's files declares it.
 func configConst(t *testing.T, name string) string {
 	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, filepath.Join(repoRoot, "config", "config.go"), nil, 0)
+	dir := filepath.Join(repoRoot, "config")
+	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	for _, d := range f.Decls {
-		gd, ok := d.(*ast.GenDecl)
-		if !ok || gd.Tok != token.CONST {
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
 			continue
 		}
-		for _, s := range gd.Specs {
-			vs := s.(*ast.ValueSpec)
-			for i, n := range vs.Names {
-				if n.Name != name || i >= len(vs.Values) {
-					continue
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, 0)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, s := range gd.Specs {
+				vs := s.(*ast.ValueSpec)
+				for i, n := range vs.Names {
+					if n.Name != name || i >= len(vs.Values) {
+						continue
+					}
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					require.True(t, ok && lit.Kind == token.STRING, "config.%s is not a string literal", name)
+					v, err := strconv.Unquote(lit.Value)
+					require.NoError(t, err)
+					return v
 				}
-				lit, ok := vs.Values[i].(*ast.BasicLit)
-				require.True(t, ok && lit.Kind == token.STRING, "config.%s is not a string literal", name)
-				v, err := strconv.Unquote(lit.Value)
-				require.NoError(t, err)
-				return v
 			}
 		}
 	}
-	t.Fatalf("config.%s not found in config/config.go", name)
+	t.Fatalf("config.%s not found in the config package", name)
 	return ""
 }
 
