@@ -29,8 +29,9 @@ look at the rows and retry or discard them.`,
 	var path string
 	// run opens the store named by the config, runs do, and closes the store.
 	run := func(c *cobra.Command, do func(op failed.Operator) error) error {
-		return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) error {
-			return do(failed.Operator{Store: store.NewFailedSends(pg, store.FailedSendsOptions{}), Out: c.OutOrStdout(), Now: time.Now})
+		return withPostgres(c, stdio, path, func(cfg config.Config, pg *pgxpool.Pool) error {
+			return do(failed.Operator{Store: store.NewFailedSends(pg, store.FailedSendsOptions{}), Out: c.OutOrStdout(), Now: time.Now,
+				Targets: failed.Targets(cfg.Targets)})
 		})
 	}
 

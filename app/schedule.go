@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/scheduler"
@@ -66,11 +67,19 @@ func newPublishCmd(stdio IO) *cobra.Command {
 	var (
 		path, target, id, text, markdownFile, title, jsonFile, at string
 		in                                                        time.Duration
+		dest                                                      destinationFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "publish --target NAME (--in 3h25m17s | --at RFC3339) (--text T | --markdown-file F --title T | --json FILE)",
-		Short: "Publish a delayed alert to the topic",
-		Args:  exactArgs(0),
+		Use:   "publish --target NAME (--in 3h25m17s | --at RFC3339) (--text T | --markdown-file F --title T | --json FILE | --body-file F)",
+		Short: "Publish a delayed alert (or a delayed business message for a topic target) to the topic",
+		Long: `publish sends one message through rocketdelay's topic, due at --at or after --in.
+
+For a robot group the body is an alert: --text, --markdown-file with --title, or --json
+(a DingTalk message object). For a topic target the body is delivered byte for byte to
+the business topic: --body-file (any bytes) or --text; --tag, --keys and --property set
+the delivered message's tag, keys and user properties, and --topic chooses another topic
+of the target's allowTopics (the target must allow overrides).`,
+		Args: exactArgs(0),
 		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) (err error) {
 			if _, ok := cfg.Targets[target]; !ok {
 				// The consumer would reject the alert: say so now, with what is configured.
@@ -88,8 +97,17 @@ func newPublishCmd(stdio IO) *cobra.Command {
 			case !c.Flags().Changed("in"):
 				return fmt.Errorf("%w: give --in DURATION or --at TIME", ErrUsage)
 			}
-			if pub.Body, err = publishBody(text, markdownFile, title, jsonFile); err != nil {
-				return err
+			if cfg.Targets[target].Kind() == config.KindTopic {
+				if err := dest.apply(&pub, text, markdownFile, jsonFile); err != nil {
+					return err
+				}
+			} else {
+				if err := dest.none(); err != nil {
+					return err
+				}
+				if pub.Body, err = publishBody(text, markdownFile, title, jsonFile); err != nil {
+					return err
+				}
 			}
 			scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
 			p, err := scheduler.NewProducer(scheduler.ProducerOptions{
@@ -110,7 +128,7 @@ func newPublishCmd(stdio IO) *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	f := cmd.Flags()
-	f.StringVar(&target, "target", "", "robot group name (RD_TARGET)")
+	f.StringVar(&target, "target", "", "robot group or topic target name (RD_TARGET)")
 	f.DurationVar(&in, "in", 0, "delay from now, e.g. 3h25m17s")
 	f.StringVar(&at, "at", "", "due time, RFC 3339")
 	f.StringVar(&id, "id", "", "idempotency key (default: a new random id)")
@@ -118,7 +136,54 @@ func newPublishCmd(stdio IO) *cobra.Command {
 	f.StringVar(&markdownFile, "markdown-file", "", "markdown alert read from this file (needs --title)")
 	f.StringVar(&title, "title", "", "title of the markdown alert")
 	f.StringVar(&jsonFile, "json", "", "a DingTalk message JSON object read from this file")
+	dest.register(f)
 	return cmd
+}
+
+// destinationFlags are publish's flags for a topic target.
+type destinationFlags struct {
+	bodyFile, topic, tag string
+	keys                 []string
+	props                map[string]string
+}
+
+func (d *destinationFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&d.bodyFile, "body-file", "", "topic target: the message body, any bytes, read from this file")
+	f.StringVar(&d.topic, "topic", "", "topic target: deliver to this topic of the target's allowTopics (RD_TOPIC)")
+	f.StringVar(&d.tag, "tag", "", "topic target: the delivered message's tag")
+	f.StringSliceVar(&d.keys, "keys", nil, "topic target: the delivered message's keys, comma-separated (the id is always one)")
+	f.StringToStringVar(&d.props, "property", nil, "topic target: a user property NAME=VALUE (repeatable)")
+}
+
+// apply sets pub's body and destination for a topic target.
+func (d *destinationFlags) apply(pub *scheduler.Publication, text, markdownFile, jsonFile string) error {
+	if markdownFile != "" || jsonFile != "" {
+		return fmt.Errorf("%w: --target %q is a topic target: give its body with --body-file or --text", ErrUsage, pub.Target)
+	}
+	switch {
+	case d.bodyFile != "" && text != "":
+		return fmt.Errorf("%w: give --body-file or --text, not both", ErrUsage)
+	case d.bodyFile != "":
+		b, err := os.ReadFile(d.bodyFile)
+		if err != nil {
+			return fmt.Errorf("%w: --body-file: %v", ErrUsage, err)
+		}
+		pub.Body = b
+	case text != "":
+		pub.Body = []byte(text)
+	default:
+		return fmt.Errorf("%w: give the message body with --body-file or --text", ErrUsage)
+	}
+	pub.Raw, pub.Topic, pub.Tag, pub.Keys, pub.Properties = true, d.topic, d.tag, d.keys, d.props
+	return nil
+}
+
+// none refuses topic-target flags for a robot group.
+func (d *destinationFlags) none() error {
+	if d.bodyFile != "" || d.topic != "" || d.tag != "" || len(d.keys) > 0 || len(d.props) > 0 {
+		return fmt.Errorf("%w: --body-file, --topic, --tag, --keys and --property are for topic targets only", ErrUsage)
+	}
+	return nil
 }
 
 func publishBody(text, markdownFile, title, jsonFile string) ([]byte, error) {

@@ -23,6 +23,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/migrations"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 )
@@ -132,7 +134,13 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer snd.Close()
-	deliverer := delivery.New(snd, ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
+	topics, err := relay.New(relay.Options{NameServers: cfg.RocketMQ.NameServers, SendTimeout: cfg.RocketMQ.SendTimeout},
+		topic.Targets(cfg), store.NewTopicRate(rdb, cfg.Redis.KeyPrefix), logger, relay.NewMetrics(reg))
+	if err != nil {
+		return err
+	}
+	defer topics.Close()
+	deliverer := delivery.New(delivery.Senders{DingTalk: snd, Topics: topics}, ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
 		logger, delivery.NewMetrics(reg), now)
 	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
 	schedOpts := scheduler.OptionsFromConfig(cfg)
@@ -170,10 +178,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.HandleFunc("GET /healthz", h.live)
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	adminAPI := failed.Handler(failedSends, logger, cfg.Admin.Token)
+	adminAPI := failed.Handler(failedSends, failed.Targets(cfg.Targets), logger, cfg.Admin.Token)
 	mux.Handle(failed.APIPrefix, adminAPI)
 	mux.Handle(failed.APIPrefix+"/", adminAPI)
-	mux.Handle(console.Prefix, console.Handler(failedSends, console.Sources{Wheel: ws, Pool: pool, Targets: senderOpts.Targets,
+	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.Sources{Wheel: ws, Pool: pool, Targets: senderOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, cfg.Admin.Token, logger))
 
 	ln := opts.Listener

@@ -34,8 +34,9 @@ type Config struct {
 	Redis Redis `yaml:"redis" json:"redis"`
 	// Postgres holds the failed_sends table.
 	Postgres Postgres `yaml:"postgres" json:"postgres"`
-	// Targets are the robot groups alerts are sent to, by the name producers put in
-	// RD_TARGET. An alert naming a target that is not here is rejected. Default none.
+	// Targets are the robot groups and RocketMQ topics due messages are sent to, by the
+	// name producers put in RD_TARGET. A message naming a target that is not here is
+	// rejected. Default none.
 	Targets map[string]Target `yaml:"targets" json:"targets"`
 	// Sender configures delivery to DingTalk: the robots' rate limit, cool-downs,
 	// retries and the HTTP client.
@@ -231,10 +232,51 @@ type Postgres struct {
 	URL Secret `yaml:"url" json:"url"`
 }
 
-// Target is a named group of DingTalk robots that share the load of one group chat.
+// Target is where the alerts that name it in RD_TARGET go: a group of DingTalk robots
+// that share the load of one group chat (Robots), or a RocketMQ business topic (Topic).
+// A target has exactly one of the two.
 type Target struct {
-	// Robots of the group; at least one.
+	// Robots of a DingTalk robot group; at least one when Topic is not set.
 	Robots []Robot `yaml:"robots" json:"robots"`
+	// Topic makes the target a RocketMQ topic target: a due message is sent to a business
+	// topic with its body, tag, keys and user properties as the producer published them.
+	Topic *TopicTarget `yaml:"topic" json:"topic,omitempty"`
+}
+
+// The kinds of target, as Target.Kind names them.
+const (
+	// KindDingTalk is a group of DingTalk robots.
+	KindDingTalk = "dingtalk"
+	// KindTopic is a RocketMQ business topic.
+	KindTopic = "topic"
+)
+
+// Kind returns KindTopic for a topic target and KindDingTalk for a robot group.
+func (t Target) Kind() string {
+	if t.Topic != nil {
+		return KindTopic
+	}
+	return KindDingTalk
+}
+
+// TopicTarget is a RocketMQ topic that due messages are delivered to.
+type TopicTarget struct {
+	// Name is the business topic. Required.
+	Name string `yaml:"name" json:"name"`
+	// Tag is the tag of a delivered message whose producer gave it none. Default none:
+	// the message keeps the tag it was published with, if any.
+	Tag string `yaml:"tag" json:"tag,omitempty"`
+	// AllowOverride lets a message name its own destination with the RD_TOPIC, RD_TAG
+	// and RD_KEYS properties; RD_TOPIC may only name Name or a topic of AllowTopics.
+	// Default false: a message carrying any of them is rejected.
+	AllowOverride bool `yaml:"allowOverride" json:"allowOverride,omitempty"`
+	// AllowTopics are the topics besides Name that RD_TOPIC may name (AllowOverride
+	// only). Default none.
+	AllowTopics []string `yaml:"allowTopics" json:"allowTopics,omitempty"`
+	// RatePerSecond, when above 0, caps the messages delivered to this target per second,
+	// counted by all replicas together in Redis, to protect a slow consumer. Default 0:
+	// no cap.
+	RatePerSecond int `yaml:"ratePerSecond" json:"ratePerSecond,omitempty"`
 }
 
 // Robot is one DingTalk custom robot.

@@ -174,8 +174,15 @@ func (t Target) validate(bad badFunc, name string) {
 	if !validResourceName(name) {
 		bad(key, "a target name may hold letters, digits, %%, -, _ and | only")
 	}
+	if t.Topic != nil {
+		if len(t.Robots) > 0 {
+			bad(key, "a target has robots or a topic, not both")
+		}
+		t.Topic.validate(bad, key+".topic")
+		return
+	}
 	if len(t.Robots) == 0 {
-		bad(key+".robots", "a target needs at least one robot")
+		bad(key+".robots", "a target needs at least one robot, or a topic")
 	}
 	seen := map[string]bool{}
 	for i, r := range t.Robots {
@@ -294,4 +301,30 @@ func validResourceName(s string) bool {
 		}
 	}
 	return true
+}
+
+// MaxTopicRate is the largest targets.NAME.topic.ratePerSecond Validate accepts.
+const MaxTopicRate = 1_000_000
+
+// validate checks a topic target's section, key.
+func (t TopicTarget) validate(bad badFunc, key string) {
+	if t.Name == "" {
+		bad(key+".name", "required (the business topic due messages are sent to)")
+	} else if !validResourceName(t.Name) {
+		bad(key+".name", "%q is not a valid topic name (letters, digits, %%, -, _, |; at most 127 characters)", t.Name)
+	}
+	if strings.ContainsAny(t.Tag, "| \t\r\n") || len(t.Tag) > 127 {
+		bad(key+".tag", "%q is not a valid tag (no |, no whitespace, at most 127 characters)", t.Tag)
+	}
+	if len(t.AllowTopics) > 0 && !t.AllowOverride {
+		bad(key+".allowTopics", "only with allowOverride: true (without it a message cannot name a topic)")
+	}
+	for i, name := range t.AllowTopics {
+		if !validResourceName(name) {
+			bad(fmt.Sprintf("%s.allowTopics[%d]", key, i), "%q is not a valid topic name", name)
+		}
+	}
+	if t.RatePerSecond < 0 || t.RatePerSecond > MaxTopicRate {
+		bad(key+".ratePerSecond", "must be between 0 (no cap) and %d, got %d", MaxTopicRate, t.RatePerSecond)
+	}
 }

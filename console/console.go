@@ -82,19 +82,21 @@ type StateFunc func(ctx context.Context) (State, error)
 
 // Console serves the pages.
 type Console struct {
-	failed failed.Store
-	state  StateFunc
-	key    []byte // signs sessions and CSRF tokens; empty when the console is off
-	token  [32]byte
-	pages  map[string]*template.Template
-	logger *slog.Logger
-	now    func() time.Time
+	failed  failed.Store
+	targets failed.Targets
+	state   StateFunc
+	key     []byte // signs sessions and CSRF tokens; empty when the console is off
+	token   [32]byte
+	pages   map[string]*template.Template
+	logger  *slog.Logger
+	now     func() time.Time
 }
 
-// Handler returns the console for the failed_sends table failedSends and the scheduler state; with
-// no token it answers 503 on every page, saying how to turn it on.
-func Handler(failedSends failed.Store, state StateFunc, token config.Secret, logger *slog.Logger) http.Handler {
-	c := &Console{failed: failedSends, state: state, pages: parsePages(), logger: logger.With("component", "console"), now: time.Now}
+// Handler returns the console for the failed_sends table failedSends (each row's target
+// described by targets) and the scheduler state; with no token it answers 503 on every
+// page, saying how to turn it on.
+func Handler(failedSends failed.Store, targets failed.Targets, state StateFunc, token config.Secret, logger *slog.Logger) http.Handler {
+	c := &Console{failed: failedSends, targets: targets, state: state, pages: parsePages(), logger: logger.With("component", "console"), now: time.Now}
 	if token != "" {
 		k := sha256.Sum256([]byte("rocketdelay console session key\x00" + token.Reveal()))
 		c.key = k[:]

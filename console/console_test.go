@@ -18,12 +18,19 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/console"
+	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
 const token = "s3cret-admin-token-for-the-console"
+
+// testTargets are the console's configured targets: a robot group and a topic target.
+var testTargets = failed.Targets{
+	"ops":    {Robots: []config.Robot{{Name: "r1"}, {Name: "r2"}}},
+	"orders": {Topic: &config.TopicTarget{Name: "order-events", Tag: "delayed"}},
+}
 
 // site is a console on a test server, with a browser-like client: a cookie jar, no
 // automatic redirects, and the Origin header a browser sends with a form.
@@ -45,7 +52,7 @@ func newSite(t *testing.T, tok config.Secret) *site {
 		Mode: func() string { return "timer" }, Lateness: func() (uint64, time.Duration, time.Duration) {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}
-	srv := httptest.NewServer(console.Handler(fs, src.State, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv := httptest.NewServer(console.Handler(fs, testTargets, src.State, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
@@ -110,6 +117,33 @@ func (s *site) record(id, target, payload, class string) int64 {
 	}
 	s.t.Fatalf("no row for %s", id)
 	return 0
+}
+
+// A topic target's row shows its kind and destination, and its body as the bytes it is
+// (base64 when they are not UTF-8), not as a DingTalk message.
+func TestConsoleShowsATopicTargetsRow(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	_, err := s.fs.Record(context.Background(), store.NewFailedSend{MessageID: "order-1-close", Target: "orders",
+		Payload: []byte{0x0a, 0x01, 0xff}, Properties: map[string]string{"KEYS": "order-1"}, ErrorClass: "transient",
+		LastError: "send to topic order-events failed: timeout", NextAttemptAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	rows, _, err := s.fs.List(context.Background(), store.Filter{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	resp, body := s.get(fmt.Sprintf("/ui/failed/%d", rows[0].ID))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `<dd id="kind">topic</dd>`)
+	require.Contains(t, body, `<dd id="destination">topic order-events, tag delayed</dd>`)
+	require.Contains(t, body, "(3 bytes, not UTF-8, base64)")
+	require.Contains(t, body, "<pre>CgH/</pre>")
+	require.NotContains(t, body, "Not a valid DingTalk body")
+
+	id := s.record("disk-full", "ops", `{"msgtype":"text","text":{"content":"disk full"}}`, "transient")
+	_, body = s.get(fmt.Sprintf("/ui/failed/%d", id))
+	require.Contains(t, body, `<dd id="kind">dingtalk</dd>`)
+	require.Contains(t, body, `<dd id="destination">robots r1, r2</dd>`)
+	require.Contains(t, body, "<pre>disk full</pre>")
 }
 
 func TestConsoleIsOffWithoutAToken(t *testing.T) {

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/yuin/goldmark"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -106,8 +109,13 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c.render(w, r, http.StatusOK, "detail", map[string]any{"Row": row, "Body": renderBody(row.Payload),
-		"Flash": r.URL.Query().Get("done")})
+	dest := c.targets.Describe(row)
+	var b *body
+	if dest.Kind != config.KindTopic {
+		b = renderBody(row.Payload) // a topic target's body is any bytes, not a DingTalk message
+	}
+	c.render(w, r, http.StatusOK, "detail", map[string]any{"Row": row, "Body": b, "Raw": rawBody(row.Payload, dest.Kind),
+		"Destination": dest, "Flash": r.URL.Query().Get("done")})
 }
 
 func (c *Console) row(w http.ResponseWriter, r *http.Request) (store.FailedSend, bool) {
@@ -135,23 +143,43 @@ type body struct {
 
 // renderBody shows text as text, markdown rendered (goldmark, which leaves raw HTML
 // out, so a <script> in an alert stays inert), and the other message types as JSON.
-func renderBody(payload []byte) body {
+func renderBody(payload []byte) *body {
 	m, err := sender.ParseBody(payload)
 	if err != nil {
-		return body{Kind: "raw", Text: string(payload), Error: err.Error()}
+		return &body{Kind: "raw", Text: string(payload), Error: err.Error()}
 	}
 	switch m.MsgType {
 	case "text":
-		return body{Kind: "text", Text: m.Text.Content}
+		return &body{Kind: "text", Text: m.Text.Content}
 	case "markdown":
 		var b bytes.Buffer
 		if err := goldmark.Convert([]byte(m.Markdown.Text), &b); err != nil {
-			return body{Kind: "raw", Text: m.Markdown.Text, Error: "markdown: " + err.Error()}
+			return &body{Kind: "raw", Text: m.Markdown.Text, Error: "markdown: " + err.Error()}
 		}
-		return body{Kind: "markdown", Title: m.Markdown.Title, HTML: template.HTML(b.String())} // goldmark escapes; raw HTML off
+		return &body{Kind: "markdown", Title: m.Markdown.Title, HTML: template.HTML(b.String())} // goldmark escapes; raw HTML off
 	}
 	j, _ := json.MarshalIndent(m, "", "  ") // cannot fail: a parsed message
-	return body{Kind: m.MsgType, Text: string(j)}
+	return &body{Kind: m.MsgType, Text: string(j)}
+}
+
+// raw is a topic target's body as the console shows it: its bytes, as text when they
+// are UTF-8, else base64.
+type raw struct {
+	Size   int
+	Text   string
+	Base64 bool
+}
+
+// rawBody returns the body of a topic target's row (kind config.KindTopic); nil for
+// other kinds, whose body is a DingTalk message.
+func rawBody(payload []byte, kind string) *raw {
+	if kind != config.KindTopic {
+		return nil
+	}
+	if utf8.Valid(payload) {
+		return &raw{Size: len(payload), Text: string(payload)}
+	}
+	return &raw{Size: len(payload), Text: base64.StdEncoding.EncodeToString(payload), Base64: true}
 }
 
 // actions are what a row can be asked to do.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -17,12 +18,16 @@ import (
 type Alert struct {
 	// ID is the idempotency key (RD_ID).
 	ID string
-	// Target names the robot group.
+	// Target names the robot group or topic target.
 	Target string
 	// DueAt is when the alert is due, millisecond precision; zero when unknown.
 	DueAt time.Time
-	// Body is the alert as published: a DingTalk message JSON object or plain text.
+	// Body is the alert as published: a DingTalk message JSON object or plain text for a
+	// robot group, any bytes for a topic target.
 	Body []byte
+	// Props are a topic target's message properties as published (see topic.Message);
+	// nil for a robot group.
+	Props map[string]string
 	// Hops is the number of broker hops the alert took.
 	Hops int
 	// Claim is the wheel stage's claim that holds the alert while it is handed off;
@@ -63,6 +68,44 @@ type Sender interface {
 	SendAlert(ctx context.Context, a sender.Alert) error
 }
 
+// Topics sends due messages of topic targets to their business topics; *topic.Sender
+// implements it. Every error it returns is a *sender.Failure.
+type Topics interface {
+	// Handles reports whether target is a topic target.
+	Handles(target string) bool
+	Send(ctx context.Context, m topic.Message) error
+}
+
+// Senders are where due alerts go, by the kind of their target.
+type Senders struct {
+	// DingTalk sends to robot groups. Required.
+	DingTalk Sender
+	// Topics sends to topic targets. Default none: every target is a robot group.
+	Topics Topics
+}
+
+// outbound is one send of an alert, whatever its target's kind.
+type outbound struct {
+	id, target string
+	body       []byte
+	props      map[string]string
+	due        time.Time
+	// partsSent counts the leading parts of a split alert delivered before (robot groups).
+	partsSent int
+	// confirm is called right before every request that carries the alert.
+	confirm func(ctx context.Context, partsSent int) error
+}
+
+// send sends o to its target's sender.
+func (s Senders) send(ctx context.Context, o outbound) error {
+	if s.Topics != nil && s.Topics.Handles(o.target) {
+		return s.Topics.Send(ctx, topic.Message{ID: o.id, Target: o.target, Body: o.body, Properties: o.props,
+			Confirm: func(ctx context.Context) error { return o.confirm(ctx, 0) }})
+	}
+	return s.DingTalk.SendAlert(ctx, sender.Alert{Target: o.target, Body: o.body, Due: o.due, FromPart: o.partsSent + 1,
+		Confirm: o.confirm})
+}
+
 // Claims is the part of the wheel stage delivery uses; *store.WheelStage implements it.
 type Claims interface {
 	// Confirm checks that the claim still holds its alert, right before a request, and
@@ -86,7 +129,7 @@ type Options struct {
 // Deliverer delivers due alerts, and records what it cannot deliver in failed_sends.
 // It is safe for concurrent use.
 type Deliverer struct {
-	sender  Sender
+	senders Senders
 	claims  Claims
 	failed  *store.FailedSends
 	opts    Options
@@ -95,19 +138,19 @@ type Deliverer struct {
 	now     func() time.Time
 }
 
-// New returns a Deliverer that sends through snd, checks claims and done markers in
+// New returns a Deliverer that sends through senders, checks claims and done markers in
 // claims and records in fs. metrics may be nil; now is the clock of the failed rows'
 // first attempt.
-func New(snd Sender, claims Claims, fs *store.FailedSends, opts Options, logger *slog.Logger, metrics *Metrics, now func() time.Time) *Deliverer {
+func New(senders Senders, claims Claims, fs *store.FailedSends, opts Options, logger *slog.Logger, metrics *Metrics, now func() time.Time) *Deliverer {
 	if opts.FirstRetry <= 0 {
 		opts.FirstRetry = config.DefaultFailedSendsBackoffBase
 	}
-	return &Deliverer{sender: snd, claims: claims, failed: fs, opts: opts, logger: logger.With("component", "delivery"),
+	return &Deliverer{senders: senders, claims: claims, failed: fs, opts: opts, logger: logger.With("component", "delivery"),
 		metrics: metrics, now: now}
 }
 
 // Deliver hands off a due alert held by a.Claim. It returns store.Delivered once
-// DingTalk accepted it, or store.Recorded once the sender gave up and the alert is a row
+// DingTalk accepted it (or, for a topic target, the broker stored it), or store.Recorded once the sender gave up and the alert is a row
 // of failed_sends (pending, for the retry job; rejected, when DingTalk refuses its
 // content): either way the caller releases it. Before each request, and before the
 // record, the claim is confirmed; when it was lost (this replica was paused or cut off
@@ -124,8 +167,8 @@ func (d *Deliverer) Deliver(ctx context.Context, a Alert) (store.Outcome, error)
 		}
 		return d.record(ctx, a, f)
 	}
-	err := d.sender.SendAlert(ctx, sender.Alert{Target: a.Target, Body: a.Body, Due: a.DueAt, FromPart: a.PartsSent + 1,
-		Confirm: func(ctx context.Context, partsSent int) error { return d.claims.Confirm(ctx, a.Claim, partsSent) }})
+	err := d.senders.send(ctx, outbound{id: a.ID, target: a.Target, body: a.Body, props: a.Props, due: a.DueAt, partsSent: a.PartsSent,
+		confirm: func(ctx context.Context, partsSent int) error { return d.claims.Confirm(ctx, a.Claim, partsSent) }})
 	if err == nil {
 		return store.Delivered, nil
 	}
@@ -157,6 +200,7 @@ func (d *Deliverer) record(ctx context.Context, a Alert, f *sender.Failure) (sto
 		MessageID:  a.ID,
 		Target:     a.Target,
 		Payload:    a.Body,
+		Properties: a.Props,
 		DueAt:      &due,
 		ErrorClass: string(f.Class),
 		LastError:  f.Reason,

@@ -94,7 +94,7 @@ func stageFor(t testing.TB, fs *store.FailedSends) *store.WheelStage {
 // newDeliverer returns a Deliverer on fs and its wheel stage that sends through snd.
 func newDeliverer(t testing.TB, fs *store.FailedSends, snd delivery.Sender, opts delivery.Options, m *delivery.Metrics, now func() time.Time) *delivery.Deliverer {
 	t.Helper()
-	return delivery.New(snd, stageFor(t, fs), fs, opts, discardLogger(), m, now)
+	return delivery.New(delivery.Senders{DingTalk: snd}, stageFor(t, fs), fs, opts, discardLogger(), m, now)
 }
 
 // newJob returns a retry job on fs that sends through snd.

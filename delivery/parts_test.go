@@ -83,7 +83,7 @@ func TestSplitAlertResumesFromThePartReachedInTheHandOff(t *testing.T) {
 	w := newSplitWorld(t, 6*time.Second) // outlasts go-redis's own retries (about 3.5s)
 	_, fs := testenv.FailedSends(t)
 	ws := stageFor(t, fs)
-	d := delivery.New(w.snd, ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)
+	d := delivery.New(delivery.Senders{DingTalk: w.snd}, ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)
 	ctx := context.Background()
 
 	_, err := ws.Put(ctx, store.Entry{ID: "big", Target: "ops", DueAt: time.Now().Add(-time.Second), Body: bigAlert()})
@@ -115,7 +115,7 @@ func TestSplitAlertResumesFromThePartReachedInTheRetryJob(t *testing.T) {
 	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "big-row", Target: "ops", Payload: bigAlert(),
 		ErrorClass: "transient", NextAttemptAt: time.Now()})
 	require.NoError(t, err)
-	job := delivery.NewRetryJob(delivery.New(w.snd, stageFor(t, fs), fs, delivery.Options{}, discardLogger(), nil, time.Now),
+	job := delivery.NewRetryJob(delivery.New(delivery.Senders{DingTalk: w.snd}, stageFor(t, fs), fs, delivery.Options{}, discardLogger(), nil, time.Now),
 		delivery.RetryOptions{})
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)

@@ -98,7 +98,7 @@ func Backoff(attempt int, base, ceiling time.Duration) time.Duration {
 type RetryJob struct {
 	store    *store.FailedSends
 	claims   Claims
-	sender   Sender
+	senders  Senders
 	opts     RetryOptions
 	logger   *slog.Logger
 	metrics  *Metrics
@@ -107,10 +107,10 @@ type RetryJob struct {
 	seq      atomic.Uint64
 }
 
-// NewRetryJob returns the retry job of the rows d records; it sends through d's sender,
+// NewRetryJob returns the retry job of the rows d records; it sends through d's senders,
 // reports to d's metrics and reads d's clock.
 func NewRetryJob(d *Deliverer, opts RetryOptions) *RetryJob {
-	return &RetryJob{store: d.failed, claims: d.claims, sender: d.sender, opts: opts.withDefaults(),
+	return &RetryJob{store: d.failed, claims: d.claims, senders: d.senders, opts: opts.withDefaults(),
 		logger: d.logger.With("component", "failed-retry"), metrics: d.metrics, now: d.now, instance: instanceName()}
 }
 
@@ -246,8 +246,9 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 		return tryDelivered
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, j.opts.SendTimeout)
-	err := j.sender.SendAlert(sendCtx, sender.Alert{Target: row.Target, Body: row.Payload, FromPart: row.PartsSent + 1,
-		Confirm: func(ctx context.Context, partsSent int) error { return j.store.Confirm(ctx, row.ID, token, partsSent) }})
+	err := j.senders.send(sendCtx, outbound{id: row.MessageID, target: row.Target, body: row.Payload, props: row.Properties,
+		partsSent: row.PartsSent,
+		confirm:   func(ctx context.Context, partsSent int) error { return j.store.Confirm(ctx, row.ID, token, partsSent) }})
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrNotHeld):

@@ -48,9 +48,10 @@ const maxBody = 1 << 20
 // Every request needs "Authorization: Bearer <token>" (401 otherwise); with no token
 // configured the API answers 503, disabled. Errors are {"error": "…"} with a message a
 // person can act on; a store failure is logged and answered with a generic message,
-// never with SQL or connection details.
-func Handler(fs Store, logger *slog.Logger, token config.Secret) http.Handler {
-	a := &api{store: fs, logger: logger.With("component", "admin-api"), now: time.Now}
+// never with SQL or connection details. Rows name their target's kind and destination
+// as targets describes them.
+func Handler(fs Store, targets Targets, logger *slog.Logger, token config.Secret) http.Handler {
+	a := &api{store: fs, targets: targets, logger: logger.With("component", "admin-api"), now: time.Now}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+APIPrefix, a.list)
 	mux.HandleFunc("GET "+APIPrefix+"/{$}", a.list)
@@ -87,9 +88,10 @@ func authenticate(token config.Secret, next http.Handler) http.Handler {
 }
 
 type api struct {
-	store  Store
-	logger *slog.Logger
-	now    func() time.Time
+	store   Store
+	targets Targets
+	logger  *slog.Logger
+	now     func() time.Time
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -108,7 +110,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, NewPage(rows, next))
+	writeJSON(w, http.StatusOK, NewPage(rows, next, a.targets))
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +123,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, NewView(row))
+	writeJSON(w, http.StatusOK, NewView(row, a.targets))
 }
 
 func (a *api) stats(w http.ResponseWriter, r *http.Request) {

@@ -71,7 +71,7 @@ func TestAPIAuthorization(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	seed(t, fs, 1)
-	h := failed.Handler(fs, discardLogger(), adminToken)
+	h := failed.Handler(fs, testTargets, discardLogger(), adminToken)
 	for _, path := range []string{"/api/v1/failed", "/api/v1/failed/1", "/api/v1/failed/stats"} {
 		a := call(h, "GET", path, "", "")
 		require.Equal(t, http.StatusUnauthorized, a.code, path)
@@ -103,7 +103,7 @@ func TestAPIAuthorization(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.StatusPending, row.Status, "no unauthorized request changed anything")
 
-	disabled := failed.Handler(fs, discardLogger(), config.Secret(""))
+	disabled := failed.Handler(fs, testTargets, discardLogger(), config.Secret(""))
 	a := call(disabled, "GET", "/api/v1/failed", "", "")
 	require.Equal(t, http.StatusServiceUnavailable, a.code)
 	require.Contains(t, a.body, "disabled")
@@ -116,7 +116,7 @@ func TestAPIListGetStatsAndPages(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	seed(t, fs, 5)
-	h := failed.Handler(fs, discardLogger(), adminToken)
+	h := failed.Handler(fs, testTargets, discardLogger(), adminToken)
 
 	var ids []int64
 	after := ""
@@ -183,7 +183,7 @@ func TestAPIInjectionStringsAreHarmless(t *testing.T) {
 	t.Parallel()
 	pool, fs := testenv.FailedSends(t)
 	seed(t, fs, 3)
-	h := failed.Handler(fs, discardLogger(), adminToken)
+	h := failed.Handler(fs, testTargets, discardLogger(), adminToken)
 	evils := []string{`' OR 1=1 --`, `"; DROP TABLE failed_sends; --`, `1; DELETE FROM failed_sends`,
 		`ops' UNION SELECT * FROM pg_user --`, `\'`, "%00", `%' OR '%'='`}
 	for _, evil := range evils {
@@ -249,7 +249,7 @@ func TestAPIRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 		testenv.MakeDead(t, pool, id, 20, "transient", "HTTP 503")
 	}
 	require.NoError(t, fs.MarkDelivered(ctx, 4))
-	h := failed.Handler(fs, discardLogger(), adminToken)
+	h := failed.Handler(fs, testTargets, discardLogger(), adminToken)
 	statuses := func() map[int64]store.FailedStatus {
 		rows, _, err := fs.List(ctx, store.Filter{})
 		require.NoError(t, err)
@@ -316,7 +316,7 @@ func TestAPIMountedOnAServeMux(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	seed(t, fs, 2)
-	h := failed.Handler(fs, discardLogger(), adminToken)
+	h := failed.Handler(fs, testTargets, discardLogger(), adminToken)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.Handle(failed.APIPrefix, h)

@@ -37,6 +37,8 @@ type Operator struct {
 	Out   io.Writer
 	// Now is the clock for relative ages; time.Now when nil.
 	Now func() time.Time
+	// Targets describe each row's target (kind, destination); nil leaves them out.
+	Targets Targets
 }
 
 func (o Operator) now() time.Time {
@@ -53,9 +55,9 @@ func (o Operator) List(ctx context.Context, f store.Filter, format Format) error
 		return err
 	}
 	if format == FormatJSON {
-		return WriteJSON(o.Out, NewPage(rows, next))
+		return WriteJSON(o.Out, NewPage(rows, next, o.Targets))
 	}
-	return WriteTable(o.Out, rows, next, o.now())
+	return WriteTable(o.Out, rows, next, o.now(), o.Targets)
 }
 
 // Show prints row id.
@@ -65,9 +67,9 @@ func (o Operator) Show(ctx context.Context, id int64, format Format) error {
 		return err
 	}
 	if format == FormatJSON {
-		return WriteJSON(o.Out, NewView(row))
+		return WriteJSON(o.Out, NewView(row, o.Targets))
 	}
-	return WriteDetail(o.Out, row, o.now())
+	return WriteDetail(o.Out, row, o.now(), o.Targets)
 }
 
 // Stats prints the counts of the table.

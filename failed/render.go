@@ -20,9 +20,14 @@ import (
 // View is the JSON form of a failed_sends row, shared by the admin API and
 // `rocketdelay failed … -o json`. Its field names are stable; times are UTC, RFC 3339.
 type View struct {
-	ID            int64             `json:"id"`
-	MessageID     string            `json:"message_id"`
-	Target        string            `json:"target"`
+	ID        int64  `json:"id"`
+	MessageID string `json:"message_id"`
+	Target    string `json:"target"`
+	// Kind is the target's kind (dingtalk, topic, or unknown when the configuration has
+	// no such target) and Destination where its message goes; both are left out when
+	// the configuration is not known.
+	Kind          string            `json:"kind,omitempty"`
+	Destination   string            `json:"destination,omitempty"`
 	Status        string            `json:"status"`
 	ErrorClass    string            `json:"error_class"`
 	LastError     string            `json:"last_error"`
@@ -40,9 +45,12 @@ type View struct {
 	PayloadBase64 string  `json:"payload_base64,omitempty"`
 }
 
-// NewView returns the JSON form of row.
-func NewView(row store.FailedSend) View {
+// NewView returns the JSON form of row, its target described by targets (may be nil).
+func NewView(row store.FailedSend, targets Targets) View {
+	dest := targets.Describe(row)
 	v := View{
+		Kind:          dest.Kind,
+		Destination:   dest.Where,
 		ID:            row.ID,
 		MessageID:     row.MessageID,
 		Target:        row.Target,
@@ -78,11 +86,12 @@ type Page struct {
 	Next string `json:"next,omitempty"`
 }
 
-// NewPage returns the JSON form of rows and the next page's cursor (0: none).
-func NewPage(rows []store.FailedSend, next int64) Page {
+// NewPage returns the JSON form of rows and the next page's cursor (0: none), their
+// targets described by targets (may be nil).
+func NewPage(rows []store.FailedSend, next int64, targets Targets) Page {
 	p := Page{Items: make([]View, 0, len(rows))}
 	for _, r := range rows {
-		p.Items = append(p.Items, NewView(r))
+		p.Items = append(p.Items, NewView(r, targets))
 	}
 	if next != 0 {
 		p.Next = strconv.FormatInt(next, 10)
@@ -140,22 +149,23 @@ const (
 )
 
 // WriteTable writes rows as a table for a terminal: one line each, newest first as
-// given, ages relative to now, long values cut with "…". next, when not 0, is mentioned
-// at the end with the flag that continues the listing.
-func WriteTable(w io.Writer, rows []store.FailedSend, next int64, now time.Time) error {
+// given, ages relative to now, long values cut with "…", each target's kind from
+// targets (may be nil). next, when not 0, is mentioned at the end with the flag that
+// continues the listing.
+func WriteTable(w io.Writer, rows []store.FailedSend, next int64, now time.Time, targets Targets) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no failed sends match")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tTARGET\tMESSAGE ID\tCLASS\tTRIES\tAGE\tNEXT TRY\tLAST ERROR")
+	fmt.Fprintln(tw, "ID\tSTATUS\tTARGET\tKIND\tMESSAGE ID\tCLASS\tTRIES\tAGE\tNEXT TRY\tLAST ERROR")
 	for _, r := range rows {
 		nextTry := "-"
 		if r.Status == store.StatusPending && r.NextAttemptAt != nil {
 			nextTry = relative(*r.NextAttemptAt, now)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, cell(orDash(r.Target), tableTargetWidth),
-			cell(r.MessageID, tableMessageWidth), r.ErrorClass, r.Attempts, age(r.CreatedAt, now), nextTry,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, cell(orDash(r.Target), tableTargetWidth),
+			orDash(targets.Describe(r).Kind), cell(r.MessageID, tableMessageWidth), r.ErrorClass, r.Attempts, age(r.CreatedAt, now), nextTry,
 			cell(orDash(r.LastError), tableErrorWidth))
 	}
 	if err := tw.Flush(); err != nil {
@@ -171,13 +181,18 @@ func WriteTable(w io.Writer, rows []store.FailedSend, next int64, now time.Time)
 // maxShownPayload bounds the payload WriteDetail prints.
 const maxShownPayload = 4096
 
-// WriteDetail writes everything about one row, for `rocketdelay failed show`.
-func WriteDetail(w io.Writer, r store.FailedSend, now time.Time) error {
+// WriteDetail writes everything about one row, for `rocketdelay failed show`, its
+// target described by targets (may be nil).
+func WriteDetail(w io.Writer, r store.FailedSend, now time.Time, targets Targets) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	line := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	line("ID", strconv.FormatInt(r.ID, 10))
 	line("Message ID", r.MessageID)
 	line("Target", orDash(r.Target))
+	if d := targets.Describe(r); d.Kind != "" {
+		line("Kind", d.Kind)
+		line("Destination", oneLine(d.Where))
+	}
 	line("Status", string(r.Status))
 	line("Error class", r.ErrorClass)
 	line("Last error", orDash(oneLine(r.LastError)))

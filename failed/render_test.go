@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -34,9 +35,27 @@ func golden(t *testing.T, name string, got []byte) {
 
 var renderNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
+// testTargets are the configured targets the rows are described by: two robot groups
+// and a topic target that lets messages choose another allowed topic.
+var testTargets = failed.Targets{
+	"ops":         {Robots: []config.Robot{{Name: "ops-2"}, {Name: "ops-1"}}},
+	"data-checks": {Robots: []config.Robot{{Name: "dc-1"}}},
+	"orders": {Topic: &config.TopicTarget{Name: "order-events", Tag: "delayed", AllowOverride: true,
+		AllowTopics: []string{"order-audit"}}},
+}
+
 func sampleRows() []store.FailedSend {
 	at := func(d time.Duration) *time.Time { t := renderNow.Add(d); return &t }
 	return []store.FailedSend{
+		{
+			ID: 1043, MessageID: "order-4711-timeout", Target: "orders", Status: store.StatusPending,
+			Payload:    []byte{0x0a, 0x04, 0x34, 0x37, 0x31, 0x31, 0xff},
+			Properties: map[string]string{"TAGS": "close", "KEYS": "order-4711 order-4711-timeout", "RD_TOPIC": "order-audit", "shop": "eu-1"},
+			DueAt:      at(-time.Minute), ErrorClass: "transient",
+			LastError: "send to topic order-audit failed: the topic=order-audit route info not found",
+			Attempts:  1, NextAttemptAt: at(30 * time.Second),
+			CreatedAt: renderNow.Add(-time.Minute), UpdatedAt: renderNow.Add(-time.Minute),
+		},
 		{
 			ID: 1042, MessageID: "order-7781-recheck", Target: "ops", Status: store.StatusPending,
 			Payload:    []byte(`{"msgtype":"text","text":{"content":"order 7781 still dirty"}}`),
@@ -68,29 +87,50 @@ func sampleRows() []store.FailedSend {
 
 func TestRenderListTable(t *testing.T) {
 	var b bytes.Buffer
-	require.NoError(t, failed.WriteTable(&b, sampleRows(), 1039, renderNow))
+	require.NoError(t, failed.WriteTable(&b, sampleRows(), 1039, renderNow, testTargets))
 	golden(t, "list.table", b.Bytes())
 
 	b.Reset()
-	require.NoError(t, failed.WriteTable(&b, nil, 0, renderNow))
+	require.NoError(t, failed.WriteTable(&b, nil, 0, renderNow, testTargets))
 	require.Equal(t, "no failed sends match\n", b.String())
 }
 
 func TestRenderListJSON(t *testing.T) {
 	var b bytes.Buffer
-	require.NoError(t, failed.WriteJSON(&b, failed.NewPage(sampleRows(), 1039)))
+	require.NoError(t, failed.WriteJSON(&b, failed.NewPage(sampleRows(), 1039, testTargets)))
 	golden(t, "list.json", b.Bytes())
 }
 
 func TestRenderShow(t *testing.T) {
-	for i, name := range []string{"show.pending", "show.dead", "show.rejected", "show.discarded"} {
+	for i, name := range []string{"show.topic", "show.pending", "show.dead", "show.rejected", "show.discarded"} {
 		var b bytes.Buffer
-		require.NoError(t, failed.WriteDetail(&b, sampleRows()[i], renderNow))
+		require.NoError(t, failed.WriteDetail(&b, sampleRows()[i], renderNow, testTargets))
 		golden(t, name, b.Bytes())
 	}
 	var b bytes.Buffer
-	require.NoError(t, failed.WriteJSON(&b, failed.NewView(sampleRows()[2])))
+	require.NoError(t, failed.WriteJSON(&b, failed.NewView(sampleRows()[3], testTargets)))
 	golden(t, "show.rejected.json", b.Bytes())
+	b.Reset()
+	require.NoError(t, failed.WriteJSON(&b, failed.NewView(sampleRows()[0], testTargets)))
+	golden(t, "show.topic.json", b.Bytes())
+}
+
+// A topic target's row names the destination its message would go to now, and says so
+// when the configuration no longer lets it go there.
+func TestDescribeTopicTarget(t *testing.T) {
+	row := sampleRows()[0]
+	d := testTargets.Describe(row)
+	require.Equal(t, failed.Destination{Kind: "topic", Where: "topic order-audit, tag close"}, d)
+	delete(row.Properties, "RD_TOPIC")
+	delete(row.Properties, "TAGS")
+	require.Equal(t, "topic order-events, tag delayed", testTargets.Describe(row).Where)
+	row.Properties["RD_TOPIC"] = "payments"
+	d = testTargets.Describe(row)
+	require.Equal(t, "topic", d.Kind)
+	require.Contains(t, d.Where, `RD_TOPIC="payments" is not a topic target "orders" may deliver to`)
+	require.Equal(t, failed.Destination{Kind: "unknown", Where: "-"}, testTargets.Describe(store.FailedSend{Target: "opz"}))
+	require.Equal(t, failed.Destination{Kind: "dingtalk", Where: "robots ops-1, ops-2"}, testTargets.Describe(store.FailedSend{Target: "ops"}))
+	require.Equal(t, failed.Destination{}, failed.Targets(nil).Describe(row))
 }
 
 func TestRenderStats(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -66,7 +67,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		return "probe", nil
 	}
 	now := s.now()
-	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, horizon: s.opts.Horizon, dedupe: s.opts.DedupeWindow}, now)
+	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, topics: s.opts.Topics, horizon: s.opts.Horizon, dedupe: s.opts.DedupeWindow}, now)
 	if rej != nil {
 		key := msg.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex)
 		if key == "" {
@@ -87,7 +88,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		// dropped by the wheel stage's Put, which checks the cancel tombstone.
 		return "hop", s.publishHop(ctx, msg, a, hop)
 	}
-	res, err := s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops})
+	res, err := s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props})
 	if err != nil {
 		return "wheel", err
 	}
@@ -112,7 +113,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a alert, h Hop) error {
 	m := primitive.NewMessage(s.opts.Topic, orig.Body)
 	for k, v := range orig.GetProperties() {
-		if !systemProperty[k] {
+		if !topic.SystemProperty(k) {
 			m.WithProperty(k, v)
 		}
 	}
@@ -139,41 +140,6 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 	s.metrics.hop(h.Level)
 	s.logger.Debug("hop published", "rd_id", a.ID, "hop", kind, "remaining", a.DueAt.Sub(s.now()).String(), "hops", a.Hops+1)
 	return nil
-}
-
-// systemProperty are the broker's and client's own properties, which a hop must not
-// copy from the message it re-publishes.
-var systemProperty = map[string]bool{
-	primitive.PropertyDelayTimeLevel:                 true,
-	primitive.PropertyRealTopic:                      true,
-	primitive.PropertyRealQueueId:                    true,
-	primitive.PropertyUniqueClientMessageIdKeyIndex:  true,
-	primitive.PropertyMinOffset:                      true,
-	primitive.PropertyMaxOffset:                      true,
-	primitive.PropertyConsumeStartTime:               true,
-	primitive.PropertyRetryTopic:                     true,
-	primitive.PropertyOriginMessageId:                true,
-	primitive.PropertyReconsumeTime:                  true,
-	primitive.PropertyMaxReconsumeTimes:              true,
-	primitive.PropertyTransactionPrepared:            true,
-	primitive.PropertyProducerGroup:                  true,
-	primitive.PropertyWaitStoreMsgOk:                 true,
-	primitive.PropertyMsgRegion:                      true,
-	primitive.PropertyTraceSwitch:                    true,
-	primitive.PropertyTranscationPreparedQueueOffset: true,
-	primitive.PropertyTranscationCheckTimes:          true,
-	primitive.PropertyCluster:                        true,
-	primitive.PropertyTimerDeliverMS:                 true,
-	"__STARTDELIVERTIME":                             true,
-	"TIMER_DELAY_SEC":                                true,
-	"TIMER_DELAY_MS":                                 true,
-	"TIMER_OUT_MS":                                   true,
-	"TIMER_ENQUEUE_MS":                               true,
-	"TIMER_DEQUEUE_MS":                               true,
-	"TIMER_ROLL_TIMES":                               true,
-	"INNER_NUM":                                      true,
-	"INNER_BASE":                                     true,
-	"TRACE_CONTEXT":                                  true,
 }
 
 func sendStatus(s primitive.SendStatus) string {

@@ -154,7 +154,7 @@ func (p *handoffPool) deliver(e store.Entry) {
 		p.giveBack(e, e.DueAt, e.PartsSent)
 		return
 	}
-	a := delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Hops: e.Hops,
+	a := delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
 		Claim: e.Claim(), Failure: e.Failure, PartsSent: e.PartsSent}
 	start := p.now()
 	outcome, err := p.delivery.Deliver(p.ctx, a)

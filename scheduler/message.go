@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 )
 
 // The wire contract: scheduling metadata travels in message properties, so hops never
@@ -21,7 +22,8 @@ const (
 	// PropDelay is a delay in milliseconds relative to the message's born timestamp;
 	// the scheduler converts it to PropDeliverAt on first receipt.
 	PropDelay = "RD_DELAY_MS"
-	// PropTarget names a robot group of the configuration. Required.
+	// PropTarget names a target of the configuration: a robot group or a topic target.
+	// Required.
 	PropTarget = "RD_TARGET"
 	// PropID is the idempotency key. Optional: when absent the scheduler derives it from
 	// the original message's unique key and carries it across hops.
@@ -45,6 +47,9 @@ const (
 	RejectBeyondHorizon RejectReason = "beyond_horizon"
 	RejectBadID         RejectReason = delivery.ReasonBadID
 	RejectBadBody       RejectReason = "bad_body"
+	// RejectDestination is a message for a topic target that asks for a destination the
+	// target does not allow (RD_TOPIC outside its allowlist, overrides it does not allow).
+	RejectDestination RejectReason = "bad_destination"
 	// RejectStale is an alert due longer ago than the dedupe window (config
 	// scheduler.doneTTL): its done marker, if it was delivered, is gone, so a copy of it
 	// (a consumer-group reset, an old retry message) cannot be told from a first arrival.
@@ -54,7 +59,7 @@ const (
 
 // RejectReasons lists every RejectReason, for metrics.
 var RejectReasons = []RejectReason{RejectMissingTarget, RejectUnknownTarget, RejectMissingDue,
-	RejectBadDue, RejectBeyondHorizon, RejectBadID, RejectBadBody, RejectStale}
+	RejectBadDue, RejectBeyondHorizon, RejectBadID, RejectBadBody, RejectDestination, RejectStale}
 
 // Rejection says why a message can never be delivered, in words a producer can act on.
 type Rejection struct {
@@ -81,16 +86,20 @@ type alert struct {
 	Body []byte
 	// Hops counts the hops taken so far.
 	Hops int
+	// Props are the properties a topic target's message is delivered by (tag, keys, user
+	// properties, destination overrides; see storedProps); nil for a robot group.
+	Props map[string]string
 }
 
 // forDelivery is a as the Delivery records it when it is rejected.
 func (a alert) forDelivery() delivery.Alert {
-	return delivery.Alert{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops}
+	return delivery.Alert{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props}
 }
 
 // decodeRules are what decode checks a message against.
 type decodeRules struct {
 	knownTarget func(string) bool
+	topics      map[string]topic.Target
 	horizon     time.Duration
 	// dedupe is the dedupe window: an alert due longer ago than this is stale. 0: none.
 	dedupe time.Duration
@@ -111,7 +120,7 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 		return a, reject(RejectBadID, "%s must be at most %d printable characters without spaces", PropID, MaxIDLength)
 	}
 	if a.Target == "" {
-		return a, reject(RejectMissingTarget, "the message has no %s property naming a robot group", PropTarget)
+		return a, reject(RejectMissingTarget, "the message has no %s property naming a target", PropTarget)
 	}
 	if !rules.knownTarget(a.Target) {
 		return a, reject(RejectUnknownTarget, "%s %q is not a target in the configuration", PropTarget, a.Target)
@@ -129,10 +138,34 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 		return a, reject(RejectStale, "due at %s, more than %s ago (scheduler.doneTTL): if it was delivered its done marker "+
 			"has expired, so this copy is not sent; retry the row to send it anyway", at.UTC().Format(time.RFC3339), rules.dedupe)
 	}
+	if t, ok := rules.topics[a.Target]; ok {
+		// A topic target's body is any bytes; where it goes is decided now, so a
+		// destination it may not choose is refused on arrival, not at its due time.
+		a.Props = storedProps(msg)
+		if _, err := t.Resolve(a.ID, a.Props); err != nil {
+			return a, reject(RejectDestination, "%v", err)
+		}
+		return a, nil
+	}
 	if _, err := sender.ParseBody(msg.Body); err != nil {
 		return a, reject(RejectBadBody, "%v", err)
 	}
 	return a, nil
+}
+
+// storedProps are the properties of a topic target's message that its delivery needs:
+// all but the broker's own and the scheduling ones (due time, target, id, hops), which
+// the wheel stage keeps in fields of their own.
+func storedProps(msg *primitive.MessageExt) map[string]string {
+	out := map[string]string{}
+	for k, v := range msg.GetProperties() {
+		switch {
+		case topic.SystemProperty(k), k == PropDeliverAt, k == PropDelay, k == PropTarget, k == PropID, k == PropHops:
+		default:
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // absurdMillis is a due time no alert can have: year 9999.

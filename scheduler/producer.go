@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 )
 
 // Producer publishes delayed alerts to the topic, following the wire contract. It is the
@@ -64,9 +68,10 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 	return &Producer{p: p, topic: opts.Topic, now: opts.Now}, nil
 }
 
-// Publication is one alert to publish.
+// Publication is one alert, or one business message for a topic target, to publish.
 type Publication struct {
-	// Target names a robot group of rocketdelay's configuration. Required.
+	// Target names a robot group or a topic target of rocketdelay's configuration.
+	// Required.
 	Target string
 	// At is the due time. Either At or In is set.
 	At time.Time
@@ -75,8 +80,32 @@ type Publication struct {
 	// ID is the idempotency key; publishing the same ID twice delivers once. Default: a
 	// new random id.
 	ID string
-	// Body is a DingTalk message JSON object or plain text.
+	// Body is a DingTalk message JSON object or plain text for a robot group; any bytes
+	// for a topic target (Raw).
 	Body []byte
+
+	// The fields below are for topic targets: setting any of them makes the publication
+	// Raw.
+
+	// Raw marks a publication for a topic target: the body is delivered byte for byte,
+	// and not checked as a DingTalk message.
+	Raw bool
+	// Topic, when set, is the business topic (RD_TOPIC); the target must allow overrides
+	// and list it. Default: the target's topic.
+	Topic string
+	// Tag is the delivered message's tag (the published message's own tag). Default:
+	// the target's tag, if any.
+	Tag string
+	// Keys are the delivered message's keys; the ID is always one of them.
+	Keys []string
+	// Properties are user properties, delivered with the message as they are. Names
+	// starting with RD_ are rocketdelay's and are refused.
+	Properties map[string]string
+}
+
+// raw reports whether pub is for a topic target.
+func (pub Publication) raw() bool {
+	return pub.Raw || pub.Topic != "" || pub.Tag != "" || len(pub.Keys) > 0 || len(pub.Properties) > 0
 }
 
 // Published says what was published.
@@ -87,7 +116,7 @@ type Published struct {
 }
 
 // Publish sends one alert. It checks what the scheduler would reject (missing target,
-// invalid body, bad id) before sending, and it treats a send whose status is not SEND_OK
+// invalid body for a robot group, bad id, reserved property names) before sending, and it treats a send whose status is not SEND_OK
 // as failed.
 func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, error) {
 	if pub.Target == "" {
@@ -99,8 +128,20 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	if pub.In < 0 {
 		return Published{}, fmt.Errorf("scheduler: publish: negative delay %s", pub.In)
 	}
-	if _, err := sender.ParseBody(pub.Body); err != nil {
-		return Published{}, fmt.Errorf("scheduler: publish: %w", err)
+	if !pub.raw() {
+		if _, err := sender.ParseBody(pub.Body); err != nil {
+			return Published{}, fmt.Errorf("scheduler: publish: %w", err)
+		}
+	}
+	for _, k := range pub.Keys {
+		if k == "" || strings.ContainsFunc(k, unicode.IsSpace) {
+			return Published{}, fmt.Errorf("scheduler: publish: key %q is empty or holds whitespace (keys are separated by spaces)", k)
+		}
+	}
+	for k := range pub.Properties {
+		if strings.HasPrefix(k, "RD_") || topic.SystemProperty(k) || k == primitive.PropertyTags || k == primitive.PropertyKeys {
+			return Published{}, fmt.Errorf("scheduler: publish: property %q is reserved (rocketdelay's RD_* or the broker's own)", k)
+		}
 	}
 	if pub.ID == "" {
 		pub.ID = "rd-" + randomHex(12)
@@ -117,7 +158,15 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	m.WithProperty(PropDeliverAt, strconv.FormatInt(at.UnixMilli(), 10))
 	m.WithProperty(PropTarget, pub.Target)
 	m.WithProperty(PropID, pub.ID)
-	m.WithKeys([]string{pub.ID})
+	for k, v := range pub.Properties {
+		m.WithProperty(k, v)
+	}
+	m.WithProperty(topic.PropTopic, pub.Topic)
+	if pub.Tag != "" {
+		m.WithTag(pub.Tag)
+	}
+	keys := slices.DeleteFunc(slices.Clone(pub.Keys), func(k string) bool { return k == pub.ID })
+	m.WithKeys(append(keys, pub.ID))
 	res, err := p.p.SendSync(ctx, m)
 	if err != nil {
 		return Published{}, fmt.Errorf("scheduler: publish %s: %w", pub.ID, err)

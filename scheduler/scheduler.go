@@ -20,6 +20,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 )
@@ -92,6 +93,10 @@ type Options struct {
 	DedupeWindow time.Duration
 	// KnownTarget says whether a target name is configured. Required.
 	KnownTarget func(string) bool
+	// Topics are the topic targets, by name: their messages keep their properties in the
+	// wheel stage, their bodies are any bytes, and a destination they may not choose is
+	// rejected on arrival. Default none.
+	Topics map[string]topic.Target
 	// Brokers, when set, are broker addresses on which the topic is created if the name
 	// server does not know it; when empty a missing topic is an error at Start.
 	Brokers []string
@@ -174,6 +179,7 @@ func OptionsFromConfig(c config.Config) Options {
 
 		RetryMaxDelay: c.Scheduler.RetryMaxDelay,
 		KnownTarget:   func(name string) bool { _, ok := c.Targets[name]; return ok },
+		Topics:        topic.Targets(c),
 	}
 }
 

@@ -27,6 +27,8 @@ import (
 //	  {p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms
 //	  {p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
 //	  {p:g}:disabled     sorted set  robot → end of its disable, Unix ms (+inf: until Enable)
+//	topic rate, tag {p:g}, one per topic target with a ratePerSecond:
+//	  {p:g}:rate         string      theoretical arrival time of its next token, Unix µs
 type keys struct{ prefix string }
 
 func newKeys(prefix string) keys {
@@ -52,6 +54,7 @@ func (k keys) cool(target string) string     { return k.pool(target) + "cool" }
 func (k keys) disabled(target string) string { return k.pool(target) + "disabled" }
 func (k keys) pace(target string) string     { return k.pool(target) + "pace" }
 func (k keys) learn(target string) string    { return k.pool(target) + "learn" }
+func (k keys) rate(target string) string     { return k.pool(target) + "rate" }
 func (k keys) window(target, robot string) string {
 	return k.pool(target) + "win:" + robot
 }

@@ -133,7 +133,7 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 	}
 	res, err := robotPickScript.Run(ctx, p.rdb, keys, args...).Slice()
 	if err != nil {
-		return Pick{}, robotPoolFail("pick robot", err)
+		return Pick{}, redisFail("pick robot", err)
 	}
 	bad := fmt.Errorf("store: pick robot of %q: unexpected script result %v", target, res)
 	if len(res) < 2 || (res[0] == int64(1) && len(res) < 7) {
@@ -174,7 +174,7 @@ func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick, accepte
 	n, err := robotTouchScript.Run(ctx, p.rdb, []string{p.keys.window(target, pick.Robot), p.keys.learn(target)},
 		pick.Member, p.window.Milliseconds(), pick.Robot, boolArg(accepted)).Int()
 	if err != nil {
-		return false, robotPoolFail("touch robot window", err)
+		return false, redisFail("touch robot window", err)
 	}
 	return n == 1, nil
 }
@@ -257,7 +257,7 @@ func (p *RobotPool) Throttled(ctx context.Context, target string, pick Pick, rob
 	res, err := robotThrottledScript.Run(ctx, p.rdb,
 		[]string{p.keys.cool(target), p.keys.learn(target), p.keys.window(target, pick.Robot)}, args...).Int64Slice()
 	if err != nil {
-		return Throttle{}, robotPoolFail("record a throttled robot", err)
+		return Throttle{}, redisFail("record a throttled robot", err)
 	}
 	if len(res) != 4 {
 		return Throttle{}, fmt.Errorf("store: throttled %q: unexpected script result %v", pick.Robot, res)
@@ -281,7 +281,7 @@ func (p *RobotPool) Return(ctx context.Context, target string, pick Pick) (bool,
 	}
 	n, err := p.rdb.ZRem(ctx, p.keys.window(target, pick.Robot), pick.Member).Result()
 	if err != nil {
-		return false, robotPoolFail("return robot slot", err)
+		return false, redisFail("return robot slot", err)
 	}
 	return n == 1, nil
 }
@@ -313,7 +313,7 @@ func (p *RobotPool) suspend(ctx context.Context, op, key, robot string, d time.D
 	}
 	score, err := robotSuspendScript.Run(ctx, p.rdb, []string{key}, robot, ms).Text()
 	if err != nil {
-		return time.Time{}, robotPoolFail(op, err)
+		return time.Time{}, redisFail(op, err)
 	}
 	return parseUntil(score)
 }
@@ -326,7 +326,7 @@ func (p *RobotPool) Enable(ctx context.Context, target, robot string) error {
 		return nil
 	})
 	if err != nil {
-		return robotPoolFail("enable robot", err)
+		return redisFail("enable robot", err)
 	}
 	return nil
 }
@@ -336,7 +336,7 @@ func (p *RobotPool) Enable(ctx context.Context, target, robot string) error {
 func (p *RobotPool) State(ctx context.Context, target string, robots []string) ([]RobotState, error) {
 	now, err := p.rdb.Time(ctx).Result()
 	if err != nil {
-		return nil, robotPoolFail("robot state", err)
+		return nil, redisFail("robot state", err)
 	}
 	nowMs := now.UnixMilli()
 	type cmds struct {
@@ -355,7 +355,7 @@ func (p *RobotPool) State(ctx context.Context, target string, robots []string) (
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, robotPoolFail("robot state", err)
+		return nil, redisFail("robot state", err)
 	}
 	out := make([]RobotState, len(robots))
 	for i, r := range robots {
@@ -398,7 +398,9 @@ func nonce() string {
 	return hex.EncodeToString(b)
 }
 
-func robotPoolFail(op string, err error) error {
+// redisFail wraps the error of a Redis call of the robot pool or the topic rate; an
+// error of an unreachable Redis also matches ErrUnavailable.
+func redisFail(op string, err error) error {
 	if wheelStageRetryable(err) {
 		return fmt.Errorf("store: %s: %w: %w", op, err, ErrUnavailable)
 	}

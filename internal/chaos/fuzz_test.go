@@ -380,7 +380,7 @@ func FuzzAdminAPI(f *testing.F) {
 		require.NoError(f, err)
 	}
 	const token = "admin-token-0123456789"
-	h := failed.Handler(fs, slog.New(slog.NewTextHandler(io.Discard, nil)), config.Secret(token))
+	h := failed.Handler(fs, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), config.Secret(token))
 	seeds := []struct{ method, target, body string }{
 		{"GET", "/api/v1/failed?status=rejected&limit=10", ""},
 		{"GET", "/api/v1/failed?status=nope&since=xx&until=yy&limit=-1&after=abc", ""},
