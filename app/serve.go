@@ -134,7 +134,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer snd.Close()
-	topics, err := relay.New(relay.Options{NameServers: cfg.RocketMQ.NameServers, SendTimeout: cfg.RocketMQ.SendTimeout},
+	topics, err := relay.New(relay.Options{NameServers: cfg.RocketMQ.NameServers, SendTimeout: cfg.RocketMQ.SendTimeout,
+		MaxMessageSize: cfg.RocketMQ.MaxMessageSize},
 		topic.Targets(cfg), store.NewTopicRate(rdb, cfg.Redis.KeyPrefix), logger, relay.NewMetrics(reg))
 	if err != nil {
 		return err

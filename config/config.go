@@ -90,6 +90,10 @@ type RocketMQ struct {
 	// start when the name server does not know it, and the consumer group's retry topic;
 	// the scheduler also reads their timer precision. Default none: the topic must exist.
 	Brokers []string `yaml:"brokers" json:"brokers"`
+	// MaxMessageSize is the largest message body the brokers accept (their
+	// maxMessageSize): a due message of a topic target whose body is larger is refused
+	// before it is sent, as it can never be stored. Default 4194304 (4 MiB), RocketMQ's.
+	MaxMessageSize int `yaml:"maxMessageSize" json:"maxMessageSize"`
 	// Retention is how long the brokers keep messages (their fileReservedTime): the
 	// longest a copy of an alert can still be redelivered (a consumer-group reset, an old
 	// retry message). scheduler.doneTTL must be at least this. Default 72h, RocketMQ's.

@@ -238,6 +238,41 @@ targets:
 	require.ErrorContains(t, err, "targets.empty.robots: a target needs at least one robot")
 }
 
+func TestTopicTargets(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML+`
+targets:
+  ops:
+    robots: [{name: r1, token: tok}]
+  orders:
+    topic: {name: order-events, tag: delayed, allowOverride: true, allowTopics: [order-audit], ratePerSecond: 200}
+`), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, KindDingTalk, c.Targets["ops"].Kind())
+	require.Equal(t, KindTopic, c.Targets["orders"].Kind())
+	require.Equal(t, &TopicTarget{Name: "order-events", Tag: "delayed", AllowOverride: true, AllowTopics: []string{"order-audit"},
+		RatePerSecond: 200}, c.Targets["orders"].Topic)
+
+	_, err = Load(writeFile(t, validYAML+`
+targets:
+  both:
+    robots: [{name: r1, token: tok}]
+    topic: {name: t}
+  noname:
+    topic: {tag: x}
+  bad:
+    topic: {name: "a b", tag: "x|y", allowTopics: [ok], ratePerSecond: -1}
+  badlist:
+    topic: {name: ok, allowOverride: true, allowTopics: ["no way"]}
+`), noEnv)
+	require.ErrorContains(t, err, "targets.both: a target has robots or a topic, not both")
+	require.ErrorContains(t, err, "targets.noname.topic.name: required")
+	require.ErrorContains(t, err, `targets.bad.topic.name: "a b" is not a valid topic name`)
+	require.ErrorContains(t, err, `targets.bad.topic.tag: "x|y" is not a valid tag`)
+	require.ErrorContains(t, err, "targets.bad.topic.allowTopics: only with allowOverride: true")
+	require.ErrorContains(t, err, "targets.bad.topic.ratePerSecond: must be between 0 (no cap) and 1000000, got -1")
+	require.ErrorContains(t, err, `targets.badlist.topic.allowTopics[0]: "no way" is not a valid topic name`)
+}
+
 func TestFailedSendsAndAdminDefaults(t *testing.T) {
 	c, err := Load(writeFile(t, validYAML), noEnv)
 	require.NoError(t, err)

@@ -17,6 +17,7 @@ const (
 	DefaultLease           = 30 * time.Second
 	DefaultDoneTTL         = 7 * 24 * time.Hour
 	DefaultRetention       = 72 * time.Hour
+	DefaultMaxMessageSize  = 4 << 20
 	DefaultRetryMaxDelay   = 60 * time.Second
 	DefaultMode            = ModeLevels
 	DefaultTimerMargin     = 2 * time.Second
@@ -68,6 +69,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Scheduler.Lease, DefaultLease)
 	Default(&c.Scheduler.DoneTTL, DefaultDoneTTL)
 	Default(&c.RocketMQ.Retention, DefaultRetention)
+	Default(&c.RocketMQ.MaxMessageSize, DefaultMaxMessageSize)
 	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
 	Default(&c.Scheduler.Mode, DefaultMode)
 	Default(&c.Scheduler.TimerMargin, DefaultTimerMargin)

@@ -81,6 +81,9 @@ func (r RocketMQ) validate(bad badFunc) {
 	if r.SendTimeout <= 0 {
 		bad("rocketmq.sendTimeout", "must be positive, got %s", r.SendTimeout)
 	}
+	if r.MaxMessageSize <= 0 {
+		bad("rocketmq.maxMessageSize", "must be positive (the brokers' maxMessageSize, bytes), got %d", r.MaxMessageSize)
+	}
 	if r.Retention <= 0 {
 		bad("rocketmq.retention", "must be positive (the brokers' fileReservedTime), got %s", r.Retention)
 	}

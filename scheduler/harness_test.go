@@ -19,6 +19,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -38,7 +39,8 @@ type harness struct {
 	producer  *Producer
 	rec       *recorder
 	sim       *dingtalksim.Server // set by startSim
-	log       slog.Handler        // the schedulers' log; nil drops it (unless RD_TEST_LOG)
+	topics    map[string]topic.Target
+	log       slog.Handler // the schedulers' log; nil drops it (unless RD_TEST_LOG)
 }
 
 func newHarness(t *testing.T, threshold time.Duration) *harness {
@@ -72,7 +74,8 @@ func (h *harness) options(name string) Options {
 		Threshold:     h.threshold,
 		Mode:          h.mode,
 		Horizon:       24 * time.Hour,
-		KnownTarget:   func(name string) bool { return name == "ops" },
+		KnownTarget:   func(name string) bool { _, ok := h.topics[name]; return ok || name == "ops" },
+		Topics:        h.topics,
 		Brokers:       []string{testenv.Brokers(h.t)},
 		SweepInterval: 200 * time.Millisecond,
 		InstanceName:  testenv.Unique(name),

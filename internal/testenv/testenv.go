@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -228,4 +229,15 @@ func RedisServer(t testing.TB, args ...string) (*redis.Client, string) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb, srv.Addr
+}
+
+// ClosedAddr returns a loopback address nothing listens on: a port taken and released,
+// for "the server cannot be reached".
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"strconv"
 	"sync"
@@ -41,12 +42,16 @@ type Options struct {
 	// MaxBatchBytes bounds one batch send's bodies and properties. Default
 	// DefaultMaxBatchBytes.
 	MaxBatchBytes int
+	// MaxMessageSize is the largest body the brokers accept; a larger one fails for good
+	// before it is sent. Default config rocketmq.maxMessageSize.
+	MaxMessageSize int
 }
 
 func (o Options) withDefaults() Options {
 	config.Default(&o.SendTimeout, config.DefaultSendTimeout)
 	config.Default(&o.MaxBatch, DefaultMaxBatch)
 	config.Default(&o.MaxBatchBytes, DefaultMaxBatchBytes)
+	config.Default(&o.MaxMessageSize, config.DefaultMaxMessageSize)
 	return o
 }
 
@@ -100,6 +105,9 @@ func New(opts Options, targets map[string]topic.Target, rate Rate, logger *slog.
 		// No retry inside the client: a send that timed out may have been stored, and the
 		// hand-off (which retries with backoff) is the one place that decides to send again.
 		producer.WithRetry(0),
+		// No compression: the body reaches the broker as it is, so the size the broker
+		// checks is the size Send checks, and a large body costs no CPU here.
+		producer.WithCompressMsgBodyOverHowmuch(math.MaxInt32),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("relay: producer: %w", err)
@@ -148,6 +156,11 @@ func (s *Sender) Send(ctx context.Context, m topic.Message) error {
 	d, err := t.Resolve(m.ID, m.Properties)
 	if err != nil {
 		return s.fail(m.Target, &sender.Failure{Class: sender.ClassPermanent, Target: m.Target, Reason: err.Error()})
+	}
+	if len(m.Body) > s.opts.MaxMessageSize {
+		return s.fail(m.Target, &sender.Failure{Class: sender.ClassPermanent, Target: m.Target,
+			Reason: fmt.Sprintf("the body of %d bytes is larger than the brokers accept (rocketmq.maxMessageSize, %d bytes)",
+				len(m.Body), s.opts.MaxMessageSize)})
 	}
 	msg := primitive.NewMessage(d.Topic, m.Body)
 	for k, v := range d.Properties {
