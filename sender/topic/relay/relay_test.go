@@ -120,7 +120,9 @@ func TestLargeBodiesAndOneTheBrokerRefuses(t *testing.T) {
 	var wg sync.WaitGroup
 	var bigErr, hugeErr error
 	wg.Go(func() { bigErr = s.Send(context.Background(), topic.Message{ID: "big", Target: "orders", Body: big}) })
-	wg.Go(func() { hugeErr = s.Send(context.Background(), topic.Message{ID: "huge", Target: "orders", Body: huge}) })
+	wg.Go(func() {
+		hugeErr = s.Send(context.Background(), topic.Message{ID: "huge", Target: "orders", Body: huge})
+	})
 	wg.Wait()
 	require.NoError(t, bigErr)
 	var f *sender.Failure
