@@ -24,24 +24,11 @@ type TopicConsumer struct {
 	wake chan struct{}
 }
 
-// ConsumeTopic creates topic on the local broker (a first send; the local broker creates
-// topics on first use) and consumes it from its first offset until the test ends.
+// ConsumeTopic creates topic on the local broker (CreateTopic) and consumes it from its
+// first offset until the test ends.
 func ConsumeTopic(t testing.TB, ns, topic string) *TopicConsumer {
 	t.Helper()
-	p, err := rocketmq.NewProducer(
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		producer.WithGroupName(Unique("rd_biz_p_")),
-		producer.WithInstanceName(Unique("biz")),
-	)
-	require.NoError(t, err)
-	require.NoError(t, p.Start())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("warm-up")))
-	require.NoError(t, err)
-	require.Equal(t, primitive.SendOK, res.Status)
-	_ = p.Shutdown()
-
+	CreateTopic(t, ns, topic)
 	tc := &TopicConsumer{got: map[string][]*primitive.MessageExt{}, at: map[string][]time.Time{}, wake: make(chan struct{}, 1)}
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
@@ -117,4 +104,23 @@ func (tc *TopicConsumer) First(id string) (*primitive.MessageExt, time.Time) {
 		return nil, time.Time{}
 	}
 	return tc.got[id][0], tc.at[id][0]
+}
+
+// CreateTopic creates topic on the local broker with a first send (the local broker
+// creates topics on first use, autoCreateTopicEnable), so that consumers find its route.
+func CreateTopic(t testing.TB, ns, topic string) {
+	t.Helper()
+	p, err := rocketmq.NewProducer(
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		producer.WithGroupName(Unique("rd_biz_p_")),
+		producer.WithInstanceName(Unique("biz")),
+	)
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("warm-up")))
+	require.NoError(t, err)
+	require.Equal(t, primitive.SendOK, res.Status)
+	_ = p.Shutdown()
 }
