@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -55,7 +56,12 @@ const (
 	ScenarioRetryJobZombie = "retry-job-zombie"
 	// (16) a seeded random schedule of SIGKILL, SIGSTOP, Redis blips, Postgres restarts and
 	// DingTalk storms
-	ScenarioCombined  = "combined"
+	ScenarioCombined = "combined"
+	// (17) kill-one with every alert for a topic target: received by a consumer of the
+	// business topic, never early by the broker's store time
+	ScenarioKillOneTopic = "kill-one-topic"
+	// (18) the broker restarted while due messages of a topic target are being sent to it
+	ScenarioBrokerTopic = "broker-topic"
 	ScenarioBaseline  = "baseline" // no fault: the reference row
 	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
@@ -64,7 +70,13 @@ const (
 var AllScenarios = []string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedisKill, ScenarioPostgres,
 	ScenarioStorm, ScenarioBroker, ScenarioMalformed, ScenarioZombie, ScenarioFastClock,
 	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisBlips, ScenarioRetryJobZombie,
-	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined}
+	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined, ScenarioKillOneTopic, ScenarioBrokerTopic}
+
+// topicScenarios deliver every alert to the topic target "orders" instead of a robot
+// group: what counts as an acceptance is a distinct message a consumer of the business
+// topic received, at the broker's store time (the broker's clock), and a restart of the
+// broker is an ambiguous moment for sends in flight.
+var topicScenarios = map[string]bool{ScenarioKillOneTopic: true, ScenarioBrokerTopic: true}
 
 // tuning is a scenario's own settings of the replicas' configuration; zero fields take
 // the suite's defaults (defaultTuning).
@@ -220,7 +232,8 @@ type Row struct {
 	Scenario string
 	// Published counts the valid alerts published (each with a distinct RD_ID).
 	Published int
-	// Delivered counts the valid alerts DingTalk (the simulator) accepted at least once.
+	// Delivered counts the valid alerts DingTalk (the simulator) accepted at least once,
+	// or in a topic scenario, the consumer of the business topic received.
 	Delivered int
 	// Lost lists the valid alerts never accepted; Lost = len(LostIDs).
 	Lost    int
@@ -382,6 +395,8 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioRedisBlips:     runRedisBlips,
 	ScenarioRetryJobZombie: runRetryJobZombie,
 	ScenarioCombined:       runCombined,
+	ScenarioKillOneTopic:   runKillOne,
+	ScenarioBrokerTopic:    runBroker,
 }
 
 // env is one scenario's world.
@@ -402,6 +417,8 @@ type env struct {
 	producer      *scheduler.Producer
 	raw           *rawProducer
 	robots        []dingtalksim.Robot
+	// sink consumes the business topic of the topic target, in a topic scenario.
+	sink *localstack.TopicConsumer
 
 	tuning tuning
 	// redisProxy, with tuning.redisProxy, stands between the replicas and Redis.
@@ -485,6 +502,8 @@ targets:
   other:
     robots:
       - {name: o1, token: %s-other-1}
+  orders:
+    topic: {name: %s}
 sender:
   baseURL: %q
   window: 1s
@@ -532,7 +551,7 @@ func (e *env) prepare(ctx context.Context) error {
 	e.cfg = filepath.Join(e.r.work, e.name+".yaml")
 	tu := e.tuning
 	cfg := fmt.Sprintf(configTemplate, e.r.stack.Env["ROCKETDELAY_LEVELS"], tu.lease, tu.retryMaxDelay,
-		strings.TrimRight(robots.String(), "\n"), tokPrefix, sim.URL, senderLimit, tu.claimLease)
+		strings.TrimRight(robots.String(), "\n"), tokPrefix, e.bizTopic(), sim.URL, senderLimit, tu.claimLease)
 	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -549,6 +568,12 @@ func (e *env) prepare(ctx context.Context) error {
 		return err
 	}
 	ns := e.r.stack.Env["ROCKETDELAY_NAMESRV"]
+	if topicScenarios[e.name] {
+		if e.sink, err = localstack.ConsumeTopic(ctx, ns, e.bizTopic()); err != nil {
+			return err
+		}
+		e.note("every alert for the topic target orders (topic %s), received by a consumer of it", e.bizTopic())
+	}
 	if e.producer, err = scheduler.NewProducer(scheduler.ProducerOptions{NameServers: []string{ns}, Topic: e.topic}); err != nil {
 		return err
 	}
@@ -664,6 +689,9 @@ func (e *env) cleanup() {
 	if e.sim != nil {
 		e.sim.close()
 	}
+	if e.sink != nil {
+		e.sink.Close()
+	}
 	if e.redisProxy != nil {
 		e.redisProxy.Close()
 	}
@@ -686,11 +714,38 @@ func (e *env) publish(ctx context.Context, n int, over, maxDelay time.Duration) 
 		if i%3 == 1 {
 			body = fmt.Sprintf(`{"msgtype":"markdown","markdown":{"title":"chaos %s","text":"### chaos %s\nrun %s"}}`, id, id, e.name)
 		}
-		if err := e.publishOne(ctx, scheduler.Publication{Target: "ops", At: at, ID: id, Body: []byte(body)}); err != nil {
+		pub := scheduler.Publication{Target: "ops", At: at, ID: id, Body: []byte(body)}
+		if e.sink != nil {
+			// Any bytes, passed through: the id, then a byte that is not UTF-8.
+			pub.Target, pub.Raw, pub.Tag, pub.Body = "orders", true, "chaos", append([]byte(body), 0xff)
+		}
+		if err := e.publishOne(ctx, pub); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// bizTopic is the business topic of the topic target "orders".
+func (e *env) bizTopic() string { return e.topic + "_biz" }
+
+// acceptances returns, by id, when each distinct delivery of a valid alert was
+// accepted: by the simulator's clock, or in a topic scenario, the broker's store time of
+// each distinct message the business consumer received.
+func (e *env) acceptances() map[string][]time.Time {
+	if e.sink == nil {
+		return e.sim.acceptances()
+	}
+	e.mu.Lock()
+	ids := slices.Collect(maps.Keys(e.due))
+	e.mu.Unlock()
+	out := map[string][]time.Time{}
+	for _, id := range ids {
+		for _, r := range e.sink.Copies(id) {
+			out[id] = append(out[id], time.UnixMilli(r.Msg.StoreTimestamp))
+		}
+	}
+	return out
 }
 
 func (e *env) publishOne(ctx context.Context, pub scheduler.Publication) error {
@@ -734,7 +789,7 @@ func (e *env) waitAll(ctx context.Context) {
 		deadline = now.Add(e.r.opts.Drain / 2)
 	}
 	for time.Now().Before(deadline) {
-		got := e.sim.acceptances()
+		got := e.acceptances()
 		missing := 0
 		e.mu.Lock()
 		for id := range e.due {
@@ -755,7 +810,7 @@ func (e *env) waitAll(ctx context.Context) {
 
 func (e *env) measure(ctx context.Context, row *Row) {
 	var err error
-	got := e.sim.acceptances()
+	got := e.acceptances()
 	abandoned := e.sim.abandonedIDs()
 	e.mu.Lock()
 	defer e.mu.Unlock()
