@@ -62,8 +62,8 @@ const (
 	ScenarioKillOneTopic = "kill-one-topic"
 	// (18) the broker restarted while due messages of a topic target are being sent to it
 	ScenarioBrokerTopic = "broker-topic"
-	ScenarioBaseline  = "baseline" // no fault: the reference row
-	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+	ScenarioBaseline    = "baseline" // no fault: the reference row
+	scenarioIDPattern   = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
 // AllScenarios lists every scenario in the order Run runs them.
