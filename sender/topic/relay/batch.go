@@ -19,6 +19,8 @@ type request struct {
 	confirm func(ctx context.Context) error
 	size    int
 	done    chan error // buffered: the batch's outcome for this message
+	// confirmErr is the error of the confirm, when it failed: the message was not sent.
+	confirmErr error
 }
 
 // batcher is the queue of one destination (a target and a business topic). Nothing
@@ -187,6 +189,7 @@ func (b *batcher) confirm(ctx context.Context, batch []*request) []*request {
 	confirmed := batch[:0:0]
 	for i, r := range batch {
 		if errs[i] != nil {
+			r.confirmErr = errs[i]
 			r.done <- &sender.Failure{Class: sender.ClassTransient, Target: b.target.Target, Err: errs[i],
 				Reason: "the claim could not be confirmed before the send: " + errs[i].Error()}
 			continue

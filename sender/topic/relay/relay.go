@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	mrand "math/rand/v2"
 	"regexp"
 	"strconv"
 	"sync"
@@ -29,6 +30,14 @@ const (
 	// DefaultMaxBatchBytes bounds the bodies and properties of one batch send, well under
 	// RocketMQ's default maxMessageSize (4 MiB), which a batch counts as a whole.
 	DefaultMaxBatchBytes = 1 << 20
+	// DefaultAttempts bounds the sends of one message that fail transiently (the broker
+	// unreachable or busy, a timeout) within one Send.
+	DefaultAttempts = 3
+	// DefaultBackoffBase is the wait after the first failed attempt; it doubles, with full
+	// jitter, up to DefaultBackoffMax.
+	DefaultBackoffBase = 250 * time.Millisecond
+	// DefaultBackoffMax caps the wait between two attempts.
+	DefaultBackoffMax = 2 * time.Second
 )
 
 // Options tune a Sender. A zero field takes its default.
@@ -45,6 +54,12 @@ type Options struct {
 	// MaxMessageSize is the largest body the brokers accept; a larger one fails for good
 	// before it is sent. Default config rocketmq.maxMessageSize.
 	MaxMessageSize int
+	// Attempts bounds the sends of one message that fail transiently within one Send.
+	// Default DefaultAttempts.
+	Attempts int
+	// BackoffBase and BackoffMax shape the exponential backoff, with full jitter, between
+	// two attempts. Default DefaultBackoffBase and DefaultBackoffMax.
+	BackoffBase, BackoffMax time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -52,6 +67,9 @@ func (o Options) withDefaults() Options {
 	config.Default(&o.MaxBatch, DefaultMaxBatch)
 	config.Default(&o.MaxBatchBytes, DefaultMaxBatchBytes)
 	config.Default(&o.MaxMessageSize, config.DefaultMaxMessageSize)
+	config.Default(&o.Attempts, DefaultAttempts)
+	config.Default(&o.BackoffBase, DefaultBackoffBase)
+	config.Default(&o.BackoffMax, DefaultBackoffMax)
 	return o
 }
 
@@ -145,8 +163,10 @@ func (s *Sender) Destination(m topic.Message) (topic.Destination, error) {
 // or with a *sender.Failure: ClassPermanent for a message that can never go where it
 // asks (a topic not allowed, a message the broker refuses as illegal or too large),
 // ClassTransient for everything else (the broker unreachable or busy, a timeout, the
-// topic missing, a send status other than SEND_OK, a failed Confirm). Messages for the
-// same destination that wait while a send is in flight go out together in the next one.
+// topic missing, a send status other than SEND_OK, a failed Confirm). A transient
+// failure is tried again, up to Attempts sends with backoff, Confirm before each; a
+// failed Confirm is not. Messages for the same destination that wait while a send is in
+// flight go out together in the next one.
 func (s *Sender) Send(ctx context.Context, m topic.Message) error {
 	t, ok := s.targets[m.Target]
 	if !ok {
@@ -170,17 +190,43 @@ func (s *Sender) Send(ctx context.Context, m topic.Message) error {
 		msg.WithTag(d.Tag)
 	}
 	msg.WithKeys(d.Keys)
-	r := &request{msg: msg, confirm: m.Confirm, size: messageSize(msg), done: make(chan error, 1)}
-	err = s.batcher(t, d.Topic).send(ctx, r)
-	if err == nil {
-		s.metrics.messages.WithLabelValues(m.Target, "delivered").Inc()
-		return nil
+	b := s.batcher(t, d.Topic)
+	for attempt := 1; ; attempt++ {
+		r := &request{msg: msg, confirm: m.Confirm, size: messageSize(msg), done: make(chan error, 1)}
+		err = b.send(ctx, r)
+		if err == nil {
+			s.metrics.messages.WithLabelValues(m.Target, "delivered").Inc()
+			return nil
+		}
+		var f *sender.Failure
+		if !errors.As(err, &f) {
+			// ctx ended while the message waited: it was not sent.
+			return s.fail(m.Target, &sender.Failure{Class: sender.ClassTransient, Target: m.Target, Reason: err.Error(), Err: err})
+		}
+		f.Attempts = attempt
+		// A failed confirm (the claim lost, or Redis cut off) is the caller's to judge.
+		if r.confirmErr != nil || f.Class != sender.ClassTransient || attempt >= s.opts.Attempts {
+			return s.fail(m.Target, f)
+		}
+		wait := s.backoff(attempt)
+		s.logger.Warn("send to a business topic failed; trying again", "target", m.Target, "topic", d.Topic, "rd_id", m.ID,
+			"attempt", attempt, "retry_in", wait.String(), "err", f.Reason)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return s.fail(m.Target, f)
+		}
 	}
-	var f *sender.Failure
-	if errors.As(err, &f) {
-		return s.fail(m.Target, f)
+}
+
+// backoff is the wait after the attempt-th failed attempt: exponential from BackoffBase,
+// capped at BackoffMax, with full jitter.
+func (s *Sender) backoff(attempt int) time.Duration {
+	d := s.opts.BackoffBase << min(attempt-1, 20)
+	if d <= 0 || d > s.opts.BackoffMax {
+		d = s.opts.BackoffMax
 	}
-	return s.fail(m.Target, &sender.Failure{Class: sender.ClassTransient, Target: m.Target, Reason: err.Error(), Err: err})
+	return time.Duration(mrand.Int64N(int64(d)) + 1)
 }
 
 func (s *Sender) fail(target string, f *sender.Failure) error {

@@ -161,6 +161,7 @@ func TestUnreachableBrokerIsTransient(t *testing.T) {
 	require.ErrorAs(t, err, &f)
 	require.Equal(t, sender.ClassTransient, f.Class, "%v", err)
 	require.Contains(t, f.Reason, "send to topic nowhere failed")
+	require.Equal(t, DefaultAttempts, f.Attempts, "a transient failure is tried again")
 
 	err = s.Send(context.Background(), topic.Message{ID: "x", Target: "billing", Body: []byte("x")})
 	require.ErrorAs(t, err, &f)
