@@ -29,7 +29,28 @@ func newBenchCmd(stdio IO) *cobra.Command {
 	configFlag(pipeline, &path)
 	pipeline.Flags().IntVarP(&n, "messages", "n", 10000, "messages per stage")
 	pipeline.Flags().IntVar(&concurrency, "concurrency", 20, "consumer goroutines, the same for every stage")
-	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio), newBenchModesCmd(stdio), newBenchScaleCmd(stdio))
+	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio), newBenchModesCmd(stdio), newBenchScaleCmd(stdio), newBenchTopicCmd(stdio))
+	return cmd
+}
+
+// newBenchTopicCmd is `rocketdelay bench topic`; newBenchCmd adds it to the bench group.
+func newBenchTopicCmd(stdio IO) *cobra.Command {
+	var path string
+	var o bench.TopicOptions
+	cmd := &cobra.Command{Use: "topic", Short: "A topic target as its business consumer sees it: lateness next to the broker's timer, and throughput",
+		Long: bench.TopicDoc, Args: exactArgs(0),
+		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+			if o.N < 10 || o.Spread < 2*time.Second || o.Burst < 100 {
+				return fmt.Errorf("%w: -n must be at least 10, --spread at least 2s, --burst at least 100", ErrUsage)
+			}
+			return bench.Topic(c.Context(), cfg, o, c.OutOrStdout())
+		}),
+	}
+	configFlag(cmd, &path)
+	cmd.Flags().IntVarP(&o.N, "messages", "n", 300, "messages of the precision run")
+	cmd.Flags().DurationVar(&o.Spread, "spread", 18*time.Second, "the precision run's due times are spread over [1s, spread]")
+	cmd.Flags().IntVar(&o.Burst, "burst", 5000, "messages of the throughput run, due at one moment")
+	cmd.Flags().Uint64Var(&o.Seed, "seed", 1, "seed of the due times")
 	return cmd
 }
 
