@@ -604,3 +604,64 @@ targets:
 	require.ErrorIs(t, err, ErrUsage)
 	require.ErrorContains(t, err, `--target "opz" is not a target of this configuration (known: dev, ops)`)
 }
+
+// A topic target end to end through the binary's own commands: `publish --body-file …
+// --tag --keys --property` puts a business message through the running service, and a
+// plain consumer of the business topic receives it with its bytes, tag, keys and
+// property. Publish flags that do not fit the target's kind are usage errors.
+func TestServeAndPublishToATopicTarget(t *testing.T) {
+	cfg := stackConfig(t)
+	biz := testenv.Unique("rd_app_orders_")
+	cfg.Targets["orders"] = config.Target{Topic: &config.TopicTarget{Name: biz, Tag: "delayed"}}
+	consumer := testenv.ConsumeTopic(t, cfg.RocketMQ.NameServers[0], biz)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln})
+	}()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rocketdelay.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`rocketmq: {nameServers: [%q], topic: %q}
+redis: {url: %q}
+postgres: {url: %q}
+targets:
+  ops: {robots: [{name: r1, token: t1}]}
+  orders: {topic: {name: %s}}
+`, cfg.RocketMQ.NameServers[0], cfg.RocketMQ.Topic, cfg.Redis.URL.Reveal(), cfg.Postgres.URL.Reveal(), biz)), 0o600))
+	body := []byte{0x08, 0x96, 0x01, 0xff, 0x00, 'o', 'k'}
+	bodyFile := filepath.Join(dir, "order.bin")
+	require.NoError(t, os.WriteFile(bodyFile, body, 0o600))
+
+	out, _, err := run(t, nil, "publish", "-f", file, "--target", "orders", "--in", "1s", "--id", "app-order-1",
+		"--body-file", bodyFile, "--tag", "close", "--keys", "order-1,shop-9", "--property", "shop=eu-1")
+	require.NoError(t, err)
+	require.Contains(t, out, "published app-order-1 to orders")
+	consumer.WaitAll(t, []string{"app-order-1"}, 60*time.Second)
+	m, _ := consumer.First("app-order-1")
+	require.Equal(t, body, m.Body)
+	require.Equal(t, "close", m.GetTags())
+	require.ElementsMatch(t, []string{"order-1", "shop-9", "app-order-1"}, strings.Fields(m.GetKeys()))
+	require.Equal(t, "eu-1", m.GetProperty("shop"))
+	require.Equal(t, "app-order-1", m.GetProperty("RD_ID"))
+	require.Eventually(t, func() bool {
+		_, metrics := get(t, "http://"+ln.Addr().String()+"/metrics")
+		return strings.Contains(metrics, `rocketdelay_topic_messages_total{result="delivered",target="orders"} 1`)
+	}, 10*time.Second, 50*time.Millisecond)
+
+	for _, args := range [][]string{
+		{"--target", "orders", "--json", bodyFile},
+		{"--target", "orders"},
+		{"--target", "ops", "--text", "x", "--tag", "close"},
+		{"--target", "ops", "--body-file", bodyFile},
+	} {
+		_, _, err := run(t, nil, append([]string{"publish", "-f", file, "--in", "1m"}, args...)...)
+		require.ErrorIs(t, err, ErrUsage, "%v", args)
+	}
+}
