@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"testing"
 	"time"
 
@@ -86,9 +87,11 @@ func TestUnreachableStoresErrWithoutSecrets(t *testing.T) {
 
 // A wrong password is reported as such, still without the password.
 func TestPostgresWrongPasswordErr(t *testing.T) {
-	testenv.PostgresURL(t) // needs the stack
+	u, err := url.Parse(testenv.PostgresURL(t))
+	require.NoError(t, err)
+	u.User = url.UserPassword(u.User.Username(), "not-the-pw-123")
 	ctx := context.Background()
-	_, err := store.OpenPostgres(ctx, "postgres://rocketdelay:not-the-pw-123@127.0.0.1:15432/rocketdelay?sslmode=disable")
+	_, err = store.OpenPostgres(ctx, u.String())
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "not-the-pw-123")
 	require.Contains(t, err.Error(), "password authentication failed")
