@@ -229,18 +229,11 @@ func newCancelCmd(stdio IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := c.OutOrStdout()
-			switch res {
-			case store.CancelRemoved:
-				fmt.Fprintf(out, "cancelled %s: removed from the wheel stage\n", args[0])
-			case store.CancelTombstoned:
-				fmt.Fprintf(out, "cancelled %s: it will be dropped when it next arrives (still hopping through RocketMQ, or not published yet)\n", args[0])
-			case store.CancelTooLate:
-				return fmt.Errorf("cancel %s: too late, it is being sent right now", args[0])
-			case store.CancelAlreadyDelivered:
-				return fmt.Errorf("cancel %s: too late, it was already delivered", args[0])
+			if !res.Cancelled() {
+				return fmt.Errorf("cancel %s: %s", args[0], res.Explain())
 			}
-			return nil
+			_, err = fmt.Fprintf(c.OutOrStdout(), "cancelled %s: %s\n", args[0], res.Explain())
+			return err
 		},
 	}
 	configFlag(cmd, &path)

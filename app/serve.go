@@ -20,6 +20,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/console"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/migrations"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender"
@@ -143,6 +144,19 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	defer topics.Close()
 	deliverer := delivery.New(delivery.Senders{DingTalk: snd, Topics: topics}, ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
 		logger, delivery.NewMetrics(reg), now)
+	// The HTTP ways in publish through a producer of their own; their templates are
+	// checked before anything starts.
+	pub, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic,
+		SendTimeout: cfg.RocketMQ.SendTimeout, Now: now})
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ws, Logger: logger, Now: now,
+		Escalations: store.NewEscalations(rdb, cfg.Redis.KeyPrefix, cfg.Scheduler.DoneTTL+cfg.Scheduler.Horizon)}, ingress.NewMetrics(reg))
+	if err != nil {
+		return err
+	}
 	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
 	schedOpts := scheduler.OptionsFromConfig(cfg)
 	schedOpts.Wheel.Clock = clock
@@ -182,6 +196,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	adminAPI := failed.Handler(failedSends, failed.Targets(cfg.Targets), logger, cfg.Admin.Token)
 	mux.Handle(failed.APIPrefix, adminAPI)
 	mux.Handle(failed.APIPrefix+"/", adminAPI)
+	ingressAPI := ing.Handler()
+	mux.Handle(ingress.AlertsPath, ingressAPI)
+	mux.Handle(ingress.AlertsPath+"/", ingressAPI)
+	mux.Handle(ingress.AlertmanagerPath+"/", ingressAPI)
 	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.Sources{Wheel: ws, Pool: pool, Targets: senderOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, cfg.Admin.Token, logger))
 

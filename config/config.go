@@ -43,6 +43,9 @@ type Config struct {
 	Sender Sender `yaml:"sender" json:"sender"`
 	// Admin configures the authenticated admin HTTP API (/api/v1/failed).
 	Admin Admin `yaml:"admin" json:"admin"`
+	// Ingress configures the ways in over HTTP: the publish API (/api/v1/alerts) and
+	// the Alertmanager receiver (/api/v1/alertmanager/{target}).
+	Ingress Ingress `yaml:"ingress" json:"ingress"`
 	// FailedSends configures the retry job of the failed_sends table.
 	FailedSends FailedSends `yaml:"failedSends" json:"failedSends"`
 	// ShutdownTimeout bounds a graceful stop: stop consuming, drain, close stores.
@@ -245,6 +248,31 @@ type Target struct {
 	// Topic makes the target a RocketMQ topic target: a due message is sent to a business
 	// topic with its body, tag, keys and user properties as the producer published them.
 	Topic *TopicTarget `yaml:"topic" json:"topic,omitempty"`
+	// Alertmanager says how Alertmanager notifications for this robot group are
+	// rendered: its template file and its mentions. Default: the built-in template, no
+	// mentions.
+	Alertmanager *AlertmanagerTarget `yaml:"alertmanager" json:"alertmanager,omitempty"`
+}
+
+// AlertmanagerTarget renders Alertmanager notifications for a robot group.
+type AlertmanagerTarget struct {
+	// Template is a Go text/template file defining "dingtalk.title" and
+	// "dingtalk.text" over the notification. Default the built-in template.
+	Template string `yaml:"template" json:"template,omitempty"`
+	// Mentions add people to a firing notification whose alerts match. Default none.
+	Mentions []Mention `yaml:"mentions" json:"mentions,omitempty"`
+}
+
+// Mention mentions people in a firing notification that has an alert whose labels
+// include every label of Match (an empty Match matches every notification).
+type Mention struct {
+	// Match are labels an alert must carry, name to value.
+	Match map[string]string `yaml:"match" json:"match,omitempty"`
+	// AtAll mentions everyone in the group chat.
+	AtAll bool `yaml:"atAll" json:"atAll,omitempty"`
+	// Mobiles and UserIDs are the people mentioned.
+	Mobiles []string `yaml:"mobiles" json:"mobiles,omitempty"`
+	UserIDs []string `yaml:"userIds" json:"userIds,omitempty"`
 }
 
 // The kinds of target, as Target.Kind names them.
@@ -437,6 +465,16 @@ type Admin struct {
 
 // MinAdminTokenLen is the shortest admin token Validate accepts.
 const MinAdminTokenLen = 16
+
+// Ingress configures the HTTP ways in.
+type Ingress struct {
+	// Token is the bearer token of the publish API and the Alertmanager receiver
+	// (Authorization: Bearer …), separate from the admin token; at least 16 characters.
+	// Default none: both answer 503, disabled.
+	Token Secret `yaml:"token" json:"token"`
+	// MaxBody bounds a request body, bytes. Default 1048576 (1 MiB).
+	MaxBody int64 `yaml:"maxBody" json:"maxBody"`
+}
 
 // FailedSends configures the retry job that re-sends pending rows of failed_sends, on
 // every replica.

@@ -50,6 +50,8 @@ const (
 	DefaultFailedSendsBackoffCap  = time.Hour
 	DefaultFailedSendsBatchSize   = 100
 	DefaultFailedSendsClaimLease  = time.Minute
+
+	DefaultIngressMaxBody = 1 << 20
 )
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -70,6 +72,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Scheduler.DoneTTL, DefaultDoneTTL)
 	Default(&c.RocketMQ.Retention, DefaultRetention)
 	Default(&c.RocketMQ.MaxMessageSize, DefaultMaxMessageSize)
+	Default(&c.Ingress.MaxBody, DefaultIngressMaxBody)
 	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
 	Default(&c.Scheduler.Mode, DefaultMode)
 	Default(&c.Scheduler.TimerMargin, DefaultTimerMargin)

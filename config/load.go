@@ -166,6 +166,7 @@ var EnvVars = []EnvVar{
 		return err
 	}},
 	{"ROCKETDELAY_ADMIN_TOKEN", "admin.token", func(c *Config, v string) error { c.Admin.Token = Secret(v); return nil }},
+	{"ROCKETDELAY_INGEST_TOKEN", "ingress.token", func(c *Config, v string) error { c.Ingress.Token = Secret(v); return nil }},
 	{"ROCKETDELAY_SHUTDOWN_TIMEOUT", "shutdownTimeout", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		c.ShutdownTimeout = d

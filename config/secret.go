@@ -113,6 +113,7 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 	}
 	one("postgres.url", &c.Postgres.URL)
 	one("admin.token", &c.Admin.Token)
+	one("ingress.token", &c.Ingress.Token)
 	names := make([]string, 0, len(c.Targets))
 	for name := range c.Targets {
 		names = append(names, name)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -45,6 +46,14 @@ func (c Config) Validate() error {
 	c.Sender.validate(bad)
 	if tok := c.Admin.Token.Reveal(); tok != "" && (len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n")) {
 		bad("admin.token", "must be at least %d characters without whitespace", MinAdminTokenLen)
+	}
+	if tok := c.Ingress.Token.Reveal(); tok != "" && (len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n")) {
+		bad("ingress.token", "must be at least %d characters without whitespace", MinAdminTokenLen)
+	} else if tok != "" && tok == c.Admin.Token.Reveal() {
+		bad("ingress.token", "must differ from admin.token: producers get the one, operators the other")
+	}
+	if c.Ingress.MaxBody <= 0 {
+		bad("ingress.maxBody", "must be positive, got %d", c.Ingress.MaxBody)
 	}
 	c.FailedSends.validate(bad)
 	if c.ShutdownTimeout <= 0 {
@@ -176,6 +185,18 @@ func (t Target) validate(bad badFunc, name string) {
 	key := "targets." + name
 	if !validResourceName(name) {
 		bad(key, "a target name may hold letters, digits, %%, -, _ and | only")
+	}
+	if t.Alertmanager != nil {
+		if t.Topic != nil {
+			bad(key+".alertmanager", "only a robot group renders Alertmanager notifications")
+		}
+		for i, m := range t.Alertmanager.Mentions {
+			for _, id := range slices.Concat(m.Mobiles, m.UserIDs) {
+				if id == "" || strings.ContainsAny(id, " \t\r\n@") {
+					bad(fmt.Sprintf("%s.alertmanager.mentions[%d]", key, i), "%q is not a mobile number or user id", id)
+				}
+			}
+		}
 	}
 	if t.Topic != nil {
 		if len(t.Robots) > 0 {

@@ -116,8 +116,8 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 	if a.ID == "" {
 		return a, reject(RejectBadID, "the message has neither %s nor a unique key", PropID)
 	}
-	if len(a.ID) > MaxIDLength || !printable(a.ID) {
-		return a, reject(RejectBadID, "%s must be at most %d printable characters without spaces", PropID, MaxIDLength)
+	if err := CheckID(a.ID); err != nil {
+		return a, reject(RejectBadID, "%v", err)
 	}
 	if a.Target == "" {
 		return a, reject(RejectMissingTarget, "the message has no %s property naming a target", PropTarget)
@@ -208,6 +208,15 @@ func messageID(msg *primitive.MessageExt) string {
 		return k
 	}
 	return msg.MsgId
+}
+
+// CheckID says what is wrong with an RD_ID, nil when nothing is: at most MaxIDLength
+// printable characters without spaces.
+func CheckID(id string) error {
+	if len(id) > MaxIDLength || !printable(id) {
+		return fmt.Errorf("%s must be at most %d printable characters without spaces", PropID, MaxIDLength)
+	}
+	return nil
 }
 
 // printable reports whether s is valid UTF-8 of printable characters without spaces. The

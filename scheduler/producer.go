@@ -146,8 +146,8 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	if pub.ID == "" {
 		pub.ID = "rd-" + randomHex(12)
 	}
-	if len(pub.ID) > MaxIDLength || !printable(pub.ID) {
-		return Published{}, fmt.Errorf("scheduler: publish: the id must be at most %d printable characters without spaces", MaxIDLength)
+	if err := CheckID(pub.ID); err != nil {
+		return Published{}, fmt.Errorf("scheduler: publish: %w", err)
 	}
 	at := pub.At
 	if at.IsZero() {

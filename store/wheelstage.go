@@ -220,6 +220,24 @@ const (
 	CancelTombstoned
 )
 
+// Explain says what r means for the alert, in words for the person who cancelled it.
+func (r CancelResult) Explain() string {
+	switch r {
+	case CancelRemoved:
+		return "removed from the wheel stage"
+	case CancelTombstoned:
+		return "it will be dropped when it next arrives (still hopping through RocketMQ, or not published yet)"
+	case CancelTooLate:
+		return "too late, it is being sent right now"
+	case CancelAlreadyDelivered:
+		return "too late, it was already delivered"
+	}
+	return "unknown result"
+}
+
+// Cancelled reports whether r stopped the alert (removed or tombstoned).
+func (r CancelResult) Cancelled() bool { return r == CancelRemoved || r == CancelTombstoned }
+
 // String returns the result's name, usable as a metric label: "removed", "too_late",
 // "already_delivered" or "tombstoned".
 func (r CancelResult) String() string {

@@ -1,0 +1,219 @@
+package ingress
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
+)
+
+// PublishRequest is the body of POST /api/v1/alerts.
+type PublishRequest struct {
+	// Target names a robot group or a topic target. Required.
+	Target string `json:"target"`
+	// In is a delay from now, a Go duration such as "3h25m17s"; or
+	In string `json:"in,omitempty"`
+	// At is the due time, RFC 3339.
+	At string `json:"at,omitempty"`
+	// ID is the idempotency key (RD_ID). Default a new random id.
+	ID string `json:"id,omitempty"`
+	// Text is a plain text alert (for a topic target: the body, as UTF-8).
+	Text string `json:"text,omitempty"`
+	// Markdown is a markdown alert (robot groups).
+	Markdown *sender.Markdown `json:"markdown,omitempty"`
+	// Body is a DingTalk message object for a robot group; for a topic target any JSON
+	// value, delivered as its bytes.
+	Body json.RawMessage `json:"body,omitempty"`
+	// BodyBase64 is a topic target's body as base64, for bytes that are not JSON.
+	BodyBase64 string `json:"bodyBase64,omitempty"`
+	// Tag, Keys, Properties and Topic are a topic target's destination (see the README,
+	// Topic targets).
+	Tag        string            `json:"tag,omitempty"`
+	Keys       []string          `json:"keys,omitempty"`
+	Properties map[string]string `json:"properties,omitempty"`
+	Topic      string            `json:"topic,omitempty"`
+}
+
+// PublishResponse is the answer of a publish the broker stored.
+type PublishResponse struct {
+	ID     string    `json:"id"`
+	Target string    `json:"target"`
+	Due    time.Time `json:"due"`
+}
+
+// CancelResponse is the answer of DELETE /api/v1/alerts/{id}.
+type CancelResponse struct {
+	ID string `json:"id"`
+	// Result is removed, tombstoned, too_late or already_delivered.
+	Result string `json:"result"`
+	// Detail says what it means for the alert.
+	Detail string `json:"detail"`
+}
+
+// publish serves POST /api/v1/alerts: the alert is checked as the consumer would check
+// it, stored in RocketMQ, and answered 202 with its id and due time.
+func (in *Ingress) publish(w http.ResponseWriter, r *http.Request) {
+	var req PublishRequest
+	if !decodeJSON(w, r, &req, true) {
+		return
+	}
+	pub, reason, err := in.publication(req)
+	if err != nil {
+		in.metrics.requests.WithLabelValues("publish", reason).Inc()
+		writeError(w, http.StatusBadRequest, reason, err.Error())
+		return
+	}
+	res, err := in.deps.Publisher.Publish(r.Context(), pub)
+	if err != nil {
+		in.metrics.requests.WithLabelValues("publish", "broker").Inc()
+		in.deps.Logger.Warn("publish API: the broker did not store the alert", "rd_id", pub.ID, "target", pub.Target, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "broker", "the broker did not store the alert; send it again: "+err.Error())
+		return
+	}
+	in.metrics.requests.WithLabelValues("publish", "ok").Inc()
+	writeJSON(w, http.StatusAccepted, PublishResponse{ID: res.ID, Target: pub.Target, Due: res.DeliverAt.UTC()})
+}
+
+// publication turns req into a publication, or says why the consumer would reject it:
+// its reason (a scheduler.RejectReason, or bad_request) and what is wrong.
+func (in *Ingress) publication(req PublishRequest) (scheduler.Publication, string, error) {
+	bad := func(reason scheduler.RejectReason, format string, args ...any) (scheduler.Publication, string, error) {
+		return scheduler.Publication{}, string(reason), fmt.Errorf(format, args...)
+	}
+	if req.Target == "" {
+		return bad(scheduler.RejectMissingTarget, "target is required")
+	}
+	t, ok := in.cfg.Targets[req.Target]
+	if !ok {
+		return bad(scheduler.RejectUnknownTarget, "target %q is not a target of the configuration (known: %s)", req.Target,
+			strings.Join(slices.Sorted(maps.Keys(in.cfg.Targets)), ", "))
+	}
+	pub := scheduler.Publication{Target: req.Target, ID: req.ID}
+	now := in.deps.Now()
+	switch {
+	case req.In != "" && req.At != "":
+		return bad(scheduler.RejectBadDue, "give in or at, not both")
+	case req.In != "":
+		d, err := time.ParseDuration(req.In)
+		if err != nil || d < 0 {
+			return bad(scheduler.RejectBadDue, "in %q is not a non-negative duration such as 3h25m17s", req.In)
+		}
+		pub.At = now.Add(d)
+	case req.At != "":
+		at, err := time.Parse(time.RFC3339Nano, req.At)
+		if err != nil {
+			return bad(scheduler.RejectBadDue, "at %q is not an RFC 3339 time such as 2026-12-02T15:04:05+08:00", req.At)
+		}
+		pub.At = at
+	default:
+		return bad(scheduler.RejectMissingDue, "give in (a delay) or at (a due time)")
+	}
+	if pub.At.Sub(now) > in.cfg.Scheduler.Horizon {
+		return bad(scheduler.RejectBeyondHorizon, "due at %s, more than %s ahead (scheduler.horizon)", pub.At.UTC().Format(time.RFC3339), in.cfg.Scheduler.Horizon)
+	}
+	if pub.ID != "" {
+		if err := scheduler.CheckID(pub.ID); err != nil {
+			return bad(scheduler.RejectBadID, "%v", err)
+		}
+	}
+	if t.Kind() == config.KindTopic {
+		return in.topicPublication(pub, req, topic.Target{TopicTarget: *t.Topic, Target: req.Target})
+	}
+	if req.Tag != "" || len(req.Keys) > 0 || len(req.Properties) > 0 || req.Topic != "" || req.BodyBase64 != "" {
+		return bad(scheduler.RejectBadBody, "tag, keys, properties, topic and bodyBase64 are for topic targets; %q is a robot group", req.Target)
+	}
+	switch given(req.Text != "", req.Markdown != nil, len(req.Body) > 0) {
+	case 0, 2, 3:
+		return bad(scheduler.RejectBadBody, "give exactly one of text, markdown, body")
+	}
+	switch {
+	case req.Text != "":
+		pub.Body = []byte(req.Text)
+	case req.Markdown != nil:
+		pub.Body, _ = json.Marshal(sender.Message{MsgType: sender.TypeMarkdown, Markdown: req.Markdown}) // plain fields
+	default:
+		pub.Body = req.Body
+	}
+	if _, err := sender.ParseBody(pub.Body); err != nil {
+		return bad(scheduler.RejectBadBody, "%v", err)
+	}
+	return pub, "", nil
+}
+
+// topicPublication completes pub for the topic target t.
+func (in *Ingress) topicPublication(pub scheduler.Publication, req PublishRequest, t topic.Target) (scheduler.Publication, string, error) {
+	bad := func(reason scheduler.RejectReason, format string, args ...any) (scheduler.Publication, string, error) {
+		return scheduler.Publication{}, string(reason), fmt.Errorf(format, args...)
+	}
+	if req.Markdown != nil {
+		return bad(scheduler.RejectBadBody, "markdown is for robot groups; %q is a topic target", req.Target)
+	}
+	switch given(req.Text != "", len(req.Body) > 0, req.BodyBase64 != "") {
+	case 0, 2, 3:
+		return bad(scheduler.RejectBadBody, "give exactly one of text, body, bodyBase64")
+	}
+	switch {
+	case req.Text != "":
+		pub.Body = []byte(req.Text)
+	case len(req.Body) > 0:
+		pub.Body = req.Body
+	default:
+		b, err := base64.StdEncoding.DecodeString(req.BodyBase64)
+		if err != nil {
+			return bad(scheduler.RejectBadBody, "bodyBase64 is not standard base64: %v", err)
+		}
+		pub.Body = b
+	}
+	pub.Raw, pub.Tag, pub.Keys, pub.Properties, pub.Topic = true, req.Tag, req.Keys, req.Properties, req.Topic
+	props := map[string]string{}
+	if req.Topic != "" {
+		props[topic.PropTopic] = req.Topic
+	}
+	if _, err := t.Resolve(pub.ID, props); err != nil {
+		return bad(scheduler.RejectDestination, "%v", err)
+	}
+	return pub, "", nil
+}
+
+// given counts the true ones.
+func given(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// cancel serves DELETE /api/v1/alerts/{id}: 200 when the alert was stopped, 409 when it
+// is being sent or was sent already.
+func (in *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := scheduler.CheckID(id); err != nil {
+		writeError(w, http.StatusBadRequest, string(scheduler.RejectBadID), err.Error())
+		return
+	}
+	res, err := in.deps.Wheel.Cancel(r.Context(), id)
+	if err != nil {
+		in.metrics.requests.WithLabelValues("cancel", "redis").Inc()
+		in.deps.Logger.Warn("cancel API: Redis did not answer", "rd_id", id, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "redis", "the cancel was not recorded; send it again")
+		return
+	}
+	in.metrics.requests.WithLabelValues("cancel", res.String()).Inc()
+	code := http.StatusOK
+	if !res.Cancelled() {
+		code = http.StatusConflict
+	}
+	writeJSON(w, code, CancelResponse{ID: id, Result: res.String(), Detail: res.Explain()})
+}

@@ -1,0 +1,159 @@
+package ingress
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// Paths the Handler serves.
+const (
+	// AlertsPath is the publish API: POST publishes, DELETE AlertsPath/{id} cancels.
+	AlertsPath = "/api/v1/alerts"
+	// AlertmanagerPath is the Alertmanager receiver: POST AlertmanagerPath/{target}.
+	AlertmanagerPath = "/api/v1/alertmanager"
+)
+
+// Publisher stores a publication in RocketMQ; *scheduler.Producer implements it.
+type Publisher interface {
+	Publish(ctx context.Context, pub scheduler.Publication) (scheduler.Published, error)
+}
+
+// Wheel cancels alerts and reads done markers; *store.WheelStage implements it.
+type Wheel interface {
+	Cancel(ctx context.Context, id string) (store.CancelResult, error)
+	IsDelivered(ctx context.Context, id string) (bool, error)
+}
+
+// Escalations keep the state of delayed Alertmanager groups; *store.Escalations
+// implements it.
+type Escalations interface {
+	Get(ctx context.Context, group string) (store.Escalation, bool, error)
+	Set(ctx context.Context, group string, read int, e store.Escalation) (bool, error)
+}
+
+// Deps are what the Handler works with.
+type Deps struct {
+	Publisher   Publisher
+	Wheel       Wheel
+	Escalations Escalations
+	Logger      *slog.Logger
+	// Now is the clock due times are computed by (the service's reference clock).
+	Now func() time.Time
+}
+
+// Ingress serves the HTTP ways in.
+type Ingress struct {
+	cfg       config.Config
+	deps      Deps
+	renderers map[string]*renderer // robot groups' Alertmanager rendering
+	metrics   *Metrics
+}
+
+// New checks cfg's Alertmanager templates (an unreadable or invalid one is an error
+// naming its key) and returns the ways in. metrics may come from NewMetrics(nil).
+func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
+	in := &Ingress{cfg: cfg, deps: deps, renderers: map[string]*renderer{}, metrics: metrics}
+	in.deps.Logger = deps.Logger.With("component", "ingress")
+	for name, t := range cfg.Targets {
+		if t.Kind() != config.KindDingTalk {
+			continue
+		}
+		r, err := newRenderer(name, t.Alertmanager)
+		if err != nil {
+			return nil, err
+		}
+		in.renderers[name] = r
+	}
+	return in, nil
+}
+
+// Handler returns the HTTP handler of both ways in, answering JSON:
+//
+//	POST   /api/v1/alerts                     publish one alert (202 once the broker stored it)
+//	DELETE /api/v1/alerts/{id}                cancel an alert not sent yet
+//	POST   /api/v1/alertmanager/{target}      Alertmanager's webhook (?delay=10m&sendResolved=false)
+//
+// Every request needs "Authorization: Bearer <ingress.token>" (401 otherwise); with no
+// token configured both answer 503, disabled. Errors are {"error": "…", "reason": "…"}:
+// 4xx for what can never be delivered as sent, 5xx for what may succeed when sent again.
+func (in *Ingress) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+AlertsPath, in.publish)
+	mux.HandleFunc("DELETE "+AlertsPath+"/{id}", in.cancel)
+	mux.HandleFunc("POST "+AlertmanagerPath+"/{target}", in.alertmanager)
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path+"; see the README, HTTP publish API")
+	}
+	mux.HandleFunc(AlertsPath+"/", notFound)
+	mux.HandleFunc(AlertmanagerPath+"/", notFound)
+	return in.authenticate(http.MaxBytesHandler(mux, in.cfg.Ingress.MaxBody))
+}
+
+// authenticate requires the ingest token on every request.
+func (in *Ingress) authenticate(next http.Handler) http.Handler {
+	token := in.cfg.Ingress.Token
+	want := sha256.Sum256([]byte(token.Reveal()))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token == "" {
+			writeError(w, http.StatusServiceUnavailable, "disabled",
+				"the HTTP ways in are disabled: set ingress.token in the config (or ROCKETDELAY_INGEST_TOKEN) to enable them")
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rocketdelay ingress"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <ingress.token>)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// decodeJSON reads r's JSON body into v strictly (unknown fields are errors); it answers
+// the error itself and reports false.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
+	dec := json.NewDecoder(r.Body)
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes (ingress.maxBody)", tooLarge.Limit))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "bad_json", "the body is not the expected JSON: "+err.Error())
+		return false
+	}
+	return true
+}
+
+type errorBody struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
+
+func writeError(w http.ResponseWriter, code int, reason, msg string) {
+	writeJSON(w, code, errorBody{Error: msg, Reason: reason})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}

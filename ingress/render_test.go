@@ -1,0 +1,116 @@
+package ingress
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/sender"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func sample(t *testing.T, name string) Notification {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	var n Notification
+	require.NoError(t, json.Unmarshal(b, &n))
+	return n
+}
+
+func golden(t *testing.T, name string, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run `go test ./ingress -run %s -update` to create it", t.Name())
+	require.Equal(t, string(want), got)
+}
+
+// The built-in template renders a notification as a DingTalk markdown message that the
+// sender accepts: firing alerts first, then the resolved ones, with their labels, times
+// and links; the mention rules that match a firing alert add their people, named in the
+// text as DingTalk requires.
+func TestRenderBuiltInTemplate(t *testing.T) {
+	r, err := newRenderer("ops", &config.AlertmanagerTarget{Mentions: []config.Mention{
+		{Match: map[string]string{"severity": "critical"}, Mobiles: []string{"13800000000"}},
+		{Match: map[string]string{"team": "web"}, AtAll: true},
+		{Match: map[string]string{"team": "db"}, UserIDs: []string{"dba-lead"}},
+	}})
+	require.NoError(t, err)
+	n := sample(t, "firing.json")
+	body, err := r.render(n)
+	require.NoError(t, err)
+	m, err := sender.ParseBody(body)
+	require.NoError(t, err)
+	require.Equal(t, sender.TypeMarkdown, m.MsgType)
+	require.Equal(t, "[FIRING:1] DiskFull", m.Markdown.Title)
+	require.Equal(t, &sender.At{AtMobiles: []string{"13800000000"}, AtUserIDs: []string{"dba-lead"}}, m.At)
+	golden(t, "firing.md", m.Markdown.Text)
+
+	n.Status = "resolved"
+	for i := range n.Alerts {
+		n.Alerts[i].Status = "resolved"
+	}
+	body, err = r.render(n)
+	require.NoError(t, err)
+	m, err = sender.ParseBody(body)
+	require.NoError(t, err)
+	require.Equal(t, "[RESOLVED] DiskFull", m.Markdown.Title)
+	require.Nil(t, m.At, "a resolution mentions nobody")
+	golden(t, "resolved.md", m.Markdown.Text)
+}
+
+// A target's own template replaces the built-in definitions; a template that does not
+// parse, or a file that is not there, is an error naming the key.
+func TestRenderOwnTemplate(t *testing.T) {
+	dir := t.TempDir()
+	own := filepath.Join(dir, "ops.tmpl")
+	require.NoError(t, os.WriteFile(own, []byte(`{{define "dingtalk.title"}}{{.GroupLabels.alertname}} x{{len .Alerts}}{{end}}`+
+		`{{define "dingtalk.text"}}{{range .Alerts}}* {{.Labels.instance}} {{.Status}}
+{{end}}{{end}}`), 0o600))
+	r, err := newRenderer("ops", &config.AlertmanagerTarget{Template: own})
+	require.NoError(t, err)
+	body, err := r.render(sample(t, "firing.json"))
+	require.NoError(t, err)
+	m, err := sender.ParseBody(body)
+	require.NoError(t, err)
+	require.Equal(t, "DiskFull x2", m.Markdown.Title)
+	require.Equal(t, "* db-3:9100 firing\n* db-4:9100 resolved", m.Markdown.Text)
+
+	bad := filepath.Join(dir, "bad.tmpl")
+	require.NoError(t, os.WriteFile(bad, []byte(`{{define "dingtalk.text"}}{{.Nope`), 0o600))
+	_, err = newRenderer("ops", &config.AlertmanagerTarget{Template: bad})
+	require.ErrorContains(t, err, "targets.ops.alertmanager.template")
+	_, err = newRenderer("ops", &config.AlertmanagerTarget{Template: filepath.Join(dir, "missing.tmpl")})
+	require.ErrorContains(t, err, "targets.ops.alertmanager.template")
+	require.ErrorContains(t, err, "no such file")
+}
+
+// A notification whose text is over DingTalk's 20000 bytes still renders: the sender
+// splits markdown into numbered parts.
+func TestRenderLargeNotification(t *testing.T) {
+	r, err := newRenderer("ops", nil)
+	require.NoError(t, err)
+	n := sample(t, "firing.json")
+	for i := range 300 {
+		a := n.Alerts[0]
+		a.Labels = KV{"alertname": "DiskFull", "instance": strings.Repeat("x", 40) + string(rune('a'+i%26))}
+		n.Alerts = append(n.Alerts, a)
+	}
+	body, err := r.render(n)
+	require.NoError(t, err)
+	m, err := sender.ParseBody(body)
+	require.NoError(t, err)
+	require.Greater(t, len(m.Markdown.Text), 20000)
+}
