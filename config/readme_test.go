@@ -122,6 +122,10 @@ func TestREADMEConfigurationTable(t *testing.T) {
 				d, err := time.ParseDuration(want)
 				require.NoError(t, err, "%s: the README's default %q is not a duration", key, want)
 				require.Equal(t, got, d, "%s: the README says %s", key, want)
+			case int64:
+				n, err := strconv.ParseInt(want, 10, 64)
+				require.NoError(t, err, "%s: the README's default %q is not a number", key, want)
+				require.Equal(t, got, n, "%s: the README says %s", key, want)
 			case int:
 				n, err := strconv.Atoi(want)
 				require.NoError(t, err, "%s: the README's default %q is not a number", key, want)
