@@ -24,6 +24,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
@@ -613,7 +614,7 @@ func TestServeAndPublishToATopicTarget(t *testing.T) {
 	cfg := stackConfig(t)
 	biz := testenv.Unique("rd_app_orders_")
 	cfg.Targets["orders"] = config.Target{Topic: &config.TopicTarget{Name: biz, Tag: "delayed"}}
-	consumer := testenv.ConsumeTopic(t, cfg.RocketMQ.NameServers[0], biz)
+	consumer := sinktest.Start(t, cfg.RocketMQ.NameServers[0], biz)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,6 +10,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
 	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -23,7 +24,7 @@ func TestTopicMessageRecordedThenSentByTheRetryJob(t *testing.T) {
 	ns := testenv.NameServer(t)
 	biz := testenv.Unique("rd_dlv_orders_")
 	targets := map[string]topic.Target{"orders": {Target: "orders", TopicTarget: config.TopicTarget{Name: biz, Tag: "delayed"}}}
-	consumer := testenv.ConsumeTopic(t, ns, biz)
+	consumer := sinktest.Start(t, ns, biz)
 	_, fs := testenv.FailedSends(t)
 	ws := stageFor(t, fs)
 	ctx := context.Background()

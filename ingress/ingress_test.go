@@ -17,6 +17,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -34,7 +35,7 @@ type site struct {
 	t        *testing.T
 	srv      *httptest.Server
 	ws       *store.WheelStage
-	stored   *testenv.TopicConsumer
+	stored   *sinktest.Sink
 	cfg      config.Config
 	now      time.Time
 	escalate *store.Escalations
@@ -47,7 +48,7 @@ func newSite(t *testing.T, token config.Secret) *site {
 	}
 	ns := testenv.NameServer(t)
 	delayTopic := testenv.Unique("rd_ing_")
-	stored := testenv.ConsumeTopic(t, ns, delayTopic)
+	stored := sinktest.Start(t, ns, delayTopic)
 	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: []string{ns}, Topic: delayTopic})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
 	"github.com/rocketdelay/rocketdelay/sender/topic"
 )
 
@@ -43,7 +44,7 @@ func TestJavaClientsThroughATopicTarget(t *testing.T) {
 	h := newTopicHarness(t, 10*time.Second, map[string]topic.Target{
 		"orders": {Target: "orders", TopicTarget: config.TopicTarget{Name: bizTopic}},
 	})
-	testenv.CreateTopic(t, h.ns, bizTopic)
+	sinktest.CreateTopic(t, h.ns, bizTopic)
 	_, m := h.start("java")
 
 	const n = 20

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 )
@@ -13,16 +14,26 @@ import (
 // RouteClientLog sends rocketmq-client-go's log into logger, one level down: the client
 // is chatty about routine things (Info about rebalancing, Warning about a retry topic that
 // does not exist until the first retry), so its Info becomes Debug and its Warning Info;
-// Error and Fatal stay errors. The client's logger is a process-wide global, so call this once, from main's
-// side of the program.
+// Error and Fatal stay errors. The client's logger is a process-wide global that its
+// goroutines read without a lock, so the first call installs a router, and every call
+// (that one and later ones, made while clients run) only swaps where the router sends:
+// make the first call before any client starts.
 func RouteClientLog(logger *slog.Logger) {
-	rlog.SetLogger(&clientLog{l: logger.With("component", "rocketmq-client")})
+	clientLogTarget.Store(logger.With("component", "rocketmq-client"))
+	installClientLog.Do(func() { rlog.SetLogger(&clientLog{}) })
 }
 
-type clientLog struct{ l *slog.Logger }
+var (
+	clientLogTarget  atomic.Pointer[slog.Logger]
+	installClientLog sync.Once
+)
+
+// clientLog is the router rlog calls: it logs into clientLogTarget.
+type clientLog struct{}
 
 func (c *clientLog) log(level slog.Level, msg string, fields map[string]any) {
-	if !c.l.Enabled(context.Background(), level) || (msg == "" && len(fields) == 0) {
+	l := clientLogTarget.Load()
+	if !l.Enabled(context.Background(), level) || (msg == "" && len(fields) == 0) {
 		return
 	}
 	keys := make([]string, 0, len(fields))
@@ -34,7 +45,7 @@ func (c *clientLog) log(level slog.Level, msg string, fields map[string]any) {
 	for _, k := range keys {
 		attrs = append(attrs, slog.Any(k, fields[k]))
 	}
-	c.l.LogAttrs(context.Background(), level, msg, attrs...)
+	l.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
 func (c *clientLog) Debug(msg string, f map[string]any)   { c.log(slog.LevelDebug-4, msg, f) }

@@ -15,6 +15,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
 	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -57,7 +58,7 @@ func TestTopicTargetDeliversEachMessageOnceNeverEarly(t *testing.T) {
 	h := newTopicHarness(t, 5*time.Second, map[string]topic.Target{
 		"orders": {Target: "orders", TopicTarget: config.TopicTarget{Name: bizTopic}},
 	})
-	biz := testenv.ConsumeTopic(t, h.ns, bizTopic)
+	biz := sinktest.Start(t, h.ns, bizTopic)
 	_, ma := h.start("topic-a")
 	_, mb := h.start("topic-b")
 
@@ -134,7 +135,7 @@ func TestTopicTargetAllowlistAndCancel(t *testing.T) {
 		"orders": {Target: "orders", TopicTarget: config.TopicTarget{Name: main, AllowOverride: true, AllowTopics: []string{other}}},
 		"strict": {Target: "strict", TopicTarget: config.TopicTarget{Name: main}},
 	})
-	onMain, onOther := testenv.ConsumeTopic(t, h.ns, main), testenv.ConsumeTopic(t, h.ns, other)
+	onMain, onOther := sinktest.Start(t, h.ns, main), sinktest.Start(t, h.ns, other)
 	_, m := h.start("allow")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -19,8 +19,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/internal/localstack"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
@@ -128,7 +128,7 @@ type topicRun struct {
 	cfg      config.Config
 	suffix   string
 	biz      string
-	consumer *localstack.TopicConsumer
+	consumer *topicsink.Sink
 	pub      *scheduler.Producer
 	rdb      redis.UniversalClient
 	prefix   string
@@ -150,7 +150,7 @@ func newTopicRun(ctx context.Context, cfg config.Config, suffix string) (*topicR
 	if err := createTopic(ctx, cfg, delayTopic); err != nil {
 		return nil, err
 	}
-	c, err := localstack.ConsumeTopic(ctx, cfg.RocketMQ.NameServers[0], r.biz)
+	c, err := topicsink.Start(ctx, cfg.RocketMQ.NameServers[0], r.biz)
 	if err != nil {
 		return nil, err
 	}

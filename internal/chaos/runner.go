@@ -26,6 +26,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/internal/localstack"
 	"github.com/rocketdelay/rocketdelay/internal/netproxy"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -418,7 +419,7 @@ type env struct {
 	raw           *rawProducer
 	robots        []dingtalksim.Robot
 	// sink consumes the business topic of the topic target, in a topic scenario.
-	sink *localstack.TopicConsumer
+	sink *topicsink.Sink
 
 	tuning tuning
 	// redisProxy, with tuning.redisProxy, stands between the replicas and Redis.
@@ -569,7 +570,7 @@ func (e *env) prepare(ctx context.Context) error {
 	}
 	ns := e.r.stack.Env["ROCKETDELAY_NAMESRV"]
 	if topicScenarios[e.name] {
-		if e.sink, err = localstack.ConsumeTopic(ctx, ns, e.bizTopic()); err != nil {
+		if e.sink, err = topicsink.Start(ctx, ns, e.bizTopic()); err != nil {
 			return err
 		}
 		e.note("every alert for the topic target orders (topic %s), received by a consumer of it", e.bizTopic())

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/topic"
@@ -32,11 +33,11 @@ func TestMain(m *testing.M) {
 
 // newRelay returns a relay on the local broker for one topic target "orders" of a topic
 // of the test's own (consumed by the returned consumer), with rate per second.
-func newRelay(t *testing.T, rate int) (*Sender, *topic.Target, *testenv.TopicConsumer, *prometheus.Registry) {
+func newRelay(t *testing.T, rate int) (*Sender, *topic.Target, *sinktest.Sink, *prometheus.Registry) {
 	t.Helper()
 	ns := testenv.NameServer(t)
 	target := topic.Target{Target: "orders", TopicTarget: config.TopicTarget{Name: testenv.Unique("rd_relay_"), RatePerSecond: rate}}
-	c := testenv.ConsumeTopic(t, ns, target.Name)
+	c := sinktest.Start(t, ns, target.Name)
 	rdb, prefix := testenv.Redis(t)
 	reg := prometheus.NewRegistry()
 	s, err := New(Options{NameServers: []string{ns}}, map[string]topic.Target{"orders": target}, store.NewTopicRate(rdb, prefix),
@@ -176,7 +177,7 @@ func TestRateIsSharedByReplicas(t *testing.T) {
 	t.Parallel()
 	ns := testenv.NameServer(t)
 	target := topic.Target{Target: "orders", TopicTarget: config.TopicTarget{Name: testenv.Unique("rd_rate_"), RatePerSecond: 50}}
-	c := testenv.ConsumeTopic(t, ns, target.Name)
+	c := sinktest.Start(t, ns, target.Name)
 	rdb, prefix := testenv.Redis(t)
 	var relays [2]*Sender
 	for i := range relays {

@@ -1,4 +1,6 @@
-package testenv
+// Package sinktest wraps topicsink for tests: a consumer of a business topic that stops
+// when the test ends, and fails the test instead of returning errors.
+package sinktest
 
 import (
 	"context"
@@ -8,23 +10,23 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocketdelay/rocketdelay/internal/localstack"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink"
 )
 
-// TopicConsumer is a consumer of a business topic as an application runs one
-// (localstack.TopicConsumer), stopped when the test ends.
-type TopicConsumer struct{ c *localstack.TopicConsumer }
+// Sink is a consumer of a business topic as an application runs one
+// (topicsink.Sink), stopped when the test ends.
+type Sink struct{ c *topicsink.Sink }
 
-// ConsumeTopic creates topic on the local broker and consumes it from its first offset
+// Start creates topic on the local broker and consumes it from its first offset
 // until the test ends.
-func ConsumeTopic(t testing.TB, ns, topic string) *TopicConsumer {
+func Start(t testing.TB, ns, topic string) *Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := localstack.ConsumeTopic(ctx, ns, topic)
+	c, err := topicsink.Start(ctx, ns, topic)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	return &TopicConsumer{c: c}
+	return &Sink{c: c}
 }
 
 // CreateTopic creates topic on the local broker (a first send), so that consumers find
@@ -33,12 +35,12 @@ func CreateTopic(t testing.TB, ns, topic string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, localstack.CreateTopic(ctx, ns, topic))
+	require.NoError(t, topicsink.CreateTopic(ctx, ns, topic))
 }
 
 // WaitAll waits until every id was received at least once, or fails the test after
 // timeout.
-func (tc *TopicConsumer) WaitAll(t testing.TB, ids []string, timeout time.Duration) {
+func (tc *Sink) WaitAll(t testing.TB, ids []string, timeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -48,11 +50,11 @@ func (tc *TopicConsumer) WaitAll(t testing.TB, ids []string, timeout time.Durati
 }
 
 // Copies counts the distinct broker messages received for id.
-func (tc *TopicConsumer) Copies(id string) int { return len(tc.c.Copies(id)) }
+func (tc *Sink) Copies(id string) int { return len(tc.c.Copies(id)) }
 
 // First returns the first message received for id and when it was received; nil when
 // none was.
-func (tc *TopicConsumer) First(id string) (*primitive.MessageExt, time.Time) {
+func (tc *Sink) First(id string) (*primitive.MessageExt, time.Time) {
 	c := tc.c.Copies(id)
 	if len(c) == 0 {
 		return nil, time.Time{}

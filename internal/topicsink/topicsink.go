@@ -1,4 +1,9 @@
-package localstack
+// Package topicsink is a consumer of a business topic as an application runs one, for
+// the tests, the benchmarks and the fault suite: it records every message it receives
+// by its RD_ID. It links the RocketMQ client (whose package init starts goroutines), so
+// it is a package of its own that only what consumes a topic imports; sinktest wraps it
+// for a testing.TB.
+package topicsink
 
 import (
 	"context"
@@ -14,10 +19,10 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 )
 
-// TopicConsumer is a consumer of a business topic as an application runs one: a push
+// Sink is a consumer of a business topic as an application runs one: a push
 // consumer of a group of its own, from the topic's first offset, that records every
 // message it receives by the message's RD_ID property.
-type TopicConsumer struct {
+type Sink struct {
 	c    rocketmq.PushConsumer
 	mu   sync.Mutex
 	got  map[string][]Received
@@ -49,20 +54,20 @@ func CreateTopic(ctx context.Context, ns, topic string) error {
 	defer p.Shutdown()
 	res, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("warm-up")))
 	if err != nil {
-		return fmt.Errorf("localstack: create topic %s: %w", topic, err)
+		return fmt.Errorf("topicsink: create topic %s: %w", topic, err)
 	}
 	if res.Status != primitive.SendOK {
-		return fmt.Errorf("localstack: create topic %s: send status %d", topic, res.Status)
+		return fmt.Errorf("topicsink: create topic %s: send status %d", topic, res.Status)
 	}
 	return nil
 }
 
-// ConsumeTopic creates topic and consumes it until Close.
-func ConsumeTopic(ctx context.Context, ns, topic string) (*TopicConsumer, error) {
+// Start creates topic and consumes it, from its first offset, until Close.
+func Start(ctx context.Context, ns, topic string) (*Sink, error) {
 	if err := CreateTopic(ctx, ns, topic); err != nil {
 		return nil, err
 	}
-	tc := &TopicConsumer{got: map[string][]Received{}, wake: make(chan struct{}, 1)}
+	tc := &Sink{got: map[string][]Received{}, wake: make(chan struct{}, 1)}
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		consumer.WithGroupName("rd_biz_c_"+suffix()),
@@ -82,7 +87,7 @@ func ConsumeTopic(ctx context.Context, ns, topic string) (*TopicConsumer, error)
 	return tc, nil
 }
 
-func (tc *TopicConsumer) consume(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+func (tc *Sink) consume(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 	now := time.Now()
 	tc.mu.Lock()
 	for _, m := range msgs {
@@ -99,7 +104,7 @@ func (tc *TopicConsumer) consume(_ context.Context, msgs ...*primitive.MessageEx
 }
 
 // Close stops the consumer.
-func (tc *TopicConsumer) Close() {
+func (tc *Sink) Close() {
 	tc.c.Suspend()
 	time.Sleep(200 * time.Millisecond)
 	_ = tc.c.Shutdown()
@@ -107,7 +112,7 @@ func (tc *TopicConsumer) Close() {
 
 // Wait waits until every id was received at least once, or ctx ends; it returns the ids
 // still missing.
-func (tc *TopicConsumer) Wait(ctx context.Context, ids []string) []string {
+func (tc *Sink) Wait(ctx context.Context, ids []string) []string {
 	for {
 		var missing []string
 		tc.mu.Lock()
@@ -131,7 +136,7 @@ func (tc *TopicConsumer) Wait(ctx context.Context, ids []string) []string {
 
 // Copies returns the distinct broker messages received for id, first received first: a
 // consumer's own redelivery of one message keeps its message id, a second send does not.
-func (tc *TopicConsumer) Copies(id string) []Received {
+func (tc *Sink) Copies(id string) []Received {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	seen := map[string]bool{}
