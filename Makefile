@@ -10,7 +10,7 @@ LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
 CHAOS_TEST_TIMEOUT ?= 30m
 
-.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-topic chaos down status fmt vet
+.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-topic bench-alertmanager chaos down status fmt vet
 FUZZ_TIME ?= 20s
 
 help: ## list the targets
@@ -51,7 +51,7 @@ bench: ## the Go benchmarks of every package, the timing wheel table, the pipeli
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; go test -run '^$$' -bench . -benchmem ./store/ ./sender/
 	go test -short -run '^$$' -bench . -benchtime 1x ./timewheel/
-	$(MAKE) bench-timewheel bench-pipeline bench-sender bench-modes bench-topic
+	$(MAKE) bench-timewheel bench-pipeline bench-sender bench-modes bench-topic bench-alertmanager
 
 bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one table
 	cd timewheel/bench && go run .
@@ -72,6 +72,10 @@ bench-scale: build ## 1, 2, 4 replicas in one group on the single node, the Sent
 bench-topic: build ## a topic target at its business consumer: lateness next to the broker's timer alone, and throughput of a burst
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=10s $(BIN) bench topic
+
+bench-alertmanager: build ## a real Alertmanager's flood through rocketdelay and through a naive forwarder, into robots that behave like DingTalk
+	deploy/local/up --profile test >/dev/null
+	eval "$$(deploy/local/env)"; $(BIN) bench alertmanager
 
 bench-sender: build ## the sender vs naive rate limiting, learned limits on shared robots, pacing auto vs burst; against the DingTalk simulator
 	deploy/local/up redis >/dev/null

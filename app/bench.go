@@ -29,7 +29,29 @@ func newBenchCmd(stdio IO) *cobra.Command {
 	configFlag(pipeline, &path)
 	pipeline.Flags().IntVarP(&n, "messages", "n", 10000, "messages per stage")
 	pipeline.Flags().IntVar(&concurrency, "concurrency", 20, "consumer goroutines, the same for every stage")
-	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio), newBenchModesCmd(stdio), newBenchScaleCmd(stdio), newBenchTopicCmd(stdio))
+	cmd.AddCommand(pipeline, newBenchSenderCmd(stdio), newBenchModesCmd(stdio), newBenchScaleCmd(stdio), newBenchTopicCmd(stdio),
+		newBenchAlertmanagerCmd(stdio))
+	return cmd
+}
+
+// newBenchAlertmanagerCmd is `rocketdelay bench alertmanager`; newBenchCmd adds it to
+// the bench group.
+func newBenchAlertmanagerCmd(stdio IO) *cobra.Command {
+	var path string
+	var o bench.AlertmanagerOptions
+	cmd := &cobra.Command{Use: "alertmanager", Short: "An Alertmanager flood through rocketdelay and through a naive forwarder, into robots that behave like DingTalk",
+		Long: bench.AlertmanagerDoc, Args: exactArgs(0),
+		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+			if o.Groups < 1 || o.Budget < 10*time.Second {
+				return fmt.Errorf("%w: --groups must be at least 1 and --budget at least 10s", ErrUsage)
+			}
+			return bench.Alertmanager(c.Context(), cfg, o, c.OutOrStdout())
+		}),
+	}
+	configFlag(cmd, &path)
+	cmd.Flags().IntVar(&o.Groups, "groups", 200, "alert groups fired at once, one notification each")
+	cmd.Flags().DurationVar(&o.Budget, "budget", 90*time.Second, "longest a run lasts")
+	cmd.Flags().IntSliceVar(&o.Robots, "robots", []int{1, 3}, "robot counts to run with")
 	return cmd
 }
 
