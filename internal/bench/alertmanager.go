@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/localstack"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
@@ -331,4 +330,3 @@ func startNaiveForwarder(simURL, robotToken string) (string, func(), error) {
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String() + "/", func() { _ = srv.Close() }, nil
 }
-
