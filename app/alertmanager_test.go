@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -217,4 +219,23 @@ func TestAlertmanagerFlood(t *testing.T) {
 	t.Logf("5000 alerts in 200 notifications: %d messages, %d over the limit", st.Accepted, st.OverLimit)
 	require.Zero(t, st.OverLimit)
 	require.Less(t, st.Accepted, 200, "notifications were merged")
+}
+
+// `config check` parses the Alertmanager templates the configuration names.
+func TestConfigCheckParsesTemplates(t *testing.T) {
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "ops.tmpl")
+	require.NoError(t, os.WriteFile(tmpl, []byte(`{{define "dingtalk.text"}}{{.Status`), 0o600))
+	file := filepath.Join(dir, "rocketdelay.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`rocketmq: {nameServers: ["127.0.0.1:1"]}
+redis: {url: "redis://127.0.0.1:1/0"}
+postgres: {url: "postgres://u@127.0.0.1:1/db"}
+targets:
+  ops: {robots: [{name: r1, token: t1}], alertmanager: {template: %q}}
+`, tmpl)), 0o600))
+	_, _, err := run(t, nil, "config", "check", "-f", file)
+	require.ErrorContains(t, err, "targets.ops.alertmanager.template")
+	require.NoError(t, os.WriteFile(tmpl, []byte(`{{define "dingtalk.text"}}{{.Status}}{{end}}`), 0o600))
+	_, _, err = run(t, nil, "config", "check", "-f", file)
+	require.NoError(t, err)
 }

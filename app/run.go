@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -157,6 +158,10 @@ func newConfigCmd(stdio IO) *cobra.Command {
 		Short: "Validate a config file and print the effective configuration, secrets redacted",
 		Args:  exactArgs(0),
 		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+			// The Alertmanager templates are files the configuration names: parse them too.
+			if err := ingress.CheckTemplates(cfg); err != nil {
+				return err
+			}
 			_, err := fmt.Fprint(c.OutOrStdout(), cfg.Redacted())
 			return err
 		}),

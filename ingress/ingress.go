@@ -61,11 +61,15 @@ type Ingress struct {
 	metrics   *Metrics
 }
 
-// New checks cfg's Alertmanager templates (an unreadable or invalid one is an error
-// naming its key) and returns the ways in. metrics may come from NewMetrics(nil).
-func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
-	in := &Ingress{cfg: cfg, deps: deps, renderers: map[string]*renderer{}, metrics: metrics}
-	in.deps.Logger = deps.Logger.With("component", "ingress")
+// CheckTemplates parses the Alertmanager templates of cfg's robot groups; an unreadable
+// or invalid one is an error naming its key.
+func CheckTemplates(cfg config.Config) error {
+	_, err := renderers(cfg)
+	return err
+}
+
+func renderers(cfg config.Config) (map[string]*renderer, error) {
+	out := map[string]*renderer{}
 	for name, t := range cfg.Targets {
 		if t.Kind() != config.KindDingTalk {
 			continue
@@ -74,8 +78,20 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 		if err != nil {
 			return nil, err
 		}
-		in.renderers[name] = r
+		out[name] = r
 	}
+	return out, nil
+}
+
+// New checks cfg's Alertmanager templates (an unreadable or invalid one is an error
+// naming its key) and returns the ways in. metrics may come from NewMetrics(nil).
+func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
+	rs, err := renderers(cfg)
+	if err != nil {
+		return nil, err
+	}
+	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, metrics: metrics}
+	in.deps.Logger = deps.Logger.With("component", "ingress")
 	return in, nil
 }
 
