@@ -499,6 +499,12 @@ type FailedSends struct {
 	// before every request, so it only bounds how long the rows of a replica that died or
 	// froze wait for another. Default 1m.
 	ClaimLease time.Duration `yaml:"claimLease" json:"claimLease"`
+	// Retention is how long a row in a final state (delivered, discarded, rejected) is kept
+	// after its last change; the retry job then deletes it. Default 720h (30 days).
+	Retention time.Duration `yaml:"retention" json:"retention"`
+	// DeadRetention is how long a dead row is kept after its last change; 0 keeps dead
+	// rows until an operator discards (or retries) them. Default 0.
+	DeadRetention time.Duration `yaml:"deadRetention" json:"deadRetention"`
 }
 
 // MaxFailedSendsBatchSize bounds failedSends.batchSize.

@@ -284,6 +284,7 @@ func TestFailedSendsAndAdminDefaults(t *testing.T) {
 		BackoffCap:  time.Hour,
 		BatchSize:   100,
 		ClaimLease:  time.Minute,
+		Retention:   30 * 24 * time.Hour,
 	}, c.FailedSends)
 	require.Equal(t, Secret(""), c.Admin.Token, "no token: the admin API is disabled")
 }
@@ -308,7 +309,7 @@ failedSends:
 	})
 	require.NoError(t, err)
 	require.Equal(t, FailedSends{Interval: 5 * time.Second, MaxAttempts: 3, MaxAge: 2 * time.Hour,
-		BackoffBase: time.Second, BackoffCap: 10 * time.Second, BatchSize: 7, ClaimLease: 20 * time.Second}, c.FailedSends)
+		BackoffBase: time.Second, BackoffCap: 10 * time.Second, BatchSize: 7, ClaimLease: 20 * time.Second, Retention: 30 * 24 * time.Hour}, c.FailedSends)
 	require.Equal(t, "env-token-abcdefghijkl", c.Admin.Token.Reveal())
 	out := c.Redacted() + fmt.Sprintf("%+v", c)
 	require.NotContains(t, out, "env-token-abcdefghijkl")

@@ -50,6 +50,7 @@ const (
 	DefaultFailedSendsBackoffCap  = time.Hour
 	DefaultFailedSendsBatchSize   = 100
 	DefaultFailedSendsClaimLease  = time.Minute
+	DefaultFailedSendsRetention   = 30 * 24 * time.Hour
 
 	DefaultIngressMaxBody = 1 << 20
 )
@@ -103,6 +104,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.FailedSends.BackoffCap, DefaultFailedSendsBackoffCap)
 	Default(&c.FailedSends.BatchSize, DefaultFailedSendsBatchSize)
 	Default(&c.FailedSends.ClaimLease, DefaultFailedSendsClaimLease)
+	Default(&c.FailedSends.Retention, DefaultFailedSendsRetention)
 	return c
 }
 

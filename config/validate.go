@@ -301,6 +301,13 @@ func (f FailedSends) validate(bad badFunc) {
 	if f.ClaimLease < time.Second {
 		bad("failedSends.claimLease", "must be at least 1s, got %s", f.ClaimLease)
 	}
+	if f.Retention < time.Hour {
+		bad("failedSends.retention", "must be at least 1h (rows an operator may still want to see), got %s", f.Retention)
+	}
+	if f.DeadRetention != 0 && f.DeadRetention < f.MaxAge {
+		bad("failedSends.deadRetention", "must be 0 (keep dead rows until discarded) or at least failedSends.maxAge (%s), got %s",
+			f.MaxAge, f.DeadRetention)
+	}
 }
 
 // hostPorts reports every address of list (the key key) that is not host:port.

@@ -23,6 +23,8 @@ type Metrics struct {
 	attempts     prometheus.Counter
 	succeeded    prometheus.Counter
 	deaths       *prometheus.CounterVec
+	purged       *prometheus.CounterVec
+	tableBytes   prometheus.Gauge
 }
 
 // NewMetrics registers the metrics with reg.
@@ -52,14 +54,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rocketdelay_failed_sends_dead_total",
 			Help: "Failed sends the retry job gave up on, by the class of their last failure.",
 		}, []string{"class"}),
+		purged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_failed_sends_purged_total",
+			Help: "Rows of failed_sends deleted once their retention was over, by status.",
+		}, []string{"status"}),
+		tableBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rocketdelay_failed_sends_table_bytes",
+			Help: "Bytes failed_sends takes on disk (indexes and payloads included), as of the retry job's last purge.",
+		}),
 	}
-	reg.MustRegister(m.recordErrors, m.rows, m.oldest, m.attempts, m.succeeded, m.deaths)
+	reg.MustRegister(m.recordErrors, m.rows, m.oldest, m.attempts, m.succeeded, m.deaths, m.purged, m.tableBytes)
 	m.recordErrors.WithLabelValues(kindSendFailure)
 	m.recordErrors.WithLabelValues(kindRejected)
 	for _, s := range store.FailedStatuses {
 		m.rows.WithLabelValues(string(s))
 	}
 	return m
+}
+
+func (m *Metrics) purgedRows(deleted map[store.FailedStatus]int64, bytes int64) {
+	if m == nil {
+		return
+	}
+	for s, n := range deleted {
+		m.purged.WithLabelValues(string(s)).Add(float64(n))
+	}
+	if bytes > 0 {
+		m.tableBytes.Set(float64(bytes))
+	}
 }
 
 func (m *Metrics) recordError(kind string) {

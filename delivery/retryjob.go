@@ -27,6 +27,8 @@ const (
 	maxLastError = 2000
 	// settleTimeout bounds one write of an attempt's outcome.
 	settleTimeout = 10 * time.Second
+	// DefaultPurgeEvery is how often the job deletes the rows whose retention is over.
+	DefaultPurgeEvery = 10 * time.Minute
 )
 
 // RetryOptions tune a Job. A zero field takes its default (config's defaults, and
@@ -46,6 +48,12 @@ type RetryOptions struct {
 	BatchSize int
 	// SendTimeout bounds one Send, the wait for a robot included.
 	SendTimeout time.Duration
+	// Retention and DeadRetention say which rows the job's purge deletes (config
+	// failedSends.retention and failedSends.deadRetention; a zero DeadRetention keeps dead
+	// rows).
+	Retention, DeadRetention time.Duration
+	// PurgeEvery is how often the job purges. Default DefaultPurgeEvery.
+	PurgeEvery time.Duration
 }
 
 // RetryOptionsFromConfig returns the retry job's options from the config's failedSends
@@ -58,6 +66,9 @@ func RetryOptionsFromConfig(c config.FailedSends) RetryOptions {
 		BackoffBase: c.BackoffBase,
 		BackoffCap:  c.BackoffCap,
 		BatchSize:   c.BatchSize,
+
+		Retention:     c.Retention,
+		DeadRetention: c.DeadRetention,
 	}
 }
 
@@ -69,6 +80,8 @@ func (o RetryOptions) withDefaults() RetryOptions {
 	config.Default(&o.BackoffCap, config.DefaultFailedSendsBackoffCap)
 	config.Default(&o.BatchSize, config.DefaultFailedSendsBatchSize)
 	config.Default(&o.SendTimeout, DefaultRetrySendTimeout)
+	config.Default(&o.Retention, config.DefaultFailedSendsRetention)
+	config.Default(&o.PurgeEvery, DefaultPurgeEvery)
 	return o
 }
 
@@ -118,6 +131,7 @@ func NewRetryJob(d *Deliverer, opts RetryOptions) *RetryJob {
 // nil. Errors of a round (Postgres unavailable) are logged and the next round tries
 // again.
 func (j *RetryJob) Run(ctx context.Context) error {
+	var lastPurge time.Time // the first round purges
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -132,8 +146,34 @@ func (j *RetryJob) Run(ctx context.Context) error {
 		if err := j.refreshMetrics(ctx); err != nil && ctx.Err() == nil {
 			j.logger.Warn("cannot refresh the failed_sends metrics", "err", err)
 		}
+		if now := time.Now(); now.Sub(lastPurge) >= j.opts.PurgeEvery {
+			lastPurge = now
+			if err := j.Purge(ctx); err != nil && ctx.Err() == nil {
+				j.logger.Warn("cannot purge failed_sends; trying again later", "err", err)
+			}
+		}
 		t.Reset(j.opts.Interval)
 	}
+}
+
+// Purge deletes the rows whose retention is over (store.FailedSends.Purge: a batch of
+// at most store.MaxPurgeBatch rows per statement, one replica at a time) and reports
+// them and the table's size to the metrics.
+func (j *RetryJob) Purge(ctx context.Context) error {
+	deleted, ran, err := j.store.Purge(ctx, store.PurgeOptions{Retention: j.opts.Retention, DeadRetention: j.opts.DeadRetention})
+	if !ran {
+		return err // another replica purges now
+	}
+	var total int64
+	for _, n := range deleted {
+		total += n
+	}
+	bytes, serr := j.store.TableBytes(ctx)
+	j.metrics.purgedRows(deleted, bytes)
+	if total > 0 {
+		j.logger.Info("failed_sends rows past their retention deleted", "rows", total, "by_status", deleted, "table_bytes", bytes)
+	}
+	return errors.Join(err, serr)
 }
 
 // Round counts what one round of the job did.

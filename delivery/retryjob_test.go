@@ -269,6 +269,36 @@ rocketdelay_failed_sends{status="rejected"} 1
 `), "rocketdelay_failed_sends"))
 }
 
+// The job's purge deletes what is past its retention and reports it, with the table's
+// size; Run purges on its first round.
+func TestJobPurgesPastRetention(t *testing.T) {
+	t.Parallel()
+	pool, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	for _, id := range []string{"done-1", "done-2", "fresh"} {
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: id, Rejected: true, ErrorClass: "rejected_bad_body"})
+		require.NoError(t, err)
+	}
+	_, err := pool.Exec(ctx, `UPDATE failed_sends SET updated_at = now() - interval '3 hours' WHERE message_id LIKE 'done-%'`)
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	job := newJob(t, fs, newFakeSender(nil), delivery.RetryOptions{Interval: time.Hour, Retention: 2 * time.Hour},
+		delivery.NewMetrics(reg), time.Now)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- job.Run(runCtx) }()
+	require.Eventually(t, func() bool {
+		return testenv.Metric(t, reg, "rocketdelay_failed_sends_purged_total") == 2
+	}, 10*time.Second, 5*time.Millisecond)
+	stop()
+	require.NoError(t, <-done)
+	require.Positive(t, testenv.Metric(t, reg, "rocketdelay_failed_sends_table_bytes"))
+	rows, _, err := fs.List(ctx, store.Filter{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, "fresh", rows[0].MessageID)
+}
+
 // A failure that says "not before 30s" is not retried at the 1s backoff, so a long
 // local condition (every breaker open) does not burn the row's attempts.
 func TestJobHonoursRetryAfter(t *testing.T) {
