@@ -86,6 +86,8 @@ type Senders struct {
 
 // outbound is one send of an alert, whatever its target's kind.
 type outbound struct {
+	// sent, when set, learns how a delivered DingTalk alert went.
+	sent func(sender.Sent)
 	id, target string
 	body       []byte
 	props      map[string]string
@@ -103,7 +105,7 @@ func (s Senders) send(ctx context.Context, o outbound) error {
 			Confirm: func(ctx context.Context) error { return o.confirm(ctx, 0) }})
 	}
 	return s.DingTalk.SendAlert(ctx, sender.Alert{Target: o.target, Body: o.body, Due: o.due, FromPart: o.partsSent + 1,
-		Confirm: o.confirm})
+		Confirm: o.confirm, Sent: o.sent})
 }
 
 // Claims is the part of the wheel stage delivery uses; *store.WheelStage implements it.
@@ -159,41 +161,43 @@ func New(senders Senders, claims Claims, fs *store.FailedSends, opts Options, lo
 // recorded (stopping, Redis or Postgres unreachable): the caller keeps it and tries
 // again later. A failed send is noted under the claim (Claims.MarkFailed) before it is
 // recorded, so a later try only records it and never sends it twice.
-func (d *Deliverer) Deliver(ctx context.Context, a Alert) (store.Outcome, error) {
+func (d *Deliverer) Deliver(ctx context.Context, a Alert) (store.Receipt, error) {
 	if a.Failure != nil {
 		f, err := decodeFailure(a.Failure)
 		if err != nil {
-			return 0, fmt.Errorf("delivery: noted failure of %q: %w", a.ID, err)
+			return store.Receipt{}, fmt.Errorf("delivery: noted failure of %q: %w", a.ID, err)
 		}
 		return d.record(ctx, a, f)
 	}
+	var sent sender.Sent
 	err := d.senders.send(ctx, outbound{id: a.ID, target: a.Target, body: a.Body, props: a.Props, due: a.DueAt, partsSent: a.PartsSent,
-		confirm: func(ctx context.Context, partsSent int) error { return d.claims.Confirm(ctx, a.Claim, partsSent) }})
+		confirm: func(ctx context.Context, partsSent int) error { return d.claims.Confirm(ctx, a.Claim, partsSent) },
+		sent:    func(s sender.Sent) { sent = s }})
 	if err == nil {
-		return store.Delivered, nil
+		return store.Receipt{Outcome: store.Delivered, Robot: sent.Robot, Merged: sent.Merged, Parts: sent.Parts}, nil
 	}
 	var f *sender.Failure
 	switch {
 	case errors.Is(err, store.ErrNotHeld):
-		return 0, err
+		return store.Receipt{}, err
 	case !errors.As(err, &f) || ctx.Err() != nil:
-		return 0, err // stopping, or not a send failure: the caller retries
+		return store.Receipt{}, err // stopping, or not a send failure: the caller retries
 	case errors.Is(err, store.ErrUnavailable):
 		// Redis failed the robot pick or the confirm: DingTalk was not asked, nothing failed.
-		return 0, err
+		return store.Receipt{}, err
 	}
 	if err := d.claims.MarkFailed(ctx, a.Claim, encodeFailure(f)); err != nil {
-		return 0, fmt.Errorf("delivery: note the failed send: %w", err)
+		return store.Receipt{}, fmt.Errorf("delivery: note the failed send: %w", err)
 	}
 	return d.record(ctx, a, f)
 }
 
 // record writes the final failure f of a's send to failed_sends.
-func (d *Deliverer) record(ctx context.Context, a Alert, f *sender.Failure) (store.Outcome, error) {
+func (d *Deliverer) record(ctx context.Context, a Alert, f *sender.Failure) (store.Receipt, error) {
 	// The claim must still be ours: a replica that lost it must not record over the row of
 	// an alert the new holder delivered.
 	if err := d.claims.Confirm(ctx, a.Claim, max(a.PartsSent, partsSent(f))); err != nil {
-		return 0, err
+		return store.Receipt{}, err
 	}
 	due := a.DueAt
 	rec := store.NewFailedSend{
@@ -218,16 +222,16 @@ func (d *Deliverer) record(ctx context.Context, a Alert, f *sender.Failure) (sto
 		d.metrics.recordError(kindSendFailure)
 		d.logger.Error("cannot record an undeliverable alert in failed_sends; it is kept and tried again",
 			"rd_id", a.ID, "target", a.Target, "send_err", f.Error(), "err", err)
-		return 0, fmt.Errorf("delivery: record failed send: %w", err)
+		return store.Receipt{}, fmt.Errorf("delivery: record failed send: %w", err)
 	}
 	if res == store.RecordFinal {
 		d.logger.Warn("alert not delivered by this hand-off, but its failed_sends row is final (delivered or discarded): "+
 			"this was a stale copy; nothing recorded", "rd_id", a.ID, "target", a.Target, "class", string(f.Class))
-		return store.Recorded, nil
+		return store.Receipt{Outcome: store.Recorded}, nil
 	}
 	d.logger.Warn("alert not delivered; recorded in failed_sends", "rd_id", a.ID, "target", a.Target,
 		"class", string(f.Class), "reason", f.Reason, "retry", f.Class.Retryable(), "row", recordLabel(res))
-	return store.Recorded, nil
+	return store.Receipt{Outcome: store.Recorded}, nil
 }
 
 // PartsSent is how many leading parts of a split alert a hand-off that ended with err

@@ -42,7 +42,7 @@ func TestDeliverRecordsWhatTheSenderGivesUp(t *testing.T) {
 		if id == "ok" {
 			want = store.Delivered
 		}
-		require.Equal(t, want, outcome, id)
+		require.Equal(t, want, outcome.Outcome, id)
 	}
 	delivered, _ := snd.snapshot()
 	require.Equal(t, map[string]int{"ok": 1}, delivered)
@@ -94,7 +94,7 @@ func TestDeliverRecordsANotedFailureWithoutSendingAgain(t *testing.T) {
 	up := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
 	outcome, err := up.Deliver(ctx, again)
 	require.NoError(t, err)
-	require.Equal(t, store.Recorded, outcome)
+	require.Equal(t, store.Recorded, outcome.Outcome)
 	_, failures := snd.snapshot()
 	require.Equal(t, 1, failures, "sent once: the second hand-off only recorded the failure")
 	rows, _, err := fs.List(ctx, store.Filter{})
@@ -230,7 +230,7 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 	a := claimed(t, fs, "late", "disk full")
 	outcome, err := d.Deliver(ctx, a)
 	require.NoError(t, err)
-	require.Equal(t, store.Recorded, outcome)
+	require.Equal(t, store.Recorded, outcome.Outcome)
 	id := rowID(t, fs, "late")
 	require.NoError(t, fs.MarkDelivered(ctx, id)) // the retry job delivered it
 	ws := stageFor(t, fs)
@@ -243,7 +243,7 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 	require.NoError(t, err)
 	outcome, err = d.Deliver(ctx, stale)
 	require.NoError(t, err)
-	require.Equal(t, store.Recorded, outcome, "done with: released, never sent")
+	require.Equal(t, store.Recorded, outcome.Outcome, "done with: released, never sent")
 	row, err := fs.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusDelivered, row.Status, "a stale record revived a delivered row")

@@ -101,7 +101,7 @@ func TestSplitAlertResumesFromThePartReachedInTheHandOff(t *testing.T) {
 	require.Equal(t, 1, again.PartsSent)
 	outcome, err := d.Deliver(ctx, again)
 	require.NoError(t, err)
-	require.Equal(t, store.Delivered, outcome)
+	require.Equal(t, store.Receipt{Outcome: store.Delivered, Robot: "r1", Merged: 1, Parts: 3}, outcome, "how it went: robot, alone, in three parts")
 	require.Equal(t, []string{"(1/3)", "(2/3)", "(3/3)"}, w.parts(), "every part once, in order")
 }
 

@@ -45,7 +45,7 @@ func TestTopicMessageRecordedThenSentByTheRetryJob(t *testing.T) {
 	e := got.Entries[0]
 	out, err := d.Deliver(ctx, delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Props: e.Props, Claim: e.Claim()})
 	require.NoError(t, err)
-	require.Equal(t, store.Recorded, out)
+	require.Equal(t, store.Recorded, out.Outcome)
 	rows, _, err := fs.List(ctx, store.Filter{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)

@@ -27,7 +27,7 @@ type blipAt struct {
 	restore sync.WaitGroup
 }
 
-func (b *blipAt) Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, error) {
+func (b *blipAt) Deliver(ctx context.Context, a delivery.Alert) (store.Receipt, error) {
 	cut := false
 	b.once.Do(func() {
 		cut = true
@@ -35,7 +35,7 @@ func (b *blipAt) Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, 
 		b.restore.Go(func() { time.Sleep(b.blip); b.proxy.Up() })
 	})
 	if cut && b.fail {
-		return 0, fmt.Errorf("robot pool: %w", store.ErrUnavailable)
+		return store.Receipt{}, fmt.Errorf("robot pool: %w", store.ErrUnavailable)
 	}
 	return b.recorder.Deliver(ctx, a)
 }

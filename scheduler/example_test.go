@@ -93,11 +93,11 @@ type countingDelivery struct {
 	n  map[string]int
 }
 
-func (d *countingDelivery) Deliver(_ context.Context, a delivery.Alert) (store.Outcome, error) {
+func (d *countingDelivery) Deliver(_ context.Context, a delivery.Alert) (store.Receipt, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.n[a.ID]++
-	return store.Delivered, nil
+	return store.Receipt{Outcome: store.Delivered}, nil
 }
 
 func (d *countingDelivery) Reject(context.Context, delivery.Rejected) error { return nil }

@@ -157,7 +157,7 @@ func (p *handoffPool) deliver(e store.Entry) {
 	a := delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
 		Claim: e.Claim(), Failure: e.Failure, PartsSent: e.PartsSent}
 	start := p.now()
-	outcome, err := p.delivery.Deliver(p.ctx, a)
+	receipt, err := p.delivery.Deliver(p.ctx, a)
 	switch {
 	case errors.Is(err, store.ErrNotHeld):
 		p.metrics.handoffs.WithLabelValues("claim_lost").Inc()
@@ -179,11 +179,12 @@ func (p *handoffPool) deliver(e store.Entry) {
 		p.giveBack(e, retryAt, max(e.PartsSent, delivery.PartsSent(err)))
 		return
 	}
-	p.metrics.handoffs.WithLabelValues(outcomeLabel(outcome)).Inc()
-	if outcome == store.Delivered {
+	p.metrics.handoffs.WithLabelValues(outcomeLabel(receipt.Outcome)).Inc()
+	if receipt.Outcome == store.Delivered {
 		p.metrics.lateness.Observe(max(start.Sub(e.DueAt), 0).Seconds())
 	}
-	p.release(e, outcome)
+	receipt.Replica = p.opts.InstanceName
+	p.release(e, receipt)
 }
 
 func outcomeLabel(o store.Outcome) string {
@@ -194,15 +195,15 @@ func outcomeLabel(o store.Outcome) string {
 }
 
 // release ends the claim of a hand-off that is done: the entry leaves the wheel stage
-// and gets its done marker. This replica knows the outcome, so a release that fails
+// and gets its done marker, and its trace the receipt. This replica knows the outcome, so a release that fails
 // (Redis cut off for a moment) is tried again until it lands, with the claim held and
 // its lease kept alive meanwhile: left to its lease, the alert would be sent again by
 // the replica that takes it over. Only a stop past its deadline gives up.
-func (p *handoffPool) release(e store.Entry, outcome store.Outcome) {
+func (p *handoffPool) release(e store.Entry, receipt store.Receipt) {
 	var lost int
 	err := retryStore(p.ctx, p.metrics, "release", 0, func(ctx context.Context) error {
 		var err error
-		lost, err = p.store.Release(ctx, outcome, e.Claim())
+		lost, err = p.store.ReleaseReceipt(ctx, receipt, e.Claim())
 		return err
 	})
 	p.held.remove(e.ID)
@@ -265,7 +266,7 @@ func (p *handoffPool) quarantine(ctx context.Context, corrupt []store.Corrupt) {
 		}
 		p.metrics.quarantined.Inc()
 		p.logger.Error("corrupt wheel-stage entry recorded as rejected and released", "rd_id", c.Claim.ID, "err", c.Err)
-		p.release(entry, store.Recorded)
+		p.release(entry, store.Receipt{Outcome: store.Recorded, Replica: p.opts.InstanceName})
 	}
 }
 

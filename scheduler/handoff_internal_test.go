@@ -30,10 +30,10 @@ func (g *givenBack) GiveBack(_ context.Context, c store.Claim, at time.Time, _ i
 	return true, nil
 }
 
-func (g *givenBack) Release(_ context.Context, o store.Outcome, _ ...store.Claim) (int, error) {
+func (g *givenBack) ReleaseReceipt(_ context.Context, r store.Receipt, _ ...store.Claim) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.released = append(g.released, o)
+	g.released = append(g.released, r.Outcome)
 	return 0, nil
 }
 
@@ -67,8 +67,8 @@ func TestDeliverRefusesWhatIsNotDueByTheReplicasClock(t *testing.T) {
 // lostClaim is a Delivery whose every hand-off finds its claim gone.
 type lostClaim struct{ *recorder }
 
-func (lostClaim) Deliver(context.Context, delivery.Alert) (store.Outcome, error) {
-	return 0, store.ErrNotHeld
+func (lostClaim) Deliver(context.Context, delivery.Alert) (store.Receipt, error) {
+	return store.Receipt{}, store.ErrNotHeld
 }
 
 // A hand-off whose claim was lost (this replica was paused past its lease) is neither

@@ -165,7 +165,7 @@ func (r *recorder) Reject(_ context.Context, rej delivery.Rejected) error {
 	return nil
 }
 
-func (r *recorder) Deliver(_ context.Context, a delivery.Alert) (store.Outcome, error) {
+func (r *recorder) Deliver(_ context.Context, a delivery.Alert) (store.Receipt, error) {
 	now := time.Now()
 	r.mu.Lock()
 	r.at[a.ID] = append(r.at[a.ID], now)
@@ -175,7 +175,7 @@ func (r *recorder) Deliver(_ context.Context, a delivery.Alert) (store.Outcome, 
 	case r.notify <- struct{}{}:
 	default:
 	}
-	return store.Delivered, nil
+	return store.Receipt{Outcome: store.Delivered}, nil
 }
 
 func (r *recorder) count(id string) int {

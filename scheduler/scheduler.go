@@ -31,7 +31,10 @@ type WheelStage interface {
 	Put(ctx context.Context, e store.Entry) (store.PutResult, error)
 	Claim(ctx context.Context, ids []string, token string) (store.Claimed, error)
 	ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (store.Claimed, error)
-	Release(ctx context.Context, outcome store.Outcome, claims ...store.Claim) (int, error)
+	// ReleaseReceipt ends claims whose hand-off is done, noting the receipt in their traces.
+	ReleaseReceipt(ctx context.Context, r store.Receipt, claims ...store.Claim) (int, error)
+	// TraceHop notes a broker hop in the alert's trace for operators (best effort).
+	TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
 	ExtendLease(ctx context.Context, claims []store.Claim) ([]string, error)
 	DueWithin(ctx context.Context, window time.Duration, limit int) ([]store.Due, error)
@@ -43,11 +46,11 @@ type WheelStage interface {
 // Delivery receives what the scheduler lets go of; *delivery.Deliverer implements it.
 type Delivery interface {
 	// Deliver takes a due alert. A nil error means the alert needs nothing more
-	// (delivered, or durably recorded as failed: the outcome) and is released from the
+	// (delivered, or durably recorded as failed: the receipt's outcome) and is released from the
 	// wheel stage; an error wrapping store.ErrNotHeld means the claim was lost on the way
 	// and the alert is dropped here; any other error gives it back for a later attempt.
 	// Deliver must honour ctx.
-	Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, error)
+	Deliver(ctx context.Context, a delivery.Alert) (store.Receipt, error)
 	// Reject records an input that can never be delivered. nil means it is recorded and
 	// the message is acknowledged; an error hands the message back to RocketMQ.
 	Reject(ctx context.Context, r delivery.Rejected) error

@@ -219,7 +219,7 @@ type slowHandoff struct {
 	delay time.Duration
 }
 
-func (s slowHandoff) Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, error) {
+func (s slowHandoff) Deliver(ctx context.Context, a delivery.Alert) (store.Receipt, error) {
 	time.Sleep(s.delay)
 	return s.recorder.Deliver(ctx, a)
 }
@@ -288,12 +288,12 @@ type floodDelivery struct {
 	slow time.Duration
 }
 
-func (f floodDelivery) Deliver(ctx context.Context, a delivery.Alert) (store.Outcome, error) {
+func (f floodDelivery) Deliver(ctx context.Context, a delivery.Alert) (store.Receipt, error) {
 	if a.Target == "flood" {
 		select {
 		case <-time.After(f.slow):
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return store.Receipt{}, ctx.Err()
 		}
 	}
 	return f.recorder.Deliver(ctx, a)

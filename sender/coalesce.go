@@ -87,6 +87,7 @@ type waiter struct {
 	size     int    // upper bound of the bytes it adds to a merged message's JSON body
 	taken    bool   // under the queue's lock: out of the queue, in a send
 	done     chan error
+	sent     Sent // how it went, set before a nil on done
 }
 
 func (q *alertQueue) signal() {
@@ -170,9 +171,9 @@ func pacing(pool Pool, robots []store.PoolRobot) time.Duration {
 
 // sendQueued sends m through t's queue and returns its result; solo alerts are never
 // merged. confirm, when not nil, is asked right before every request that would carry m.
-func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.Time, solo bool, confirm func(context.Context) error) error {
+func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.Time, solo bool, confirm func(context.Context) error) (Sent, error) {
 	if err := ctx.Err(); err != nil {
-		return &Failure{Class: ClassTransient, Reason: "gave up: " + err.Error(), Target: t.name, Err: err}
+		return Sent{}, &Failure{Class: ClassTransient, Reason: "gave up: " + err.Error(), Target: t.name, Err: err}
 	}
 	now := s.now()
 	if due.IsZero() {
@@ -198,7 +199,7 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 	}
 	select {
 	case err := <-w.done:
-		return err
+		return w.sent, err
 	case <-ctx.Done():
 	}
 	q.mu.Lock()
@@ -212,9 +213,10 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 		// The alert rides in a send that has begun. That send goes on for the other alerts
 		// it carries (it ends early only when all of them gave up), so its result is this
 		// alert's too: reporting "not sent" while it may be delivered would send it twice.
-		return <-w.done
+		err := <-w.done
+		return w.sent, err
 	}
-	return &Failure{Class: ClassTransient, Reason: "gave up: " + ctx.Err().Error(), Target: t.name, Err: ctx.Err()}
+	return Sent{}, &Failure{Class: ClassTransient, Reason: "gave up: " + ctx.Err().Error(), Target: t.name, Err: ctx.Err()}
 }
 
 // drain picks robots for t's queue until it is empty.
@@ -412,7 +414,7 @@ func (s *Sender) sendBatch(t *target, pick store.Pick, batch []*waiter) {
 		}
 		return mergeMessage(live), nil
 	}
-	err := s.sendPicked(ctx, t, msg, &pick)
+	robot, err := s.sendPicked(ctx, t, msg, &pick)
 	if len(live) > 1 {
 		var f *Failure
 		switch {
@@ -429,6 +431,9 @@ func (s *Sender) sendBatch(t *target, pick store.Pick, batch []*waiter) {
 		}
 	}
 	for _, w := range live {
+		if err == nil {
+			w.sent = Sent{Robot: robot, Merged: len(live)}
+		}
 		w.done <- err
 	}
 }

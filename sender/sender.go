@@ -327,6 +327,19 @@ type Alert struct {
 	// An error keeps the alert out of that request and ends its send with a Failure
 	// (ClassTransient) wrapping the error; no robot slot is spent on it.
 	Confirm func(ctx context.Context, partsSent int) error
+	// Sent, when set, is called once the alert was delivered, with how.
+	Sent func(Sent)
+}
+
+// Sent says how an alert reached DingTalk.
+type Sent struct {
+	// Robot is the robot that accepted its (last) message.
+	Robot string
+	// Merged is how many alerts the message that carried it held (1: it went alone); for
+	// a split alert, the most any part's message held.
+	Merged int
+	// Parts is how many parts the alert was split into (1: sent whole).
+	Parts int
 }
 
 // SendBody parses body as producers publish alerts (see ParseBody) and sends it; an
@@ -344,7 +357,11 @@ func (s *Sender) SendAlert(ctx context.Context, a Alert) error {
 		s.metrics.failures.WithLabelValues(a.Target, string(f.Class)).Inc()
 		return f
 	}
-	return s.send(ctx, a.Target, m, a.Due, a.FromPart, a.Confirm)
+	sent, err := s.send(ctx, a.Target, m, a.Due, a.FromPart, a.Confirm)
+	if err == nil && a.Sent != nil {
+		a.Sent(sent)
+	}
+	return err
 }
 
 // Send delivers m to target. A text or markdown message over MaxBodyBytes goes as
@@ -364,15 +381,16 @@ func (s *Sender) Send(ctx context.Context, target string, m Message) error {
 // order (see coalesce.go); it then counts as delivered when the merged message is, and
 // a failure of the merged message is every one of its alerts' failure.
 func (s *Sender) SendMessage(ctx context.Context, target string, m Message, due time.Time) error {
-	return s.send(ctx, target, m, due, 1, nil)
+	_, err := s.send(ctx, target, m, due, 1, nil)
+	return err
 }
 
-func (s *Sender) send(ctx context.Context, target string, m Message, due time.Time, fromPart int, confirm func(context.Context, int) error) error {
+func (s *Sender) send(ctx context.Context, target string, m Message, due time.Time, fromPart int, confirm func(context.Context, int) error) (Sent, error) {
 	t, ok := s.targets[target]
 	if !ok {
 		f := &Failure{Class: ClassPermanent, Target: target, Reason: fmt.Sprintf("target %q is not configured", target)}
 		s.metrics.failures.WithLabelValues(target, string(f.Class)).Inc()
-		return f
+		return Sent{}, f
 	}
 	parts, err := splitMessage(m, t.reserve)
 	if err != nil {
@@ -381,8 +399,9 @@ func (s *Sender) send(ctx context.Context, target string, m Message, due time.Ti
 			f.Target = target
 		}
 		s.metrics.failures.WithLabelValues(target, string(ClassPermanent)).Inc()
-		return err
+		return Sent{}, err
 	}
+	sent := Sent{Merged: 1, Parts: len(parts)}
 	for i, p := range parts {
 		if i+1 < fromPart {
 			continue // delivered by an earlier send
@@ -392,11 +411,13 @@ func (s *Sender) send(ctx context.Context, target string, m Message, due time.Ti
 			partConfirm = func(ctx context.Context) error { return confirm(ctx, i) }
 		}
 		var err error
+		var part Sent
 		if s.opts.Coalesce == config.CoalesceOff {
-			err = s.sendPicked(ctx, t, single(p, partConfirm), nil)
+			part.Robot, err = s.sendPicked(ctx, t, single(p, partConfirm), nil)
 		} else {
-			err = s.sendQueued(ctx, t, p, due, len(parts) > 1 || !mergeable(p), partConfirm)
+			part, err = s.sendQueued(ctx, t, p, due, len(parts) > 1 || !mergeable(p), partConfirm)
 		}
+		sent.Robot, sent.Merged = part.Robot, max(sent.Merged, part.Merged)
 		if err != nil {
 			var f *Failure
 			if errors.As(err, &f) && f.Parts == 0 { // a merged message's Failure is shared and set already
@@ -406,13 +427,13 @@ func (s *Sender) send(ctx context.Context, target string, m Message, due time.Ti
 			s.logger.Warn("send failed", "target", target, "part", i+1, "parts", len(parts),
 				"class", string(f.Class), "robot", f.Robot, "http_status", f.HTTPStatus,
 				"errcode", f.Errcode, "attempts", f.Attempts, "reason", f.Reason)
-			return err
+			return Sent{}, err
 		}
 	}
 	if !due.IsZero() {
 		s.metrics.lateness.WithLabelValues(target).Observe(max(s.now().Sub(due), 0).Seconds())
 	}
-	return nil
+	return sent, nil
 }
 
 // single is the message source of one alert sent alone: m, once confirm (if any) allows.
@@ -428,10 +449,10 @@ func single(m Message, confirm func(context.Context) error) func(context.Context
 }
 
 // sendPicked delivers the message msg returns, which it asks for right before every
-// request (an error there ends the send without a request); the error is always a
-// *Failure. When first is not nil, the first robot is already picked and holds an
-// in-flight slot (the queue's drainer picked it).
-func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Context) (Message, error), first *store.Pick) error {
+// request (an error there ends the send without a request), and returns the robot that
+// accepted it; the error is always a *Failure. When first is not nil, the first robot is
+// already picked and holds an in-flight slot (the queue's drainer picked it).
+func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Context) (Message, error), first *store.Pick) (string, error) {
 	observeWait := first == nil // the queue observes the wait of queued alerts
 	var (
 		attempts, throttles int
@@ -454,40 +475,40 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 			pick, first = *first, nil
 		} else {
 			if err := ctx.Err(); err != nil {
-				return fail(ClassTransient, "gave up: "+err.Error(), err)
+				return "", fail(ClassTransient, "gave up: "+err.Error(), err)
 			}
 			robots := s.closedCircuits(t)
 			if len(robots) == 0 {
 				f := fail(ClassTransient, "the circuit breaker of every robot is open", nil)
 				f.RetryAfter = s.opts.BreakerOpen
-				return f
+				return "", f
 			}
 			// Hold an in-flight slot from the pick to the answer, so that a picked send goes
 			// out at once and DingTalk sees the pool's spacing.
 			if err := s.acquire(ctx); err != nil {
-				return fail(ClassTransient, "gave up: "+err.Error(), err)
+				return "", fail(ClassTransient, "gave up: "+err.Error(), err)
 			}
 			var err error
 			pick, err = s.pool.Pick(ctx, t.name, robots, s.pickOptions(store.Burst)) // a retry: it waited already
 			if err != nil {
 				s.release()
 				if errors.Is(err, store.ErrNoRobot) {
-					return fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
+					return "", fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
 				}
 				if ctx.Err() != nil {
-					return fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+					return "", fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
 				}
-				return fail(ClassTransient, "robot pool: "+err.Error(), err)
+				return "", fail(ClassTransient, "robot pool: "+err.Error(), err)
 			}
 			if pick.Robot == "" {
 				s.release()
 				if s.opts.MaxWait > 0 && waited+pick.Wait > s.opts.MaxWait {
 					f := fail(ClassTransient, fmt.Sprintf("no robot free within %s", s.opts.MaxWait), nil)
 					f.RetryAfter = pick.Wait
-					return f
+					return "", f
 				}
 				if err := sleep(ctx, pick.Wait); err != nil {
-					return fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
+					return "", fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
 				}
 				waited += pick.Wait
 				continue
@@ -500,9 +521,9 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 			s.release()
 			s.giveSlotBack(ctx, t, pick)
 			if ctx.Err() != nil {
-				return fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+				return "", fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
 			}
-			return fail(ClassTransient, "not sent: "+err.Error(), err)
+			return "", fail(ClassTransient, "not sent: "+err.Error(), err)
 		}
 		s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(pick.Limit))
 		o, berr := s.post(ctx, t, robot, m)
@@ -524,22 +545,22 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 		if o.OK {
 			s.metrics.requests.WithLabelValues(t.name, robot.Name, "ok").Inc()
 			s.metrics.delivered.WithLabelValues(t.name).Inc()
-			return nil
+			return robot.Name, nil
 		}
 		last = o
 		s.metrics.requests.WithLabelValues(t.name, robot.Name, string(o.Class)).Inc()
 		if ctx.Err() != nil {
-			return fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+			return "", fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
 		}
 		switch o.Class {
 		case ClassPermanent:
-			return fail(ClassPermanent, o.Reason, nil)
+			return "", fail(ClassPermanent, o.Reason, nil)
 		case ClassThrottled:
 			throttles++
 			if throttles > 3*len(t.order) { // robots that keep throttling despite cool-downs
 				attempts++
 				if attempts >= s.opts.Attempts {
-					return fail(ClassThrottled, o.Reason, nil)
+					return "", fail(ClassThrottled, o.Reason, nil)
 				}
 			}
 			s.throttled(ctx, t, robot, pick, o)
@@ -554,21 +575,21 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 		// ClassTransient
 		attempts++
 		if attempts >= s.opts.Attempts {
-			return fail(ClassTransient, o.Reason, nil)
+			return "", fail(ClassTransient, o.Reason, nil)
 		}
 		d := s.backoff(attempts)
 		if o.RetryAfter > d {
 			if o.RetryAfter > s.opts.BackoffMax {
 				f := fail(ClassTransient, o.Reason, nil)
 				f.RetryAfter = o.RetryAfter
-				return f
+				return "", f
 			}
 			d = o.RetryAfter
 		}
 		s.logger.Info("send failed; retrying", "target", t.name, "robot", robot.Name, "attempt", attempts,
 			"http_status", o.HTTPStatus, "errcode", o.Errcode, "reason", o.Reason, "backoff", d)
 		if err := sleep(ctx, d); err != nil {
-			return fail(ClassTransient, "gave up: "+err.Error(), err)
+			return "", fail(ClassTransient, "gave up: "+err.Error(), err)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 //	  {p}:done:<id>    string      delivered marker
 //	  {p}:cancel:<id>  string      cancel tombstone
 //	  {p}:esc:<group>  hash        an Alertmanager group's delayed escalation (escalations.go)
+//	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	robot pool, tag {p:g}, one per target:
 //	  {p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms
 //	  {p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
@@ -51,6 +52,7 @@ func (k keys) sweep(token string) string     { return k.stage() + "sweep:" + tok
 func (k keys) done(id string) string         { return k.stage() + "done:" + id }
 func (k keys) cancel(id string) string       { return k.stage() + "cancel:" + id }
 func (k keys) escalation(g string) string    { return k.stage() + "esc:" + g }
+func (k keys) trace(id string) string        { return k.stage() + "trace:" + id }
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }
 func (k keys) cool(target string) string     { return k.pool(target) + "cool" }
 func (k keys) disabled(target string) string { return k.pool(target) + "disabled" }

@@ -316,8 +316,9 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 	if e.ID == "" {
 		return 0, errors.New("store: put: empty id")
 	}
-	keys := []string{w.due, w.inflight, w.entries, w.keys.done(e.ID), w.keys.cancel(e.ID)}
-	code, err := w.write(ctx, wheelPutScript, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e)).Int()
+	keys := []string{w.due, w.inflight, w.entries, w.keys.done(e.ID), w.keys.cancel(e.ID), w.keys.trace(e.ID)}
+	code, err := w.write(ctx, wheelPutScript, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e), e.Target, e.Hops,
+		w.opts.CancelTTL.Milliseconds()).Int()
 	if err != nil {
 		return 0, w.fail("put", err)
 	}
@@ -409,20 +410,44 @@ func (w *WheelStage) claimKeys() []string {
 // marker that says delivered is never downgraded by a Recorded release. Release can be
 // repeated after an error: a repeat changes nothing but the markers' lifetimes.
 func (w *WheelStage) Release(ctx context.Context, outcome Outcome, claims ...Claim) (lost int, err error) {
+	return w.ReleaseReceipt(ctx, Receipt{Outcome: outcome}, claims...)
+}
+
+// Receipt is how a hand-off ended: its outcome and, for the alerts' traces, how they were
+// delivered and by whom.
+type Receipt struct {
+	Outcome Outcome
+	// Robot is the DingTalk robot that accepted the alert; Merged is how many alerts its
+	// message carried, Parts how many parts it was split into. Zero when unknown (a topic
+	// target, a recorded failure).
+	Robot         string
+	Merged, Parts int
+	// Replica names the replica that handed it off.
+	Replica string
+}
+
+// ReleaseReceipt is Release, noting r in each alert's trace.
+func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Claim) (lost int, err error) {
 	if len(claims) == 0 {
 		return 0, nil
 	}
 	prefix := ""
-	if outcome == Recorded {
+	if r.Outcome == Recorded {
 		prefix = recordedPrefix
 	}
-	keys := make([]string, 0, len(claims)+7)
+	keys := make([]string, 0, 2*len(claims)+7)
 	keys = append(keys, w.claimKeys()...)
-	args := make([]any, 0, 2*len(claims)+2)
+	args := make([]any, 0, 6*len(claims)+2)
 	args = append(args, w.opts.DoneTTL.Milliseconds(), prefix)
+	count := func(n int) string {
+		if n <= 0 {
+			return ""
+		}
+		return strconv.Itoa(n)
+	}
 	for _, c := range claims {
-		keys = append(keys, w.keys.done(c.ID))
-		args = append(args, c.ID, c.Token)
+		keys = append(keys, w.keys.done(c.ID), w.keys.trace(c.ID))
+		args = append(args, c.ID, c.Token, r.Robot, count(r.Merged), count(r.Parts), r.Replica)
 	}
 	n, err := w.write(ctx, wheelReleaseScript, keys, args...).Int()
 	if err != nil {

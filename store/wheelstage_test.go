@@ -856,6 +856,8 @@ func TestWheelStageKeysShareHashTag(t *testing.T) {
 		"{" + prefix + "}:due", "{" + prefix + "}:entries", "{" + prefix + "}:tries",
 		"{" + prefix + "}:done:a", "{" + prefix + "}:done:{d}",
 		"{" + prefix + "}:cancel:c", "{" + prefix + "}:cancel:f",
+		"{" + prefix + "}:trace:a", "{" + prefix + "}:trace:b", "{" + prefix + "}:trace:c", "{" + prefix + "}:trace:{d}",
+		"{" + prefix + "}:trace:e}",
 	}, keys)
 	slot := clusterSlot("{" + prefix + "}:due")
 	for _, k := range keys {

@@ -311,14 +311,14 @@ type hopRecorder struct {
 
 func (r *hopRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
 
-func (r *hopRecorder) Deliver(_ context.Context, a delivery.Alert) (store.Outcome, error) {
+func (r *hopRecorder) Deliver(_ context.Context, a delivery.Alert) (store.Receipt, error) {
 	l := time.Since(a.DueAt)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, seen := r.late[a.ID]; !seen {
 		r.late[a.ID], r.hops[a.ID] = l, a.Hops
 	}
-	return store.Delivered, nil
+	return store.Receipt{Outcome: store.Delivered}, nil
 }
 
 func (r *hopRecorder) count() int {

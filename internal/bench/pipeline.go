@@ -450,12 +450,12 @@ type latencyRecorder struct {
 
 func (r *latencyRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
 
-func (r *latencyRecorder) Deliver(_ context.Context, a delivery.Alert) (store.Outcome, error) {
+func (r *latencyRecorder) Deliver(_ context.Context, a delivery.Alert) (store.Receipt, error) {
 	l := time.Since(a.DueAt)
 	r.mu.Lock()
 	r.late = append(r.late, l)
 	r.mu.Unlock()
-	return store.Delivered, nil
+	return store.Receipt{Outcome: store.Delivered}, nil
 }
 
 func (r *latencyRecorder) count() int {

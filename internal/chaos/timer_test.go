@@ -96,9 +96,9 @@ rocketdelay_scheduler_mode{mode="levels"} 1
 // chanDelivery hands every due alert to its channel and counts it delivered.
 type chanDelivery chan delivery.Alert
 
-func (c chanDelivery) Deliver(_ context.Context, a delivery.Alert) (store.Outcome, error) {
+func (c chanDelivery) Deliver(_ context.Context, a delivery.Alert) (store.Receipt, error) {
 	c <- a
-	return store.Delivered, nil
+	return store.Receipt{Outcome: store.Delivered}, nil
 }
 
 func (c chanDelivery) Reject(context.Context, delivery.Rejected) error { return nil }

@@ -5,10 +5,16 @@
 -- KEYS[3]  {p}:entries      hash: id -> encoded entry
 -- KEYS[4]  {p}:done:<id>    done marker of this id
 -- KEYS[5]  {p}:cancel:<id>  cancel tombstone of this id
+-- KEYS[6]  {p}:trace:<id>   the alert's trace for operators (trace_hop.lua lists its fields)
 -- ARGV[1]  id
 -- ARGV[2]  due time, Unix ms
 -- ARGV[3]  encoded entry
+-- ARGV[4]  target
+-- ARGV[5]  broker hops taken
+-- ARGV[6]  the trace's lifetime, ms
 --
+-- A stored entry's trace says st=waiting (and acc, the first time rocketdelay saw the
+-- alert, if no hop wrote it before).
 -- Returns 1 stored (entry written, id added to due),
 --         2 duplicate (the id is already waiting or in flight: nothing changed),
 --         3 done (the id was delivered already: nothing changed),
@@ -27,4 +33,9 @@ if redis.call('EXISTS', KEYS[5]) == 1 then
 end
 redis.call('HSET', KEYS[3], id, ARGV[3])
 redis.call('ZADD', KEYS[1], ARGV[2], id)
+local t = redis.call('TIME')
+local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+redis.call('HSETNX', KEYS[6], 'acc', now)
+redis.call('HSET', KEYS[6], 'st', 'waiting', 'put', now, 'due', ARGV[2], 'tgt', ARGV[4], 'hops', ARGV[5])
+redis.call('PEXPIRE', KEYS[6], ARGV[6])
 return 1

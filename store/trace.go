@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Each alert leaves a small trace in Redis for operators, under the wheel stage's hash
+// tag (see keys.go): a hash written by the scripts that already run on its way (the put,
+// the release) and by one write per broker hop (TraceHop), that lives as long as the
+// alert's done marker. Inspect reads it together with the alert's live state.
+
+var traceHopScript = script("trace_hop.lua")
+
+// TraceHop notes in id's trace that the alert took its hops-th broker hop, of delay, due
+// at due for target. It is one round trip and changes nothing else; a trace of an alert
+// that is done already (a late copy) is left alone.
+func (w *WheelStage) TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error {
+	err := traceHopScript.Run(ctx, w.rdb, []string{w.keys.trace(id)}, due.UnixMilli(), target, hops, delay.Milliseconds(),
+		w.opts.CancelTTL.Milliseconds()).Err()
+	if err != nil {
+		return w.fail("trace hop", err)
+	}
+	return nil
+}
+
+// AlertState is what Redis knows of one alert.
+type AlertState struct {
+	// Traced reports that the alert has a trace: rocketdelay saw it within the trace's
+	// life (the done marker's, scheduler.doneTTL, once it was handed off).
+	Traced bool
+	// Stage is the trace's last stage: hopping, waiting, delivered or recorded.
+	Stage string
+	// Target, Hops, DueAt: as the trace last noted them.
+	Target string
+	Hops   int
+	DueAt  time.Time
+	// AcceptedAt is when rocketdelay first saw the alert (Redis's clock).
+	AcceptedAt time.Time
+	// LastHopAt and NextArrival: the last broker hop, and when it is expected back.
+	LastHopAt, NextArrival time.Time
+	// PutAt is when it entered the wheel stage.
+	PutAt time.Time
+	// EndedAt is when its hand-off ended (delivered or recorded); Late how long after its
+	// due time.
+	EndedAt time.Time
+	Late    time.Duration
+	// Robot, Merged, Parts and By: how it was delivered, by which replica.
+	Robot         string
+	Merged, Parts int
+	By            string
+
+	// Waiting reports that it waits in the wheel stage, next due at NextDue (its due
+	// time, or the retry time of a hand-off given back).
+	Waiting bool
+	NextDue time.Time
+	// InFlight reports that a replica holds it (Owner, its claim's token, which starts
+	// with the replica's instance name), until LeaseUntil unless renewed.
+	InFlight   bool
+	LeaseUntil time.Time
+	Owner      string
+	// Tries counts hand-offs given back; PartsSent the leading parts of a split alert
+	// delivered so far; FailureNoted that a send failed for good and only its record is
+	// left to do.
+	Tries, PartsSent int
+	FailureNoted     bool
+
+	// Done reports a done marker: delivered at DoneAt, or (Recorded) recorded as failed.
+	Done     bool
+	Recorded bool
+	DoneAt   time.Time
+	// Cancelled reports a cancel tombstone, set at CancelledAt.
+	Cancelled   bool
+	CancelledAt time.Time
+}
+
+// Inspect reads, in one round trip and without changing anything, what Redis knows of
+// the alert id: its trace, its place in the wheel stage, its claim, its done marker and
+// its cancel tombstone.
+func (w *WheelStage) Inspect(ctx context.Context, id string) (AlertState, error) {
+	var (
+		trace                      *redis.MapStringStringCmd
+		due, inflight              *redis.FloatCmd
+		owner, tries, parts        *redis.StringCmd
+		failed                     *redis.BoolCmd
+		done, cancel               *redis.StringCmd
+		stage, ownerKey, triesKey  = w.keys.trace(id), w.keys.owner(), w.keys.tries()
+		failedKey, partsKey        = w.keys.failed(), w.keys.parts()
+		doneKey, cancelKey, dueKey = w.keys.done(id), w.keys.cancel(id), w.due
+	)
+	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		trace = p.HGetAll(ctx, stage)
+		due = p.ZScore(ctx, dueKey, id)
+		inflight = p.ZScore(ctx, w.inflight, id)
+		owner = p.HGet(ctx, ownerKey, id)
+		tries = p.HGet(ctx, triesKey, id)
+		failed = p.HExists(ctx, failedKey, id)
+		parts = p.HGet(ctx, partsKey, id)
+		done = p.Get(ctx, doneKey)
+		cancel = p.Get(ctx, cancelKey)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return AlertState{}, w.fail("inspect", err)
+	}
+	var s AlertState
+	if t := trace.Val(); len(t) > 0 {
+		s.Traced = true
+		s.Stage, s.Target, s.Robot, s.By = t["st"], t["tgt"], t["robot"], t["by"]
+		s.Hops, s.Merged, s.Parts = atoi(t["hops"]), atoi(t["merged"]), atoi(t["parts"])
+		s.DueAt, s.AcceptedAt, s.LastHopAt = msTime(t["due"]), msTime(t["acc"]), msTime(t["hop"])
+		s.NextArrival, s.PutAt, s.EndedAt = msTime(t["next"]), msTime(t["put"]), msTime(t["at"])
+		s.Late = time.Duration(atoi(t["late"])) * time.Millisecond
+	}
+	if v, err := due.Result(); err == nil {
+		s.Waiting, s.NextDue = true, time.UnixMilli(int64(v))
+	}
+	if v, err := inflight.Result(); err == nil {
+		s.InFlight, s.LeaseUntil, s.Owner = true, time.UnixMilli(int64(v)), owner.Val()
+	}
+	s.Tries, s.PartsSent, s.FailureNoted = atoi(tries.Val()), atoi(parts.Val()), failed.Val()
+	if v, err := done.Result(); err == nil {
+		s.Done = true
+		s.Recorded = strings.HasPrefix(v, recordedPrefix)
+		s.DoneAt = msTime(strings.TrimPrefix(v, recordedPrefix))
+	}
+	if v, err := cancel.Result(); err == nil {
+		s.Cancelled, s.CancelledAt = true, msTime(v)
+	}
+	return s, nil
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// msTime reads Unix ms; the zero time when s is not a number.
+func msTime(s string) time.Time {
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
