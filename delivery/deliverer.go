@@ -87,7 +87,7 @@ type Senders struct {
 // outbound is one send of an alert, whatever its target's kind.
 type outbound struct {
 	// sent, when set, learns how a delivered DingTalk alert went.
-	sent func(sender.Sent)
+	sent       func(sender.Sent)
 	id, target string
 	body       []byte
 	props      map[string]string
