@@ -69,6 +69,7 @@ at any delay, and sends them to DingTalk group robots without tripping their rat
 		newPlanCmd(),
 		newPublishCmd(stdio),
 		newCancelCmd(stdio),
+		newInspectCmd(stdio),
 		newBenchCmd(stdio),
 		newFailedCmd(stdio),
 		newDingtalkSimCmd(stdio),

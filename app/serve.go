@@ -194,6 +194,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	adminAPI := failed.Handler(failedSends, failed.Targets(cfg.Targets), logger, cfg.Admin.Token)
+	inspector := failed.Inspector{Wheel: ws, Rows: failedSends, Config: cfg, Now: now}
+	mux.Handle("GET "+failed.AlertsPath+"/{id}", failed.InspectHandler(inspector, logger, cfg.Admin.Token))
 	mux.Handle(failed.APIPrefix, adminAPI)
 	mux.Handle(failed.APIPrefix+"/", adminAPI)
 	ingressAPI := ing.Handler()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -320,4 +321,32 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = WriteJSON(w, v)
+}
+
+// AlertsPath is where InspectHandler serves: GET AlertsPath/{id}.
+const AlertsPath = "/api/v1/alerts"
+
+// InspectHandler returns the admin API's answer to "where is my alert?":
+//
+//	GET /api/v1/alerts/{id}   the alert's state, history and failed_sends rows (a Report)
+//
+// with the same bearer token and errors as Handler. (POST and DELETE on /api/v1/alerts
+// are the publish API, with the ingest token.)
+func InspectHandler(in Inspector, logger *slog.Logger, token config.Secret) http.Handler {
+	a := &api{logger: logger.With("component", "admin-api"), now: time.Now}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+AlertsPath+"/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if err := scheduler.CheckID(id); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		rep, err := in.Inspect(r.Context(), id)
+		if err != nil {
+			a.storeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, rep)
+	})
+	return authenticate(token, mux)
 }

@@ -164,7 +164,7 @@ func Answer(err error) (code int, msg string, logIt bool) {
 		}
 		return http.StatusBadRequest, msg, false
 	case errors.Is(err, store.ErrUnavailable):
-		return http.StatusServiceUnavailable, "postgres is unavailable; try again shortly", true
+		return http.StatusServiceUnavailable, "a store (Postgres or Redis) is unavailable; try again shortly", true
 	}
 	return http.StatusInternalServerError, "internal error; see the server log", true
 }

@@ -239,6 +239,7 @@ var (
 	qRelease        = query("failed_release.sql")
 	qList           = query("failed_list.sql")
 	qGet            = query("failed_get.sql")
+	qByMessage      = query("failed_by_message.sql")
 	qRetry          = query("failed_retry.sql")
 	qRetryWhere     = query("failed_retry_where.sql")
 	qDiscard        = query("failed_discard.sql")
@@ -479,6 +480,23 @@ func (s *FailedSends) Get(ctx context.Context, id int64) (FailedSend, error) {
 		return FailedSend{}, pgErr(ctx, fmt.Sprintf("get failed send %d", id), err)
 	}
 	return fs, nil
+}
+
+// ByMessageID returns the rows of the RD_ID id, oldest first (at most 100): its
+// episodes, and a rejection recorded under "rejected:" + id (an input whose id was
+// unusable, named by its message key).
+func (s *FailedSends) ByMessageID(ctx context.Context, id string) ([]FailedSend, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	r, err := s.pool.Query(ctx, qByMessage, id)
+	if err != nil {
+		return nil, pgErr(ctx, "failed sends of "+id, err)
+	}
+	rows, err := pgx.CollectRows(r, scanFailedSend)
+	if err != nil {
+		return nil, pgErr(ctx, "failed sends of "+id, err)
+	}
+	return rows, nil
 }
 
 // Retry makes the rows ids pending and due now, for the retry job to send again. Rows
