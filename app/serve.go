@@ -202,7 +202,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.AlertsPath, ingressAPI)
 	mux.Handle(ingress.AlertsPath+"/", ingressAPI)
 	mux.Handle(ingress.AlertmanagerPath+"/", ingressAPI)
-	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.Sources{Wheel: ws, Pool: pool, Targets: senderOpts.Targets,
+	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Stage: ws}, console.Sources{Wheel: ws, Pool: pool, Targets: senderOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, cfg.Admin.Token, logger))
 
 	ln := opts.Listener

@@ -84,6 +84,7 @@ type StateFunc func(ctx context.Context) (State, error)
 type Console struct {
 	failed  failed.Store
 	targets failed.Targets
+	alerts  Alerts
 	state   StateFunc
 	key     []byte // signs sessions and CSRF tokens; empty when the console is off
 	token   [32]byte
@@ -93,10 +94,10 @@ type Console struct {
 }
 
 // Handler returns the console for the failed_sends table failedSends (each row's target
-// described by targets) and the scheduler state; with no token it answers 503 on every
-// page, saying how to turn it on.
-func Handler(failedSends failed.Store, targets failed.Targets, state StateFunc, token config.Secret, logger *slog.Logger) http.Handler {
-	c := &Console{failed: failedSends, targets: targets, state: state, pages: parsePages(), logger: logger.With("component", "console"), now: time.Now}
+// described by targets), the alerts (found and cancelled by id) and the scheduler state;
+// with no token it answers 503 on every page, saying how to turn it on.
+func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, state StateFunc, token config.Secret, logger *slog.Logger) http.Handler {
+	c := &Console{failed: failedSends, targets: targets, alerts: alerts, state: state, pages: parsePages(), logger: logger.With("component", "console"), now: time.Now}
 	if token != "" {
 		k := sha256.Sum256([]byte("rocketdelay console session key\x00" + token.Reveal()))
 		c.key = k[:]
@@ -114,6 +115,11 @@ func Handler(failedSends failed.Store, targets failed.Targets, state StateFunc, 
 	mux.HandleFunc("GET "+Prefix+"failed", c.authed(c.list))
 	mux.HandleFunc("GET "+Prefix+"failed/{id}", c.authed(c.detail))
 	mux.HandleFunc("GET "+Prefix+"failed/{id}/{action}", c.authed(c.confirm))
+	mux.HandleFunc("GET "+Prefix+"failed/bulk/{action}", c.authed(c.bulk))
+	mux.HandleFunc("POST "+Prefix+"failed/bulk/{action}", c.authed(c.bulk))
+	mux.HandleFunc("GET "+Prefix+"alerts", c.authed(c.alert))
+	mux.HandleFunc("GET "+Prefix+"alerts/{id}/cancel", c.authed(c.cancelPage))
+	mux.HandleFunc("POST "+Prefix+"alerts/{id}/cancel", c.authed(c.cancel))
 	mux.HandleFunc("POST "+Prefix+"failed/{id}/{action}", c.authed(c.act))
 	mux.HandleFunc("GET "+Prefix+"scheduler", c.authed(c.scheduler))
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
@@ -299,7 +305,7 @@ func parsePages() map[string]*template.Template {
 		},
 	}
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler"} {
+	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler", "alert", "cancel", "bulk"} {
 		pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html"))
 	}
 	return pages

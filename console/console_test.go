@@ -52,7 +52,9 @@ func newSite(t *testing.T, tok config.Secret) *site {
 		Mode: func() string { return "timer" }, Lateness: func() (uint64, time.Duration, time.Duration) {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}
-	srv := httptest.NewServer(console.Handler(fs, testTargets, src.State, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	alerts := console.AlertFinder{Inspector: failed.Inspector{Wheel: ws, Rows: fs, Config: config.Config{Targets: testTargets}.WithDefaults()},
+		Stage: ws}
+	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
@@ -144,6 +146,77 @@ func TestConsoleShowsATopicTargetsRow(t *testing.T) {
 	require.Contains(t, body, `<dd id="kind">dingtalk</dd>`)
 	require.Contains(t, body, `<dd id="destination">robots r1, r2</dd>`)
 	require.Contains(t, body, "<pre>disk full</pre>")
+}
+
+// The search box finds an alert by id: its state and history; an alert not sent yet can
+// be cancelled from its page, after a confirmation with a reason.
+func TestConsoleFindsAndCancelsAnAlert(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	_, err := s.ws.Put(ctx, store.Entry{ID: "order-9-recheck", Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
+	require.NoError(t, err)
+
+	resp, body := s.get("/ui/alerts?id=order-9-recheck")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `<dd id="alert-state">waiting</dd>`)
+	require.Contains(t, body, "waiting in the wheel stage, due in 59m")
+	require.Contains(t, body, "entered the wheel stage after 0 broker hops")
+	require.Contains(t, body, `href="/ui/alerts/order-9-recheck/cancel"`)
+
+	_, body = s.get("/ui/alerts/order-9-recheck/cancel")
+	csrf := s.csrf(body)
+	resp, body = s.post("/ui/alerts/order-9-recheck/cancel", url.Values{"csrf": {csrf}}, s.srv.URL)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a reason is required")
+	require.Contains(t, body, "Say why the alert is cancelled")
+	resp, _ = s.post("/ui/alerts/order-9-recheck/cancel", url.Values{"csrf": {csrf}, "reason": {"order was paid"}}, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, body = s.get(resp.Header.Get("Location"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Cancelled: removed from the wheel stage.")
+	require.Contains(t, body, `<dd id="alert-state">cancelled</dd>`)
+	require.NotContains(t, body, `id="cancel"`, "nothing left to cancel")
+
+	_, body = s.get("/ui/alerts?id=never-seen")
+	require.Contains(t, body, `<dd id="alert-state">unknown</dd>`)
+	resp, _ = s.get("/ui/alerts?id=has%20space")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+// Bulk actions on the list's filter: a preview says how many rows match, the confirmed
+// action changes exactly those; a filter is required.
+func TestConsoleBulkActionsOnAFilter(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	for i := range 3 {
+		s.record(fmt.Sprintf("storm-%d", i), "ops", "x", "throttled")
+	}
+	keep := s.record("other", "ops", "x", "transient")
+
+	resp, body := s.get("/ui/failed?error_class=throttled")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `href="/ui/failed/bulk/discard?error_class=throttled"`)
+	_, body = s.get("/ui/failed/bulk/discard?error_class=throttled")
+	require.Contains(t, body, "<strong>3</strong> rows match.")
+	csrf := s.csrf(body)
+	form := url.Values{"csrf": {csrf}, "error_class": {"throttled"}}
+	resp, body = s.post("/ui/failed/bulk/discard", form, s.srv.URL)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, "Say why these alerts are discarded")
+	form.Set("reason", "storm from the test cluster")
+	resp, _ = s.post("/ui/failed/bulk/discard", form, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Location"), "error_class=throttled")
+	rows, _, err := s.fs.List(context.Background(), store.Filter{Status: store.StatusDiscarded, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	other, err := s.fs.Get(context.Background(), keep)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, other.Status, "a row outside the filter is left alone")
+
+	resp, body = s.get("/ui/failed/bulk/retry")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, "needs a filter")
 }
 
 func TestConsoleIsOffWithoutAToken(t *testing.T) {

@@ -55,8 +55,14 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request) {
 		nq.Set("after", strconv.FormatInt(next, 10))
 		nextURL = Prefix + "failed?" + nq.Encode()
 	}
+	bulk := url.Values{}
+	for _, k := range []string{"status", "target", "error_class", "since", "until"} {
+		if v := q.Get(k); v != "" {
+			bulk.Set(k, v)
+		}
+	}
 	c.render(w, r, http.StatusOK, "list", map[string]any{
-		"Rows": rows, "Next": nextURL, "Filter": q, "Statuses": store.FailedStatuses,
+		"Rows": rows, "Next": nextURL, "Filter": q, "Statuses": store.FailedStatuses, "Bulk": template.URL(bulk.Encode()), // encoded by url.Values: safe in an href
 		"Stats": statsView(st, c.now()), "Flash": q.Get("done"),
 	})
 }
