@@ -68,6 +68,13 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 	return &Producer{p: p, topic: opts.Topic, now: opts.Now}, nil
 }
 
+// Publish sends a message at most publishAttempts times, waiting publishBackoff times the
+// attempt's number between two.
+const (
+	publishAttempts = 4
+	publishBackoff  = 250 * time.Millisecond
+)
+
 // Publication is one alert, or one business message for a topic target, to publish.
 type Publication struct {
 	// Target names a robot group or a topic target of rocketdelay's configuration.
@@ -116,8 +123,10 @@ type Published struct {
 }
 
 // Publish sends one alert. It checks what the scheduler would reject (missing target,
-// invalid body for a robot group, bad id, reserved property names) before sending, and it treats a send whose status is not SEND_OK
-// as failed.
+// invalid body for a robot group, bad id, reserved property names) before sending. A
+// send the broker refused for a moment (busy, flow control), did not answer in time, or
+// answered with a status other than SEND_OK is sent again, the same RD_ID, up to
+// publishAttempts sends; the error is the last one's.
 func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, error) {
 	if pub.Target == "" {
 		return Published{}, errors.New("scheduler: publish: a target is required")
@@ -167,14 +176,28 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	}
 	keys := slices.DeleteFunc(slices.Clone(pub.Keys), func(k string) bool { return k == pub.ID })
 	m.WithKeys(append(keys, pub.ID))
-	res, err := p.p.SendSync(ctx, m)
-	if err != nil {
-		return Published{}, fmt.Errorf("scheduler: publish %s: %w", pub.ID, err)
+	// A send the broker refused (busy, flow control, a status short of SEND_OK) or that
+	// timed out is sent again: the same RD_ID, so one that did land and is sent again is
+	// delivered once.
+	var err error
+	for attempt := 1; ; attempt++ {
+		var res *primitive.SendResult
+		res, err = p.p.SendSync(ctx, m)
+		switch {
+		case err == nil && res.Status == primitive.SendOK:
+			return Published{ID: pub.ID, DeliverAt: at, MsgID: res.MsgID}, nil
+		case err == nil:
+			err = fmt.Errorf("broker answered %s", sendStatus(res.Status))
+		}
+		if attempt == publishAttempts || ctx.Err() != nil {
+			return Published{}, fmt.Errorf("scheduler: publish %s: %w", pub.ID, err)
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * publishBackoff):
+		case <-ctx.Done():
+			return Published{}, fmt.Errorf("scheduler: publish %s: %w", pub.ID, err)
+		}
 	}
-	if res.Status != primitive.SendOK {
-		return Published{}, fmt.Errorf("scheduler: publish %s: broker answered %s", pub.ID, sendStatus(res.Status))
-	}
-	return Published{ID: pub.ID, DeliverAt: at, MsgID: res.MsgID}, nil
 }
 
 // Close stops the producer.
