@@ -31,6 +31,7 @@ type benchResult struct {
 	raw, hop, wheel     float64 // messages per second
 	produce             float64
 	roundTrips          float64
+	hopRoundTrips       float64
 	p50, p99, worst     time.Duration
 	handedOff, expected int
 }
@@ -98,7 +99,7 @@ func Pipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io
 	}); err != nil {
 		return err
 	}
-	res.hop, _, err = runScheduler(ctx, out, cfg, hopTopic, "hop", n, concurrency, suffix, nil)
+	res.hop, res.hopRoundTrips, err = runScheduler(ctx, out, cfg, hopTopic, "hop", n, concurrency, suffix, nil)
 	if err != nil {
 		return err
 	}
@@ -138,6 +139,7 @@ func Pipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io
 		return err
 	}
 	fmt.Fprintf(out, "\nRedis round trips per wheel-stage message: %.2f (target ≤ 3)\n", res.roundTrips)
+	fmt.Fprintf(out, "Redis round trips per hop (its trace for operators): %.2f (target ≤ 1)\n", res.hopRoundTrips)
 	fmt.Fprintf(out, "lateness due → hand-off over %d/%d alerts: p50 %s, p99 %s, max %s (target p99 ≤ 50ms)\n",
 		res.handedOff, res.expected, res.p50.Round(10*time.Microsecond), res.p99.Round(10*time.Microsecond), res.worst.Round(10*time.Microsecond))
 	return durabilityStages(ctx, out, cfg, p, n, concurrency, suffix, res.wheel)
@@ -337,8 +339,8 @@ type wheelRun struct {
 }
 
 // runScheduler runs an in-process scheduler on topic until n messages went through the
-// stage, and returns messages per second (first receipt to last stage completion) and,
-// for the wheel stage, Redis commands per message.
+// stage, and returns messages per second (first receipt to last stage completion) and
+// Redis round trips per message (the hop stage's are its traces: one per hop).
 func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, stage string, n, concurrency int, suffix string, wr *wheelRun) (float64, float64, error) {
 	url := cfg.Redis.URL.Reveal()
 	var stageOpts store.WheelStageOptions
@@ -355,9 +357,11 @@ func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, 
 	defer rdb.Close()
 	prefix := "rdbench" + suffix + stage
 	defer func() { _, _ = store.DeleteKeys(context.WithoutCancel(ctx), rdb, prefix) }()
+	cmds := new(atomic.Int64)
 	if wr != nil {
-		rdb.AddHook(countingHook{n: wr.cmds})
+		cmds = wr.cmds
 	}
+	rdb.AddHook(countingHook{n: cmds})
 	ws := store.NewWheelStage(rdb, prefix, stageOpts)
 	reg := prometheus.NewRegistry()
 	m := scheduler.NewMetrics(reg)
@@ -410,7 +414,7 @@ func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, 
 	fmt.Fprintf(out, "%s stage: started in %s, first message after %s, %d messages in %s\n", stage,
 		started.Sub(start).Round(time.Millisecond), first.Sub(start).Round(time.Millisecond), n, end.Sub(first).Round(time.Millisecond))
 	if wr == nil {
-		return rate, 0, nil
+		return rate, float64(cmds.Load()) / float64(n), nil
 	}
 	for deadline := time.Now().Add(5 * time.Minute); wr.rec.count() < n; {
 		if time.Now().After(deadline) {
