@@ -24,8 +24,9 @@ import (
 
 // TestConsoleInABrowser drives the web console of a running service in Debian's Chromium
 // (headless, through chromedp): log in, filter, open a row, retry it and see it delivered
-// at the simulator, discard another with a reason, see the stats change, and open a row
-// whose body holds a <script> that must stay inert. A screenshot of each view lands in
+// at the simulator, discard another with a reason, see the stats change, open a row
+// whose body holds a <script> that must stay inert, find an alert with the search box and
+// cancel it, and discard every row of a filter after its count. A screenshot of each view lands in
 // the test's artifact directory (go test -artifacts keeps them).
 func TestConsoleInABrowser(t *testing.T) {
 	browser, err := exec.LookPath("chromium")
@@ -174,7 +175,35 @@ func TestConsoleInABrowser(t *testing.T) {
 	run("scheduler", chromedp.Navigate(base+"/ui/scheduler"), chromedp.WaitVisible(chromedp.CSS("#robots")), shot("scheduler"))
 	require.Contains(t, text("#robots tbody"), "r1")
 	require.Equal(t, "0", text("#waiting"))
+
+	// Find an alert with the search box, then cancel it, with a reason.
+	rdb, err := store.OpenRedisConfig(context.Background(), cfg.Redis)
+	require.NoError(t, err)
+	defer rdb.Close()
+	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+	_, err = ws.Put(context.Background(), store.Entry{ID: "order-4711-recheck", Target: "ops", DueAt: time.Now().Add(time.Hour),
+		Body: []byte("order 4711 still dirty")})
+	require.NoError(t, err)
+	run("find", chromedp.SendKeys(chromedp.CSS(`header input[name="id"]`), "order-4711-recheck\n"),
+		chromedp.WaitVisible(chromedp.CSS("#alert-state")), shot("alert"))
+	require.Equal(t, "waiting", text("#alert-state"))
+	require.Contains(t, text("#history"), "entered the wheel stage")
+	run("cancel", chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS("#reason")),
+		chromedp.SendKeys(chromedp.CSS("#reason"), "order paid meanwhile"), chromedp.Click(chromedp.CSS("#confirm")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")))
+	require.Equal(t, "Cancelled: removed from the wheel stage.", text("#flash"))
+	require.Equal(t, "cancelled", text("#alert-state"))
+
+	// Discard every row a filter matches, after the count.
+	run("bulk", chromedp.Navigate(base+"/ui/failed?target=billing"), chromedp.WaitVisible(chromedp.CSS("#bulk-discard")),
+		chromedp.Click(chromedp.CSS("#bulk-discard")), chromedp.WaitVisible(chromedp.CSS("#count")))
+	require.Equal(t, "1 rows match.", text("#count"))
+	run("bulk discard", chromedp.SendKeys(chromedp.CSS("#reason"), "billing robots retired"), chromedp.Click(chromedp.CSS("#confirm")),
+		chromedp.WaitVisible(chromedp.CSS(".flash")))
+	require.Contains(t, text(".flash"), "Discard: 1 of the 1 matching rows")
+	require.Contains(t, text("#rows tbody"), "discarded")
+
 	files, err := filepath.Glob(filepath.Join(shots, "*.png"))
 	require.NoError(t, err)
-	require.Len(t, files, 7, fmt.Sprintf("screenshots in %s", shots))
+	require.Len(t, files, 8, fmt.Sprintf("screenshots in %s", shots))
 }
