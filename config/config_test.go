@@ -554,3 +554,12 @@ func TestTypeErrorsDoNotEchoValues(t *testing.T) {
 	require.NotContains(t, err.Error(), "SECRET")
 	require.Contains(t, err.Error(), "line 2: cannot unmarshal !!str into int")
 }
+
+func TestSecretMatches(t *testing.T) {
+	s := Secret("admin-token-0123456789")
+	require.True(t, s.Matches("admin-token-0123456789"))
+	for _, c := range []string{"", "admin-token-012345678", "admin-token-0123456789 ", "ADMIN-token-0123456789"} {
+		require.False(t, s.Matches(c), c)
+	}
+	require.False(t, Secret("").Matches(""), "an empty secret matches nothing")
+}

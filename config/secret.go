@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +21,17 @@ const redacted = "<secret>"
 
 // Reveal returns the secret's value. Call it only where the value is used, never to log.
 func (s Secret) Reveal() string { return string(s) }
+
+// Matches reports whether candidate is the secret, in a time that does not tell how much
+// of it matched (both are hashed first, so not even its length). An empty secret matches
+// nothing.
+func (s Secret) Matches(candidate string) bool {
+	if s == "" {
+		return false
+	}
+	want, got := sha256.Sum256([]byte(s)), sha256.Sum256([]byte(candidate))
+	return subtle.ConstantTimeCompare(want[:], got[:]) == 1
+}
 
 // String returns "<secret>" (or "" when the secret is empty).
 func (s Secret) String() string {

@@ -2,8 +2,6 @@ package failed
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +67,6 @@ func Handler(fs Store, targets Targets, logger *slog.Logger, token config.Secret
 
 // authenticate requires the bearer token on every request.
 func authenticate(token config.Secret, next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(token.Reveal()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" {
 			writeError(w, http.StatusServiceUnavailable,
@@ -77,9 +74,7 @@ func authenticate(token config.Secret, next http.Handler) http.Handler {
 			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		// Hashing first makes the comparison constant-time in the token's length too.
-		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		if !ok || !token.Matches(strings.TrimSpace(got)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rocketdelay admin"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <admin.token>)")
 			return

@@ -2,8 +2,6 @@ package ingress
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,7 +118,6 @@ func (in *Ingress) Handler() http.Handler {
 // authenticate requires the ingest token on every request.
 func (in *Ingress) authenticate(next http.Handler) http.Handler {
 	token := in.cfg.Ingress.Token
-	want := sha256.Sum256([]byte(token.Reveal()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" {
 			writeError(w, http.StatusServiceUnavailable, "disabled",
@@ -128,8 +125,7 @@ func (in *Ingress) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		if !ok || !token.Matches(strings.TrimSpace(got)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rocketdelay ingress"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <ingress.token>)")
 			return

@@ -139,7 +139,7 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 		return fmt.Errorf("publish hop (%s): %w", kind, err)
 	}
 	if res.Status != primitive.SendOK {
-		return fmt.Errorf("publish hop (%s): broker answered %s", kind, sendStatus(res.Status))
+		return fmt.Errorf("publish hop (%s): broker answered %s", kind, topic.SendStatus(res.Status))
 	}
 	s.metrics.hop(h.Level)
 	s.logger.Debug("hop published", "rd_id", a.ID, "hop", kind, "remaining", a.DueAt.Sub(s.now()).String(), "hops", a.Hops+1)
@@ -155,21 +155,4 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 		s.logger.Debug("hop not traced", "rd_id", a.ID, "err", err)
 	}
 	return nil
-}
-
-func sendStatus(s primitive.SendStatus) string {
-	switch s {
-	case primitive.SendOK:
-		return "SEND_OK"
-	case primitive.SendFlushDiskTimeout:
-		return "FLUSH_DISK_TIMEOUT"
-	case primitive.SendFlushSlaveTimeout:
-		return "FLUSH_SLAVE_TIMEOUT"
-	case primitive.SendSlaveNotAvailable:
-		return "SLAVE_NOT_AVAILABLE"
-	case primitive.SendUnknownError:
-		return "UNKNOWN_ERROR"
-	default:
-		return fmt.Sprintf("status %d", int(s))
-	}
 }

@@ -187,7 +187,7 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 		case err == nil && res.Status == primitive.SendOK:
 			return Published{ID: pub.ID, DeliverAt: at, MsgID: res.MsgID}, nil
 		case err == nil:
-			err = fmt.Errorf("broker answered %s", sendStatus(res.Status))
+			err = fmt.Errorf("broker answered %s", topic.SendStatus(res.Status))
 		}
 		if attempt == publishAttempts || ctx.Err() != nil {
 			return Published{}, fmt.Errorf("scheduler: publish %s: %w", pub.ID, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 )
 
 // PropProbe marks the start-up probes the consumer drops: "route", which teaches the hop
@@ -36,19 +37,19 @@ type TimerSupport struct {
 
 var maxDelayRE = regexp.MustCompile(`max delay (\d+)ms`)
 
-// ProbeTimer publishes a timer message due in a century to topic through p and reads the
+// ProbeTimer publishes a timer message due in a century to topicName through p and reads the
 // broker's answer: "beyond the max delay of N ms" means timers work, up to N ms; "not
 // enabled" means the broker has them switched off (timerWheelEnable=false); a stored
 // probe means the broker ignores the timer property (RocketMQ 4), and the consumer drops
 // it. Any other error (the broker unreachable) is returned: nothing was learnt.
-func ProbeTimer(ctx context.Context, p rocketmq.Producer, topic string) (TimerSupport, error) {
-	m := primitive.NewMessage(topic, []byte("rocketdelay timer probe"))
+func ProbeTimer(ctx context.Context, p rocketmq.Producer, topicName string) (TimerSupport, error) {
+	m := primitive.NewMessage(topicName, []byte("rocketdelay timer probe"))
 	m.WithProperty(PropProbe, "timer")
 	m.WithProperty(primitive.PropertyTimerDeliverMS, strconv.FormatInt(time.Now().Add(probeDelay).UnixMilli(), 10))
 	res, err := p.SendSync(ctx, m)
 	if err == nil {
 		return TimerSupport{Answer: fmt.Sprintf("the broker stored a timer message due in a century (%s): it ignores timers",
-			sendStatus(res.Status))}, nil
+			topic.SendStatus(res.Status))}, nil
 	}
 	answer := err.Error()
 	switch {

@@ -179,3 +179,22 @@ var systemProperty = map[string]bool{
 	"INNER_BASE":                                     true,
 	"TRACE_CONTEXT":                                  true,
 }
+
+// SendStatus names a broker's send status as RocketMQ does: SEND_OK,
+// FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE.
+func SendStatus(st primitive.SendStatus) string {
+	switch st {
+	case primitive.SendOK:
+		return "SEND_OK"
+	case primitive.SendFlushDiskTimeout:
+		return "FLUSH_DISK_TIMEOUT"
+	case primitive.SendFlushSlaveTimeout:
+		return "FLUSH_SLAVE_TIMEOUT"
+	case primitive.SendSlaveNotAvailable:
+		return "SLAVE_NOT_AVAILABLE"
+	case primitive.SendUnknownError:
+		return "UNKNOWN_ERROR"
+	default:
+		return fmt.Sprintf("status %d", int(st))
+	}
+}

@@ -220,7 +220,7 @@ func (b *batcher) sendNow(ctx context.Context, batch []*request) error {
 	case res.Status != primitive.SendOK:
 		return &sender.Failure{Class: sender.ClassTransient, Target: b.target.Target,
 			Reason: fmt.Sprintf("the broker answered %s for topic %s: stored, but not as durably as it is configured to; sent again",
-				statusName(res.Status), b.topic)}
+				topic.SendStatus(res.Status), b.topic)}
 	}
 	return nil
 }

@@ -273,20 +273,6 @@ func classify(target, dest string, err error) *sender.Failure {
 	return f
 }
 
-// statusName names a send status that is not SEND_OK.
-func statusName(st primitive.SendStatus) string {
-	switch st {
-	case primitive.SendFlushDiskTimeout:
-		return "FLUSH_DISK_TIMEOUT"
-	case primitive.SendFlushSlaveTimeout:
-		return "FLUSH_SLAVE_TIMEOUT"
-	case primitive.SendSlaveNotAvailable:
-		return "SLAVE_NOT_AVAILABLE"
-	default:
-		return fmt.Sprintf("status %d", int(st))
-	}
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
