@@ -12,8 +12,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 )
 
 // describer is a Registerer that keeps what every collector describes: metric names and
@@ -64,6 +66,8 @@ func TestMonitoringUsesRealMetrics(t *testing.T) {
 	scheduler.NewMetrics(known)
 	sender.NewMetrics(known)
 	delivery.NewMetrics(known)
+	relay.NewMetrics(known)
+	ingress.NewMetrics(known)
 	newHealth(known)
 	known.MustRegister(newBuildInfo())
 	require.Contains(t, known, "rocketdelay_handoff_lateness_seconds")
