@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -13,9 +12,6 @@ import (
 	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
-
-// traceTimeout bounds the write that notes a hop in the alert's trace.
-const traceTimeout = 500 * time.Millisecond
 
 // consume is the push consumer's handler. A message is acknowledged only once its next
 // home is durable; any error hands it back to RocketMQ for a later retry.
@@ -143,16 +139,10 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 	}
 	s.metrics.hop(h.Level)
 	s.logger.Debug("hop published", "rd_id", a.ID, "hop", kind, "remaining", a.DueAt.Sub(s.now()).String(), "hops", a.Hops+1)
-	// The hop is durable; its trace is for operators only, so a Redis that does not answer
-	// at once costs a missing line in `rocketdelay inspect`, never a retried hop.
 	delay := h.Delay
 	if h.Level > 0 {
 		delay = s.opts.Levels[h.Level-1]
 	}
-	traceCtx, cancelTrace := context.WithTimeout(ctx, traceTimeout)
-	defer cancelTrace()
-	if err := s.store.TraceHop(traceCtx, a.ID, a.DueAt, a.Target, a.Hops+1, delay); err != nil {
-		s.logger.Debug("hop not traced", "rd_id", a.ID, "err", err)
-	}
+	s.noteHop(hopTrace{id: a.ID, target: a.Target, due: a.DueAt, hops: a.Hops + 1, delay: delay})
 	return nil
 }

@@ -6,8 +6,8 @@
 // Delivery (package delivery), releasing them from Redis once delivery is done with them.
 // Inputs that can never be delivered go to the same Delivery as rejections.
 //
-// Its files follow a message: consumer.go (decode, hop or store, and note each hop in the
-// alert's trace for operators), plan.go and timer.go
+// Its files follow a message: consumer.go (decode, hop or store), hoptrace.go (each hop
+// noted in the alert's trace for operators, off the consume path), plan.go and timer.go
 // (the hop rule, and the timer probe at start), fireloop.go (claim what the wheel fires),
 // sweeper.go (claim what is overdue or whose lease expired), handoff.go (the hand-off
 // pool: hand each claimed entry to the Delivery, then release it or give it back, trying

@@ -29,6 +29,7 @@ type Metrics struct {
 	mode           *prometheus.GaugeVec
 	quarantined    prometheus.Counter
 	storeRetries   *prometheus.CounterVec
+	tracesDropped  prometheus.Counter
 
 	clockOffset      prometheus.Gauge
 	clockUncertainty prometheus.Gauge
@@ -91,6 +92,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "How many times a redelivered message had been handed back before; past 16 RocketMQ's default would have dead-lettered it.",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 1024},
 	})
+	m.tracesDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_hop_traces_dropped_total",
+		Help: "Hops whose note in the alert's trace (for operators) was not written: Redis was slow or down, or the notes came faster than it took them. The hops themselves never wait for it.",
+	})
 	m.claimsLost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "rocketdelay_claims_lost_total",
 		Help: "Claims this replica held that another replica took over after their lease ran out (this replica was paused or cut off from Redis).",
@@ -135,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"result"})
 	reg.MustRegister(m.mode, m.received, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
 		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries,
-		m.quarantined, m.storeRetries, m.clockOffset, m.clockUncertainty, m.clockSyncs)
+		m.quarantined, m.storeRetries, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(string(r))
 	}

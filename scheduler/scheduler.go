@@ -223,6 +223,7 @@ type brokerSide struct {
 	mode     atomic.Pointer[string] // route's mode, for readers outside Start
 	handling sync.RWMutex           // consume handlers hold it shared; Stop takes it to drain them
 	closing  bool                   // set under handling's write lock
+	traces   chan hopTrace          // hops to note in their alerts' traces (traceLoop)
 }
 
 // New returns a stopped Scheduler that keeps the wheel stage in ws and hands alerts to
@@ -246,6 +247,7 @@ func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *
 		metrics:  metrics,
 		now:      now,
 		life:     lifecycle{running: make(chan struct{})},
+		broker:   brokerSide{traces: make(chan hopTrace, traceBuffer)},
 	}, nil
 }
 
@@ -297,14 +299,17 @@ func (s *Scheduler) startPool() {
 	s.life.started = true
 }
 
-// startLoops runs the fire loop and the sweeper, and returns the context that ends them
-// (and the DLQ watch).
+// startLoops runs the fire loop, the sweeper and the hop-trace writers, and returns the
+// context that ends them (and the DLQ watch).
 func (s *Scheduler) startLoops() context.Context {
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.life.cancel = cancel
-	s.life.loops.Add(2)
+	s.life.loops.Add(2 + traceWriters)
 	go s.fireLoop(loopCtx)
 	go s.sweepLoop(loopCtx)
+	for range traceWriters {
+		go s.traceLoop(loopCtx)
+	}
 	return loopCtx
 }
 

@@ -182,3 +182,30 @@ func TestTopicTargetAllowlistAndCancel(t *testing.T) {
 	require.Contains(t, reasons["strict-override"], `target "strict" does not let a message choose its destination`)
 	require.Len(t, reasons, 2)
 }
+
+// Each hop is noted in the alert's trace for operators, off the consume path: an alert
+// due beyond the threshold shows as hopping, with its hop and when it comes back; once
+// delivered, the trace says so, with the replica that handed it off.
+func TestHopsAreTraced(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	_, m := h.start("tracer")
+	pub := h.publish("traced-1", 8*time.Second, "trace me")
+	var s store.AlertState
+	require.Eventually(t, func() bool {
+		var err error
+		s, err = h.ws.Inspect(context.Background(), "traced-1")
+		return err == nil && s.Stage == "hopping"
+	}, 10*time.Second, 20*time.Millisecond, "no hop traced")
+	require.GreaterOrEqual(t, s.Hops, 1)
+	require.Equal(t, pub.DeliverAt, s.DueAt)
+	require.True(t, s.NextArrival.After(s.LastHopAt))
+	require.Equal(t, "ops", s.Target)
+	h.rec.waitAll(t, []string{"traced-1"}, 60*time.Second)
+	h.settle([]string{"traced-1"}, m)
+	s, err := h.ws.Inspect(context.Background(), "traced-1")
+	require.NoError(t, err)
+	require.Equal(t, "delivered", s.Stage)
+	require.Contains(t, s.By, "tracer")
+	require.Equal(t, float64(0), total(m.tracesDropped))
+}
