@@ -164,6 +164,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	snd.SetParking(sched) // a busy robot group's sends are one for the deployment
 	// One deadline bounds the whole stop, set when the stop begins; Stop is idempotent,
 	// so this deferred call only matters when Serve returns early.
 	stopCtx, cancelStop := context.WithCancel(context.WithoutCancel(ctx))

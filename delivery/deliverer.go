@@ -40,7 +40,16 @@ type Alert struct {
 	// PartsSent counts the leading parts of a split alert that earlier hand-offs
 	// delivered; this one sends from the next part.
 	PartsSent int
+	// Park, when set, parks the alert's claim for its robot group's next send on any
+	// replica (sender.Alert.Park); Deliver then returns ErrParked.
+	Park func(ctx context.Context) error
+	// Adopted says the alert was adopted from its target's park (sender.Alert.Adopted).
+	Adopted bool
 }
+
+// ErrParked is Deliver's answer for an alert parked for its robot group's next send
+// (Alert.Park): the caller no longer holds it and forgets it.
+var ErrParked = sender.ErrParked
 
 // Rejected is an input that can never be delivered as it is.
 type Rejected struct {
@@ -96,6 +105,9 @@ type outbound struct {
 	partsSent int
 	// confirm is called right before every request that carries the alert.
 	confirm func(ctx context.Context, partsSent int) error
+	// park and adopted: sender.Alert's Park and Adopted (robot groups).
+	park    func(ctx context.Context) error
+	adopted bool
 }
 
 // send sends o to its target's sender.
@@ -105,7 +117,7 @@ func (s Senders) send(ctx context.Context, o outbound) error {
 			Confirm: func(ctx context.Context) error { return o.confirm(ctx, 0) }})
 	}
 	return s.DingTalk.SendAlert(ctx, sender.Alert{Target: o.target, Body: o.body, Due: o.due, FromPart: o.partsSent + 1,
-		Confirm: o.confirm, Sent: o.sent})
+		Confirm: o.confirm, Sent: o.sent, Park: o.park, Adopted: o.adopted})
 }
 
 // Claims is the part of the wheel stage delivery uses; *store.WheelStage implements it.
@@ -172,13 +184,13 @@ func (d *Deliverer) Deliver(ctx context.Context, a Alert) (store.Receipt, error)
 	var sent sender.Sent
 	err := d.senders.send(ctx, outbound{id: a.ID, target: a.Target, body: a.Body, props: a.Props, due: a.DueAt, partsSent: a.PartsSent,
 		confirm: func(ctx context.Context, partsSent int) error { return d.claims.Confirm(ctx, a.Claim, partsSent) },
-		sent:    func(s sender.Sent) { sent = s }})
+		sent:    func(s sender.Sent) { sent = s }, park: a.Park, adopted: a.Adopted})
 	if err == nil {
 		return store.Receipt{Outcome: store.Delivered, Robot: sent.Robot, Merged: sent.Merged, Parts: sent.Parts}, nil
 	}
 	var f *sender.Failure
 	switch {
-	case errors.Is(err, store.ErrNotHeld):
+	case errors.Is(err, store.ErrNotHeld), errors.Is(err, ErrParked):
 		return store.Receipt{}, err
 	case !errors.As(err, &f) || ctx.Err() != nil:
 		return store.Receipt{}, err // stopping, or not a send failure: the caller retries

@@ -39,6 +39,7 @@ type handoffPool struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	stopping atomic.Bool // set by stop: queued entries are given back, not handed off
+	adopting adoptions   // hand-offs of alerts adopted from a park (share.go)
 }
 
 func newHandoffPool(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, m *Metrics, now func() time.Time,
@@ -69,7 +70,7 @@ func (p *handoffPool) stop(ctx context.Context) {
 	p.stopping.Store(true)
 	close(p.quit)
 	done := make(chan struct{})
-	go func() { p.workers.Wait(); close(done) }()
+	go func() { p.workers.Wait(); p.stopAdopting(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -137,14 +138,14 @@ func (p *handoffPool) handle(e store.Entry) {
 			p.giveBack(e, p.now(), e.PartsSent)
 			continue
 		}
-		p.deliver(e)
+		p.deliver(e, false)
 	}
 }
 
 // deliver hands one claimed entry to the Delivery and ends its claim: released when the
 // Delivery is done with it, given back (to be tried again after a backoff) when not,
 // dropped when the claim was lost on the way (another replica has the entry).
-func (p *handoffPool) deliver(e store.Entry) {
+func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 	if early := e.DueAt.Sub(p.now()); early > 0 {
 		// Not due yet by the reference clock as this replica knows it (the claim itself
 		// judged by Redis's): the offset moved since. Never early by either.
@@ -155,10 +156,14 @@ func (p *handoffPool) deliver(e store.Entry) {
 		return
 	}
 	a := delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
-		Claim: e.Claim(), Failure: e.Failure, PartsSent: e.PartsSent}
+		Claim: e.Claim(), Failure: e.Failure, PartsSent: e.PartsSent, Park: p.parker(e), Adopted: adopted}
 	start := p.now()
 	receipt, err := p.delivery.Deliver(p.ctx, a)
 	switch {
+	case errors.Is(err, delivery.ErrParked):
+		p.metrics.handoffs.WithLabelValues("parked").Inc()
+		p.held.remove(e.ID)
+		return
 	case errors.Is(err, store.ErrNotHeld):
 		p.metrics.handoffs.WithLabelValues("claim_lost").Inc()
 		p.held.remove(e.ID)

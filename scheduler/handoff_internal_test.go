@@ -53,13 +53,13 @@ func TestDeliverRefusesWhatIsNotDueByTheReplicasClock(t *testing.T) {
 	p.held.add([]store.Entry{{ID: "ahead", Token: "t"}, {ID: "due", Token: "t"}})
 
 	ahead := store.Entry{ID: "ahead", Target: "ops", DueAt: now.Add(3 * time.Second), Token: "t"}
-	p.deliver(ahead)
+	p.deliver(ahead, false)
 	require.Zero(t, rec.count("ahead"), "handed off 3s early by this replica's clock")
 	require.True(t, ahead.DueAt.Equal(stage.back["ahead"]), "given back for its due time")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.handoffs.WithLabelValues("not_due")))
 	require.Equal(t, 1, wheel.Len(), "and put back in the wheel")
 
-	p.deliver(store.Entry{ID: "due", Target: "ops", DueAt: now, Token: "t"})
+	p.deliver(store.Entry{ID: "due", Target: "ops", DueAt: now, Token: "t"}, false)
 	require.Equal(t, 1, rec.count("due"))
 	require.Equal(t, []store.Outcome{store.Delivered}, stage.released)
 }
@@ -78,7 +78,7 @@ func TestDeliverDropsALostClaim(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	p := newHandoffPool(Options{}.withDefaults(), stage, lostClaim{newRecorder()}, discardLogger(), m, time.Now, nil)
 	p.held.add([]store.Entry{{ID: "a", Token: "t"}})
-	p.deliver(store.Entry{ID: "a", DueAt: time.Now().Add(-time.Second), Token: "t"})
+	p.deliver(store.Entry{ID: "a", DueAt: time.Now().Add(-time.Second), Token: "t"}, false)
 	require.Empty(t, stage.back)
 	require.Empty(t, stage.released)
 	require.False(t, p.held.has("a"))

@@ -246,7 +246,8 @@ func (h *harness) settle(ids []string, ms ...*Metrics) {
 			}
 		}
 		for i, m := range ms {
-			claimed := testutil.ToFloat64(m.claims.WithLabelValues("won")) + testutil.ToFloat64(m.recovered)
+			claimed := testutil.ToFloat64(m.claims.WithLabelValues("won")) + testutil.ToFloat64(m.recovered) +
+				testutil.ToFloat64(m.claims.WithLabelValues("adopted"))
 			if done := total(m.handoffs); done != claimed {
 				why = fmt.Sprintf("replica %d claimed %.0f entries and finished %.0f hand-offs", i, claimed, done)
 				return false

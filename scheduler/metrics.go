@@ -55,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_claims_total",
-			Help: "Claims of due alerts when the wheel fired: won by this replica, or lost (another replica, cancel or done).",
+			Help: "Claims of due alerts when the wheel fired: won by this replica, or lost (another replica, cancel or done); adopted: alerts of a busy target this replica took from the park for its send.",
 		}, []string{"result"}),
 		recovered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rocketdelay_sweeper_recovered_total",
@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_handoffs_total",
-			Help: "Due alerts handed off, by result: ok (delivered), recorded (failure recorded in failed_sends), error (given back for a retry), claim_lost (another replica holds it now), not_due (claimed before its due time by this replica's clock; given back).",
+			Help: "Due alerts handed off, by result: ok (delivered), recorded (failure recorded in failed_sends), error (given back for a retry), claim_lost (another replica holds it now), not_due (claimed before its due time by this replica's clock; given back), parked (its target busy: parked for the target's next send on any replica).",
 		}, []string{"result"}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rocketdelay_handoff_lateness_seconds",

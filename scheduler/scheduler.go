@@ -38,6 +38,9 @@ type WheelStage interface {
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
 	ExtendLease(ctx context.Context, claims []store.Claim) ([]string, error)
 	DueWithin(ctx context.Context, window time.Duration, limit int) ([]store.Due, error)
+	// Park and Adopt share a busy target's sends across replicas (share.go).
+	Park(ctx context.Context, target string, lease time.Duration, parked ...store.Parked) ([]string, error)
+	Adopt(ctx context.Context, target string, limit int, token string) (store.Claimed, int, error)
 	// Lease is how long a claim lasts; the scheduler extends the leases of the entries
 	// it holds three times per lease.
 	Lease() time.Duration

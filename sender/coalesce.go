@@ -70,6 +70,8 @@ type alertQueue struct {
 	running bool          // a drainer runs
 	backlog bool          // the pool said "no robot free" since the queue was last empty
 	wake    chan struct{} // a change of waiting, for a sleeping drainer
+	parked  bool          // alerts of the target may wait parked (share.go): keep draining
+	expect  int           // adopted alerts not in the queue yet (share.go)
 }
 
 func newAlertQueue() *alertQueue { return &alertQueue{wake: make(chan struct{}, 1)} }
@@ -83,7 +85,9 @@ type waiter struct {
 	enqueued time.Time
 	solo     bool // never merged
 	confirm  func(context.Context) error
-	section  string // its section in a merged message
+	park     func(context.Context) error // Alert.Park; nil: never parked
+	adopted  bool                        // Alert.Adopted: rides the adopter's next send
+	section  string                      // its section in a merged message
 	size     int    // upper bound of the bytes it adds to a merged message's JSON body
 	taken    bool   // under the queue's lock: out of the queue, in a send
 	done     chan error
@@ -171,7 +175,7 @@ func pacing(pool Pool, robots []store.PoolRobot) time.Duration {
 
 // sendQueued sends m through t's queue and returns its result; solo alerts are never
 // merged. confirm, when not nil, is asked right before every request that would carry m.
-func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.Time, solo bool, confirm func(context.Context) error) (Sent, error) {
+func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.Time, solo bool, confirm func(context.Context) error, share shareOf) (Sent, error) {
 	if err := ctx.Err(); err != nil {
 		return Sent{}, &Failure{Class: ClassTransient, Reason: "gave up: " + err.Error(), Target: t.name, Err: err}
 	}
@@ -179,15 +183,31 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 	if due.IsZero() {
 		due = now
 	}
-	w := &waiter{ctx: ctx, m: m, due: due, enqueued: now, solo: solo, confirm: confirm, done: make(chan error, 1)}
+	w := &waiter{ctx: ctx, m: m, due: due, enqueued: now, solo: solo, confirm: confirm, done: make(chan error, 1),
+		adopted: share.adopted}
 	if !solo {
 		w.section, w.size = section(m)
 	}
+	if s.sharing() {
+		w.park = share.park
+	}
 	q := t.queue
 	q.mu.Lock()
+	if q.backlog && parkable(w) {
+		// The target is busy: park the alert for its next send, whichever replica makes it.
+		q.mu.Unlock()
+		if s.parkOne(t, w) {
+			return Sent{}, ErrParked
+		}
+		q.mu.Lock()
+	}
 	q.seq++
 	w.seq = q.seq
 	q.insert(w)
+	if w.adopted && q.expect > 0 {
+		q.expect--
+		q.signal()
+	}
 	s.metrics.waiting.WithLabelValues(t.name).Set(float64(len(q.waiting)))
 	start := !q.running
 	q.running = true
@@ -226,7 +246,7 @@ func (s *Sender) drain(t *target) {
 	paid := false               // a reserved token came due: the next pick is not paced again
 	for {
 		q.mu.Lock()
-		if len(q.waiting) == 0 {
+		if len(q.waiting) == 0 && !q.parked {
 			q.running, q.backlog = false, false
 			s.metrics.waiting.WithLabelValues(t.name).Set(0)
 			q.mu.Unlock()
@@ -243,12 +263,14 @@ func (s *Sender) drain(t *target) {
 		}
 		_ = s.acquire(ctx) // cannot fail: ctx never ends
 		pacing := s.pacing()
+		reserved := paid
 		if paid {
 			pacing, paid = store.Burst, false
 		}
 		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(pacing))
 		if err != nil {
 			s.release()
+			s.stopSharing(t)
 			s.failWaiting(t, func() *Failure {
 				if errors.Is(err, store.ErrNoRobot) {
 					return &Failure{Class: ClassRobotBroken, Reason: "every robot of the target is out of rotation (broken)", Target: t.name, Err: err}
@@ -278,17 +300,27 @@ func (s *Sender) drain(t *target) {
 				w.done <- &Failure{Class: ClassTransient, Reason: fmt.Sprintf("no robot free within %s", s.opts.MaxWait),
 					Target: t.name, RetryAfter: pick.Wait}
 			}
-			q.sleep(pick.Wait, func() bool { return len(q.waiting) == 0 })
+			if s.sharing() {
+				s.parkWaiting(t)
+			}
+			q.sleep(pick.Wait, func() bool { return len(q.waiting) == 0 && !q.parked })
 			paid = pick.Reserved
 			continue
+		}
+		q.mu.Lock()
+		share := s.sharing() && (reserved || q.backlog || q.parked)
+		q.mu.Unlock()
+		if share {
+			s.adopt(t)
 		}
 		q.mu.Lock()
 		batch := s.take(t, pick, robots)
 		backlog, left := q.backlog, len(q.waiting)
 		s.metrics.waiting.WithLabelValues(t.name).Set(float64(left))
 		q.mu.Unlock()
-		if len(batch) == 0 { // every alert left meanwhile; the slot stays spent
+		if len(batch) == 0 { // every alert left meanwhile, or another replica's send took the parked ones
 			s.release()
+			s.giveSlotBack(ctx, t, pick)
 			continue
 		}
 		go s.sendBatch(t, pick, batch)
@@ -344,7 +376,7 @@ func (s *Sender) take(t *target, pick store.Pick, robots []store.PoolRobot) []*w
 	for _, w := range batch {
 		w.taken = true
 	}
-	q.waiting = slices.DeleteFunc(q.waiting, func(w *waiter) bool { return w.taken })
+	q.waiting = deleteTaken(q.waiting)
 	return batch
 }
 

@@ -18,6 +18,7 @@ type Metrics struct {
 	lateness  *prometheus.HistogramVec
 	waiting   *prometheus.GaugeVec
 	limit     *prometheus.GaugeVec
+	shared    *prometheus.CounterVec
 }
 
 // NewMetrics creates the sender's metrics and registers them with reg (none when reg is
@@ -37,6 +38,8 @@ type Metrics struct {
 //	rocketdelay_sender_delivery_lateness_seconds{target}     due time → DingTalk accepted
 //	rocketdelay_sender_waiting_alerts{target}                alerts waiting for a robot here
 //	rocketdelay_sender_robot_effective_limit{target,robot}   the robot's limit in effect (learned)
+//	rocketdelay_sender_shared_alerts_total{target,way}       alerts of a busy target parked here
+//	    for any replica's next send (way parked), or adopted from the park (way adopted)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -94,9 +97,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rocketdelay_sender_robot_effective_limit",
 			Help: "The robot's limit per window in effect as of its last pick or throttle: its configured limit, or the lower one learned from DingTalk's throttles.",
 		}, []string{"target", "robot"}),
+		shared: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_sender_shared_alerts_total",
+			Help: "Alerts of a busy target parked for the target's next send on any replica (way parked), or adopted from the park into this replica's send (way adopted).",
+		}, []string{"target", "way"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight, m.coalesced, m.merged, m.lateness, m.waiting, m.limit)
+		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight, m.coalesced, m.merged, m.lateness, m.waiting, m.limit, m.shared)
 	}
 	return m
 }

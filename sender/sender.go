@@ -222,6 +222,7 @@ type Sender struct {
 	now     func() time.Time
 	sem     chan struct{}
 	targets map[string]*target
+	parking Parking // SetParking; nil: no sharing
 }
 
 type target struct {
@@ -329,6 +330,13 @@ type Alert struct {
 	Confirm func(ctx context.Context, partsSent int) error
 	// Sent, when set, is called once the alert was delivered, with how.
 	Sent func(Sent)
+	// Park, when set, lets the sender park the alert while its target is busy (see
+	// share.go): it calls Park, and when that returns nil, SendAlert returns ErrParked and
+	// the caller forgets the alert. Only with SetParking and sender.pacing auto.
+	Park func(ctx context.Context) error
+	// Adopted says the alert was adopted from the park by this sender's Parking: it rides
+	// the send that adopted it.
+	Adopted bool
 }
 
 // Sent says how an alert reached DingTalk.
@@ -357,7 +365,7 @@ func (s *Sender) SendAlert(ctx context.Context, a Alert) error {
 		s.metrics.failures.WithLabelValues(a.Target, string(f.Class)).Inc()
 		return f
 	}
-	sent, err := s.send(ctx, a.Target, m, a.Due, a.FromPart, a.Confirm)
+	sent, err := s.send(ctx, a.Target, m, a.Due, a.FromPart, a.Confirm, shareOf{park: a.Park, adopted: a.Adopted})
 	if err == nil && a.Sent != nil {
 		a.Sent(sent)
 	}
@@ -381,11 +389,11 @@ func (s *Sender) Send(ctx context.Context, target string, m Message) error {
 // order (see coalesce.go); it then counts as delivered when the merged message is, and
 // a failure of the merged message is every one of its alerts' failure.
 func (s *Sender) SendMessage(ctx context.Context, target string, m Message, due time.Time) error {
-	_, err := s.send(ctx, target, m, due, 1, nil)
+	_, err := s.send(ctx, target, m, due, 1, nil, shareOf{})
 	return err
 }
 
-func (s *Sender) send(ctx context.Context, target string, m Message, due time.Time, fromPart int, confirm func(context.Context, int) error) (Sent, error) {
+func (s *Sender) send(ctx context.Context, target string, m Message, due time.Time, fromPart int, confirm func(context.Context, int) error, share shareOf) (Sent, error) {
 	t, ok := s.targets[target]
 	if !ok {
 		f := &Failure{Class: ClassPermanent, Target: target, Reason: fmt.Sprintf("target %q is not configured", target)}
@@ -415,7 +423,10 @@ func (s *Sender) send(ctx context.Context, target string, m Message, due time.Ti
 		if s.opts.Coalesce == config.CoalesceOff {
 			part.Robot, err = s.sendPicked(ctx, t, single(p, partConfirm), nil)
 		} else {
-			part, err = s.sendQueued(ctx, t, p, due, len(parts) > 1 || !mergeable(p), partConfirm)
+			part, err = s.sendQueued(ctx, t, p, due, len(parts) > 1 || !mergeable(p), partConfirm, share)
+		}
+		if errors.Is(err, ErrParked) {
+			return Sent{}, err
 		}
 		sent.Robot, sent.Merged = part.Robot, max(sent.Merged, part.Merged)
 		if err != nil {

@@ -1,0 +1,84 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// Sharing a busy robot group's sends across replicas (the sender's share.go): the
+// hand-off lets the sender park an alert's claim in the wheel stage (parker), and the
+// sender of any replica adopts parked alerts of the target into its next send (Adopt):
+// they are claimed by this replica and handed off as the fire loop's claims are.
+
+// parker returns the park of e's claim for the sender: the claim ends, and e waits in
+// its target's park until a replica adopts it or the park's lease (one lease) runs out.
+func (p *handoffPool) parker(e store.Entry) func(context.Context) error {
+	if e.Failure != nil || e.PartsSent > 0 {
+		return nil // only recorded, or resumed part by part: never merged
+	}
+	return func(ctx context.Context) error {
+		ids, err := p.store.Park(ctx, e.Target, p.store.Lease(), store.Parked{Claim: e.Claim(), DueAt: e.DueAt})
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return fmt.Errorf("park %q: %w", e.ID, store.ErrNotHeld)
+		}
+		return nil
+	}
+}
+
+// adoptions tracks the hand-offs of adopted alerts, which run outside the workers.
+type adoptions struct {
+	mu      sync.Mutex
+	closed  bool // stop began: adopt nothing more
+	running sync.WaitGroup
+}
+
+// Adopt claims up to limit of target's parked alerts for this replica and hands each
+// off at once, outside the workers and their target's share (the sender that adopted
+// them waits for them, to send them in the send it is making). It returns how many it
+// handed off and how many stay parked. After Stop it adopts nothing.
+func (s *Scheduler) Adopt(ctx context.Context, target string, limit int) (adopted, left int, err error) {
+	if s.pool == nil {
+		return 0, 0, nil // not started
+	}
+	return s.pool.adopt(ctx, target, limit, s.claimToken())
+}
+
+func (p *handoffPool) adopt(ctx context.Context, target string, limit int, token string) (int, int, error) {
+	a := &p.adopting
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return 0, 0, nil
+	}
+	c, left, err := p.store.Adopt(ctx, target, limit, token)
+	if err != nil {
+		return 0, 0, err
+	}
+	p.held.add(c.Entries)
+	p.metrics.claims.WithLabelValues("adopted").Add(float64(len(c.Entries) + len(c.Corrupt)))
+	if len(c.Corrupt) > 0 {
+		go p.quarantine(p.ctx, c.Corrupt)
+	}
+	for _, e := range c.Entries {
+		a.running.Add(1)
+		go func() {
+			defer a.running.Done()
+			p.deliver(e, true)
+		}()
+	}
+	return len(c.Entries), left, nil
+}
+
+// stopAdopting makes Adopt a no-op and waits for the adopted hand-offs in flight.
+func (p *handoffPool) stopAdopting() {
+	p.adopting.mu.Lock()
+	p.adopting.closed = true
+	p.adopting.mu.Unlock()
+	p.adopting.running.Wait()
+}

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Parking: when a target's robots are busy, the alerts a replica holds for it are parked
+// in Redis instead of waiting in that replica's queue, so that whichever replica gets the
+// target's next send adopts every parked alert of the target and merges them into that
+// one message (see sender's share.go). A parked entry stays in flight, owned by the
+// park's token instead of a claim, in the target's park {p}:park:<g> by due time.
+
+var (
+	wheelParkScript  = script("wheel_park.lua")
+	wheelAdoptScript = script("wheel_adopt.lua")
+)
+
+func (k keys) park(target string) string { return k.stage() + "park:" + target }
+
+// parkToken is the owner of a target's parked entries; claim tokens are random hex, so
+// no claim ever has it.
+func parkToken(target string) string { return "parked:" + target }
+
+// Park ends the claims of entries of target (each named by its claim and due time) and
+// parks them, in one round trip: each is in flight, owned by the park, until Adopt
+// claims it, or until lease (the park's lease) runs out and the sweeper of any replica
+// claims it as an expired claim, so a parked entry whose adopters all died is still
+// delivered. Only the claim that holds an entry can park it; it returns the ids parked
+// (the others had been lost by their claims). A parked entry's former claim can no
+// longer confirm, extend, give back or mark it.
+func (w *WheelStage) Park(ctx context.Context, target string, lease time.Duration, parked ...Parked) ([]string, error) {
+	if len(parked) == 0 {
+		return nil, nil
+	}
+	if lease < time.Millisecond {
+		return nil, fmt.Errorf("store: park: lease %s is below 1ms", lease)
+	}
+	args := make([]any, 0, 3*len(parked)+2)
+	args = append(args, lease.Milliseconds(), parkToken(target))
+	for _, p := range parked {
+		args = append(args, p.Claim.ID, p.Claim.Token, p.DueAt.UnixMilli())
+	}
+	ids, err := w.write(ctx, wheelParkScript, []string{w.inflight, w.keys.owner(), w.keys.park(target)}, args...).StringSlice()
+	if err != nil {
+		return nil, w.fail("park", err)
+	}
+	return ids, nil
+}
+
+// Parked names an entry to park: its claim and its due time (the park's order).
+type Parked struct {
+	Claim Claim
+	DueAt time.Time
+}
+
+// Adopt claims for token, in one round trip, up to limit of target's parked entries,
+// earliest due first, with a lease of Options().Lease as Claim's claims get, and
+// reports how many stay parked. Like Claim, an entry whose record cannot be decoded is
+// in Corrupt. A limit below 1 only reports how many are parked.
+func (w *WheelStage) Adopt(ctx context.Context, target string, limit int, token string) (Claimed, int, error) {
+	res, err := w.write(ctx, wheelAdoptScript, append(w.claimKeys(), w.keys.park(target)),
+		w.opts.Lease.Milliseconds(), token, parkToken(target), max(limit, 0)).Slice()
+	if err != nil {
+		return Claimed{}, 0, w.fail("adopt", err)
+	}
+	if len(res) != 2 {
+		return Claimed{}, 0, fmt.Errorf("store: adopt: reply of %d items, want 2", len(res))
+	}
+	claimed, _ := res[0].([]any)
+	c, err := decodeClaimed(claimed, token)
+	if err != nil {
+		return Claimed{}, 0, fmt.Errorf("store: adopt: %w", err)
+	}
+	left, _ := res[1].(int64)
+	return c, int(left), nil
+}

@@ -1,0 +1,140 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// TestParkAndAdopt: only the claim that holds an entry parks it; a parked entry belongs
+// to no claim (its former claim cannot confirm it) until Adopt claims it, earliest due
+// first, with a fresh lease.
+func TestParkAndAdopt(t *testing.T) {
+	ctx := context.Background()
+	rdb, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: 5 * time.Second})
+	now := redisNow(t, rdb)
+	var parked []store.Parked
+	for i, id := range []string{"c", "a", "b"} {
+		due := now.Add(-time.Duration(3-i) * time.Second) // c earliest
+		_, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+		c, err := ws.Claim(ctx, []string{id}, "claim-"+id)
+		require.NoError(t, err)
+		require.Len(t, c.Entries, 1)
+		parked = append(parked, store.Parked{Claim: c.Entries[0].Claim(), DueAt: due})
+	}
+	// A stranger's token parks nothing.
+	got, err := ws.Park(ctx, "ops", time.Minute, store.Parked{Claim: store.Claim{ID: "a", Token: "stranger"}, DueAt: now})
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	got, err = ws.Park(ctx, "ops", time.Minute, parked...)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"a", "b", "c"}, got)
+	require.ErrorIs(t, ws.Confirm(ctx, parked[0].Claim, 0), store.ErrNotHeld, "a parked entry's former claim no longer holds it")
+	lost, err := ws.ExtendLease(ctx, []store.Claim{parked[1].Claim})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, lost)
+
+	c, left, err := ws.Adopt(ctx, "ops", 2, "adopter")
+	require.NoError(t, err)
+	require.Equal(t, 1, left)
+	require.Equal(t, []string{"c", "a"}, ids(c.Entries), "earliest due first")
+	require.Equal(t, "body of c", string(c.Entries[0].Body))
+	require.NoError(t, ws.Confirm(ctx, c.Entries[0].Claim(), 0), "the adopter holds what it adopted")
+
+	c, left, err = ws.Adopt(ctx, "other", 10, "adopter-2")
+	require.NoError(t, err)
+	require.Empty(t, c.Entries, "each target has its own park")
+	require.Zero(t, left)
+
+	c, left, err = ws.Adopt(ctx, "ops", 10, "adopter-2")
+	require.NoError(t, err)
+	require.Equal(t, []string{"b"}, ids(c.Entries))
+	require.Zero(t, left)
+}
+
+// TestParkNobodyAdoptsIsSwept: a parked entry whose adopters all died comes back through
+// the sweeper once the park's lease runs out, and an adopt after that leaves it alone.
+func TestParkNobodyAdoptsIsSwept(t *testing.T) {
+	ctx := context.Background()
+	rdb, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: 5 * time.Second})
+	due := redisNow(t, rdb).Add(-time.Second)
+	_, err := ws.Put(ctx, entryAt("x", due))
+	require.NoError(t, err)
+	c, err := ws.Claim(ctx, []string{"x"}, "claim")
+	require.NoError(t, err)
+	got, err := ws.Park(ctx, "ops", 300*time.Millisecond, store.Parked{Claim: c.Entries[0].Claim(), DueAt: due})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, got)
+
+	swept, err := ws.ClaimOverdue(ctx, time.Hour, 10, "sweeper-early")
+	require.NoError(t, err)
+	require.Empty(t, swept.Entries, "within the park's lease the sweeper leaves it parked")
+	time.Sleep(400 * time.Millisecond)
+	swept, err = ws.ClaimOverdue(ctx, time.Hour, 10, "sweeper")
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, ids(swept.Entries))
+
+	adopted, left, err := ws.Adopt(ctx, "ops", 10, "late-adopter")
+	require.NoError(t, err)
+	require.Empty(t, adopted.Entries, "the sweeper's claim holds it now")
+	require.Zero(t, left)
+	require.NoError(t, ws.Confirm(ctx, swept.Entries[0].Claim(), 0))
+}
+
+// TestAdoptRaceTakesEachOnce: replicas adopting the same park at once never share an
+// entry.
+func TestAdoptRaceTakesEachOnce(t *testing.T) {
+	ctx := context.Background()
+	rdb, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: 10 * time.Second})
+	due := redisNow(t, rdb).Add(-time.Second)
+	all := idRange("p", 200)
+	var parked []store.Parked
+	for _, id := range all {
+		_, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+	}
+	c, err := ws.Claim(ctx, all, "claim")
+	require.NoError(t, err)
+	for _, e := range c.Entries {
+		parked = append(parked, store.Parked{Claim: e.Claim(), DueAt: e.DueAt})
+	}
+	got, err := ws.Park(ctx, "ops", time.Minute, parked...)
+	require.NoError(t, err)
+	require.Len(t, got, len(all))
+
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Go(func() {
+			for {
+				c, left, err := ws.Adopt(ctx, "ops", 7, "adopter-"+string(rune('a'+r)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, e := range c.Entries {
+					seen[e.ID]++
+				}
+				mu.Unlock()
+				if left == 0 && len(c.Entries) == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, seen, len(all))
+	for id, n := range seen {
+		require.Equal(t, 1, n, id)
+	}
+}
