@@ -88,8 +88,8 @@ type waiter struct {
 	park     func(context.Context) error // Alert.Park; nil: never parked
 	adopted  bool                        // Alert.Adopted: rides the adopter's next send
 	section  string                      // its section in a merged message
-	size     int    // upper bound of the bytes it adds to a merged message's JSON body
-	taken    bool   // under the queue's lock: out of the queue, in a send
+	size     int                         // upper bound of the bytes it adds to a merged message's JSON body
+	taken    bool                        // under the queue's lock: out of the queue, in a send
 	done     chan error
 	sent     Sent // how it went, set before a nil on done
 }

@@ -109,7 +109,6 @@ func TestAdoptRaceTakesEachOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, len(all))
 
-
 	var mu sync.Mutex
 	seen := map[string]int{}
 	var wg sync.WaitGroup
