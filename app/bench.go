@@ -100,55 +100,56 @@ func newBenchModesCmd(stdio IO) *cobra.Command {
 // newBenchSenderCmd is `rocketdelay bench sender`; newBenchCmd adds it to the bench
 // group.
 func newBenchSenderCmd(stdio IO) *cobra.Command {
-	var path string
+	var path, only string
 	o := bench.SenderOptions{}
 	var p bench.PacingOptions
-	var withPacing, pacingOnly, withShared, sharedOnly bool
+	var rp bench.ReplicasOptions
+	var withPacing, withShared, withReplicas bool
 	cmd := &cobra.Command{
 		Use:   "sender",
-		Short: "Compare the DingTalk sender (coalescing off and auto) with naive rate limiting, on a simulator",
+		Short: "The DingTalk sender against a simulator: vs naive rate limiting, shared robots, pacing, replicas sharing a target",
 		Long:  bench.SenderDoc,
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("%w: %v", ErrUsage, err)
 			}
-			redisURL, prefix := stdio.Getenv("ROCKETDELAY_REDIS_URL"), config.DefaultKeyPrefix
-			if path != "" {
-				cfg, err := loadConfig(path, stdio)
-				if err != nil {
-					return err
+			parts := map[string]bool{"burst": true, "shared": withShared, "pacing": withPacing, "replicas": withReplicas}
+			if only != "" {
+				if _, ok := parts[only]; !ok {
+					return fmt.Errorf("%w: --only must be burst, shared, pacing or replicas, got %q", ErrUsage, only)
 				}
-				redisURL, prefix = cfg.Redis.URL.Reveal(), cfg.Redis.KeyPrefix
+				parts = map[string]bool{only: true}
 			}
-			if redisURL == "" {
-				return fmt.Errorf("%w: give a config file (-f) or set ROCKETDELAY_REDIS_URL", ErrUsage)
+			cfg, err := loadConfig(path, stdio)
+			if err != nil {
+				return err
 			}
-			rdb, err := store.OpenRedis(c.Context(), redisURL)
+			rdb, err := store.OpenRedis(c.Context(), cfg.Redis.URL.Reveal())
 			if err != nil {
 				return err
 			}
 			defer rdb.Close()
-			if sharedOnly {
-				withPacing = false
-			}
-			if pacingOnly {
-				withShared = false
-			}
-			if !pacingOnly && !sharedOnly {
-				if err := bench.Sender(c.Context(), rdb, prefix, o, c.OutOrStdout()); err != nil {
+			out, prefix := c.OutOrStdout(), cfg.Redis.KeyPrefix
+			if parts["burst"] {
+				if err := bench.Sender(c.Context(), rdb, prefix, o, out); err != nil {
 					return err
 				}
 			}
-			if withShared {
-				if err := bench.Shared(c.Context(), rdb, prefix, bench.SharedOptions{}, c.OutOrStdout()); err != nil {
+			if parts["shared"] {
+				if err := bench.Shared(c.Context(), rdb, prefix, bench.SharedOptions{}, out); err != nil {
 					return err
 				}
 			}
-			if !withPacing {
-				return nil
+			if parts["pacing"] {
+				if err := bench.Pacing(c.Context(), rdb, prefix, p, out); err != nil {
+					return err
+				}
 			}
-			return bench.Pacing(c.Context(), rdb, prefix, p, c.OutOrStdout())
+			if parts["replicas"] {
+				return bench.Replicas(c.Context(), cfg, rp, out)
+			}
+			return nil
 		},
 	}
 	configFlag(cmd, &path)
@@ -162,12 +163,14 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	f.IntVar(&o.Callers, "callers", 200, "goroutines handing alerts to the senders")
 	f.IntVar(&o.CoalesceMax, "coalesce-max", config.DefaultSenderCoalesceMax, "most alerts per merged message")
 	f.DurationVar(&o.NaiveTimeout, "naive-timeout", 30*time.Second, "time limit of each naive run")
-	f.BoolVar(&withPacing, "pacing", true, "then compare sender.pacing auto and burst at 0.5x, 2x and 10x the pool's capacity")
-	f.BoolVar(&pacingOnly, "pacing-only", false, "only the pacing comparison")
-	f.BoolVar(&withShared, "shared", true, "then compare sender.robotLimits learn and fixed on robots shared with other senders")
-	f.BoolVar(&sharedOnly, "shared-only", false, "only the shared-robots comparison")
+	f.StringVar(&only, "only", "", "run one part only: burst, shared, pacing or replicas")
+	f.BoolVar(&withShared, "shared", true, "compare sender.robotLimits learn and fixed on robots shared with other senders")
+	f.BoolVar(&withPacing, "pacing", true, "compare sender.pacing auto and burst at 0.5x, 2x and 10x the pool's capacity")
 	f.DurationVar(&p.Window, "pacing-window", 5*time.Second, "window of the pacing comparison, standing for DingTalk's minute")
 	f.IntVar(&p.Windows, "pacing-windows", 3, "how many windows the arrivals of the pacing comparison last")
+	f.BoolVar(&withReplicas, "replicas", true, "measure 1, 2 and 4 replicas sharing a target at 0.5x, 2x and 10x its capacity (needs the broker and Postgres too)")
+	f.DurationVar(&rp.Window, "replicas-window", 10*time.Second, "window of the replicas measurement, standing for DingTalk's minute")
+	f.IntVar(&rp.Windows, "replicas-windows", 2, "how many windows the arrivals of the replicas measurement last")
 	return cmd
 }
 

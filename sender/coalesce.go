@@ -71,7 +71,7 @@ type alertQueue struct {
 	backlog bool          // the pool said "no robot free" since the queue was last empty
 	wake    chan struct{} // a change of waiting, for a sleeping drainer
 	parked  bool          // alerts of the target may wait parked (share.go): keep draining
-	expect  int           // adopted alerts not in the queue yet (share.go)
+	expect  int           // adopted alerts not in the queue yet, less those that came first (share.go)
 }
 
 func newAlertQueue() *alertQueue { return &alertQueue{wake: make(chan struct{}, 1)} }
@@ -204,8 +204,8 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, m Message, due time.
 	q.seq++
 	w.seq = q.seq
 	q.insert(w)
-	if w.adopted && q.expect > 0 {
-		q.expect--
+	if w.adopted {
+		q.expect-- // may arrive before its adopter counts it: then below 0 until it does
 		q.signal()
 	}
 	s.metrics.waiting.WithLabelValues(t.name).Set(float64(len(q.waiting)))

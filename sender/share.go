@@ -131,7 +131,7 @@ func (s *Sender) adopt(t *target) {
 	s.metrics.shared.WithLabelValues(t.name, "adopted").Add(float64(adopted))
 	q.sleep(adoptWait, func() bool { return q.expect <= 0 })
 	q.mu.Lock()
-	q.expect = 0 // those that did not come (recorded, given back) are not waited for again
+	q.expect = min(q.expect, 0) // those that did not come (recorded, given back) are not waited for again
 	q.mu.Unlock()
 }
 

@@ -347,3 +347,52 @@ func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 10, p.Limit, "without learning the configured limit applies")
 }
+
+// TestRobotPoolScoutsUnknownRobots: with learning, robots whose real limit is unknown
+// are approached one at a time (the scout takes every pick until it took its configured
+// limit and is proven, then the next one scouts); a throttle of the scout gives the
+// count that went through to the robots not proven yet, so they are never throttled
+// themselves, while a proven robot keeps its limit.
+func TestRobotPoolScoutsUnknownRobots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const window = 10 * time.Second
+	_, _, pool := newRobotPool(t, window)
+	learn := store.PickOptions{Learn: true, ProbeTimeout: time.Minute}
+	robots := poolRobots(3, "a", "b", "c")
+	pick := func(target string) store.Pick {
+		t.Helper()
+		p, err := pool.Pick(ctx, target, robots, learn)
+		require.NoError(t, err)
+		return p
+	}
+	var order []string
+	for range 7 {
+		order = append(order, pick("fresh").Robot)
+	}
+	require.Equal(t, []string{"a", "a", "a", "b", "b", "b", "c"}, order, "one scout at a time, until it is proven")
+	order = nil
+	for range 2 {
+		order = append(order, pick("fresh").Robot)
+	}
+	require.Equal(t, []string{"c", "c"}, order)
+
+	// A robot shared with someone else: b is proven (it took its 3), c scouts and is
+	// throttled after one send went through.
+	robots = poolRobots(3, "a", "b", "c")
+	for _, want := range []string{"a", "a", "a"} {
+		require.Equal(t, want, pick("shared").Robot)
+	}
+	require.Equal(t, "b", pick("shared").Robot)
+	th, err := pool.Throttled(ctx, "shared", pick("shared"), robots, window, true)
+	require.NoError(t, err)
+	require.True(t, th.Started)
+	require.Equal(t, 1, th.Limit, "one went through before the scout's throttle")
+	st, err := pool.State(ctx, "shared", []string{"a", "b", "c"})
+	require.NoError(t, err)
+	require.Zero(t, st[0].LearnedLimit, "a proven robot keeps its configured limit")
+	require.Equal(t, 1, st[1].LearnedLimit)
+	require.Equal(t, 1, st[2].LearnedLimit, "an unknown robot learns from the scout before it is throttled itself")
+	require.Equal(t, "c", pick("shared").Robot, "c, known now, takes its learned 1")
+	require.Empty(t, pick("shared").Robot, "a is full, b cooling down, c at its learned limit")
+}

@@ -5,7 +5,8 @@
 -- KEYS[2]      {p:g}:disabled   sorted set: robot -> out of rotation until (Unix ms, +inf: until enabled)
 -- KEYS[3]      {p:g}:pace       hash: tokens, ts — the group's token bucket (pacing)
 -- KEYS[4]      {p:g}:learn      hash: per robot r, lim:r ceil:r at:r (its learned limit),
---                               doubt:r and probe:r (its state after a throttle)
+--                               doubt:r and probe:r (its state after a throttle), proven:r
+--                               (when it took its configured limit in one window)
 -- KEYS[4+i]    {p:g}:win:<robot i>  sorted set: one member per send, score = send time (Unix ms)
 -- ARGV[1]      window, ms
 -- ARGV[2]      nonce: a random string that makes this call's window member unique
@@ -24,6 +25,15 @@
 -- such windows, and is forgotten once it is the configured limit again. A robot out of
 -- its cool-down is in doubt until one request to it is answered: only one request (a
 -- probe) may be in flight to it at a time, across all replicas.
+--
+-- Scouting: a robot is known when it has a learned limit or is proven (it took its
+-- configured limit in one window, proven:r is when; a proof lasts 60 windows), unknown
+-- otherwise. Picks prefer known robots (least used first, as without learning); when no
+-- known robot is free they go to the most used free unknown robot, the scout, so the
+-- robots are approached one at a time: if their real limit is lower than configured
+-- (someone else sends through them) only the scout meets DingTalk's throttle, and its
+-- throttle gives the count that went through to the robots not proven yet
+-- (robot_throttled.lua) before any of them is throttled.
 --
 -- Pacing: the group's budget is spent evenly under load. The capacity is the sum of the
 -- robots' limits in effect (learned ones included) of the robots not disabled. The
@@ -119,7 +129,17 @@ if pacing > 0 and capacity > 0 then
   end
 end
 
+-- known reports whether robot name is known (scouting, above).
+local function known(name)
+  if not learn then return true end
+  local st = redis.call('HMGET', KEYS[4], 'lim:' .. name, 'proven:' .. name)
+  if st[1] then return true end
+  local proven = tonumber(st[2])
+  return proven ~= nil and proven > now - 60 * window
+end
+
 local best, bestCount, bestLast, bestLimit, bestProbe = nil, nil, nil, nil, false
+local scout, scoutCount, scoutLimit, scoutProbe = nil, nil, nil, false
 local wait = nil
 for i = 1, n do
   local name = ARGV[6 + 2 * i]
@@ -148,7 +168,11 @@ for i = 1, n do
         local last = 0
         local newest = redis.call('ZRANGE', win, -1, -1, 'WITHSCORES')
         if newest[2] then last = tonumber(newest[2]) end
-        if not best or count < bestCount or (count == bestCount and last < bestLast) then
+        if not known(name) then
+          if not scout or count > scoutCount then
+            scout, scoutCount, scoutLimit, scoutProbe = i, count, limit, probing
+          end
+        elseif not best or count < bestCount or (count == bestCount and last < bestLast) then
           best, bestCount, bestLast, bestLimit, bestProbe = i, count, last, limit, probing
         end
       else
@@ -161,6 +185,14 @@ for i = 1, n do
   end
 end
 
+if not best and scout then
+  best, bestCount, bestLimit, bestProbe = scout, scoutCount, scoutLimit, scoutProbe
+  if scoutCount + 1 >= scoutLimit then
+    -- the scout takes its configured limit in this window: proven (a throttle of this
+    -- send takes the proof back)
+    redis.call('HSET', KEYS[4], 'proven:' .. ARGV[6 + 2 * scout], string.format('%d', now))
+  end
+end
 if best then
   local win = KEYS[4 + best]
   local member = string.format('%d', now) .. '-' .. ARGV[2]

@@ -16,9 +16,11 @@
 -- limit is evidence that someone else sends through the robot too: its learned limit
 -- becomes three quarters of its current limit, but no more than the count that went
 -- through (at least 1); that count is remembered as its ceiling, and the recovery clock
--- restarts. When this starts an episode and at least one send went through, the target's
--- other robots that have no learned limit take the count as theirs too (a robot of the same group chat is likely shared the
--- same way, and a throttle costs a robot DingTalk's ten minutes), with the same ceiling.
+-- restarts, and the robot is no longer proven (robot_pick.lua). When this starts an
+-- episode and at least one send went through, the target's other robots that have no
+-- learned limit and are not proven take the count as theirs too (a robot of the same
+-- group chat is likely shared the same way, and a throttle costs a robot DingTalk's ten
+-- minutes), with the same ceiling.
 -- Either way the robot is in doubt: after its cool-down one probe tells whether it is open.
 -- Returns {limit in effect, 1 if this throttle started an episode (the robot was at its
 -- configured limit) else 0, cool-down end (Unix ms), sends in the window}.
@@ -39,10 +41,13 @@ if ARGV[6] == '1' then
     local seen = math.max(count, 1)
     lim = math.max(1, math.min(seen, math.floor(lim * 3 / 4)))
     redis.call('HSET', KEYS[2], 'lim:' .. name, lim, 'ceil:' .. name, seen, 'at:' .. name, string.format('%d', now))
+    redis.call('HDEL', KEYS[2], 'proven:' .. name)
     if started == 1 and count > 0 then
       for i = 7, #ARGV, 2 do
         local other, limit = ARGV[i], tonumber(ARGV[i + 1])
-        if not redis.call('HGET', KEYS[2], 'lim:' .. other) and seen < limit then
+        local proven = tonumber(redis.call('HGET', KEYS[2], 'proven:' .. other))
+        local isProven = proven ~= nil and proven > now - 60 * window
+        if not redis.call('HGET', KEYS[2], 'lim:' .. other) and not isProven and seen < limit then
           redis.call('HSET', KEYS[2], 'lim:' .. other, seen, 'ceil:' .. other, seen, 'at:' .. other, string.format('%d', now))
         end
       end
