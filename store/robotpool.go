@@ -255,7 +255,7 @@ func (p *RobotPool) Throttled(ctx context.Context, target string, pick Pick, rob
 	}
 	args[2] = configured
 	res, err := robotThrottledScript.Run(ctx, p.rdb,
-		[]string{p.keys.cool(target), p.keys.learn(target), p.keys.window(target, pick.Robot)}, args...).Int64Slice()
+		[]string{p.keys.cool(target), p.keys.learn(target), p.keys.window(target, pick.Robot), p.keys.pace(target)}, args...).Int64Slice()
 	if err != nil {
 		return Throttle{}, redisFail("record a throttled robot", err)
 	}

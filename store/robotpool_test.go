@@ -395,4 +395,9 @@ func TestRobotPoolScoutsUnknownRobots(t *testing.T) {
 	require.Equal(t, 1, st[2].LearnedLimit, "an unknown robot learns from the scout before it is throttled itself")
 	require.Equal(t, "c", pick("shared").Robot, "c, known now, takes its learned 1")
 	require.Empty(t, pick("shared").Robot, "a is full, b cooling down, c at its learned limit")
+	// The one send the scout made before the throttle is charged to the pacing bucket,
+	// now sized by the limits in effect (3+1+1: one token): its first paced pick waits.
+	p, err := pool.Pick(ctx, "shared", robots, store.PickOptions{Learn: true, Pacing: store.Paced, ProbeTimeout: time.Minute})
+	require.NoError(t, err)
+	require.True(t, p.Reserved, "the bucket's one token went to the scout's send: the pick reserves the next one")
 }

@@ -3,7 +3,8 @@
 --
 -- KEYS[1]      {p:g}:cool       sorted set: robot -> cooling down until (Unix ms)
 -- KEYS[2]      {p:g}:disabled   sorted set: robot -> out of rotation until (Unix ms, +inf: until enabled)
--- KEYS[3]      {p:g}:pace       hash: tokens, ts — the group's token bucket (pacing)
+-- KEYS[3]      {p:g}:pace       hash: tokens, ts — the group's token bucket (pacing);
+--                               debt: sends to charge it (robot_throttled.lua)
 -- KEYS[4]      {p:g}:learn      hash: per robot r, lim:r ceil:r at:r (its learned limit),
 --                               doubt:r and probe:r (its state after a throttle), proven:r
 --                               (when it took its configured limit in one window)
@@ -117,6 +118,13 @@ if pacing > 0 and capacity > 0 then
   tokens = tonumber(st[1]) or size
   local ts = tonumber(st[2]) or now
   tokens = math.min(size, tokens + math.max(now - ts, 0) * rate)
+  -- a throttle episode's debt (robot_throttled.lua): sends made before the lower limits
+  -- were known, which the capacity in effect now must count
+  local debt = tonumber(redis.call('HGET', KEYS[3], 'debt'))
+  if debt then
+    tokens = tokens - debt
+    redis.call('HDEL', KEYS[3], 'debt')
+  end
   if tokens < 1 then
     -- Reserve the next token: the caller waits until it is due and then picks without the
     -- bucket. Reservations queue up, so replicas waiting on one target take turns instead

@@ -4,6 +4,7 @@
 -- KEYS[1]  {p:g}:cool          sorted set: robot -> cooling down until (Unix ms)
 -- KEYS[2]  {p:g}:learn         hash: lim:r ceil:r at:r doubt:r probe:r (robot_pick.lua)
 -- KEYS[3]  {p:g}:win:<robot>   sorted set: the robot's sends in the window
+-- KEYS[4]  {p:g}:pace          hash: the target's pacing bucket (robot_pick.lua); debt
 -- ARGV[1]  robot name
 -- ARGV[2]  the refused send's window member (robot_pick.lua); it did not count at DingTalk
 -- ARGV[3]  the robot's configured limit
@@ -43,6 +44,11 @@ if ARGV[6] == '1' then
     redis.call('HSET', KEYS[2], 'lim:' .. name, lim, 'ceil:' .. name, seen, 'at:' .. name, string.format('%d', now))
     redis.call('HDEL', KEYS[2], 'proven:' .. name)
     if started == 1 and count > 0 then
+      -- The count went out before the lower limit was known, on the budget of the
+      -- configured limits: the pacing bucket, from now on sized by the limits in effect,
+      -- is charged for them, so it does not spend this window's budget twice.
+      redis.call('HINCRBY', KEYS[4], 'debt', count)
+      redis.call('PEXPIRE', KEYS[4], 2 * window + 1000)
       for i = 7, #ARGV, 2 do
         local other, limit = ARGV[i], tonumber(ARGV[i + 1])
         local proven = tonumber(redis.call('HGET', KEYS[2], 'proven:' .. other))
