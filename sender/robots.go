@@ -27,6 +27,9 @@ type RobotStatus struct {
 	DisabledUntil *time.Time `json:"disabledUntil,omitempty"`
 	// InDoubt reports that it was throttled and has not answered since.
 	InDoubt bool `json:"inDoubt"`
+	// Proven reports that it took its configured limit in one window lately; a robot
+	// neither proven nor learned is approached one at a time (a scout).
+	Proven bool `json:"proven"`
 }
 
 // RobotStatuses returns the state of every robot of targets (by target name, then in
@@ -51,7 +54,7 @@ func RobotStatuses(ctx context.Context, pool *store.RobotPool, targets map[strin
 		}
 		for i, st := range states {
 			row := RobotStatus{Target: name, Robot: st.Name, Limit: robots[i].Limit, LearnedLimit: st.LearnedLimit,
-				InWindow: st.InWindow, Disabled: st.Disabled, InDoubt: st.InDoubt}
+				InWindow: st.InWindow, Disabled: st.Disabled, InDoubt: st.InDoubt, Proven: st.Proven}
 			if row.Limit == 0 {
 				row.Limit = limit
 			}
@@ -68,10 +71,10 @@ func RobotStatuses(ctx context.Context, pool *store.RobotPool, targets map[strin
 }
 
 // WriteRobotStatuses prints rows as a table: target, robot, configured and learned limit,
-// sends in the window, cool-down, disable, doubt.
+// sends in the window, cool-down, disable, doubt, proven.
 func WriteRobotStatuses(w io.Writer, rows []RobotStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tROBOT\tLIMIT\tLEARNED\tIN WINDOW\tCOOLING UNTIL\tDISABLED\tIN DOUBT")
+	fmt.Fprintln(tw, "TARGET\tROBOT\tLIMIT\tLEARNED\tIN WINDOW\tCOOLING UNTIL\tDISABLED\tIN DOUBT\tPROVEN")
 	for _, r := range rows {
 		learned, cooling, disabled := "-", "-", "no"
 		if r.LearnedLimit > 0 {
@@ -86,7 +89,7 @@ func WriteRobotStatuses(w io.Writer, rows []RobotStatus) error {
 		case r.Disabled:
 			disabled = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%t\n", r.Target, r.Robot, r.Limit, learned, r.InWindow, cooling, disabled, r.InDoubt)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%t\t%t\n", r.Target, r.Robot, r.Limit, learned, r.InWindow, cooling, disabled, r.InDoubt, r.Proven)
 	}
 	return tw.Flush()
 }

@@ -79,6 +79,10 @@ type RobotState struct {
 	// InDoubt reports that the robot was throttled and has not answered a request since:
 	// only one probe at a time goes to it.
 	InDoubt bool
+	// Proven reports that the robot took its configured limit in one window within the
+	// last 60 windows without a throttle: its limit is known. A robot neither proven nor
+	// with a learned limit is approached as a scout (robot_pick.lua).
+	Proven bool
 }
 
 // RobotPool is the Redis side of the sender's robot groups: one sliding rate-limit
@@ -350,7 +354,7 @@ func (p *RobotPool) State(ctx context.Context, target string, robots []string) (
 			cs[i].count = pipe.ZCount(ctx, p.keys.window(target, r), "("+strconv.FormatInt(nowMs-p.window.Milliseconds(), 10), "+inf")
 			cs[i].cool = pipe.ZScore(ctx, p.keys.cool(target), r)
 			cs[i].disabled = pipe.ZScore(ctx, p.keys.disabled(target), r)
-			cs[i].learned = pipe.HMGet(ctx, p.keys.learn(target), "lim:"+r, "doubt:"+r)
+			cs[i].learned = pipe.HMGet(ctx, p.keys.learn(target), "lim:"+r, "doubt:"+r, "proven:"+r)
 		}
 		return nil
 	})
@@ -363,11 +367,15 @@ func (p *RobotPool) State(ctx context.Context, target string, robots []string) (
 		if v, err := cs[i].cool.Result(); err == nil && int64(v) > nowMs {
 			st.CoolingUntil = time.UnixMilli(int64(v))
 		}
-		if v, err := cs[i].learned.Result(); err == nil && len(v) == 2 {
+		if v, err := cs[i].learned.Result(); err == nil && len(v) == 3 {
 			if s, ok := v[0].(string); ok {
 				st.LearnedLimit, _ = strconv.Atoi(s)
 			}
 			st.InDoubt = v[1] != nil
+			if s, ok := v[2].(string); ok {
+				at, _ := strconv.ParseInt(s, 10, 64)
+				st.Proven = at > nowMs-60*p.window.Milliseconds()
+			}
 		}
 		if v, err := cs[i].disabled.Result(); err == nil && v > float64(nowMs) {
 			st.Disabled = true

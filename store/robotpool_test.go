@@ -391,6 +391,8 @@ func TestRobotPoolScoutsUnknownRobots(t *testing.T) {
 	st, err := pool.State(ctx, "shared", []string{"a", "b", "c"})
 	require.NoError(t, err)
 	require.Zero(t, st[0].LearnedLimit, "a proven robot keeps its configured limit")
+	require.True(t, st[0].Proven)
+	require.False(t, st[1].Proven, "the throttled scout is not proven")
 	require.Equal(t, 1, st[1].LearnedLimit)
 	require.Equal(t, 1, st[2].LearnedLimit, "an unknown robot learns from the scout before it is throttled itself")
 	require.Equal(t, "c", pick("shared").Robot, "c, known now, takes its learned 1")
