@@ -16,7 +16,7 @@ const (
          handing it off at its due time
 and prints throughput, the hop/raw ratio, Redis round trips per wheel-stage message and
 the lateness from due time to hand-off.`
-	// SenderDoc describes Sender, Shared and Pacing.
+	// SenderDoc describes Sender, Shared, Pacing and Replicas.
 	SenderDoc = `sender sends one burst of alerts, in turn, through four ways of respecting DingTalk's
 per-robot limit, against one in-process DingTalk simulator (reset between runs) whose
 robots accept 20 messages per --window and are throttled for 10 windows past that:
@@ -37,13 +37,28 @@ configured at 19 per window that really accept 5 (shared with someone else), aga
 sender told the real limit, printing 130101 answers and redirects, alerts delivered,
 messages and p99 lateness.
 
+The first run of learn starts from nothing (the robots' real limits unknown), the second
+from what the first learned.
+
 Then (unless --pacing=false) it compares sender.pacing auto and burst: for pools of 5 and
 3 robots, alerts falling due (Poisson) at 0.5x, 2x and 10x the pool's capacity for
---pacing-windows windows, handed to 1 and to 4 Sender instances, it prints alerts
-delivered, messages, over-limit answers and lateness (due → DingTalk accepted) p50, p99
-and max, also scaled to a 60s window, and last the line
-"pacing: p99 lateness … at 10x capacity, 3 robots, over-limit …".
-Redis comes from the config (-f) or ROCKETDELAY_REDIS_URL.`
+--pacing-windows windows, handed to one Sender, it prints alerts delivered, messages,
+over-limit answers and lateness (due → DingTalk accepted) p50, p99 and max, also scaled
+to a 60s window, and last the line "pacing: p99 lateness … at 10x capacity, 3 robots, …".
+
+Then (unless --replicas=false) it measures the whole due path with 1, 2 and 4 replicas
+(in-process schedulers in one consumer group on a topic of their own, each with its own
+sender, sharing a busy target through the wheel stage's park) at 0.5x, 2x and 10x the
+capacity of 3 robots, alerts published 2s before they fall due: lateness due → DingTalk
+accepted p50/p99/max (also scaled to a minute), messages, alerts per message, over-limit
+answers, alerts parked and adopted, Redis round trips per alert, and the physical limit
+(one robot gap, window / (robots × limit)); then, as baselines in the same run, the most
+replicas without sharing at the lowest and the highest load, and the lines
+"replicas: p99 lateness …" and "calm path …".
+
+--only burst|shared|pacing|replicas runs one part. The configuration (-f, or the
+ROCKETDELAY_* variables deploy/local/env prints) gives Redis, and for the replicas part
+the broker and Postgres.`
 	// ScaleDoc describes Scale.
 	ScaleDoc = `scale runs -n alerts, falling due at one instant, through 1, 2, 4… in-process
 schedulers (--replicas) in one consumer group on a topic of 8 queues, once per Redis

@@ -78,7 +78,7 @@ func Shared(ctx context.Context, rdb *redis.Client, keyPrefix string, o SharedOp
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "robot limits\t130101\tmost 130101 one robot\tredirects\tmost redirects one robot\talerts delivered\tmessages\tp99 late\tp99 60s\t")
 	var p99 []time.Duration
-	var learnRepeat int
+	var learnRepeat, firstThrottled int
 	prefix := ""
 	for i, p := range policies {
 		if !p.again {
@@ -110,6 +110,9 @@ func Shared(ctx context.Context, rdb *redis.Client, keyPrefix string, o SharedOp
 			if p.robotLimits == config.RobotLimitsLearn && c.TooFast > 1 {
 				learnRepeat++
 			}
+			if i == 0 && c.TooFast+c.Redirects > 0 {
+				firstThrottled++
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d/%d\t%d\t%s\t%s\t\n", p.name, tooFast, mostTooFast, redirects, mostRedirects,
 			r.delivered, r.alerts, r.messages, r.p99.Round(time.Millisecond), time.Duration(float64(r.p99)*scale).Round(10*time.Millisecond))
@@ -119,8 +122,8 @@ func Shared(ctx context.Context, rdb *redis.Client, keyPrefix string, o SharedOp
 		return err
 	}
 	knows := float64(max(p99[3], time.Millisecond))
-	fmt.Fprintf(out, "learned limits: %d robots throttled (130101) more than once; p99 lateness %.2fx that of a sender knowing the real limit "+
-		"in the first run (the budget is spent before the first throttle teaches anything), %.2fx once learned\n",
-		learnRepeat, float64(p99[0])/knows, float64(p99[1])/knows)
+	fmt.Fprintf(out, "learned limits: %d of %d robots throttled in the first run (the scout), %d throttled (130101) more than once; "+
+		"p99 lateness %.2fx that of a sender knowing the real limit in the first run, %.2fx once learned\n",
+		firstThrottled, o.Robots, learnRepeat, float64(p99[0])/knows, float64(p99[1])/knows)
 	return nil
 }
