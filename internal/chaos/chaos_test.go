@@ -32,7 +32,8 @@ func testContext(t *testing.T, want time.Duration) (context.Context, context.Can
 // longer than RocketMQ's 16 reconsumes (retries capped at 1s), replicas whose clocks are
 // 5s fast and 5s slow, Redis blips, and SIGKILLs while a topic target's messages are due
 // (received by a consumer of the business topic; broker-topic, a broker restart during
-// their hand-off, runs in make chaos). Nothing may be lost, duplicated without an
+// their hand-off, runs in make chaos), and SIGKILLs while a one-robot target far past its
+// budget is drained by both replicas' shared, merged sends. Nothing may be lost, duplicated without an
 // ambiguous cause, delivered early by the simulator's clock, sent over a robot's limit
 // or dead-lettered; every malformed input must be rejected with its reason; the blips
 // cost at most their own length plus 2s at p99.
@@ -44,7 +45,7 @@ func TestChaosShort(t *testing.T) {
 	ctx, cancel := testContext(t, 20*time.Minute)
 	defer cancel()
 	scenarios := []string{ScenarioKillOne, ScenarioMalformed, ScenarioStorm, ScenarioRedisKill, ScenarioZombie,
-		ScenarioRedisOutage, ScenarioFastClock, ScenarioRedisBlips, ScenarioKillOneTopic}
+		ScenarioRedisOutage, ScenarioFastClock, ScenarioRedisBlips, ScenarioKillOneTopic, ScenarioKillBusy}
 	rows, err := Run(ctx, Options{
 		Scenarios:   scenarios,
 		Alerts:      300,

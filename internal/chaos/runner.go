@@ -63,7 +63,10 @@ const (
 	ScenarioKillOneTopic = "kill-one-topic"
 	// (18) the broker restarted while due messages of a topic target are being sent to it
 	ScenarioBrokerTopic = "broker-topic"
-	ScenarioBaseline    = "baseline" // no fault: the reference row
+	// (19) a cluster far past a one-robot target's budget: both replicas park and adopt
+	// each other's alerts into slow merged sends, and one is SIGKILLed twice meanwhile
+	ScenarioKillBusy = "kill-busy"
+	ScenarioBaseline = "baseline" // no fault: the reference row
 	scenarioIDPattern   = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
@@ -71,7 +74,8 @@ const (
 var AllScenarios = []string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedisKill, ScenarioPostgres,
 	ScenarioStorm, ScenarioBroker, ScenarioMalformed, ScenarioZombie, ScenarioFastClock,
 	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisBlips, ScenarioRetryJobZombie,
-	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined, ScenarioKillOneTopic, ScenarioBrokerTopic}
+	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined, ScenarioKillOneTopic, ScenarioBrokerTopic,
+	ScenarioKillBusy}
 
 // topicScenarios deliver every alert to the topic target "orders" instead of a robot
 // group: what counts as an acceptance is a distinct message a consumer of the business
@@ -398,6 +402,7 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioCombined:       runCombined,
 	ScenarioKillOneTopic:   runKillOne,
 	ScenarioBrokerTopic:    runBroker,
+	ScenarioKillBusy:       runKillBusy,
 }
 
 // env is one scenario's world.

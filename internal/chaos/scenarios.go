@@ -572,3 +572,47 @@ func runRedisFailover(ctx context.Context, e *env) error {
 		return nil
 	})
 }
+
+// kill-busy: a cluster of alerts falls due at once for the target "other", whose one
+// robot takes 19 a second: far past its budget, so both replicas park the alerts they
+// hold and each send, on either replica, adopts what both parked, merged. The robot
+// answers slowly (1s) while the cluster drains, so merged sends carrying adopted alerts
+// are in flight when one replica is SIGKILLed, twice, and restarted after 1-2s: the
+// alerts it had adopted come back through their lease, the ones it had parked are the
+// other replica's to adopt, and none may be lost or sent twice but where a kill cut a
+// send whose request DingTalk had accepted.
+func runKillBusy(ctx context.Context, e *env) error {
+	o := e.r.opts
+	cluster := max(o.OtherAlerts*4, 400)
+	due := time.Now().Add(o.PublishOver/2 + 6*time.Second).Truncate(time.Millisecond)
+	other := "chaos-" + e.idPrefix + "-other-1" // the robot of the target "other"
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		for i := range cluster {
+			id := fmt.Sprintf("%s-%05d", e.idPrefix, 90000+i)
+			body := fmt.Sprintf("chaos %s", id)
+			if err := e.publishOne(ctx, scheduler.Publication{Target: "other", At: due, ID: id, Body: []byte(body)}); err != nil {
+				return err
+			}
+		}
+		sleep(ctx, time.Until(due.Add(-time.Second)))
+		if err := e.sim.Inject(other, dingtalksim.Fault{Kind: dingtalksim.FaultSlow, Delay: time.Second}); err != nil {
+			return err
+		}
+		start := time.Now()
+		for k := range 2 {
+			sleep(ctx, 300*time.Millisecond+time.Duration(e.faultRNG.Int64N(int64(time.Second))))
+			if ctx.Err() != nil {
+				return nil
+			}
+			i := e.faultRNG.IntN(2)
+			down := time.Second + time.Duration(e.faultRNG.Int64N(int64(time.Second)))
+			e.note("kill %d: SIGKILL replica %d at due+%s, down %s", k+1, i, time.Since(start).Round(100*time.Millisecond), down.Round(100*time.Millisecond))
+			if err := e.restartReplica(ctx, i, down); err != nil {
+				return err
+			}
+		}
+		e.sim.ClearFaults(other)
+		e.note("%d alerts due at once for one robot (19 a second), answering in 1s while they drained", cluster)
+		return nil
+	})
+}
