@@ -65,9 +65,9 @@ const (
 	ScenarioBrokerTopic = "broker-topic"
 	// (19) a cluster far past a one-robot target's budget: both replicas park and adopt
 	// each other's alerts into slow merged sends, and one is SIGKILLed twice meanwhile
-	ScenarioKillBusy = "kill-busy"
-	ScenarioBaseline = "baseline" // no fault: the reference row
-	scenarioIDPattern   = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+	ScenarioKillBusy  = "kill-busy"
+	ScenarioBaseline  = "baseline" // no fault: the reference row
+	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
 // AllScenarios lists every scenario in the order Run runs them.
