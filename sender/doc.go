@@ -7,6 +7,8 @@
 // in Redis, confirm the caller's claim, post, and act on the answer: cool down, disable,
 // retry with backoff, or fail with a *Failure), coalesce.go (each target's queue in this
 // process: pacing its budget and merging what waits into one markdown message),
+// share.go (a busy target's alerts parked for, and adopted into, the target's next send
+// on any replica, through the Parking the scheduler provides),
 // client.go (the HTTP request and the signed URL, rebuilt for every send), sign.go
 // (DingTalk's signature), classify.go (an answer's class: delivered, throttled,
 // transient, robot broken, payload permanent), robots.go (each robot's state in the pool
