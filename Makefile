@@ -28,7 +28,8 @@ run: build ## start the local stack (default delay levels) and the DingTalk simu
 	echo "DingTalk simulator on 127.0.0.1:18090 (log: $$ROCKETDELAY_LOCAL_LOGS/dingtalk-sim.log)"; \
 	$(BIN) serve -f $(LOCAL_CONFIG)
 
-test: ## start the local stack (test delay levels), then gofmt, go vet and go test -race
+test: ## check no built artifact is tracked, start the local stack (test delay levels), then gofmt, go vet and go test -race
+	deploy/check-tree
 	deploy/local/up --profile test >/dev/null
 	@unformatted="$$(gofmt -l .)"; \
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
