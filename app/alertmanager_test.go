@@ -19,8 +19,9 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 )
 
 const testIngestToken = "ingest-token-0123456789abcdef"
@@ -29,7 +30,7 @@ const testIngestToken = "ingest-token-0123456789abcdef"
 // simulator, and a real Alertmanager whose receivers post to the service.
 type amWorld struct {
 	t    *testing.T
-	sim  *dingtalksim.Server
+	sim  *chatsim.Server
 	am   string // Alertmanager's base URL
 	base string // the service's base URL
 	cfg  config.Config
@@ -40,10 +41,10 @@ type amWorld struct {
 // for alerts labelled escalate="yes".
 func startAMWorld(t *testing.T, delay time.Duration) *amWorld {
 	t.Helper()
-	robots := []dingtalksim.Robot{{Name: "r1", Token: "am-tok-1"}, {Name: "r2", Token: "am-tok-2"}, {Name: "r3", Token: "am-tok-3"}}
+	robots := []chatsim.Robot{{Name: "r1", Token: "am-tok-1"}, {Name: "r2", Token: "am-tok-2"}, {Name: "r3", Token: "am-tok-3"}}
 	// A window of 4s stands for DingTalk's minute, so a flood drains in seconds; the
 	// simulator enforces the sender's own limit, so one request over it shows.
-	sim, simURL := testenv.DingTalkSim(t, dingtalksim.Options{Robots: robots, Limit: 19, Window: 4 * time.Second})
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: robots, Limit: 19, Window: 4 * time.Second})
 	cfg := stackConfig(t)
 	cfg.Targets = map[string]config.Target{"ops": {
 		Robots: []config.Robot{{Name: "r1", Token: "am-tok-1"}, {Name: "r2", Token: "am-tok-2"}, {Name: "r3", Token: "am-tok-3"}},
@@ -125,8 +126,8 @@ func alert(labels map[string]string, summary string, resolved bool) map[string]a
 }
 
 // accepted returns the texts the simulator accepted that contain s.
-func (w *amWorld) accepted(s string) []dingtalksim.Message {
-	var out []dingtalksim.Message
+func (w *amWorld) accepted(s string) []chatsim.Message {
+	var out []chatsim.Message
 	for _, m := range w.sim.Accepted() {
 		if strings.Contains(m.Text, s) {
 			out = append(out, m)

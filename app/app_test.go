@@ -25,9 +25,10 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -119,7 +120,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestServeHealthReadinessMetrics(t *testing.T) {
-	sim, simURL := testenv.DingTalkSim(t, dingtalksim.Options{Robots: []dingtalksim.Robot{{Name: "r1", Token: "tok-health-5e2d"}}})
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: "tok-health-5e2d"}}})
 	cfg := stackConfig(t)
 	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "tok-health-5e2d"}}}}
 	cfg.Sender.BaseURL = simURL
@@ -245,8 +246,8 @@ func TestServeFailsClearlyWhenRedisIsDown(t *testing.T) {
 // simulator: alerts are delivered; during an outage they land in failed_sends; when the
 // simulator recovers, the retry jobs of both replicas deliver each exactly once.
 func TestServeDeliversToDingTalkThroughAnOutage(t *testing.T) {
-	sim, simURL := testenv.DingTalkSim(t, dingtalksim.Options{
-		Robots: []dingtalksim.Robot{
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{
+		Robots: []chatsim.Robot{
 			{Name: "r1", Token: "tok-one-3f9a", Secret: "SECsecret-one-77"},
 			{Name: "r2", Token: "tok-two-8c1b"},
 		},
@@ -302,7 +303,7 @@ func TestServeDeliversToDingTalkThroughAnOutage(t *testing.T) {
 
 	// Outage: every request answers 503.
 	for _, tok := range []string{"tok-one-3f9a", "tok-two-8c1b"} {
-		require.NoError(t, sim.Inject(tok, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}))
+		require.NoError(t, sim.Inject(tok, chatsim.Fault{Kind: chatsim.FaultStatus, Status: 503}))
 	}
 	during := publish("outage", 10)
 	pool, err := store.OpenPostgres(ctx, cfg.Postgres.URL.Reveal())
@@ -368,12 +369,12 @@ func dumpFailedSends(t *testing.T, pool *pgxpool.Pool) string {
 // nothing is lost — the alerts stay in Redis (and the rejected input in RocketMQ) — and
 // once Postgres is back their rows appear; once DingTalk is back each is delivered once.
 func TestPostgresOutageWhileSendsFail(t *testing.T) {
-	sim, simURL := testenv.DingTalkSim(t, dingtalksim.Options{
-		Robots: []dingtalksim.Robot{{Name: "r1", Token: "pg-tok-1"}, {Name: "r2", Token: "pg-tok-2"}},
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{
+		Robots: []chatsim.Robot{{Name: "r1", Token: "pg-tok-1"}, {Name: "r2", Token: "pg-tok-2"}},
 		Window: 2 * time.Second,
 	})
 	for _, tok := range []string{"pg-tok-1", "pg-tok-2"} {
-		require.NoError(t, sim.Inject(tok, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}))
+		require.NoError(t, sim.Inject(tok, chatsim.Fault{Kind: chatsim.FaultStatus, Status: 503}))
 	}
 	cfg := stackConfig(t)
 	direct, err := store.OpenPostgres(context.Background(), cfg.Postgres.URL.Reveal())
@@ -553,15 +554,15 @@ targets:
 		require.NoError(t, err)
 		last = p
 	}
-	_, err := pool.Throttled(ctx, "ops", last, robots, time.Minute, true)
+	_, err := pool.Throttled(ctx, "ops", last, robots, store.ThrottleOptions{Cooldown: time.Minute, Learn: true})
 	require.NoError(t, err)
 
 	out, _, err := run(t, env, "robots", "-f", file, "-o", "json")
 	require.NoError(t, err)
-	var rows []sender.RobotStatus
+	var rows []notify.RobotStatus
 	require.NoError(t, json.Unmarshal([]byte(out), &rows))
 	require.Len(t, rows, 2)
-	require.Equal(t, sender.RobotStatus{Target: "ops", Robot: "r1", Limit: 19, LearnedLimit: 3}, rows[0], "r2's sibling takes its count")
+	require.Equal(t, notify.RobotStatus{Target: "ops", Robot: "r1", Limit: 19, LearnedLimit: 3}, rows[0], "r2's sibling takes its count")
 	require.Equal(t, "r2", rows[1].Robot)
 	require.Equal(t, 10, rows[1].Limit)
 	require.Equal(t, 3, rows[1].LearnedLimit, "3 went through")
@@ -576,7 +577,7 @@ targets:
 // acceptedIDs counts, per alert id (matched by id), the messages the simulator accepted
 // that carry it: an alert arrives alone or merged with others, and a merged message's
 // title repeats its first alert, so each message counts once per id.
-func acceptedIDs(sim *dingtalksim.Server, id *regexp.Regexp) map[string]int {
+func acceptedIDs(sim *chatsim.Server, id *regexp.Regexp) map[string]int {
 	got := map[string]int{}
 	for _, m := range sim.Accepted() {
 		inMessage := map[string]bool{}

@@ -18,7 +18,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -32,7 +33,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	browser, err := exec.LookPath("chromium")
 	require.NoError(t, err, "chromium is missing: deploy/local/up installs it (Debian package chromium)")
 	const adminToken = "browser-admin-token-7f3a9c"
-	sim, simURL := testenv.DingTalkSim(t, dingtalksim.Options{Robots: []dingtalksim.Robot{{Name: "r1", Token: "tok-browser-1"}}})
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: "tok-browser-1"}}})
 	cfg := stackConfig(t)
 	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "tok-browser-1"}}}}
 	cfg.Sender.BaseURL = simURL

@@ -13,9 +13,9 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/ingress"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 )
 
 // describer is a Registerer that keeps what every collector describes: metric names and
@@ -64,7 +64,7 @@ var (
 func TestMonitoringUsesRealMetrics(t *testing.T) {
 	known := describer{}
 	scheduler.NewMetrics(known)
-	sender.NewMetrics(known)
+	notify.NewMetrics(known)
 	delivery.NewMetrics(known)
 	relay.NewMetrics(known)
 	ingress.NewMetrics(known)

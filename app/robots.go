@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -17,18 +17,18 @@ func newRobotsCmd(stdio IO) *cobra.Command {
 	var path, output string
 	cmd := &cobra.Command{
 		Use:   "robots -f FILE [-o table|json]",
-		Short: "Show each robot's sends in the window, learned limit, cool-down, disable and doubt",
+		Short: "Show each robot's kind, sends in the window, learned limit, cool-down, disable and doubt",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
 				return usageError(c, "-o: want table or json, got %q", output)
 			}
 			return withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
-				opts, err := sender.OptionsFromConfig(cfg)
+				opts, err := chatOptions(cfg)
 				if err != nil {
 					return err
 				}
-				rows, err := sender.RobotStatuses(c.Context(), store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window),
+				rows, err := notify.RobotStatuses(c.Context(), store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window),
 					opts.Targets, cfg.Sender.Limit)
 				if err != nil {
 					return err
@@ -38,7 +38,7 @@ func newRobotsCmd(stdio IO) *cobra.Command {
 					enc.SetIndent("", "  ")
 					return enc.Encode(rows)
 				}
-				return sender.WriteRobotStatuses(c.OutOrStdout(), rows)
+				return notify.WriteRobotStatuses(c.OutOrStdout(), rows)
 			})
 		},
 	}

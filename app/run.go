@@ -72,7 +72,7 @@ at any delay, and sends them to DingTalk group robots without tripping their rat
 		newInspectCmd(stdio),
 		newBenchCmd(stdio),
 		newFailedCmd(stdio),
-		newDingtalkSimCmd(stdio),
+		newChatSimCmd(stdio),
 		newRobotsCmd(stdio),
 	)
 	return root

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -75,7 +75,7 @@ func newPublishCmd(stdio IO) *cobra.Command {
 		Long: `publish sends one message through rocketdelay's topic, due at --at or after --in.
 
 For a robot group the body is an alert: --text, --markdown-file with --title, or --json
-(a DingTalk message object). For a topic target the body is delivered byte for byte to
+(a message object of the group's platform: DingTalk, WeCom or Feishu). For a topic target the body is delivered byte for byte to
 the business topic: --body-file (any bytes) or --text; --tag, --keys and --property set
 the delivered message's tag, keys and user properties, and --topic chooses another topic
 of the target's allowTopics (the target must allow overrides).`,
@@ -85,6 +85,10 @@ of the target's allowTopics (the target must allow overrides).`,
 				// The consumer would reject the alert: say so now, with what is configured.
 				known := slices.Sorted(maps.Keys(cfg.Targets))
 				return fmt.Errorf("%w: --target %q is not a target of this configuration (known: %s)", ErrUsage, target, strings.Join(known, ", "))
+			}
+			chat, err := bodyChecker(cfg)
+			if err != nil {
+				return err
 			}
 			pub := scheduler.Publication{Target: target, ID: id, In: in}
 			switch {
@@ -97,7 +101,7 @@ of the target's allowTopics (the target must allow overrides).`,
 			case !c.Flags().Changed("in"):
 				return fmt.Errorf("%w: give --in DURATION or --at TIME", ErrUsage)
 			}
-			if cfg.Targets[target].Kind() == config.KindTopic {
+			if cfg.Targets[target].Channel() == config.KindTopic {
 				if err := dest.apply(&pub, text, markdownFile, jsonFile); err != nil {
 					return err
 				}
@@ -105,13 +109,14 @@ of the target's allowTopics (the target must allow overrides).`,
 				if err := dest.none(); err != nil {
 					return err
 				}
-				if pub.Body, err = publishBody(text, markdownFile, title, jsonFile); err != nil {
+				if pub.Body, err = publishBody(chat, target, text, markdownFile, title, jsonFile); err != nil {
 					return err
 				}
 			}
 			scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
 			p, err := scheduler.NewProducer(scheduler.ProducerOptions{
 				NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic, SendTimeout: cfg.RocketMQ.SendTimeout,
+				CheckBody: chat.Check,
 			})
 			if err != nil {
 				return err
@@ -186,7 +191,7 @@ func (d *destinationFlags) none() error {
 	return nil
 }
 
-func publishBody(text, markdownFile, title, jsonFile string) ([]byte, error) {
+func publishBody(chat *notify.Sender, target, text, markdownFile, title, jsonFile string) ([]byte, error) {
 	given := 0
 	for _, s := range []string{text, markdownFile, jsonFile} {
 		if s != "" {
@@ -207,7 +212,7 @@ func publishBody(text, markdownFile, title, jsonFile string) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("publish: %w", err)
 		}
-		return sender.MarshalMessage(sender.Message{MsgType: sender.TypeMarkdown, Markdown: &sender.Markdown{Title: title, Text: string(md)}})
+		return chat.Body(target, notify.Message{Format: notify.FormatMarkdown, Title: title, Text: string(md)})
 	default:
 		return os.ReadFile(jsonFile)
 	}

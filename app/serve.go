@@ -22,10 +22,10 @@ import (
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/migrations"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
-	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 )
@@ -35,7 +35,7 @@ func newServeCmd(stdio IO) *cobra.Command {
 	var offset time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve -f FILE",
-		Short: "Run the service: scheduler, DingTalk sender, failed-sends retry job, health, metrics and admin API",
+		Short: "Run the service: scheduler, chat and topic channels, failed-sends retry job, health, metrics and admin API",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(path, stdio)
@@ -70,7 +70,7 @@ type ServeOptions struct {
 	ClockOffset time.Duration
 }
 
-// Serve runs the service — scheduler, DingTalk sender, failed-sends retry job, and the
+// Serve runs the service — scheduler, chat and topic channels, failed-sends retry job, and the
 // HTTP endpoints — until ctx is cancelled, then shuts down gracefully within
 // cfg.ShutdownTimeout: readiness turns off first, then consuming stops, claimed alerts are
 // handed off or given back, the retry job and the HTTP server stop, and the stores close.
@@ -125,12 +125,13 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	go func() { defer close(clockDone); clock.Run(clockCtx) }()
 	defer func() { stopClock(); <-clockDone }()
 	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{ClaimLease: cfg.FailedSends.ClaimLease})
-	senderOpts, err := sender.OptionsFromConfig(cfg)
+	chatOpts, err := chatOptions(cfg)
 	if err != nil {
 		return err
 	}
 	pool := store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window)
-	snd, err := sender.New(senderOpts, pool, logger.With("component", "sender"), sender.NewMetrics(reg), now)
+	notifyMetrics := notify.NewMetrics(reg)
+	snd, err := notify.New(chatOpts, pool, logger.With("component", "sender"), notifyMetrics, now)
 	if err != nil {
 		return err
 	}
@@ -142,12 +143,15 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer topics.Close()
-	deliverer := delivery.New(delivery.Senders{DingTalk: snd, Topics: topics}, ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
+	for name := range topic.Targets(cfg) {
+		notifyMetrics.Target(name, config.KindTopic)
+	}
+	deliverer := delivery.New(channels(cfg, snd, topics), ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
 		logger, delivery.NewMetrics(reg), now)
 	// The HTTP ways in publish through a producer of their own; their templates are
 	// checked before anything starts.
 	pub, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic,
-		SendTimeout: cfg.RocketMQ.SendTimeout, Now: now})
+		SendTimeout: cfg.RocketMQ.SendTimeout, Now: now, CheckBody: snd.Check})
 	if err != nil {
 		return err
 	}
@@ -160,6 +164,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
 	schedOpts := scheduler.OptionsFromConfig(cfg)
 	schedOpts.Wheel.Clock = clock
+	schedOpts.CheckBody = snd.Check
 	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
 	if err != nil {
 		return err
@@ -203,7 +208,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.AlertsPath, ingressAPI)
 	mux.Handle(ingress.AlertsPath+"/", ingressAPI)
 	mux.Handle(ingress.AlertmanagerPath+"/", ingressAPI)
-	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Stage: ws}, console.Sources{Wheel: ws, Pool: pool, Targets: senderOpts.Targets,
+	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Stage: ws}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, cfg.Admin.Token, logger))
 
 	ln := opts.Listener

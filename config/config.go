@@ -34,12 +34,13 @@ type Config struct {
 	Redis Redis `yaml:"redis" json:"redis"`
 	// Postgres holds the failed_sends table.
 	Postgres Postgres `yaml:"postgres" json:"postgres"`
-	// Targets are the robot groups and RocketMQ topics due messages are sent to, by the
-	// name producers put in RD_TARGET. A message naming a target that is not here is
-	// rejected. Default none.
+	// Targets are the robot groups (DingTalk, WeCom, Feishu) and RocketMQ topics due
+	// messages are sent to, by the name producers put in RD_TARGET. A message naming a
+	// target that is not here is rejected. Default none.
 	Targets map[string]Target `yaml:"targets" json:"targets"`
-	// Sender configures delivery to DingTalk: the robots' rate limit, cool-downs,
-	// retries and the HTTP client.
+	// Sender configures delivery to chat robots: their rate limits, cool-downs, retries,
+	// merging and the HTTP client (DingTalk's at the top, WeCom's and Feishu's in their
+	// sections).
 	Sender Sender `yaml:"sender" json:"sender"`
 	// Admin configures the authenticated admin HTTP API (/api/v1/failed).
 	Admin Admin `yaml:"admin" json:"admin"`
@@ -239,25 +240,31 @@ type Postgres struct {
 	URL Secret `yaml:"url" json:"url"`
 }
 
-// Target is where the alerts that name it in RD_TARGET go: a group of DingTalk robots
-// that share the load of one group chat (Robots), or a RocketMQ business topic (Topic).
-// A target has exactly one of the two.
+// Target is where the alerts that name it in RD_TARGET go: a group of chat robots of one
+// platform that share the load of one group chat (Robots), or a RocketMQ business topic
+// (Topic). A target has exactly one of the two.
 type Target struct {
-	// Robots of a DingTalk robot group; at least one when Topic is not set.
+	// Kind is the target's channel: "dingtalk", "wecom" or "feishu" for a group of that
+	// platform's robots, "topic" for a RocketMQ topic. Default "topic" when Topic is set,
+	// "dingtalk" otherwise.
+	Kind string `yaml:"kind" json:"kind,omitempty"`
+	// Robots of a robot group, all of Kind's platform; at least one when Topic is not set.
 	Robots []Robot `yaml:"robots" json:"robots"`
 	// Topic makes the target a RocketMQ topic target: a due message is sent to a business
 	// topic with its body, tag, keys and user properties as the producer published them.
 	Topic *TopicTarget `yaml:"topic" json:"topic,omitempty"`
 	// Alertmanager says how Alertmanager notifications for this robot group are
-	// rendered: its template file and its mentions. Default: the built-in template, no
-	// mentions.
+	// rendered: its template file and its mentions. Default: the built-in template of its
+	// kind, no mentions.
 	Alertmanager *AlertmanagerTarget `yaml:"alertmanager" json:"alertmanager,omitempty"`
 }
 
 // AlertmanagerTarget renders Alertmanager notifications for a robot group.
 type AlertmanagerTarget struct {
-	// Template is a Go text/template file defining "dingtalk.title" and
-	// "dingtalk.text" over the notification. Default the built-in template.
+	// Template is a Go text/template file defining "title" and "text" over the
+	// notification ("dingtalk.title" and "dingtalk.text" are accepted too); the text is
+	// markdown in the subset of the target's platform. Default the built-in template of
+	// the target's kind.
 	Template string `yaml:"template" json:"template,omitempty"`
 	// Mentions add people to a firing notification whose alerts match. Default none.
 	Mentions []Mention `yaml:"mentions" json:"mentions,omitempty"`
@@ -270,26 +277,41 @@ type Mention struct {
 	Match map[string]string `yaml:"match" json:"match,omitempty"`
 	// AtAll mentions everyone in the group chat.
 	AtAll bool `yaml:"atAll" json:"atAll,omitempty"`
-	// Mobiles and UserIDs are the people mentioned.
+	// Mobiles and UserIDs are the people mentioned: mobile numbers (DingTalk, WeCom) and
+	// user ids (DingTalk userId, WeCom userid, Feishu open_id).
 	Mobiles []string `yaml:"mobiles" json:"mobiles,omitempty"`
 	UserIDs []string `yaml:"userIds" json:"userIds,omitempty"`
 }
 
 // The kinds of target, as Target.Kind names them.
 const (
-	// KindDingTalk is a group of DingTalk robots.
+	// KindDingTalk is a group of DingTalk custom robots.
 	KindDingTalk = "dingtalk"
+	// KindWeCom is a group of WeCom (企业微信) group robots.
+	KindWeCom = "wecom"
+	// KindFeishu is a group of Feishu (飞书, Lark) custom bots.
+	KindFeishu = "feishu"
 	// KindTopic is a RocketMQ business topic.
 	KindTopic = "topic"
 )
 
-// Kind returns KindTopic for a topic target and KindDingTalk for a robot group.
-func (t Target) Kind() string {
-	if t.Topic != nil {
+// Kinds lists every kind of target.
+var Kinds = []string{KindDingTalk, KindWeCom, KindFeishu, KindTopic}
+
+// Channel returns the target's kind: Kind, or when it is empty KindTopic for a topic
+// target and KindDingTalk for robots.
+func (t Target) Channel() string {
+	switch {
+	case t.Kind != "":
+		return t.Kind
+	case t.Topic != nil:
 		return KindTopic
 	}
 	return KindDingTalk
 }
+
+// Chat reports whether the target is a group of chat robots (any kind but topic).
+func (t Target) Chat() bool { return t.Channel() != KindTopic }
 
 // TopicTarget is a RocketMQ topic that due messages are delivered to.
 type TopicTarget struct {
@@ -311,31 +333,38 @@ type TopicTarget struct {
 	RatePerSecond int `yaml:"ratePerSecond" json:"ratePerSecond,omitempty"`
 }
 
-// Robot is one DingTalk custom robot.
+// Robot is one chat robot: a DingTalk custom robot, a WeCom group robot or a Feishu
+// custom bot, as its target's kind says.
 type Robot struct {
 	// Name identifies the robot in logs and metrics (never its token). Unique within its
 	// target. Required.
 	Name string `yaml:"name" json:"name"`
-	// Token is the robot's access_token, or its whole webhook URL
-	// (https://oapi.dingtalk.com/robot/send?access_token=…), from which the access_token
-	// is taken. Required. Like every secret it may be written "env:NAME" (read from the
-	// environment variable NAME) or "file:/path" (read from the file, surrounding
-	// whitespace trimmed) and is then resolved by Load.
+	// Token is the robot's credential, or its whole webhook URL, from which the
+	// credential is taken: DingTalk's access_token
+	// (https://oapi.dingtalk.com/robot/send?access_token=…), WeCom's key
+	// (https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=…), Feishu's hook token
+	// (https://open.feishu.cn/open-apis/bot/v2/hook/…). Required. Like every secret it may
+	// be written "env:NAME" (read from the environment variable NAME) or "file:/path"
+	// (read from the file, surrounding whitespace trimmed) and is then resolved by Load.
 	Token Secret `yaml:"token" json:"token"`
-	// SigningSecret is the robot's "加签" secret (SEC…); empty when the robot does not sign.
-	// It may be written "env:NAME" or "file:/path" like Token.
+	// SigningSecret is the robot's signing secret (DingTalk's "加签" SEC…, Feishu's
+	// "签名校验"); empty when the robot does not sign. WeCom robots do not sign. It may be
+	// written "env:NAME" or "file:/path" like Token.
 	SigningSecret Secret `yaml:"signingSecret" json:"signingSecret"`
-	// Keyword is the robot's custom keyword, when its security setting uses one; the
-	// sender makes sure every message contains it. Default none.
+	// Keyword is the robot's custom keyword (DingTalk, Feishu), when its security setting
+	// uses one; the sender makes sure every message contains it. Default none.
 	Keyword string `yaml:"keyword" json:"keyword"`
-	// Limit is how many messages the robot may send per sender.window; 0 takes
-	// sender.limit. At most 20 (DingTalk's own limit).
+	// Limit is how many messages the robot may send per sender.window; 0 takes the
+	// default of its kind (sender.limit, sender.wecom.limit, sender.feishu.limit). At
+	// most the platform's own limit (MaxRobotLimits).
 	Limit int `yaml:"limit" json:"limit"`
 }
 
-// AccessToken returns the robot's access_token: Token itself, or the access_token
-// parameter when Token is a webhook URL. The error never contains the token.
-func (r Robot) AccessToken() (Secret, error) {
+// Credential returns the robot's credential for a robot of kind: Token itself, or the
+// credential taken from Token when it is a webhook URL (DingTalk's access_token
+// parameter, WeCom's key parameter, the last path element after Feishu's /hook/). The
+// error never contains the token.
+func (r Robot) Credential(kind string) (Secret, error) {
 	v := strings.TrimSpace(r.Token.Reveal())
 	if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
 		return Secret(v), nil
@@ -344,15 +373,31 @@ func (r Robot) AccessToken() (Secret, error) {
 	if err != nil {
 		return "", errors.New("the webhook URL does not parse")
 	}
-	tok := u.Query().Get("access_token")
-	if tok == "" {
-		return "", errors.New("the webhook URL has no access_token parameter")
+	var tok, where string
+	switch kind {
+	case KindWeCom:
+		tok, where = u.Query().Get("key"), "a key parameter"
+	case KindFeishu:
+		_, tok, _ = strings.Cut(u.Path, "/hook/")
+		where = "a /hook/TOKEN path"
+	default:
+		tok, where = u.Query().Get("access_token"), "an access_token parameter"
+	}
+	if tok == "" || strings.Contains(tok, "/") {
+		return "", fmt.Errorf("the webhook URL has no %s", where)
 	}
 	return Secret(tok), nil
 }
 
-// MaxRobotLimit is DingTalk's limit on a custom robot: 20 messages per minute.
+// MaxRobotLimit is DingTalk's and WeCom's limit on a robot: 20 messages per minute.
 const MaxRobotLimit = 20
+
+// MaxRobotLimits are the platforms' own limits on one robot, messages per minute: a
+// configured limit above its kind's is refused.
+var MaxRobotLimits = map[string]int{KindDingTalk: MaxRobotLimit, KindWeCom: 20, KindFeishu: 100}
+
+// MaxFeishuPerSecond is Feishu's second limit on one bot: 5 messages per second.
+const MaxFeishuPerSecond = 5
 
 // Values of sender.coalesce.
 const (
@@ -411,7 +456,7 @@ type Sender struct {
 	// BackoffMax caps the backoff. Default 30s.
 	BackoffMax time.Duration `yaml:"backoffMax" json:"backoffMax"`
 	// BaseURL is the robot webhook endpoint without its query; point it at
-	// `rocketdelay dingtalk-sim` for tests and demos. Default
+	// `rocketdelay chat-sim` for tests and demos. Default
 	// "https://oapi.dingtalk.com/robot/send".
 	BaseURL string `yaml:"baseURL" json:"baseURL"`
 	// MaxInFlight bounds the HTTP requests to DingTalk in flight at once in this process.
@@ -454,6 +499,37 @@ type Sender struct {
 	// start of each such episode once; "fixed" always uses the configured limits.
 	// Default "learn".
 	RobotLimits string `yaml:"robotLimits" json:"robotLimits"`
+	// PriorityMaxWait bounds how long an alert waits behind alerts of higher priority
+	// (RD_PRIORITY) when a target's budget is short: past it, it goes ahead of every
+	// priority. Default 60s.
+	PriorityMaxWait time.Duration `yaml:"priorityMaxWait" json:"priorityMaxWait"`
+	// WeCom configures WeCom group robots (targets of kind wecom).
+	WeCom Platform `yaml:"wecom" json:"wecom"`
+	// Feishu configures Feishu custom bots (targets of kind feishu).
+	Feishu Platform `yaml:"feishu" json:"feishu"`
+}
+
+// Platform configures the robots of one chat platform besides DingTalk, whose settings
+// are sender's own keys.
+type Platform struct {
+	// BaseURL is the webhook endpoint without the robot's credential: WeCom's
+	// "https://qyapi.weixin.qq.com/cgi-bin/webhook/send" (the key goes in its query),
+	// Feishu's "https://open.feishu.cn/open-apis/bot/v2/hook" (the token follows it in the
+	// path). Point it at `rocketdelay chat-sim` for tests and demos. Default the
+	// platform's.
+	BaseURL string `yaml:"baseURL" json:"baseURL"`
+	// Limit is how many messages each robot may send per sender.window: at most the
+	// platform's (20 for WeCom, 100 for Feishu). Default 19 for WeCom, 95 for Feishu.
+	Limit int `yaml:"limit" json:"limit"`
+	// LimitPerSecond is how many messages each robot may send per second too (a sixtieth
+	// of sender.window): Feishu's 5 per second; 0 for WeCom, which has none. Default 4 for
+	// Feishu.
+	LimitPerSecond int `yaml:"limitPerSecond" json:"limitPerSecond"`
+	// Cooldown is how long a robot the platform throttled rests at first. The platform
+	// documents no lock-out, so rocketdelay learns it: a robot throttled again by the
+	// first request after its rest rests twice as long, up to sender.cooldown, until a
+	// request goes through. Default 5s.
+	Cooldown time.Duration `yaml:"cooldown" json:"cooldown"`
 }
 
 // Admin configures the admin HTTP API.

@@ -247,8 +247,8 @@ targets:
     topic: {name: order-events, tag: delayed, allowOverride: true, allowTopics: [order-audit], ratePerSecond: 200}
 `), noEnv)
 	require.NoError(t, err)
-	require.Equal(t, KindDingTalk, c.Targets["ops"].Kind())
-	require.Equal(t, KindTopic, c.Targets["orders"].Kind())
+	require.Equal(t, KindDingTalk, c.Targets["ops"].Channel())
+	require.Equal(t, KindTopic, c.Targets["orders"].Channel())
 	require.Equal(t, &TopicTarget{Name: "order-events", Tag: "delayed", AllowOverride: true, AllowTopics: []string{"order-audit"},
 		RatePerSecond: 200}, c.Targets["orders"].Topic)
 
@@ -408,7 +408,7 @@ targets:
       - {name: r1, token: "https://oapi.dingtalk.com/robot/send?access_token=tok-secret-9", limit: 10}
 `), noEnv)
 	require.NoError(t, err)
-	tok, err := c.Targets["ops"].Robots[0].AccessToken()
+	tok, err := c.Targets["ops"].Robots[0].Credential(KindDingTalk)
 	require.NoError(t, err)
 	require.Equal(t, "tok-secret-9", tok.Reveal())
 	require.Equal(t, 10, c.Targets["ops"].Robots[0].Limit)

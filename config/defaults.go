@@ -42,6 +42,14 @@ const (
 	DefaultSenderCoalesceMax     = 50
 	DefaultSenderPacing          = PacingAuto
 	DefaultSenderRobotLimits     = RobotLimitsLearn
+	DefaultSenderPriorityMaxWait = 60 * time.Second
+	// WeCom's and Feishu's settings (sender.wecom, sender.feishu).
+	DefaultWeComBaseURL         = "https://qyapi.weixin.qq.com/cgi-bin/webhook/send"
+	DefaultWeComLimit           = 19
+	DefaultFeishuBaseURL        = "https://open.feishu.cn/open-apis/bot/v2/hook"
+	DefaultFeishuLimit          = 95
+	DefaultFeishuLimitPerSecond = 4
+	DefaultPlatformCooldown     = 5 * time.Second
 
 	DefaultFailedSendsInterval    = 30 * time.Second
 	DefaultFailedSendsMaxAttempts = 20
@@ -97,6 +105,14 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Sender.CoalesceMax, DefaultSenderCoalesceMax)
 	Default(&c.Sender.Pacing, DefaultSenderPacing)
 	Default(&c.Sender.RobotLimits, DefaultSenderRobotLimits)
+	Default(&c.Sender.PriorityMaxWait, DefaultSenderPriorityMaxWait)
+	Default(&c.Sender.WeCom.BaseURL, DefaultWeComBaseURL)
+	Default(&c.Sender.WeCom.Limit, DefaultWeComLimit)
+	Default(&c.Sender.WeCom.Cooldown, DefaultPlatformCooldown)
+	Default(&c.Sender.Feishu.BaseURL, DefaultFeishuBaseURL)
+	Default(&c.Sender.Feishu.Limit, DefaultFeishuLimit)
+	Default(&c.Sender.Feishu.LimitPerSecond, DefaultFeishuLimitPerSecond)
+	Default(&c.Sender.Feishu.Cooldown, DefaultPlatformCooldown)
 	Default(&c.FailedSends.Interval, DefaultFailedSendsInterval)
 	Default(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
 	Default(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)

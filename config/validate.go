@@ -186,8 +186,13 @@ func (t Target) validate(bad badFunc, name string) {
 	if !validResourceName(name) {
 		bad(key, "a target name may hold letters, digits, %%, -, _ and | only")
 	}
+	kind := t.Channel()
+	if !slices.Contains(Kinds, kind) {
+		bad(key+".kind", "must be one of %s, got %q", strings.Join(Kinds, ", "), t.Kind)
+		return
+	}
 	if t.Alertmanager != nil {
-		if t.Topic != nil {
+		if !t.Chat() {
 			bad(key+".alertmanager", "only a robot group renders Alertmanager notifications")
 		}
 		for i, m := range t.Alertmanager.Mentions {
@@ -198,12 +203,19 @@ func (t Target) validate(bad badFunc, name string) {
 			}
 		}
 	}
-	if t.Topic != nil {
+	if kind == KindTopic {
 		if len(t.Robots) > 0 {
 			bad(key, "a target has robots or a topic, not both")
 		}
+		if t.Topic == nil {
+			bad(key+".topic", "a target of kind topic needs a topic section")
+			return
+		}
 		t.Topic.validate(bad, key+".topic")
 		return
+	}
+	if t.Topic != nil {
+		bad(key+".topic", "a target of kind %s has robots, not a topic", kind)
 	}
 	if len(t.Robots) == 0 {
 		bad(key+".robots", "a target needs at least one robot, or a topic")
@@ -219,17 +231,26 @@ func (t Target) validate(bad badFunc, name string) {
 		}
 		seen[r.Name] = true
 		if r.Token == "" {
-			bad(rkey+".token", "required (the robot webhook's access_token)")
-		} else if tok, err := r.AccessToken(); err != nil {
+			bad(rkey+".token", "required (the robot webhook's %s)", credentialName[kind])
+		} else if tok, err := r.Credential(kind); err != nil {
 			bad(rkey+".token", "%v", err)
-		} else if strings.ContainsAny(tok.Reveal(), " \t\r\n&?#") {
-			bad(rkey+".token", "the access_token holds whitespace or URL punctuation")
+		} else if strings.ContainsAny(tok.Reveal(), " \t\r\n&?#/") {
+			bad(rkey+".token", "the %s holds whitespace or URL punctuation", credentialName[kind])
 		}
-		if r.Limit < 0 || r.Limit > MaxRobotLimit {
-			bad(rkey+".limit", "must be between 1 and %d (DingTalk's limit), or 0 for sender.limit; got %d", MaxRobotLimit, r.Limit)
+		if kind == KindWeCom && r.SigningSecret != "" {
+			bad(rkey+".signingSecret", "WeCom robots do not sign: the key is their only credential")
+		}
+		if kind == KindWeCom && r.Keyword != "" {
+			bad(rkey+".keyword", "WeCom robots have no keyword setting")
+		}
+		if most := MaxRobotLimits[kind]; r.Limit < 0 || r.Limit > most {
+			bad(rkey+".limit", "must be between 1 and %d (%s's limit per minute), or 0 for the default; got %d", most, kind, r.Limit)
 		}
 	}
 }
+
+// credentialName names the credential in a robot's webhook, by kind.
+var credentialName = map[string]string{KindDingTalk: "access_token", KindWeCom: "key", KindFeishu: "hook token"}
 
 func (s Sender) validate(bad badFunc) {
 	if s.Limit < 1 || s.Limit > MaxRobotLimit {
@@ -276,6 +297,32 @@ func (s Sender) validate(bad badFunc) {
 	}
 	if s.CoalesceMax < 2 || s.CoalesceMax > MaxCoalesceMax {
 		bad("sender.coalesceMax", "must be between 2 and %d (sender.coalesce: off sends every alert alone), got %d", MaxCoalesceMax, s.CoalesceMax)
+	}
+	if s.PriorityMaxWait <= 0 {
+		bad("sender.priorityMaxWait", "must be positive, got %s", s.PriorityMaxWait)
+	}
+	s.WeCom.validate(bad, "sender.wecom", KindWeCom, 0)
+	s.Feishu.validate(bad, "sender.feishu", KindFeishu, MaxFeishuPerSecond)
+}
+
+// validate checks the section key of the platform kind, whose robots may send at most
+// perSecond messages per second (0: the platform has no such limit).
+func (p Platform) validate(bad badFunc, key, kind string, perSecond int) {
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		bad(key+".baseURL", "%q must be an http:// or https:// URL without a query", p.BaseURL)
+	}
+	if most := MaxRobotLimits[kind]; p.Limit < 1 || p.Limit > most {
+		bad(key+".limit", "must be between 1 and %d (%s's limit per robot and minute), got %d", most, kind, p.Limit)
+	}
+	switch {
+	case perSecond == 0 && p.LimitPerSecond != 0:
+		bad(key+".limitPerSecond", "%s has no per-second limit; leave it 0", kind)
+	case p.LimitPerSecond < 0 || p.LimitPerSecond > perSecond:
+		bad(key+".limitPerSecond", "must be between 1 and %d (%s's limit per robot and second), got %d", perSecond, kind, p.LimitPerSecond)
+	}
+	if p.Cooldown <= 0 {
+		bad(key+".cooldown", "must be positive, got %s", p.Cooldown)
 	}
 }
 

@@ -31,7 +31,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
-	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/notify"
 )
 
 // Prefix is the path the console is served under; mount Handler on it.
@@ -58,7 +58,7 @@ type State struct {
 	// Due lists the entries due soonest, with their target.
 	Due []Due
 	// Robots is the shared robot pool.
-	Robots []sender.RobotStatus
+	Robots []notify.RobotStatus
 	// Lateness is the recent hand-off lateness (due → sender) of this replica.
 	Lateness Lateness
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/console"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -48,7 +48,7 @@ func newSite(t *testing.T, tok config.Secret) *site {
 	rdb, prefix := testenv.Redis(t)
 	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
 	src := console.Sources{Wheel: ws, Pool: store.NewRobotPool(rdb, prefix, time.Minute),
-		Targets: map[string][]sender.Robot{"ops": {{Name: "r1"}, {Name: "r2", Limit: 10}}}, Limit: 19,
+		Targets: map[string][]notify.Robot{"ops": {{Name: "r1"}, {Name: "r2", Limit: 10}}}, Limit: 19,
 		Mode: func() string { return "timer" }, Lateness: func() (uint64, time.Duration, time.Duration) {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}

@@ -19,7 +19,10 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
-	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/notify/feishu"
+	"github.com/rocketdelay/rocketdelay/notify/wecom"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -109,7 +112,7 @@ func statsView(st store.FailedStats, now time.Time) stats {
 	return v
 }
 
-// detail shows one row: its body as DingTalk would show it, its attempts and errors.
+// detail shows one row: its body as its platform would show it, its attempts and errors.
 func (c *Console) detail(w http.ResponseWriter, r *http.Request) {
 	row, ok := c.row(w, r)
 	if !ok {
@@ -118,7 +121,7 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request) {
 	dest := c.targets.Describe(row)
 	var b *body
 	if dest.Kind != config.KindTopic {
-		b = renderBody(row.Payload) // a topic target's body is any bytes, not a DingTalk message
+		b = renderBody(row.Payload, dest.Kind) // a topic target's body is any bytes, not a chat message
 	}
 	c.render(w, r, http.StatusOK, "detail", map[string]any{"Row": row, "Body": b, "Raw": rawBody(row.Payload, dest.Kind),
 		"Destination": dest, "Flash": r.URL.Query().Get("done")})
@@ -144,28 +147,41 @@ type body struct {
 	Title string        // markdown's title
 	Text  string        // text content, or JSON
 	HTML  template.HTML // markdown rendered without raw HTML
-	Error string        // why the payload is not a valid DingTalk body
+	Error string        // why the payload is not a valid body of its platform
 }
+
+// parsers read a chat target's body, by its kind (a row whose target is unknown is read
+// as DingTalk's).
+var parsers = map[string]notify.Protocol{config.KindDingTalk: dingtalk.New(""), config.KindWeCom: wecom.New(""),
+	config.KindFeishu: feishu.New("")}
 
 // renderBody shows text as text, markdown rendered (goldmark, which leaves raw HTML
 // out, so a <script> in an alert stays inert), and the other message types as JSON.
-func renderBody(payload []byte) *body {
-	m, err := sender.ParseBody(payload)
+func renderBody(payload []byte, kind string) *body {
+	p, ok := parsers[kind]
+	if !ok {
+		p = parsers[config.KindDingTalk]
+	}
+	m, err := p.Parse(payload)
 	if err != nil {
 		return &body{Kind: "raw", Text: string(payload), Error: err.Error()}
 	}
-	switch m.MsgType {
-	case "text":
-		return &body{Kind: "text", Text: m.Text.Content}
-	case "markdown":
+	switch m.Format {
+	case notify.FormatText:
+		return &body{Kind: "text", Text: m.Text}
+	case notify.FormatMarkdown:
 		var b bytes.Buffer
-		if err := goldmark.Convert([]byte(m.Markdown.Text), &b); err != nil {
-			return &body{Kind: "raw", Text: m.Markdown.Text, Error: "markdown: " + err.Error()}
+		if err := goldmark.Convert([]byte(m.Text), &b); err != nil {
+			return &body{Kind: "raw", Text: m.Text, Error: "markdown: " + err.Error()}
 		}
-		return &body{Kind: "markdown", Title: m.Markdown.Title, HTML: template.HTML(b.String())} // goldmark escapes; raw HTML off
+		return &body{Kind: "markdown", Title: m.Title, HTML: template.HTML(b.String())} // goldmark escapes; raw HTML off
 	}
-	j, _ := json.MarshalIndent(m, "", "  ") // cannot fail: a parsed message
-	return &body{Kind: m.MsgType, Text: string(j)}
+	var j bytes.Buffer
+	if json.Indent(&j, payload, "", "  ") != nil {
+		j.Reset()
+		j.Write(payload)
+	}
+	return &body{Kind: m.Type, Text: j.String()}
 }
 
 // raw is a topic target's body as the console shows it: its bytes, as text when they

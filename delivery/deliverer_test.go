@@ -12,7 +12,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -25,10 +25,10 @@ func TestDeliverRecordsWhatTheSenderGivesUp(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	failures := map[string]error{
-		"throttled": &sender.Failure{Class: sender.ClassThrottled, Reason: "send too fast", Errcode: 130101},
-		"breakers":  &sender.Failure{Class: sender.ClassTransient, Reason: "every breaker open", RetryAfter: time.Hour},
-		"too-big":   &sender.Failure{Class: sender.ClassPermanent, Reason: "too long", Errcode: 460101},
-		"split":     &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503", Part: 3, Parts: 5},
+		"throttled": &notify.Failure{Class: notify.ClassThrottled, Reason: "send too fast", Errcode: 130101},
+		"breakers":  &notify.Failure{Class: notify.ClassTransient, Reason: "every breaker open", RetryAfter: time.Hour},
+		"too-big":   &notify.Failure{Class: notify.ClassPermanent, Reason: "too long", Errcode: 460101},
+		"split":     &notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503", Part: 3, Parts: 5},
 	}
 	snd := newFakeSender(func(p string) error { return failures[p] })
 	d := newDeliverer(t, fs, snd, delivery.Options{FirstRetry: time.Minute}, nil, func() time.Time { return now })
@@ -73,7 +73,7 @@ func TestDeliverRecordsANotedFailureWithoutSendingAgain(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
-	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"} })
+	snd := newFakeSender(func(string) error { return &notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503"} })
 	deadPool, deadFS := testenv.FailedSends(t)
 	deadPool.Close()
 	ws := stageFor(t, fs)
@@ -118,9 +118,9 @@ func TestDeliverWithALostClaimDoesNothing(t *testing.T) {
 	require.Empty(t, delivered)
 
 	// Nor does it record the failure of a send it made before losing the claim.
-	failing := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassThrottled, Reason: "too fast"} })
+	failing := newFakeSender(func(string) error { return &notify.Failure{Class: notify.ClassThrottled, Reason: "too fast"} })
 	b := claimed(t, fs, "b", "y")
-	noted, err := json(&sender.Failure{Class: sender.ClassThrottled, Reason: "too fast"})
+	noted, err := json(&notify.Failure{Class: notify.ClassThrottled, Reason: "too fast"})
 	require.NoError(t, err)
 	b.Failure, b.Claim.Token = noted, "someone-else"
 	_, err = newDeliverer(t, fs, failing, delivery.Options{}, nil, time.Now).Deliver(ctx, b)
@@ -137,7 +137,7 @@ func TestDeliverKeepsAnAlertTheStoreFailed(t *testing.T) {
 	_, fs := testenv.FailedSends(t)
 	storeDown := fmt.Errorf("store: pick robot: dial tcp: %w", store.ErrUnavailable)
 	snd := newFakeSender(func(string) error {
-		return &sender.Failure{Class: sender.ClassTransient, Reason: "robot pool: down", Err: storeDown}
+		return &notify.Failure{Class: notify.ClassTransient, Reason: "robot pool: down", Err: storeDown}
 	})
 	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
 	_, err := d.Deliver(context.Background(), claimed(t, fs, "a", "x"))
@@ -225,7 +225,7 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
-	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"} })
+	snd := newFakeSender(func(string) error { return &notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503"} })
 	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
 	a := claimed(t, fs, "late", "disk full")
 	outcome, err := d.Deliver(ctx, a)
@@ -239,7 +239,7 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 	// The stale copy: the same alert, its failure noted, handed off once more by a
 	// replica whose claim outlived the retry job's delivery.
 	stale := a
-	stale.Failure, err = json(&sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"})
+	stale.Failure, err = json(&notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503"})
 	require.NoError(t, err)
 	outcome, err = d.Deliver(ctx, stale)
 	require.NoError(t, err)
@@ -276,7 +276,7 @@ func claimed2(t testing.TB, ws *store.WheelStage, id string) delivery.Alert {
 
 // json encodes f as a noted failure, the way Deliver notes it (a round trip through the
 // wheel stage would do the same).
-func json(f *sender.Failure) ([]byte, error) {
+func json(f *notify.Failure) ([]byte, error) {
 	if f == nil {
 		return nil, errors.New("nil failure")
 	}

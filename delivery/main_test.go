@@ -14,7 +14,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -39,13 +39,13 @@ func newFakeSender(fail func(payload string) error) *fakeSender {
 	return &fakeSender{fail: fail, delivered: map[string]int{}}
 }
 
-func (s *fakeSender) SendAlert(ctx context.Context, a sender.Alert) error {
+func (s *fakeSender) SendAlert(ctx context.Context, a notify.Alert) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if a.Confirm != nil {
 		if err := a.Confirm(ctx, max(a.FromPart-1, 0)); err != nil {
-			return &sender.Failure{Class: sender.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
+			return &notify.Failure{Class: notify.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
 		}
 	}
 	payload := a.Body

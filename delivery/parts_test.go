@@ -15,8 +15,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -24,8 +25,8 @@ import (
 // proxy, and the DingTalk simulator, which cuts that proxy once, for cut, right after it
 // accepted the first part of a split alert: the pick of the second part fails.
 type splitWorld struct {
-	snd      *sender.Sender
-	sim      *dingtalksim.Server
+	snd      *notify.Sender
+	sim      *chatsim.Server
 	restored sync.WaitGroup
 }
 
@@ -34,7 +35,7 @@ func newSplitWorld(t *testing.T, cut time.Duration) *splitWorld {
 	rdb, proxy := testenv.ProxiedRedis(t)
 	_, prefix := testenv.Redis(t)
 
-	w := &splitWorld{sim: dingtalksim.New(dingtalksim.Options{Robots: []dingtalksim.Robot{{Name: "r1", Token: "tok-split"}},
+	w := &splitWorld{sim: dingtalk.NewSim(chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: "tok-split"}},
 		Limit: 19, Window: time.Minute})}
 	var once sync.Once
 	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -48,8 +49,8 @@ func newSplitWorld(t *testing.T, cut time.Duration) *splitWorld {
 	}))
 	t.Cleanup(ts.Close)
 	var err error
-	w.snd, err = sender.New(sender.Options{Targets: map[string][]sender.Robot{"ops": {{Name: "r1", Token: config.Secret("tok-split")}}},
-		BaseURL: ts.URL + dingtalksim.Path, Limit: 19, HTTPTimeout: 2 * time.Second, Attempts: 3,
+	w.snd, err = notify.New(notify.Options{Targets: map[string][]notify.Robot{"ops": {{Name: "r1", Token: config.Secret("tok-split")}}},
+		BaseURL: ts.URL + dingtalk.SimPath, Limit: 19, HTTPTimeout: 2 * time.Second, Attempts: 3,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
 		store.NewRobotPool(rdb, prefix, time.Minute), discardLogger(), nil, nil)
 	require.NoError(t, err)

@@ -15,7 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -111,7 +111,7 @@ func Backoff(attempt int, base, ceiling time.Duration) time.Duration {
 type RetryJob struct {
 	store    *store.FailedSends
 	claims   Claims
-	senders  Senders
+	senders  Channels
 	opts     RetryOptions
 	logger   *slog.Logger
 	metrics  *Metrics
@@ -286,9 +286,11 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 		return tryDelivered
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, j.opts.SendTimeout)
-	err := j.senders.send(sendCtx, outbound{id: row.MessageID, target: row.Target, body: row.Payload, props: row.Properties,
-		partsSent: row.PartsSent,
-		confirm:   func(ctx context.Context, partsSent int) error { return j.store.Confirm(ctx, row.ID, token, partsSent) }})
+	_, err := j.senders.send(sendCtx, notify.Alert{ID: row.MessageID, Target: row.Target, Body: row.Payload, Props: row.Properties,
+		PartsSent: row.PartsSent,
+		Claim: notify.ConfirmFunc(func(ctx context.Context, partsSent int) error {
+			return j.store.Confirm(ctx, row.ID, token, partsSent)
+		})})
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrNotHeld):
@@ -355,7 +357,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 		return tryDead
 	}
 	wait := Backoff(attempts, j.opts.BackoffBase, j.opts.BackoffCap)
-	if sf := (*sender.Failure)(nil); errors.As(err, &sf) && sf.RetryAfter > wait {
+	if sf := (*notify.Failure)(nil); errors.As(err, &sf) && sf.RetryAfter > wait {
 		wait = sf.RetryAfter // e.g. every robot's circuit breaker is open for a while
 	}
 	err = settle(func(ctx context.Context) error { return j.store.MarkRetry(ctx, row.ID, token, attempts, wait, f) })
@@ -427,22 +429,22 @@ func (j *RetryJob) refreshMetrics(ctx context.Context) error {
 
 // permanent reports whether trying err's send again cannot succeed.
 func permanent(err error) bool {
-	var f *sender.Failure
+	var f *notify.Failure
 	return errors.As(err, &f) && !f.Class.Retryable()
 }
 
 // attemptOf describes a failed attempt for its row: the failure's class (transient when
-// err is not a *sender.Failure), a bounded readable message, DingTalk's answer, and the
+// err is not a *notify.Failure), a bounded readable message, the platform's answer, and the
 // parts of a split alert delivered so far (sent before the attempt, or by it).
 func attemptOf(err error, sent int) store.FailedAttempt {
-	a := store.FailedAttempt{Class: string(sender.ClassTransient), LastError: truncate(err.Error(), maxLastError), PartsSent: sent}
-	var f *sender.Failure
+	a := store.FailedAttempt{Class: string(notify.ClassTransient), LastError: truncate(err.Error(), maxLastError), PartsSent: sent}
+	var f *notify.Failure
 	if errors.As(err, &f) {
 		if f.Class != "" {
 			a.Class = string(f.Class)
 		}
-		a.HTTPStatus, a.Errcode = nonZero(f.HTTPStatus), nonZero(f.Errcode)
-		a.PartsSent = max(sent, partsSent(f))
+		a.HTTPStatus, a.Errcode = nonZero(f.HTTPStatus), nonZero(f.Code)
+		a.PartsSent = max(sent, f.PartsSent())
 	}
 	return a
 }

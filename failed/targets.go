@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -19,8 +19,8 @@ const KindUnknown = "unknown"
 
 // Destination is a row's target as operators see it.
 type Destination struct {
-	// Kind is config.KindDingTalk, config.KindTopic or KindUnknown; "" when the Targets
-	// are not known.
+	// Kind is the target's kind (config.KindDingTalk, KindWeCom, KindFeishu, KindTopic)
+	// or KindUnknown; "" when the Targets are not known.
 	Kind string
 	// Where says where the message goes: "robots a, b" or "topic orders, tag paid".
 	Where string
@@ -35,13 +35,13 @@ func (t Targets) Describe(row store.FailedSend) Destination {
 	if !ok {
 		return Destination{Kind: KindUnknown, Where: "-"}
 	}
-	if c.Topic == nil {
+	if c.Chat() {
 		names := make([]string, len(c.Robots))
 		for i, r := range c.Robots {
 			names[i] = r.Name
 		}
 		slices.Sort(names)
-		return Destination{Kind: config.KindDingTalk, Where: "robots " + strings.Join(names, ", ")}
+		return Destination{Kind: c.Channel(), Where: "robots " + strings.Join(names, ", ")}
 	}
 	d, err := topic.Target{TopicTarget: *c.Topic, Target: row.Target}.Resolve(row.MessageID, row.Properties)
 	if err != nil {

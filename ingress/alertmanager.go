@@ -70,7 +70,7 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		reason, msg := "unknown_target", fmt.Sprintf("%q is not a robot group of the configuration", target)
 		if t, known := in.cfg.Targets[target]; known {
-			reason, msg = "not_a_robot_group", fmt.Sprintf("%q is a %s target: Alertmanager notifications go to robot groups", target, t.Kind())
+			reason, msg = "not_a_robot_group", fmt.Sprintf("%q is a %s target: Alertmanager notifications go to robot groups", target, t.Channel())
 		}
 		in.metrics.requests.WithLabelValues("alertmanager", reason).Inc()
 		writeError(w, http.StatusNotFound, reason, msg)
@@ -93,7 +93,11 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("not an Alertmanager webhook payload of version 4 (version %q, status %q, groupKey %q)", n.Version, n.Status, n.GroupKey))
 		return
 	}
-	body, err := rd.render(n)
+	msg, err := rd.render(n)
+	var body []byte
+	if err == nil {
+		body, err = in.deps.Chat.Body(target, msg)
+	}
 	if err != nil {
 		in.metrics.requests.WithLabelValues("alertmanager", "template").Inc()
 		in.deps.Logger.Error("cannot render an Alertmanager notification", "target", target, "err", err)

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
 )
 
 // PublishRequest is the body of POST /api/v1/alerts.
@@ -28,10 +28,11 @@ type PublishRequest struct {
 	ID string `json:"id,omitempty"`
 	// Text is a plain text alert (for a topic target: the body, as UTF-8).
 	Text string `json:"text,omitempty"`
-	// Markdown is a markdown alert (robot groups).
-	Markdown *sender.Markdown `json:"markdown,omitempty"`
-	// Body is a DingTalk message object for a robot group; for a topic target any JSON
-	// value, delivered as its bytes.
+	// Markdown is a markdown alert (robot groups), in the markdown of the group's
+	// platform.
+	Markdown *Markdown `json:"markdown,omitempty"`
+	// Body is a message object of the group's platform (DingTalk, WeCom, Feishu) for a
+	// robot group; for a topic target any JSON value, delivered as its bytes.
 	Body json.RawMessage `json:"body,omitempty"`
 	// BodyBase64 is a topic target's body as base64, for bytes that are not JSON.
 	BodyBase64 string `json:"bodyBase64,omitempty"`
@@ -41,6 +42,13 @@ type PublishRequest struct {
 	Keys       []string          `json:"keys,omitempty"`
 	Properties map[string]string `json:"properties,omitempty"`
 	Topic      string            `json:"topic,omitempty"`
+}
+
+// Markdown is a markdown alert: a title (DingTalk's notification text, a Feishu card's
+// header; WeCom shows none) and its text.
+type Markdown struct {
+	Title string `json:"title"`
+	Text  string `json:"text"`
 }
 
 // PublishResponse is the answer of a publish the broker stored.
@@ -125,7 +133,7 @@ func (in *Ingress) publication(req PublishRequest) (scheduler.Publication, strin
 			return bad(scheduler.RejectBadID, "%v", err)
 		}
 	}
-	if t.Kind() == config.KindTopic {
+	if t.Channel() == config.KindTopic {
 		return in.topicPublication(pub, req, topic.Target{TopicTarget: *t.Topic, Target: req.Target})
 	}
 	if req.Tag != "" || len(req.Keys) > 0 || len(req.Properties) > 0 || req.Topic != "" || req.BodyBase64 != "" {
@@ -139,11 +147,18 @@ func (in *Ingress) publication(req PublishRequest) (scheduler.Publication, strin
 	case req.Text != "":
 		pub.Body = []byte(req.Text)
 	case req.Markdown != nil:
-		pub.Body, _ = json.Marshal(sender.Message{MsgType: sender.TypeMarkdown, Markdown: req.Markdown}) // plain fields
+		if req.Markdown.Title == "" || strings.TrimSpace(req.Markdown.Text) == "" {
+			return bad(scheduler.RejectBadBody, "a markdown alert needs markdown.title and markdown.text")
+		}
+		var err error
+		if pub.Body, err = in.deps.Chat.Body(req.Target, notify.Message{Format: notify.FormatMarkdown,
+			Title: req.Markdown.Title, Text: req.Markdown.Text}); err != nil {
+			return bad(scheduler.RejectBadBody, "%v", err)
+		}
 	default:
 		pub.Body = req.Body
 	}
-	if _, err := sender.ParseBody(pub.Body); err != nil {
+	if err := in.deps.Chat.Check(req.Target, pub.Body); err != nil {
 		return bad(scheduler.RejectBadBody, "%v", err)
 	}
 	return pub, "", nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -46,9 +47,20 @@ type Deps struct {
 	Publisher   Publisher
 	Wheel       Wheel
 	Escalations Escalations
-	Logger      *slog.Logger
+	// Chat checks and renders the bodies of chat targets, by their platform;
+	// *notify.Sender implements it.
+	Chat   Chat
+	Logger *slog.Logger
 	// Now is the clock due times are computed by (the service's reference clock).
 	Now func() time.Time
+}
+
+// Chat is the part of the chat sender the ways in use.
+type Chat interface {
+	// Check checks a body for a chat target as its platform would.
+	Check(target string, body []byte) error
+	// Body is the body a producer publishes to a chat target for m.
+	Body(target string, m notify.Message) ([]byte, error)
 }
 
 // Ingress serves the HTTP ways in.
@@ -69,10 +81,10 @@ func CheckTemplates(cfg config.Config) error {
 func renderers(cfg config.Config) (map[string]*renderer, error) {
 	out := map[string]*renderer{}
 	for name, t := range cfg.Targets {
-		if t.Kind() != config.KindDingTalk {
+		if !t.Chat() {
 			continue
 		}
-		r, err := newRenderer(name, t.Alertmanager)
+		r, err := newRenderer(name, t.Channel(), t.Alertmanager)
 		if err != nil {
 			return nil, err
 		}

@@ -3,7 +3,6 @@ package ingress
 import (
 	"bytes"
 	"embed"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -13,10 +12,10 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/notify"
 )
 
-//go:embed templates/default.tmpl
+//go:embed templates/*.tmpl
 var templates embed.FS
 
 // Notification is Alertmanager's webhook payload (version 4), the data of a template.
@@ -68,8 +67,9 @@ func (as Alerts) with(status string) Alerts {
 
 // renderer renders notifications for one robot group: its template and mentions.
 type renderer struct {
-	tmpl     *template.Template
-	mentions []config.Mention
+	tmpl        *template.Template
+	title, text string // the names of the templates that render them
+	mentions    []config.Mention
 }
 
 // funcs are the functions templates may call, besides text/template's own.
@@ -96,14 +96,17 @@ var funcs = template.FuncMap{
 	"date": func(layout string, t time.Time) string { return t.UTC().Format(layout) },
 }
 
-// newRenderer parses the built-in template and, when t names one, the target's own file
-// on top of it (its definitions replace the built-in ones).
-func newRenderer(target string, t *config.AlertmanagerTarget) (*renderer, error) {
-	base, err := template.New("default.tmpl").Funcs(funcs).Option("missingkey=zero").ParseFS(templates, "templates/default.tmpl")
+// newRenderer parses the built-in template of kind (templates/KIND.tmpl) and, when t
+// names one, the target's own file on top of it (its definitions replace the built-in
+// ones). The title and text are the templates "title" and "text", or "KIND.title" and
+// "KIND.text" when the target's file defines those.
+func newRenderer(target, kind string, t *config.AlertmanagerTarget) (*renderer, error) {
+	file := kind + ".tmpl"
+	base, err := template.New(file).Funcs(funcs).Option("missingkey=zero").ParseFS(templates, "templates/"+file)
 	if err != nil {
-		return nil, fmt.Errorf("ingress: the built-in template: %w", err) // a build mistake
+		return nil, fmt.Errorf("ingress: the built-in template of %s: %w", kind, err) // a build mistake
 	}
-	r := &renderer{tmpl: base}
+	r := &renderer{tmpl: base, title: "title", text: "text"}
 	if t == nil {
 		return r, nil
 	}
@@ -116,66 +119,43 @@ func newRenderer(target string, t *config.AlertmanagerTarget) (*renderer, error)
 		if r.tmpl, err = base.New(t.Template).Parse(string(src)); err != nil {
 			return nil, fmt.Errorf("targets.%s.alertmanager.template: %w", target, err)
 		}
+		if r.tmpl.Lookup(kind+".title") != nil && r.tmpl.Lookup(kind+".text") != nil {
+			r.title, r.text = kind+".title", kind+".text"
+		}
 	}
 	return r, nil
 }
 
-// render returns the DingTalk markdown message (as producers publish it) for n, with the
-// mentions of a firing notification.
-func (r *renderer) render(n Notification) ([]byte, error) {
+// render returns the markdown message for n, with the mentions of a firing
+// notification; the target's platform makes it the body producers publish.
+func (r *renderer) render(n Notification) (notify.Message, error) {
 	var title, text bytes.Buffer
-	if err := r.tmpl.ExecuteTemplate(&title, "dingtalk.title", n); err != nil {
-		return nil, fmt.Errorf("render the title: %w", err)
+	if err := r.tmpl.ExecuteTemplate(&title, r.title, n); err != nil {
+		return notify.Message{}, fmt.Errorf("render the title: %w", err)
 	}
-	if err := r.tmpl.ExecuteTemplate(&text, "dingtalk.text", n); err != nil {
-		return nil, fmt.Errorf("render the text: %w", err)
+	if err := r.tmpl.ExecuteTemplate(&text, r.text, n); err != nil {
+		return notify.Message{}, fmt.Errorf("render the text: %w", err)
 	}
-	m := sender.Message{MsgType: sender.TypeMarkdown, Markdown: &sender.Markdown{
-		Title: strings.TrimSpace(title.String()), Text: strings.TrimSpace(text.String())}}
+	m := notify.Message{Format: notify.FormatMarkdown, Title: strings.TrimSpace(title.String()), Text: strings.TrimSpace(text.String())}
 	if n.Status == "firing" {
-		m.At = r.at(n.Alerts.Firing())
-		if m.At != nil {
-			// DingTalk mentions a person in markdown only when the text names them too.
-			var named []string
-			for _, id := range slices.Concat(m.At.AtMobiles, m.At.AtUserIDs) {
-				if !strings.Contains(m.Markdown.Text, "@"+id) {
-					named = append(named, "@"+id)
-				}
-			}
-			if len(named) > 0 {
-				m.Markdown.Text += "\n\n" + strings.Join(named, " ")
-			}
-		}
+		m.Mentions = r.mentionsOf(n.Alerts.Firing())
 	}
-	if m.Markdown.Title == "" {
-		m.Markdown.Title = "alert"
+	if m.Title == "" {
+		m.Title = "alert"
 	}
-	return json.Marshal(m)
+	return m, nil
 }
 
-// at returns whom the mention rules name for alerts, nil for nobody.
-func (r *renderer) at(alerts Alerts) *sender.At {
-	var at sender.At
+// mentionsOf returns whom the mention rules name for alerts.
+func (r *renderer) mentionsOf(alerts Alerts) notify.Mentions {
+	var out notify.Mentions
 	for _, rule := range r.mentions {
 		if !slices.ContainsFunc(alerts, func(a Alert) bool { return matches(rule.Match, a.Labels) }) {
 			continue
 		}
-		at.IsAtAll = at.IsAtAll || rule.AtAll
-		for _, m := range rule.Mobiles {
-			if !slices.Contains(at.AtMobiles, m) {
-				at.AtMobiles = append(at.AtMobiles, m)
-			}
-		}
-		for _, u := range rule.UserIDs {
-			if !slices.Contains(at.AtUserIDs, u) {
-				at.AtUserIDs = append(at.AtUserIDs, u)
-			}
-		}
+		out = out.Add(notify.Mentions{All: rule.AtAll, Users: rule.UserIDs, Mobiles: rule.Mobiles})
 	}
-	if !at.IsAtAll && len(at.AtMobiles) == 0 && len(at.AtUserIDs) == 0 {
-		return nil
-	}
-	return &at
+	return out
 }
 
 // matches reports whether labels carry every label of match.

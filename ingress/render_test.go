@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/notify"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -51,11 +51,11 @@ func TestRenderBuiltInTemplate(t *testing.T) {
 	n := sample(t, "firing.json")
 	body, err := r.render(n)
 	require.NoError(t, err)
-	m, err := sender.ParseBody(body)
+	m, err := dingtalk.ParseBody(body)
 	require.NoError(t, err)
-	require.Equal(t, sender.TypeMarkdown, m.MsgType)
+	require.Equal(t, dingtalk.TypeMarkdown, m.MsgType)
 	require.Equal(t, "[FIRING:1] DiskFull", m.Markdown.Title)
-	require.Equal(t, &sender.At{AtMobiles: []string{"13800000000"}, AtUserIDs: []string{"dba-lead"}}, m.At)
+	require.Equal(t, &dingtalk.At{AtMobiles: []string{"13800000000"}, AtUserIDs: []string{"dba-lead"}}, m.At)
 	golden(t, "firing.md", m.Markdown.Text)
 
 	n.Status = "resolved"
@@ -64,7 +64,7 @@ func TestRenderBuiltInTemplate(t *testing.T) {
 	}
 	body, err = r.render(n)
 	require.NoError(t, err)
-	m, err = sender.ParseBody(body)
+	m, err = dingtalk.ParseBody(body)
 	require.NoError(t, err)
 	require.Equal(t, "[RESOLVED] DiskFull", m.Markdown.Title)
 	require.Nil(t, m.At, "a resolution mentions nobody")
@@ -83,7 +83,7 @@ func TestRenderOwnTemplate(t *testing.T) {
 	require.NoError(t, err)
 	body, err := r.render(sample(t, "firing.json"))
 	require.NoError(t, err)
-	m, err := sender.ParseBody(body)
+	m, err := dingtalk.ParseBody(body)
 	require.NoError(t, err)
 	require.Equal(t, "DiskFull x2", m.Markdown.Title)
 	require.Equal(t, "* db-3:9100 firing\n* db-4:9100 resolved", m.Markdown.Text)
@@ -110,7 +110,7 @@ func TestRenderLargeNotification(t *testing.T) {
 	}
 	body, err := r.render(n)
 	require.NoError(t, err)
-	m, err := sender.ParseBody(body)
+	m, err := dingtalk.ParseBody(body)
 	require.NoError(t, err)
 	require.Greater(t, len(m.Markdown.Text), 20000)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -67,7 +67,8 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		return "probe", nil
 	}
 	now := s.now()
-	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, topics: s.opts.Topics, horizon: s.opts.Horizon, dedupe: s.opts.DedupeWindow}, now)
+	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, topics: s.opts.Topics, checkBody: s.opts.CheckBody,
+		horizon: s.opts.Horizon, dedupe: s.opts.DedupeWindow}, now)
 	if rej != nil {
 		key := msg.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex)
 		if key == "" {

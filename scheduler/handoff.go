@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 )
@@ -155,8 +156,8 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 		p.giveBack(e, e.DueAt, e.PartsSent)
 		return
 	}
-	a := delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
-		Claim: e.Claim(), Failure: e.Failure, PartsSent: e.PartsSent, Park: p.parker(e), Adopted: adopted}
+	a := notify.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
+		Priority: priorityOf(e.Props), Noted: e.Failure, PartsSent: e.PartsSent, Claim: heldEntry{p: p, e: e}, Adopted: adopted}
 	start := p.now()
 	receipt, err := p.delivery.Deliver(p.ctx, a)
 	switch {
@@ -260,7 +261,7 @@ var errClaimGone = errors.New("the claim was taken over meanwhile")
 func (p *handoffPool) quarantine(ctx context.Context, corrupt []store.Corrupt) {
 	for _, c := range corrupt {
 		p.held.addClaim(c.Claim)
-		err := p.delivery.Reject(ctx, delivery.Rejected{Alert: delivery.Alert{ID: c.Claim.ID, Body: c.Record},
+		err := p.delivery.Reject(ctx, delivery.Rejected{Alert: notify.Alert{ID: c.Claim.ID, Body: c.Record},
 			Reason: rejectCorruptEntry, Detail: "the wheel stage's record of this alert cannot be decoded (" + c.Err.Error() +
 				"): it was damaged in Redis or written by an unknown version; the record is kept as this row's payload"})
 		entry := store.Entry{ID: c.Claim.ID, Token: c.Claim.Token}

@@ -18,8 +18,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -38,7 +39,7 @@ type harness struct {
 	lease     time.Duration
 	producer  *Producer
 	rec       *recorder
-	sim       *dingtalksim.Server // set by startSim
+	sim       *chatsim.Server // set by startSim
 	topics    map[string]topic.Target
 	log       slog.Handler // the schedulers' log; nil drops it (unless RD_TEST_LOG)
 }

@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 )
 
 // replica is a `rocketdelay serve` subprocess.
@@ -48,8 +49,8 @@ var killID = regexp.MustCompile(`kill-\d{4}`)
 // startSim starts a DingTalk simulator whose robots match replicaConfig, and feeds what
 // it accepts into the harness's recorder: a hand-off counts once DingTalk has it.
 func (h *harness) startSim(t *testing.T) string {
-	sim, url := testenv.DingTalkSim(t, dingtalksim.Options{
-		Robots: []dingtalksim.Robot{
+	sim, url := testenv.DingTalkSim(t, chatsim.Options{
+		Robots: []chatsim.Robot{
 			{Name: "r1", Token: "kill-token-1", Secret: "SECkill-secret-1"},
 			{Name: "r2", Token: "kill-token-2"},
 			{Name: "r3", Token: "kill-token-3"},

@@ -9,9 +9,8 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
 )
 
 // The wire contract: scheduling metadata travels in message properties, so hops never
@@ -30,7 +29,33 @@ const (
 	PropID = "RD_ID"
 	// PropHops counts the hops taken so far; set by the scheduler, never by producers.
 	PropHops = "RD_HOPS"
+	// PropPriority is the alert's priority, one of Priorities ("normal" when absent):
+	// when a target's budget is short, a higher priority goes first.
+	PropPriority = "RD_PRIORITY"
 )
+
+// Priorities are the values of PropPriority, by name: the higher the number, the sooner
+// the alert goes when it waits with others for its target's budget.
+var Priorities = map[string]int{"low": -1, "normal": 0, "high": 1, "critical": 2}
+
+// ParsePriority returns the priority named s ("" is normal).
+func ParsePriority(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	p, ok := Priorities[s]
+	if !ok {
+		return 0, fmt.Errorf("%s=%q is not one of critical, high, normal, low", PropPriority, s)
+	}
+	return p, nil
+}
+
+// priorityOf is the priority the properties an entry keeps name (0 when none or invalid:
+// decode refused invalid ones on arrival).
+func priorityOf(props map[string]string) int {
+	p, _ := ParsePriority(props[PropPriority])
+	return p
+}
 
 // MaxIDLength bounds RD_ID.
 const MaxIDLength = 128
@@ -45,7 +70,7 @@ const (
 	RejectMissingDue    RejectReason = "missing_due"
 	RejectBadDue        RejectReason = "bad_due"
 	RejectBeyondHorizon RejectReason = "beyond_horizon"
-	RejectBadID         RejectReason = delivery.ReasonBadID
+	RejectBadID         RejectReason = "bad_id"
 	RejectBadBody       RejectReason = "bad_body"
 	// RejectDestination is a message for a topic target that asks for a destination the
 	// target does not allow (RD_TOPIC outside its allowlist, overrides it does not allow).
@@ -55,11 +80,13 @@ const (
 	// (a consumer-group reset, an old retry message) cannot be told from a first arrival.
 	// It is recorded, not sent; an operator can send it with `rocketdelay failed retry`.
 	RejectStale RejectReason = "stale"
+	// RejectBadPriority is a message whose RD_PRIORITY is not one of Priorities.
+	RejectBadPriority RejectReason = "bad_priority"
 )
 
 // RejectReasons lists every RejectReason, for metrics.
 var RejectReasons = []RejectReason{RejectMissingTarget, RejectUnknownTarget, RejectMissingDue,
-	RejectBadDue, RejectBeyondHorizon, RejectBadID, RejectBadBody, RejectDestination, RejectStale}
+	RejectBadDue, RejectBeyondHorizon, RejectBadID, RejectBadBody, RejectDestination, RejectStale, RejectBadPriority}
 
 // Rejection says why a message can never be delivered, in words a producer can act on.
 type Rejection struct {
@@ -92,14 +119,15 @@ type alert struct {
 }
 
 // forDelivery is a as the Delivery records it when it is rejected.
-func (a alert) forDelivery() delivery.Alert {
-	return delivery.Alert{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props}
+func (a alert) forDelivery() notify.Alert {
+	return notify.Alert{ID: a.ID, Target: a.Target, Due: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props}
 }
 
 // decodeRules are what decode checks a message against.
 type decodeRules struct {
 	knownTarget func(string) bool
 	topics      map[string]topic.Target
+	checkBody   func(target string, body []byte) error // nil: any body
 	horizon     time.Duration
 	// dedupe is the dedupe window: an alert due longer ago than this is stale. 0: none.
 	dedupe time.Duration
@@ -130,6 +158,9 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 		return a, rej
 	}
 	a.DueAt = at
+	if _, err := ParsePriority(msg.GetProperty(PropPriority)); err != nil {
+		return a, reject(RejectBadPriority, "%v", err)
+	}
 	if at.Sub(now) > rules.horizon {
 		return a, reject(RejectBeyondHorizon, "due at %s, more than %s ahead (scheduler.horizon)",
 			at.UTC().Format(time.RFC3339), rules.horizon)
@@ -147,8 +178,13 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 		}
 		return a, nil
 	}
-	if _, err := sender.ParseBody(msg.Body); err != nil {
-		return a, reject(RejectBadBody, "%v", err)
+	if rules.checkBody != nil {
+		if err := rules.checkBody(a.Target, msg.Body); err != nil {
+			return a, reject(RejectBadBody, "%v", err)
+		}
+	}
+	if p := msg.GetProperty(PropPriority); p != "" {
+		a.Props = map[string]string{PropPriority: p} // a chat alert keeps only its priority
 	}
 	return a, nil
 }

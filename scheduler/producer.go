@@ -14,16 +14,16 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
 )
 
 // Producer publishes delayed alerts to the topic, following the wire contract. It is the
 // Go producer API; `rocketdelay publish` uses it.
 type Producer struct {
-	p     rocketmq.Producer
-	topic string
-	now   func() time.Time
+	p         rocketmq.Producer
+	topic     string
+	now       func() time.Time
+	checkBody func(target string, body []byte) error
 }
 
 // ProducerOptions configures a Producer.
@@ -36,6 +36,10 @@ type ProducerOptions struct {
 	SendTimeout time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// CheckBody, when set, checks the body of an alert for a chat target as its platform
+	// would (notify.Sender.Check), so Publish refuses what the scheduler would reject.
+	// Default: bodies are checked on arrival only.
+	CheckBody func(target string, body []byte) error
 }
 
 // NewProducer starts a producer.
@@ -65,7 +69,7 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("scheduler: start producer: %w", err)
 	}
-	return &Producer{p: p, topic: opts.Topic, now: opts.Now}, nil
+	return &Producer{p: p, topic: opts.Topic, now: opts.Now, checkBody: opts.CheckBody}, nil
 }
 
 // Publish sends a message at most publishAttempts times, waiting publishBackoff times the
@@ -87,15 +91,15 @@ type Publication struct {
 	// ID is the idempotency key; publishing the same ID twice delivers once. Default: a
 	// new random id.
 	ID string
-	// Body is a DingTalk message JSON object or plain text for a robot group; any bytes
-	// for a topic target (Raw).
+	// Body is the target platform's message JSON object or plain text for a robot group;
+	// any bytes for a topic target (Raw).
 	Body []byte
 
 	// The fields below are for topic targets: setting any of them makes the publication
 	// Raw.
 
 	// Raw marks a publication for a topic target: the body is delivered byte for byte,
-	// and not checked as a DingTalk message.
+	// and not checked as a chat message.
 	Raw bool
 	// Topic, when set, is the business topic (RD_TOPIC); the target must allow overrides
 	// and list it. Default: the target's topic.
@@ -137,8 +141,8 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	if pub.In < 0 {
 		return Published{}, fmt.Errorf("scheduler: publish: negative delay %s", pub.In)
 	}
-	if !pub.raw() {
-		if _, err := sender.ParseBody(pub.Body); err != nil {
+	if !pub.raw() && p.checkBody != nil {
+		if err := p.checkBody(pub.Target, pub.Body); err != nil {
 			return Published{}, fmt.Errorf("scheduler: publish: %w", err)
 		}
 	}

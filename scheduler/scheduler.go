@@ -20,7 +20,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 )
@@ -37,6 +38,10 @@ type WheelStage interface {
 	TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
 	ExtendLease(ctx context.Context, claims []store.Claim) ([]string, error)
+	// Confirm and MarkFailed are the powers of a claim over its alert while it is sent
+	// (claim.go).
+	Confirm(ctx context.Context, c store.Claim, partsSent int) error
+	MarkFailed(ctx context.Context, c store.Claim, failure []byte) error
 	DueWithin(ctx context.Context, window time.Duration, limit int) ([]store.Due, error)
 	// Park and Adopt share a busy target's sends across replicas (share.go).
 	Park(ctx context.Context, target string, lease time.Duration, parked ...store.Parked) ([]string, error)
@@ -53,7 +58,7 @@ type Delivery interface {
 	// wheel stage; an error wrapping store.ErrNotHeld means the claim was lost on the way
 	// and the alert is dropped here; any other error gives it back for a later attempt.
 	// Deliver must honour ctx.
-	Deliver(ctx context.Context, a delivery.Alert) (store.Receipt, error)
+	Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error)
 	// Reject records an input that can never be delivered. nil means it is recorded and
 	// the message is acknowledged; an error hands the message back to RocketMQ.
 	Reject(ctx context.Context, r delivery.Rejected) error
@@ -103,6 +108,10 @@ type Options struct {
 	// wheel stage, their bodies are any bytes, and a destination they may not choose is
 	// rejected on arrival. Default none.
 	Topics map[string]topic.Target
+	// CheckBody checks the body of an alert for the chat target target as its platform
+	// would (notify.Sender.Check); a body it refuses is rejected on arrival. Default: every
+	// body is accepted here, and one the platform refuses is recorded at its due time.
+	CheckBody func(target string, body []byte) error
 	// Brokers, when set, are broker addresses on which the topic is created if the name
 	// server does not know it; when empty a missing topic is an error at Start.
 	Brokers []string

@@ -2,34 +2,14 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"sync"
-
-	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// Sharing a busy robot group's sends across replicas (the sender's share.go): the
-// hand-off lets the sender park an alert's claim in the wheel stage (parker), and the
-// sender of any replica adopts parked alerts of the target into its next send (Adopt):
-// they are claimed by this replica and handed off as the fire loop's claims are.
-
-// parker returns the park of e's claim for the sender: the claim ends, and e waits in
-// its target's park until a replica adopts it or the park's lease (one lease) runs out.
-func (p *handoffPool) parker(e store.Entry) func(context.Context) error {
-	if e.Failure != nil || e.PartsSent > 0 {
-		return nil // only recorded, or resumed part by part: never merged
-	}
-	return func(ctx context.Context) error {
-		ids, err := p.store.Park(ctx, e.Target, p.store.Lease(), store.Parked{Claim: e.Claim(), DueAt: e.DueAt})
-		if err != nil {
-			return err
-		}
-		if len(ids) == 0 {
-			return fmt.Errorf("park %q: %w", e.ID, store.ErrNotHeld)
-		}
-		return nil
-	}
-}
+// Sharing a busy robot group's sends across replicas (notify's share.go): the hand-off
+// lets the sender park an alert's claim in the wheel stage (heldEntry.Park, claim.go),
+// and the sender of any replica adopts parked alerts of the target into its next send
+// (Adopt): they are claimed by this replica and handed off as the fire loop's claims
+// are.
 
 // adoptions tracks the hand-offs of adopted alerts, which run outside the workers.
 type adoptions struct {

@@ -14,8 +14,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -36,7 +36,7 @@ func TestBusyTargetIsOneQueueForAllReplicas(t *testing.T) {
 		limit  = 6 // 3 sends a second: a token every 333ms
 	)
 	h := newHarness(t, 5*time.Second)
-	sim, url := testenv.DingTalkSim(t, dingtalksim.Options{Robots: []dingtalksim.Robot{{Name: "r1", Token: "share-token"}},
+	sim, url := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: "share-token"}},
 		Window: window})
 	rdb, _ := testenv.Redis(t)
 	_, fs := testenv.FailedSends(t)
@@ -44,9 +44,9 @@ func TestBusyTargetIsOneQueueForAllReplicas(t *testing.T) {
 	var senders []*prometheus.Registry
 	for i := range 3 {
 		reg := prometheus.NewRegistry()
-		snd, err := sender.New(sender.Options{Targets: map[string][]sender.Robot{"ops": {{Name: "r1", Token: config.Secret("share-token")}}},
+		snd, err := notify.New(notify.Options{Targets: map[string][]notify.Robot{"ops": {{Name: "r1", Token: config.Secret("share-token")}}},
 			BaseURL: url, Limit: limit, HTTPTimeout: 2 * time.Second},
-			store.NewRobotPool(rdb, h.prefix, window), discardLogger(), sender.NewMetrics(reg), nil)
+			store.NewRobotPool(rdb, h.prefix, window), discardLogger(), notify.NewMetrics(reg), nil)
 		require.NoError(t, err)
 		t.Cleanup(snd.Close)
 		d := delivery.New(delivery.Senders{DingTalk: snd}, h.ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)

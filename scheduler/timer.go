@@ -13,7 +13,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
 )
 
 // PropProbe marks the start-up probes the consumer drops: "route", which teaches the hop

@@ -27,12 +27,15 @@ var (
 // the group has none): waiting does not help.
 var ErrNoRobot = errors.New("no robot in rotation")
 
-// PoolRobot is one robot as the pool sees it: a name and its limit.
+// PoolRobot is one robot as the pool sees it: a name and its limits.
 type PoolRobot struct {
 	// Name identifies the robot within its group; never its token.
 	Name string
 	// Limit is how many sends the robot may make per window, at least 1.
 	Limit int
+	// LimitPerSecond, when above 0, is how many sends it may make per sixtieth of the
+	// window (a second of a one-minute window) too: Feishu's second limit.
+	LimitPerSecond int
 }
 
 // Pick is the answer of RobotPool.Pick: either a robot (Robot is set) whose send was
@@ -112,6 +115,10 @@ func NewRobotPool(rdb redis.UniversalClient, prefix string, window time.Duration
 // Window returns the length of the sliding window.
 func (p *RobotPool) Window() time.Duration { return p.window }
 
+// secondWindow is the window of PoolRobot.LimitPerSecond: a sixtieth of the window, a
+// second of a one-minute window, at least 1ms.
+func (p *RobotPool) secondWindow() time.Duration { return max(p.window/60, time.Millisecond) }
+
 // Pick atomically picks, among robots of the group target, the least-used robot that is
 // not disabled, not cooling down and under its limit in the sliding window, and records
 // a send for it at Redis now (move it to the answer's time with Touch). pacing says
@@ -126,14 +133,14 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 	keys := make([]string, 0, len(robots)+4)
 	keys = append(keys, p.keys.cool(target), p.keys.disabled(target), p.keys.pace(target), p.keys.learn(target))
 	args := make([]any, 0, 2*len(robots)+7)
-	args = append(args, p.window.Milliseconds(), nonce(), int(opts.Pacing), BucketShare, 0,
+	args = append(args, p.window.Milliseconds(), nonce(), int(opts.Pacing), BucketShare, p.secondWindow().Milliseconds(),
 		boolArg(opts.Learn), max(opts.ProbeTimeout, DefaultProbeTimeout).Milliseconds())
 	for _, r := range robots {
-		if r.Name == "" || r.Limit < 1 {
+		if r.Name == "" || r.Limit < 1 || r.LimitPerSecond < 0 {
 			return Pick{}, fmt.Errorf("store: pick robot of %q: robot %q needs a name and a limit of at least 1", target, r.Name)
 		}
 		keys = append(keys, p.keys.window(target, r.Name))
-		args = append(args, r.Name, r.Limit)
+		args = append(args, r.Name, r.Limit, r.LimitPerSecond)
 	}
 	res, err := robotPickScript.Run(ctx, p.rdb, keys, args...).Slice()
 	if err != nil {
@@ -235,18 +242,37 @@ type Throttle struct {
 	InWindow int
 }
 
-// Throttled records that DingTalk throttled the robot of pick (130101, 410100, a
-// redirect), one of the target's robots (with their configured limits): the refused send
-// leaves the window, the robot cools down for cooldown and is in doubt after it. With
+// ThrottleOptions say how Throttled cools a robot down and whether it learns.
+type ThrottleOptions struct {
+	// Cooldown is how long the robot rests after a throttle.
+	Cooldown time.Duration
+	// CooldownMax, when above Cooldown, lets the rest grow: a robot throttled while in
+	// doubt (the first request after its rest was throttled again: the platform's
+	// lock-out is longer than the rest) rests twice as long as the last time, up to
+	// CooldownMax, until a request goes through (Touch).
+	CooldownMax time.Duration
+	// Learn lowers the limits of robots throttled below their configured limit (config
+	// sender.robotLimits learn).
+	Learn bool
+}
+
+// Throttled records that the platform throttled the robot of pick (DingTalk 130101,
+// WeCom 45009, Feishu 9499, a redirect), one of the target's robots (with their
+// configured limits): the refused send leaves the window, the robot cools down (see
+// ThrottleOptions) and is in doubt after it. With
 // learn, a throttle while the window held fewer than its configured limit (someone else
 // sends through the robot too) lowers its limit to three quarters of its current limit,
 // but no more than the count that went through; the first such throttle of an episode
 // gives the count to the target's other robots without a learned limit as well. Pick
 // raises a learned limit again by one per window without a throttle, up to the count
 // that went through, and past it by one per ten such windows.
-func (p *RobotPool) Throttled(ctx context.Context, target string, pick Pick, robots []PoolRobot, cooldown time.Duration, learn bool) (Throttle, error) {
+func (p *RobotPool) Throttled(ctx context.Context, target string, pick Pick, robots []PoolRobot, opts ThrottleOptions) (Throttle, error) {
+	if opts.Cooldown <= 0 {
+		return Throttle{}, fmt.Errorf("store: throttled %q: cool-down %s is not positive", pick.Robot, opts.Cooldown)
+	}
 	configured := 0
-	args := []any{pick.Robot, pick.Member, 0, cooldown.Milliseconds(), p.window.Milliseconds(), boolArg(learn)}
+	args := []any{pick.Robot, pick.Member, 0, opts.Cooldown.Milliseconds(), p.window.Milliseconds(), boolArg(opts.Learn),
+		max(opts.CooldownMax, opts.Cooldown).Milliseconds()}
 	for _, r := range robots {
 		if r.Name == pick.Robot {
 			configured = r.Limit

@@ -307,7 +307,7 @@ func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
 		require.Equal(t, 10, p.Limit)
 		last = p
 	}
-	th, err := pool.Throttled(ctx, "ops", last, robots, window, true)
+	th, err := pool.Throttled(ctx, "ops", last, robots, store.ThrottleOptions{Cooldown: window, Learn: true})
 	require.NoError(t, err)
 	require.Equal(t, store.Throttle{Limit: 3, Started: true, CoolingUntil: th.CoolingUntil, InWindow: 3}, th,
 		"3 went through, the 4th was refused")
@@ -318,7 +318,7 @@ func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
 	require.Equal(t, 3, st[1].LearnedLimit, "a sibling takes the count as its limit too")
 	require.False(t, st[1].InDoubt)
 	require.Zero(t, st[2].LearnedLimit, "a sibling configured at no more than the count is left alone")
-	again, err := pool.Throttled(ctx, "ops", last, robots, window, true)
+	again, err := pool.Throttled(ctx, "ops", last, robots, store.ThrottleOptions{Cooldown: window, Learn: true})
 	require.NoError(t, err)
 	require.False(t, again.Started, "the same episode is not announced twice")
 	require.Equal(t, 2, again.Limit, "a further throttle: three quarters of 3")
@@ -384,7 +384,7 @@ func TestRobotPoolScoutsUnknownRobots(t *testing.T) {
 		require.Equal(t, want, pick("shared").Robot)
 	}
 	require.Equal(t, "b", pick("shared").Robot)
-	th, err := pool.Throttled(ctx, "shared", pick("shared"), robots, window, true)
+	th, err := pool.Throttled(ctx, "shared", pick("shared"), robots, store.ThrottleOptions{Cooldown: window, Learn: true})
 	require.NoError(t, err)
 	require.True(t, th.Started)
 	require.Equal(t, 1, th.Limit, "one went through before the scout's throttle")

@@ -19,8 +19,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/localstack"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -109,11 +110,11 @@ func lateOrDash(d time.Duration, n int) string {
 func amFlood(ctx context.Context, cfg config.Config, o AlertmanagerOptions, way string, robots int) (amRun, error) {
 	r := amRun{way: way, robots: robots}
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	var simRobots []dingtalksim.Robot
+	var simRobots []chatsim.Robot
 	for i := range robots {
-		simRobots = append(simRobots, dingtalksim.Robot{Name: fmt.Sprintf("r%d", i+1), Token: fmt.Sprintf("am-bench-%s-%d", suffix, i+1)})
+		simRobots = append(simRobots, chatsim.Robot{Name: fmt.Sprintf("r%d", i+1), Token: fmt.Sprintf("am-bench-%s-%d", suffix, i+1)})
 	}
-	sim := dingtalksim.New(dingtalksim.Options{Robots: simRobots, Limit: config.MaxRobotLimit, Window: time.Minute, Throttle: 10 * time.Minute})
+	sim := dingtalk.NewSim(chatsim.Options{Robots: simRobots, Limit: config.MaxRobotLimit, Window: time.Minute, Throttle: 10 * time.Minute})
 	simURL, stopSim, err := serveSim(ctx, sim)
 	if err != nil {
 		return r, err
@@ -202,7 +203,7 @@ receivers:
 // startServe runs `binary serve` with the configured broker, Redis and Postgres, a topic,
 // group and key prefix of its own, and the robot group ops on the simulator; it returns
 // its base URL once it is ready.
-func startServe(ctx context.Context, cfg config.Config, binary, simURL string, robots []dingtalksim.Robot, token, suffix string) (string, func(), error) {
+func startServe(ctx context.Context, cfg config.Config, binary, simURL string, robots []chatsim.Robot, token, suffix string) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -295,8 +296,9 @@ func lastLines(s string, n int) string {
 // notification is one markdown request to one robot; DingTalk's errcode 0 is answered
 // 200, anything else 400 (the send failed, and Alertmanager does not retry a 4xx).
 func startNaiveForwarder(simURL, robotToken string) (string, func(), error) {
-	client := sender.NewClient(simURL, 5*time.Second, time.Now)
-	robot := sender.Robot{Name: "r1", Token: config.Secret(robotToken)}
+	client := notify.NewClient(5*time.Second, time.Now)
+	channel := dingtalk.New(simURL)
+	robot := notify.Robot{Name: "r1", Token: config.Secret(robotToken)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
 		var n struct {
@@ -315,8 +317,8 @@ func startNaiveForwarder(simURL, robotToken string) (string, func(), error) {
 		for _, a := range n.Alerts {
 			fmt.Fprintf(&text, "- %s group=%s: %s\n", a.Labels["alertname"], a.Labels["group"], a.Annotations["summary"])
 		}
-		body, _ := json.Marshal(sender.Message{MsgType: sender.TypeMarkdown, Markdown: &sender.Markdown{Title: "alert", Text: text.String()}})
-		if o := client.Post(r.Context(), robot, body); !o.OK {
+		m := notify.Message{Format: notify.FormatMarkdown, Title: "alert", Text: text.String()}
+		if o := channel.Post(r.Context(), client, robot, m); !o.OK {
 			http.Error(w, "send failed", http.StatusBadRequest)
 			return
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -311,7 +312,7 @@ type hopRecorder struct {
 
 func (r *hopRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
 
-func (r *hopRecorder) Deliver(_ context.Context, a delivery.Alert) (store.Receipt, error) {
+func (r *hopRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
 	l := time.Since(a.DueAt)
 	r.mu.Lock()
 	defer r.mu.Unlock()

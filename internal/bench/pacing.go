@@ -17,8 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -166,7 +167,7 @@ type simResult struct {
 	alerts, delivered int
 	messages          int
 	overLimit         int
-	byRobot           map[string]dingtalksim.RobotStats
+	byRobot           map[string]chatsim.RobotStats
 	p50, p99, worst   time.Duration
 }
 
@@ -174,14 +175,14 @@ type simResult struct {
 // every send to end, and measures at the simulator.
 func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun) (simResult, error) {
 	r := simResult{alerts: len(run.dues)}
-	var simRobots []dingtalksim.Robot
-	var robots []sender.Robot
+	var simRobots []chatsim.Robot
+	var robots []notify.Robot
 	for i := range run.robots {
-		rb := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
+		rb := notify.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
 		robots = append(robots, rb)
-		simRobots = append(simRobots, dingtalksim.Robot{Name: rb.Name, Token: rb.Token.Reveal(), Limit: run.simLimit})
+		simRobots = append(simRobots, chatsim.Robot{Name: rb.Name, Token: rb.Token.Reveal(), Limit: run.simLimit})
 	}
-	sim := dingtalksim.New(dingtalksim.Options{Robots: simRobots, Window: run.window, Throttle: run.throttle})
+	sim := dingtalk.NewSim(chatsim.Options{Robots: simRobots, Window: run.window, Throttle: run.throttle})
 	url, stop, err := serveSim(ctx, sim)
 	if err != nil {
 		return r, err
@@ -189,14 +190,14 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 	defer stop()
 	pool := store.NewRobotPool(rdb, prefix, run.window)
 	quiet := slog.New(slog.DiscardHandler)
-	var senders []*sender.Sender
+	var senders []*notify.Sender
 	for range run.senders {
-		s, err := sender.New(sender.Options{
-			Targets: map[string][]sender.Robot{"bench": robots}, Limit: run.limit, BaseURL: url,
+		s, err := notify.New(notify.Options{
+			Targets: map[string]notify.Target{"bench": {Protocol: dingtalk.New(url), Robots: robots}}, Limit: run.limit,
 			HTTPTimeout: 2 * time.Second, Cooldown: run.cooldown, Attempts: 5,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 			Coalesce: config.CoalesceAuto, Pacing: run.pacing, RobotLimits: run.robotLimits, MaxInFlight: 32,
-		}, pool, quiet, sender.NewMetrics(prometheus.NewRegistry()), time.Now)
+		}, pool, quiet, notify.NewMetrics(prometheus.NewRegistry()), time.Now)
 		if err != nil {
 			return r, err
 		}
@@ -218,7 +219,7 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 		due[id] = at
 		time.Sleep(time.Until(at))
 		wg.Go(func() {
-			_ = senders[i%len(senders)].SendAlert(sendCtx, sender.Alert{Target: "bench", Body: []byte(id), Due: at})
+			_, _ = senders[i%len(senders)].Send(sendCtx, notify.Alert{Target: "bench", Body: []byte(id), Due: at})
 		})
 	}
 	wg.Wait()
@@ -251,10 +252,10 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 }
 
 // messageText is the text or markdown text of an accepted message.
-func messageText(m dingtalksim.Message) string {
+func messageText(m chatsim.Message) string {
 	var b struct {
-		Text     *sender.Text     `json:"text"`
-		Markdown *sender.Markdown `json:"markdown"`
+		Text     *dingtalk.Text     `json:"text"`
+		Markdown *dingtalk.Markdown `json:"markdown"`
 	}
 	if json.Unmarshal(m.Body, &b) != nil {
 		return ""

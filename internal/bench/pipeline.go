@@ -23,6 +23,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/localstack"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -454,7 +455,7 @@ type latencyRecorder struct {
 
 func (r *latencyRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
 
-func (r *latencyRecorder) Deliver(_ context.Context, a delivery.Alert) (store.Receipt, error) {
+func (r *latencyRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
 	l := time.Since(a.DueAt)
 	r.mu.Lock()
 	r.late = append(r.late, l)

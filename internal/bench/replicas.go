@@ -17,9 +17,10 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -182,14 +183,14 @@ func replicasOnce(ctx context.Context, cfg config.Config, o ReplicasOptions, n i
 	defer pg.Close()
 	fs := store.NewFailedSends(pg, store.FailedSendsOptions{})
 
-	var simRobots []dingtalksim.Robot
-	var robots []sender.Robot
+	var simRobots []chatsim.Robot
+	var robots []notify.Robot
 	for i := range o.Robots {
-		rb := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
+		rb := notify.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
 		robots = append(robots, rb)
-		simRobots = append(simRobots, dingtalksim.Robot{Name: rb.Name, Token: rb.Token.Reveal()})
+		simRobots = append(simRobots, chatsim.Robot{Name: rb.Name, Token: rb.Token.Reveal()})
 	}
-	sim := dingtalksim.New(dingtalksim.Options{Robots: simRobots, Window: o.Window, Throttle: 10 * o.Window})
+	sim := dingtalk.NewSim(chatsim.Options{Robots: simRobots, Window: o.Window, Throttle: 10 * o.Window})
 	url, stopSim, err := serveSim(ctx, sim)
 	if err != nil {
 		return r, err
@@ -202,14 +203,14 @@ func replicasOnce(ctx context.Context, cfg config.Config, o ReplicasOptions, n i
 	for i := range n {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
-		snd, err := sender.New(sender.Options{Targets: map[string][]sender.Robot{"bench": robots}, Limit: o.Limit, BaseURL: url,
+		snd, err := notify.New(notify.Options{Targets: map[string]notify.Target{"bench": {Protocol: dingtalk.New(url), Robots: robots}}, Limit: o.Limit,
 			HTTPTimeout: 2 * time.Second, Cooldown: 10 * o.Window},
-			store.NewRobotPool(rdb, prefix, o.Window), quiet, sender.NewMetrics(reg), time.Now)
+			store.NewRobotPool(rdb, prefix, o.Window), quiet, notify.NewMetrics(reg), time.Now)
 		if err != nil {
 			return r, err
 		}
 		defer snd.Close()
-		d := delivery.New(delivery.Senders{DingTalk: snd}, ws, fs, delivery.Options{}, quiet, nil, time.Now)
+		d := delivery.New(delivery.Channels{"bench": snd}, ws, fs, delivery.Options{}, quiet, nil, time.Now)
 		opts := scheduler.OptionsFromConfig(cfg)
 		opts.Topic, opts.Group = topic, "rd_bench_replicas_"+suffix
 		opts.KnownTarget = func(t string) bool { return t == "bench" }

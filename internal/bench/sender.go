@@ -20,8 +20,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -67,17 +68,17 @@ func (o SenderOptions) Validate() error {
 // prints the table to out.
 func Sender(ctx context.Context, rdb *redis.Client, keyPrefix string, o SenderOptions, out io.Writer) error {
 	quiet := slog.New(slog.DiscardHandler)
-	var simRobots []dingtalksim.Robot
-	var robots []sender.Robot
+	var simRobots []chatsim.Robot
+	var robots []notify.Robot
 	for i := range o.Robots {
-		r := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
+		r := notify.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
 		if i%2 == 0 {
 			r.SigningSecret = config.Secret(fmt.Sprintf("SECbench-%d", i+1))
 		}
 		robots = append(robots, r)
-		simRobots = append(simRobots, dingtalksim.Robot{Name: r.Name, Token: r.Token.Reveal(), Secret: r.SigningSecret.Reveal()})
+		simRobots = append(simRobots, chatsim.Robot{Name: r.Name, Token: r.Token.Reveal(), Secret: r.SigningSecret.Reveal()})
 	}
-	sim := dingtalksim.New(dingtalksim.Options{Robots: simRobots, Limit: config.MaxRobotLimit, Window: o.Window, Throttle: 10 * o.Window})
+	sim := dingtalk.NewSim(chatsim.Options{Robots: simRobots, Limit: config.MaxRobotLimit, Window: o.Window, Throttle: 10 * o.Window})
 	baseURL, stopSim, err := serveSim(ctx, sim)
 	if err != nil {
 		return err
@@ -168,14 +169,14 @@ func Sender(ctx context.Context, rdb *redis.Client, keyPrefix string, o SenderOp
 
 // tally counts accepted messages, the most accepted within one window, the distinct
 // alerts they carry and the alerts carried more than once.
-func tally(accepted []dingtalksim.Message, window time.Duration) (messages, peak, delivered, dupes int) {
+func tally(accepted []chatsim.Message, window time.Duration) (messages, peak, delivered, dupes int) {
 	seen := map[string]int{}
 	times := make([]time.Time, 0, len(accepted))
 	for _, m := range accepted {
 		times = append(times, m.At)
 		var b struct {
-			Text     *sender.Text     `json:"text"`
-			Markdown *sender.Markdown `json:"markdown"`
+			Text     *dingtalk.Text     `json:"text"`
+			Markdown *dingtalk.Markdown `json:"markdown"`
 		}
 		if json.Unmarshal(m.Body, &b) != nil {
 			continue
@@ -208,15 +209,14 @@ func tally(accepted []dingtalksim.Message, window time.Duration) (messages, peak
 func benchAlert(i int) string { return fmt.Sprintf("bench-alert-%06d", i) }
 
 // benchSenders runs the burst through o.Senders Senders sharing one pool.
-func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots []sender.Robot, baseURL, coalesce string,
+func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots []notify.Robot, baseURL, coalesce string,
 	o SenderOptions, logger *slog.Logger) (int, bool) {
 	pool := store.NewRobotPool(rdb, prefix, o.Window)
-	var senders []*sender.Sender
+	var senders []*notify.Sender
 	for range o.Senders {
-		s, err := sender.New(sender.Options{
-			Targets:     map[string][]sender.Robot{"bench": robots},
+		s, err := notify.New(notify.Options{
+			Targets:     map[string]notify.Target{"bench": {Protocol: dingtalk.New(baseURL), Robots: robots}},
 			Limit:       o.Limit,
-			BaseURL:     baseURL,
 			HTTPTimeout: 2 * time.Second,
 			Cooldown:    10 * o.Window,
 			Attempts:    5,
@@ -224,7 +224,7 @@ func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots 
 			BackoffMax:  200 * time.Millisecond,
 			Coalesce:    coalesce,
 			CoalesceMax: o.CoalesceMax,
-		}, pool, logger, sender.NewMetrics(prometheus.NewRegistry()), time.Now)
+		}, pool, logger, notify.NewMetrics(prometheus.NewRegistry()), time.Now)
 		if err != nil {
 			return o.Alerts, false
 		}
@@ -244,7 +244,7 @@ func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots 
 					return
 				}
 				due := base.Add(time.Duration(i) * time.Millisecond)
-				if err := senders[g%len(senders)].SendAlert(ctx, sender.Alert{Target: "bench", Body: []byte(benchAlert(i)), Due: due}); err != nil {
+				if _, err := senders[g%len(senders)].Send(ctx, notify.Alert{Target: "bench", Body: []byte(benchAlert(i)), Due: due}); err != nil {
 					failed.Add(1)
 				}
 			}
@@ -254,20 +254,30 @@ func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots 
 	return int(failed.Load()), ctx.Err() == nil
 }
 
+// naiveClient posts to DingTalk robots, one request at a time, with nothing around it:
+// the naive strategies' client.
+type naiveClient struct {
+	http    *notify.Client
+	channel *dingtalk.Channel
+}
+
+func newNaiveClient(baseURL string) naiveClient {
+	return naiveClient{http: notify.NewClient(2*time.Second, time.Now), channel: dingtalk.New(baseURL)}
+}
+
 // benchPost sends one text alert through robot, signed when it has a secret, and says
 // whether DingTalk accepted it.
-func benchPost(ctx context.Context, client *sender.Client, robot sender.Robot, alert string) bool {
-	body, _ := sender.MarshalMessage(sender.Message{MsgType: sender.TypeText, Text: &sender.Text{Content: alert}})
-	return client.Post(ctx, robot, body).OK
+func benchPost(ctx context.Context, client naiveClient, robot notify.Robot, alert string) bool {
+	return client.channel.Post(ctx, client.http, robot, notify.Message{Format: notify.FormatText, Text: alert}).OK
 }
 
 // benchNaiveSleep is the fixed-sleep strategy: one worker per robot, window/20 after
 // every send (sleep(3s) against DingTalk's 20 per minute). A refused alert is sent again.
-func benchNaiveSleep(ctx context.Context, robots []sender.Robot, baseURL string, o SenderOptions) (int, bool) {
+func benchNaiveSleep(ctx context.Context, robots []notify.Robot, baseURL string, o SenderOptions) (int, bool) {
 	ctx, cancel := context.WithTimeout(ctx, o.NaiveTimeout)
 	defer cancel()
-	client := sender.NewClient(baseURL, 2*time.Second, time.Now)
-	defer client.Close()
+	client := newNaiveClient(baseURL)
+	defer client.http.Close()
 	work := newNaiveWork(o.Alerts)
 	var wg sync.WaitGroup
 	for _, r := range robots {
@@ -292,13 +302,13 @@ func benchNaiveSleep(ctx context.Context, robots []sender.Robot, baseURL string,
 // counts a robot's sends in the window with ZCOUNT and, when under the limit, records
 // its send with ZADD — two round trips, nothing atomic — then posts. When every robot
 // looks full it polls again after window/60. A refused alert is sent again.
-func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, robots []sender.Robot, baseURL string, o SenderOptions) (int, bool) {
+func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, robots []notify.Robot, baseURL string, o SenderOptions) (int, bool) {
 	ctx, cancel := context.WithTimeout(ctx, o.NaiveTimeout)
 	defer cancel()
-	client := sender.NewClient(baseURL, 2*time.Second, time.Now)
-	defer client.Close()
+	client := newNaiveClient(baseURL)
+	defer client.http.Close()
 	work := newNaiveWork(o.Alerts)
-	key := func(r sender.Robot) string { return "{" + prefix + ":naive}:win:" + r.Name }
+	key := func(r notify.Robot) string { return "{" + prefix + ":naive}:win:" + r.Name }
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
@@ -396,14 +406,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // serveSim serves sim on a free loopback port until stop is called, and returns its
 // webhook URL.
-func serveSim(ctx context.Context, sim *dingtalksim.Server) (url string, stop func(), err error) {
+func serveSim(ctx context.Context, sim *chatsim.Server) (url string, stop func(), err error) {
 	simCtx, cancel := context.WithCancel(ctx)
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() { done <- sim.ListenAndServe(simCtx, "127.0.0.1:0", func(a net.Addr) { addrc <- a }) }()
 	select {
 	case a := <-addrc:
-		return "http://" + a.String() + dingtalksim.Path, func() { cancel(); <-done }, nil
+		return "http://" + a.String() + dingtalk.SimPath, func() { cancel(); <-done }, nil
 	case err := <-done:
 		cancel()
 		return "", nil, err

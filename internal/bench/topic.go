@@ -21,9 +21,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink"
+	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender/topic"
-	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -177,7 +177,7 @@ func newTopicRun(ctx context.Context, cfg config.Config, suffix string) (*topicR
 	}
 	r.stop = append(r.stop, snd.Close)
 	ws := store.NewWheelStage(rdb, r.prefix, store.WheelStageOptionsFromConfig(cfg))
-	d := delivery.New(delivery.Senders{Topics: snd}, ws, store.NewFailedSends(pg, store.FailedSendsOptions{}), delivery.Options{},
+	d := delivery.New(delivery.Channels{"orders": snd}, ws, store.NewFailedSends(pg, store.FailedSendsOptions{}), delivery.Options{},
 		quiet, nil, time.Now)
 	opts := scheduler.OptionsFromConfig(cfg)
 	opts.Topic, opts.Group, opts.InstanceName = delayTopic, "rd_bench_topic_"+suffix, "rd-bench-topic-"+suffix

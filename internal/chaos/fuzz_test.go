@@ -21,8 +21,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -43,14 +43,14 @@ func FuzzAlertBody(f *testing.F) {
 	f.Add([]byte(`{"msgtype":"markdown","markdown":{"title":"t","text":"x"},"at":{"isAtAll":true}}`))
 	f.Add([]byte("plain text alert"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		m, err := sender.ParseBody(body)
+		m, err := dingtalk.ParseBody(body)
 		if err != nil {
-			require.ErrorIs(t, err, sender.ErrInvalidBody)
+			require.ErrorIs(t, err, notify.ErrInvalidBody)
 			return
 		}
-		out, err := sender.MarshalMessage(m)
+		out, err := dingtalk.MarshalMessage(m)
 		require.NoError(t, err)
-		back, err := sender.ParseBody(out)
+		back, err := dingtalk.ParseBody(out)
 		require.NoError(t, err, "re-encoded body %q", out)
 		require.Equal(t, m.MsgType, back.MsgType)
 	})

@@ -27,8 +27,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/internal/netproxy"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -422,7 +422,7 @@ type env struct {
 	sim           *simulator
 	producer      *scheduler.Producer
 	raw           *rawProducer
-	robots        []dingtalksim.Robot
+	robots        []chatsim.Robot
 	// sink consumes the business topic of the topic target, in a topic scenario.
 	sink *topicsink.Sink
 
@@ -534,13 +534,13 @@ func (e *env) prepare(ctx context.Context) error {
 	}
 	tokPrefix := "chaos-" + e.idPrefix
 	for i := 1; i <= 4; i++ {
-		rb := dingtalksim.Robot{Name: fmt.Sprintf("r%d", i), Token: fmt.Sprintf("%s-%d", tokPrefix, i)}
+		rb := chatsim.Robot{Name: fmt.Sprintf("r%d", i), Token: fmt.Sprintf("%s-%d", tokPrefix, i)}
 		if i == 1 {
 			rb.Secret = "SEC" + tokPrefix
 		}
 		e.robots = append(e.robots, rb)
 	}
-	sim, err := startSimulator(append(slices.Clone(e.robots), dingtalksim.Robot{Name: "o1", Token: tokPrefix + "-other-1"}),
+	sim, err := startSimulator(append(slices.Clone(e.robots), chatsim.Robot{Name: "o1", Token: tokPrefix + "-other-1"}),
 		3*time.Second, regexp.MustCompile(scenarioIDPattern))
 	if err != nil {
 		return err

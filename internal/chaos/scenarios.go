@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 	"github.com/rocketdelay/rocketdelay/scheduler"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -137,7 +137,7 @@ func runPostgresOutage(ctx context.Context, e *env) error {
 		sleep(ctx, o.PublishOver/3)
 		at := time.Now()
 		for _, rb := range e.robots {
-			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}); err != nil {
+			if err := e.sim.Inject(rb.Token, chatsim.Fault{Kind: chatsim.FaultStatus, Status: 503}); err != nil {
 				return err
 			}
 		}
@@ -180,7 +180,7 @@ func runZombie(ctx context.Context, e *env) error {
 		}
 		sleep(ctx, time.Until(due.Add(-time.Second)))
 		for _, rb := range e.robots {
-			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultThrottle}); err != nil {
+			if err := e.sim.Inject(rb.Token, chatsim.Fault{Kind: chatsim.FaultThrottle}); err != nil {
 				return err
 			}
 		}
@@ -275,7 +275,7 @@ func runRetryJobZombie(ctx context.Context, e *env) error {
 		}
 		sleep(ctx, time.Until(due.Add(-time.Second)))
 		for _, rb := range e.robots {
-			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}); err != nil {
+			if err := e.sim.Inject(rb.Token, chatsim.Fault{Kind: chatsim.FaultStatus, Status: 503}); err != nil {
 				return err
 			}
 		}
@@ -285,7 +285,7 @@ func runRetryJobZombie(ctx context.Context, e *env) error {
 		}
 		e.sim.ClearFaults("")
 		for _, rb := range e.robots {
-			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultSlow, Delay: 700 * time.Millisecond}); err != nil {
+			if err := e.sim.Inject(rb.Token, chatsim.Fault{Kind: chatsim.FaultSlow, Delay: 700 * time.Millisecond}); err != nil {
 				return err
 			}
 		}
@@ -385,12 +385,12 @@ func runCombined(ctx context.Context, e *env) error {
 						return err
 					}
 				case 4:
-					storms := []dingtalksim.Fault{
-						{Kind: dingtalksim.FaultStatus, Status: 503},
-						{Kind: dingtalksim.FaultErrcode, Errcode: 130101, Count: 2},
-						{Kind: dingtalksim.FaultSlow, Delay: 5 * time.Second, Count: 3},
-						{Kind: dingtalksim.FaultDrop, Count: 5},
-						{Kind: dingtalksim.FaultThrottle},
+					storms := []chatsim.Fault{
+						{Kind: chatsim.FaultStatus, Status: 503},
+						{Kind: chatsim.FaultErrcode, Errcode: 130101, Count: 2},
+						{Kind: chatsim.FaultSlow, Delay: 5 * time.Second, Count: 3},
+						{Kind: chatsim.FaultDrop, Count: 5},
+						{Kind: chatsim.FaultThrottle},
 					}
 					f := storms[e.faultRNG.IntN(len(storms))]
 					d := 5*time.Second + time.Duration(e.faultRNG.Int64N(int64(5*time.Second)))
@@ -437,7 +437,7 @@ func runPostgres(ctx context.Context, e *env) error {
 		sleep(ctx, o.PublishOver/3)
 		at := time.Now()
 		for _, rb := range e.robots {
-			if err := e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}); err != nil {
+			if err := e.sim.Inject(rb.Token, chatsim.Fault{Kind: chatsim.FaultStatus, Status: 503}); err != nil {
 				return err
 			}
 		}
@@ -463,17 +463,17 @@ func runStorm(ctx context.Context, e *env) error {
 	o := e.r.opts
 	type phase struct {
 		name  string
-		fault dingtalksim.Fault
+		fault chatsim.Fault
 		some  bool // only on half of the robots
 	}
 	phases := []phase{
-		{"HTTP 503 on every robot", dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 503}, false},
-		{"errcode 130101 then throttling on half the robots", dingtalksim.Fault{Kind: dingtalksim.FaultErrcode, Errcode: 130101, Count: 2}, true},
-		{"10s answers on every robot", dingtalksim.Fault{Kind: dingtalksim.FaultSlow, Delay: 10 * time.Second, Count: 3}, false},
-		{"dropped connections on every robot", dingtalksim.Fault{Kind: dingtalksim.FaultDrop, Count: 5}, false},
-		{"throttled (302) on half the robots", dingtalksim.Fault{Kind: dingtalksim.FaultThrottle}, true},
-		{"HTTP 429 with Retry-After 1s and errcode -1", dingtalksim.Fault{Kind: dingtalksim.FaultStatus, Status: 429, RetryAfter: time.Second, Count: 3}, false},
-		{"malformed answers on every robot", dingtalksim.Fault{Kind: dingtalksim.FaultMalformed, Count: 2}, false},
+		{"HTTP 503 on every robot", chatsim.Fault{Kind: chatsim.FaultStatus, Status: 503}, false},
+		{"errcode 130101 then throttling on half the robots", chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: 130101, Count: 2}, true},
+		{"10s answers on every robot", chatsim.Fault{Kind: chatsim.FaultSlow, Delay: 10 * time.Second, Count: 3}, false},
+		{"dropped connections on every robot", chatsim.Fault{Kind: chatsim.FaultDrop, Count: 5}, false},
+		{"throttled (302) on half the robots", chatsim.Fault{Kind: chatsim.FaultThrottle}, true},
+		{"HTTP 429 with Retry-After 1s and errcode -1", chatsim.Fault{Kind: chatsim.FaultStatus, Status: 429, RetryAfter: time.Second, Count: 3}, false},
+		{"malformed answers on every robot", chatsim.Fault{Kind: chatsim.FaultMalformed, Count: 2}, false},
 	}
 	each := o.Storm / time.Duration(len(phases))
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
@@ -490,8 +490,8 @@ func runStorm(ctx context.Context, e *env) error {
 				if err := e.sim.Inject(rb.Token, p.fault); err != nil {
 					return err
 				}
-				if p.fault.Kind == dingtalksim.FaultStatus && p.fault.Status == 429 {
-					_ = e.sim.Inject(rb.Token, dingtalksim.Fault{Kind: dingtalksim.FaultErrcode, Errcode: -1, Count: 2})
+				if p.fault.Kind == chatsim.FaultStatus && p.fault.Status == 429 {
+					_ = e.sim.Inject(rb.Token, chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: -1, Count: 2})
 				}
 			}
 			sleep(ctx, each)
@@ -595,7 +595,7 @@ func runKillBusy(ctx context.Context, e *env) error {
 			}
 		}
 		sleep(ctx, time.Until(due.Add(-time.Second)))
-		if err := e.sim.Inject(other, dingtalksim.Fault{Kind: dingtalksim.FaultSlow, Delay: time.Second}); err != nil {
+		if err := e.sim.Inject(other, chatsim.Fault{Kind: chatsim.FaultSlow, Delay: time.Second}); err != nil {
 			return err
 		}
 		start := time.Now()

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 )
 
 // simulator is a DingTalk simulator on a loopback port that also notes, per alert id,
@@ -18,7 +19,7 @@ import (
 // connection seen from the sender): a message accepted by such a request may be sent
 // again by design, so its duplicates are reported apart.
 type simulator struct {
-	*dingtalksim.Server
+	*chatsim.Server
 	URL string
 	ids *regexp.Regexp
 
@@ -28,9 +29,9 @@ type simulator struct {
 	abandoned map[string]int // alert id → requests carrying it that the client gave up on
 }
 
-func startSimulator(robots []dingtalksim.Robot, throttle time.Duration, ids *regexp.Regexp) (*simulator, error) {
+func startSimulator(robots []chatsim.Robot, throttle time.Duration, ids *regexp.Regexp) (*simulator, error) {
 	s := &simulator{
-		Server: dingtalksim.New(dingtalksim.Options{
+		Server: dingtalk.NewSim(chatsim.Options{
 			// The sender's own limit: one request over it fails the scenario.
 			Robots: robots, Window: time.Second, Limit: senderLimit, Throttle: throttle,
 		}),
@@ -41,14 +42,14 @@ func startSimulator(robots []dingtalksim.Robot, throttle time.Duration, ids *reg
 	if err != nil {
 		return nil, err
 	}
-	s.URL = "http://" + ln.Addr().String() + dingtalksim.Path
+	s.URL = "http://" + ln.Addr().String() + dingtalk.SimPath
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
 
 func (s *simulator) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != dingtalksim.Path {
+	if r.URL.Path != dingtalk.SimPath {
 		s.Server.ServeHTTP(w, r)
 		return
 	}

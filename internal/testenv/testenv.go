@@ -27,7 +27,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/localstack"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalksim"
+	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -207,12 +208,22 @@ var RocketMQStragglers = []goleak.Option{
 
 // DingTalkSim runs a DingTalk simulator on a local port until the test ends and returns
 // it with its base URL (the webhook endpoint), ready for config sender.baseURL.
-func DingTalkSim(t testing.TB, opts dingtalksim.Options) (*dingtalksim.Server, string) {
+func DingTalkSim(t testing.TB, opts chatsim.Options) (*chatsim.Server, string) {
 	t.Helper()
-	s := dingtalksim.New(opts)
+	s, root := ChatSim(t, append([]chatsim.Rules{dingtalk.SimRules{}}, opts.Platforms...), opts)
+	return s, root + dingtalk.SimPath
+}
+
+// ChatSim starts a chat-robot simulator (package chatsim) of platforms and the robots of
+// opts on a loopback port for the test and returns it with its root URL
+// ("http://127.0.0.1:port"); Server.URL gives each platform's webhook base.
+func ChatSim(t testing.TB, platforms []chatsim.Rules, opts chatsim.Options) (*chatsim.Server, string) {
+	t.Helper()
+	opts.Platforms = platforms
+	s := chatsim.New(opts)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
-	return s, ts.URL + dingtalksim.Path
+	return s, ts.URL
 }
 
 // RedisServer starts a Redis of the test's own (localstack.StartRedis: Debian's

@@ -14,11 +14,13 @@
 -- ARGV[3]      pacing: 0 none (burst), 1 paced (a pick needs a token: wait for one)
 -- ARGV[4]      the bucket's share of the capacity: it holds capacity/share tokens and
 --              refills at the rest of the capacity per window
--- ARGV[5]      (unused)
+-- ARGV[5]      second window, ms: the window of each robot's per-second limit
 -- ARGV[6]      learning: 1 on (learned limits and probes), 0 off
 -- ARGV[7]      how long a probe may be in flight, ms
--- ARGV[6+2i]   name of robot i (i = 1 … n, in the order of KEYS[4+i])
--- ARGV[7+2i]   configured limit of robot i: sends allowed per window
+-- ARGV[5+3i]   name of robot i (i = 1 … n, in the order of KEYS[4+i])
+-- ARGV[6+3i]   configured limit of robot i: sends allowed per window
+-- ARGV[7+3i]   per-second limit of robot i: sends allowed per second window, 0 for none
+--              (Feishu's 5 per second beside its 100 per minute)
 --
 -- Learning: a robot DingTalk throttled below its configured limit has a learned limit
 -- (robot_throttled.lua) that is used instead; it comes back up by one per window without a
@@ -44,7 +46,8 @@
 -- windows are enforced as ever: pacing only shapes.
 --
 -- A disabled robot is skipped and not waited for. A robot is eligible when it is not disabled, not cooling down, and has fewer than its
--- limit of sends in the window (now - window, now]. Among the eligible robots the one with
+-- limit of sends in the window (now - window, now] and, with a per-second limit, fewer than
+-- that many in the second window (now - second window, now]. Among the eligible robots the one with
 -- the fewest sends in the window wins; ties go to the one whose last send is oldest, then
 -- to the first in ARGV order. Its window gets the member "<now>-<nonce>" with score now,
 -- and the window key expires one window after its newest member.
@@ -62,6 +65,7 @@ local window = tonumber(ARGV[1])
 local n = #KEYS - 4
 local learn = ARGV[6] == '1'
 local probeTTL = tonumber(ARGV[7])
+local secWindow = tonumber(ARGV[5])
 
 -- effective returns robot name's limit in effect, applying the recovery due since its
 -- last change.
@@ -104,8 +108,8 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 -- The robots' limits in effect, and the capacity the bucket paces.
 local limits, capacity = {}, 0
 for i = 1, n do
-  local name = ARGV[6 + 2 * i]
-  limits[i] = effective(name, tonumber(ARGV[7 + 2 * i]))
+  local name = ARGV[5 + 3 * i]
+  limits[i] = effective(name, tonumber(ARGV[6 + 3 * i]))
   if not redis.call('ZSCORE', KEYS[2], name) then
     capacity = capacity + limits[i]
   end
@@ -150,8 +154,9 @@ local best, bestCount, bestLast, bestLimit, bestProbe = nil, nil, nil, nil, fals
 local scout, scoutCount, scoutLimit, scoutProbe = nil, nil, nil, false
 local wait = nil
 for i = 1, n do
-  local name = ARGV[6 + 2 * i]
+  local name = ARGV[5 + 3 * i]
   local limit = limits[i]
+  local perSecond = tonumber(ARGV[7 + 3 * i])
   local win = KEYS[4 + i]
   local probing = false
   if learn and redis.call('HGET', KEYS[4], 'doubt:' .. name) then
@@ -172,7 +177,17 @@ for i = 1, n do
     else
       redis.call('ZREMRANGEBYSCORE', win, '-inf', now - window)
       local count = redis.call('ZCARD', win)
-      if count < limit then
+      local recent = 0
+      if perSecond > 0 then
+        recent = redis.call('ZCOUNT', win, '(' .. (now - secWindow), '+inf')
+      end
+      if count < limit and recent >= perSecond and perSecond > 0 then
+        -- over the per-second limit: the (recent - perSecond + 1)-th oldest of the second
+        -- window leaves it first
+        local oldest = redis.call('ZRANGEBYSCORE', win, '(' .. (now - secWindow), '+inf', 'WITHSCORES', 'LIMIT', recent - perSecond, 1)
+        local w = tonumber(oldest[2]) + secWindow - now
+        if not wait or w < wait then wait = w end
+      elseif count < limit then
         local last = 0
         local newest = redis.call('ZRANGE', win, -1, -1, 'WITHSCORES')
         if newest[2] then last = tonumber(newest[2]) end
@@ -198,7 +213,7 @@ if not best and scout then
   if scoutCount + 1 >= scoutLimit then
     -- the scout takes its configured limit in this window: proven (a throttle of this
     -- send takes the proof back)
-    redis.call('HSET', KEYS[4], 'proven:' .. ARGV[6 + 2 * scout], string.format('%d', now))
+    redis.call('HSET', KEYS[4], 'proven:' .. ARGV[5 + 3 * scout], string.format('%d', now))
   end
 end
 if best then
@@ -213,9 +228,9 @@ if best then
   local probe = 0
   if bestProbe then
     probe = 1
-    redis.call('HSET', KEYS[4], 'probe:' .. ARGV[6 + 2 * best], string.format('%d', now + probeTTL))
+    redis.call('HSET', KEYS[4], 'probe:' .. ARGV[5 + 3 * best], string.format('%d', now + probeTTL))
   end
-  return {1, ARGV[6 + 2 * best], bestCount + 1, now, member, bestLimit, probe}
+  return {1, ARGV[5 + 3 * best], bestCount + 1, now, member, bestLimit, probe}
 end
 if pacing > 0 and rate > 0 then
   keepTokens()

@@ -11,7 +11,11 @@
 -- ARGV[4]  cool-down, ms
 -- ARGV[5]  window, ms
 -- ARGV[6]  learning: 1 on, 0 off
--- ARGV[7…] pairs: name and configured limit of each other robot of the target
+-- ARGV[7]  longest cool-down, ms: when above ARGV[4] and learning is on, a robot throttled
+--          while in doubt and out of its rest (its probe was throttled again: the
+--          platform's lock-out is longer than the rest) rests twice as long as the last
+--          time, up to this (strikes:r counts such throttles; robot_touch.lua clears it)
+-- ARGV[8…] pairs: name and configured limit of each other robot of the target
 --
 -- With learning on, a throttle while the window held fewer sends than the configured
 -- limit is evidence that someone else sends through the robot too: its learned limit
@@ -35,7 +39,10 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
 local count = redis.call('ZCARD', KEYS[3])
 local lim = configured
 local started = 0
+local probed = false
 if ARGV[6] == '1' then
+  local cooling = tonumber(redis.call('ZSCORE', KEYS[1], name))
+  probed = redis.call('HGET', KEYS[2], 'doubt:' .. name) and not (cooling and cooling > now)
   lim = tonumber(redis.call('HGET', KEYS[2], 'lim:' .. name)) or configured
   if count < configured then
     if lim >= configured then started = 1 end
@@ -49,7 +56,7 @@ if ARGV[6] == '1' then
       -- is charged for them, so it does not spend this window's budget twice.
       redis.call('HINCRBY', KEYS[4], 'debt', count)
       redis.call('PEXPIRE', KEYS[4], 2 * window + 1000)
-      for i = 7, #ARGV, 2 do
+      for i = 8, #ARGV, 2 do
         local other, limit = ARGV[i], tonumber(ARGV[i + 1])
         local proven = tonumber(redis.call('HGET', KEYS[2], 'proven:' .. other))
         local isProven = proven ~= nil and proven > now - 60 * window
@@ -63,7 +70,18 @@ if ARGV[6] == '1' then
   redis.call('HDEL', KEYS[2], 'probe:' .. name)
   redis.call('PERSIST', KEYS[2])
 end
-local untilMs = now + tonumber(ARGV[4])
+-- The rest: the cool-down, doubled per throttle in a row while in doubt, up to the longest.
+local rest = tonumber(ARGV[4])
+local longest = tonumber(ARGV[7])
+if longest > rest and ARGV[6] == '1' then
+  local strikes = tonumber(redis.call('HGET', KEYS[2], 'strikes:' .. name)) or 0
+  if probed then
+    strikes = strikes + 1
+    redis.call('HSET', KEYS[2], 'strikes:' .. name, strikes)
+  end
+  rest = math.min(longest, rest * (2 ^ strikes))
+end
+local untilMs = now + rest
 redis.call('ZADD', KEYS[1], 'GT', string.format('%d', untilMs), name)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')

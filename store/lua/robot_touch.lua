@@ -8,14 +8,15 @@
 -- ARGV[1]  the member Pick recorded
 -- ARGV[2]  window, ms
 -- ARGV[3]  the robot's name
--- ARGV[4]  1 when DingTalk accepted the request: a robot in doubt is open again; 0 when
---          it failed otherwise (not throttled): its probe, if it was one, is over
+-- ARGV[4]  1 when the platform accepted the request: a robot in doubt is open again and
+--          its strikes (robot_throttled.lua) are forgotten; 0 when it failed otherwise
+--          (not throttled): its probe, if it was one, is over
 --
 -- Returns 1 when the member was moved, 0 when it is gone (its window expired).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if ARGV[4] == '1' then
-  redis.call('HDEL', KEYS[2], 'doubt:' .. ARGV[3], 'probe:' .. ARGV[3])
+  redis.call('HDEL', KEYS[2], 'doubt:' .. ARGV[3], 'probe:' .. ARGV[3], 'strikes:' .. ARGV[3])
 else
   redis.call('HDEL', KEYS[2], 'probe:' .. ARGV[3])
 end

@@ -1,0 +1,684 @@
+// Package chatsim is a chat-robot webhook simulator for tests and demos: a real
+// net/http server that serves the robots of DingTalk, WeCom and Feishu at once, each at
+// its platform's path and with its platform's documented behaviour. The engine here holds
+// what every platform shares: robots by credential, the per-robot rate limits (a
+// per-minute window, and a per-second one where the platform has it), the lock-out that
+// follows going over them, injected faults, the record of every accepted message and the
+// control API. Each channel package gives its platform's rules (Rules): where its robots
+// listen, how a request names its robot, what the platform checks (signature and its
+// window, keyword, size, the message's shape) and how it answers.
+//
+// It is a simulator: it must never be pointed at by a production configuration, and it
+// keeps everything in memory.
+package chatsim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Rules are one platform's side of the simulator. The channel packages provide them
+// (dingtalk.SimRules, wecom.SimRules, feishu.SimRules).
+type Rules interface {
+	// Kind names the platform, as a target's kind does ("dingtalk").
+	Kind() string
+	// Path is where the platform's robots receive messages; a path that ends in "/"
+	// takes the robot's credential as its last element (Feishu's hook).
+	Path() string
+	// Credential is the robot credential a request carries.
+	Credential(r *http.Request) string
+	// Limits are the platform's limits on one robot.
+	Limits() Limits
+	// Check judges a request to robot rb: signature and its time window, keyword, size
+	// and the message's shape. It returns what the robot would post in its group, or the
+	// platform's refusal.
+	Check(rb Robot, r *http.Request, body []byte, now time.Time, skew time.Duration) (Received, *Reply)
+	// Answer is the platform's answer of kind a.
+	Answer(a Answer) Reply
+}
+
+// Limits are a platform's documented limits on one robot.
+type Limits struct {
+	// PerWindow is how many messages a robot accepts per window (a minute).
+	PerWindow int
+	// PerSecond, when above 0, is how many it accepts per sixtieth of the window too.
+	PerSecond int
+	// HotPerSecond, when above 0, is the per-second limit during the platform's busy
+	// moments (Hot); past it the answer is AnswerBusy.
+	HotPerSecond int
+	// Hot, when set, reports whether now is one of the platform's busy moments (Feishu:
+	// the top and the half of the hour).
+	Hot func(now time.Time, window time.Duration) bool
+	// Lockout is how long a robot that went over its limit stays throttled (answering
+	// AnswerLocked); 0: the platform documents none, and answers over the limit only.
+	Lockout time.Duration
+}
+
+// AnswerKind is a kind of answer every platform gives in its own words.
+type AnswerKind int
+
+// The kinds of answers.
+const (
+	// AnswerOK accepts the message.
+	AnswerOK AnswerKind = iota
+	// AnswerUnknown refuses a credential the platform does not know.
+	AnswerUnknown
+	// AnswerOverLimit refuses a message over the robot's per-window limit.
+	AnswerOverLimit
+	// AnswerOverSecond refuses a message over the robot's per-second limit.
+	AnswerOverSecond
+	// AnswerBusy refuses a message over the busy moments' per-second limit.
+	AnswerBusy
+	// AnswerLocked refuses any message while the robot is locked out.
+	AnswerLocked
+	// AnswerCode answers with the platform's error code Answer.Code (an injected fault).
+	AnswerCode
+)
+
+// Answer is what a platform is to answer.
+type Answer struct {
+	Kind AnswerKind
+	// Code is the error code of AnswerCode.
+	Code int
+}
+
+// Reply is an HTTP answer of the simulator.
+type Reply struct {
+	// Status is the HTTP status; 0 means 200.
+	Status int
+	// JSON is the body, encoded as JSON; nil for none.
+	JSON any
+	// Location, when set, makes the reply a redirect there.
+	Location string
+}
+
+// Received is a message a platform accepted, as its group would show it.
+type Received struct {
+	// MsgType is the message's type ("text", "markdown", "interactive", …).
+	MsgType string
+	// Text is its text: the content, or the title and text of the other types.
+	Text string
+}
+
+// Robot is one simulated robot.
+type Robot struct {
+	// Name identifies the robot in Accepted and /_sim/messages; default its position,
+	// "robot1", "robot2", ….
+	Name string `yaml:"name" json:"name"`
+	// Kind is its platform: "dingtalk", "wecom" or "feishu"; default the first of
+	// Options.Platforms.
+	Kind string `yaml:"kind" json:"kind,omitempty"`
+	// Token is its credential (DingTalk's access_token, WeCom's key, Feishu's hook
+	// token). Required, unique.
+	Token string `yaml:"token" json:"-"`
+	// Secret is its signing secret; when set, every request must be signed.
+	Secret string `yaml:"secret" json:"-"`
+	// Keyword, when set, must appear in every message.
+	Keyword string `yaml:"keyword" json:"keyword,omitempty"`
+	// Limit, when set, is what this robot accepts per window instead of its platform's:
+	// a robot shared with other senders, whose rest of the budget they use.
+	Limit int `yaml:"limit" json:"limit,omitempty"`
+}
+
+// Defaults of Options.
+const (
+	DefaultWindow = time.Minute
+	DefaultSkew   = time.Hour
+)
+
+// Options configure a Server. Zero fields take their defaults.
+type Options struct {
+	// Platforms are the platforms served, each at its path. Required.
+	Platforms []Rules `yaml:"-"`
+	// Robots are the known robots.
+	Robots []Robot `yaml:"robots"`
+	// Limit, when set, is the messages every robot accepts per Window instead of its
+	// platform's.
+	Limit int `yaml:"limit"`
+	// Window is the sliding window of the limits. Default 60s; the per-second limits
+	// count in a sixtieth of it.
+	Window time.Duration `yaml:"window"`
+	// Throttle, when set, is how long a robot that went over its limit stays throttled
+	// instead of its platform's lock-out (DingTalk's ten minutes; none for WeCom and
+	// Feishu).
+	Throttle time.Duration `yaml:"throttle"`
+	// Skew is how far a signature's timestamp may be from the server's clock. Default 1h.
+	Skew time.Duration `yaml:"skew"`
+	// Now is the server's clock; default time.Now.
+	Now func() time.Time `yaml:"-"`
+	// Logger logs every answer at debug level; default none.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// FaultKind is a kind of injected fault.
+type FaultKind string
+
+// The kinds of faults.
+const (
+	// FaultErrcode answers with the platform's error code Fault.Errcode (e.g. -1, 310000).
+	FaultErrcode FaultKind = "errcode"
+	// FaultStatus answers HTTP Fault.Status (e.g. 503, 429) with Retry-After when
+	// Fault.RetryAfter is set.
+	FaultStatus FaultKind = "status"
+	// FaultSlow waits Fault.Delay before handling the request normally.
+	FaultSlow FaultKind = "slow"
+	// FaultDrop closes the connection without an answer.
+	FaultDrop FaultKind = "drop"
+	// FaultMalformed answers HTTP 200 with a body that is not JSON.
+	FaultMalformed FaultKind = "malformed"
+	// FaultThrottle throttles the robot now, as if it had gone over its limit.
+	FaultThrottle FaultKind = "throttle"
+)
+
+// Fault is a fault injected for one token.
+type Fault struct {
+	// Kind says what happens.
+	Kind FaultKind `json:"kind"`
+	// Count is how many requests it affects; 0 means until ClearFaults.
+	Count int `json:"count"`
+	// Errcode is the error code of FaultErrcode.
+	Errcode int `json:"errcode,omitempty"`
+	// Status is the HTTP status of FaultStatus.
+	Status int `json:"status,omitempty"`
+	// RetryAfter is the Retry-After of FaultStatus, whole seconds.
+	RetryAfter time.Duration `json:"retryAfter,omitempty"`
+	// Delay is the wait of FaultSlow.
+	Delay time.Duration `json:"delay,omitempty"`
+}
+
+// Message is one accepted message.
+type Message struct {
+	// Seq numbers accepted messages from 1, in the order they were accepted.
+	Seq int `json:"seq"`
+	// Robot is the name of the robot that accepted it.
+	Robot string `json:"robot"`
+	// Kind is the robot's platform.
+	Kind string `json:"kind"`
+	// At is when it was accepted, by the server's clock.
+	At time.Time `json:"at"`
+	// MsgType is its type.
+	MsgType string `json:"msgtype"`
+	// Text is its text content: the content, or the title and text of the other types.
+	Text string `json:"text"`
+	// Body is the request body as sent.
+	Body json.RawMessage `json:"body"`
+}
+
+// Stats count the server's answers.
+type Stats struct {
+	// Requests counts every request to a robot path.
+	Requests int `json:"requests"`
+	// Accepted counts messages accepted.
+	Accepted int `json:"accepted"`
+	// OverLimit counts requests over a robot's limits: answered over the limit or, while
+	// the robot was throttled for it, locked out. A sender that respects the limits keeps
+	// it at 0. Answers of a throttle injected with FaultThrottle count as Faults.
+	OverLimit int `json:"overLimit"`
+	// Busy counts the refusals of Feishu's busy moments (11232) that the robot's own limits
+	// did not cause.
+	Busy int `json:"busy"`
+	// Faults counts answers shaped by an injected fault.
+	Faults int `json:"faults"`
+	// Rejected counts other refusals (unknown token, bad signature, keyword, size, body).
+	Rejected int `json:"rejected"`
+	// ByRobot counts, per robot name, the over-limit answers.
+	ByRobot map[string]RobotStats `json:"byRobot,omitempty"`
+}
+
+// RobotStats count one robot's over-limit answers.
+type RobotStats struct {
+	// TooFast counts answers over the robot's limits (DingTalk's 130101, WeCom's 45009,
+	// Feishu's 9499).
+	TooFast int `json:"tooFast"`
+	// Redirects counts answers while the robot was locked out (DingTalk's HTTP 302).
+	Redirects int `json:"redirects"`
+}
+
+type robotState struct {
+	Robot
+	rules          Rules
+	limits         Limits
+	sends          []time.Time // accepted-or-counted requests within the window
+	throttledUntil time.Time
+	// injected: the throttle was injected (FaultThrottle), not earned by going over the
+	// limit, so its answers count as Faults, not OverLimit.
+	injected bool
+	faults   []*Fault
+}
+
+// Server is the simulator. It is an http.Handler; Start runs it for a test, and the
+// `rocketdelay chat-sim` command runs it as a program.
+type Server struct {
+	opts  Options
+	paths map[string]Rules // by path
+
+	mu       sync.Mutex
+	robots   map[string]*robotState // by kind and token
+	accepted []Message
+	stats    Stats
+}
+
+// New returns a simulator of opts's platforms and robots. It panics without a platform,
+// on a robot without a token, a token used twice on one platform, or a robot of a
+// platform not served.
+func New(opts Options) *Server {
+	if len(opts.Platforms) == 0 {
+		panic("chatsim: no platform")
+	}
+	if opts.Window <= 0 {
+		opts.Window = DefaultWindow
+	}
+	if opts.Skew <= 0 {
+		opts.Skew = DefaultSkew
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: opts, robots: map[string]*robotState{}, paths: map[string]Rules{}}
+	kinds := map[string]Rules{}
+	for _, p := range opts.Platforms {
+		s.paths[p.Path()] = p
+		kinds[p.Kind()] = p
+	}
+	for i, r := range opts.Robots {
+		if r.Token == "" {
+			panic(fmt.Sprintf("chatsim: robot %d has no token", i+1))
+		}
+		if r.Kind == "" {
+			r.Kind = opts.Platforms[0].Kind()
+		}
+		rules, ok := kinds[r.Kind]
+		if !ok {
+			panic(fmt.Sprintf("chatsim: robot %d is of kind %q, which is not served", i+1, r.Kind))
+		}
+		if _, dup := s.robots[r.Kind+"/"+r.Token]; dup {
+			panic(fmt.Sprintf("chatsim: robot %d repeats a token", i+1))
+		}
+		if r.Name == "" {
+			r.Name = "robot" + strconv.Itoa(i+1)
+		}
+		limits := rules.Limits()
+		if opts.Limit > 0 {
+			limits.PerWindow = opts.Limit
+		}
+		if r.Limit > 0 {
+			limits.PerWindow = r.Limit
+		}
+		if opts.Throttle > 0 {
+			limits.Lockout = opts.Throttle
+		}
+		s.robots[r.Kind+"/"+r.Token] = &robotState{Robot: r, rules: rules, limits: limits}
+	}
+	return s
+}
+
+// URL is the webhook base of platform kind on a server whose root is root
+// ("http://127.0.0.1:18090"): what a configuration's base URL is set to.
+func (s *Server) URL(root, kind string) string {
+	for path, p := range s.paths {
+		if p.Kind() == kind {
+			return root + strings.TrimSuffix(path, "/")
+		}
+	}
+	return ""
+}
+
+// find returns the robot with token; the caller holds s.mu.
+func (s *Server) find(token string) (*robotState, bool) {
+	for _, r := range s.robots {
+		if r.Token == token {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// Inject adds a fault for the robot with token; faults apply in the order injected.
+func (s *Server) Inject(token string, f Fault) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.find(token)
+	if !ok {
+		return errors.New("chatsim: unknown token")
+	}
+	switch f.Kind {
+	case FaultErrcode, FaultStatus, FaultSlow, FaultDrop, FaultMalformed:
+	case FaultThrottle:
+		lockout := r.limits.Lockout
+		if lockout <= 0 {
+			lockout = s.opts.Window
+		}
+		r.throttledUntil = s.opts.Now().Add(lockout)
+		r.injected = true
+		return nil
+	default:
+		return fmt.Errorf("chatsim: unknown fault kind %q", f.Kind)
+	}
+	r.faults = append(r.faults, &f)
+	return nil
+}
+
+// ClearFaults removes the faults and the throttling of the robot with token, or of
+// every robot when token is "".
+func (s *Server) ClearFaults(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.robots {
+		if token == "" || r.Token == token {
+			r.faults = nil
+			r.throttledUntil = time.Time{}
+		}
+	}
+}
+
+// Accepted returns the accepted messages in the order they were accepted.
+func (s *Server) Accepted() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.accepted)
+}
+
+// Stats returns the answer counts.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.ByRobot = make(map[string]RobotStats, len(s.stats.ByRobot))
+	for k, v := range s.stats.ByRobot {
+		st.ByRobot[k] = v
+	}
+	return st
+}
+
+// countRobot updates robot's counts; the caller holds s.mu.
+func (s *Server) countRobot(robot string, f func(*RobotStats)) {
+	if s.stats.ByRobot == nil {
+		s.stats.ByRobot = map[string]RobotStats{}
+	}
+	c := s.stats.ByRobot[robot]
+	f(&c)
+	s.stats.ByRobot[robot] = c
+}
+
+// Reset forgets the accepted messages, the counts, the windows, throttling and faults.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.accepted, s.stats = nil, Stats{}
+	for _, r := range s.robots {
+		r.sends, r.faults, r.throttledUntil = nil, nil, time.Time{}
+	}
+}
+
+// ServeHTTP answers robot sends on each platform's path and the control API:
+//
+//	GET    /_sim/messages   accepted messages, JSON array
+//	GET    /_sim/stats      Stats, JSON
+//	POST   /_sim/faults?token=T   inject a Fault given as JSON
+//	DELETE /_sim/faults[?token=T] clear faults
+//	POST   /_sim/reset      Reset
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rules, ok := s.rulesOf(r.URL.Path); ok {
+		s.serveSend(w, r, rules)
+		return
+	}
+	switch {
+	case r.URL.Path == "/_sim/messages" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, s.Accepted())
+	case r.URL.Path == "/_sim/stats" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, s.Stats())
+	case r.URL.Path == "/_sim/faults" && r.Method == http.MethodPost:
+		var f Fault
+		if err := json.NewDecoder(r.Body).Decode(&f); err != nil {
+			http.Error(w, "fault: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := s.Inject(r.URL.Query().Get("token"), f); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case r.URL.Path == "/_sim/faults" && r.Method == http.MethodDelete:
+		s.ClearFaults(r.URL.Query().Get("token"))
+		w.WriteHeader(http.StatusNoContent)
+	case r.URL.Path == "/_sim/reset" && r.Method == http.MethodPost:
+		s.Reset()
+		w.WriteHeader(http.StatusNoContent)
+	case r.URL.Path == ThrottledPath:
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<html><body>访问过于频繁 (too many requests)</body></html>")
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// ThrottledPath is the page a throttled DingTalk robot's redirect leads to: not JSON.
+const ThrottledPath = "/throttled"
+
+// rulesOf returns the platform whose robots listen at path.
+func (s *Server) rulesOf(path string) (Rules, bool) {
+	if rules, ok := s.paths[path]; ok && !strings.HasSuffix(path, "/") {
+		return rules, true
+	}
+	for p, rules := range s.paths {
+		if strings.HasSuffix(p, "/") && strings.HasPrefix(path, p) && len(path) > len(p) {
+			return rules, true
+		}
+	}
+	return nil, false
+}
+
+func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return
+	}
+	token := rules.Credential(r)
+
+	s.mu.Lock()
+	s.stats.Requests++
+	rs, known := s.robots[rules.Kind()+"/"+token]
+	var fault *Fault
+	if known && len(rs.faults) > 0 {
+		f := *rs.faults[0]
+		fault = &f
+		if rs.faults[0].Count > 0 {
+			rs.faults[0].Count--
+			if rs.faults[0].Count == 0 {
+				rs.faults = rs.faults[1:]
+			}
+		}
+		if f.Kind != FaultSlow {
+			s.stats.Faults++
+		}
+	}
+	s.mu.Unlock()
+
+	if r.Method != http.MethodPost {
+		s.reject(w, r, Reply{Status: http.StatusMethodNotAllowed})
+		return
+	}
+	if !known {
+		s.reject(w, r, rules.Answer(Answer{Kind: AnswerUnknown}))
+		return
+	}
+	if fault != nil && s.fault(w, r, rules, *fault) {
+		return
+	}
+	now := s.opts.Now()
+	got, refusal := rules.Check(rs.Robot, r, body, now, s.opts.Skew)
+	if refusal != nil {
+		s.reject(w, r, *refusal)
+		return
+	}
+	reply, ok := s.count(rs, now)
+	if !ok {
+		write(w, r, reply)
+		return
+	}
+	s.mu.Lock()
+	s.stats.Accepted++
+	s.accepted = append(s.accepted, Message{Seq: len(s.accepted) + 1, Robot: rs.Name, Kind: rules.Kind(), At: now,
+		MsgType: got.MsgType, Text: got.Text, Body: json.RawMessage(bytes.Clone(body))})
+	s.mu.Unlock()
+	write(w, r, rules.Answer(Answer{Kind: AnswerOK}))
+}
+
+// fault answers with an injected fault and reports whether it did (a slow fault only
+// waits, then the request goes on).
+func (s *Server) fault(w http.ResponseWriter, r *http.Request, rules Rules, f Fault) bool {
+	switch f.Kind {
+	case FaultSlow:
+		select {
+		case <-time.After(f.Delay):
+		case <-r.Context().Done():
+			return true
+		}
+		return false
+	case FaultErrcode:
+		write(w, r, rules.Answer(Answer{Kind: AnswerCode, Code: f.Errcode}))
+	case FaultStatus:
+		if f.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter.Round(time.Second)/time.Second)))
+		}
+		http.Error(w, http.StatusText(f.Status), f.Status)
+	case FaultMalformed:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"errcode": 0, "errmsg": `)
+	case FaultDrop:
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return true
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
+	return true
+}
+
+// count applies rs's limits to a request at now: it returns the refusal and false when
+// the robot is locked out or over a limit, and counts the send otherwise.
+func (s *Server) count(rs *robotState, now time.Time) (Reply, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := rs.limits
+	if now.Before(rs.throttledUntil) {
+		if rs.injected {
+			s.stats.Faults++
+		} else {
+			s.stats.OverLimit++
+		}
+		s.countRobot(rs.Name, func(c *RobotStats) { c.Redirects++ })
+		return rs.rules.Answer(Answer{Kind: AnswerLocked}), false
+	}
+	cut := now.Add(-s.opts.Window)
+	i := 0
+	for i < len(rs.sends) && !rs.sends[i].After(cut) {
+		i++
+	}
+	rs.sends = rs.sends[i:]
+	recent := 0
+	second := now.Add(-max(s.opts.Window/60, time.Millisecond))
+	for _, t := range rs.sends {
+		if t.After(second) {
+			recent++
+		}
+	}
+	over := Answer{Kind: -1}
+	switch {
+	case len(rs.sends) >= l.PerWindow:
+		over = Answer{Kind: AnswerOverLimit}
+	case l.PerSecond > 0 && recent >= l.PerSecond:
+		over = Answer{Kind: AnswerOverSecond}
+	case l.HotPerSecond > 0 && l.Hot != nil && l.Hot(now, s.opts.Window) && recent >= l.HotPerSecond:
+		// The platform is busy: it refuses more readily, but the robot kept its limits.
+		s.stats.Busy++
+		return rs.rules.Answer(Answer{Kind: AnswerBusy}), false
+	}
+	if over.Kind >= 0 {
+		s.stats.OverLimit++
+		s.countRobot(rs.Name, func(c *RobotStats) { c.TooFast++ })
+		if l.Lockout > 0 {
+			rs.throttledUntil, rs.injected = now.Add(l.Lockout), false
+		}
+		s.opts.Logger.Debug("robot over its limit", "robot", rs.Name, "kind", rs.Kind)
+		return rs.rules.Answer(over), false
+	}
+	rs.sends = append(rs.sends, now)
+	return Reply{}, true
+}
+
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, reply Reply) {
+	s.mu.Lock()
+	s.stats.Rejected++
+	s.mu.Unlock()
+	write(w, r, reply)
+}
+
+// write sends reply.
+func write(w http.ResponseWriter, r *http.Request, reply Reply) {
+	switch {
+	case reply.Location != "":
+		http.Redirect(w, r, reply.Location, http.StatusFound)
+	case reply.JSON == nil:
+		status := reply.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		http.Error(w, http.StatusText(status), status)
+	default:
+		status := reply.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		writeJSON(w, status, reply.JSON)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ListenAndServe serves the simulator on addr until ctx ends; then it shuts down,
+// waiting at most 5s for requests in flight. ready, when not nil, is called with the
+// bound address once the listener is open.
+func (s *Server) ListenAndServe(ctx context.Context, addr string, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("chatsim: listen: %w", err)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	<-done
+	return err
+}

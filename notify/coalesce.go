@@ -1,0 +1,608 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// Coalescing (Options.Coalesce "auto", the default).
+//
+// Every alert (every part of a split alert) waits for a robot in its target's queue in
+// this process, ordered by due time. One goroutine per target and process, the drainer,
+// runs while the queue is not empty: it picks a robot from the shared pool and hands the
+// queue's first alert to a send, or — when the queue is longer than the pool can drain
+// within its window — a merged markdown message of the waiting alerts, in priority then
+// due order, within the platform's size limit (less the room a keyword needs) and
+// Options.CoalesceMax alerts.
+// "Longer than the pool can drain" means either that the pool answered "no robot free"
+// since the queue was last empty (backlog), or that the queue holds more alerts than an
+// upper bound of the sends the pool still has room for in the window, derived from the
+// picked robot's count (it is the least used: no robot has fewer sends). Without backlog
+// every alert goes alone, exactly as with coalescing off.
+//
+// A merged message is, in the platform's style (Protocol.Style): title "<n> alerts:
+// <first alert's title>", a heading ("#### <n> alerts") and one section per alert between
+// separators. A text alert's section is its content as is; a markdown alert's section is
+// its text, under its title when the text does not contain the title. Mentions are
+// merged: the message mentions everyone any of its alerts mentions (everyone when any of
+// them does), and each section ends with the platform's hint of its own mentions that its
+// text does not show already, so a reader sees whom each alert concerns. Native alerts
+// (links, cards) and the parts of a split alert are never merged: they keep their place
+// in the queue and go alone.
+//
+// Priority: alerts wait in priority order (Alert.Priority, higher first), then due order,
+// so when more waits than one message carries, the higher priority goes first and the
+// rest rides the next sends; an alert that has waited Options.PriorityMaxWait goes ahead
+// of every priority, so none starves.
+//
+// Every alert of a merged message gets that send's result: nil, or the same *Failure
+// (Merged says how many alerts it carried). One exception: when DingTalk refuses a
+// merged message as permanent (content rejected, HTTP 4xx), one alert's content may be
+// the cause, so its alerts go again alone and each gets its own verdict; refusing them
+// all would record good alerts as undeliverable.
+//
+// While the pool has room, each alert goes alone; under backlog, after a merged message
+// that emptied the queue, the drainer waits one send's share of the window (window over
+// the target's sends per window) before the next pick, unless a full message's worth of
+// alerts arrives first, so merged messages fill up instead of spending the freed robot
+// slots on one or two alerts each.
+
+// maxTitleRunes bounds the part of a merged message's title taken from its first alert.
+const maxTitleRunes = 48
+
+// alertQueue holds a target's alerts waiting for a robot in this process.
+type alertQueue struct {
+	mu      sync.Mutex
+	waiting []*waiter // by priority (higher first), due time, then arrival
+	seq     uint64
+	running bool          // a drainer runs
+	backlog bool          // the pool said "no robot free" since the queue was last empty
+	wake    chan struct{} // a change of waiting, for a sleeping drainer
+	parked  bool          // alerts of the target may wait parked (share.go): keep draining
+	expect  int           // adopted alerts not in the queue yet, less those that came first (share.go)
+}
+
+func newAlertQueue() *alertQueue { return &alertQueue{wake: make(chan struct{}, 1)} }
+
+// waiter is one alert, or one part of a split alert, in a queue.
+type waiter struct {
+	ctx      context.Context
+	m        Message
+	due      time.Time
+	seq      uint64
+	enqueued time.Time
+	solo     bool // never merged
+	confirm  func(context.Context) error
+	park     Claim  // the alert's claim, which may park it; nil: never parked
+	adopted  bool   // Alert.Adopted: rides the adopter's next send
+	priority int    // Alert.Priority; promoted past every priority once it waited too long
+	section  string // its section in a merged message
+	size     int    // upper bound of the bytes it adds to a merged message
+	taken    bool   // under the queue's lock: out of the queue, in a send
+	done     chan error
+	sent     Sent // how it went, set before a nil on done
+}
+
+func (q *alertQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// insert adds w in its place; the caller holds q.mu.
+func (q *alertQueue) insert(w *waiter) {
+	i, _ := slices.BinarySearchFunc(q.waiting, w, queueOrder)
+	q.waiting = slices.Insert(q.waiting, i, w)
+}
+
+// queueOrder orders waiters by priority (higher first), due time, then arrival.
+func queueOrder(a, b *waiter) int {
+	if a.priority != b.priority {
+		return b.priority - a.priority
+	}
+	if c := a.due.Compare(b.due); c != 0 {
+		return c
+	}
+	return compareUint(a.seq, b.seq)
+}
+
+// promoted is the priority of an alert that waited past the bound: ahead of all.
+const promoted = math.MaxInt32
+
+// age promotes the waiters that have waited maxWait or more (0: never) ahead of every
+// priority, keeping the queue in order; the caller holds q.mu.
+func (q *alertQueue) age(now time.Time, maxWait time.Duration) {
+	if maxWait <= 0 {
+		return
+	}
+	moved := false
+	for _, w := range q.waiting {
+		if w.priority != promoted && now.Sub(w.enqueued) >= maxWait {
+			w.priority, moved = promoted, true
+		}
+	}
+	if moved {
+		slices.SortStableFunc(q.waiting, queueOrder)
+	}
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// remove takes w out of the queue; the caller holds q.mu.
+func (q *alertQueue) remove(w *waiter) {
+	if i := slices.Index(q.waiting, w); i >= 0 {
+		q.waiting = slices.Delete(q.waiting, i, i+1)
+	}
+}
+
+// sleep waits d, or less when done (called under q.mu) holds at a change of the queue.
+func (q *alertQueue) sleep(d time.Duration, done func() bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		q.mu.Lock()
+		ok := done()
+		q.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-t.C:
+			return
+		case <-q.wake:
+		}
+	}
+}
+
+// windowed is the part of a pool that tells its window (*store.RobotPool does).
+type windowed interface{ Window() time.Duration }
+
+// pacing is one send's share of the pool's window for robots: the drainer's pause after
+// a merged message under backlog. 0 when the pool does not tell its window.
+func pacing(pool Pool, robots []store.PoolRobot) time.Duration {
+	w, ok := pool.(windowed)
+	if !ok {
+		return 0
+	}
+	capacity := 0
+	for _, r := range robots {
+		capacity += r.Limit
+	}
+	if capacity == 0 {
+		return 0
+	}
+	return w.Window() / time.Duration(capacity)
+}
+
+// sendQueued sends m, a part of a, through t's queue and returns its result; solo
+// alerts are never merged. confirm, when not nil, is asked right before every request
+// that would carry m.
+func (s *Sender) sendQueued(ctx context.Context, t *target, a Alert, m Message, solo bool, confirm func(context.Context) error) (Sent, error) {
+	if err := ctx.Err(); err != nil {
+		return Sent{}, &Failure{Class: ClassTransient, Reason: "gave up: " + err.Error(), Target: t.name, Err: err}
+	}
+	now := s.now()
+	due := a.Due
+	if due.IsZero() {
+		due = now
+	}
+	w := &waiter{ctx: ctx, m: m, due: due, enqueued: now, solo: solo, confirm: confirm, done: make(chan error, 1),
+		adopted: a.Adopted, priority: a.Priority}
+	if !solo {
+		w.section, w.size = section(t.style, m)
+	}
+	if s.sharing() && a.Claim != nil && !solo {
+		w.park = a.Claim
+	}
+	q := t.queue
+	q.mu.Lock()
+	if q.backlog && parkable(w) {
+		// The target is busy: park the alert for its next send, whichever replica makes it.
+		q.mu.Unlock()
+		if s.parkOne(t, w) {
+			return Sent{}, ErrParked
+		}
+		q.mu.Lock()
+	}
+	q.seq++
+	w.seq = q.seq
+	q.insert(w)
+	if w.adopted {
+		q.expect-- // may arrive before its adopter counts it: then below 0 until it does
+		q.signal()
+	}
+	s.metrics.waiting.WithLabelValues(t.name).Set(float64(len(q.waiting)))
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go s.drain(t)
+	} else {
+		q.signal()
+	}
+	select {
+	case err := <-w.done:
+		return w.sent, err
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	taken := w.taken
+	if !taken {
+		q.remove(w)
+	}
+	q.mu.Unlock()
+	q.signal()
+	if taken {
+		// The alert rides in a send that has begun. That send goes on for the other alerts
+		// it carries (it ends early only when all of them gave up), so its result is this
+		// alert's too: reporting "not sent" while it may be delivered would send it twice.
+		err := <-w.done
+		return w.sent, err
+	}
+	return Sent{}, &Failure{Class: ClassTransient, Reason: "gave up: " + ctx.Err().Error(), Target: t.name, Err: ctx.Err()}
+}
+
+// drain picks robots for t's queue until it is empty.
+func (s *Sender) drain(t *target) {
+	q := t.queue
+	ctx := context.Background() // the queue's alerts leave on their own contexts
+	paid := false               // a reserved token came due: the next pick is not paced again
+	for {
+		q.mu.Lock()
+		if len(q.waiting) == 0 && !q.parked {
+			q.running, q.backlog = false, false
+			s.metrics.waiting.WithLabelValues(t.name).Set(0)
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		robots := s.closedCircuits(t)
+		if len(robots) == 0 {
+			s.failWaiting(t, func() *Failure {
+				return &Failure{Class: ClassTransient, Reason: "the circuit breaker of every robot is open",
+					Target: t.name, RetryAfter: s.opts.BreakerOpen}
+			})
+			continue
+		}
+		_ = s.acquire(ctx) // cannot fail: ctx never ends
+		pacing := s.pacing()
+		reserved := paid
+		if paid {
+			pacing, paid = store.Burst, false
+		}
+		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(pacing))
+		if err != nil {
+			s.release()
+			s.stopSharing(t)
+			s.failWaiting(t, func() *Failure {
+				if errors.Is(err, store.ErrNoRobot) {
+					return &Failure{Class: ClassRobotBroken, Reason: "every robot of the target is out of rotation (broken)", Target: t.name, Err: err}
+				}
+				return &Failure{Class: ClassTransient, Reason: "robot pool: " + err.Error(), Target: t.name, Err: err}
+			})
+			continue
+		}
+		if pick.Robot == "" {
+			s.release()
+			var expired []*waiter
+			q.mu.Lock()
+			q.backlog = true
+			if s.opts.MaxWait > 0 {
+				now := s.now()
+				q.waiting = slices.DeleteFunc(q.waiting, func(w *waiter) bool {
+					if now.Sub(w.enqueued)+pick.Wait > s.opts.MaxWait {
+						w.taken = true
+						expired = append(expired, w)
+						return true
+					}
+					return false
+				})
+			}
+			q.mu.Unlock()
+			for _, w := range expired {
+				w.done <- &Failure{Class: ClassTransient, Reason: fmt.Sprintf("no robot free within %s", s.opts.MaxWait),
+					Target: t.name, RetryAfter: pick.Wait}
+			}
+			if s.sharing() {
+				s.parkWaiting(t)
+			}
+			q.sleep(pick.Wait, func() bool { return len(q.waiting) == 0 && !q.parked })
+			paid = pick.Reserved
+			continue
+		}
+		q.mu.Lock()
+		share := s.sharing() && (reserved || q.backlog || q.parked)
+		q.mu.Unlock()
+		if share {
+			s.adopt(t)
+		}
+		q.mu.Lock()
+		batch := s.take(t, pick, robots)
+		backlog, left := q.backlog, len(q.waiting)
+		s.metrics.waiting.WithLabelValues(t.name).Set(float64(left))
+		q.mu.Unlock()
+		if len(batch) == 0 { // every alert left meanwhile, or another replica's send took the parked ones
+			s.release()
+			s.giveSlotBack(ctx, t, pick)
+			continue
+		}
+		go s.sendBatch(t, pick, batch)
+		if s.opts.Pacing == config.PacingBurst && backlog && left == 0 && t.spacing > 0 {
+			q.sleep(t.spacing, func() bool { return len(q.waiting) == 0 || len(q.waiting) >= s.opts.CoalesceMax })
+		}
+	}
+}
+
+// pacing is how the drainer's picks spend the pool's budget: sender.pacing auto paces
+// every pick through the target's token bucket, whose burst lets alerts go out at once
+// while the recent rate is sustainable (a lone alert waits only when the bucket is
+// empty, for at most one token's time); sender.pacing burst never paces.
+func (s *Sender) pacing() store.Pacing {
+	if s.opts.Pacing == config.PacingAuto {
+		return store.Paced
+	}
+	return store.Burst
+}
+
+// failWaiting ends every alert of t's queue with a failure of its own.
+func (s *Sender) failWaiting(t *target, f func() *Failure) {
+	q := t.queue
+	q.mu.Lock()
+	ws := q.waiting
+	q.waiting = nil
+	for _, w := range ws {
+		w.taken = true
+	}
+	q.mu.Unlock()
+	for _, w := range ws {
+		w.done <- f()
+	}
+}
+
+// take removes from t's queue what the picked robot sends: the first alert alone, or,
+// when the queue is longer than the pool can drain, the first alert merged with the
+// following mergeable ones that fit. The caller holds the queue's lock.
+func (s *Sender) take(t *target, pick store.Pick, robots []store.PoolRobot) []*waiter {
+	q := t.queue
+	if len(q.waiting) == 0 {
+		return nil
+	}
+	q.age(s.now(), s.opts.PriorityMaxWait)
+	head := q.waiting[0]
+	batch := []*waiter{head}
+	merge := q.backlog || len(q.waiting)-1 > roomAfter(pick, robots)
+	if s.opts.Pacing == config.PacingAuto {
+		merge = len(q.waiting) > 1 // everything that waits goes in this send
+	}
+	if !head.solo && merge {
+		batch = pickSections(q.waiting, s.opts.CoalesceMax, t.mergeRoom)
+		// The sizes are upper bounds; the rendered message is the judge.
+		for len(batch) > 1 && t.proto.Room(mergeMessage(t.style, batch)) < t.reserve {
+			batch = batch[:len(batch)-1]
+		}
+	}
+	for _, w := range batch {
+		w.taken = true
+	}
+	q.waiting = deleteTaken(q.waiting)
+	return batch
+}
+
+// pickSections returns, from waiting (in queue order, the first one mergeable), the
+// first alert and the mergeable alerts after it that one merged message of at most max
+// alerts and limit bytes of sections can carry; it stops at the first one that does not
+// fit, so merged messages keep the queue's order. Solo alerts are skipped: they go alone.
+func pickSections(waiting []*waiter, max, limit int) []*waiter {
+	batch := []*waiter{waiting[0]}
+	used := waiting[0].size
+	for _, w := range waiting[1:] {
+		if len(batch) >= max {
+			break
+		}
+		if w.solo {
+			continue
+		}
+		if used+w.size > limit {
+			break
+		}
+		used += w.size
+		batch = append(batch, w)
+	}
+	return batch
+}
+
+// roomAfter is an upper bound of the sends the pool can still take in the window after
+// pick: the picked robot was the least used, so every robot has at least
+// pick.InWindow-1 sends in the window.
+func roomAfter(pick store.Pick, robots []store.PoolRobot) int {
+	room := -1
+	for _, r := range robots {
+		room += max(r.Limit-(pick.InWindow-1), 0)
+	}
+	return max(room, 0)
+}
+
+// sendBatch sends batch through the picked robot, whose in-flight slot it releases, and
+// gives every alert of it the result. Right before every request it asks each alert's
+// confirm; an alert refused there leaves the batch with that error, and the message is
+// made of the alerts that are left.
+func (s *Sender) sendBatch(t *target, pick store.Pick, batch []*waiter) {
+	now := s.now()
+	for _, w := range batch {
+		s.metrics.wait.WithLabelValues(t.name).Observe(now.Sub(w.enqueued).Seconds())
+	}
+	ctx, stop := batchContext(batch)
+	defer stop()
+	live := batch
+	msg := func(ctx context.Context) (Message, error) {
+		kept := make([]*waiter, 0, len(live))
+		for _, w := range live {
+			if w.confirm != nil {
+				if err := w.confirm(ctx); err != nil {
+					w.done <- &Failure{Class: ClassTransient, Reason: "not sent: " + err.Error(), Target: t.name, Err: err}
+					continue
+				}
+			}
+			kept = append(kept, w)
+		}
+		live = kept
+		switch len(live) {
+		case 0:
+			return Message{}, errNothingToSend
+		case 1:
+			return live[0].m, nil
+		}
+		return mergeMessage(t.style, live), nil
+	}
+	robot, err := s.sendPicked(ctx, t, msg, &pick)
+	if len(live) > 1 {
+		var f *Failure
+		switch {
+		case err == nil:
+			s.metrics.merged.WithLabelValues(t.name).Inc()
+			s.metrics.coalesced.WithLabelValues(t.name).Add(float64(len(live)))
+		case errors.As(err, &f) && f.Class == ClassPermanent:
+			s.logger.Warn("the platform refused a merged message; sending its alerts alone", "target", t.name,
+				"kind", t.proto.Kind(), "alerts", len(live), "robot", f.Robot, "http_status", f.HTTPStatus, "code", f.Code, "reason", f.Reason)
+			s.requeueAlone(t, live)
+			return
+		case errors.As(err, &f):
+			f.Part, f.Parts, f.Merged = 1, 1, len(live)
+		}
+	}
+	for _, w := range live {
+		if err == nil {
+			w.sent = Sent{Robot: robot, Merged: len(live)}
+		}
+		w.done <- err
+	}
+}
+
+// errNothingToSend ends a batch whose every alert was refused by its confirm.
+var errNothingToSend = errors.New("every alert of the message was withdrawn")
+
+// requeueAlone puts the alerts of a refused merged message back in t's queue, to go
+// alone, in their places.
+func (s *Sender) requeueAlone(t *target, batch []*waiter) {
+	q := t.queue
+	q.mu.Lock()
+	for _, w := range batch {
+		if w.ctx.Err() != nil { // its caller has gone
+			w.done <- &Failure{Class: ClassTransient, Reason: "gave up: " + w.ctx.Err().Error(), Target: t.name, Err: w.ctx.Err()}
+			continue
+		}
+		w.taken, w.solo = false, true
+		q.insert(w)
+	}
+	start := !q.running && len(q.waiting) > 0
+	if start {
+		q.running = true
+	}
+	q.mu.Unlock()
+	if start {
+		go s.drain(t)
+	} else {
+		q.signal()
+	}
+}
+
+// batchContext returns the context of a batch's send: it ends when every alert's
+// context has ended, or when stop is called.
+func batchContext(batch []*waiter) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, 0, len(batch))
+	for _, w := range batch {
+		stops = append(stops, context.AfterFunc(w.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// section returns m's section in a merged message of style and an upper bound of the
+// bytes it adds to the message (separator, section, mentions).
+func section(style MergeStyle, m Message) (string, int) {
+	text := m.Text
+	if title := strings.TrimSpace(m.Title); m.Format == FormatMarkdown && title != "" && !strings.Contains(text, title) {
+		text = style.SectionTitle(title) + "\n\n" + text
+	}
+	size := 0
+	for _, id := range slices.Concat(m.Mentions.Mobiles, m.Mentions.Users) {
+		size += JSONStringLen(id) + 3 // quotes and comma in the merged mentions
+	}
+	if style.Hint != nil {
+		if hint := style.Hint(text, m.Mentions); hint != "" {
+			text += "\n\n" + hint
+		}
+	}
+	return text, size + JSONStringLen(style.Separator+text)
+}
+
+// CountHeading is the usual heading of a merged message: "#### <n> alerts".
+func CountHeading(n int) string { return fmt.Sprintf("#### %d alerts", n) }
+
+// alertTitle is how a merged message's title names its first alert: a markdown alert's
+// title, or a text alert's first non-blank line, cut to maxTitleRunes.
+func alertTitle(m Message) string {
+	var title string
+	switch m.Format {
+	case FormatMarkdown:
+		title = m.Title
+	case FormatText:
+		for line := range strings.Lines(m.Text) {
+			if line = strings.TrimSpace(line); line != "" {
+				title = line
+				break
+			}
+		}
+	}
+	title = strings.TrimSpace(title)
+	if utf8.RuneCountInString(title) > maxTitleRunes {
+		title = string([]rune(title)[:maxTitleRunes-1]) + "…"
+	}
+	return title
+}
+
+// mergeMessage is the markdown message, in style, that carries the alerts of batch, in
+// order.
+func mergeMessage(style MergeStyle, batch []*waiter) Message {
+	var b strings.Builder
+	b.WriteString(style.Heading(len(batch)))
+	var mentions Mentions
+	for _, w := range batch {
+		b.WriteString(style.Separator)
+		b.WriteString(w.section)
+		mentions = mentions.Add(w.m.Mentions)
+	}
+	return Message{Format: FormatMarkdown, Type: string(FormatMarkdown), Mentions: mentions,
+		Title: fmt.Sprintf("%d alerts: %s", len(batch), alertTitle(batch[0].m)), Text: b.String()}
+}

@@ -1,0 +1,371 @@
+// Package feishu is the Feishu (飞书, Lark) custom-bot channel: the messages producers
+// publish and their validation, the rendering of the core's neutral message (text, or a
+// card with a markdown element), Feishu's 20 KB body, its mentions (<at user_id="…"> in
+// text, <at id=…> in cards), its signing (timestamp and sign in the body), keywords, the
+// table from Feishu's answers to the core's failure classes, and the simulator's rules
+// (sim.go). The pool, pacing (100 per minute and 5 per second), merging, splitting and
+// retries are package notify's.
+//
+// It never puts a bot's token or signing secret in a log line, a metric or an error.
+package feishu
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/notify"
+)
+
+// Feishu's size rule.
+const (
+	// MaxBodyBytes bounds a request's body: 20 KB.
+	MaxBodyBytes = 20 << 10
+	// MaxSplitBytes bounds a text or markdown alert, which is split into numbered parts;
+	// a larger one is refused.
+	MaxSplitBytes = 10 * MaxBodyBytes
+	// signRoom is the room the timestamp and sign fields take in a signed body.
+	signRoom = 96
+)
+
+// Message types Feishu custom bots accept.
+const (
+	TypeText        = "text"
+	TypePost        = "post"
+	TypeInteractive = "interactive"
+	TypeImage       = "image"
+	TypeShareChat   = "share_chat"
+)
+
+// Sign returns Feishu's custom-bot signature of timestamp (Unix seconds):
+// base64(HMAC-SHA256(key = timestamp + "\n" + secret, message = empty)).
+func Sign(secret string, timestamp int64) string {
+	mac := hmac.New(sha256.New, []byte(strconv.FormatInt(timestamp, 10)+"\n"+secret))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// envelope is a request's body: the message, and the signature fields of a signed bot.
+type envelope struct {
+	Timestamp string          `json:"timestamp,omitempty"`
+	Sign      string          `json:"sign,omitempty"`
+	MsgType   string          `json:"msg_type"`
+	Content   json.RawMessage `json:"content,omitempty"`
+	Card      json.RawMessage `json:"card,omitempty"`
+}
+
+// Channel is the Feishu protocol of the notify core.
+type Channel struct {
+	base string
+}
+
+// New returns the Feishu channel that posts to the hook at baseURL + "/" + token (""
+// means config.DefaultFeishuBaseURL).
+func New(baseURL string) *Channel {
+	if baseURL == "" {
+		baseURL = config.DefaultFeishuBaseURL
+	}
+	return &Channel{base: strings.TrimSuffix(baseURL, "/")}
+}
+
+// Kind is config.KindFeishu.
+func (*Channel) Kind() string { return config.KindFeishu }
+
+// Parse reads a body as producers publish it: a Feishu message JSON object (an object
+// with a "msg_type" key) or plain UTF-8 text, which becomes a text message. Text becomes
+// the core's mergeable text; post, interactive, image and share_chat go as they are.
+func (*Channel) Parse(body []byte) (notify.Message, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return notify.Message{}, notify.Invalid("the body is empty")
+	}
+	if !utf8.Valid(body) {
+		return notify.Message{}, notify.Invalid("the body is not valid UTF-8")
+	}
+	if trimmed[0] == '{' {
+		var probe map[string]json.RawMessage
+		err := json.Unmarshal(trimmed, &probe)
+		_, hasType := probe["msg_type"]
+		switch {
+		case err == nil && hasType:
+			return parseJSON(trimmed)
+		case err != nil && bytes.Contains(trimmed, []byte(`"msg_type"`)):
+			return notify.Message{}, notify.Invalid("the body looks like a Feishu message but is not valid JSON: %v", err)
+		}
+	}
+	if len(body) > MaxSplitBytes {
+		return notify.Message{}, notify.Invalid("the text is %d bytes; at most %d are accepted", len(body), MaxSplitBytes)
+	}
+	return notify.Message{Format: notify.FormatText, Text: string(body), Type: TypeText}, nil
+}
+
+func parseJSON(body []byte) (notify.Message, error) {
+	var e envelope
+	if err := json.Unmarshal(body, &e); err != nil {
+		return notify.Message{}, notify.Invalid("the Feishu message does not have the documented shape: %v", err)
+	}
+	switch e.MsgType {
+	case TypeText:
+		var c struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(e.Content, &c); err != nil || strings.TrimSpace(c.Text) == "" {
+			return notify.Message{}, notify.Invalid("a text message needs content.text")
+		}
+		if len(c.Text) > MaxSplitBytes {
+			return notify.Message{}, notify.Invalid("content.text is %d bytes; at most %d are split into parts", len(c.Text), MaxSplitBytes)
+		}
+		return notify.Message{Format: notify.FormatText, Text: c.Text, Type: TypeText}, nil
+	case TypeInteractive:
+		if len(e.Card) == 0 {
+			return notify.Message{}, notify.Invalid("an interactive message needs card")
+		}
+	case TypePost, TypeImage, TypeShareChat:
+		if len(e.Content) == 0 {
+			return notify.Message{}, notify.Invalid("a %s message needs content", e.MsgType)
+		}
+	case "":
+		return notify.Message{}, notify.Invalid("msg_type is empty")
+	default:
+		return notify.Message{}, notify.Invalid("msg_type %q is not one of text, post, interactive, image, share_chat", e.MsgType)
+	}
+	if len(body)+signRoom > MaxBodyBytes {
+		return notify.Message{}, notify.Invalid("the %s message is %d bytes; Feishu accepts at most %d", e.MsgType, len(body), MaxBodyBytes-signRoom)
+	}
+	e.Timestamp, e.Sign = "", ""
+	return notify.Message{Format: notify.FormatNative, Native: e, Type: e.MsgType}, nil
+}
+
+// render is the Feishu message of the core's message m, with keyword added where it is
+// missing: text stays text (mentions as <at user_id="…"></at>); markdown becomes a card
+// with its title as the header and its text as a markdown element (mentions as
+// <at id=…></at>). Feishu's custom bots cannot mention by mobile number.
+func render(m notify.Message, keyword string) (envelope, error) {
+	switch m.Format {
+	case notify.FormatNative:
+		e, _ := m.Native.(envelope)
+		return withKeyword(e, keyword)
+	case notify.FormatMarkdown:
+		text := m.Text + atTags(m.Text, m.Mentions, cardAt)
+		if keyword != "" && !strings.Contains(m.Title, keyword) && !strings.Contains(text, keyword) {
+			text += "\n\n" + keyword
+		}
+		card := map[string]any{"config": map[string]bool{"wide_screen_mode": true},
+			"elements": []map[string]string{{"tag": "markdown", "content": text}}}
+		if m.Title != "" {
+			card["header"] = map[string]any{"title": map[string]string{"tag": "plain_text", "content": m.Title}}
+		}
+		raw, err := notify.EncodeJSON(card)
+		return envelope{MsgType: TypeInteractive, Card: raw}, err
+	}
+	text := m.Text + atTags(m.Text, m.Mentions, textAt)
+	if keyword != "" && !strings.Contains(text, keyword) {
+		text += "\n" + keyword
+	}
+	raw, err := notify.EncodeJSON(map[string]string{"text": text})
+	return envelope{MsgType: TypeText, Content: raw}, err
+}
+
+// textAt and cardAt are a mention of id in a text message and in a card's markdown.
+func textAt(id string) string {
+	if id == "all" {
+		return `<at user_id="all">所有人</at>`
+	}
+	return `<at user_id="` + id + `"></at>`
+}
+
+func cardAt(id string) string { return "<at id=" + id + "></at>" }
+
+// atTags is the mention of everyone and of each user of m that text does not show.
+func atTags(text string, m notify.Mentions, at func(string) string) string {
+	ids := m.Users
+	if m.All {
+		ids = append([]string{"all"}, ids...)
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		if tag := at(id); !strings.Contains(text, tag) {
+			b.WriteString(" " + tag)
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "\n" + strings.TrimPrefix(b.String(), " ")
+}
+
+// withKeyword adds keyword to a native message that does not contain it: a line in a
+// card, a paragraph in a post. Other types cannot carry it.
+func withKeyword(e envelope, keyword string) (envelope, error) {
+	if keyword == "" || bytes.Contains(e.Card, []byte(keyword)) || bytes.Contains(e.Content, []byte(keyword)) {
+		return e, nil
+	}
+	switch e.MsgType {
+	case TypeInteractive:
+		var card map[string]any
+		if err := json.Unmarshal(e.Card, &card); err != nil {
+			return e, err
+		}
+		elements, _ := card["elements"].([]any)
+		card["elements"] = append(elements, map[string]string{"tag": "markdown", "content": keyword})
+		raw, err := notify.EncodeJSON(card)
+		e.Card = raw
+		return e, err
+	case TypePost:
+		var content struct {
+			Post map[string]map[string]any `json:"post"`
+		}
+		if err := json.Unmarshal(e.Content, &content); err != nil {
+			return e, err
+		}
+		for _, locale := range content.Post {
+			paragraphs, _ := locale["content"].([]any)
+			locale["content"] = append(paragraphs, []map[string]string{{"tag": "text", "text": keyword}})
+		}
+		raw, err := notify.EncodeJSON(content)
+		e.Content = raw
+		return e, err
+	}
+	return e, nil
+}
+
+// Body is m as the Feishu message JSON producers publish.
+func (*Channel) Body(m notify.Message) ([]byte, error) {
+	e, err := render(m, "")
+	if err != nil {
+		return nil, err
+	}
+	return notify.EncodeJSON(e)
+}
+
+// Room is what m's body, signed, leaves free of MaxBodyBytes.
+func (*Channel) Room(m notify.Message) int {
+	e, err := render(m, "")
+	if err != nil {
+		return -1
+	}
+	body, err := notify.EncodeJSON(e)
+	if err != nil {
+		return -1
+	}
+	return MaxBodyBytes - signRoom - len(body)
+}
+
+// KeywordRoom is the most bytes adding keyword may take.
+func (*Channel) KeywordRoom(keyword string) int {
+	if keyword == "" {
+		return 0
+	}
+	return notify.JSONStringLen(keyword) + 64 // the keyword, and a card element or post paragraph around it
+}
+
+// SplitMax is MaxSplitBytes.
+func (*Channel) SplitMax() int { return MaxSplitBytes }
+
+// Style is Feishu's merged card: "**n alerts**", sections between rules, each ending
+// with the <at id=…> of its users that its text does not show.
+func (*Channel) Style() notify.MergeStyle {
+	return notify.MergeStyle{
+		Heading:      func(n int) string { return fmt.Sprintf("**%d alerts**", n) },
+		Separator:    "\n\n────────\n\n",
+		SectionTitle: func(title string) string { return "**" + title + "**" },
+		Hint: func(text string, m notify.Mentions) string {
+			return strings.TrimPrefix(atTags(text, notify.Mentions{Users: m.Users}, cardAt), "\n")
+		},
+	}
+}
+
+// Post signs (when r has a secret) and sends m through bot r, with r's keyword added,
+// and classifies the answer.
+func (c *Channel) Post(ctx context.Context, client *notify.Client, r notify.Robot, m notify.Message) notify.Outcome {
+	e, err := render(m, r.Keyword)
+	if err != nil {
+		return notify.Outcome{Class: notify.ClassPermanent, Reason: "feishu: render: " + err.Error()}
+	}
+	if secret := r.SigningSecret.Reveal(); secret != "" {
+		ts := client.Now().Unix()
+		e.Timestamp, e.Sign = strconv.FormatInt(ts, 10), Sign(secret, ts)
+	}
+	body, err := notify.EncodeJSON(e)
+	if err != nil {
+		return notify.Outcome{Class: notify.ClassPermanent, Reason: err.Error()}
+	}
+	o := Classify(client.Post(ctx, r, c.base+"/"+r.Token.Reveal(), body), client.Now())
+	o.Reason = r.Redact(o.Reason)
+	return o
+}
+
+// Feishu codes the classifier knows by name.
+const (
+	CodeOK             = 0
+	CodeTooManyRequest = 9499
+	CodeFreqLimited    = 11232
+	CodeParamInvalid   = 19001
+	CodeBotNotEnabled  = 19007
+	CodeSignInvalid    = 19021
+	CodeKeywordMissing = 19024
+)
+
+// codeClass maps every known non-zero code to its class; another code is transient.
+var codeClass = map[int]notify.Class{
+	CodeTooManyRequest: notify.ClassThrottled,
+	CodeFreqLimited:    notify.ClassThrottled,
+	CodeBotNotEnabled:  notify.ClassRobotBroken,
+	CodeSignInvalid:    notify.ClassRobotBroken,
+	CodeKeywordMissing: notify.ClassRobotBroken,
+	CodeParamInvalid:   notify.ClassPermanent,
+}
+
+// Classify classifies one answer of a Feishu bot. Feishu answers some refusals with
+// HTTP 400 and a JSON code (9499 "too many request"), so the code is read before the
+// status: success is code 0 (StatusCode 0 in older answers) and nothing else; 9499 and
+// 11232 are throttles (Feishu documents no lock-out: the core learns how long a bot stays
+// refused); 19021 (signature or timestamp), 19024 (keyword) and 19007 take the bot out
+// of rotation; 19001 refuses the message, unless it says the token is invalid (the bot is
+// broken); another code is transient.
+func Classify(a notify.Answer, now time.Time) notify.Outcome {
+	var ans struct {
+		Code          *int   `json:"code"`
+		Msg           string `json:"msg"`
+		StatusCode    *int   `json:"StatusCode"`
+		StatusMessage string `json:"StatusMessage"`
+	}
+	if a.Err == nil && json.Unmarshal(bytes.TrimSpace(a.Body), &ans) == nil && (ans.Code != nil || ans.StatusCode != nil) {
+		code, msg := ans.Code, ans.Msg
+		if code == nil {
+			code, msg = ans.StatusCode, ans.StatusMessage
+		}
+		if *code == CodeOK && a.Status >= 200 && a.Status < 300 {
+			return notify.Outcome{OK: true, HTTPStatus: a.Status}
+		}
+		if *code != CodeOK {
+			o := notify.Outcome{HTTPStatus: a.Status, Code: *code, RetryAfter: notify.RetryAfter(a.Header.Get("Retry-After"), now)}
+			class, known := codeClass[o.Code]
+			if !known {
+				class = notify.ClassTransient
+			}
+			if o.Code == CodeParamInvalid && strings.Contains(strings.ToLower(msg), "token") {
+				class = notify.ClassRobotBroken
+			}
+			o.Class = class
+			o.Reason = fmt.Sprintf("code %d: %s", o.Code, notify.Truncate(msg, 200))
+			if !known {
+				o.Reason += " (unknown code, treated as transient)"
+			}
+			return o
+		}
+	}
+	if o, done := notify.ClassifyHTTP(a, "Feishu", now); done {
+		return o
+	}
+	return notify.Outcome{Class: notify.ClassTransient, HTTPStatus: a.Status,
+		Reason: fmt.Sprintf("HTTP %d with a body that is not a bot answer (%s)", a.Status, notify.DescribeBody(a))}
+}
