@@ -156,7 +156,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer pub.Close()
-	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ws, Logger: logger, Now: now,
+	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ws, Chat: snd, Logger: logger, Now: now,
 		Escalations: store.NewEscalations(rdb, cfg.Redis.KeyPrefix, cfg.Scheduler.DoneTTL+cfg.Scheduler.Horizon)}, ingress.NewMetrics(reg))
 	if err != nil {
 		return err

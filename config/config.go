@@ -376,12 +376,12 @@ func (r Robot) Credential(kind string) (Secret, error) {
 	var tok, where string
 	switch kind {
 	case KindWeCom:
-		tok, where = u.Query().Get("key"), "a key parameter"
+		tok, where = u.Query().Get("key"), "key parameter"
 	case KindFeishu:
 		_, tok, _ = strings.Cut(u.Path, "/hook/")
-		where = "a /hook/TOKEN path"
+		where = "/hook/TOKEN path"
 	default:
-		tok, where = u.Query().Get("access_token"), "an access_token parameter"
+		tok, where = u.Query().Get("access_token"), "access_token parameter"
 	}
 	if tok == "" || strings.Contains(tok, "/") {
 		return "", fmt.Errorf("the webhook URL has no %s", where)

@@ -347,6 +347,10 @@ func TestSenderDefaultsAndValidation(t *testing.T) {
 		HTTPTimeout: 5 * time.Second, Attempts: 5, BackoffBase: 500 * time.Millisecond,
 		BackoffMax: 30 * time.Second, BaseURL: "https://oapi.dingtalk.com/robot/send", MaxInFlight: 32,
 		BreakerFailures: 5, BreakerOpen: 30 * time.Second, Coalesce: "auto", CoalesceMax: 50, Pacing: "auto", RobotLimits: "learn",
+		PriorityMaxWait: time.Minute,
+		WeCom:           Platform{BaseURL: "https://qyapi.weixin.qq.com/cgi-bin/webhook/send", Limit: 19, Cooldown: 5 * time.Second},
+		Feishu: Platform{BaseURL: "https://open.feishu.cn/open-apis/bot/v2/hook", Limit: 95, LimitPerSecond: 4,
+			Cooldown: 5 * time.Second},
 	}, c.Sender)
 
 	_, err = Load(writeFile(t, validYAML+`

@@ -21,6 +21,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -48,7 +49,7 @@ func newSite(t *testing.T, tok config.Secret) *site {
 	rdb, prefix := testenv.Redis(t)
 	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
 	src := console.Sources{Wheel: ws, Pool: store.NewRobotPool(rdb, prefix, time.Minute),
-		Targets: map[string][]notify.Robot{"ops": {{Name: "r1"}, {Name: "r2", Limit: 10}}}, Limit: 19,
+		Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1"}, {Name: "r2", Limit: 10}}}}, Limit: 19,
 		Mode: func() string { return "timer" }, Lateness: func() (uint64, time.Duration, time.Duration) {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}
@@ -364,8 +365,8 @@ func TestConsoleSchedulerView(t *testing.T) {
 	require.Contains(t, body, `id="waiting">1<`)
 	require.Contains(t, body, "<td>waiting-1</td><td>ops</td><td>"+due.UTC().Format("2006-01-02 15:04:05.000Z"))
 	require.Contains(t, body, "ops: 1")
-	require.Contains(t, body, "<td>ops</td><td>r1</td><td>19</td>", "r1 takes the default limit")
-	require.Contains(t, body, "<td>ops</td><td>r2</td><td>10</td>")
+	require.Contains(t, body, "<td>ops</td><td>dingtalk</td><td>r1</td><td>19</td>", "r1 takes the default limit")
+	require.Contains(t, body, "<td>ops</td><td>dingtalk</td><td>r2</td><td>10</td>")
 	require.Contains(t, body, "p50 5ms, p99 50ms over 42 hand-offs")
 	require.Contains(t, body, "<dd>timer</dd>")
 }

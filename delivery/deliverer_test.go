@@ -25,9 +25,9 @@ func TestDeliverRecordsWhatTheSenderGivesUp(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	failures := map[string]error{
-		"throttled": &notify.Failure{Class: notify.ClassThrottled, Reason: "send too fast", Errcode: 130101},
+		"throttled": &notify.Failure{Class: notify.ClassThrottled, Reason: "send too fast", Code: 130101},
 		"breakers":  &notify.Failure{Class: notify.ClassTransient, Reason: "every breaker open", RetryAfter: time.Hour},
-		"too-big":   &notify.Failure{Class: notify.ClassPermanent, Reason: "too long", Errcode: 460101},
+		"too-big":   &notify.Failure{Class: notify.ClassPermanent, Reason: "too long", Code: 460101},
 		"split":     &notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503", Part: 3, Parts: 5},
 	}
 	snd := newFakeSender(func(p string) error { return failures[p] })
@@ -35,7 +35,7 @@ func TestDeliverRecordsWhatTheSenderGivesUp(t *testing.T) {
 	dues := map[string]time.Time{}
 	for _, id := range []string{"ok", "throttled", "breakers", "too-big", "split"} {
 		a := claimed(t, fs, id, id)
-		dues[id] = a.DueAt
+		dues[id] = a.Due
 		outcome, err := d.Deliver(ctx, a)
 		require.NoError(t, err, id)
 		want := store.Recorded
@@ -85,12 +85,12 @@ func TestDeliverRecordsANotedFailureWithoutSendingAgain(t *testing.T) {
 	_, err := down.Deliver(ctx, a)
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.Equal(t, 1.0, counterValue(t, reg, "rocketdelay_failed_sends_record_errors_total", "send_failure"))
-	ok, err := ws.GiveBack(ctx, a.Claim, time.Now().Add(-time.Second), 0)
+	ok, err := ws.GiveBack(ctx, heldBy(a), time.Now().Add(-time.Second), 0)
 	require.NoError(t, err)
 	require.True(t, ok)
 
 	again := claimed2(t, ws, "a")
-	require.NotNil(t, again.Failure, "the failure was noted")
+	require.NotNil(t, again.Noted, "the failure was noted")
 	up := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
 	outcome, err := up.Deliver(ctx, again)
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestDeliverWithALostClaimDoesNothing(t *testing.T) {
 	snd := newFakeSender(nil)
 	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
 	a := claimed(t, fs, "a", "x")
-	a.Claim.Token = "someone-else"
+	a.Claim = lostClaim(a.Claim)
 	_, err := d.Deliver(ctx, a)
 	require.ErrorIs(t, err, store.ErrNotHeld)
 	delivered, _ := snd.snapshot()
@@ -122,7 +122,7 @@ func TestDeliverWithALostClaimDoesNothing(t *testing.T) {
 	b := claimed(t, fs, "b", "y")
 	noted, err := json(&notify.Failure{Class: notify.ClassThrottled, Reason: "too fast"})
 	require.NoError(t, err)
-	b.Failure, b.Claim.Token = noted, "someone-else"
+	b.Noted, b.Claim = noted, lostClaim(b.Claim)
 	_, err = newDeliverer(t, fs, failing, delivery.Options{}, nil, time.Now).Deliver(ctx, b)
 	require.ErrorIs(t, err, store.ErrNotHeld)
 	rows, _, err := fs.List(ctx, store.Filter{})
@@ -156,15 +156,15 @@ func TestRejectNamesTheRow(t *testing.T) {
 	d := newDeliverer(t, fs, newFakeSender(nil), delivery.Options{}, nil, time.Now)
 	due := time.Now().Add(time.Minute).Truncate(time.Millisecond)
 	require.NoError(t, d.Reject(ctx, delivery.Rejected{
-		Alert:      delivery.Alert{ID: "order-1", Target: "nobody", DueAt: due, Body: []byte("hi")},
+		Alert:      notify.Alert{ID: "order-1", Target: "nobody", Due: due, Body: []byte("hi")},
 		Properties: map[string]string{"RD_TARGET": "nobody"}, MessageKey: "K1",
 		Reason: "unknown_target", Detail: `RD_TARGET "nobody" is not a target`,
 	}))
 	require.NoError(t, d.Reject(ctx, delivery.Rejected{
-		Alert: delivery.Alert{ID: "has space"}, MessageKey: "K2", Reason: delivery.ReasonBadID, Detail: "bad id",
+		Alert: notify.Alert{ID: "has space"}, MessageKey: "K2", Reason: delivery.ReasonBadID, Detail: "bad id",
 	}))
 	require.NoError(t, d.Reject(ctx, delivery.Rejected{
-		Alert:      delivery.Alert{ID: "nul\x00id", Target: "bad\xffutf8", Body: []byte("\x00\xff")},
+		Alert:      notify.Alert{ID: "nul\x00id", Target: "bad\xffutf8", Body: []byte("\x00\xff")},
 		Properties: map[string]string{"RD_ID": "nul\x00id", "RD_TARGET": "bad\xffutf8", "k\x00": "v\xfe"},
 		MessageKey: "K3\x00", Reason: delivery.ReasonBadID, Detail: "RD_ID must be printable",
 	}))
@@ -198,7 +198,7 @@ func TestRejectNeverOverwritesAnotherRow(t *testing.T) {
 	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "order-7", Target: "ops", Payload: []byte("real alert"),
 		ErrorClass: "transient", LastError: "HTTP 503", NextAttemptAt: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
-	bad := delivery.Rejected{Alert: delivery.Alert{ID: "order-7", Target: "ops", Body: []byte("{not json")},
+	bad := delivery.Rejected{Alert: notify.Alert{ID: "order-7", Target: "ops", Body: []byte("{not json")},
 		MessageKey: "KEY-7", Reason: "bad_body", Detail: "the body is not valid JSON"}
 	for range 2 { // a redelivery of the same message records nothing more
 		require.NoError(t, d.Reject(ctx, bad))
@@ -239,7 +239,7 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 	// The stale copy: the same alert, its failure noted, handed off once more by a
 	// replica whose claim outlived the retry job's delivery.
 	stale := a
-	stale.Failure, err = json(&notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503"})
+	stale.Noted, err = json(&notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503"})
 	require.NoError(t, err)
 	outcome, err = d.Deliver(ctx, stale)
 	require.NoError(t, err)
@@ -252,7 +252,7 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 	require.Len(t, rows, 1, "a stale record added a live row of the delivered alert: the retry job would send it again")
 	_, failures := snd.snapshot()
 	require.Equal(t, 1, failures, "sent once, by the first hand-off")
-	_, err = ws.Release(ctx, store.Recorded, a.Claim)
+	_, err = ws.Release(ctx, store.Recorded, heldBy(a))
 	require.NoError(t, err)
 	delivered, err := ws.IsDelivered(ctx, "late")
 	require.NoError(t, err)
@@ -264,14 +264,14 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 
 // claimed2 claims an entry already in ws again and returns it as the scheduler hands it
 // off.
-func claimed2(t testing.TB, ws *store.WheelStage, id string) delivery.Alert {
+func claimed2(t testing.TB, ws *store.WheelStage, id string) notify.Alert {
 	t.Helper()
 	got, err := ws.Claim(context.Background(), []string{id}, "second-claim")
 	require.NoError(t, err)
 	require.Len(t, got.Entries, 1)
 	e := got.Entries[0]
-	return delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Claim: e.Claim(), Failure: e.Failure,
-		PartsSent: e.PartsSent}
+	return notify.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Claim: stageClaim{ws, e.Claim()},
+		Noted: e.Failure, PartsSent: e.PartsSent}
 }
 
 // json encodes f as a noted failure, the way Deliver notes it (a round trip through the

@@ -39,27 +39,27 @@ func newFakeSender(fail func(payload string) error) *fakeSender {
 	return &fakeSender{fail: fail, delivered: map[string]int{}}
 }
 
-func (s *fakeSender) SendAlert(ctx context.Context, a notify.Alert) error {
+func (s *fakeSender) Send(ctx context.Context, a notify.Alert) (notify.Sent, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return notify.Sent{}, err
 	}
-	if a.Confirm != nil {
-		if err := a.Confirm(ctx, max(a.FromPart-1, 0)); err != nil {
-			return &notify.Failure{Class: notify.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
+	if a.Claim != nil {
+		if err := a.Claim.Confirm(ctx, a.PartsSent); err != nil {
+			return notify.Sent{}, &notify.Failure{Class: notify.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
 		}
 	}
 	payload := a.Body
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fromParts = append(s.fromParts, a.FromPart)
+	s.fromParts = append(s.fromParts, a.PartsSent+1)
 	if s.fail != nil {
 		if err := s.fail(string(payload)); err != nil {
 			s.failures++
-			return err
+			return notify.Sent{}, err
 		}
 	}
 	s.delivered[string(payload)]++
-	return nil
+	return notify.Sent{Merged: 1, Parts: 1}, nil
 }
 
 func (s *fakeSender) snapshot() (map[string]int, int) {
@@ -91,21 +91,22 @@ func stageFor(t testing.TB, fs *store.FailedSends) *store.WheelStage {
 	return actual.(*store.WheelStage)
 }
 
-// newDeliverer returns a Deliverer on fs and its wheel stage that sends through snd.
-func newDeliverer(t testing.TB, fs *store.FailedSends, snd delivery.Sender, opts delivery.Options, m *delivery.Metrics, now func() time.Time) *delivery.Deliverer {
+// newDeliverer returns a Deliverer on fs and its wheel stage that sends through snd, the
+// channel of target ops and of the rows the tests record without a target.
+func newDeliverer(t testing.TB, fs *store.FailedSends, snd notify.Channel, opts delivery.Options, m *delivery.Metrics, now func() time.Time) *delivery.Deliverer {
 	t.Helper()
-	return delivery.New(delivery.Senders{DingTalk: snd}, stageFor(t, fs), fs, opts, discardLogger(), m, now)
+	return delivery.New(delivery.Channels{"ops": snd, "": snd}, stageFor(t, fs), fs, opts, discardLogger(), m, now)
 }
 
 // newJob returns a retry job on fs that sends through snd.
-func newJob(t testing.TB, fs *store.FailedSends, snd delivery.Sender, opts delivery.RetryOptions, m *delivery.Metrics, now func() time.Time) *delivery.RetryJob {
+func newJob(t testing.TB, fs *store.FailedSends, snd notify.Channel, opts delivery.RetryOptions, m *delivery.Metrics, now func() time.Time) *delivery.RetryJob {
 	t.Helper()
 	return delivery.NewRetryJob(newDeliverer(t, fs, snd, delivery.Options{}, m, now), opts)
 }
 
 // claimed puts an alert due now into fs's wheel stage, claims it, and returns the alert
 // as the scheduler hands it off.
-func claimed(t testing.TB, fs *store.FailedSends, id, body string) delivery.Alert {
+func claimed(t testing.TB, fs *store.FailedSends, id, body string) notify.Alert {
 	t.Helper()
 	ws := stageFor(t, fs)
 	ctx := context.Background()
@@ -116,6 +117,31 @@ func claimed(t testing.TB, fs *store.FailedSends, id, body string) delivery.Aler
 	require.NoError(t, err)
 	require.Len(t, got.Entries, 1)
 	e := got.Entries[0]
-	return delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Claim: e.Claim(), Failure: e.Failure,
-		PartsSent: e.PartsSent}
+	return notify.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Claim: stageClaim{ws, e.Claim()},
+		Noted: e.Failure, PartsSent: e.PartsSent}
+}
+
+// stageClaim is a wheel-stage claim as the scheduler hands it to delivery (its
+// heldEntry): confirmed and noted in ws; never parked.
+type stageClaim struct {
+	ws *store.WheelStage
+	c  store.Claim
+}
+
+func (s stageClaim) Confirm(ctx context.Context, parts int) error {
+	return s.ws.Confirm(ctx, s.c, parts)
+}
+func (s stageClaim) MarkFailed(ctx context.Context, f []byte) error {
+	return s.ws.MarkFailed(ctx, s.c, f)
+}
+func (stageClaim) Park(context.Context) error { return notify.ErrNoPark }
+
+// heldBy is the wheel-stage claim that holds a.
+func heldBy(a notify.Alert) store.Claim { return a.Claim.(stageClaim).c }
+
+// lostClaim is c as held by another replica's token: this one lost it.
+func lostClaim(c notify.Claim) notify.Claim {
+	sc := c.(stageClaim)
+	sc.c.Token = "someone-else"
+	return sc
 }

@@ -49,8 +49,8 @@ func newSplitWorld(t *testing.T, cut time.Duration) *splitWorld {
 	}))
 	t.Cleanup(ts.Close)
 	var err error
-	w.snd, err = notify.New(notify.Options{Targets: map[string][]notify.Robot{"ops": {{Name: "r1", Token: config.Secret("tok-split")}}},
-		BaseURL: ts.URL + dingtalk.SimPath, Limit: 19, HTTPTimeout: 2 * time.Second, Attempts: 3,
+	w.snd, err = notify.New(notify.Options{Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(ts.URL + dingtalk.SimPath),
+		Robots: []notify.Robot{{Name: "r1", Token: config.Secret("tok-split")}}}}, Limit: 19, HTTPTimeout: 2 * time.Second, Attempts: 3,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
 		store.NewRobotPool(rdb, prefix, time.Minute), discardLogger(), nil, nil)
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestSplitAlertResumesFromThePartReachedInTheHandOff(t *testing.T) {
 	w := newSplitWorld(t, 6*time.Second) // outlasts go-redis's own retries (about 3.5s)
 	_, fs := testenv.FailedSends(t)
 	ws := stageFor(t, fs)
-	d := delivery.New(delivery.Senders{DingTalk: w.snd}, ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)
+	d := delivery.New(delivery.Channels{"ops": w.snd}, ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)
 	ctx := context.Background()
 
 	_, err := ws.Put(ctx, store.Entry{ID: "big", Target: "ops", DueAt: time.Now().Add(-time.Second), Body: bigAlert()})
@@ -94,7 +94,7 @@ func TestSplitAlertResumesFromThePartReachedInTheHandOff(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.Equal(t, 1, delivery.PartsSent(err), "part 1 was delivered before the pick of part 2 failed")
 	w.restored.Wait()
-	ok, err := ws.GiveBack(ctx, a.Claim, time.Now().Add(-time.Second), delivery.PartsSent(err))
+	ok, err := ws.GiveBack(ctx, heldBy(a), time.Now().Add(-time.Second), delivery.PartsSent(err))
 	require.NoError(t, err)
 	require.True(t, ok)
 
@@ -116,7 +116,7 @@ func TestSplitAlertResumesFromThePartReachedInTheRetryJob(t *testing.T) {
 	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "big-row", Target: "ops", Payload: bigAlert(),
 		ErrorClass: "transient", NextAttemptAt: time.Now()})
 	require.NoError(t, err)
-	job := delivery.NewRetryJob(delivery.New(delivery.Senders{DingTalk: w.snd}, stageFor(t, fs), fs, delivery.Options{}, discardLogger(), nil, time.Now),
+	job := delivery.NewRetryJob(delivery.New(delivery.Channels{"ops": w.snd}, stageFor(t, fs), fs, delivery.Options{}, discardLogger(), nil, time.Now),
 		delivery.RetryOptions{})
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)

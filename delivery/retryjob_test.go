@@ -97,7 +97,7 @@ func TestJobDeadAtOnceOnPermanentFailureOrMaxAge(t *testing.T) {
 		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: id, Payload: []byte(id), ErrorClass: "transient", NextAttemptAt: now})
 		require.NoError(t, err)
 	}
-	tooBig := &notify.Failure{Class: notify.ClassPermanent, Target: "ops", Errcode: 460101, Reason: "message too long"}
+	tooBig := &notify.Failure{Class: notify.ClassPermanent, Target: "ops", Code: 460101, Reason: "message too long"}
 	snd := newFakeSender(func(p string) error {
 		if p == "too-big" {
 			return fmt.Errorf("send: %w", tooBig)
@@ -160,10 +160,10 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 
 type blockingSender struct{ started chan struct{} }
 
-func (s blockingSender) SendAlert(ctx context.Context, _ notify.Alert) error {
+func (s blockingSender) Send(ctx context.Context, _ notify.Alert) (notify.Sent, error) {
 	s.started <- struct{}{}
 	<-ctx.Done()
-	return errBlocked
+	return notify.Sent{}, errBlocked
 }
 
 // Two retry jobs run side by side through an outage: every send fails until the
@@ -431,20 +431,20 @@ func newGatedSender() *gatedSender {
 	return &gatedSender{arrived: make(chan string, 16), gate: make(chan struct{})}
 }
 
-func (s *gatedSender) SendAlert(ctx context.Context, a notify.Alert) error {
+func (s *gatedSender) Send(ctx context.Context, a notify.Alert) (notify.Sent, error) {
 	s.arrived <- string(a.Body)
 	select {
 	case <-s.gate:
 	case <-ctx.Done():
-		return &notify.Failure{Class: notify.ClassTransient, Reason: "gave up", Err: ctx.Err()}
+		return notify.Sent{}, &notify.Failure{Class: notify.ClassTransient, Reason: "gave up", Err: ctx.Err()}
 	}
-	if err := a.Confirm(ctx, 0); err != nil {
-		return &notify.Failure{Class: notify.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
+	if err := a.Claim.Confirm(ctx, 0); err != nil {
+		return notify.Sent{}, &notify.Failure{Class: notify.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sent = append(s.sent, string(a.Body))
-	return nil
+	return notify.Sent{Merged: 1, Parts: 1}, nil
 }
 
 func (s *gatedSender) sends() []string {

@@ -11,6 +11,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -33,7 +34,7 @@ func TestTopicMessageRecordedThenSentByTheRetryJob(t *testing.T) {
 		BackoffBase: 10 * time.Millisecond}, targets, nil, discardLogger(), relay.NewMetrics(nil))
 	require.NoError(t, err)
 	defer down.Close()
-	d := delivery.New(delivery.Senders{Topics: down}, ws, fs, delivery.Options{FirstRetry: time.Millisecond}, discardLogger(), nil, time.Now)
+	d := delivery.New(delivery.Channels{"orders": down}, ws, fs, delivery.Options{FirstRetry: time.Millisecond}, discardLogger(), nil, time.Now)
 
 	props := map[string]string{"KEYS": "order-7", "shop": "eu-1"}
 	due := time.UnixMilli(time.Now().UnixMilli())
@@ -43,7 +44,7 @@ func TestTopicMessageRecordedThenSentByTheRetryJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got.Entries, 1)
 	e := got.Entries[0]
-	out, err := d.Deliver(ctx, delivery.Alert{ID: e.ID, Target: e.Target, DueAt: e.DueAt, Body: e.Body, Props: e.Props, Claim: e.Claim()})
+	out, err := d.Deliver(ctx, notify.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Props: e.Props, Claim: stageClaim{ws, e.Claim()}})
 	require.NoError(t, err)
 	require.Equal(t, store.Recorded, out.Outcome)
 	rows, _, err := fs.List(ctx, store.Filter{Limit: 10})
@@ -59,7 +60,7 @@ func TestTopicMessageRecordedThenSentByTheRetryJob(t *testing.T) {
 	up, err := relay.New(relay.Options{NameServers: []string{ns}}, targets, nil, discardLogger(), relay.NewMetrics(nil))
 	require.NoError(t, err)
 	defer up.Close()
-	job := delivery.NewRetryJob(delivery.New(delivery.Senders{Topics: up}, ws, fs, delivery.Options{}, discardLogger(), nil, time.Now),
+	job := delivery.NewRetryJob(delivery.New(delivery.Channels{"orders": up}, ws, fs, delivery.Options{}, discardLogger(), nil, time.Now),
 		delivery.RetryOptions{})
 	r, err := job.RunOnce(ctx)
 	require.NoError(t, err)

@@ -18,6 +18,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -62,7 +64,10 @@ func newSite(t *testing.T, token config.Secret) *site {
 	cfg = cfg.WithDefaults()
 	cfg.Ingress.MaxBody = 64 << 10
 	s := &site{t: t, ws: ws, stored: stored, cfg: cfg, now: time.Now(), escalate: store.NewEscalations(rdb, prefix, time.Hour)}
-	in, err := New(cfg, Deps{Publisher: p, Wheel: ws, Escalations: s.escalate, Logger: testenv.Logger(), Now: time.Now}, NewMetrics(nil))
+	chat, err := notify.New(notify.Options{Targets: map[string]notify.Target{
+		"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
+	require.NoError(t, err)
+	in, err := New(cfg, Deps{Publisher: p, Wheel: ws, Escalations: s.escalate, Chat: chat, Logger: testenv.Logger(), Now: time.Now}, NewMetrics(nil))
 	require.NoError(t, err)
 	s.srv = httptest.NewServer(in.Handler())
 	t.Cleanup(s.srv.Close)

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -23,6 +23,18 @@ func sample(t *testing.T, name string) Notification {
 	var n Notification
 	require.NoError(t, json.Unmarshal(b, &n))
 	return n
+}
+
+// bodyOf renders n with r and returns the DingTalk message producers would publish.
+func bodyOf(t *testing.T, r *renderer, n Notification) dingtalk.Message {
+	t.Helper()
+	msg, err := r.render(n)
+	require.NoError(t, err)
+	body, err := dingtalk.New("").Body(msg)
+	require.NoError(t, err)
+	m, err := dingtalk.ParseBody(body)
+	require.NoError(t, err)
+	return m
 }
 
 func golden(t *testing.T, name string, got string) {
@@ -42,17 +54,14 @@ func golden(t *testing.T, name string, got string) {
 // and links; the mention rules that match a firing alert add their people, named in the
 // text as DingTalk requires.
 func TestRenderBuiltInTemplate(t *testing.T) {
-	r, err := newRenderer("ops", &config.AlertmanagerTarget{Mentions: []config.Mention{
+	r, err := newRenderer("ops", config.KindDingTalk, &config.AlertmanagerTarget{Mentions: []config.Mention{
 		{Match: map[string]string{"severity": "critical"}, Mobiles: []string{"13800000000"}},
 		{Match: map[string]string{"team": "web"}, AtAll: true},
 		{Match: map[string]string{"team": "db"}, UserIDs: []string{"dba-lead"}},
 	}})
 	require.NoError(t, err)
 	n := sample(t, "firing.json")
-	body, err := r.render(n)
-	require.NoError(t, err)
-	m, err := dingtalk.ParseBody(body)
-	require.NoError(t, err)
+	m := bodyOf(t, r, n)
 	require.Equal(t, dingtalk.TypeMarkdown, m.MsgType)
 	require.Equal(t, "[FIRING:1] DiskFull", m.Markdown.Title)
 	require.Equal(t, &dingtalk.At{AtMobiles: []string{"13800000000"}, AtUserIDs: []string{"dba-lead"}}, m.At)
@@ -62,10 +71,7 @@ func TestRenderBuiltInTemplate(t *testing.T) {
 	for i := range n.Alerts {
 		n.Alerts[i].Status = "resolved"
 	}
-	body, err = r.render(n)
-	require.NoError(t, err)
-	m, err = dingtalk.ParseBody(body)
-	require.NoError(t, err)
+	m = bodyOf(t, r, n)
 	require.Equal(t, "[RESOLVED] DiskFull", m.Markdown.Title)
 	require.Nil(t, m.At, "a resolution mentions nobody")
 	golden(t, "resolved.md", m.Markdown.Text)
@@ -79,20 +85,17 @@ func TestRenderOwnTemplate(t *testing.T) {
 	require.NoError(t, os.WriteFile(own, []byte(`{{define "dingtalk.title"}}{{.GroupLabels.alertname}} x{{len .Alerts}}{{end}}`+
 		`{{define "dingtalk.text"}}{{range .Alerts}}* {{.Labels.instance}} {{.Status}}
 {{end}}{{end}}`), 0o600))
-	r, err := newRenderer("ops", &config.AlertmanagerTarget{Template: own})
+	r, err := newRenderer("ops", config.KindDingTalk, &config.AlertmanagerTarget{Template: own})
 	require.NoError(t, err)
-	body, err := r.render(sample(t, "firing.json"))
-	require.NoError(t, err)
-	m, err := dingtalk.ParseBody(body)
-	require.NoError(t, err)
+	m := bodyOf(t, r, sample(t, "firing.json"))
 	require.Equal(t, "DiskFull x2", m.Markdown.Title)
 	require.Equal(t, "* db-3:9100 firing\n* db-4:9100 resolved", m.Markdown.Text)
 
 	bad := filepath.Join(dir, "bad.tmpl")
 	require.NoError(t, os.WriteFile(bad, []byte(`{{define "dingtalk.text"}}{{.Nope`), 0o600))
-	_, err = newRenderer("ops", &config.AlertmanagerTarget{Template: bad})
+	_, err = newRenderer("ops", config.KindDingTalk, &config.AlertmanagerTarget{Template: bad})
 	require.ErrorContains(t, err, "targets.ops.alertmanager.template")
-	_, err = newRenderer("ops", &config.AlertmanagerTarget{Template: filepath.Join(dir, "missing.tmpl")})
+	_, err = newRenderer("ops", config.KindDingTalk, &config.AlertmanagerTarget{Template: filepath.Join(dir, "missing.tmpl")})
 	require.ErrorContains(t, err, "targets.ops.alertmanager.template")
 	require.ErrorContains(t, err, "no such file")
 }
@@ -100,7 +103,7 @@ func TestRenderOwnTemplate(t *testing.T) {
 // A notification whose text is over DingTalk's 20000 bytes still renders: the sender
 // splits markdown into numbered parts.
 func TestRenderLargeNotification(t *testing.T) {
-	r, err := newRenderer("ops", nil)
+	r, err := newRenderer("ops", config.KindDingTalk, nil)
 	require.NoError(t, err)
 	n := sample(t, "firing.json")
 	for i := range 300 {
@@ -108,9 +111,6 @@ func TestRenderLargeNotification(t *testing.T) {
 		a.Labels = KV{"alertname": "DiskFull", "instance": strings.Repeat("x", 40) + string(rune('a'+i%26))}
 		n.Alerts = append(n.Alerts, a)
 	}
-	body, err := r.render(n)
-	require.NoError(t, err)
-	m, err := dingtalk.ParseBody(body)
-	require.NoError(t, err)
+	m := bodyOf(t, r, n)
 	require.Greater(t, len(m.Markdown.Text), 20000)
 }

@@ -592,17 +592,36 @@ func alertTitle(m Message) string {
 	return title
 }
 
-// mergeMessage is the markdown message, in style, that carries the alerts of batch, in
-// order.
+// Merge returns the markdown message, in style, that carries ms (each mergeable), in
+// order: what a platform receives when alerts wait for its robots together.
+func Merge(style MergeStyle, ms []Message) Message {
+	sections := make([]string, len(ms))
+	for i, m := range ms {
+		sections[i], _ = section(style, m)
+	}
+	return merged(style, ms, sections)
+}
+
+// mergeMessage is the message, in style, that carries the alerts of batch, in order.
 func mergeMessage(style MergeStyle, batch []*waiter) Message {
+	ms := make([]Message, len(batch))
+	sections := make([]string, len(batch))
+	for i, w := range batch {
+		ms[i], sections[i] = w.m, w.section
+	}
+	return merged(style, ms, sections)
+}
+
+// merged is the message, in style, of ms whose sections are sections.
+func merged(style MergeStyle, ms []Message, sections []string) Message {
 	var b strings.Builder
-	b.WriteString(style.Heading(len(batch)))
+	b.WriteString(style.Heading(len(ms)))
 	var mentions Mentions
-	for _, w := range batch {
+	for i, m := range ms {
 		b.WriteString(style.Separator)
-		b.WriteString(w.section)
-		mentions = mentions.Add(w.m.Mentions)
+		b.WriteString(sections[i])
+		mentions = mentions.Add(m.Mentions)
 	}
 	return Message{Format: FormatMarkdown, Type: string(FormatMarkdown), Mentions: mentions,
-		Title: fmt.Sprintf("%d alerts: %s", len(batch), alertTitle(batch[0].m)), Text: b.String()}
+		Title: fmt.Sprintf("%d alerts: %s", len(ms), alertTitle(ms[0])), Text: b.String()}
 }

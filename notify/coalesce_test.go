@@ -78,7 +78,7 @@ func TestCoalescedBurstAcrossFourSenders(t *testing.T) {
 					return
 				}
 				due := base.Add(time.Duration(i) * time.Millisecond)
-				if err := senders[g%4].SendAlert(ctx, notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i), Due: due}); err != nil {
+				if err := sendAlert(senders[g%4], ctx, notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i), Due: due}); err != nil {
 					errs <- err
 				}
 			}
@@ -135,7 +135,7 @@ func backlogged(t *testing.T, window time.Duration, specs ...robotSpec) (*harnes
 	opts := h.options(1)
 	opts.BackoffBase, opts.BackoffMax = time.Millisecond, time.Millisecond
 	s, reg := h.sender(opts)
-	require.NoError(t, s.Send(context.Background(), "ops", text("first")))
+	require.NoError(t, send(s, context.Background(), "ops", text("first")))
 	return h, s, func() map[string]float64 {
 		return map[string]float64{
 			"merged":    metric(t, reg, "rocketdelay_sender_merged_messages_total"),
@@ -167,7 +167,7 @@ func sendAll(t *testing.T, h *harness, s *notify.Sender, metrics func() map[stri
 	var wg sync.WaitGroup
 	queued(t, h, metrics, len(msgs), func() {
 		for i, m := range msgs {
-			wg.Go(func() { errs[i] = s.SendMessage(context.Background(), "ops", m, base.Add(dues[i])) })
+			wg.Go(func() { errs[i] = sendAt(s, context.Background(), "ops", m, base.Add(dues[i])) })
 		}
 	})
 	wg.Wait()
@@ -176,7 +176,7 @@ func sendAll(t *testing.T, h *harness, s *notify.Sender, metrics func() map[stri
 
 func TestWaitingAlertsAreMergedInDueOrderAndCardsGoAlone(t *testing.T) {
 	h, s, metrics := backlogged(t, 500*time.Millisecond, robotSpec{signed: true, keyword: "告警"})
-	link := dingtalk.Message{MsgType: dingtalk.TypeLink, Link: &sender.Link{Title: "runbook", Text: "see", MessageURL: "https://e"}}
+	link := dingtalk.Message{MsgType: dingtalk.TypeLink, Link: &dingtalk.Link{Title: "runbook", Text: "see", MessageURL: "https://e"}}
 	errs := sendAll(t, h, s, metrics, []dingtalk.Message{
 		{MsgType: dingtalk.TypeMarkdown, Markdown: &dingtalk.Markdown{Title: "m-late", Text: "**late** alert"}, At: &dingtalk.At{AtMobiles: []string{"13800000009"}}},
 		text("text-first"),
@@ -237,7 +237,7 @@ func TestRefusedMergedMessageIsSentAlertByAlert(t *testing.T) {
 	for i, m := range got[1:] {
 		require.Equal(t, "b-"+strconv.Itoa(i+1), m.Text, "each alert alone, in due order")
 	}
-	require.Contains(t, h.logs.String(), "DingTalk refused a merged message; sending its alerts alone")
+	require.Contains(t, h.logs.String(), "the platform refused a merged message; sending its alerts alone")
 	require.Zero(t, metrics()["merged"])
 }
 
@@ -248,11 +248,11 @@ func TestQueuedAlertHonoursContextAndOthersStillGo(t *testing.T) {
 	h.picks.hold() // no robot is picked until both alerts waited: the second one's 50ms run out in the queue
 	var wg sync.WaitGroup
 	var kept error
-	wg.Go(func() { kept = s.Send(context.Background(), "ops", text("kept")) })
+	wg.Go(func() { kept = send(s, context.Background(), "ops", text("kept")) })
 	require.Eventually(t, func() bool { return metrics()["waiting"] == 1 }, 30*time.Second, time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	f := failure(t, s.Send(ctx, "ops", text("given-up")))
+	f := failure(t, send(s, ctx, "ops", text("given-up")))
 	require.Equal(t, notify.ClassTransient, f.Class)
 	require.ErrorIs(t, f, context.DeadlineExceeded)
 	h.picks.release()
@@ -285,7 +285,7 @@ func TestPacingSpendsTheBudgetEvenly(t *testing.T) {
 			var wg sync.WaitGroup
 			send := func(i int, due time.Time) {
 				wg.Go(func() {
-					err := s.SendAlert(context.Background(), notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i), Due: due})
+					err := sendAlert(s, context.Background(), notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i), Due: due})
 					require.NoError(t, err)
 				})
 			}

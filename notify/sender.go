@@ -317,7 +317,7 @@ func (s *Sender) Check(target string, body []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = split(t.proto, m, t.reserve)
+	_, err = Split(t.proto, m, t.reserve)
 	return err
 }
 
@@ -346,7 +346,7 @@ func (s *Sender) send(ctx context.Context, t *target, a Alert, m Message) (Sent,
 	if s.pool == nil {
 		return Sent{}, &Failure{Class: ClassTransient, Target: t.name, Reason: errNoPool.Error(), Err: errNoPool}
 	}
-	parts, err := split(t.proto, m, t.reserve)
+	parts, err := Split(t.proto, m, t.reserve)
 	if err != nil {
 		var f *Failure
 		if errors.As(err, &f) {

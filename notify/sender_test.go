@@ -135,9 +135,8 @@ func newHarness(t *testing.T, window time.Duration, simLimit int, specs ...robot
 // options are fast test settings; change fields as needed.
 func (h *harness) options(limit int) notify.Options {
 	return notify.Options{
-		Targets:     map[string][]notify.Robot{"ops": h.robots},
+		Targets:     map[string]notify.Target{"ops": {Protocol: dingtalk.New(h.simURL), Robots: h.robots}},
 		Limit:       limit,
-		BaseURL:     h.simURL,
 		HTTPTimeout: 2 * time.Second,
 		Cooldown:    time.Minute,
 		DisableFor:  time.Hour,
@@ -167,6 +166,27 @@ func (h *harness) noSecretIn(s string) {
 	}
 }
 
+// send sends m, a DingTalk message, to target through s, as producers publish it.
+func send(s *notify.Sender, ctx context.Context, target string, m dingtalk.Message) error {
+	return sendAt(s, ctx, target, m, time.Time{})
+}
+
+// sendAt sends m as an alert due at due.
+func sendAt(s *notify.Sender, ctx context.Context, target string, m dingtalk.Message, due time.Time) error {
+	body, err := dingtalk.MarshalMessage(m)
+	if err != nil {
+		return err
+	}
+	_, err = s.Send(ctx, notify.Alert{Target: target, Body: body, Due: due})
+	return err
+}
+
+// sendAlert sends a and returns only its error.
+func sendAlert(s *notify.Sender, ctx context.Context, a notify.Alert) error {
+	_, err := s.Send(ctx, a)
+	return err
+}
+
 func text(s string) dingtalk.Message {
 	return dingtalk.Message{MsgType: dingtalk.TypeText, Text: &dingtalk.Text{Content: s}}
 }
@@ -185,12 +205,12 @@ func TestSendEveryMessageTypeSignedWithKeyword(t *testing.T) {
 	msgs := []dingtalk.Message{
 		{MsgType: dingtalk.TypeText, Text: &dingtalk.Text{Content: "disk full"}, At: &dingtalk.At{AtMobiles: []string{"13800000000"}, IsAtAll: true}},
 		{MsgType: dingtalk.TypeMarkdown, Markdown: &dingtalk.Markdown{Title: "t", Text: "# disk <full> & more"}, At: &dingtalk.At{AtUserIDs: []string{"u1"}}},
-		{MsgType: dingtalk.TypeLink, Link: &sender.Link{Title: "t", Text: "x", MessageURL: "https://example.com"}},
-		{MsgType: dingtalk.TypeActionCard, ActionCard: &sender.ActionCard{Title: "t", Text: "x", SingleTitle: "open", SingleURL: "https://example.com"}},
-		{MsgType: dingtalk.TypeFeedCard, FeedCard: &sender.FeedCard{Links: []sender.FeedLink{{Title: "a", MessageURL: "https://e", PicURL: "https://p"}}}},
+		{MsgType: dingtalk.TypeLink, Link: &dingtalk.Link{Title: "t", Text: "x", MessageURL: "https://example.com"}},
+		{MsgType: dingtalk.TypeActionCard, ActionCard: &dingtalk.ActionCard{Title: "t", Text: "x", SingleTitle: "open", SingleURL: "https://example.com"}},
+		{MsgType: dingtalk.TypeFeedCard, FeedCard: &dingtalk.FeedCard{Links: []dingtalk.FeedLink{{Title: "a", MessageURL: "https://e", PicURL: "https://p"}}}},
 	}
 	for _, m := range msgs {
-		require.NoError(t, s.Send(ctx, "ops", m))
+		require.NoError(t, send(s, ctx, "ops", m))
 	}
 	require.NoError(t, s.SendBody(ctx, "ops", []byte("plain text alert")))
 	got := h.sim.Accepted()
@@ -210,7 +230,7 @@ func TestSendEveryMessageTypeSignedWithKeyword(t *testing.T) {
 	f := failure(t, s.SendBody(ctx, "ops", []byte(`{"msgtype":"link"}`)))
 	require.Equal(t, notify.ClassPermanent, f.Class)
 	require.ErrorIs(t, f, notify.ErrInvalidBody)
-	f = failure(t, s.Send(ctx, "nope", text("x")))
+	f = failure(t, send(s, ctx, "nope", text("x")))
 	require.Equal(t, notify.ClassPermanent, f.Class)
 	require.Equal(t, 6, h.sim.Stats().Requests)
 }
@@ -254,7 +274,7 @@ func TestThrottledRobotIsCooledAndSkipped(t *testing.T) {
 	require.NoError(t, h.sim.Inject(h.token(1), chatsim.Fault{Kind: chatsim.FaultThrottle})) // 302 redirects
 
 	for i := range 4 {
-		require.NoError(t, s.Send(ctx, "ops", text(fmt.Sprintf("m%d", i))))
+		require.NoError(t, send(s, ctx, "ops", text(fmt.Sprintf("m%d", i))))
 	}
 	for _, m := range h.sim.Accepted() {
 		require.Equal(t, "r3", m.Robot)
@@ -274,14 +294,15 @@ func TestBrokenRobotIsDisabled(t *testing.T) {
 	h := newHarness(t, time.Minute, 20, robotSpec{signed: true}, robotSpec{keyword: "kw"})
 	opts := h.options(19)
 	// The first robot's secret is wrong in the sender's configuration: 310000.
-	opts.Targets["ops"] = []notify.Robot{h.robots[0], h.robots[1]}
-	opts.Targets["ops"][0].SigningSecret = "SECwrong-secret"
+	robots := []notify.Robot{h.robots[0], h.robots[1]}
+	robots[0].SigningSecret = "SECwrong-secret"
+	opts.Targets["ops"] = notify.Target{Protocol: dingtalk.New(h.simURL), Robots: robots}
 	h.secrets = append(h.secrets, "SECwrong-secret")
 	s, reg := h.sender(opts)
 	ctx := context.Background()
 
-	require.NoError(t, s.Send(ctx, "ops", text("one")))
-	require.NoError(t, s.Send(ctx, "ops", text("two")))
+	require.NoError(t, send(s, ctx, "ops", text("one")))
+	require.NoError(t, send(s, ctx, "ops", text("two")))
 	got := h.sim.Accepted()
 	require.Len(t, got, 2)
 	require.Equal(t, "r2", got[0].Robot)
@@ -295,7 +316,7 @@ func TestBrokenRobotIsDisabled(t *testing.T) {
 
 	// When the last robot breaks too, the send fails as robot_broken.
 	require.NoError(t, h.sim.Inject(h.token(1), chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: dingtalk.ErrcodeNotInGroup}))
-	f := failure(t, s.Send(ctx, "ops", text("three")))
+	f := failure(t, send(s, ctx, "ops", text("three")))
 	require.Equal(t, notify.ClassRobotBroken, f.Class)
 	require.ErrorIs(t, f, store.ErrNoRobot)
 	require.True(t, f.Class.Retryable())
@@ -321,7 +342,7 @@ func TestTransientIsRetriedWithBackoffThenSucceeds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // without a timeout the send would hang here
 	defer cancel()
-	require.NoError(t, s.Send(ctx, "ops", text("eventually")))
+	require.NoError(t, send(s, ctx, "ops", text("eventually")))
 	require.Len(t, h.sim.Accepted(), 1)
 	require.Equal(t, 5, h.sim.Stats().Requests)
 	require.Equal(t, 4.0, testutil.ToFloat64(gathered{reg, "rocketdelay_sender_requests_total"})-1)
@@ -330,7 +351,7 @@ func TestTransientIsRetriedWithBackoffThenSucceeds(t *testing.T) {
 	// A Retry-After beyond the backoff cap ends the send with a failure that says when
 	// to retry, rather than holding it.
 	require.NoError(t, h.sim.Inject(tok, chatsim.Fault{Kind: chatsim.FaultStatus, Status: 429, RetryAfter: time.Second, Count: 2}))
-	f := failure(t, s.Send(context.Background(), "ops", text("after 429")))
+	f := failure(t, send(s, context.Background(), "ops", text("after 429")))
 	require.Equal(t, notify.ClassTransient, f.Class)
 	require.Equal(t, time.Second, f.RetryAfter)
 	require.Equal(t, 429, f.HTTPStatus)
@@ -339,7 +360,7 @@ func TestTransientIsRetriedWithBackoffThenSucceeds(t *testing.T) {
 	opts.BackoffMax = 2 * time.Second
 	s2, _ := h.sender(opts)
 	start := time.Now()
-	require.NoError(t, s2.Send(context.Background(), "ops", text("after 429")))
+	require.NoError(t, send(s2, context.Background(), "ops", text("after 429")))
 	require.GreaterOrEqual(t, time.Since(start), time.Second)
 }
 
@@ -349,10 +370,10 @@ func TestTransientGivesUpAfterAttempts(t *testing.T) {
 	opts.Attempts = 3
 	s, reg := h.sender(opts)
 	require.NoError(t, h.sim.Inject(h.token(0), chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: dingtalk.ErrcodeBusy}))
-	f := failure(t, s.Send(context.Background(), "ops", text("never")))
+	f := failure(t, send(s, context.Background(), "ops", text("never")))
 	require.Equal(t, notify.ClassTransient, f.Class)
 	require.Equal(t, 3, f.Attempts)
-	require.Equal(t, -1, f.Errcode)
+	require.Equal(t, -1, f.Code)
 	require.Equal(t, "r1", f.Robot)
 	require.Equal(t, 3, h.sim.Stats().Requests)
 	require.Equal(t, 1.0, metric(t, reg, "rocketdelay_sender_failures_total"))
@@ -365,23 +386,23 @@ func TestPermanentIsNotRetried(t *testing.T) {
 	for _, tok := range []string{h.token(0), h.token(1)} {
 		require.NoError(t, h.sim.Inject(tok, chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: 430102}))
 	}
-	f := failure(t, s.Send(context.Background(), "ops", text("rejected content")))
+	f := failure(t, send(s, context.Background(), "ops", text("rejected content")))
 	require.Equal(t, notify.ClassPermanent, f.Class)
-	require.Equal(t, 430102, f.Errcode)
+	require.Equal(t, 430102, f.Code)
 	require.False(t, f.Class.Retryable())
 	require.Equal(t, 1, h.sim.Stats().Requests)
 
 	h.sim.ClearFaults("")
 	require.NoError(t, h.sim.Inject(h.token(0), chatsim.Fault{Kind: chatsim.FaultStatus, Status: 404}))
 	require.NoError(t, h.sim.Inject(h.token(1), chatsim.Fault{Kind: chatsim.FaultStatus, Status: 404}))
-	f = failure(t, s.Send(context.Background(), "ops", text("404")))
+	f = failure(t, send(s, context.Background(), "ops", text("404")))
 	require.Equal(t, notify.ClassPermanent, f.Class)
 	require.Equal(t, 404, f.HTTPStatus)
 	require.Equal(t, 2, h.sim.Stats().Requests)
 
 	// A link over the size limit is refused before any request.
-	big := dingtalk.Message{MsgType: dingtalk.TypeLink, Link: &sender.Link{Title: "t", Text: strings.Repeat("x", 25000), MessageURL: "https://e"}}
-	f = failure(t, s.Send(context.Background(), "ops", big))
+	big := dingtalk.Message{MsgType: dingtalk.TypeLink, Link: &dingtalk.Link{Title: "t", Text: strings.Repeat("x", 25000), MessageURL: "https://e"}}
+	f = failure(t, send(s, context.Background(), "ops", big))
 	require.Equal(t, notify.ClassPermanent, f.Class)
 	require.Equal(t, 2, h.sim.Stats().Requests)
 }
@@ -394,7 +415,7 @@ func TestCircuitBreakerStopsHammeringAFailingRobot(t *testing.T) {
 	s, _ := h.sender(opts)
 	require.NoError(t, h.sim.Inject(h.token(0), chatsim.Fault{Kind: chatsim.FaultStatus, Status: 500}))
 	for i := range 8 {
-		require.NoError(t, s.Send(context.Background(), "ops", text(fmt.Sprint(i))))
+		require.NoError(t, send(s, context.Background(), "ops", text(fmt.Sprint(i))))
 	}
 	require.Len(t, h.sim.Accepted(), 8)
 	// r1 failed twice in a row, then its breaker kept it out of this sender's picks.
@@ -409,7 +430,7 @@ func TestSplitTextIsDeliveredInOrder(t *testing.T) {
 	for i := 0; b.Len() < 45*1024; i++ {
 		fmt.Fprintf(&b, "line %05d: 磁盘使用率超过阈值 <host-%d> & \"quoted\"\n", i, i)
 	}
-	require.NoError(t, s.Send(context.Background(), "ops", text(b.String())))
+	require.NoError(t, send(s, context.Background(), "ops", text(b.String())))
 	got := h.sim.Accepted()
 	require.Len(t, got, 3)
 	var joined strings.Builder
@@ -431,10 +452,10 @@ func TestWaitsForAFreeRobotAndHonoursContext(t *testing.T) {
 	opts := h.options(2)
 	s, reg := h.sender(opts)
 	ctx := context.Background()
-	require.NoError(t, s.Send(ctx, "ops", text("1")))
-	require.NoError(t, s.Send(ctx, "ops", text("2")))
+	require.NoError(t, send(s, ctx, "ops", text("1")))
+	require.NoError(t, send(s, ctx, "ops", text("2")))
 	// The third waits for the first to leave the window.
-	require.NoError(t, s.Send(ctx, "ops", text("3")))
+	require.NoError(t, send(s, ctx, "ops", text("3")))
 	got := h.sim.Accepted()
 	require.Len(t, got, 3)
 	require.GreaterOrEqual(t, got[2].At.Sub(got[0].At), 2*time.Second-50*time.Millisecond)
@@ -444,14 +465,14 @@ func TestWaitsForAFreeRobotAndHonoursContext(t *testing.T) {
 
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	require.NoError(t, s.Send(ctx, "ops", text("4")))
-	f := failure(t, s.Send(cctx, "ops", text("5")))
+	require.NoError(t, send(s, ctx, "ops", text("4")))
+	f := failure(t, send(s, cctx, "ops", text("5")))
 	require.Equal(t, notify.ClassTransient, f.Class)
 	require.True(t, errors.Is(f, context.DeadlineExceeded))
 
 	opts.MaxWait = 10 * time.Millisecond
 	s2, _ := h.sender(opts)
-	f = failure(t, s2.Send(ctx, "ops", text("6")))
+	f = failure(t, send(s2, ctx, "ops", text("6")))
 	require.Equal(t, notify.ClassTransient, f.Class)
 	require.Greater(t, f.RetryAfter, time.Duration(0))
 }
@@ -479,7 +500,7 @@ func TestBurstAcrossFourSenders(t *testing.T) {
 	errs := make(chan error, alerts)
 	for i := range alerts {
 		wg.Go(func() {
-			if err := senders[i%4].Send(ctx, "ops", text(fmt.Sprintf("alert-%04d", i))); err != nil {
+			if err := send(senders[i%4], ctx, "ops", text(fmt.Sprintf("alert-%04d", i))); err != nil {
 				errs <- err
 			}
 		})
@@ -524,14 +545,14 @@ func TestConfirmGuardsEveryRequest(t *testing.T) {
 			s, _ := h.sender(opts)
 			ctx := context.Background()
 			errGone := errors.New("claim gone")
-			err := s.SendAlert(ctx, notify.Alert{Target: "ops", Body: []byte("withdrawn"),
-				Confirm: func(context.Context, int) error { return errGone }})
+			err := sendAlert(s, ctx, notify.Alert{Target: "ops", Body: []byte("withdrawn"),
+				Claim: notify.ConfirmFunc(func(context.Context, int) error { return errGone })})
 			f := failure(t, err)
 			require.ErrorIs(t, err, errGone)
 			require.Equal(t, notify.ClassTransient, f.Class)
 			confirmed := 0
-			require.NoError(t, s.SendAlert(ctx, notify.Alert{Target: "ops", Body: []byte("kept"),
-				Confirm: func(context.Context, int) error { confirmed++; return nil }}))
+			require.NoError(t, sendAlert(s, ctx, notify.Alert{Target: "ops", Body: []byte("kept"),
+				Claim: notify.ConfirmFunc(func(context.Context, int) error { confirmed++; return nil })}))
 			require.Equal(t, 1, confirmed)
 			got := h.sim.Accepted()
 			require.Len(t, got, 1)
@@ -586,7 +607,7 @@ func TestSharedRobotsLimitsAreLearned(t *testing.T) {
 			// 130101 or a redirect each time it is picked then: give it attempts enough.
 			opts.Attempts = 12
 			s, reg := h.sender(opts)
-			send := func(i int) error { return s.Send(context.Background(), "ops", text(fmt.Sprintf("shared-%02d", i))) }
+			send := func(i int) error { return send(s, context.Background(), "ops", text(fmt.Sprintf("shared-%02d", i))) }
 			// The first 9 go one after another, in milliseconds, however slow the machine (it
 			// would take a 1s stall inside these 9 requests to spread them over two windows).
 			// Learned limits: r1 scouts, takes 4 and meets a 130101 with the 5th; r2 learns 4

@@ -54,12 +54,12 @@ const minSplitBudget = 256
 // maxParts bounds the parts of one split alert.
 const maxParts = 999
 
-// split returns the parts m is sent as through protocol p, in order: m itself when it
+// Split returns the parts m is sent as through protocol p, in order: m itself when it
 // fits with reserve bytes to spare (room for a keyword); otherwise, for text and
 // markdown, numbered parts "(1/n)" … "(n/n)" that each fit, cut preferably at a line
 // break; mentions go with the first part. A native message over the limit is a Failure
 // of ClassPermanent, as is a text over p.SplitMax.
-func split(p Protocol, m Message, reserve int) ([]Message, error) {
+func Split(p Protocol, m Message, reserve int) ([]Message, error) {
 	room := p.Room(m)
 	if room >= reserve {
 		return []Message{m}, nil

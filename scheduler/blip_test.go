@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -27,7 +27,7 @@ type blipAt struct {
 	restore sync.WaitGroup
 }
 
-func (b *blipAt) Deliver(ctx context.Context, a delivery.Alert) (store.Receipt, error) {
+func (b *blipAt) Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error) {
 	cut := false
 	b.once.Do(func() {
 		cut = true

@@ -14,6 +14,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -93,7 +94,7 @@ type countingDelivery struct {
 	n  map[string]int
 }
 
-func (d *countingDelivery) Deliver(_ context.Context, a delivery.Alert) (store.Receipt, error) {
+func (d *countingDelivery) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.n[a.ID]++

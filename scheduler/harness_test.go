@@ -18,8 +18,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -166,11 +166,11 @@ func (r *recorder) Reject(_ context.Context, rej delivery.Rejected) error {
 	return nil
 }
 
-func (r *recorder) Deliver(_ context.Context, a delivery.Alert) (store.Receipt, error) {
+func (r *recorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
 	now := time.Now()
 	r.mu.Lock()
 	r.at[a.ID] = append(r.at[a.ID], now)
-	r.due[a.ID] = a.DueAt
+	r.due[a.ID] = a.Due
 	r.mu.Unlock()
 	select {
 	case r.notify <- struct{}{}:

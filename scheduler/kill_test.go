@@ -16,7 +16,6 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 )
 
 // replica is a `rocketdelay serve` subprocess.

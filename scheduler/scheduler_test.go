@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -219,7 +220,7 @@ type slowHandoff struct {
 	delay time.Duration
 }
 
-func (s slowHandoff) Deliver(ctx context.Context, a delivery.Alert) (store.Receipt, error) {
+func (s slowHandoff) Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error) {
 	time.Sleep(s.delay)
 	return s.recorder.Deliver(ctx, a)
 }
@@ -288,7 +289,7 @@ type floodDelivery struct {
 	slow time.Duration
 }
 
-func (f floodDelivery) Deliver(ctx context.Context, a delivery.Alert) (store.Receipt, error) {
+func (f floodDelivery) Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error) {
 	if a.Target == "flood" {
 		select {
 		case <-time.After(f.slow):

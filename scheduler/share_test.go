@@ -14,6 +14,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -44,12 +45,12 @@ func TestBusyTargetIsOneQueueForAllReplicas(t *testing.T) {
 	var senders []*prometheus.Registry
 	for i := range 3 {
 		reg := prometheus.NewRegistry()
-		snd, err := notify.New(notify.Options{Targets: map[string][]notify.Robot{"ops": {{Name: "r1", Token: config.Secret("share-token")}}},
-			BaseURL: url, Limit: limit, HTTPTimeout: 2 * time.Second},
+		snd, err := notify.New(notify.Options{Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(url),
+			Robots: []notify.Robot{{Name: "r1", Token: config.Secret("share-token")}}}}, Limit: limit, HTTPTimeout: 2 * time.Second},
 			store.NewRobotPool(rdb, h.prefix, window), discardLogger(), notify.NewMetrics(reg), nil)
 		require.NoError(t, err)
 		t.Cleanup(snd.Close)
-		d := delivery.New(delivery.Senders{DingTalk: snd}, h.ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)
+		d := delivery.New(delivery.Channels{"ops": snd}, h.ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)
 		s, m := h.startWith(fmt.Sprintf("share-%d", i), d)
 		snd.SetParking(s)
 		ms, senders = append(ms, m), append(senders, reg)

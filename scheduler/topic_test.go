@@ -39,7 +39,7 @@ func newTopicHarness(t *testing.T, threshold time.Duration, targets map[string]t
 		discardLogger(), relay.NewMetrics(nil))
 	require.NoError(t, err)
 	t.Cleanup(snd.Close)
-	d := delivery.New(delivery.Senders{Topics: snd}, h.ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)
+	d := delivery.New(delivery.Channels{"orders": snd}, h.ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)
 	return &topicHarness{harness: h, deliverer: d, fs: fs}
 }
 

@@ -313,7 +313,7 @@ type hopRecorder struct {
 func (r *hopRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
 
 func (r *hopRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
-	l := time.Since(a.DueAt)
+	l := time.Since(a.Due)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, seen := r.late[a.ID]; !seen {

@@ -456,7 +456,7 @@ type latencyRecorder struct {
 func (r *latencyRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
 
 func (r *latencyRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
-	l := time.Since(a.DueAt)
+	l := time.Since(a.Due)
 	r.mu.Lock()
 	r.late = append(r.late, l)
 	r.mu.Unlock()

@@ -45,8 +45,17 @@ func (*Channel) Parse(body []byte) (notify.Message, error) {
 	return neutral(m), nil
 }
 
-// Body is m as the DingTalk message JSON producers publish.
-func (*Channel) Body(m notify.Message) ([]byte, error) { return encodeBody(render(m)) }
+// Body is m as the DingTalk message JSON producers publish. A markdown message's text
+// ends with the "@id" of the people it mentions that it does not name already: DingTalk
+// highlights a mention in markdown only when the text names them too.
+func (*Channel) Body(m notify.Message) ([]byte, error) {
+	if m.Format == notify.FormatMarkdown {
+		if hint := atHint(m.Text, m.Mentions); hint != "" {
+			m.Text += "\n\n" + hint
+		}
+	}
+	return encodeBody(render(m))
+}
 
 // neutral is m as the core's message.
 func neutral(m Message) notify.Message {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/notify"
 )
 
 func TestParseBodyAccepts(t *testing.T) {

@@ -1,4 +1,4 @@
-package notify
+package dingtalk
 
 import (
 	"encoding/json"
@@ -7,11 +7,26 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
+
+	"github.com/rocketdelay/rocketdelay/notify"
 )
+
+// split splits m as the core does for a DingTalk robot with keyword, and returns the
+// parts as DingTalk messages.
+func split(t *testing.T, m Message, keyword string) ([]Message, error) {
+	t.Helper()
+	ch := New("")
+	parts, err := notify.Split(ch, neutral(m), ch.KeywordRoom(keyword))
+	out := make([]Message, len(parts))
+	for i, p := range parts {
+		out[i] = render(p)
+	}
+	return out, err
+}
 
 func TestSplitSmallMessageIsWhole(t *testing.T) {
 	m := Message{MsgType: TypeText, Text: &Text{Content: "hello"}}
-	parts, err := splitMessage(m, 0)
+	parts, err := split(t, m, "")
 	require.NoError(t, err)
 	require.Equal(t, []Message{m}, parts)
 }
@@ -24,7 +39,7 @@ func TestSplitText(t *testing.T) {
 	}
 	content := b.String()
 	m := Message{MsgType: TypeText, Text: &Text{Content: content}, At: &At{IsAtAll: true}}
-	parts, err := splitMessage(m, keywordReserve("alert"))
+	parts, err := split(t, m, "alert")
 	require.NoError(t, err)
 	require.Len(t, parts, 3)
 	var joined strings.Builder
@@ -32,7 +47,7 @@ func TestSplitText(t *testing.T) {
 		body, err := encodeBody(addKeyword(p, "alert"))
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(body), MaxBodyBytes, "part %d", i+1)
-		label := partLabel(i+1, 3) + "\n"
+		label := "(" + string(rune('1'+i)) + "/3)\n"
 		require.True(t, strings.HasPrefix(p.Text.Content, label))
 		joined.WriteString(strings.TrimPrefix(p.Text.Content, label))
 		require.Equal(t, i == 0, p.At != nil, "mentions go with the first part")
@@ -42,7 +57,7 @@ func TestSplitText(t *testing.T) {
 
 func TestSplitMarkdownNumbersTitleAndText(t *testing.T) {
 	m := Message{MsgType: TypeMarkdown, Markdown: &Markdown{Title: "disk", Text: strings.Repeat("x", 30000)}}
-	parts, err := splitMessage(m, 0)
+	parts, err := split(t, m, "")
 	require.NoError(t, err)
 	require.Len(t, parts, 2)
 	require.Equal(t, "disk (2/2)", parts[1].Markdown.Title)
@@ -51,42 +66,42 @@ func TestSplitMarkdownNumbersTitleAndText(t *testing.T) {
 
 func TestSplitRefusesOtherTypes(t *testing.T) {
 	m := Message{MsgType: TypeLink, Link: &Link{Title: "t", Text: strings.Repeat("x", MaxBodyBytes), MessageURL: "https://x"}}
-	_, err := splitMessage(m, 0)
-	var f *Failure
+	_, err := split(t, m, "")
+	var f *notify.Failure
 	require.ErrorAs(t, err, &f)
-	require.Equal(t, ClassPermanent, f.Class)
+	require.Equal(t, notify.ClassPermanent, f.Class)
 }
 
 func TestSplitProperty(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		unit := rapid.StringMatching(`[a-z\n"\\<\x01é告]{1,40}`).Draw(t, "unit")
-		content := strings.Repeat(unit, rapid.IntRange(1, 3000).Draw(t, "repeat"))
+	rapid.Check(t, func(rt *rapid.T) {
+		unit := rapid.StringMatching(`[a-z\n"\\<\x01é告]{1,40}`).Draw(rt, "unit")
+		content := strings.Repeat(unit, rapid.IntRange(1, 3000).Draw(rt, "repeat"))
 		if len(content) > MaxSplitBytes {
 			content = strings.ToValidUTF8(content[:MaxSplitBytes/2], "")
 		}
 		m := Message{MsgType: TypeText, Text: &Text{Content: content}}
-		parts, err := splitMessage(m, 0)
+		parts, err := split(t, m, "")
 		if err != nil {
-			t.Fatal(err)
+			rt.Fatal(err)
 		}
 		var joined strings.Builder
 		for i, p := range parts {
 			body, err := encodeBody(p)
 			if err != nil || len(body) > MaxBodyBytes {
-				t.Fatalf("part %d: %d bytes, %v", i, len(body), err)
+				rt.Fatalf("part %d: %d bytes, %v", i, len(body), err)
 			}
 			var back Message
 			if err := json.Unmarshal(body, &back); err != nil {
-				t.Fatal(err)
+				rt.Fatal(err)
 			}
 			c := back.Text.Content
 			if len(parts) > 1 {
-				c = strings.TrimPrefix(c, partLabel(i+1, len(parts))+"\n")
+				_, c, _ = strings.Cut(c, "\n") // the part's label
 			}
 			joined.WriteString(c)
 		}
 		if joined.String() != content {
-			t.Fatalf("parts do not join back to the content")
+			rt.Fatalf("parts do not join back to the content")
 		}
 	})
 }
@@ -108,4 +123,39 @@ func TestAddKeyword(t *testing.T) {
 	got = addKeyword(feed, "kw")
 	require.Equal(t, "a kw", got.FeedCard.Links[0].Title)
 	require.Equal(t, "a", feed.FeedCard.Links[0].Title)
+}
+
+func TestMergedMarkdownFormat(t *testing.T) {
+	ch := New("")
+	// Due order is the core's; here the alerts come in it, the link left out (it goes alone).
+	ms := []Message{
+		{MsgType: TypeText, Text: &Text{Content: "disk full on host-a\nsecond line"}},
+		{MsgType: TypeMarkdown, Markdown: &Markdown{Title: "CPU high", Text: "host **b** at 97%"},
+			At: &At{AtMobiles: []string{"13800000001"}, AtUserIDs: []string{"u7"}}},
+		{MsgType: TypeMarkdown, Markdown: &Markdown{Title: "Mem", Text: "## Mem\nswap @13800000002 in use"},
+			At: &At{AtMobiles: []string{"13800000002", "13800000001"}, IsAtAll: true}},
+	}
+	var neutrals []notify.Message
+	for _, m := range ms {
+		neutrals = append(neutrals, neutral(m))
+	}
+	m := render(notify.Merge(ch.Style(), neutrals))
+	require.Equal(t, TypeMarkdown, m.MsgType)
+	require.Equal(t, "3 alerts: disk full on host-a", m.Markdown.Title)
+	require.Equal(t, "#### 3 alerts"+
+		"\n\n---\n\ndisk full on host-a\nsecond line"+
+		"\n\n---\n\n#### CPU high\n\nhost **b** at 97%\n\n@13800000001 @u7"+
+		"\n\n---\n\n## Mem\nswap @13800000002 in use\n\n@13800000001",
+		m.Markdown.Text)
+	require.Equal(t, &At{AtMobiles: []string{"13800000001", "13800000002"}, AtUserIDs: []string{"u7"}, IsAtAll: true}, m.At)
+	body, err := encodeBody(m)
+	require.NoError(t, err)
+	require.Contains(t, string(body), `"at":{"atMobiles":["13800000001","13800000002"],"atUserIds":["u7"],"isAtAll":true}`)
+	require.False(t, neutral(Message{MsgType: TypeLink, Link: &Link{Title: "l", Text: "x", MessageURL: "https://e"}}).Mergeable(),
+		"a link goes alone")
+
+	// A long first title is cut.
+	long := strings.Repeat("告警", 40)
+	first := notify.Merge(ch.Style(), []notify.Message{{Format: notify.FormatText, Text: "\n  " + long + "\nrest"}, {Format: notify.FormatText, Text: "b"}})
+	require.Equal(t, "2 alerts: "+string([]rune(long)[:47])+"…", first.Title)
 }
