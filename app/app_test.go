@@ -561,7 +561,7 @@ targets:
 	var rows []notify.RobotStatus
 	require.NoError(t, json.Unmarshal([]byte(out), &rows))
 	require.Len(t, rows, 2)
-	require.Equal(t, notify.RobotStatus{Target: "ops", Robot: "r1", Limit: 19, LearnedLimit: 3}, rows[0], "r2's sibling takes its count")
+	require.Equal(t, notify.RobotStatus{Target: "ops", Kind: "dingtalk", Robot: "r1", Limit: 19, LearnedLimit: 3}, rows[0], "r2's sibling takes its count")
 	require.Equal(t, "r2", rows[1].Robot)
 	require.Equal(t, 10, rows[1].Limit)
 	require.Equal(t, 3, rows[1].LearnedLimit, "3 went through")
@@ -570,7 +570,7 @@ targets:
 	require.NotNil(t, rows[1].CoolingUntil)
 	out, _, err = run(t, env, "robots", "-f", file)
 	require.NoError(t, err)
-	require.Contains(t, out, "TARGET  ROBOT  LIMIT  LEARNED")
+	require.Contains(t, out, "TARGET  KIND      ROBOT  LIMIT  LEARNED")
 }
 
 // acceptedIDs counts, per alert id (matched by id), the messages the simulator accepted

@@ -20,6 +20,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -77,10 +78,20 @@ func (h *harness) options(name string) Options {
 		Horizon:       24 * time.Hour,
 		KnownTarget:   func(name string) bool { _, ok := h.topics[name]; return ok || name == "ops" },
 		Topics:        h.topics,
+		CheckBody:     opsBodies(h.t).Check,
 		Brokers:       []string{testenv.Brokers(h.t)},
 		SweepInterval: 200 * time.Millisecond,
 		InstanceName:  testenv.Unique(name),
 	}
+}
+
+// opsBodies checks the bodies of target ops, a DingTalk robot group, as the service does.
+func opsBodies(t *testing.T) *notify.Sender {
+	t.Helper()
+	s, err := notify.New(notify.Options{Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(""),
+		Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
+	require.NoError(t, err)
+	return s
 }
 
 // start runs a scheduler whose hand-offs go to the harness's recorder; it is stopped
