@@ -54,6 +54,7 @@ type Deps struct {
 // Ingress serves the HTTP ways in.
 type Ingress struct {
 	cfg       config.Config
+	limits    scheduler.DueLimits // the consumer's, from cfg
 	deps      Deps
 	renderers map[string]*renderer // robot groups' Alertmanager rendering
 	metrics   *Metrics
@@ -88,7 +89,8 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, metrics: metrics}
+	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, metrics: metrics,
+		limits: scheduler.DueLimits{Horizon: cfg.Scheduler.Horizon, Dedupe: cfg.Scheduler.DoneTTL}}
 	in.deps.Logger = deps.Logger.With("component", "ingress")
 	return in, nil
 }
