@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/rocketdelay/rocketdelay/failed"
@@ -83,5 +82,5 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request) {
 	if !res.Cancelled() {
 		msg = fmt.Sprintf("Not cancelled: %s.", res.Explain())
 	}
-	http.Redirect(w, r, Prefix+"alerts?id="+url.QueryEscape(id)+"&done="+url.QueryEscape(msg), http.StatusSeeOther)
+	http.Redirect(w, r, pageQuery("alerts", "id", id, "done", msg), http.StatusSeeOther)
 }

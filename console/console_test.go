@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -56,10 +57,35 @@ func newSite(t *testing.T, tok config.Secret) *site {
 		Stage: ws}
 	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
+	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws}
+}
+
+// browserClient is a client with a cookie jar of its own that does not follow redirects.
+func browserClient(t *testing.T) *http.Client {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &site{t: t, srv: srv, client: client, fs: fs, ws: ws}
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// another is the same console seen from another browser: a cookie jar of its own.
+func (s *site) another() *site {
+	c := *s
+	c.client = browserClient(s.t)
+	return &c
+}
+
+// sessionCookie is the value of the client's console session cookie.
+func (s *site) sessionCookie() string {
+	s.t.Helper()
+	u, err := url.Parse(s.srv.URL + "/ui/")
+	require.NoError(s.t, err)
+	for _, c := range s.client.Jar.Cookies(u) {
+		if c.Name == "rd_console" {
+			return c.Value
+		}
+	}
+	s.t.Fatal("no session cookie")
+	return ""
 }
 
 func (s *site) get(path string) (*http.Response, string) {
@@ -368,4 +394,119 @@ func TestConsoleSchedulerView(t *testing.T) {
 	require.Contains(t, body, "<td>ops</td><td>r2</td><td>10</td>")
 	require.Contains(t, body, "p50 5ms, p99 50ms over 42 hand-offs")
 	require.Contains(t, body, "<dd>timer</dd>")
+}
+
+// A POST needs the CSRF token of its own session: a wrong token, and the valid token of
+// another session (two operators who logged in within the same second), are refused
+// with 403 on every action, and nothing changes; the session's own token then works.
+func TestConsoleRefusesForeignCSRFTokens(t *testing.T) {
+	s := newSite(t, token)
+	ctx := context.Background()
+	// Two browsers log in within the same second (the session cookie starts with its
+	// expiry, in seconds).
+	var a, b *site
+	for {
+		a, b = s.another(), s.another()
+		a.login()
+		b.login()
+		ea, _, _ := strings.Cut(a.sessionCookie(), ".")
+		eb, _, _ := strings.Cut(b.sessionCookie(), ".")
+		if ea == eb {
+			break
+		}
+	}
+	require.NotEqual(t, a.sessionCookie(), b.sessionCookie(), "two logins are two sessions")
+
+	_, err := s.ws.Put(ctx, store.Entry{ID: "keep-waiting", Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
+	require.NoError(t, err)
+	row := s.record("keep-pending", "ops", "x", "transient")
+	before, err := s.fs.Get(ctx, row)
+	require.NoError(t, err)
+	_, page := a.get("/ui/alerts/keep-waiting/cancel")
+	aToken := a.csrf(page)
+	_, page = b.get("/ui/alerts/keep-waiting/cancel")
+	bToken := b.csrf(page)
+
+	actions := []struct {
+		path string
+		form url.Values
+	}{
+		{"/ui/alerts/keep-waiting/cancel", url.Values{"reason": {"forged"}}},
+		{fmt.Sprintf("/ui/failed/%d/discard", row), url.Values{"reason": {"forged"}}},
+		{fmt.Sprintf("/ui/failed/%d/retry", row), url.Values{}},
+		{"/ui/failed/bulk/discard", url.Values{"target": {"ops"}, "reason": {"forged"}}},
+		{"/ui/failed/bulk/retry", url.Values{"target": {"ops"}}},
+	}
+	for _, tok := range []struct{ what, value string }{
+		{"a wrong token", strings.Repeat("0", len(bToken))},
+		{"another session's token", aToken},
+	} {
+		for _, act := range actions {
+			form := url.Values{"csrf": {tok.value}}
+			for k, v := range act.form {
+				form[k] = v
+			}
+			resp, body := b.post(act.path, form, s.srv.URL)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s, %s", tok.what, act.path)
+			require.Contains(t, body, "security token is missing or stale")
+		}
+	}
+	cancelled, err := s.ws.IsCancelled(ctx, "keep-waiting")
+	require.NoError(t, err)
+	require.False(t, cancelled, "the alert was not cancelled")
+	entries, err := s.ws.Peek(ctx, []string{"keep-waiting"})
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the alert still waits")
+	after, err := s.fs.Get(ctx, row)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the row did not change")
+
+	resp, _ := b.post("/ui/alerts/keep-waiting/cancel", url.Values{"csrf": {bToken}, "reason": {"paid"}}, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the session's own token works")
+	cancelled, err = s.ws.IsCancelled(ctx, "keep-waiting")
+	require.NoError(t, err)
+	require.True(t, cancelled)
+}
+
+// An alert id is escaped in every URL of the console: one holding "/" is found and
+// cancelled, and a crafted one ("../failed/N/discard#", a valid id) cannot turn the
+// cancel form into another action; ids that cannot be a path segment ("." and "..")
+// are not ids at all.
+func TestConsoleEscapesAlertIDsInURLs(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	row := s.record("bystander", "ops", "x", "transient")
+	before, err := s.fs.Get(ctx, row)
+	require.NoError(t, err)
+	for _, id := range []string{"team/a/order-1", fmt.Sprintf("../failed/%d/discard#", row), "a?b=c&d%2Fe"} {
+		_, err := s.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
+		require.NoError(t, err)
+		cancelPath := "/ui/alerts/" + url.PathEscape(id) + "/cancel"
+
+		resp, body := s.get("/ui/alerts?" + url.Values{"id": {id}}.Encode())
+		require.Equal(t, http.StatusOK, resp.StatusCode, id)
+		require.Contains(t, body, `href="`+html.EscapeString(cancelPath)+`"`, id)
+		resp, body = s.get(cancelPath)
+		require.Equal(t, http.StatusOK, resp.StatusCode, id)
+		require.Contains(t, body, `action="`+html.EscapeString(cancelPath)+`"`, id)
+		require.Contains(t, body, `href="/ui/alerts?id=`+html.EscapeString(url.QueryEscape(id))+`"`, id)
+		resp, _ = s.post(cancelPath, url.Values{"csrf": {s.csrf(body)}, "reason": {"paid"}}, s.srv.URL)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, id)
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		require.NoError(t, err)
+		require.Equal(t, id, loc.Query().Get("id"), "back to the alert's page")
+		cancelled, err := s.ws.IsCancelled(ctx, id)
+		require.NoError(t, err)
+		require.True(t, cancelled, id)
+	}
+	after, err := s.fs.Get(ctx, row)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the row the crafted id names did not change")
+
+	for _, id := range []string{".", ".."} {
+		resp, body := s.get("/ui/alerts?id=" + id)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, id)
+		require.Contains(t, body, "That is not an alert id")
+	}
 }

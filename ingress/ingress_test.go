@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -206,20 +207,23 @@ func TestCancelAPI(t *testing.T) {
 	got, err := s.ws.Claim(ctx, []string{"in-flight"}, "claimer")
 	require.NoError(t, err)
 	require.Len(t, got.Entries, 1)
-	_, err = s.ws.Put(ctx, store.Entry{ID: "waiting", Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
-	require.NoError(t, err)
+	for _, id := range []string{"waiting", "team/a/waiting"} {
+		_, err = s.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
+		require.NoError(t, err)
+	}
 	require.NoError(t, s.ws.MarkDelivered(ctx, "sent"))
 
 	for id, want := range map[string]struct {
 		code   int
 		result string
 	}{
-		"waiting":   {http.StatusOK, "removed"},
-		"hopping":   {http.StatusOK, "tombstoned"},
-		"in-flight": {http.StatusConflict, "too_late"},
-		"sent":      {http.StatusConflict, "already_delivered"},
+		"waiting":        {http.StatusOK, "removed"},
+		"team/a/waiting": {http.StatusOK, "removed"}, // an id is one path segment, escaped
+		"hopping":        {http.StatusOK, "tombstoned"},
+		"in-flight":      {http.StatusConflict, "too_late"},
+		"sent":           {http.StatusConflict, "already_delivered"},
 	} {
-		code, out := s.do("DELETE", AlertsPath+"/"+id, nil)
+		code, out := s.do("DELETE", AlertsPath+"/"+url.PathEscape(id), nil)
 		require.Equal(t, want.code, code, "%s: %v", id, out)
 		require.Equal(t, want.result, out["result"], id)
 		require.NotEmpty(t, out["detail"])
@@ -291,6 +295,10 @@ func TestPublishRefusesWhatTheSchedulerWouldReject(t *testing.T) {
 			scheduler.RejectStale, fmt.Sprintf("more than %s ago (scheduler.doneTTL)", doneTTL)},
 		{"delay past the horizon", AlertsPath, map[string]any{"target": "ops", "id": "far-1", "text": "x", "in": far}, "far-1",
 			scheduler.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
+		{"id that is a dot", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": ".", "text": "x"}, ".",
+			scheduler.RejectBadID, `RD_ID "." is not an id: "." and ".." cannot stand in a URL path`},
+		{"id that is two dots", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": "..", "text": "x"}, "..",
+			scheduler.RejectBadID, `RD_ID ".." is not an id: "." and ".." cannot stand in a URL path`},
 		{"alertmanager delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(firing), g.base() + "-1",
 			scheduler.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
 		{"alertmanager resolve with a delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(resolved), g.base() + "-1-resolved",

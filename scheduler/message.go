@@ -236,10 +236,15 @@ func messageID(msg *primitive.MessageExt) string {
 }
 
 // CheckID says what is wrong with an RD_ID, nil when nothing is: at most MaxIDLength
-// printable characters without spaces.
+// printable characters without spaces, and not "." or "..", the two ids that cannot
+// round-trip through a URL path segment (the cancel endpoints and the console's pages
+// carry ids there, escaped; "." and ".." would be resolved away).
 func CheckID(id string) error {
 	if len(id) > MaxIDLength || !printable(id) {
 		return fmt.Errorf("%s must be at most %d printable characters without spaces", PropID, MaxIDLength)
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf(`%s %q is not an id: "." and ".." cannot stand in a URL path`, PropID, id)
 	}
 	return nil
 }
