@@ -167,7 +167,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Equal(t, "1 rows match.", text("#count"))
 	run("bulk discard", chromedp.SendKeys(chromedp.CSS("#reason"), "billing robots retired"), chromedp.Click(chromedp.CSS("#confirm")),
 		chromedp.WaitVisible(chromedp.CSS(".flash")))
-	require.Contains(t, text(".flash"), "Discard: 1 of the 1 matching rows")
+	require.Contains(t, text(".flash"), "Discard: 1 of the 1 previewed rows")
 	require.Contains(t, text("#rows tbody"), "discarded")
 
 	files, err := filepath.Glob(filepath.Join(shots, "*.png"))

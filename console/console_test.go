@@ -224,8 +224,8 @@ func TestConsoleBulkActionsOnAFilter(t *testing.T) {
 	require.Contains(t, body, `href="/ui/failed/bulk/discard?error_class=throttled"`)
 	_, body = s.get("/ui/failed/bulk/discard?error_class=throttled")
 	require.Contains(t, body, "<strong>3</strong> rows match.")
-	csrf := s.csrf(body)
-	form := url.Values{"csrf": {csrf}, "error_class": {"throttled"}}
+	form := s.previewForm(body)
+	require.Equal(t, "throttled", form.Get("error_class"))
 	resp, body = s.post("/ui/failed/bulk/discard", form, s.srv.URL)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, body, "Say why these alerts are discarded")
@@ -509,4 +509,97 @@ func TestConsoleEscapesAlertIDsInURLs(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, id)
 		require.Contains(t, body, "That is not an alert id")
 	}
+}
+
+var hiddenRE = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+
+// previewForm is the confirmation form of a bulk action's preview page: its hidden
+// fields, as a browser would post them.
+func (s *site) previewForm(page string) url.Values {
+	s.t.Helper()
+	form := url.Values{}
+	for _, m := range hiddenRE.FindAllStringSubmatch(page, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	require.NotEmpty(s.t, form.Get("csrf"), "the page has a confirmation form")
+	return form
+}
+
+// A bulk action changes the rows its preview counted, not what the filter matches when
+// it is confirmed: a row recorded between the preview and the confirmation is left
+// alone, and when a previewed row changed (so the set is not the one counted), the
+// action is refused (409) with a new preview, and nothing changes.
+func TestConsoleBulkActsOnThePreviewedRows(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	for _, action := range []string{"retry", "discard"} {
+		var previewed []int64
+		for i := range 3 {
+			previewed = append(previewed, s.record(fmt.Sprintf("%s-storm-%d", action, i), "ops", "x", action+"-storm"))
+		}
+		resp, page := s.get("/ui/failed/bulk/" + action + "?since=1h&status=pending&error_class=" + action + "-storm")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, page, "<strong>3</strong> rows match.")
+		form := s.previewForm(page)
+		since, err := time.Parse(time.RFC3339Nano, form.Get("since"))
+		require.NoError(t, err, "the preview carries since as the time it meant: %q", form.Get("since"))
+		require.WithinDuration(t, time.Now().Add(-time.Hour), since, time.Minute)
+		form.Set("reason", "storm over")
+
+		late := s.record(action+"-late", "ops", "x", action+"-storm") // matches the filter, after the preview
+		lateBefore, err := s.fs.Get(ctx, late)
+		require.NoError(t, err)
+		resp, _ = s.post("/ui/failed/bulk/"+action, form, s.srv.URL)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		flash, err := url.Parse(resp.Header.Get("Location"))
+		require.NoError(t, err)
+		require.Contains(t, flash.Query().Get("done"), "3 of the 3")
+		for _, id := range previewed {
+			row, err := s.fs.Get(ctx, id)
+			require.NoError(t, err)
+			if action == "retry" {
+				require.False(t, row.NextAttemptAt.After(time.Now()), "row %d is due now", id)
+			} else {
+				require.Equal(t, store.StatusDiscarded, row.Status, "row %d", id)
+			}
+		}
+		lateAfter, err := s.fs.Get(ctx, late)
+		require.NoError(t, err)
+		require.Equal(t, lateBefore, lateAfter, "the row recorded after the preview is untouched")
+	}
+
+	// A previewed row leaves the set (discarded meanwhile): the confirmation is refused.
+	var rows []int64
+	for i := range 3 {
+		rows = append(rows, s.record(fmt.Sprintf("moved-%d", i), "ops", "x", "moved"))
+	}
+	_, page := s.get("/ui/failed/bulk/retry?status=pending&error_class=moved")
+	form := s.previewForm(page)
+	_, err := s.fs.Discard(ctx, rows[:1], "handled elsewhere")
+	require.NoError(t, err)
+	before := map[int64]store.FailedSend{}
+	for _, id := range rows {
+		before[id], err = s.fs.Get(ctx, id)
+		require.NoError(t, err)
+	}
+	resp, page := s.post("/ui/failed/bulk/retry", form, s.srv.URL)
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	require.Contains(t, page, "changed since the preview")
+	require.Contains(t, page, "<strong>2</strong> rows match.", "a new preview")
+	for _, id := range rows {
+		row, err := s.fs.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, before[id], row, "row %d did not change", id)
+	}
+	resp, _ = s.post("/ui/failed/bulk/retry", s.previewForm(page), s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the new preview confirms")
+	for _, id := range rows[1:] {
+		row, err := s.fs.Get(ctx, id)
+		require.NoError(t, err)
+		require.False(t, row.NextAttemptAt.After(time.Now()), "row %d is due now", id)
+	}
+	row, err := s.fs.Get(ctx, rows[0])
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDiscarded, row.Status, "the row that left the set was not retried")
 }
