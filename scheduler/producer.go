@@ -182,6 +182,7 @@ func (pub Publication) Check(now time.Time, limits DueLimits) *Rejection {
 // other properties (another RD_TARGET, another RD_ID).
 const separators = `\x01 or \x02, the separators of the broker's property encoding`
 
+// separated reports whether s holds one of the separators.
 func separated(s string) bool { return strings.ContainsAny(s, "\x01\x02") }
 
 // Publish sends one alert. It refuses what Check refuses (with the zero DueLimits),
