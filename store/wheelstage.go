@@ -277,8 +277,8 @@ var (
 // A WheelStage is safe for concurrent use. Errors caused by an unreachable or unready
 // Redis also match ErrUnavailable; the caller retries them. go-redis may itself retry a
 // script whose reply was lost; every script tolerates that (a repeated Put reports
-// PutDuplicate, a repeated Claim returns nothing and the entry comes back through the
-// sweeper when its lease expires).
+// PutDuplicate; a repeated Claim, ClaimOverdue or Adopt with the same token returns what
+// the first run took).
 type WheelStage struct {
 	rdb  redis.UniversalClient
 	opts WheelStageOptions
