@@ -182,7 +182,7 @@ type Round struct {
 	Retried   int // rows that failed and will be tried again
 	Dead      int // rows given up
 	Released  int // claimed rows handed back untried (shutdown)
-	Lost      int // rows another instance took over before this one settled them
+	Lost      int // rows another instance took over (or discarded, or cancelled) before this one settled them
 }
 
 // outcome is how one try of a claimed row ended.
@@ -192,7 +192,7 @@ const (
 	tryDelivered outcome = iota + 1
 	tryRetried
 	tryDead
-	tryLost // another claim took the row over (or an operator discarded it)
+	tryLost // another claim took the row over (or an operator discarded it, or its alert was cancelled)
 	tryCut  // ctx ended first: the row is handed back
 )
 
@@ -292,7 +292,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrNotHeld):
-		log.Warn("row taken over by another instance (or discarded) before its send; not sent by this one")
+		log.Warn("row taken over by another instance (or discarded, or its alert cancelled) before its send; not sent by this one")
 		return tryLost
 	case err != nil && ctx.Err() != nil:
 		return tryCut
