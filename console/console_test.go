@@ -54,7 +54,7 @@ func newSite(t *testing.T, tok config.Secret) *site {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}
 	alerts := console.AlertFinder{Inspector: failed.Inspector{Wheel: ws, Rows: fs, Config: config.Config{Targets: testTargets}.WithDefaults()},
-		Stage: ws}
+		Canceller: failed.Canceller{Stage: ws, Rows: fs}}
 	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
 	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws}
@@ -209,6 +209,30 @@ func TestConsoleFindsAndCancelsAnAlert(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }
 
+// An alert whose send failed, waiting in failed_sends for a retry, can be cancelled from
+// its page too: its row is cancelled with the console's reason, and the page says so.
+func TestConsoleCancelsAFailedAlert(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	_, err := s.fs.Record(ctx, store.NewFailedSend{MessageID: "order-10-recheck", Target: "ops", Payload: []byte("x"),
+		ErrorClass: "transient", LastError: "HTTP 503", NextAttemptAt: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	_, body := s.get("/ui/alerts?id=order-10-recheck")
+	require.Contains(t, body, `<dd id="alert-state">failed</dd>`)
+	require.Contains(t, body, `href="/ui/alerts/order-10-recheck/cancel"`)
+
+	_, body = s.get("/ui/alerts/order-10-recheck/cancel")
+	resp, _ := s.post("/ui/alerts/order-10-recheck/cancel", url.Values{"csrf": {s.csrf(body)}, "reason": {"order was paid"}}, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, body = s.get(resp.Header.Get("Location"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Cancelled: its send had failed; its failed_sends row is cancelled, so it will not be retried.")
+	require.Contains(t, body, `<dd id="alert-state">cancelled</dd>`)
+	require.Contains(t, body, "cancelled by console (order was paid)")
+	require.NotContains(t, body, `id="cancel"`, "nothing left to cancel")
+}
+
 // Bulk actions on the list's filter: a preview says how many rows match, the confirmed
 // action changes exactly those; a filter is required.
 func TestConsoleBulkActionsOnAFilter(t *testing.T) {
@@ -309,7 +333,7 @@ func TestConsoleListFilterPageAndStats(t *testing.T) {
 	require.Equal(t, 1, strings.Count(body, `class="row-link"`))
 	resp, body := s.get("/ui/failed?status=bogus")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	require.Contains(t, body, `unknown status &#34;bogus&#34;: want one of pending, dead, rejected, discarded, delivered`)
+	require.Contains(t, body, `unknown status &#34;bogus&#34;: want one of pending, dead, rejected, discarded, cancelled, delivered`)
 	resp, body = s.get("/ui/failed?since=yesterday")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, body, "nor a duration back from now (90m, 6h, 3d)")

@@ -28,10 +28,10 @@ type Publisher interface {
 	Publish(ctx context.Context, pub scheduler.Publication) (scheduler.Published, error)
 }
 
-// Wheel cancels alerts and reads done markers; *store.WheelStage implements it.
+// Wheel cancels alerts; failed.Canceller implements it (wherever the alert is), and
+// *store.WheelStage (in the wheel stage only).
 type Wheel interface {
 	Cancel(ctx context.Context, id string) (store.CancelResult, error)
-	IsDelivered(ctx context.Context, id string) (bool, error)
 }
 
 // Escalations keep the state of delayed Alertmanager groups; *store.Escalations

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
 	"github.com/rocketdelay/rocketdelay/scheduler"
@@ -32,12 +33,14 @@ func TestMain(m *testing.M) {
 
 const ingestToken = "ingest-token-for-the-tests-0123"
 
-// site is an Ingress on the local broker and Redis: it publishes to a topic of its own,
-// which a consumer reads back (by RD_ID), and cancels in a wheel stage of its own.
+// site is an Ingress on the local broker, Redis and Postgres: it publishes to a topic of
+// its own, which a consumer reads back (by RD_ID), and cancels in a wheel stage and a
+// failed_sends table of its own, as the service does (failed.Canceller).
 type site struct {
 	t        *testing.T
 	srv      *httptest.Server
 	ws       *store.WheelStage
+	fs       *store.FailedSends
 	stored   *sinktest.Sink
 	cfg      config.Config
 	now      time.Time
@@ -65,8 +68,10 @@ func newSite(t *testing.T, token config.Secret) *site {
 	cfg.Ingress.Token = token
 	cfg = cfg.WithDefaults()
 	cfg.Ingress.MaxBody = 64 << 10
-	s := &site{t: t, ws: ws, stored: stored, cfg: cfg, now: time.Now(), escalate: store.NewEscalations(rdb, prefix, time.Hour), metrics: NewMetrics(nil)}
-	in, err := New(cfg, Deps{Publisher: p, Wheel: ws, Escalations: s.escalate, Logger: testenv.Logger(), Now: time.Now}, s.metrics)
+	_, fs := testenv.FailedSends(t)
+	s := &site{t: t, ws: ws, fs: fs, stored: stored, cfg: cfg, now: time.Now(), escalate: store.NewEscalations(rdb, prefix, time.Hour), metrics: NewMetrics(nil)}
+	cancels := failed.Canceller{Stage: ws, Rows: fs, Note: store.CancelNote{By: "ingress"}}
+	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Escalations: s.escalate, Logger: testenv.Logger(), Now: time.Now}, s.metrics)
 	require.NoError(t, err)
 	s.srv = httptest.NewServer(in.Handler())
 	t.Cleanup(s.srv.Close)
@@ -196,8 +201,8 @@ func TestIngestTokenIsRequired(t *testing.T) {
 	require.Contains(t, out["error"], "set ingress.token")
 }
 
-// DELETE stops an alert waiting in the wheel stage or still on its way (200), and says
-// when it is too late (409).
+// DELETE stops an alert waiting in the wheel stage, still on its way, or waiting in
+// failed_sends after its send failed (200), and says when it is too late (409).
 func TestCancelAPI(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken)
@@ -212,6 +217,9 @@ func TestCancelAPI(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.ws.MarkDelivered(ctx, "sent"))
+	_, err = s.fs.Record(ctx, store.NewFailedSend{MessageID: "failed", Target: "ops", Payload: []byte("x"),
+		ErrorClass: "transient", NextAttemptAt: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
 
 	for id, want := range map[string]struct {
 		code   int
@@ -222,6 +230,7 @@ func TestCancelAPI(t *testing.T) {
 		"hopping":        {http.StatusOK, "tombstoned"},
 		"in-flight":      {http.StatusConflict, "too_late"},
 		"sent":           {http.StatusConflict, "already_delivered"},
+		"failed":         {http.StatusOK, "cancelled"},
 	} {
 		code, out := s.do("DELETE", AlertsPath+"/"+url.PathEscape(id), nil)
 		require.Equal(t, want.code, code, "%s: %v", id, out)
