@@ -29,8 +29,6 @@ import (
 // cancel it, and discard every row of a filter after its count. A screenshot of each view lands in
 // the test's artifact directory (go test -artifacts keeps them).
 func TestConsoleInABrowser(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	require.NoError(t, err, "chromium is missing: deploy/local/up installs it (Debian package chromium)")
 	const adminToken = "browser-admin-token-7f3a9c"
 	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: "tok-browser-1"}}})
 	cfg := stackConfig(t)
@@ -56,24 +54,9 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	base := "http://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln})
-	}()
-	defer func() { cancel(); require.NoError(t, <-done) }()
-	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == 200 }, 30*time.Second, 50*time.Millisecond)
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancelTimeout()
+	base := serveInTest(t, cfg)
+	b := newBrowser(t)
+	bctx, run, text, location := b.ctx, b.run, b.text, b.location
 	shots := t.ArtifactDir()
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -83,22 +66,6 @@ func TestConsoleInABrowser(t *testing.T) {
 			}
 			return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
 		})
-	}
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		require.NoError(t, chromedp.Do(bctx, steps...), what)
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		require.NoError(t, err, "read "+sel)
-		return strings.TrimSpace(s)
-	}
-	location := func() string {
-		t.Helper()
-		loc, err := chromedp.Run(bctx, chromedp.Location())
-		require.NoError(t, err)
-		return loc
 	}
 
 	// Log in: the console sends a stranger to the login page, and back after it.
@@ -200,10 +167,146 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Equal(t, "1 rows match.", text("#count"))
 	run("bulk discard", chromedp.SendKeys(chromedp.CSS("#reason"), "billing robots retired"), chromedp.Click(chromedp.CSS("#confirm")),
 		chromedp.WaitVisible(chromedp.CSS(".flash")))
-	require.Contains(t, text(".flash"), "Discard: 1 of the 1 matching rows")
+	require.Contains(t, text(".flash"), "Discard: 1 of the 1 previewed rows")
 	require.Contains(t, text("#rows tbody"), "discarded")
 
 	files, err := filepath.Glob(filepath.Join(shots, "*.png"))
 	require.NoError(t, err)
 	require.Len(t, files, 8, fmt.Sprintf("screenshots in %s", shots))
+}
+
+// serveInTest runs the service on cfg until the test ends and returns its base URL once
+// it is ready.
+func serveInTest(t *testing.T, cfg config.Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln})
+	}()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == 200 }, 30*time.Second, 50*time.Millisecond)
+	return base
+}
+
+// browser is one tab of Debian's Chromium, headless, driven through chromedp; it closes
+// when the test ends.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// stepTimeout bounds one step of a browser test: a page that never shows what a step
+// waits for fails the step, not the whole run's deadline.
+const stepTimeout = 20 * time.Second
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	require.NoError(t, err, "chromium is missing: deploy/local/up installs it (Debian package chromium)")
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	require.NoError(t, chromedp.Do(ctx), "start the browser")
+	return &browser{t: t, ctx: ctx}
+}
+
+// run carries out steps, each bounded by stepTimeout.
+func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	for _, step := range steps {
+		ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+		err := chromedp.Do(ctx, step)
+		cancel()
+		require.NoError(b.t, err, "%s (on %s)", what, b.location())
+	}
+}
+
+// text is the trimmed text of the element sel selects.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	require.NoError(b.t, err, "read "+sel)
+	return strings.TrimSpace(s)
+}
+
+// location is the tab's URL.
+func (b *browser) location() string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(b.t, err)
+	return loc
+}
+
+// TestConsoleCancelsAlertsWhoseIDsAreOddPaths cancels, from the alert's page in a
+// browser, an alert whose id holds "/" and one whose id is crafted to steer the cancel
+// form elsewhere ("../failed/5/discard#", a valid id): each cancel acts on its own alert
+// and nothing else changes, neither the failed_sends row 5 the crafted id names nor any
+// other row, nor a bystander alert.
+func TestConsoleCancelsAlertsWhoseIDsAreOddPaths(t *testing.T) {
+	const adminToken = "browser-admin-token-2b8e41"
+	cfg := stackConfig(t)
+	cfg.Admin.Token = config.Secret(adminToken)
+	ctx := context.Background()
+	pg, err := store.OpenPostgres(ctx, cfg.Postgres.URL.Reveal())
+	require.NoError(t, err)
+	defer pg.Close()
+	fs := store.NewFailedSends(pg, store.FailedSendsOptions{})
+	for i := range 6 {
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: fmt.Sprintf("row-%d", i+1), Target: "ops", Payload: []byte("x"),
+			ErrorClass: "transient", LastError: "HTTP 503 from DingTalk", NextAttemptAt: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+	}
+	rows, _, err := fs.List(ctx, store.Filter{Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, rows, 6)
+	_, err = fs.Get(ctx, 5)
+	require.NoError(t, err, "the crafted id names row 5, which exists")
+
+	rdb, err := store.OpenRedisConfig(ctx, cfg.Redis)
+	require.NoError(t, err)
+	defer rdb.Close()
+	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+	ids := []string{"team/a/order-1", "../failed/5/discard#"}
+	for _, id := range append([]string{"bystander"}, ids...) {
+		_, err := ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
+		require.NoError(t, err)
+	}
+
+	base := serveInTest(t, cfg)
+	b := newBrowser(t)
+	b.run("log in", chromedp.Navigate(base+"/ui/alerts"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), adminToken), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#find")))
+	for _, id := range ids {
+		b.run("find "+id, chromedp.SendKeys(chromedp.CSS(`header input[name="id"]`), id+"\n"),
+			chromedp.WaitVisible(chromedp.CSS("#alert-state")))
+		require.Equal(t, id, b.text("#alert-id"))
+		require.Equal(t, "waiting", b.text("#alert-state"))
+		b.run("cancel "+id, chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS("#reason")),
+			chromedp.SendKeys(chromedp.CSS("#reason"), "cancelled from the browser"), chromedp.Click(chromedp.CSS("#confirm")),
+			chromedp.WaitVisible(chromedp.CSS("#flash")))
+		require.Equal(t, "Cancelled: removed from the wheel stage.", b.text("#flash"), id)
+		require.Equal(t, id, b.text("#alert-id"), "back on the cancelled alert's page")
+		require.Equal(t, "cancelled", b.text("#alert-state"), id)
+		cancelled, err := ws.IsCancelled(ctx, id)
+		require.NoError(t, err)
+		require.True(t, cancelled, id)
+	}
+
+	cancelled, err := ws.IsCancelled(ctx, "bystander")
+	require.NoError(t, err)
+	require.False(t, cancelled, "the bystander alert still waits")
+	after, _, err := fs.List(ctx, store.Filter{Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, rows, after, "no failed_sends row changed")
 }

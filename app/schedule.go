@@ -8,11 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -219,17 +221,34 @@ func publishBody(chat *notify.Sender, target, text, markdownFile, title, jsonFil
 }
 
 func newCancelCmd(stdio IO) *cobra.Command {
-	var path string
+	var path, reason string
 	cmd := &cobra.Command{
 		Use:   "cancel ID",
-		Short: "Stop an alert that has not been sent, whether it is still hopping or in the wheel stage",
-		Args:  exactArgs(1),
+		Short: "Stop an alert that has not been sent: hopping, in the wheel stage, or waiting in failed_sends after a failed send",
+		Long: `cancel stops the alert ID wherever it is: still hopping through the broker, waiting in
+the wheel stage, or, after its send failed, waiting in failed_sends for a retry (that row
+becomes cancelled, noting the user and --reason). It exits 0 when the alert will not be
+sent, and fails when it is too late: being sent right now, or delivered already.`,
+		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := scheduler.CheckID(args[0]); err != nil {
+				return fmt.Errorf("%w: %v", ErrUsage, err)
+			}
+			by := "cli"
+			if user := stdio.Getenv("USER"); user != "" {
+				by += ":" + user
+			}
 			var res store.CancelResult
-			err := withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) (err error) {
-				ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
-				res, err = ws.Cancel(c.Context(), args[0])
-				return err
+			err := withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
+				return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) (err error) {
+					canceller := failed.Canceller{
+						Stage: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
+						Rows:  store.NewFailedSends(pg, store.FailedSendsOptions{}),
+						Note:  store.CancelNote{By: by, Reason: reason},
+					}
+					res, err = canceller.Cancel(c.Context(), args[0])
+					return err
+				})
 			})
 			if err != nil {
 				return err
@@ -242,5 +261,6 @@ func newCancelCmd(stdio IO) *cobra.Command {
 		},
 	}
 	configFlag(cmd, &path)
+	cmd.Flags().StringVar(&reason, "reason", "", "why it is cancelled, kept with a cancelled failed_sends row")
 	return cmd
 }

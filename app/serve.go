@@ -156,7 +156,12 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer pub.Close()
-	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ws, Chat: snd, Logger: logger, Now: now,
+	// Every way in cancels through one canceller: the wheel stage, then failed_sends.
+	canceller := failed.Canceller{Stage: ws, Rows: failedSends}
+	ingressCancels := canceller
+	ingressCancels.Note = store.CancelNote{By: "ingress",
+		Reason: "DELETE " + ingress.AlertsPath + "/{id}, or an Alertmanager notification that replaced or resolved it"}
+	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Chat: snd, Logger: logger, Now: now,
 		Escalations: store.NewEscalations(rdb, cfg.Redis.KeyPrefix, cfg.Scheduler.DoneTTL+cfg.Scheduler.Horizon)}, ingress.NewMetrics(reg))
 	if err != nil {
 		return err
@@ -208,7 +213,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.AlertsPath, ingressAPI)
 	mux.Handle(ingress.AlertsPath+"/", ingressAPI)
 	mux.Handle(ingress.AlertmanagerPath+"/", ingressAPI)
-	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Stage: ws}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
+	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, cfg.Admin.Token, logger))
 
 	ln := opts.Listener

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/rocketdelay/rocketdelay/failed"
@@ -12,21 +11,24 @@ import (
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// Alerts finds an alert by id and cancels it.
+// Alerts finds an alert by id and cancels it, for reason.
 type Alerts interface {
 	Inspect(ctx context.Context, id string) (failed.Report, error)
-	Cancel(ctx context.Context, id string) (store.CancelResult, error)
+	Cancel(ctx context.Context, id, reason string) (store.CancelResult, error)
 }
 
-// AlertFinder is the Alerts of a running service: the inspector and the wheel stage.
+// AlertFinder is the Alerts of a running service: the inspector and the canceller.
 type AlertFinder struct {
 	failed.Inspector
-	Stage *store.WheelStage
+	Canceller failed.Canceller
 }
 
-// Cancel cancels the alert id in the wheel stage.
-func (a AlertFinder) Cancel(ctx context.Context, id string) (store.CancelResult, error) {
-	return a.Stage.Cancel(ctx, id)
+// Cancel cancels the alert id wherever it is; a cancelled failed_sends row notes the
+// console and reason.
+func (a AlertFinder) Cancel(ctx context.Context, id, reason string) (store.CancelResult, error) {
+	c := a.Canceller
+	c.Note = store.CancelNote{By: "console", Reason: reason}
+	return c.Cancel(ctx, id)
 }
 
 // alert shows where the alert ?id= is and what happened to it (the search box of every
@@ -46,7 +48,8 @@ func (c *Console) alert(w http.ResponseWriter, r *http.Request) {
 		c.storeFail(w, r, "find the alert", err)
 		return
 	}
-	cancellable := rep.State == failed.StateHopping || rep.State == failed.StateWaiting || rep.State == failed.StateUnknown
+	cancellable := rep.State == failed.StateHopping || rep.State == failed.StateWaiting || rep.State == failed.StateUnknown ||
+		rep.State == failed.StateFailed
 	c.render(w, r, http.StatusOK, "alert", map[string]any{"Report": rep, "Cancellable": cancellable,
 		"Flash": r.URL.Query().Get("done")})
 }
@@ -73,7 +76,7 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, "cancel", map[string]any{"ID": id, "Error": "Say why the alert is cancelled: the reason goes to the log."})
 		return
 	}
-	res, err := c.alerts.Cancel(r.Context(), id)
+	res, err := c.alerts.Cancel(r.Context(), id, reason)
 	if err != nil {
 		c.storeFail(w, r, "cancel the alert", err)
 		return
@@ -83,5 +86,5 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request) {
 	if !res.Cancelled() {
 		msg = fmt.Sprintf("Not cancelled: %s.", res.Explain())
 	}
-	http.Redirect(w, r, Prefix+"alerts?id="+url.QueryEscape(id)+"&done="+url.QueryEscape(msg), http.StatusSeeOther)
+	http.Redirect(w, r, pageQuery("alerts", "id", id, "done", msg), http.StatusSeeOther)
 }

@@ -6,20 +6,24 @@
 //
 // Security: the console is off without an admin token, like the admin API. An operator
 // logs in by posting the token once; the answer is a session cookie (HttpOnly,
-// SameSite=Strict, signed with a key derived from the token, so changing the token ends
-// every session, and any replica accepts it). No secret appears in a URL or a page. Every
-// POST carries a CSRF token derived from the session and must come from the console's
-// own origin. Answers forbid framing and carry a Content-Security-Policy that allows
-// only the console's own stylesheet; templates escape everything they print.
+// SameSite=Strict, one per login, signed with a key derived from the token, so changing
+// the token ends every session, and any replica accepts it). No secret appears in a URL
+// or a page. Every POST carries a CSRF token derived from its own session and must come
+// from the console's own origin. Answers forbid framing and carry a
+// Content-Security-Policy that allows only the console's own stylesheet; templates escape
+// everything they print, and every id or value in a URL is escaped for its place in it
+// (url.PathEscape for a path segment, url.Values for a query: see pagePath, pageQuery).
 package console
 
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -160,9 +164,11 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && from != "" && u.Host == r.Host
 }
 
-// session is the signed cookie value "expiry-unix.signature".
+// session is the signed cookie value "expiry-unix.nonce.signature": the random nonce
+// makes each login a session of its own, even two in the same second, so the CSRF token
+// of one (derived from the whole value) is good for no other.
 func (c *Console) session(expires time.Time) string {
-	v := strconv.FormatInt(expires.Unix(), 10)
+	v := strconv.FormatInt(expires.Unix(), 10) + "." + rand.Text()
 	return v + "." + c.sign("session", v)
 }
 
@@ -178,10 +184,11 @@ func (c *Console) validSession(r *http.Request) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	exp, sig, ok := strings.Cut(ck.Value, ".")
-	if !ok || !hmac.Equal([]byte(sig), []byte(c.sign("session", exp))) {
+	i := strings.LastIndexByte(ck.Value, '.')
+	if i < 0 || !hmac.Equal([]byte(ck.Value[i+1:]), []byte(c.sign("session", ck.Value[:i]))) {
 		return "", false
 	}
+	exp, _, _ := strings.Cut(ck.Value, ".")
 	unix, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || !c.now().Before(time.Unix(unix, 0)) {
 		return "", false
@@ -204,7 +211,7 @@ func (c *Console) authed(h http.HandlerFunc) http.HandlerFunc {
 				c.fail(w, r, http.StatusUnauthorized, "Your session has ended: log in again.")
 				return
 			}
-			http.Redirect(w, r, Prefix+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			http.Redirect(w, r, pageQuery("login", "next", r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -303,10 +310,33 @@ func parsePages() map[string]*template.Template {
 			}
 			return strconv.Itoa(*p)
 		},
+		"page":  pagePath,
+		"query": pageQuery,
 	}
 	pages := map[string]*template.Template{}
 	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler", "alert", "cancel", "bulk"} {
 		pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html"))
 	}
 	return pages
+}
+
+// pagePath is the console's page at the path segments segs, each escaped as a path
+// segment: an id holding "/", "?" or "#" stays one segment of the page it names, where
+// html/template's escaping of a URL would leave those characters as they are.
+func pagePath(segs ...any) string {
+	parts := make([]string, len(segs))
+	for i, s := range segs {
+		parts[i] = url.PathEscape(fmt.Sprint(s))
+	}
+	return Prefix + strings.Join(parts, "/")
+}
+
+// pageQuery is the console's page with the query of the names and values kv (name,
+// value, name, value, …), encoded by url.Values.
+func pageQuery(page string, kv ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	return Prefix + page + "?" + q.Encode()
 }

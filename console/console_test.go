@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -54,13 +55,38 @@ func newSite(t *testing.T, tok config.Secret) *site {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}
 	alerts := console.AlertFinder{Inspector: failed.Inspector{Wheel: ws, Rows: fs, Config: config.Config{Targets: testTargets}.WithDefaults()},
-		Stage: ws}
+		Canceller: failed.Canceller{Stage: ws, Rows: fs}}
 	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
+	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws}
+}
+
+// browserClient is a client with a cookie jar of its own that does not follow redirects.
+func browserClient(t *testing.T) *http.Client {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &site{t: t, srv: srv, client: client, fs: fs, ws: ws}
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// another is the same console seen from another browser: a cookie jar of its own.
+func (s *site) another() *site {
+	c := *s
+	c.client = browserClient(s.t)
+	return &c
+}
+
+// sessionCookie is the value of the client's console session cookie.
+func (s *site) sessionCookie() string {
+	s.t.Helper()
+	u, err := url.Parse(s.srv.URL + "/ui/")
+	require.NoError(s.t, err)
+	for _, c := range s.client.Jar.Cookies(u) {
+		if c.Name == "rd_console" {
+			return c.Value
+		}
+	}
+	s.t.Fatal("no session cookie")
+	return ""
 }
 
 func (s *site) get(path string) (*http.Response, string) {
@@ -184,6 +210,30 @@ func TestConsoleFindsAndCancelsAnAlert(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }
 
+// An alert whose send failed, waiting in failed_sends for a retry, can be cancelled from
+// its page too: its row is cancelled with the console's reason, and the page says so.
+func TestConsoleCancelsAFailedAlert(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	_, err := s.fs.Record(ctx, store.NewFailedSend{MessageID: "order-10-recheck", Target: "ops", Payload: []byte("x"),
+		ErrorClass: "transient", LastError: "HTTP 503", NextAttemptAt: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	_, body := s.get("/ui/alerts?id=order-10-recheck")
+	require.Contains(t, body, `<dd id="alert-state">failed</dd>`)
+	require.Contains(t, body, `href="/ui/alerts/order-10-recheck/cancel"`)
+
+	_, body = s.get("/ui/alerts/order-10-recheck/cancel")
+	resp, _ := s.post("/ui/alerts/order-10-recheck/cancel", url.Values{"csrf": {s.csrf(body)}, "reason": {"order was paid"}}, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, body = s.get(resp.Header.Get("Location"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Cancelled: its send had failed; its failed_sends row is cancelled, so it will not be retried.")
+	require.Contains(t, body, `<dd id="alert-state">cancelled</dd>`)
+	require.Contains(t, body, "cancelled by console (order was paid)")
+	require.NotContains(t, body, `id="cancel"`, "nothing left to cancel")
+}
+
 // Bulk actions on the list's filter: a preview says how many rows match, the confirmed
 // action changes exactly those; a filter is required.
 func TestConsoleBulkActionsOnAFilter(t *testing.T) {
@@ -199,8 +249,8 @@ func TestConsoleBulkActionsOnAFilter(t *testing.T) {
 	require.Contains(t, body, `href="/ui/failed/bulk/discard?error_class=throttled"`)
 	_, body = s.get("/ui/failed/bulk/discard?error_class=throttled")
 	require.Contains(t, body, "<strong>3</strong> rows match.")
-	csrf := s.csrf(body)
-	form := url.Values{"csrf": {csrf}, "error_class": {"throttled"}}
+	form := s.previewForm(body)
+	require.Equal(t, "throttled", form.Get("error_class"))
 	resp, body = s.post("/ui/failed/bulk/discard", form, s.srv.URL)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, body, "Say why these alerts are discarded")
@@ -284,7 +334,7 @@ func TestConsoleListFilterPageAndStats(t *testing.T) {
 	require.Equal(t, 1, strings.Count(body, `class="row-link"`))
 	resp, body := s.get("/ui/failed?status=bogus")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	require.Contains(t, body, `unknown status &#34;bogus&#34;: want one of pending, dead, rejected, discarded, delivered`)
+	require.Contains(t, body, `unknown status &#34;bogus&#34;: want one of pending, dead, rejected, discarded, cancelled, delivered`)
 	resp, body = s.get("/ui/failed?since=yesterday")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, body, "nor a duration back from now (90m, 6h, 3d)")
@@ -369,4 +419,212 @@ func TestConsoleSchedulerView(t *testing.T) {
 	require.Contains(t, body, "<td>ops</td><td>dingtalk</td><td>r2</td><td>10</td>")
 	require.Contains(t, body, "p50 5ms, p99 50ms over 42 hand-offs")
 	require.Contains(t, body, "<dd>timer</dd>")
+}
+
+// A POST needs the CSRF token of its own session: a wrong token, and the valid token of
+// another session (two operators who logged in within the same second), are refused
+// with 403 on every action, and nothing changes; the session's own token then works.
+func TestConsoleRefusesForeignCSRFTokens(t *testing.T) {
+	s := newSite(t, token)
+	ctx := context.Background()
+	// Two browsers log in within the same second (the session cookie starts with its
+	// expiry, in seconds).
+	var a, b *site
+	for {
+		a, b = s.another(), s.another()
+		a.login()
+		b.login()
+		ea, _, _ := strings.Cut(a.sessionCookie(), ".")
+		eb, _, _ := strings.Cut(b.sessionCookie(), ".")
+		if ea == eb {
+			break
+		}
+	}
+	require.NotEqual(t, a.sessionCookie(), b.sessionCookie(), "two logins are two sessions")
+
+	_, err := s.ws.Put(ctx, store.Entry{ID: "keep-waiting", Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
+	require.NoError(t, err)
+	row := s.record("keep-pending", "ops", "x", "transient")
+	before, err := s.fs.Get(ctx, row)
+	require.NoError(t, err)
+	_, page := a.get("/ui/alerts/keep-waiting/cancel")
+	aToken := a.csrf(page)
+	_, page = b.get("/ui/alerts/keep-waiting/cancel")
+	bToken := b.csrf(page)
+
+	actions := []struct {
+		path string
+		form url.Values
+	}{
+		{"/ui/alerts/keep-waiting/cancel", url.Values{"reason": {"forged"}}},
+		{fmt.Sprintf("/ui/failed/%d/discard", row), url.Values{"reason": {"forged"}}},
+		{fmt.Sprintf("/ui/failed/%d/retry", row), url.Values{}},
+		{"/ui/failed/bulk/discard", url.Values{"target": {"ops"}, "reason": {"forged"}}},
+		{"/ui/failed/bulk/retry", url.Values{"target": {"ops"}}},
+	}
+	for _, tok := range []struct{ what, value string }{
+		{"a wrong token", strings.Repeat("0", len(bToken))},
+		{"another session's token", aToken},
+	} {
+		for _, act := range actions {
+			form := url.Values{"csrf": {tok.value}}
+			for k, v := range act.form {
+				form[k] = v
+			}
+			resp, body := b.post(act.path, form, s.srv.URL)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s, %s", tok.what, act.path)
+			require.Contains(t, body, "security token is missing or stale")
+		}
+	}
+	cancelled, err := s.ws.IsCancelled(ctx, "keep-waiting")
+	require.NoError(t, err)
+	require.False(t, cancelled, "the alert was not cancelled")
+	entries, err := s.ws.Peek(ctx, []string{"keep-waiting"})
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the alert still waits")
+	after, err := s.fs.Get(ctx, row)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the row did not change")
+
+	resp, _ := b.post("/ui/alerts/keep-waiting/cancel", url.Values{"csrf": {bToken}, "reason": {"paid"}}, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the session's own token works")
+	cancelled, err = s.ws.IsCancelled(ctx, "keep-waiting")
+	require.NoError(t, err)
+	require.True(t, cancelled)
+}
+
+// An alert id is escaped in every URL of the console: one holding "/" is found and
+// cancelled, and a crafted one ("../failed/N/discard#", a valid id) cannot turn the
+// cancel form into another action; ids that cannot be a path segment ("." and "..")
+// are not ids at all.
+func TestConsoleEscapesAlertIDsInURLs(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	row := s.record("bystander", "ops", "x", "transient")
+	before, err := s.fs.Get(ctx, row)
+	require.NoError(t, err)
+	for _, id := range []string{"team/a/order-1", fmt.Sprintf("../failed/%d/discard#", row), "a?b=c&d%2Fe"} {
+		_, err := s.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
+		require.NoError(t, err)
+		cancelPath := "/ui/alerts/" + url.PathEscape(id) + "/cancel"
+
+		resp, body := s.get("/ui/alerts?" + url.Values{"id": {id}}.Encode())
+		require.Equal(t, http.StatusOK, resp.StatusCode, id)
+		require.Contains(t, body, `href="`+html.EscapeString(cancelPath)+`"`, id)
+		resp, body = s.get(cancelPath)
+		require.Equal(t, http.StatusOK, resp.StatusCode, id)
+		require.Contains(t, body, `action="`+html.EscapeString(cancelPath)+`"`, id)
+		require.Contains(t, body, `href="/ui/alerts?id=`+html.EscapeString(url.QueryEscape(id))+`"`, id)
+		resp, _ = s.post(cancelPath, url.Values{"csrf": {s.csrf(body)}, "reason": {"paid"}}, s.srv.URL)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, id)
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		require.NoError(t, err)
+		require.Equal(t, id, loc.Query().Get("id"), "back to the alert's page")
+		cancelled, err := s.ws.IsCancelled(ctx, id)
+		require.NoError(t, err)
+		require.True(t, cancelled, id)
+	}
+	after, err := s.fs.Get(ctx, row)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the row the crafted id names did not change")
+
+	for _, id := range []string{".", ".."} {
+		resp, body := s.get("/ui/alerts?id=" + id)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, id)
+		require.Contains(t, body, "That is not an alert id")
+	}
+}
+
+var hiddenRE = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+
+// previewForm is the confirmation form of a bulk action's preview page: its hidden
+// fields, as a browser would post them.
+func (s *site) previewForm(page string) url.Values {
+	s.t.Helper()
+	form := url.Values{}
+	for _, m := range hiddenRE.FindAllStringSubmatch(page, -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	require.NotEmpty(s.t, form.Get("csrf"), "the page has a confirmation form")
+	return form
+}
+
+// A bulk action changes the rows its preview counted, not what the filter matches when
+// it is confirmed: a row recorded between the preview and the confirmation is left
+// alone, and when a previewed row changed (so the set is not the one counted), the
+// action is refused (409) with a new preview, and nothing changes.
+func TestConsoleBulkActsOnThePreviewedRows(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	for _, action := range []string{"retry", "discard"} {
+		var previewed []int64
+		for i := range 3 {
+			previewed = append(previewed, s.record(fmt.Sprintf("%s-storm-%d", action, i), "ops", "x", action+"-storm"))
+		}
+		resp, page := s.get("/ui/failed/bulk/" + action + "?since=1h&status=pending&error_class=" + action + "-storm")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, page, "<strong>3</strong> rows match.")
+		form := s.previewForm(page)
+		since, err := time.Parse(time.RFC3339Nano, form.Get("since"))
+		require.NoError(t, err, "the preview carries since as the time it meant: %q", form.Get("since"))
+		require.WithinDuration(t, time.Now().Add(-time.Hour), since, time.Minute)
+		form.Set("reason", "storm over")
+
+		late := s.record(action+"-late", "ops", "x", action+"-storm") // matches the filter, after the preview
+		lateBefore, err := s.fs.Get(ctx, late)
+		require.NoError(t, err)
+		resp, _ = s.post("/ui/failed/bulk/"+action, form, s.srv.URL)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		flash, err := url.Parse(resp.Header.Get("Location"))
+		require.NoError(t, err)
+		require.Contains(t, flash.Query().Get("done"), "3 of the 3")
+		for _, id := range previewed {
+			row, err := s.fs.Get(ctx, id)
+			require.NoError(t, err)
+			if action == "retry" {
+				require.False(t, row.NextAttemptAt.After(time.Now()), "row %d is due now", id)
+			} else {
+				require.Equal(t, store.StatusDiscarded, row.Status, "row %d", id)
+			}
+		}
+		lateAfter, err := s.fs.Get(ctx, late)
+		require.NoError(t, err)
+		require.Equal(t, lateBefore, lateAfter, "the row recorded after the preview is untouched")
+	}
+
+	// A previewed row leaves the set (discarded meanwhile): the confirmation is refused.
+	var rows []int64
+	for i := range 3 {
+		rows = append(rows, s.record(fmt.Sprintf("moved-%d", i), "ops", "x", "moved"))
+	}
+	_, page := s.get("/ui/failed/bulk/retry?status=pending&error_class=moved")
+	form := s.previewForm(page)
+	_, err := s.fs.Discard(ctx, rows[:1], "handled elsewhere")
+	require.NoError(t, err)
+	before := map[int64]store.FailedSend{}
+	for _, id := range rows {
+		before[id], err = s.fs.Get(ctx, id)
+		require.NoError(t, err)
+	}
+	resp, page := s.post("/ui/failed/bulk/retry", form, s.srv.URL)
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	require.Contains(t, page, "changed since the preview")
+	require.Contains(t, page, "<strong>2</strong> rows match.", "a new preview")
+	for _, id := range rows {
+		row, err := s.fs.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, before[id], row, "row %d did not change", id)
+	}
+	resp, _ = s.post("/ui/failed/bulk/retry", s.previewForm(page), s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the new preview confirms")
+	for _, id := range rows[1:] {
+		row, err := s.fs.Get(ctx, id)
+		require.NoError(t, err)
+		require.False(t, row.NextAttemptAt.After(time.Now()), "row %d is due now", id)
+	}
+	row, err := s.fs.Get(ctx, rows[0])
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDiscarded, row.Status, "the row that left the set was not retried")
 }

@@ -255,7 +255,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 		msg = fmt.Sprintf("Nothing to %s: row %d is %s.", action, row.ID, row.Status)
 	}
 	c.logger.Info("console: "+action, "id", row.ID, "rd_id", row.MessageID, "reason", reason, "changed", len(done) > 0, "remote", r.RemoteAddr)
-	http.Redirect(w, r, fmt.Sprintf("%sfailed/%d?done=%s", Prefix, row.ID, url.QueryEscape(msg)), http.StatusSeeOther)
+	http.Redirect(w, r, pagePath("failed", row.ID)+"?"+url.Values{"done": {msg}}.Encode(), http.StatusSeeOther)
 }
 
 // scheduler shows the wheel stage, the robot pool and recent lateness.

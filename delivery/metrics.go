@@ -24,6 +24,7 @@ type Metrics struct {
 	succeeded    prometheus.Counter
 	deaths       *prometheus.CounterVec
 	purged       *prometheus.CounterVec
+	purgeLeft    prometheus.Gauge
 	tableBytes   prometheus.Gauge
 }
 
@@ -56,14 +57,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"class"}),
 		purged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_failed_sends_purged_total",
-			Help: "Rows of failed_sends deleted once their retention was over, by status.",
+			Help: "Rows of failed_sends deleted once their retention was over, by status (counted after each pass of a purge).",
 		}, []string{"status"}),
+		purgeLeft: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rocketdelay_failed_sends_purge_left",
+			Help: "Rows of failed_sends past their retention still to delete, as this replica's purge last knew it (counted up to 100000, less what it deleted since); 0 once a pass found none left.",
+		}),
 		tableBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rocketdelay_failed_sends_table_bytes",
 			Help: "Bytes failed_sends takes on disk (indexes and payloads included), as of the retry job's last purge.",
 		}),
 	}
-	reg.MustRegister(m.recordErrors, m.rows, m.oldest, m.attempts, m.succeeded, m.deaths, m.purged, m.tableBytes)
+	reg.MustRegister(m.recordErrors, m.rows, m.oldest, m.attempts, m.succeeded, m.deaths, m.purged, m.purgeLeft, m.tableBytes)
 	m.recordErrors.WithLabelValues(kindSendFailure)
 	m.recordErrors.WithLabelValues(kindRejected)
 	for _, s := range store.FailedStatuses {
@@ -72,13 +77,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) purgedRows(deleted map[store.FailedStatus]int64, bytes int64) {
+func (m *Metrics) purgedRows(deleted map[store.FailedStatus]int64, bytes, left int64) {
 	if m == nil {
 		return
 	}
 	for s, n := range deleted {
 		m.purged.WithLabelValues(string(s)).Add(float64(n))
 	}
+	m.purgeLeft.Set(float64(left))
 	if bytes > 0 {
 		m.tableBytes.Set(float64(bytes))
 	}

@@ -27,8 +27,16 @@ const (
 	maxLastError = 2000
 	// settleTimeout bounds one write of an attempt's outcome.
 	settleTimeout = 10 * time.Second
-	// DefaultPurgeEvery is how often the job deletes the rows whose retention is over.
+	// DefaultPurgeEvery is how often the job starts deleting the rows whose retention is
+	// over.
 	DefaultPurgeEvery = 10 * time.Minute
+	// DefaultPurgePause is the wait between two passes of a purge that has rows left; a
+	// round of retries runs after it, before the next pass.
+	DefaultPurgePause = 250 * time.Millisecond
+	// purgeCountLimit bounds the count of rows past their retention that tells a purge's
+	// progress (store.FailedSends.PurgeBacklog): about a tenth of a second on a table of
+	// millions.
+	purgeCountLimit = 100_000
 )
 
 // RetryOptions tune a Job. A zero field takes its default (config's defaults, and
@@ -52,8 +60,17 @@ type RetryOptions struct {
 	// failedSends.retention and failedSends.deadRetention; a zero DeadRetention keeps dead
 	// rows).
 	Retention, DeadRetention time.Duration
-	// PurgeEvery is how often the job purges. Default DefaultPurgeEvery.
+	// PurgeEvery is how often the job starts a purge. Default DefaultPurgeEvery.
 	PurgeEvery time.Duration
+	// PurgePass bounds the time one pass of a purge deletes for (store.PurgeOptions.Pass);
+	// a purge with more to delete goes on, pass after pass, with a round of retries
+	// between two passes, so a backlog of millions never stalls the retries. Default
+	// store.DefaultPurgePass.
+	PurgePass time.Duration
+	// PurgePassRows, when above 0, bounds the rows one pass deletes as well.
+	PurgePassRows int
+	// PurgePause is the wait between two passes of a purge. Default DefaultPurgePause.
+	PurgePause time.Duration
 }
 
 // RetryOptionsFromConfig returns the retry job's options from the config's failedSends
@@ -82,6 +99,8 @@ func (o RetryOptions) withDefaults() RetryOptions {
 	config.Default(&o.SendTimeout, DefaultRetrySendTimeout)
 	config.Default(&o.Retention, config.DefaultFailedSendsRetention)
 	config.Default(&o.PurgeEvery, DefaultPurgeEvery)
+	config.Default(&o.PurgePass, store.DefaultPurgePass)
+	config.Default(&o.PurgePause, DefaultPurgePause)
 	return o
 }
 
@@ -128,10 +147,14 @@ func NewRetryJob(d *Deliverer, opts RetryOptions) *RetryJob {
 }
 
 // Run runs a round every Interval, the first at once, until ctx ends; then it returns
-// nil. Errors of a round (Postgres unavailable) are logged and the next round tries
-// again.
+// nil. Every PurgeEvery it starts a purge of the rows whose retention is over, a bounded
+// pass after each round, and while the purge has rows left the next round comes after
+// PurgePause: retries and passes take turns until a pass finds nothing left. Errors of a
+// round (Postgres unavailable) are logged and the next round tries again; a purge that
+// fails stops, and the next one starts PurgeEvery later.
 func (j *RetryJob) Run(ctx context.Context) error {
-	var lastPurge time.Time // the first round purges
+	var lastPurge, lastMetrics time.Time // the first round refreshes the metrics and purges
+	var purge *purging                   // the purge under way, if any
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -143,37 +166,77 @@ func (j *RetryJob) Run(ctx context.Context) error {
 		if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			j.logger.Warn("retry round failed; trying again next round", "err", err, "next_in", j.opts.Interval.String())
 		}
-		if err := j.refreshMetrics(ctx); err != nil && ctx.Err() == nil {
-			j.logger.Warn("cannot refresh the failed_sends metrics", "err", err)
-		}
-		if now := time.Now(); now.Sub(lastPurge) >= j.opts.PurgeEvery {
-			lastPurge = now
-			if err := j.Purge(ctx); err != nil && ctx.Err() == nil {
-				j.logger.Warn("cannot purge failed_sends; trying again later", "err", err)
+		if time.Since(lastMetrics) >= j.opts.Interval {
+			lastMetrics = time.Now()
+			if err := j.refreshMetrics(ctx); err != nil && ctx.Err() == nil {
+				j.logger.Warn("cannot refresh the failed_sends metrics", "err", err)
 			}
 		}
-		t.Reset(j.opts.Interval)
+		if purge == nil && time.Since(lastPurge) >= j.opts.PurgeEvery {
+			lastPurge = time.Now()
+			purge = &purging{}
+		}
+		next := j.opts.Interval
+		if purge != nil {
+			more, err := j.purgePass(ctx, purge)
+			if err != nil && ctx.Err() == nil {
+				j.logger.Warn("cannot purge failed_sends; trying again later", "err", err, "next_in", j.opts.PurgeEvery.String())
+			}
+			if more && err == nil {
+				next = min(next, j.opts.PurgePause)
+			} else {
+				purge = nil
+			}
+		}
+		t.Reset(next)
 	}
 }
 
-// Purge deletes the rows whose retention is over (store.FailedSends.Purge: a batch of
-// at most store.MaxPurgeBatch rows per statement, one replica at a time) and reports
-// them and the table's size to the metrics.
-func (j *RetryJob) Purge(ctx context.Context) error {
-	deleted, ran, err := j.store.Purge(ctx, store.PurgeOptions{Retention: j.opts.Retention, DeadRetention: j.opts.DeadRetention})
-	if !ran {
-		return err // another replica purges now
+// purging is a purge under way: its passes so far, and what is known of the rows left.
+type purging struct {
+	passes int
+	rows   int64 // deleted so far
+	// left is how many rows past their retention are left, as last counted less what
+	// was deleted since; a lower bound when atLeast (the count reached
+	// purgeCountLimit). known is false until a count succeeded.
+	left           int64
+	known, atLeast bool
+}
+
+// purgePass runs one pass of purge p (store.FailedSends.Purge, bounded by PurgePass and
+// PurgePassRows; one replica at a time), reports it to the metrics and the log, and says
+// whether rows past their retention are left for another pass.
+func (j *RetryJob) purgePass(ctx context.Context, p *purging) (more bool, err error) {
+	opts := store.PurgeOptions{Retention: j.opts.Retention, DeadRetention: j.opts.DeadRetention,
+		Pass: j.opts.PurgePass, PassRows: j.opts.PurgePassRows}
+	if !p.known || (p.atLeast && p.left <= 0) {
+		n, err := j.store.PurgeBacklog(ctx, opts, purgeCountLimit)
+		if err != nil {
+			return false, err
+		}
+		p.left, p.known, p.atLeast = n, true, n >= purgeCountLimit
 	}
-	var total int64
-	for _, n := range deleted {
-		total += n
+	pass, err := j.store.Purge(ctx, opts)
+	if !pass.Ran {
+		return false, err // another replica purges now
+	}
+	p.passes++
+	p.rows += pass.Rows
+	p.left = max(p.left-pass.Rows, 0)
+	if pass.Done {
+		p.left, p.atLeast = 0, false
 	}
 	bytes, serr := j.store.TableBytes(ctx)
-	j.metrics.purgedRows(deleted, bytes)
-	if total > 0 {
-		j.logger.Info("failed_sends rows past their retention deleted", "rows", total, "by_status", deleted, "table_bytes", bytes)
+	j.metrics.purgedRows(pass.Deleted, bytes, p.left)
+	if pass.Rows > 0 {
+		left := "rows_left"
+		if p.atLeast {
+			left = "rows_left_at_least"
+		}
+		j.logger.Info("failed_sends purge pass: rows past their retention deleted", "rows", pass.Rows, "by_status", pass.Deleted,
+			"pass", p.passes, "rows_so_far", p.rows, left, p.left, "done", pass.Done, "table_bytes", bytes)
 	}
-	return errors.Join(err, serr)
+	return !pass.Done, errors.Join(err, serr)
 }
 
 // Round counts what one round of the job did.
@@ -182,7 +245,7 @@ type Round struct {
 	Retried   int // rows that failed and will be tried again
 	Dead      int // rows given up
 	Released  int // claimed rows handed back untried (shutdown)
-	Lost      int // rows another instance took over before this one settled them
+	Lost      int // rows another instance took over (or discarded, or cancelled) before this one settled them
 }
 
 // outcome is how one try of a claimed row ended.
@@ -192,7 +255,7 @@ const (
 	tryDelivered outcome = iota + 1
 	tryRetried
 	tryDead
-	tryLost // another claim took the row over (or an operator discarded it)
+	tryLost // another claim took the row over (or an operator discarded it, or its alert was cancelled)
 	tryCut  // ctx ended first: the row is handed back
 )
 
@@ -294,7 +357,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrNotHeld):
-		log.Warn("row taken over by another instance (or discarded) before its send; not sent by this one")
+		log.Warn("row taken over by another instance (or discarded, or its alert cancelled) before its send; not sent by this one")
 		return tryLost
 	case err != nil && ctx.Err() != nil:
 		return tryCut

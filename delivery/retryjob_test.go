@@ -261,6 +261,7 @@ func TestMetricsFollowTheTable(t *testing.T) {
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP rocketdelay_failed_sends Rows of the failed_sends table by status, as of the retry job's last round (every replica reports the same table).
 # TYPE rocketdelay_failed_sends gauge
+rocketdelay_failed_sends{status="cancelled"} 0
 rocketdelay_failed_sends{status="dead"} 0
 rocketdelay_failed_sends{status="delivered"} 0
 rocketdelay_failed_sends{status="discarded"} 0

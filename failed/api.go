@@ -150,7 +150,8 @@ func (a *api) retryOne(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, err := a.store.Get(r.Context(), id); err != nil {
+	row, err := a.store.Get(r.Context(), id)
+	if err != nil {
 		a.storeError(w, r, err)
 		return
 	}
@@ -160,7 +161,11 @@ func (a *api) retryOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(ids) == 0 {
-		writeError(w, http.StatusConflict, fmt.Sprintf("failed send %d was delivered already; there is nothing to retry", id))
+		msg := fmt.Sprintf("failed send %d was delivered already; there is nothing to retry", id)
+		if row.Status == store.StatusCancelled {
+			msg = fmt.Sprintf("failed send %d was cancelled %s; it is never sent again", id, cancelledBy(row))
+		}
+		writeError(w, http.StatusConflict, msg)
 		return
 	}
 	a.logger.Info("operator retried failed sends", "ids", ids, "remote", r.RemoteAddr)

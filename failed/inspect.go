@@ -154,7 +154,10 @@ func (in Inspector) history(r *Report, s store.AlertState, rows []store.FailedSe
 	}
 	for _, row := range rows {
 		add(row.CreatedAt, "failed_sends row %d recorded: %s (%s)", row.ID, row.ErrorClass, oneLine(row.LastError))
-		if row.UpdatedAt.After(row.CreatedAt) {
+		switch {
+		case row.Status == store.StatusCancelled:
+			add(row.UpdatedAt, "failed_sends row %d cancelled %s, after %d attempts", row.ID, cancelledBy(row), row.Attempts)
+		case row.UpdatedAt.After(row.CreatedAt):
 			add(row.UpdatedAt, "failed_sends row %d is %s after %d attempts", row.ID, row.Status, row.Attempts)
 		}
 	}
@@ -165,7 +168,9 @@ func (in Inspector) history(r *Report, s store.AlertState, rows []store.FailedSe
 func (in Inspector) state(r *Report, s store.AlertState, rows []store.FailedSend, now time.Time) {
 	var live *store.FailedSend
 	for i := range rows {
-		if rows[i].Status != store.StatusDelivered && rows[i].Status != store.StatusDiscarded {
+		switch rows[i].Status {
+		case store.StatusDelivered, store.StatusDiscarded, store.StatusCancelled:
+		default:
 			live = &rows[i]
 		}
 	}
@@ -183,7 +188,11 @@ func (in Inspector) state(r *Report, s store.AlertState, rows []store.FailedSend
 	case last != nil && last.Status == store.StatusDelivered && live == nil:
 		r.State = StateDelivered
 		r.Summary = fmt.Sprintf("delivered by the retry job %s ago (failed_sends row %d)", short(now.Sub(last.UpdatedAt)), last.ID)
-	case s.Cancelled:
+	case last != nil && last.Status == store.StatusCancelled && live == nil && !s.InFlight && !s.Waiting:
+		r.State = StateCancelled
+		r.Summary = fmt.Sprintf("cancelled %s %s ago, while its failed send waited in failed_sends (row %d); it will not be sent",
+			cancelledBy(*last), short(now.Sub(last.UpdatedAt)), last.ID)
+	case s.Cancelled && live == nil:
 		r.State = StateCancelled
 		where := "before it reached the wheel stage (still hopping, or not consumed yet)"
 		if s.Stage == "waiting" {
@@ -251,4 +260,20 @@ func WriteReport(w io.Writer, r Report) error {
 		}
 	}
 	return nil
+}
+
+// cancelledBy says who cancelled a cancelled row, and why: "by console (order was paid)".
+func cancelledBy(row store.FailedSend) string {
+	out := "by " + orDash(deref(row.CancelledBy))
+	if why := deref(row.CancelReason); why != "" {
+		out += " (" + oneLine(why) + ")"
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -85,13 +85,13 @@ func (o Operator) Stats(ctx context.Context, format Format) error {
 }
 
 // Retry makes the rows ids due now and prints which changed and which did not
-// (delivered or unknown rows).
+// (delivered, cancelled or unknown rows).
 func (o Operator) Retry(ctx context.Context, ids []int64) error {
 	changed, err := o.Store.Retry(ctx, ids)
 	if err != nil {
 		return err
 	}
-	return o.report("retried", "delivered already, or no such row", ids, changed)
+	return o.report("retried", "delivered or cancelled already, or no such row", ids, changed)
 }
 
 // RetryWhere makes every row with status (and target, unless "") due now and prints
@@ -105,13 +105,13 @@ func (o Operator) RetryWhere(ctx context.Context, status store.FailedStatus, tar
 }
 
 // Discard gives up on the rows ids and prints which changed and which did not
-// (delivered, already discarded, or unknown rows).
+// (delivered, cancelled, already discarded, or unknown rows).
 func (o Operator) Discard(ctx context.Context, ids []int64, reason string) error {
 	changed, err := o.Store.Discard(ctx, ids, reason)
 	if err != nil {
 		return err
 	}
-	return o.report("discarded", "delivered or discarded already, or no such row", ids, changed)
+	return o.report("discarded", "delivered, cancelled or discarded already, or no such row", ids, changed)
 }
 
 func (o Operator) report(verb, whyNot string, asked, changed []int64) error {

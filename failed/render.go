@@ -26,20 +26,24 @@ type View struct {
 	// Kind is the target's kind (dingtalk, topic, or unknown when the configuration has
 	// no such target) and Destination where its message goes; both are left out when
 	// the configuration is not known.
-	Kind          string            `json:"kind,omitempty"`
-	Destination   string            `json:"destination,omitempty"`
-	Status        string            `json:"status"`
-	ErrorClass    string            `json:"error_class"`
-	LastError     string            `json:"last_error"`
-	HTTPStatus    *int              `json:"http_status"`
-	Errcode       *int              `json:"errcode"`
-	Attempts      int               `json:"attempts"`
-	NextAttemptAt *time.Time        `json:"next_attempt_at"`
-	DueAt         *time.Time        `json:"due_at"`
-	DiscardReason *string           `json:"discard_reason"`
-	CreatedAt     time.Time         `json:"created_at"`
-	UpdatedAt     time.Time         `json:"updated_at"`
-	Properties    map[string]string `json:"properties"`
+	Kind          string     `json:"kind,omitempty"`
+	Destination   string     `json:"destination,omitempty"`
+	Status        string     `json:"status"`
+	ErrorClass    string     `json:"error_class"`
+	LastError     string     `json:"last_error"`
+	HTTPStatus    *int       `json:"http_status"`
+	Errcode       *int       `json:"errcode"`
+	Attempts      int        `json:"attempts"`
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	DueAt         *time.Time `json:"due_at"`
+	DiscardReason *string    `json:"discard_reason"`
+	// CancelledBy and CancelReason say who cancelled the alert and why, once the row is
+	// cancelled.
+	CancelledBy  *string           `json:"cancelled_by"`
+	CancelReason *string           `json:"cancel_reason"`
+	CreatedAt    time.Time         `json:"created_at"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+	Properties   map[string]string `json:"properties"`
 	// Payload is the alert body when it is UTF-8 text; otherwise PayloadBase64 holds it.
 	Payload       *string `json:"payload,omitempty"`
 	PayloadBase64 string  `json:"payload_base64,omitempty"`
@@ -63,6 +67,8 @@ func NewView(row store.FailedSend, targets Targets) View {
 		NextAttemptAt: utcPtr(row.NextAttemptAt),
 		DueAt:         utcPtr(row.DueAt),
 		DiscardReason: row.DiscardReason,
+		CancelledBy:   row.CancelledBy,
+		CancelReason:  row.CancelReason,
 		CreatedAt:     row.CreatedAt.UTC(),
 		UpdatedAt:     row.UpdatedAt.UTC(),
 		Properties:    row.Properties,
@@ -207,6 +213,10 @@ func WriteDetail(w io.Writer, r store.FailedSend, now time.Time, targets Targets
 	line("Updated", timeAndRelative(&r.UpdatedAt, now))
 	if r.DiscardReason != nil {
 		line("Discard reason", oneLine(*r.DiscardReason))
+	}
+	if r.CancelledBy != nil {
+		line("Cancelled by", oneLine(*r.CancelledBy))
+		line("Cancel reason", orDash(oneLine(deref(r.CancelReason))))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -189,7 +189,7 @@ func TestOperatorCommands(t *testing.T) {
 	}
 
 	require.NoError(t, op.Retry(ctx, []int64{1, 3, 99}))
-	require.Equal(t, "retried 1 row: 1\nunchanged (delivered already, or no such row): 3, 99\n", out.String())
+	require.Equal(t, "retried 1 row: 1\nunchanged (delivered or cancelled already, or no such row): 3, 99\n", out.String())
 	require.Equal(t, []store.FailedStatus{"pending", "dead", "delivered", "pending", "pending"},
 		[]store.FailedStatus{status(1), status(2), status(3), status(4), status(5)})
 

@@ -82,6 +82,16 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	if opts.delay > 0 {
+		// Every escalation of this URL is due delay after a notification: one the
+		// consumer would reject is refused now, with its reason.
+		now := in.deps.Now()
+		if rej := in.limits.Check(now.Add(opts.delay), now); rej != nil {
+			in.metrics.requests.WithLabelValues("alertmanager", string(rej.Reason)).Inc()
+			writeError(w, http.StatusBadRequest, string(rej.Reason), fmt.Sprintf("delay=%s: %s", opts.delay, rej.Detail))
+			return
+		}
+	}
 	var n Notification
 	if !decodeJSON(w, r, &n, false) {
 		in.metrics.requests.WithLabelValues("alertmanager", "bad_json").Inc()

@@ -3,6 +3,7 @@ package ingress
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -67,8 +68,9 @@ type CancelResponse struct {
 	Detail string `json:"detail"`
 }
 
-// publish serves POST /api/v1/alerts: the alert is checked as the consumer would check
-// it, stored in RocketMQ, and answered 202 with its id and due time.
+// publish serves POST /api/v1/alerts: the alert is checked as the producer and the
+// consumer would check it (400 with their reason), stored in RocketMQ, and answered 202
+// with its id and due time.
 func (in *Ingress) publish(w http.ResponseWriter, r *http.Request) {
 	var req PublishRequest
 	if !decodeJSON(w, r, &req, true) {
@@ -91,8 +93,8 @@ func (in *Ingress) publish(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, PublishResponse{ID: res.ID, Target: pub.Target, Due: res.DeliverAt.UTC()})
 }
 
-// publication turns req into a publication, or says why the consumer would reject it:
-// its reason (a scheduler.RejectReason, or bad_request) and what is wrong.
+// publication turns req into a publication, or says why the producer or the consumer
+// would refuse it: its reason (a scheduler.RejectReason) and what is wrong.
 func (in *Ingress) publication(req PublishRequest) (scheduler.Publication, string, error) {
 	bad := func(reason scheduler.RejectReason, format string, args ...any) (scheduler.Publication, string, error) {
 		return scheduler.Publication{}, string(reason), fmt.Errorf(format, args...)
@@ -125,16 +127,8 @@ func (in *Ingress) publication(req PublishRequest) (scheduler.Publication, strin
 	default:
 		return bad(scheduler.RejectMissingDue, "give in (a delay) or at (a due time)")
 	}
-	if pub.At.Sub(now) > in.cfg.Scheduler.Horizon {
-		return bad(scheduler.RejectBeyondHorizon, "due at %s, more than %s ahead (scheduler.horizon)", pub.At.UTC().Format(time.RFC3339), in.cfg.Scheduler.Horizon)
-	}
-	if pub.ID != "" {
-		if err := scheduler.CheckID(pub.ID); err != nil {
-			return bad(scheduler.RejectBadID, "%v", err)
-		}
-	}
 	if t.Channel() == config.KindTopic {
-		return in.topicPublication(pub, req, topic.Target{TopicTarget: *t.Topic, Target: req.Target})
+		return in.topicPublication(pub, req, topic.Target{TopicTarget: *t.Topic, Target: req.Target}, now)
 	}
 	if req.Tag != "" || len(req.Keys) > 0 || len(req.Properties) > 0 || req.Topic != "" || req.BodyBase64 != "" {
 		return bad(scheduler.RejectBadBody, "tag, keys, properties, topic and bodyBase64 are for topic targets; %q is a robot group", req.Target)
@@ -161,11 +155,20 @@ func (in *Ingress) publication(req PublishRequest) (scheduler.Publication, strin
 	if err := in.deps.Chat.Check(req.Target, pub.Body); err != nil {
 		return bad(scheduler.RejectBadBody, "%v", err)
 	}
+	return in.check(pub, now)
+}
+
+// check refuses pub as the producer and the consumer would (scheduler.Publication.Check,
+// with the configuration's horizon and dedupe window), in their reasons and words.
+func (in *Ingress) check(pub scheduler.Publication, now time.Time) (scheduler.Publication, string, error) {
+	if rej := pub.Check(now, in.limits); rej != nil {
+		return scheduler.Publication{}, string(rej.Reason), errors.New(rej.Detail)
+	}
 	return pub, "", nil
 }
 
 // topicPublication completes pub for the topic target t.
-func (in *Ingress) topicPublication(pub scheduler.Publication, req PublishRequest, t topic.Target) (scheduler.Publication, string, error) {
+func (in *Ingress) topicPublication(pub scheduler.Publication, req PublishRequest, t topic.Target, now time.Time) (scheduler.Publication, string, error) {
 	bad := func(reason scheduler.RejectReason, format string, args ...any) (scheduler.Publication, string, error) {
 		return scheduler.Publication{}, string(reason), fmt.Errorf(format, args...)
 	}
@@ -196,7 +199,7 @@ func (in *Ingress) topicPublication(pub scheduler.Publication, req PublishReques
 	if _, err := t.Resolve(pub.ID, props); err != nil {
 		return bad(scheduler.RejectDestination, "%v", err)
 	}
-	return pub, "", nil
+	return in.check(pub, now)
 }
 
 // given counts the true ones.

@@ -5,10 +5,10 @@
 // producer and wire contract as any producer), or cancelled in Redis.
 //
 // Its files: ingress.go (the handler, the ingest token, JSON answers), api.go (the
-// publish API: a request checked as the consumer would check the message, with the same
-// reasons), alertmanager.go (the receiver: notifications rendered and published at once,
-// or, with ?delay=, a group's delayed escalation that a later notification replaces and
-// a resolve cancels), render.go (the notification as a template's data, the built-in
+// publish API: a request refused as the producer and the consumer would refuse the
+// message, scheduler.Publication.Check, with their reasons), alertmanager.go (the
+// receiver: notifications rendered and published at once, or, with ?delay=, a group's
+// delayed escalation that a later notification replaces and a resolve cancels), render.go (the notification as a template's data, the built-in
 // template in templates/, mentions), metrics.go.
 //
 // It must not send to DingTalk or a business topic itself: everything goes through the

@@ -29,10 +29,10 @@ type Publisher interface {
 	Publish(ctx context.Context, pub scheduler.Publication) (scheduler.Published, error)
 }
 
-// Wheel cancels alerts and reads done markers; *store.WheelStage implements it.
+// Wheel cancels alerts; failed.Canceller implements it (wherever the alert is), and
+// *store.WheelStage (in the wheel stage only).
 type Wheel interface {
 	Cancel(ctx context.Context, id string) (store.CancelResult, error)
-	IsDelivered(ctx context.Context, id string) (bool, error)
 }
 
 // Escalations keep the state of delayed Alertmanager groups; *store.Escalations
@@ -66,6 +66,7 @@ type Chat interface {
 // Ingress serves the HTTP ways in.
 type Ingress struct {
 	cfg       config.Config
+	limits    scheduler.DueLimits // the consumer's, from cfg
 	deps      Deps
 	renderers map[string]*renderer // robot groups' Alertmanager rendering
 	metrics   *Metrics
@@ -100,7 +101,8 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, metrics: metrics}
+	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, metrics: metrics,
+		limits: scheduler.DueLimits{Horizon: cfg.Scheduler.Horizon, Dedupe: cfg.Scheduler.DoneTTL}}
 	in.deps.Logger = deps.Logger.With("component", "ingress")
 	return in, nil
 }

@@ -4,18 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
 	"github.com/rocketdelay/rocketdelay/notify"
@@ -31,16 +35,19 @@ func TestMain(m *testing.M) {
 
 const ingestToken = "ingest-token-for-the-tests-0123"
 
-// site is an Ingress on the local broker and Redis: it publishes to a topic of its own,
-// which a consumer reads back (by RD_ID), and cancels in a wheel stage of its own.
+// site is an Ingress on the local broker, Redis and Postgres: it publishes to a topic of
+// its own, which a consumer reads back (by RD_ID), and cancels in a wheel stage and a
+// failed_sends table of its own, as the service does (failed.Canceller).
 type site struct {
 	t        *testing.T
 	srv      *httptest.Server
 	ws       *store.WheelStage
+	fs       *store.FailedSends
 	stored   *sinktest.Sink
 	cfg      config.Config
 	now      time.Time
 	escalate *store.Escalations
+	metrics  *Metrics
 }
 
 func newSite(t *testing.T, token config.Secret) *site {
@@ -63,15 +70,24 @@ func newSite(t *testing.T, token config.Secret) *site {
 	cfg.Ingress.Token = token
 	cfg = cfg.WithDefaults()
 	cfg.Ingress.MaxBody = 64 << 10
-	s := &site{t: t, ws: ws, stored: stored, cfg: cfg, now: time.Now(), escalate: store.NewEscalations(rdb, prefix, time.Hour)}
+	_, fs := testenv.FailedSends(t)
+	s := &site{t: t, ws: ws, fs: fs, stored: stored, cfg: cfg, now: time.Now(), escalate: store.NewEscalations(rdb, prefix, time.Hour), metrics: NewMetrics(nil)}
+	cancels := failed.Canceller{Stage: ws, Rows: fs, Note: store.CancelNote{By: "ingress"}}
 	chat, err := notify.New(notify.Options{Targets: map[string]notify.Target{
 		"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
-	in, err := New(cfg, Deps{Publisher: p, Wheel: ws, Escalations: s.escalate, Chat: chat, Logger: testenv.Logger(), Now: time.Now}, NewMetrics(nil))
+	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Escalations: s.escalate, Chat: chat, Logger: testenv.Logger(), Now: time.Now}, s.metrics)
 	require.NoError(t, err)
 	s.srv = httptest.NewServer(in.Handler())
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// with returns s for the subtest t: its requests fail t, not the test that made s.
+func (s *site) with(t *testing.T) *site {
+	c := *s
+	c.t = t
+	return &c
 }
 
 // do sends a request with the ingest token (unless auth is given) and returns the status
@@ -190,8 +206,8 @@ func TestIngestTokenIsRequired(t *testing.T) {
 	require.Contains(t, out["error"], "set ingress.token")
 }
 
-// DELETE stops an alert waiting in the wheel stage or still on its way (200), and says
-// when it is too late (409).
+// DELETE stops an alert waiting in the wheel stage, still on its way, or waiting in
+// failed_sends after its send failed (200), and says when it is too late (409).
 func TestCancelAPI(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken)
@@ -201,20 +217,27 @@ func TestCancelAPI(t *testing.T) {
 	got, err := s.ws.Claim(ctx, []string{"in-flight"}, "claimer")
 	require.NoError(t, err)
 	require.Len(t, got.Entries, 1)
-	_, err = s.ws.Put(ctx, store.Entry{ID: "waiting", Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
-	require.NoError(t, err)
+	for _, id := range []string{"waiting", "team/a/waiting"} {
+		_, err = s.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
+		require.NoError(t, err)
+	}
 	require.NoError(t, s.ws.MarkDelivered(ctx, "sent"))
+	_, err = s.fs.Record(ctx, store.NewFailedSend{MessageID: "failed", Target: "ops", Payload: []byte("x"),
+		ErrorClass: "transient", NextAttemptAt: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
 
 	for id, want := range map[string]struct {
 		code   int
 		result string
 	}{
-		"waiting":   {http.StatusOK, "removed"},
-		"hopping":   {http.StatusOK, "tombstoned"},
-		"in-flight": {http.StatusConflict, "too_late"},
-		"sent":      {http.StatusConflict, "already_delivered"},
+		"waiting":        {http.StatusOK, "removed"},
+		"team/a/waiting": {http.StatusOK, "removed"}, // an id is one path segment, escaped
+		"hopping":        {http.StatusOK, "tombstoned"},
+		"in-flight":      {http.StatusConflict, "too_late"},
+		"sent":           {http.StatusConflict, "already_delivered"},
+		"failed":         {http.StatusOK, "cancelled"},
 	} {
-		code, out := s.do("DELETE", AlertsPath+"/"+id, nil)
+		code, out := s.do("DELETE", AlertsPath+"/"+url.PathEscape(id), nil)
 		require.Equal(t, want.code, code, "%s: %v", id, out)
 		require.Equal(t, want.result, out["result"], id)
 		require.NotEmpty(t, out["detail"])
@@ -222,4 +245,103 @@ func TestCancelAPI(t *testing.T) {
 	cancelled, err := s.ws.IsCancelled(ctx, "hopping")
 	require.NoError(t, err)
 	require.True(t, cancelled)
+}
+
+// What the producer or the consumer would refuse, the HTTP ways in refuse at once: a 400
+// with the consumer's reason and the words the producer and consumer use, and nothing
+// reaches the topic. A permanent refusal is never "send it again" (a 503 that a client
+// obeying it retries forever), nor a 2xx followed by a rejected row in failed_sends.
+func TestPublishRefusesWhatTheSchedulerWouldReject(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken)
+	order := func(id string, set map[string]any) map[string]any {
+		b := map[string]any{"target": "orders", "in": "1m", "id": id, "text": "x"}
+		for k, v := range set {
+			b[k] = v
+		}
+		return b
+	}
+	props := func(k, v string) map[string]any { return map[string]any{"properties": map[string]string{k: v}} }
+	horizon, doneTTL := s.cfg.Scheduler.Horizon, s.cfg.Scheduler.DoneTTL
+	far := (horizon + time.Hour).String()
+	g := group{target: "ops", receiver: "dingtalk-ops", key: "{}:{alertname=\"TooFar\"}"}
+	firing, resolved := notification(t, "firing", g.key), notification(t, "resolved", g.key)
+	amBody := func(n Notification) []byte {
+		b, err := json.Marshal(n)
+		require.NoError(t, err)
+		return b
+	}
+	cases := []struct {
+		name   string
+		path   string
+		body   any
+		id     string // the RD_ID it would have been published with
+		reason scheduler.RejectReason
+		says   string
+	}{
+		{"rd property", AlertsPath, order("p-rd", props("RD_TARGET", "ops")), "p-rd",
+			scheduler.RejectDestination, `property "RD_TARGET" is reserved (rocketdelay's RD_* or the broker's own)`},
+		{"tags property", AlertsPath, order("p-tags", props("TAGS", "t")), "p-tags",
+			scheduler.RejectDestination, `property "TAGS" is reserved (rocketdelay's RD_* or the broker's own)`},
+		{"keys property", AlertsPath, order("p-keys", props("KEYS", "k")), "p-keys",
+			scheduler.RejectDestination, `property "KEYS" is reserved (rocketdelay's RD_* or the broker's own)`},
+		{"unique key property", AlertsPath, order("p-uniq", props("UNIQ_KEY", "u")), "p-uniq",
+			scheduler.RejectDestination, `property "UNIQ_KEY" is reserved (rocketdelay's RD_* or the broker's own)`},
+		{"delay level property", AlertsPath, order("p-delay", props("DELAY", "3")), "p-delay",
+			scheduler.RejectDestination, `property "DELAY" is reserved (rocketdelay's RD_* or the broker's own)`},
+		{"timer property", AlertsPath, order("p-timer", props("__STARTDELIVERTIME", "1")), "p-timer",
+			scheduler.RejectDestination, `property "__STARTDELIVERTIME" is reserved (rocketdelay's RD_* or the broker's own)`},
+		{"empty key", AlertsPath, order("k-empty", map[string]any{"keys": []string{"order-1", ""}}), "k-empty",
+			scheduler.RejectDestination, `key "" is empty or holds whitespace (keys are separated by spaces)`},
+		{"key with a space", AlertsPath, order("k-space", map[string]any{"keys": []string{"order 1"}}), "k-space",
+			scheduler.RejectDestination, `key "order 1" is empty or holds whitespace (keys are separated by spaces)`},
+		{"empty property name", AlertsPath, order("n-empty", props("", "v")), "n-empty",
+			scheduler.RejectDestination, `property name "" is empty or holds whitespace`},
+		{"blank property name", AlertsPath, order("n-blank", props(" ", "v")), "n-blank",
+			scheduler.RejectDestination, `property name " " is empty or holds whitespace`},
+		{"property value with the separator", AlertsPath, order("v-sep", props("shop", "eu-1\x02RD_TARGET\x01ops")), "v-sep",
+			scheduler.RejectDestination, `property "shop" holds \x01 or \x02, the separators of the broker's property encoding`},
+		{"stale due time", AlertsPath, map[string]any{"target": "ops", "id": "stale-1", "text": "x",
+			"at": time.Now().Add(-doneTTL - time.Hour).UTC().Format(time.RFC3339)}, "stale-1",
+			scheduler.RejectStale, fmt.Sprintf("more than %s ago (scheduler.doneTTL)", doneTTL)},
+		{"stale due time of a topic target", AlertsPath, map[string]any{"target": "orders", "id": "stale-2", "text": "x",
+			"at": time.Now().Add(-doneTTL - time.Hour).UTC().Format(time.RFC3339)}, "stale-2",
+			scheduler.RejectStale, fmt.Sprintf("more than %s ago (scheduler.doneTTL)", doneTTL)},
+		{"delay past the horizon", AlertsPath, map[string]any{"target": "ops", "id": "far-1", "text": "x", "in": far}, "far-1",
+			scheduler.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
+		{"id that is a dot", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": ".", "text": "x"}, ".",
+			scheduler.RejectBadID, `RD_ID "." is not an id: "." and ".." cannot stand in a URL path`},
+		{"id that is two dots", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": "..", "text": "x"}, "..",
+			scheduler.RejectBadID, `RD_ID ".." is not an id: "." and ".." cannot stand in a URL path`},
+		{"alertmanager delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(firing), g.base() + "-1",
+			scheduler.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
+		{"alertmanager resolve with a delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(resolved), g.base() + "-1-resolved",
+			scheduler.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := s.with(t).do("POST", c.path, c.body)
+			require.Equal(t, http.StatusBadRequest, code, "%v", out)
+			require.Equal(t, string(c.reason), out["reason"], "%v", out)
+			require.Contains(t, out["error"], c.says)
+		})
+	}
+	_, ok, err := s.escalate.Get(context.Background(), g.base())
+	require.NoError(t, err)
+	require.False(t, ok, "no escalation was recorded")
+
+	// Nothing was published: the ingress counts no stored publication but the one below,
+	// and the topic holds none of the ids above once an alert published after them (due
+	// an hour ago: late, not stale) has arrived.
+	code, out := s.do("POST", AlertsPath, map[string]any{"target": "ops", "id": "late-not-stale", "text": "x",
+		"at": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)})
+	require.Equal(t, http.StatusAccepted, code, out)
+	s.published("late-not-stale")
+	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.requests.WithLabelValues("publish", "ok")))
+	for _, outcome := range []string{"published", "escalation_scheduled", "escalation_replaced", "resolution_published"} {
+		require.Zero(t, testutil.ToFloat64(s.metrics.requests.WithLabelValues("alertmanager", outcome)), outcome)
+	}
+	for _, c := range cases {
+		require.Zero(t, s.stored.Copies(c.id), "%s: %s reached the topic", c.name, c.id)
+	}
 }

@@ -3,11 +3,13 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
@@ -107,4 +109,51 @@ func TestGiveBackAfterABlipLands(t *testing.T) {
 	require.Less(t, at.Sub(due), blip+DefaultRetryDelay+5*time.Second, "waited for the lease instead of the give-back")
 	h.settle([]string{"cut-give-back"}, m)
 	require.Equal(t, 1, h.rec.count("cut-give-back"))
+}
+
+// An adopt whose reply is lost (the connection cut after the script ran; the client
+// does not retry by itself here) is repeated with the same token: the alerts it adopted
+// are handed off at once, not left in flight under a claim nobody knows of until the
+// lease runs out.
+func TestAdoptAfterALostReply(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	due := time.Now().Add(-time.Second)
+	ids := []string{"lost-adopt-1", "lost-adopt-2", "lost-adopt-3"}
+	var parked []store.Parked
+	for _, id := range ids {
+		_, err := h.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: due, Body: []byte("x")})
+		require.NoError(t, err)
+		c, err := h.ws.Claim(ctx, []string{id}, "parker")
+		require.NoError(t, err)
+		require.Len(t, c.Entries, 1)
+		parked = append(parked, store.Parked{Claim: c.Entries[0].Claim(), DueAt: due})
+	}
+	_, err := h.ws.Park(ctx, "ops", time.Minute, parked...)
+	require.NoError(t, err)
+
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	require.NoError(t, err)
+	proxy := testenv.StartProxy(t, opts.Addr)
+	opts.Addr, opts.MaxRetries = proxy.Addr(), -1
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	const lease = 30 * time.Second
+	a, err := New(h.options("lost-adopt"), store.NewWheelStage(rdb, h.prefix, store.WheelStageOptions{Lease: lease}), h.rec,
+		discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	require.NoError(t, err)
+	require.NoError(t, a.Start(ctx))
+	t.Cleanup(func() { stop(t, a) })
+
+	proxy.DropReply(func(req []byte) bool { return strings.Contains(string(req), h.prefix+"}:adopt:") })
+	adopted, left, err := a.Adopt(ctx, "ops", 10)
+	require.NoError(t, err)
+	require.Equal(t, 3, adopted, "the repeat returns what the lost adopt took")
+	require.Zero(t, left)
+	h.rec.waitAll(t, ids, 20*time.Second) // well within the lease
+	for _, id := range ids {
+		require.Equal(t, 1, h.rec.count(id), id)
+	}
 }

@@ -73,7 +73,9 @@ const (
 	RejectBadID         RejectReason = "bad_id"
 	RejectBadBody       RejectReason = "bad_body"
 	// RejectDestination is a message for a topic target that asks for a destination the
-	// target does not allow (RD_TOPIC outside its allowlist, overrides it does not allow).
+	// target does not allow (RD_TOPIC outside its allowlist, overrides it does not allow),
+	// or, refused by the producer before it is sent, keys or properties a message cannot
+	// carry (see Publication.Check).
 	RejectDestination RejectReason = "bad_destination"
 	// RejectStale is an alert due longer ago than the dedupe window (config
 	// scheduler.doneTTL): its done marker, if it was delivered, is gone, so a copy of it
@@ -161,13 +163,11 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 	if _, err := ParsePriority(msg.GetProperty(PropPriority)); err != nil {
 		return a, reject(RejectBadPriority, "%v", err)
 	}
-	if at.Sub(now) > rules.horizon {
-		return a, reject(RejectBeyondHorizon, "due at %s, more than %s ahead (scheduler.horizon)",
-			at.UTC().Format(time.RFC3339), rules.horizon)
-	}
-	if rules.dedupe > 0 && now.Sub(at) > rules.dedupe {
-		return a, reject(RejectStale, "due at %s, more than %s ago (scheduler.doneTTL): if it was delivered its done marker "+
-			"has expired, so this copy is not sent; retry the row to send it anyway", at.UTC().Format(time.RFC3339), rules.dedupe)
+	if rej := (DueLimits{Horizon: rules.horizon, Dedupe: rules.dedupe}).Check(at, now); rej != nil {
+		if rej.Reason == RejectStale {
+			rej.Detail += "; retry the row to send it anyway"
+		}
+		return a, rej
 	}
 	if t, ok := rules.topics[a.Target]; ok {
 		// A topic target's body is any bytes; where it goes is decided now, so a
@@ -187,6 +187,31 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 		a.Props = map[string]string{PropPriority: p} // a chat alert keeps only its priority
 	}
 	return a, nil
+}
+
+// DueLimits bound an alert's due time as the consumer checks it on every receipt
+// (config scheduler.horizon and scheduler.doneTTL); the HTTP ways in check them before
+// they publish.
+type DueLimits struct {
+	// Horizon is how far ahead a due time may be. 0: any.
+	Horizon time.Duration
+	// Dedupe is the dedupe window (config scheduler.doneTTL): an alert due longer ago
+	// than this is stale. 0: none is.
+	Dedupe time.Duration
+}
+
+// Check says why an alert due at, received at now, is rejected: due beyond the horizon,
+// or stale; nil when it is neither.
+func (l DueLimits) Check(at, now time.Time) *Rejection {
+	if l.Horizon > 0 && at.Sub(now) > l.Horizon {
+		return reject(RejectBeyondHorizon, "due at %s, more than %s ahead (scheduler.horizon)",
+			at.UTC().Format(time.RFC3339), l.Horizon)
+	}
+	if l.Dedupe > 0 && now.Sub(at) > l.Dedupe {
+		return reject(RejectStale, "due at %s, more than %s ago (scheduler.doneTTL): if it was delivered its done marker "+
+			"has expired, so this copy is not sent", at.UTC().Format(time.RFC3339), l.Dedupe)
+	}
+	return nil
 }
 
 // storedProps are the properties of a topic target's message that its delivery needs:
@@ -247,10 +272,15 @@ func messageID(msg *primitive.MessageExt) string {
 }
 
 // CheckID says what is wrong with an RD_ID, nil when nothing is: at most MaxIDLength
-// printable characters without spaces.
+// printable characters without spaces, and not "." or "..", the two ids that cannot
+// round-trip through a URL path segment (the cancel endpoints and the console's pages
+// carry ids there, escaped; "." and ".." would be resolved away).
 func CheckID(id string) error {
 	if len(id) > MaxIDLength || !printable(id) {
 		return fmt.Errorf("%s must be at most %d printable characters without spaces", PropID, MaxIDLength)
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf(`%s %q is not an id: "." and ".." cannot stand in a URL path`, PropID, id)
 	}
 	return nil
 }

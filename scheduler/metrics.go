@@ -124,7 +124,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.storeRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rocketdelay_wheel_stage_retries_total",
-		Help: "Wheel-stage writes tried again while Redis could not be reached (claim, release, give_back), instead of leaving the entry to its lease.",
+		Help: "Wheel-stage writes tried again while Redis could not be reached (claim, sweep, adopt, release, give_back), instead of leaving the entry to its lease.",
 	}, []string{"op"})
 	m.clockOffset = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "rocketdelay_clock_offset_seconds",

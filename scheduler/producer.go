@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +95,8 @@ type Publication struct {
 	// Body is the target platform's message JSON object or plain text for a robot group;
 	// any bytes for a topic target (Raw).
 	Body []byte
+	// Priority is the alert's priority (RD_PRIORITY), one of Priorities; "" is normal.
+	Priority string
 
 	// The fields below are for topic targets: setting any of them makes the publication
 	// Raw.
@@ -126,41 +129,82 @@ type Published struct {
 	MsgID     string
 }
 
-// Publish sends one alert. It checks what the scheduler would reject (missing target,
-// invalid body for a robot group, bad id, reserved property names) before sending. A
-// send the broker refused for a moment (busy, flow control), did not answer in time, or
-// answered with a status other than SEND_OK is sent again, the same RD_ID, up to
-// publishAttempts sends; the error is the last one's.
-func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, error) {
+// Check says why pub, published at now, would be refused, in the consumer's reasons: by
+// Publish (no target, a due time and a delay, a negative delay, a bad priority, a bad id,
+// keys or properties a message cannot carry), or by the consumer on receipt, for a due
+// time outside limits (the zero DueLimits checks none). Every way in calls it before it
+// publishes; nil means none refuses it. The body of an alert for a chat target is
+// checked by its platform (ProducerOptions.CheckBody), which Check does not know.
+func (pub Publication) Check(now time.Time, limits DueLimits) *Rejection {
 	if pub.Target == "" {
-		return Published{}, errors.New("scheduler: publish: a target is required")
+		return reject(RejectMissingTarget, "a target is required")
 	}
 	if !pub.At.IsZero() && pub.In != 0 {
-		return Published{}, errors.New("scheduler: publish: give a due time or a delay, not both")
+		return reject(RejectBadDue, "give a due time or a delay, not both")
 	}
 	if pub.In < 0 {
-		return Published{}, fmt.Errorf("scheduler: publish: negative delay %s", pub.In)
+		return reject(RejectBadDue, "negative delay %s", pub.In)
+	}
+	if _, err := ParsePriority(pub.Priority); err != nil {
+		return reject(RejectBadPriority, "%v", err)
+	}
+	if pub.ID != "" { // Publish makes one up
+		if err := CheckID(pub.ID); err != nil {
+			return reject(RejectBadID, "%v", err)
+		}
+	}
+	if separated(pub.Tag) {
+		return reject(RejectDestination, "tag %q holds %s", pub.Tag, separators)
+	}
+	for _, k := range pub.Keys {
+		switch {
+		case k == "" || strings.ContainsFunc(k, unicode.IsSpace):
+			return reject(RejectDestination, "key %q is empty or holds whitespace (keys are separated by spaces)", k)
+		case separated(k):
+			return reject(RejectDestination, "key %q holds %s", k, separators)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(pub.Properties)) {
+		switch {
+		case k == "" || strings.ContainsFunc(k, unicode.IsSpace):
+			return reject(RejectDestination, "property name %q is empty or holds whitespace", k)
+		case strings.HasPrefix(k, "RD_") || topic.SystemProperty(k) || k == primitive.PropertyTags || k == primitive.PropertyKeys:
+			return reject(RejectDestination, "property %q is reserved (rocketdelay's RD_* or the broker's own)", k)
+		case separated(k) || separated(pub.Properties[k]):
+			return reject(RejectDestination, "property %q holds %s", k, separators)
+		}
+	}
+	at := pub.At
+	if at.IsZero() {
+		at = now.Add(pub.In)
+	}
+	return limits.Check(at, now)
+}
+
+// separators are the characters the broker's encoding of a message's properties
+// separates names, values and properties with: a value holding one would be read back as
+// other properties (another RD_TARGET, another RD_ID).
+const separators = `\x01 or \x02, the separators of the broker's property encoding`
+
+// separated reports whether s holds one of the separators.
+func separated(s string) bool { return strings.ContainsAny(s, "\x01\x02") }
+
+// Publish sends one alert. It refuses what Check refuses (with the zero DueLimits),
+// before sending: the error wraps the *Rejection. A send the broker refused for a moment
+// (busy, flow control), did not answer in time, or answered with a status other than
+// SEND_OK is sent again, the same RD_ID, up to publishAttempts sends; the error is the
+// last one's.
+func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, error) {
+	if rej := pub.Check(p.now(), DueLimits{}); rej != nil {
+		return Published{}, fmt.Errorf("scheduler: publish: %w", rej)
 	}
 	if !pub.raw() && p.checkBody != nil {
 		if err := p.checkBody(pub.Target, pub.Body); err != nil {
-			return Published{}, fmt.Errorf("scheduler: publish: %w", err)
-		}
-	}
-	for _, k := range pub.Keys {
-		if k == "" || strings.ContainsFunc(k, unicode.IsSpace) {
-			return Published{}, fmt.Errorf("scheduler: publish: key %q is empty or holds whitespace (keys are separated by spaces)", k)
-		}
-	}
-	for k := range pub.Properties {
-		if strings.HasPrefix(k, "RD_") || topic.SystemProperty(k) || k == primitive.PropertyTags || k == primitive.PropertyKeys {
-			return Published{}, fmt.Errorf("scheduler: publish: property %q is reserved (rocketdelay's RD_* or the broker's own)", k)
+			return Published{}, fmt.Errorf("scheduler: publish: %w", reject(RejectBadBody, "%v", err))
 		}
 	}
 	if pub.ID == "" {
 		pub.ID = "rd-" + randomHex(12)
-	}
-	if err := CheckID(pub.ID); err != nil {
-		return Published{}, fmt.Errorf("scheduler: publish: %w", err)
 	}
 	at := pub.At
 	if at.IsZero() {
@@ -171,6 +215,9 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	m.WithProperty(PropDeliverAt, strconv.FormatInt(at.UnixMilli(), 10))
 	m.WithProperty(PropTarget, pub.Target)
 	m.WithProperty(PropID, pub.ID)
+	if pub.Priority != "" {
+		m.WithProperty(PropPriority, pub.Priority)
+	}
 	for k, v := range pub.Properties {
 		m.WithProperty(k, v)
 	}

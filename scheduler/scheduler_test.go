@@ -183,6 +183,7 @@ func TestBadInputsAreRejected(t *testing.T) {
 		{RejectBadBody, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second)}, `{"msgtype":"link","link":{"title":"t","text":"` + strings.Repeat("y", 20001) + `","messageUrl":"u"}}`},
 		{RejectBadBody, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second)}, "\xff\xfe bad utf-8"},
 		{RejectBadID, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second), PropID: "has space"}, "x"},
+		{RejectBadID, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second), PropID: ".."}, "x"},
 	}
 	want := map[RejectReason]float64{}
 	ctx := context.Background()

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"sync"
+
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // Sharing a busy robot group's sends across replicas (notify's share.go): the hand-off
@@ -36,7 +38,15 @@ func (p *handoffPool) adopt(ctx context.Context, target string, limit int, token
 	if a.closed {
 		return 0, 0, nil
 	}
-	c, left, err := p.store.Adopt(ctx, target, limit, token)
+	// Repeated with the same token while Redis cannot be reached: the adopt may have
+	// landed with its reply lost, and a repeat returns what it took.
+	var c store.Claimed
+	var left int
+	err := retryStore(ctx, p.metrics, "adopt", p.store.Lease(), func(ctx context.Context) error {
+		var err error
+		c, left, err = p.store.Adopt(ctx, target, limit, token)
+		return err
+	})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -26,8 +26,11 @@ import (
 //	   │        dead ┘
 //	   └──▶ rejected ──Retry──▶ pending
 //	pending, dead, rejected ──Discard (operator)──▶ discarded ──Retry──▶ pending
+//	pending (not being sent), dead, rejected, discarded ──Cancel (the alert's)──▶ cancelled
 //
-// A delivered row never changes again. The queries live in sql/failed_*.sql.
+// Delivered and cancelled rows never change again, but for a cancelled row found
+// delivered after all (MarkDelivered: delivery is a fact). The queries live in
+// sql/failed_*.sql.
 
 // FailedStatus is the state of a failed_sends row.
 type FailedStatus string
@@ -46,10 +49,13 @@ const (
 	StatusRejected FailedStatus = "rejected"
 	// StatusDiscarded rows were given up by an operator, with a reason.
 	StatusDiscarded FailedStatus = "discarded"
+	// StatusCancelled rows are alerts cancelled while their failed send waited here
+	// (Cancel), noting by whom and why; like delivered rows they never change again.
+	StatusCancelled FailedStatus = "cancelled"
 )
 
 // FailedStatuses lists every status, in the order operators read them.
-var FailedStatuses = []FailedStatus{StatusPending, StatusDead, StatusRejected, StatusDiscarded, StatusDelivered}
+var FailedStatuses = []FailedStatus{StatusPending, StatusDead, StatusRejected, StatusDiscarded, StatusCancelled, StatusDelivered}
 
 // Valid reports whether s is one of the known statuses.
 func (s FailedStatus) Valid() bool {
@@ -98,6 +104,13 @@ type FailedSend struct {
 	// clock). A row whose lease is still running is being sent.
 	ClaimedBy  *string
 	LeaseUntil *time.Time
+	// CancelledBy and CancelReason say who cancelled the alert, and why (nil: no reason
+	// given), once the row is cancelled.
+	CancelledBy  *string
+	CancelReason *string
+	// ConfirmedAt is when the claim that holds the row last confirmed a request (Confirm);
+	// nil when none of its requests may be in flight.
+	ConfirmedAt *time.Time
 }
 
 // NewFailedSend is what Record stores about one alert.
@@ -138,8 +151,8 @@ const (
 	// RecordKept means a pending row for the message id exists already (the same failure,
 	// recorded twice), or for a rejection the same rejection: it was kept as it is.
 	RecordKept
-	// RecordFinal means the alert's row (same message id, same due time) is delivered or
-	// discarded: a final state is never overwritten, so nothing was written. The failure
+	// RecordFinal means the alert's row (same message id, same due time) is delivered,
+	// discarded or cancelled: a final state is never overwritten, so nothing was written. The failure
 	// is a stale copy (a replica that lost its claim, an old redelivery).
 	RecordFinal
 	// RecordOccupied is the result of a rejection whose message id another live row
@@ -245,13 +258,15 @@ var (
 	qDiscard        = query("failed_discard.sql")
 	qStats          = query("failed_stats.sql")
 	qOldestPending  = query("failed_oldest_pending.sql")
+	qCancelRows     = query("failed_cancel_rows.sql")
+	qCancel         = query("failed_cancel.sql")
 )
 
 // Record writes one failed send or rejected input, and says how (RecordResult). A
 // failed send: a new row; a live row of an earlier episode of the same MessageID (dead
 // or rejected) replaced, so a new failure is never swallowed by an old row; a pending
-// row for the MessageID (the same failure recorded twice) kept as it is; a delivered or
-// discarded row of the same alert (same DueAt) left alone, since a final state is never
+// row for the MessageID (the same failure recorded twice) kept as it is; a delivered,
+// discarded or cancelled row of the same alert (same DueAt) left alone, since a final state is never
 // overwritten (RecordFinal). A rejected input: a new row, or the same rejection kept,
 // or, when another live row holds the MessageID, nothing (RecordOccupied): it never
 // overwrites another row. Text that Postgres cannot store (NUL bytes, invalid UTF-8) is
@@ -343,7 +358,9 @@ func (s *FailedSends) ClaimDue(ctx context.Context, limit int, token string) ([]
 // holds row id, and renews its lease. partsSent is how many leading parts of a split
 // alert were delivered before the request; they are noted whoever holds the row (never
 // lowered). It returns an error wrapping ErrNotHeld when another claim took the row
-// over, or it was settled or discarded meanwhile: the caller must not send it.
+// over, or it was settled, discarded or cancelled meanwhile: the caller must not send it.
+// A confirm and a Cancel of the row serialize on its lock: once Confirm returned nil, a
+// Cancel answers CancelTooLate until the claim settles the row.
 func (s *FailedSends) Confirm(ctx context.Context, id int64, token string, partsSent int) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -500,8 +517,8 @@ func (s *FailedSends) ByMessageID(ctx context.Context, id string) ([]FailedSend,
 }
 
 // Retry makes the rows ids pending and due now, for the retry job to send again. Rows
-// that are pending, dead, rejected or discarded change; delivered rows and unknown ids
-// do not. Attempts, error class and last error stay as history, so a row that had used
+// that are pending, dead, rejected or discarded change; delivered and cancelled rows and
+// unknown ids do not. Attempts, error class and last error stay as history, so a row that had used
 // up its attempts or age gets exactly one more attempt. It returns the ids that changed,
 // in ascending order.
 func (s *FailedSends) Retry(ctx context.Context, ids []int64) ([]int64, error) {
@@ -523,8 +540,8 @@ func (s *FailedSends) RetryWhere(ctx context.Context, status FailedStatus, targe
 }
 
 // Discard gives up on the rows ids for reason: rows that are pending, dead or rejected
-// become discarded and the retry job leaves them alone; delivered and discarded rows and
-// unknown ids do not change. It returns the ids that changed, in ascending order.
+// become discarded and the retry job leaves them alone; delivered, cancelled and
+// discarded rows and unknown ids do not change. It returns the ids that changed, in ascending order.
 func (s *FailedSends) Discard(ctx context.Context, ids []int64, reason string) ([]int64, error) {
 	if strings.TrimSpace(reason) == "" {
 		return nil, fmt.Errorf("store: discard failed sends: %w: a reason is required", ErrInvalid)
@@ -533,6 +550,99 @@ func (s *FailedSends) Discard(ctx context.Context, ids []int64, reason string) (
 		return nil, nil
 	}
 	return s.collectIDs(ctx, "discard failed sends", qDiscard, ids, reason)
+}
+
+// CancelNote says who cancelled an alert and why; a cancelled failed_sends row keeps it.
+type CancelNote struct {
+	// By names who cancelled: a way in ("api", "alertmanager", "console") or a person.
+	// Required.
+	By string
+	// Reason says why; "" when none was given.
+	Reason string
+}
+
+// RowsCancel is what Cancel found among the rows of an RD_ID, and did.
+type RowsCancel struct {
+	// Result is CancelRowCancelled when rows were cancelled (now, or by an earlier
+	// cancel: the answer is the same for a repeat), CancelTooLate when the retry job
+	// confirmed a request of its live row that may be in flight (nothing changed), or
+	// CancelAlreadyDelivered when its newest row was delivered (nothing changed). It is 0
+	// when the RD_ID has no row.
+	Result CancelResult
+	// IDs are the rows Result is about, ascending.
+	IDs []int64
+}
+
+// Cancel cancels the rows of the alert id (its RD_ID) that could still be sent, by the
+// retry job or an operator's retry: pending, dead, rejected and discarded rows become
+// cancelled, noting note, and never change again. A pending row whose send the retry
+// job confirmed (Confirm) is left alone, as its request may be in flight: Cancel and
+// Confirm lock the row, so whichever commits first wins, and the other says so (Confirm
+// fails with ErrNotHeld; Cancel answers CancelTooLate). An error wrapping
+// ErrUnavailable means Postgres could not be reached and nothing changed: try again.
+func (s *FailedSends) Cancel(ctx context.Context, id string, note CancelNote) (RowsCancel, error) {
+	if strings.TrimSpace(note.By) == "" {
+		return RowsCancel{}, fmt.Errorf("store: cancel failed sends of %q: %w: who cancels is required", id, ErrInvalid)
+	}
+	var reason *string
+	if r := strings.TrimSpace(note.Reason); r != "" {
+		r = storableText(r)
+		reason = &r
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var out RowsCancel
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		out = RowsCancel{}
+		rows, err := tx.Query(ctx, qCancelRows, id)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			id      int64
+			status  FailedStatus
+			sending bool
+		}
+		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+			var x row
+			err := r.Scan(&x.id, &x.status, &x.sending)
+			return x, err
+		})
+		if err != nil {
+			return err
+		}
+		var open []int64
+		for _, r := range found {
+			switch {
+			case r.sending:
+				out = RowsCancel{Result: CancelTooLate, IDs: []int64{r.id}}
+				return nil // its request may be in flight: change nothing
+			case r.status != StatusDelivered && r.status != StatusCancelled:
+				open = append(open, r.id)
+			}
+		}
+		if len(open) > 0 {
+			if _, err := tx.Exec(ctx, qCancel, open, storableText(note.By), reason); err != nil {
+				return err
+			}
+			out = RowsCancel{Result: CancelRowCancelled, IDs: open}
+			return nil
+		}
+		if len(found) > 0 {
+			newest := found[len(found)-1]
+			switch newest.status {
+			case StatusDelivered:
+				out = RowsCancel{Result: CancelAlreadyDelivered, IDs: []int64{newest.id}}
+			case StatusCancelled:
+				out = RowsCancel{Result: CancelRowCancelled, IDs: []int64{newest.id}}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return RowsCancel{}, pgErr(ctx, "cancel failed sends of "+id, err)
+	}
+	return out, nil
 }
 
 // Stats counts the rows by status, target and error class, and finds the oldest pending
@@ -591,7 +701,8 @@ func scanFailedSend(row pgx.CollectableRow) (FailedSend, error) {
 	var status string
 	err := row.Scan(&f.ID, &f.MessageID, &f.Target, &f.Payload, &f.Properties, &f.DueAt, &status,
 		&f.ErrorClass, &f.LastError, &f.HTTPStatus, &f.Errcode, &f.Attempts, &f.NextAttemptAt,
-		&f.DiscardReason, &f.CreatedAt, &f.UpdatedAt, &f.PartsSent, &f.ClaimedBy, &f.LeaseUntil)
+		&f.DiscardReason, &f.CreatedAt, &f.UpdatedAt, &f.PartsSent, &f.ClaimedBy, &f.LeaseUntil,
+		&f.CancelledBy, &f.CancelReason, &f.ConfirmedAt)
 	f.Status = FailedStatus(status)
 	if f.Properties == nil {
 		f.Properties = map[string]string{}

@@ -588,3 +588,98 @@ func TestFailedSendsBoundsEveryCall(t *testing.T) {
 		}
 	}
 }
+
+// Cancel cancels the rows of an RD_ID that could still be sent, noting who and why; it
+// leaves a row alone once the retry job confirmed its request (too late), and a confirm
+// after the cancel fails. A cancelled row is final: a stale re-record of the same alert,
+// an operator's retry or discard, and a repeated cancel change nothing.
+func TestFailedSendsCancel(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	note := store.CancelNote{By: "console", Reason: "order was paid"}
+	due := time.Now().Truncate(time.Millisecond)
+	pending := record(t, fs, store.NewFailedSend{MessageID: "c-pending", Target: "ops", DueAt: &due, NextAttemptAt: time.Now()})
+
+	// Claimed but not confirmed yet: the cancel wins, and the claim cannot send it.
+	claimed, err := fs.ClaimDue(ctx, 10, "job-1")
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	got, err := fs.Cancel(ctx, "c-pending", note)
+	require.NoError(t, err)
+	require.Equal(t, store.RowsCancel{Result: store.CancelRowCancelled, IDs: []int64{pending}}, got)
+	require.ErrorIs(t, fs.Confirm(ctx, pending, "job-1", 0), store.ErrNotHeld)
+	require.ErrorIs(t, fs.MarkRetry(ctx, pending, "job-1", 1, time.Minute, store.FailedAttempt{Class: "transient"}), store.ErrNotHeld)
+	row, err := fs.Get(ctx, pending)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusCancelled, row.Status)
+	require.Equal(t, "console", *row.CancelledBy)
+	require.Equal(t, "order was paid", *row.CancelReason)
+	require.Nil(t, row.ClaimedBy)
+	require.Nil(t, row.NextAttemptAt)
+
+	res, err := fs.Record(ctx, store.NewFailedSend{MessageID: "c-pending", Target: "ops", DueAt: &due, ErrorClass: "transient"})
+	require.NoError(t, err)
+	require.Equal(t, store.RecordFinal, res, "a stale copy of a cancelled alert is not recorded again")
+	changed, err := fs.Retry(ctx, []int64{pending})
+	require.NoError(t, err)
+	require.Empty(t, changed)
+	changed, err = fs.Discard(ctx, []int64{pending}, "x")
+	require.NoError(t, err)
+	require.Empty(t, changed)
+	got, err = fs.Cancel(ctx, "c-pending", store.CancelNote{By: "someone else"})
+	require.NoError(t, err)
+	require.Equal(t, store.CancelRowCancelled, got.Result, "a repeat answers the same")
+	row, err = fs.Get(ctx, pending)
+	require.NoError(t, err)
+	require.Equal(t, "console", *row.CancelledBy, "and changes nothing")
+
+	// Confirmed: its request may be in flight, so the cancel is too late, until the claim
+	// settles the row.
+	sending := record(t, fs, store.NewFailedSend{MessageID: "c-sending", Target: "ops", NextAttemptAt: time.Now()})
+	claimed, err = fs.ClaimDue(ctx, 10, "job-2")
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NoError(t, fs.Confirm(ctx, sending, "job-2", 0))
+	got, err = fs.Cancel(ctx, "c-sending", note)
+	require.NoError(t, err)
+	require.Equal(t, store.RowsCancel{Result: store.CancelTooLate, IDs: []int64{sending}}, got)
+	row, err = fs.Get(ctx, sending)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, row.Status, "nothing changed")
+	require.NotNil(t, row.ConfirmedAt)
+	require.NoError(t, fs.MarkRetry(ctx, sending, "job-2", 1, time.Hour, store.FailedAttempt{Class: "transient"}))
+	got, err = fs.Cancel(ctx, "c-sending", note)
+	require.NoError(t, err)
+	require.Equal(t, store.CancelRowCancelled, got.Result, "settled, the row can be cancelled again")
+
+	// Dead, rejected and discarded rows could still be sent by an operator's retry.
+	for _, id := range []string{"c-dead", "c-rejected", "c-discarded"} {
+		n := record(t, fs, store.NewFailedSend{MessageID: id, Target: "ops", Rejected: id == "c-rejected", NextAttemptAt: time.Now()})
+		switch id {
+		case "c-dead":
+			claimed, err := fs.ClaimDue(ctx, 10, "job-3")
+			require.NoError(t, err)
+			require.Len(t, claimed, 1)
+			require.NoError(t, fs.MarkDead(ctx, n, "job-3", 20, store.FailedAttempt{Class: "transient"}))
+		case "c-discarded":
+			_, err := fs.Discard(ctx, []int64{n}, "noise")
+			require.NoError(t, err)
+		}
+		got, err := fs.Cancel(ctx, id, note)
+		require.NoError(t, err)
+		require.Equal(t, store.RowsCancel{Result: store.CancelRowCancelled, IDs: []int64{n}}, got, id)
+	}
+
+	// Delivered by the retry job: already delivered; no row at all: nothing.
+	delivered := record(t, fs, store.NewFailedSend{MessageID: "c-delivered", Target: "ops", NextAttemptAt: time.Now()})
+	require.NoError(t, fs.MarkDelivered(ctx, delivered))
+	got, err = fs.Cancel(ctx, "c-delivered", note)
+	require.NoError(t, err)
+	require.Equal(t, store.RowsCancel{Result: store.CancelAlreadyDelivered, IDs: []int64{delivered}}, got)
+	got, err = fs.Cancel(ctx, "c-never", note)
+	require.NoError(t, err)
+	require.Zero(t, got)
+	_, err = fs.Cancel(ctx, "c-never", store.CancelNote{})
+	require.ErrorIs(t, err, store.ErrInvalid, "who cancels is required")
+}

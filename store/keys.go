@@ -26,6 +26,7 @@ import (
 //	  {p}:esc:<group>  hash        an Alertmanager group's delayed escalation (escalations.go)
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	  {p}:park:<g>     sorted set  id → due time, Unix ms: target g's parked alerts (park.go)
+//	  {p}:adopt:<tok>  sorted set  id → due time, Unix ms: the ids one adopt took (lives one lease)
 //	robot pool, tag {p:g}, one per target:
 //	  {p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms
 //	  {p:g}:cool         sorted set  robot → end of its cool-down, Unix ms

@@ -19,6 +19,9 @@ var (
 
 func (k keys) park(target string) string { return k.stage() + "park:" + target }
 
+// adopted is the sorted set of the ids one adopt took, under its token (one lease).
+func (k keys) adopted(token string) string { return k.stage() + "adopt:" + token }
+
 // parkToken is the owner of a target's parked entries; claim tokens are random hex, so
 // no claim ever has it.
 func parkToken(target string) string { return "parked:" + target }
@@ -58,9 +61,12 @@ type Parked struct {
 // Adopt claims for token, in one round trip, up to limit of target's parked entries,
 // earliest due first, with a lease of Options().Lease as Claim's claims get, and
 // reports how many stay parked. Like Claim, an entry whose record cannot be decoded is
-// in Corrupt. A limit below 1 only reports how many are parked.
+// in Corrupt. A limit below 1 only reports how many are parked. Like ClaimOverdue it can
+// be repeated with the same token after an error (its reply may have been lost with the
+// entries adopted): a repeat returns what the first run took and token still holds (for
+// one lease), and takes nothing more.
 func (w *WheelStage) Adopt(ctx context.Context, target string, limit int, token string) (Claimed, int, error) {
-	res, err := w.write(ctx, wheelAdoptScript, append(w.claimKeys(), w.keys.park(target)),
+	res, err := w.write(ctx, wheelAdoptScript, append(w.claimKeys(), w.keys.park(target), w.keys.adopted(token)),
 		w.opts.Lease.Milliseconds(), token, parkToken(target), max(limit, 0)).Slice()
 	if err != nil {
 		return Claimed{}, 0, w.fail("adopt", err)

@@ -2,12 +2,16 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -114,8 +118,8 @@ func TestAdoptRaceTakesEachOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for r := range 4 {
 		wg.Go(func() {
-			for {
-				c, left, err := ws.Adopt(ctx, "ops", 7, "adopter-"+string(rune('a'+r)))
+			for n := 0; ; n++ { // a token per adopt, as a replica's claims have
+				c, left, err := ws.Adopt(ctx, "ops", 7, fmt.Sprintf("adopter-%c/%d", 'a'+r, n))
 				if err != nil {
 					t.Error(err)
 					return
@@ -136,4 +140,60 @@ func TestAdoptRaceTakesEachOnce(t *testing.T) {
 	for id, n := range seen {
 		require.Equal(t, 1, n, id)
 	}
+}
+
+// TestAdoptAfterALostReply: an adopt whose reply is lost (the connection cut after the
+// script ran) is repeated with the same token, as a claim is, and returns what the
+// first run took, still held by that token: nothing is left stranded in flight under a
+// claim nobody knows of until the lease runs out, and nothing more is taken.
+func TestAdoptAfterALostReply(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: time.Minute})
+	due := redisNow(t, rdb).Add(-time.Second)
+	var parked []store.Parked
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := ws.Put(ctx, entryAt(id, due.Add(time.Duration(len(parked))*time.Millisecond)))
+		require.NoError(t, err)
+		c, err := ws.Claim(ctx, []string{id}, "claim-"+id)
+		require.NoError(t, err)
+		require.Len(t, c.Entries, 1)
+		parked = append(parked, store.Parked{Claim: c.Entries[0].Claim(), DueAt: c.Entries[0].DueAt})
+	}
+	_, err := ws.Park(ctx, "ops", time.Minute, parked...)
+	require.NoError(t, err)
+
+	// The adopter reaches Redis through a proxy that loses the reply of its adopt; its
+	// client does not retry by itself, so the caller sees the loss.
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	require.NoError(t, err)
+	proxy := testenv.StartProxy(t, opts.Addr)
+	opts.Addr, opts.MaxRetries = proxy.Addr(), -1
+	cut := redis.NewClient(opts)
+	t.Cleanup(func() { cut.Close() })
+	adopter := store.NewWheelStage(cut, prefix, store.WheelStageOptions{Lease: time.Minute})
+	_, _, err = adopter.Adopt(ctx, "nobody", 1, "warm-up") // the script is cached: the lost reply is the script's own
+	require.NoError(t, err)
+
+	const token = "adopter-lost-reply"
+	proxy.DropReply(func(req []byte) bool { return strings.Contains(string(req), token) })
+	_, _, err = adopter.Adopt(ctx, "ops", 2, token)
+	require.ErrorIs(t, err, store.ErrUnavailable, "the reply was lost")
+
+	c, left, err := adopter.Adopt(ctx, "ops", 2, token)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, ids(c.Entries), "the repeat returns what the lost run adopted")
+	require.Equal(t, 1, left)
+	for _, e := range c.Entries {
+		require.Equal(t, token, e.Token)
+		require.NoError(t, ws.Confirm(ctx, e.Claim(), 0), "the token holds %s", e.ID)
+	}
+	again, left, err := adopter.Adopt(ctx, "ops", 2, token)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, ids(again.Entries), "a repeat takes nothing more")
+	require.Equal(t, 1, left)
+
+	rest, left, err := ws.Adopt(ctx, "ops", 10, "adopter-next")
+	require.NoError(t, err)
+	require.Equal(t, []string{"c"}, ids(rest.Entries))
+	require.Zero(t, left)
 }

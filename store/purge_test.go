@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,16 +53,18 @@ func TestPurgeDeletesOnlyWhatsRetentionIsOver(t *testing.T) {
 		WHERE message_id LIKE 'stuck-pending%'`)
 	require.NoError(t, err)
 
-	deleted, ran, err := fs.Purge(ctx, store.PurgeOptions{Retention: 30 * 24 * time.Hour, Batch: 2})
+	pass, err := fs.Purge(ctx, store.PurgeOptions{Retention: 30 * 24 * time.Hour, Batch: 2})
 	require.NoError(t, err)
-	require.True(t, ran)
-	require.Equal(t, map[store.FailedStatus]int64{store.StatusDelivered: 3, store.StatusDiscarded: 3, store.StatusRejected: 3}, deleted)
+	require.True(t, pass.Ran)
+	require.True(t, pass.Done)
+	require.Equal(t, map[store.FailedStatus]int64{store.StatusDelivered: 3, store.StatusDiscarded: 3, store.StatusRejected: 3}, pass.Deleted)
+	require.Equal(t, int64(9), pass.Rows)
 	require.Equal(t, map[store.FailedStatus]int64{store.StatusDelivered: 1, store.StatusDiscarded: 1, store.StatusRejected: 1,
 		store.StatusPending: 1, store.StatusDead: 1}, countByStatus(t, fs))
 
-	deleted, _, err = fs.Purge(ctx, store.PurgeOptions{Retention: 30 * 24 * time.Hour, DeadRetention: 60 * 24 * time.Hour})
+	pass, err = fs.Purge(ctx, store.PurgeOptions{Retention: 30 * 24 * time.Hour, DeadRetention: 60 * 24 * time.Hour})
 	require.NoError(t, err)
-	require.Equal(t, map[store.FailedStatus]int64{store.StatusDead: 1}, deleted, "dead rows go once their own retention is set")
+	require.Equal(t, map[store.FailedStatus]int64{store.StatusDead: 1}, pass.Deleted, "dead rows go once their own retention is set")
 	require.Equal(t, int64(1), countByStatus(t, fs)[store.StatusPending])
 
 	n, err := fs.TableBytes(ctx)
@@ -82,16 +85,48 @@ func TestPurgeRunsOnOneReplicaAtATime(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext(current_schema() || '.failed_sends purge'))`).Scan(&locked))
 	require.True(t, locked)
 
-	deleted, ran, err := fs.Purge(ctx, store.PurgeOptions{Retention: 30 * 24 * time.Hour})
+	pass, err := fs.Purge(ctx, store.PurgeOptions{Retention: 30 * 24 * time.Hour})
 	require.NoError(t, err)
-	require.False(t, ran, "another replica purges")
-	require.Empty(t, deleted)
+	require.False(t, pass.Ran, "another replica purges")
+	require.Empty(t, pass.Deleted)
 	require.Equal(t, int64(1), countByStatus(t, fs)[store.StatusDelivered])
 
 	_, err = conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext(current_schema() || '.failed_sends purge'))`)
 	require.NoError(t, err)
-	deleted, ran, err = fs.Purge(ctx, store.PurgeOptions{Retention: 30 * 24 * time.Hour})
+	pass, err = fs.Purge(ctx, store.PurgeOptions{Retention: 30 * 24 * time.Hour})
 	require.NoError(t, err)
-	require.True(t, ran)
-	require.Equal(t, int64(1), deleted[store.StatusDelivered])
+	require.True(t, pass.Ran)
+	require.Equal(t, int64(1), pass.Deleted[store.StatusDelivered])
+}
+
+// A pass stops at its row bound and says whether rows past their retention are left;
+// the backlog count says how many, up to its limit.
+func TestPurgeIsBoundedPerPass(t *testing.T) {
+	t.Parallel()
+	pool, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	seedAged(t, pool, fs, "old", 40*24*time.Hour, slices.Repeat([]store.FailedStatus{store.StatusDelivered}, 7)...)
+	opts := store.PurgeOptions{Retention: 30 * 24 * time.Hour, Batch: 2, PassRows: 3}
+	n, err := fs.PurgeBacklog(ctx, opts, 100)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), n)
+	n, err = fs.PurgeBacklog(ctx, opts, 5)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n, "counted up to the limit")
+
+	var passes []int64
+	for {
+		pass, err := fs.Purge(ctx, opts)
+		require.NoError(t, err)
+		require.True(t, pass.Ran)
+		passes = append(passes, pass.Rows)
+		if pass.Done {
+			break
+		}
+		require.Less(t, len(passes), 10)
+	}
+	require.Equal(t, []int64{3, 3, 1}, passes)
+	n, err = fs.PurgeBacklog(ctx, opts, 100)
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

@@ -210,14 +210,26 @@ const (
 	// CancelRemoved means the entry was waiting and is gone. A tombstone is left as well,
 	// so a redelivered copy of the alert's last hop is refused by Put.
 	CancelRemoved CancelResult = iota + 1
-	// CancelTooLate means the entry is in flight: it is being sent now. Nothing changed.
+	// CancelTooLate means the alert is being sent now: its entry is in flight (or the
+	// failed-sends retry job confirmed a request of its row). Nothing changed.
 	CancelTooLate
-	// CancelAlreadyDelivered means the id's done marker exists. Nothing changed.
+	// CancelAlreadyDelivered means the alert was delivered: its done marker says so (or
+	// its failed_sends row does). Nothing changed.
 	CancelAlreadyDelivered
 	// CancelTombstoned means the id is not in Redis: the alert is still hopping through the
 	// broker (or never existed). A tombstone now makes its arrival a no-op (Put returns
 	// PutCancelled; IsCancelled reports true).
 	CancelTombstoned
+	// CancelRecorded means the alert's hand-off ended with its failure recorded in
+	// failed_sends (its done marker says recorded): the wheel stage holds nothing of it,
+	// and nothing changed. Whether it can still be cancelled is for its failed_sends row
+	// to say (FailedSends.Cancel); only when it has none is this the answer: not sent,
+	// and nothing is left to cancel.
+	CancelRecorded
+	// CancelRowCancelled means the alert's send had failed and its failed_sends row is
+	// cancelled (FailedSends.Cancel): neither the retry job nor an operator's retry will
+	// send it.
+	CancelRowCancelled
 )
 
 // Explain says what r means for the alert, in words for the person who cancelled it.
@@ -231,15 +243,22 @@ func (r CancelResult) Explain() string {
 		return "too late, it is being sent right now"
 	case CancelAlreadyDelivered:
 		return "too late, it was already delivered"
+	case CancelRecorded:
+		return "nothing to cancel: its send failed, and its failed_sends row is gone (past its retention)"
+	case CancelRowCancelled:
+		return "its send had failed; its failed_sends row is cancelled, so it will not be retried"
 	}
 	return "unknown result"
 }
 
-// Cancelled reports whether r stopped the alert (removed or tombstoned).
-func (r CancelResult) Cancelled() bool { return r == CancelRemoved || r == CancelTombstoned }
+// Cancelled reports whether r stopped the alert (removed, tombstoned, or its failed_sends
+// row cancelled).
+func (r CancelResult) Cancelled() bool {
+	return r == CancelRemoved || r == CancelTombstoned || r == CancelRowCancelled
+}
 
 // String returns the result's name, usable as a metric label: "removed", "too_late",
-// "already_delivered" or "tombstoned".
+// "already_delivered", "tombstoned", "recorded" or "cancelled".
 func (r CancelResult) String() string {
 	switch r {
 	case CancelRemoved:
@@ -250,6 +269,10 @@ func (r CancelResult) String() string {
 		return "already_delivered"
 	case CancelTombstoned:
 		return "tombstoned"
+	case CancelRecorded:
+		return "recorded"
+	case CancelRowCancelled:
+		return "cancelled"
 	}
 	return "CancelResult(" + strconv.Itoa(int(r)) + ")"
 }
@@ -277,8 +300,8 @@ var (
 // A WheelStage is safe for concurrent use. Errors caused by an unreachable or unready
 // Redis also match ErrUnavailable; the caller retries them. go-redis may itself retry a
 // script whose reply was lost; every script tolerates that (a repeated Put reports
-// PutDuplicate, a repeated Claim returns nothing and the entry comes back through the
-// sweeper when its lease expires).
+// PutDuplicate; a repeated Claim, ClaimOverdue or Adopt with the same token returns what
+// the first run took).
 type WheelStage struct {
 	rdb  redis.UniversalClient
 	opts WheelStageOptions
@@ -671,10 +694,12 @@ func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
 	return out, nil
 }
 
-// Cancel cancels the alert id wherever it is, atomically: waiting in the due index
-// (CancelRemoved), in flight (CancelTooLate), delivered (CancelAlreadyDelivered), or not in
-// Redis yet (CancelTombstoned). Removed and tombstoned ids get a tombstone that lives
-// Options().CancelTTL.
+// Cancel cancels the alert id in the wheel stage, atomically: waiting in the due index
+// (CancelRemoved), in flight (CancelTooLate), delivered (CancelAlreadyDelivered), handed
+// off with its failure recorded in failed_sends (CancelRecorded: nothing changed), or not
+// in Redis (CancelTombstoned). Removed and tombstoned ids get a tombstone that lives
+// Options().CancelTTL. Only the wheel stage is looked at: an alert may also wait in
+// failed_sends, so the service cancels through failed.Canceller, which asks both.
 func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.tries(), w.keys.failed(), w.keys.parts()}
 	code, err := wheelCancelScript.Run(ctx, w.rdb, keys, id, w.opts.CancelTTL.Milliseconds()).Int()
@@ -682,7 +707,7 @@ func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error
 		return 0, w.fail("cancel", err)
 	}
 	r := CancelResult(code)
-	if r < CancelRemoved || r > CancelTombstoned {
+	if r < CancelRemoved || r > CancelRecorded {
 		return 0, fmt.Errorf("store: cancel: unexpected script result %d", code)
 	}
 	return r, nil

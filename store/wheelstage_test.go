@@ -780,13 +780,15 @@ func TestWheelStageCancel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{CancelTTL: 2 * time.Hour})
-	for _, id := range []string{"waiting", "inflight", "done"} {
+	for _, id := range []string{"waiting", "inflight", "done", "recorded"} {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := entriesOf(ws.Claim(ctx, []string{"inflight", "done"}, tok))
+	_, err := entriesOf(ws.Claim(ctx, []string{"inflight", "done", "recorded"}, tok))
 	require.NoError(t, err)
 	require.NoError(t, release(ctx, ws, "done"))
+	_, err = ws.Release(ctx, store.Recorded, store.Claim{ID: "recorded", Token: tok})
+	require.NoError(t, err)
 	tombstoneTTL := func(id string) time.Duration {
 		ttl, err := rdb.PTTL(ctx, "{"+prefix+"}:cancel:"+id).Result()
 		require.NoError(t, err)
@@ -811,11 +813,18 @@ func TestWheelStageCancel(t *testing.T) {
 	require.Equal(t, store.CancelAlreadyDelivered, r)
 	require.Equal(t, time.Duration(-2), tombstoneTTL("done"))
 
+	// A recorded failure is no delivery: its failed_sends row decides (failed.Canceller).
+	r, err = ws.Cancel(ctx, "recorded")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelRecorded, r)
+	require.False(t, r.Cancelled())
+	require.Equal(t, time.Duration(-2), tombstoneTTL("recorded"), "nothing changed")
+
 	r, err = ws.Cancel(ctx, "hopping")
 	require.NoError(t, err)
 	require.Equal(t, store.CancelTombstoned, r)
 	require.InDelta(t, (2 * time.Hour).Seconds(), tombstoneTTL("hopping").Seconds(), 5)
-	for id, want := range map[string]bool{"hopping": true, "waiting": true, "inflight": false, "done": false, "other": false} {
+	for id, want := range map[string]bool{"hopping": true, "waiting": true, "inflight": false, "done": false, "recorded": false, "other": false} {
 		got, err := ws.IsCancelled(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, want, got, id)
@@ -1029,6 +1038,7 @@ func TestWheelStageOptionsAndNames(t *testing.T) {
 		store.PutCancelled: "cancelled", store.PutResult(0): "PutResult(0)",
 		store.CancelRemoved: "removed", store.CancelTooLate: "too_late",
 		store.CancelAlreadyDelivered: "already_delivered", store.CancelTombstoned: "tombstoned",
+		store.CancelRecorded: "recorded", store.CancelRowCancelled: "cancelled",
 		store.CancelResult(9): "CancelResult(9)",
 	} {
 		require.Equal(t, want, r.String())

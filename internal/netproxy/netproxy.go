@@ -6,9 +6,9 @@ package netproxy
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Proxy forwards every connection it accepts to one target address.
@@ -19,6 +19,7 @@ type Proxy struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[net.Conn]struct{}
+	drop  func(request []byte) bool // armed by DropReply; nil when not
 	wg    sync.WaitGroup
 }
 
@@ -67,6 +68,29 @@ func (p *Proxy) Up() error {
 	return nil
 }
 
+// DropReply makes the proxy lose one reply, as a connection cut at the wrong moment
+// does: the next request (one read from a client) for which match reports true reaches
+// the server, and the connection it came on is closed as soon as the server answers,
+// the answer unsent. The client sees its command fail although it ran. It is armed for
+// one request: the ones after it pass.
+func (p *Proxy) DropReply(match func(request []byte) bool) {
+	p.mu.Lock()
+	p.drop = match
+	p.mu.Unlock()
+}
+
+// dropping reports whether the reply to request is the one DropReply asked to lose, and
+// disarms it if so.
+func (p *Proxy) dropping(request []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drop == nil || !p.drop(request) {
+		return false
+	}
+	p.drop = nil
+	return true
+}
+
 // Close takes the proxy down for good.
 func (p *Proxy) Close() { p.Down() }
 
@@ -111,13 +135,44 @@ func (p *Proxy) forward(c net.Conn) {
 		p.mu.Unlock()
 	}
 	var once sync.Once
+	var cut atomic.Bool // the next reply on this connection is lost (DropReply)
 	p.wg.Add(2)
-	for _, pair := range [][2]net.Conn{{up, c}, {c, up}} {
-		go func() {
-			defer p.wg.Done()
-			_, _ = io.Copy(pair[0], pair[1])
-			once.Do(done) // either side closing ends both
-
-		}()
-	}
+	go func() { // requests
+		defer p.wg.Done()
+		defer once.Do(done) // either side closing ends both
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				if p.dropping(buf[:n]) {
+					cut.Store(true)
+				}
+				if _, werr := up.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { // replies
+		defer p.wg.Done()
+		defer once.Do(done)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := up.Read(buf)
+			if n > 0 {
+				if cut.Load() {
+					return // the reply is lost with the connection
+				}
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 }

@@ -14,9 +14,12 @@
 -- Returns 1 removed (was waiting in due: entry deleted, tombstone set so a redelivered
 --           copy is refused by wheel_put.lua),
 --         2 too late (in flight: being sent now; nothing changed),
---         3 already delivered (done marker exists; nothing changed),
+--         3 already delivered (the done marker says delivered; nothing changed),
 --         4 tombstoned (not in Redis: the alert is still hopping through the broker; the
---           tombstone makes its arrival a no-op).
+--           tombstone makes its arrival a no-op),
+--         5 recorded (the done marker says its hand-off recorded its failure in
+--           failed_sends, "recorded:" (wheel_release.lua): it was not delivered, and its
+--           failed_sends row decides; nothing changed).
 -- The tombstone's value is Redis now in Unix ms.
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
@@ -32,7 +35,11 @@ if redis.call('ZREM', KEYS[1], id) == 1 then
   redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
   return 1
 end
-if redis.call('EXISTS', KEYS[4]) == 1 then
+local marker = redis.call('GET', KEYS[4])
+if marker then
+  if string.sub(marker, 1, 9) == 'recorded:' then
+    return 5
+  end
   return 3
 end
 redis.call('SET', KEYS[5], now, 'PX', ARGV[2])

@@ -2,7 +2,8 @@
 -- claimed, or their lease has run out), oldest due first, for the retry-job claim $1.
 -- The row locks (SKIP LOCKED: rows another instance is claiming right now are passed
 -- over) last only for this statement; the claim outlives it in claimed_by and
--- lease_until, which only the token's holder may renew or settle.
+-- lease_until, which only the token's holder may renew or settle. A row taken over from a
+-- claim whose lease ran out is no longer being sent by it: confirmed_at starts over.
 -- $1 claim token, $2 limit, $3 lease (interval)
 WITH due AS (
     SELECT id
@@ -14,10 +15,10 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE failed_sends f
-SET claimed_by = $1, lease_until = now() + $3::interval, updated_at = now()
+SET claimed_by = $1, lease_until = now() + $3::interval, confirmed_at = NULL, updated_at = now()
 FROM due
 WHERE f.id = due.id
 RETURNING f.id, f.message_id, f.target, f.payload, f.properties, f.due_at, f.status,
           f.error_class, f.last_error, f.http_status, f.errcode, f.attempts,
           f.next_attempt_at, f.discard_reason, f.created_at, f.updated_at, f.parts_sent,
-          f.claimed_by, f.lease_until
+          f.claimed_by, f.lease_until, f.cancelled_by, f.cancel_reason, f.confirmed_at

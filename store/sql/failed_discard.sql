@@ -1,5 +1,5 @@
 -- An operator gives up on rows $1 for reason $2: rows that are pending, dead or rejected
--- become discarded; delivered and already discarded rows never change.
+-- become discarded; delivered, cancelled and already discarded rows never change.
 -- $1 ids (bigint[]), $2 reason
 UPDATE failed_sends
 SET status = 'discarded', next_attempt_at = NULL, discard_reason = $2, updated_at = now()

@@ -2,9 +2,9 @@
 -- the same failure recorded twice (a crash between recording and releasing): it is kept
 -- as it is. A live row that is dead or rejected is an earlier episode of the same RD_ID;
 -- the new failure replaces it, so it is retried rather than swallowed. A final row
--- (delivered, discarded) is never overwritten: when its due time is this failure's, the
--- failure is a stale copy of the same alert (a replica that lost its claim) and nothing
--- is written; otherwise the new episode gets a row of its own. Returns the row id,
+-- (delivered, discarded, cancelled) is never overwritten: when its due time is this
+-- failure's, the failure is a stale copy of the same alert (a replica that lost its
+-- claim) and nothing is written; otherwise the new episode gets a row of its own. Returns the row id,
 -- whether it was inserted, and whether a final row stopped the record; no row when a
 -- pending row was kept.
 -- $1 message_id, $2 target, $3 payload, $4 properties (jsonb), $5 due_at, $6 status,
@@ -13,7 +13,7 @@
 WITH final AS (
     SELECT id
     FROM failed_sends
-    WHERE message_id = $1 AND status IN ('delivered', 'discarded')
+    WHERE message_id = $1 AND status IN ('delivered', 'discarded', 'cancelled')
       AND due_at IS NOT DISTINCT FROM $5::timestamptz
     LIMIT 1
 ), ins AS (
@@ -23,13 +23,14 @@ WITH final AS (
     SELECT $1::text, $2::text, $3::bytea, $4::jsonb, $5::timestamptz, $6::text, $7::text,
            $8::text, $9::integer, $10::integer, $11::timestamptz, $12::integer
     WHERE NOT EXISTS (SELECT 1 FROM final)
-    ON CONFLICT (message_id) WHERE status NOT IN ('delivered', 'discarded') DO UPDATE
+    ON CONFLICT (message_id) WHERE status NOT IN ('delivered', 'discarded', 'cancelled') DO UPDATE
     SET target = EXCLUDED.target, payload = EXCLUDED.payload, properties = EXCLUDED.properties,
         due_at = EXCLUDED.due_at, status = EXCLUDED.status, error_class = EXCLUDED.error_class,
         last_error = EXCLUDED.last_error, http_status = EXCLUDED.http_status,
         errcode = EXCLUDED.errcode, next_attempt_at = EXCLUDED.next_attempt_at,
         parts_sent = EXCLUDED.parts_sent, attempts = 0, discard_reason = NULL,
-        claimed_by = NULL, lease_until = NULL, created_at = now(), updated_at = now()
+        claimed_by = NULL, lease_until = NULL, confirmed_at = NULL, created_at = now(),
+        updated_at = now()
     WHERE failed_sends.status IN ('dead', 'rejected')
     RETURNING id, (xmax = 0) AS inserted
 )

@@ -8,7 +8,7 @@
 INSERT INTO failed_sends (message_id, target, payload, properties, due_at, status,
                           error_class, last_error)
 VALUES ($1, $2, $3, $4, $5, 'rejected', $6, $7)
-ON CONFLICT (message_id) WHERE status NOT IN ('delivered', 'discarded') DO UPDATE
+ON CONFLICT (message_id) WHERE status NOT IN ('delivered', 'discarded', 'cancelled') DO UPDATE
 SET updated_at = failed_sends.updated_at
 WHERE failed_sends.status = 'rejected' AND failed_sends.error_class = EXCLUDED.error_class
   AND failed_sends.payload = EXCLUDED.payload

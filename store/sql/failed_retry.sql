@@ -1,5 +1,5 @@
 -- An operator asks for rows $1 to be retried now: rows that are pending, dead, rejected
--- or discarded become pending and due at once; delivered rows never change. attempts,
+-- or discarded become pending and due at once; delivered and cancelled rows never change. attempts,
 -- error_class and last_error are kept as history; discard_reason is cleared. A claim is
 -- left as it is: a row the retry job is sending right now stays its claimer's until it
 -- is settled or its lease runs out, so no second instance sends it meanwhile. A
@@ -11,5 +11,5 @@ WHERE id = ANY($1::bigint[]) AND status IN ('pending', 'dead', 'rejected', 'disc
   AND (status IN ('pending', 'dead', 'rejected') OR NOT EXISTS (
       SELECT 1 FROM failed_sends live
       WHERE live.message_id = failed_sends.message_id AND live.id <> failed_sends.id
-        AND live.status NOT IN ('delivered', 'discarded')))
+        AND live.status NOT IN ('delivered', 'discarded', 'cancelled')))
 RETURNING id

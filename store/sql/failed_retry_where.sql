@@ -8,5 +8,5 @@ WHERE status = $1 AND status IN ('pending', 'dead', 'rejected', 'discarded')
   AND (status IN ('pending', 'dead', 'rejected') OR NOT EXISTS (
       SELECT 1 FROM failed_sends live
       WHERE live.message_id = failed_sends.message_id AND live.id <> failed_sends.id
-        AND live.status NOT IN ('delivered', 'discarded')))
+        AND live.status NOT IN ('delivered', 'discarded', 'cancelled')))
 RETURNING id
