@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,9 +46,31 @@ type site struct {
 	fs       *store.FailedSends
 	stored   *sinktest.Sink
 	cfg      config.Config
-	now      time.Time
+	clock    *clock
 	escalate *store.Escalations
 	metrics  *Metrics
+}
+
+// clock is the Ingress's clock in the tests: it stands still unless a test moves it, so
+// that due times and the dedupe window's bucket are what the test computes, however long
+// a request takes (a real clock can cross a minute between a send and the check).
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// Now returns the clock's time.
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// advance moves the clock d on.
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 func newSite(t *testing.T, token config.Secret) *site {
@@ -71,12 +94,14 @@ func newSite(t *testing.T, token config.Secret) *site {
 	cfg = cfg.WithDefaults()
 	cfg.Ingress.MaxBody = 64 << 10
 	_, fs := testenv.FailedSends(t)
-	s := &site{t: t, ws: ws, fs: fs, stored: stored, cfg: cfg, now: time.Now(), escalate: store.NewEscalations(rdb, prefix, time.Hour), metrics: NewMetrics(nil)}
+	// The real time to the millisecond (what RD_DELIVER_AT_MS carries), held still.
+	s := &site{t: t, ws: ws, fs: fs, stored: stored, cfg: cfg, clock: &clock{now: time.Now().Truncate(time.Millisecond)},
+		escalate: store.NewEscalations(rdb, prefix, time.Hour), metrics: NewMetrics(nil)}
 	cancels := failed.Canceller{Stage: ws, Rows: fs, Note: store.CancelNote{By: "ingress"}}
 	chat, err := notify.New(notify.Options{Targets: map[string]notify.Target{
 		"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
-	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Escalations: s.escalate, Chat: chat, Logger: testenv.Logger(), Now: time.Now}, s.metrics)
+	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Escalations: s.escalate, Chat: chat, Logger: testenv.Logger(), Now: s.clock.Now}, s.metrics)
 	require.NoError(t, err)
 	s.srv = httptest.NewServer(in.Handler())
 	t.Cleanup(s.srv.Close)
@@ -135,7 +160,7 @@ func TestPublishAPI(t *testing.T) {
 	require.Equal(t, "api-text-1", out["id"])
 	due, err := time.Parse(time.RFC3339Nano, out["due"].(string))
 	require.NoError(t, err)
-	require.WithinDuration(t, time.Now().Add(90*time.Minute), due, 10*time.Second)
+	require.True(t, s.clock.Now().Add(90*time.Minute).Equal(due), "due %s", due)
 	props, body := s.published("api-text-1")
 	require.Equal(t, "ops", props[scheduler.PropTarget])
 	require.Equal(t, strconv.FormatInt(due.UnixMilli(), 10), props[scheduler.PropDeliverAt])

@@ -585,10 +585,14 @@ func histogram(t *testing.T, reg *prometheus.Registry, name string) *dto.Histogr
 }
 
 // Robots shared with someone else (DingTalk allows them 4 per window; rocketdelay is
-// configured for 19): with robotLimits learn only the first robot (the scout) is
-// throttled, once; the other learns the limit from it before it is throttled itself, the
-// learned limits hold, and the episode is logged once; with fixed limits the robots are
-// throttled again after every cool-down.
+// configured for 19): with robotLimits learn the first robot (the scout) is throttled,
+// the episode starts once (the other robot learns the limit from the scout instead of
+// being throttled at its configured limit, which would start a second one), and both
+// robots' limits in effect go down; with fixed limits no episode starts and the limits
+// stay as configured. Judged by that state, not by how many requests fell into one
+// window: the windows are real seconds of Redis's clock and the simulator's, and a
+// loaded machine spreads the requests over them as it likes (how often each mode was
+// throttled is logged).
 func TestSharedRobotsLimitsAreLearned(t *testing.T) {
 	for _, mode := range []string{config.RobotLimitsLearn, config.RobotLimitsFixed} {
 		t.Run(mode, func(t *testing.T) {
@@ -608,12 +612,11 @@ func TestSharedRobotsLimitsAreLearned(t *testing.T) {
 			opts.Attempts = 12
 			s, reg := h.sender(opts)
 			send := func(i int) error { return send(s, context.Background(), "ops", text(fmt.Sprintf("shared-%02d", i))) }
-			// The first 9 go one after another, in milliseconds, however slow the machine (it
-			// would take a 1s stall inside these 9 requests to spread them over two windows).
-			// Learned limits: r1 scouts, takes 4 and meets a 130101 with the 5th; r2 learns 4
-			// from it. Fixed limits alternate the robots: 8 fill both real windows, the 9th
-			// meets a 130101, and the robots are tried again at the end of each 400ms
-			// cool-down while their 1s windows are still full: 130101 again.
+			// The first 9 go one after another. Learned limits: r1 scouts, takes 4 and meets a
+			// 130101 with the 5th (or later, if the machine spread them over windows); r2
+			// learns the count from it. Fixed limits alternate the robots: 8 fill both real
+			// windows, the 9th meets a 130101, and the robots are tried again at the end of
+			// each 400ms cool-down while their 1s windows are still full.
 			for i := range 9 {
 				require.NoError(t, send(i))
 			}
@@ -631,16 +634,15 @@ func TestSharedRobotsLimitsAreLearned(t *testing.T) {
 			require.Len(t, h.sim.Accepted(), 24)
 			st := h.sim.Stats().ByRobot
 			episodes := strings.Count(h.logs.String(), "below its configured limit")
-			t.Logf("%s: %+v, %d episodes logged", mode, st, episodes)
+			lim := testenv.Metric(t, reg, "rocketdelay_sender_robot_effective_limit")
+			t.Logf("%s: %+v, %d episodes logged, limits in effect %v in all", mode, st, episodes, lim)
 			if mode == config.RobotLimitsFixed {
-				require.Greater(t, st["r1"].TooFast+st["r2"].TooFast, 2, "fixed limits trip the robots after every cool-down")
 				require.Zero(t, episodes)
+				require.Equal(t, 2*19.0, lim, "fixed limits stay as configured")
 				return
 			}
-			require.Equal(t, 1, st["r1"].TooFast, "r1, the scout, meets one 130101, then its learned limit holds")
-			require.Zero(t, st["r2"].TooFast+st["r2"].Redirects, "r2 learned from the scout before it was throttled")
-			require.Equal(t, 1, episodes, "the episode is logged once")
-			lim := testenv.Metric(t, reg, "rocketdelay_sender_robot_effective_limit")
+			require.Positive(t, st["r1"].TooFast, "r1, the scout, meets the real limit")
+			require.Equal(t, 1, episodes, "one episode: r2 learned from the scout, not from a throttle of its own")
 			require.Less(t, lim, 2*19.0, "the robots' effective limits went down")
 		})
 	}

@@ -76,7 +76,6 @@ func TestBrokerHonoursDelayLevel(t *testing.T) {
 		t.Logf("level 2 (%s) message arrived after %s", levels[1], waited)
 		require.GreaterOrEqual(t, waited, levels[1], "delivered before its delay level")
 		require.GreaterOrEqual(t, arrived.UnixMilli()-m.BornTimestamp, levels[1].Milliseconds(), "delivered before born+level")
-		require.Less(t, waited, levels[1]+20*time.Second, "delayed message took far longer than its level")
 	case <-ctx.Done():
 		t.Fatalf("the delayed message never arrived on topic %s", topic)
 	}

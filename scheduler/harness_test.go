@@ -28,7 +28,7 @@ import (
 // harness runs schedulers in-process against the local broker and Redis, on a topic,
 // group and key prefix of the test's own.
 type harness struct {
-	t         *testing.T
+	t         testing.TB
 	ns        string
 	topic     string
 	group     string
@@ -45,7 +45,7 @@ type harness struct {
 	log       slog.Handler // the schedulers' log; nil drops it (unless RD_TEST_LOG)
 }
 
-func newHarness(t *testing.T, threshold time.Duration) *harness {
+func newHarness(t testing.TB, threshold time.Duration) *harness {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
 	h := &harness{
@@ -86,7 +86,7 @@ func (h *harness) options(name string) Options {
 }
 
 // opsBodies checks the bodies of target ops, a DingTalk robot group, as the service does.
-func opsBodies(t *testing.T) *notify.Sender {
+func opsBodies(t testing.TB) *notify.Sender {
 	t.Helper()
 	s, err := notify.New(notify.Options{Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(""),
 		Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
@@ -117,7 +117,7 @@ func (h *harness) startWith(name string, handoff Delivery) (*Scheduler, *Metrics
 	return s, m
 }
 
-func stop(t *testing.T, s *Scheduler) {
+func stop(t testing.TB, s *Scheduler) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(t, s.Stop(ctx))
@@ -210,7 +210,7 @@ func (r *recorder) countAll(ids []string) int {
 }
 
 // waitAll waits until every id was handed off at least once, or the deadline.
-func (r *recorder) waitAll(t *testing.T, ids []string, timeout time.Duration) {
+func (r *recorder) waitAll(t testing.TB, ids []string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
@@ -278,7 +278,7 @@ func (h *harness) settle(ids []string, ms ...*Metrics) {
 
 // latenessReport checks that every id was handed off exactly once and never before its
 // due time, and returns p50, p99 and max lateness.
-func (r *recorder) latenessReport(t *testing.T, due map[string]time.Time) (p50, p99, worst time.Duration) {
+func (r *recorder) latenessReport(t testing.TB, due map[string]time.Time) (p50, p99, worst time.Duration) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -64,6 +64,25 @@ func redisNow(t testing.TB, rdb redis.UniversalClient) time.Time {
 	return now
 }
 
+// leaseExpiry is when the lease of the in-flight entry id runs out, by Redis's clock.
+func leaseExpiry(t testing.TB, rdb redis.UniversalClient, prefix, id string) time.Time {
+	t.Helper()
+	ms, err := rdb.ZScore(context.Background(), "{"+prefix+"}:inflight", id).Result()
+	require.NoError(t, err)
+	return time.UnixMilli(int64(ms))
+}
+
+// waitRedisPast polls Redis's clock until it is past at (at most a minute): a test that
+// needs a lease to run out waits for that state instead of sleeping for a guess of it.
+func waitRedisPast(t testing.TB, rdb redis.UniversalClient, at time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for now := redisNow(t, rdb); !now.After(at); now = redisNow(t, rdb) {
+		require.True(t, time.Now().Before(deadline), "Redis's clock did not pass %s within a minute", at)
+		time.Sleep(min(at.Sub(now)+time.Millisecond, 50*time.Millisecond))
+	}
+}
+
 // entriesOf is what a claim took, its entries alone (no test here stores a corrupt one).
 func entriesOf(c store.Claimed, err error) ([]store.Entry, error) {
 	if err == nil && len(c.Corrupt) > 0 {
@@ -337,30 +356,32 @@ func TestWheelStageLeaseExpiry(t *testing.T) {
 
 // The sweeper leaves entries alone while they are within the grace period (the wheel of
 // some replica will fire for them); it takes the oldest first, and expired leases before
-// overdue entries.
+// overdue entries. The grace is a minute, so that no pause of a loaded machine moves the
+// entry within it out of it.
 func TestWheelStageClaimOverdue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: time.Second})
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: time.Second})
+	const grace = time.Minute
 	now := time.Now()
 	for id, due := range map[string]time.Time{
-		"old-30s": now.Add(-30 * time.Second),
-		"old-20s": now.Add(-20 * time.Second),
-		"old-10s": now.Add(-10 * time.Second),
+		"old-30m": now.Add(-30 * time.Minute),
+		"old-20m": now.Add(-20 * time.Minute),
+		"old-10m": now.Add(-10 * time.Minute),
 		"in-2s":   now.Add(-2 * time.Second), // overdue, but within grace
-		"future":  now.Add(time.Minute),
+		"future":  now.Add(time.Hour),
 	} {
 		_, err := ws.Put(ctx, entryAt(id, due))
 		require.NoError(t, err)
 	}
 
-	got, err := entriesOf(ws.ClaimOverdue(ctx, 5*time.Second, 2, newToken()))
+	got, err := entriesOf(ws.ClaimOverdue(ctx, grace, 2, newToken()))
 	require.NoError(t, err)
-	require.Equal(t, []string{"old-30s", "old-20s"}, ids(got))
-	got, err = entriesOf(ws.ClaimOverdue(ctx, 5*time.Second, 2, newToken()))
+	require.Equal(t, []string{"old-30m", "old-20m"}, ids(got))
+	got, err = entriesOf(ws.ClaimOverdue(ctx, grace, 2, newToken()))
 	require.NoError(t, err)
-	require.Equal(t, []string{"old-10s"}, ids(got))
-	got, err = entriesOf(ws.ClaimOverdue(ctx, 5*time.Second, 2, newToken()))
+	require.Equal(t, []string{"old-10m"}, ids(got))
+	got, err = entriesOf(ws.ClaimOverdue(ctx, grace, 2, newToken()))
 	require.NoError(t, err)
 	require.Empty(t, got)
 
@@ -369,11 +390,14 @@ func TestWheelStageClaimOverdue(t *testing.T) {
 	require.Len(t, due, 1)
 	require.Equal(t, "in-2s", due[0].ID)
 
-	// Once the three leases expire they come first.
-	time.Sleep(1100 * time.Millisecond)
+	// Once the three leases expire (by Redis's clock: waited for, not slept on) they come
+	// first.
+	for _, id := range []string{"old-30m", "old-20m", "old-10m"} {
+		waitRedisPast(t, rdb, leaseExpiry(t, rdb, prefix, id))
+	}
 	got, err = entriesOf(ws.ClaimOverdue(ctx, 0, 3, newToken()))
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"old-30s", "old-20s", "old-10s"}, ids(got))
+	require.ElementsMatch(t, []string{"old-30m", "old-20m", "old-10m"}, ids(got))
 	got, err = entriesOf(ws.ClaimOverdue(ctx, 0, 3, newToken()))
 	require.NoError(t, err)
 	require.Equal(t, []string{"in-2s"}, ids(got))
@@ -651,7 +675,7 @@ func TestWheelStageExtendLease(t *testing.T) {
 	before, err := rdb.ZScore(ctx, inflightKey, "a").Result()
 	require.NoError(t, err)
 
-	time.Sleep(20 * time.Millisecond)
+	waitRedisPast(t, rdb, redisNow(t, rdb).Add(time.Millisecond)) // the renewed expiry is later by Redis's clock
 	lost, err := ws.ExtendLease(ctx, claimsOf("a", "b", "c", "x"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"c", "x"}, lost, "only the held claims are renewed")
@@ -674,7 +698,7 @@ func TestWheelStageExtendLease(t *testing.T) {
 func TestWheelStageClaimsHaveOwners(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: 50 * time.Millisecond})
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: 50 * time.Millisecond})
 	_, err := ws.Put(ctx, entryAt("a", time.Now().Add(-time.Minute)))
 	require.NoError(t, err)
 	first, err := entriesOf(ws.Claim(ctx, []string{"a"}, "zombie"))
@@ -686,7 +710,7 @@ func TestWheelStageClaimsHaveOwners(t *testing.T) {
 	require.Nil(t, first[0].Failure)
 	require.NoError(t, ws.Confirm(ctx, zombie, 0))
 
-	time.Sleep(80 * time.Millisecond) // the zombie is paused past its lease
+	waitRedisPast(t, rdb, leaseExpiry(t, rdb, prefix, "a")) // the zombie is paused past its lease
 	taken, err := entriesOf(ws.ClaimOverdue(ctx, 0, 10, "sweeper"))
 	require.NoError(t, err)
 	require.Len(t, taken, 1)

@@ -33,10 +33,13 @@ func testContext(t *testing.T, want time.Duration) (context.Context, context.Can
 // 5s fast and 5s slow, Redis blips, and SIGKILLs while a topic target's messages are due
 // (received by a consumer of the business topic; broker-topic, a broker restart during
 // their hand-off, runs in make chaos), and SIGKILLs while a one-robot target far past its
-// budget is drained by both replicas' shared, merged sends. Nothing may be lost, duplicated without an
-// ambiguous cause, delivered early by the simulator's clock, sent over a robot's limit
+// budget is drained by both replicas' shared, merged sends. Nothing may be lost,
+// duplicated past what its timeouts and faults explain (Row.TimeoutBound,
+// Row.CrashBound), delivered early by the simulator's clock, sent over a robot's limit
 // or dead-lettered; every malformed input must be rejected with its reason; the blips
-// cost at most their own length plus 2s at p99.
+// cost at most their own length plus 2s at p99; kill-busy must have parked and adopted
+// alerts, and kill-one-topic must have batched its sends within the rate's burst and
+// kept to its ratePerSecond.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs RocketMQ, Redis and Postgres (a private stack); skipped under -short")
@@ -82,6 +85,9 @@ func TestChaosShort(t *testing.T) {
 		require.Zero(t, r.OverLimit, "%s: requests over a robot's limit", r.Scenario)
 		require.Equal(t, r.Published, r.Delivered, r.Scenario)
 		require.Empty(t, r.MalformedProblems, r.Scenario)
+		require.Empty(t, r.Problems, "%s: its mechanism (%s)", r.Scenario, r.Observed)
+		require.LessOrEqual(t, r.AmbiguousCrash, r.CrashBound, r.Scenario)
+		require.LessOrEqual(t, r.AmbiguousTimeout, r.TimeoutBound, r.Scenario)
 		require.Equal(t, r.Malformed, r.MalformedOK, r.Scenario)
 		require.Zero(t, r.DLQ, "%s: messages in the dead-letter queue", r.Scenario)
 		if r.LatenessBound > 0 {
@@ -97,6 +103,8 @@ func TestChaosShort(t *testing.T) {
 			require.Zero(t, r.AmbiguousCrash)
 		case ScenarioRedisOutage:
 			require.Positive(t, r.PastBudget, "the outage did not outlast RocketMQ's 16 reconsumes: the scenario proves nothing")
+		case ScenarioKillBusy, ScenarioKillOneTopic:
+			require.NotEmpty(t, r.Observed, "%s checks its mechanism", r.Scenario)
 		}
 		require.True(t, r.Pass(), r.Scenario)
 	}

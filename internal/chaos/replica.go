@@ -1,12 +1,15 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -106,4 +109,44 @@ func (r *replica) stop() {
 	case <-time.After(30 * time.Second):
 		r.kill()
 	}
+}
+
+// localPorts returns the local ports of the TCP connections the replica has open (from
+// /proc): a message the broker stored names its producer's connection by that port
+// (MessageExt.BornHost), so the suite can tell which replica sent it. Nil when the
+// process is gone or /proc cannot be read.
+func (r *replica) localPorts() []int {
+	pid := r.cmd.Process.Pid
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	var ports []int
+	for _, table := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode …
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 10 || !inodes[fields[9]] {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(fields[1], ":")
+			if port, err := strconv.ParseInt(hexPort, 16, 32); err == nil {
+				ports = append(ports, int(port))
+			}
+		}
+		f.Close()
+	}
+	return ports
 }

@@ -7,20 +7,16 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/localstack"
@@ -59,9 +55,11 @@ const (
 	// DingTalk storms
 	ScenarioCombined = "combined"
 	// (17) kill-one with every alert for a topic target: received by a consumer of the
-	// business topic, never early by the broker's store time
+	// business topic, never early by the broker's store time; a cluster due at once
+	// drains at the target's ratePerSecond, in batches of at most its burst
 	ScenarioKillOneTopic = "kill-one-topic"
-	// (18) the broker restarted while due messages of a topic target are being sent to it
+	// (18) the broker restarted while due messages of a topic target are being sent to
+	// it, with the same cluster
 	ScenarioBrokerTopic = "broker-topic"
 	// (19) a cluster far past a one-robot target's budget: both replicas park and adopt
 	// each other's alerts into slow merged sends, and one is SIGKILLed twice meanwhile
@@ -245,15 +243,17 @@ type Row struct {
 	LostIDs []string
 	// Duplicates counts extra acceptances of an alert that no ambiguity explains.
 	Duplicates int
-	// AmbiguousTimeout counts extra acceptances of alerts that were in a DingTalk request
-	// the sender gave up on (HTTP timeout, dropped connection): DingTalk may have taken
-	// it, so a resend is by design.
-	AmbiguousTimeout int
-	// AmbiguousCrash counts extra acceptances whose first acceptance fell within 2s of a
-	// replica being SIGKILLed or frozen, or of the store that holds its release losing
-	// acknowledged writes (Redis SIGKILLed, a failover): DingTalk took the alert but the
-	// release was never recorded, the same ambiguity seen from inside (see fault).
-	AmbiguousCrash int
+	// AmbiguousTimeout counts extra acceptances of alerts whose earlier copy DingTalk
+	// accepted in a request the sender gave up on (HTTP timeout, dropped connection): a
+	// resend is by design. Each such copy excuses one extra; TimeoutBound counts them.
+	AmbiguousTimeout, TimeoutBound int
+	// AmbiguousCrash counts extra acceptances of alerts whose earlier copy was in a
+	// request a fault can have left without its release: on the wire, or answered within
+	// releaseWindow, when its replica was SIGKILLed or frozen, or when the store that
+	// holds the release lost acknowledged writes (Redis SIGKILLed, a failover), or the
+	// broker stopped (see fault). Each such copy excuses one extra; CrashBound counts
+	// them, so the faults explain at most CrashBound duplicates, alert by alert.
+	AmbiguousCrash, CrashBound int
 	// Rejected counts failed_sends rows with status rejected.
 	Rejected int
 	// Malformed counts the malformed inputs published; MalformedOK those recorded as
@@ -281,6 +281,13 @@ type Row struct {
 	PastBudget int
 	// Faults describes what was injected.
 	Faults string
+	// Observed says what the scenario's own mechanism did, from the replicas' metrics
+	// (kill-busy: alerts parked and adopted; topic scenarios: batch sizes, the rate).
+	Observed string
+	// Problems lists each check of the scenario's own mechanism that failed (kill-busy:
+	// nothing was parked or adopted; topic scenarios: a batch past the rate's burst, a
+	// rate above targets.orders.topic.ratePerSecond).
+	Problems []string
 	// Duration is the scenario's wall time.
 	Duration time.Duration
 	// Seed is the seed of the scenario's generator (Options.Seed).
@@ -289,12 +296,13 @@ type Row struct {
 	Err error
 }
 
-// Pass reports whether the row meets the pass criteria: nothing lost, no unexplained
-// duplicate, nothing early, nothing over a robot's limit, nothing dead-lettered, every
-// malformed input rejected as expected, the p99 lateness within its bound, no error.
+// Pass reports whether the row meets the pass criteria: nothing lost, no duplicate past
+// what its timeouts and faults explain, nothing early, nothing over a robot's limit,
+// nothing dead-lettered, every malformed input rejected as expected, the p99 lateness
+// within its bound, every check of the scenario's mechanism met, no error.
 func (r Row) Pass() bool {
 	return r.Err == nil && r.Lost == 0 && r.Duplicates == 0 && r.Early == 0 && r.DLQ == 0 && r.OverLimit == 0 &&
-		r.MalformedOK == r.Malformed && len(r.MalformedProblems) == 0 &&
+		r.MalformedOK == r.Malformed && len(r.MalformedProblems) == 0 && len(r.Problems) == 0 &&
 		(r.LatenessBound == 0 || r.P99Lateness <= r.LatenessBound)
 }
 
@@ -400,8 +408,8 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioRedisBlips:     runRedisBlips,
 	ScenarioRetryJobZombie: runRetryJobZombie,
 	ScenarioCombined:       runCombined,
-	ScenarioKillOneTopic:   runKillOne,
-	ScenarioBrokerTopic:    runBroker,
+	ScenarioKillOneTopic:   withTopicCluster(runKillOne),
+	ScenarioBrokerTopic:    withTopicCluster(runBroker),
 	ScenarioKillBusy:       runKillBusy,
 }
 
@@ -433,26 +441,23 @@ type env struct {
 	mu       sync.Mutex
 	replicas []*replica
 	due      map[string]time.Time // valid alerts published
-	faults   []fault              // ambiguity windows
+	faults   []fault              // moments that can leave an accepted copy without its release
 	notes    []string
 	cases    []malformedCase // malformed inputs published
 	serial   int
+	// scrapes holds each replica instance's last /metrics, by instance name: taken just
+	// before a SIGKILL and at the end, so the counters of a killed instance still count.
+	scrapes map[string]metricFamilies
+	// ports maps the local port of a replica instance's connection, as scraped, to the
+	// instance ("" when two instances used it): the broker records it as a message's
+	// BornHost.
+	ports map[int]string
 	// clockOffsets, when set, are how far each replica's clock is off the true time
 	// (serve --clock-offset). Early and lateness are measured by the simulator's clock
 	// all the same.
 	clockOffsets []time.Duration
 	// latenessBound is the p99 lateness the scenario promises; 0: none.
 	latenessBound time.Duration
-}
-
-// fault is a window in which a first acceptance may have missed its release although
-// the replica did what it could: it was SIGKILLed or frozen with the request on the
-// wire, or the store that holds the release lost acknowledged writes (a SIGKILLed Redis
-// with appendfsync everysec, a failover). Outages the replicas ride out knowing every
-// outcome (Postgres restarts, broker restarts, Redis blips, DingTalk storms) open none.
-type fault struct {
-	what       string
-	start, end time.Time
 }
 
 func (e *env) note(format string, args ...any) {
@@ -463,16 +468,16 @@ func (e *env) note(format string, args ...any) {
 	e.r.logf("  %s: %s", e.name, msg)
 }
 
-func (e *env) addFault(what string, start, end time.Time) {
+func (e *env) addFault(f fault) {
 	e.mu.Lock()
-	e.faults = append(e.faults, fault{what, start, end})
+	e.faults = append(e.faults, f)
 	e.mu.Unlock()
 }
 
 func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, seed uint64) (row Row) {
 	row.Scenario = name
 	stream := scenarioStream(name)
-	e := &env{r: r, name: name, due: map[string]time.Time{}, tuning: tuningOf(name),
+	e := &env{r: r, name: name, due: map[string]time.Time{}, scrapes: map[string]metricFamilies{}, ports: map[int]string{}, tuning: tuningOf(name),
 		rng: rand.New(rand.NewPCG(seed, stream)), faultRNG: rand.New(rand.NewPCG(seed, stream+1))}
 	short := randHex(e.rng, 3)
 	e.idPrefix = short + "-" + name
@@ -509,8 +514,10 @@ targets:
     robots:
       - {name: o1, token: %s-other-1}
   orders:
-    topic: {name: %s}
+    topic: {name: %s, ratePerSecond: %d}
 sender:
+  # each replica is started with an address of the simulator of its own
+  # (ROCKETDELAY_SENDER_BASE_URL), so that the simulator knows who sent what
   baseURL: %q
   window: 1s
   limit: %d
@@ -557,7 +564,7 @@ func (e *env) prepare(ctx context.Context) error {
 	e.cfg = filepath.Join(e.r.work, e.name+".yaml")
 	tu := e.tuning
 	cfg := fmt.Sprintf(configTemplate, e.r.stack.Env["ROCKETDELAY_LEVELS"], tu.lease, tu.retryMaxDelay,
-		strings.TrimRight(robots.String(), "\n"), tokPrefix, e.bizTopic(), sim.URL, senderLimit, tu.claimLease)
+		strings.TrimRight(robots.String(), "\n"), tokPrefix, e.bizTopic(), topicRate, sim.URL, senderLimit, tu.claimLease)
 	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
 		return err
 	}
@@ -647,7 +654,12 @@ func (e *env) startReplica(ctx context.Context, i int) (*replica, error) {
 	if i < len(e.clockOffsets) && e.clockOffsets[i] != 0 {
 		args = append(args, "--clock-offset", e.clockOffsets[i].String())
 	}
-	rp, err := startReplica(ctx, e.r.bin, e.cfg, filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+fmt.Sprintf("-r%d.log", i)), name, e.replicaEnv(), args...)
+	simURL, err := e.sim.listen(name)
+	if err != nil {
+		return nil, err
+	}
+	vars := append(e.replicaEnv(), "ROCKETDELAY_SENDER_BASE_URL="+simURL)
+	rp, err := startReplica(ctx, e.r.bin, e.cfg, filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+fmt.Sprintf("-r%d.log", i)), name, vars, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -668,12 +680,29 @@ func (e *env) replica(i int) *replica {
 
 // restartReplica SIGKILLs replica i, waits down, and starts it again.
 func (e *env) restartReplica(ctx context.Context, i int, down time.Duration) error {
-	at := time.Now()
-	e.replica(i).kill()
-	e.addFault("sigkill", at, at)
+	e.killReplicas(i)
 	sleep(ctx, down)
 	_, err := e.startReplica(ctx, i)
 	return err
+}
+
+// killReplicas scrapes the metrics of the replicas is, then SIGKILLs them all at once
+// and records the fault of each.
+func (e *env) killReplicas(is ...int) {
+	reps := make([]*replica, len(is))
+	for k, i := range is {
+		reps[k] = e.replica(i)
+		e.scrape(reps[k])
+	}
+	at := time.Now()
+	var wg sync.WaitGroup
+	for _, rp := range reps {
+		wg.Go(rp.kill)
+	}
+	wg.Wait()
+	for _, rp := range reps {
+		e.addFault(fault{what: "sigkill", instance: rp.name, start: at, end: time.Now()})
+	}
 }
 
 func (e *env) cleanup() {
@@ -735,20 +764,28 @@ func (e *env) publish(ctx context.Context, n int, over, maxDelay time.Duration) 
 // bizTopic is the business topic of the topic target "orders".
 func (e *env) bizTopic() string { return e.topic + "_biz" }
 
-// acceptances returns, by id, when each distinct delivery of a valid alert was
-// accepted: by the simulator's clock, or in a topic scenario, the broker's store time of
-// each distinct message the business consumer received.
-func (e *env) acceptances() map[string][]time.Time {
+// acceptances returns, by id, each distinct delivery of a valid alert: accepted by the
+// simulator (at by its clock, with the request that carried it), or in a topic
+// scenario, each distinct message the business consumer received (at its broker's
+// store time, by the replica whose connection's port its BornHost names, when the
+// suite saw that port).
+func (e *env) acceptances() map[string][]acceptance {
 	if e.sink == nil {
 		return e.sim.acceptances()
 	}
 	e.mu.Lock()
-	ids := slices.Collect(maps.Keys(e.due))
-	e.mu.Unlock()
-	out := map[string][]time.Time{}
-	for _, id := range ids {
+	defer e.mu.Unlock()
+	out := map[string][]acceptance{}
+	for id := range e.due {
 		for _, r := range e.sink.Copies(id) {
-			out[id] = append(out[id], time.UnixMilli(r.Msg.StoreTimestamp))
+			at := time.UnixMilli(r.Msg.StoreTimestamp)
+			a := acceptance{at: at, sent: at, answered: at, stored: true}
+			if _, port, ok := strings.Cut(r.Msg.BornHost, ":"); ok {
+				if p, err := strconv.Atoi(port); err == nil {
+					a.instance = e.ports[p]
+				}
+			}
+			out[id] = append(out[id], a)
 		}
 	}
 	return out
@@ -816,8 +853,13 @@ func (e *env) waitAll(ctx context.Context) {
 
 func (e *env) measure(ctx context.Context, row *Row) {
 	var err error
+	e.mu.Lock()
+	reps := slices.Clone(e.replicas)
+	e.mu.Unlock()
+	for _, rp := range reps {
+		e.scrape(rp) // first: the ports of their connections name the senders of acceptances
+	}
 	got := e.acceptances()
-	abandoned := e.sim.abandonedIDs()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	row.Published = len(e.due)
@@ -826,33 +868,47 @@ func (e *env) measure(ctx context.Context, row *Row) {
 		id   string
 		late time.Duration
 	}
+	valid := map[string][]acceptance{}
 	for id, due := range e.due {
-		at := got[id]
-		if len(at) == 0 {
+		cs := got[id]
+		if len(cs) == 0 {
 			row.LostIDs = append(row.LostIDs, id)
 			continue
 		}
+		valid[id] = cs
 		row.Delivered++
-		for _, t := range at {
-			if t.Before(due) {
+		first := cs[0].at
+		for _, c := range cs {
+			if c.at.Before(due) {
 				row.Early++
 			}
-		}
-		late = append(late, at[0].Sub(due))
-		if l := at[0].Sub(due); l > latest.late {
-			latest.id, latest.late = id, l
-		}
-		if extra := len(at) - 1; extra > 0 {
-			switch {
-			case abandoned[id] > 0:
-				row.AmbiguousTimeout += extra
-			case e.inFault(at[0]):
-				row.AmbiguousCrash += extra
-			default:
-				row.Duplicates += extra
-				e.r.logf("  %s: duplicate %s accepted at %v (due %s)", e.name, id, at, due.Format("15:04:05.000"))
+			if c.at.Before(first) {
+				first = c.at
 			}
 		}
+		late = append(late, first.Sub(due))
+		if l := first.Sub(due); l > latest.late {
+			latest.id, latest.late = id, l
+		}
+	}
+	amb := judge(valid, e.faults)
+	unknown, total := 0, 0
+	for _, cs := range valid {
+		for _, c := range cs {
+			total++
+			if c.instance == "" {
+				unknown++
+			}
+		}
+	}
+	if unknown > 0 {
+		e.r.logf("  %s: %d of %d copies by no known replica instance (a fault of any replica can explain them)", e.name, unknown, total)
+	}
+	row.Duplicates, row.AmbiguousTimeout, row.AmbiguousCrash = amb.unexplained, amb.timeout, amb.crash
+	row.TimeoutBound, row.CrashBound = amb.timeoutBound, amb.crashBound
+	for _, id := range amb.unexplainedIDs {
+		e.r.logf("  %s: duplicate %s no timeout or fault explains: accepted at %v (due %s)", e.name, id, times(valid[id]),
+			e.due[id].Format("15:04:05.000"))
 	}
 	slices.Sort(row.LostIDs)
 	row.Lost = len(row.LostIDs)
@@ -868,6 +924,7 @@ func (e *env) measure(ctx context.Context, row *Row) {
 	row.OverLimit = e.sim.Stats().OverLimit
 	row.PastBudget = e.pastBudget()
 	row.Faults = strings.Join(e.notes, "; ")
+	e.checkMechanism(row, got)
 	e.checkRejected(ctx, row)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -877,15 +934,16 @@ func (e *env) measure(ctx context.Context, row *Row) {
 	}
 }
 
-// inFault reports whether t falls in a window where a release may have been lost: from
-// 2s before a fault began to 2s after it ended.
-func (e *env) inFault(t time.Time) bool {
-	for _, f := range e.faults {
-		if !t.Before(f.start.Add(-2*time.Second)) && !t.After(f.end.Add(2*time.Second)) {
-			return true
+// times lists when each copy was accepted, and by which replica instance.
+func times(cs []acceptance) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.at.Format("15:04:05.000")
+		if c.instance != "" {
+			out[i] += " by " + c.instance
 		}
 	}
-	return false
+	return out
 }
 
 func randHex(rng *rand.Rand, n int) string {
@@ -897,35 +955,10 @@ func randHex(rng *rand.Rand, n int) string {
 	return string(b)
 }
 
-// pastBudget sums, over the running replicas, the redeliveries their
-// rocketdelay_message_reconsume_times histogram saw of messages handed back more than
-// 16 times before. A replica whose metrics cannot be read counts 0.
+// pastBudget sums, over every replica instance's last scrape, the redeliveries their
+// rocketdelay_message_reconsume_times histograms saw of messages handed back more than
+// 16 times before. The caller holds e.mu.
 func (e *env) pastBudget() int {
-	client := &http.Client{Timeout: 5 * time.Second}
-	n := 0
-	for _, rp := range e.replicas {
-		resp, err := client.Get("http://" + rp.addr + "/metrics")
-		if err != nil {
-			continue
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		mfs, err := parser.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			continue
-		}
-		mf, ok := mfs["rocketdelay_message_reconsume_times"]
-		if !ok || len(mf.GetMetric()) == 0 {
-			continue
-		}
-		h := mf.GetMetric()[0].GetHistogram()
-		within := uint64(0)
-		for _, b := range h.GetBucket() {
-			if b.GetUpperBound() == 16 {
-				within = b.GetCumulativeCount()
-			}
-		}
-		n += int(h.GetSampleCount() - within)
-	}
-	return n
+	h := e.histogramLocked("rocketdelay_message_reconsume_times")
+	return int(h.count - h.cumulative(16))
 }

@@ -14,19 +14,29 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 )
 
-// simulator is a DingTalk simulator on a loopback port that also notes, per alert id,
-// requests the client abandoned before reading the answer (an HTTP timeout or a dropped
-// connection seen from the sender): a message accepted by such a request may be sent
-// again by design, so its duplicates are reported apart.
+// simulator is a DingTalk simulator on loopback ports that also records every request to
+// a robot: which replica instance sent it (each has an address of its own), when it
+// arrived and when it was answered, the alert ids it carried, and whether the client
+// gave up on it before reading the answer (an HTTP timeout, a dropped connection, a
+// SIGKILL). An acceptance is matched to its request (acceptances), so that a duplicate
+// can be judged by what happened to that very request (ambiguity.go).
 type simulator struct {
 	*chatsim.Server
+	// URL is the address of requests of no known replica; the replicas are started with
+	// one of their own (listen).
 	URL string
 	ids *regexp.Regexp
 
-	srv *http.Server
+	mu       sync.Mutex
+	servers  []*http.Server
+	requests map[string][]*simRequest // by alert id
+}
 
-	mu        sync.Mutex
-	abandoned map[string]int // alert id → requests carrying it that the client gave up on
+// simRequest is one request to a robot as the simulator saw it.
+type simRequest struct {
+	instance           string    // the replica instance that sent it; "" unknown
+	received, answered time.Time // answered is zero while it is being served
+	abandoned          bool      // the client was gone before the answer was written
 }
 
 func startSimulator(robots []chatsim.Robot, throttle time.Duration, ids *regexp.Regexp) (*simulator, error) {
@@ -35,20 +45,31 @@ func startSimulator(robots []chatsim.Robot, throttle time.Duration, ids *regexp.
 			// The sender's own limit: one request over it fails the scenario.
 			Robots: robots, Window: time.Second, Limit: senderLimit, Throttle: throttle,
 		}),
-		ids:       ids,
-		abandoned: map[string]int{},
+		ids:      ids,
+		requests: map[string][]*simRequest{},
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	s.URL = "http://" + ln.Addr().String() + dingtalk.SimPath
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
-	return s, nil
+	var err error
+	s.URL, err = s.listen("")
+	return s, err
 }
 
-func (s *simulator) serve(w http.ResponseWriter, r *http.Request) {
+// listen serves the simulator on a new loopback port whose requests are recorded as
+// instance's, and returns its robot URL (sender.baseURL).
+func (s *simulator) listen(instance string) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(instance, w, r) }),
+		ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	s.servers = append(s.servers, srv)
+	s.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + dingtalk.SimPath, nil
+}
+
+func (s *simulator) serve(instance string, w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != dingtalk.SimPath {
 		s.Server.ServeHTTP(w, r)
 		return
@@ -59,40 +80,49 @@ func (s *simulator) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = newBody(body)
-	defer func() {
-		if r.Context().Err() == nil {
-			return
+	req := &simRequest{instance: instance, received: time.Now()}
+	ids := s.ids.FindAllString(string(body), -1)
+	s.mu.Lock()
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if !seen[id] { // the text and the body repeat the id
+			seen[id] = true
+			s.requests[id] = append(s.requests[id], req)
 		}
-		s.mu.Lock()
-		for _, id := range s.ids.FindAllString(string(body), -1) {
-			s.abandoned[id]++
-		}
-		s.mu.Unlock()
-	}()
+	}
+	s.mu.Unlock()
 	s.Server.ServeHTTP(w, r)
+	s.mu.Lock()
+	req.answered, req.abandoned = time.Now(), r.Context().Err() != nil
+	s.mu.Unlock()
 }
 
-// abandonedIDs returns a copy of the ids seen in abandoned requests.
-func (s *simulator) abandonedIDs() map[string]int {
+// acceptances returns, per alert id found in accepted messages, each acceptance with the
+// request that carried it: the one of that id whose time at the simulator spans the
+// acceptance.
+func (s *simulator) acceptances() map[string][]acceptance {
+	accepted := s.Accepted()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.abandoned))
-	for k, v := range s.abandoned {
-		out[k] = v
-	}
-	return out
-}
-
-// acceptances returns, per alert id found in accepted messages, when each was accepted.
-func (s *simulator) acceptances() map[string][]time.Time {
-	out := map[string][]time.Time{}
-	for _, m := range s.Accepted() {
+	out := map[string][]acceptance{}
+	for _, m := range accepted {
 		seen := map[string]bool{}
 		for _, id := range s.ids.FindAllString(m.Text+"\n"+string(m.Body), -1) {
-			if !seen[id] { // the text and the body repeat the id
-				seen[id] = true
-				out[id] = append(out[id], m.At)
+			if seen[id] {
+				continue
 			}
+			seen[id] = true
+			a := acceptance{at: m.At, sent: m.At, answered: m.At}
+			for _, req := range s.requests[id] {
+				if !m.At.Before(req.received) && (req.answered.IsZero() || !m.At.After(req.answered)) {
+					a.instance, a.sent, a.answered, a.abandoned = req.instance, req.received, req.answered, req.abandoned
+					if req.answered.IsZero() { // still being answered: not yet later than now
+						a.answered = time.Now()
+					}
+					break
+				}
+			}
+			out[id] = append(out[id], a)
 		}
 	}
 	return out
@@ -101,8 +131,13 @@ func (s *simulator) acceptances() map[string][]time.Time {
 func (s *simulator) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = s.srv.Shutdown(ctx)
-	_ = s.srv.Close()
+	s.mu.Lock()
+	servers := s.servers
+	s.mu.Unlock()
+	for _, srv := range servers {
+		_ = srv.Shutdown(ctx)
+		_ = srv.Close()
+	}
 }
 
 func readAll(r *http.Request, limit int64) ([]byte, error) {

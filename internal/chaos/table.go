@@ -8,10 +8,11 @@ import (
 )
 
 // WriteTable prints rows as one table: scenario, alerts published, delivered, lost,
-// duplicates (unexplained, and the two ambiguous kinds apart), rejected, early, p99 (and
-// its bound) and max lateness, over-limit answers, dead-letter queue depth,
-// redeliveries past RocketMQ's 16 reconsumes, pass; then the seed, and each scenario's
-// faults and problems.
+// duplicates (unexplained, and the two ambiguous kinds apart, each with the bound of
+// what its timeouts or faults can explain), rejected, early, p99 (and its bound) and max
+// lateness, over-limit answers, dead-letter queue depth, redeliveries past RocketMQ's 16
+// reconsumes, pass; then the seed, and each scenario's faults, what its mechanism did,
+// and its problems.
 func WriteTable(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tpublished\tdelivered\tlost\tduplicates\tdup ambiguous timeout\tdup ambiguous crash\trejected\tearly\tp99 late\tmax late\tover-limit\tDLQ\tpast 16 retries\ttime\tpass\t")
@@ -28,8 +29,8 @@ func WriteTable(w io.Writer, rows []Row) error {
 		if r.LatenessBound > 0 {
 			p99 += " (≤ " + dur(r.LatenessBound) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", r.Scenario, r.Published, r.Delivered, r.Lost,
-			r.Duplicates, r.AmbiguousTimeout, r.AmbiguousCrash, rej, r.Early, p99, dur(r.MaxLateness), r.OverLimit, r.DLQ, r.PastBudget, r.Duration, pass)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d (≤ %d)\t%d (≤ %d)\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", r.Scenario, r.Published, r.Delivered, r.Lost,
+			r.Duplicates, r.AmbiguousTimeout, r.TimeoutBound, r.AmbiguousCrash, r.CrashBound, rej, r.Early, p99, dur(r.MaxLateness), r.OverLimit, r.DLQ, r.PastBudget, r.Duration, pass)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -40,6 +41,12 @@ func WriteTable(w io.Writer, rows []Row) error {
 	for _, r := range rows {
 		if r.Faults != "" {
 			fmt.Fprintf(w, "\n%s: %s\n", r.Scenario, r.Faults)
+		}
+		if r.Observed != "" {
+			fmt.Fprintf(w, "%s: observed: %s\n", r.Scenario, r.Observed)
+		}
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "%s: PROBLEM: %s\n", r.Scenario, p)
 		}
 		if r.Err != nil {
 			fmt.Fprintf(w, "%s: ERROR: %v\n", r.Scenario, r.Err)
