@@ -20,7 +20,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 const testIngestToken = "ingest-token-0123456789abcdef"
@@ -168,10 +168,10 @@ func TestAlertmanagerThroughServe(t *testing.T) {
 		alert(map[string]string{"alertname": "Growing", "group": "grow", "escalate": "yes", "instance": "b"}, "growing b", false))
 	// A sentinel due after both escalations: once it is delivered, an escalation that was
 	// not cancelled would have been delivered before it.
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: w.cfg.RocketMQ.NameServers, Topic: w.cfg.RocketMQ.Topic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: w.cfg.RocketMQ.NameServers, Topic: w.cfg.RocketMQ.Topic})
 	require.NoError(t, err)
 	defer p.Close()
-	_, err = p.Publish(context.Background(), scheduler.Publication{Target: "ops", At: start.Add(12 * time.Second), Body: []byte("sentinel")})
+	_, err = p.Publish(context.Background(), wire.Publication{Target: "ops", At: start.Add(12 * time.Second), Body: []byte("sentinel")})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(w.accepted("sentinel")) > 0 }, 60*time.Second, 50*time.Millisecond)
 

@@ -29,6 +29,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -161,10 +162,10 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 	require.Contains(t, body, "set admin.token")
 
 	// An alert published now goes through the running service to DingTalk.
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
 	require.NoError(t, err)
 	defer p.Close()
-	pub, err := p.Publish(ctx, scheduler.Publication{Target: "ops", In: 500 * time.Millisecond, Body: []byte("serve works")})
+	pub, err := p.Publish(ctx, wire.Publication{Target: "ops", In: 500 * time.Millisecond, Body: []byte("serve works")})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(sim.Accepted()) > 0 }, 30*time.Second, 20*time.Millisecond,
 		"the published alert was never delivered")
@@ -178,7 +179,7 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 	pool, err := store.OpenPostgres(ctx, cfg.Postgres.URL.Reveal())
 	require.NoError(t, err)
 	defer pool.Close()
-	bad, err := p.Publish(ctx, scheduler.Publication{Target: "nobody", In: 0, Body: []byte("lost?")})
+	bad, err := p.Publish(ctx, wire.Publication{Target: "nobody", In: 0, Body: []byte("lost?")})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		var status, class string
@@ -282,13 +283,13 @@ func TestServeDeliversToDingTalkThroughAnOutage(t *testing.T) {
 			ch <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Listener: ln})
 		}()
 	}
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
 	require.NoError(t, err)
 	defer p.Close()
 	publish := func(prefix string, n int) []string {
 		var ids []string
 		for i := range n {
-			pub, err := p.Publish(ctx, scheduler.Publication{Target: "ops", In: 300 * time.Millisecond,
+			pub, err := p.Publish(ctx, wire.Publication{Target: "ops", In: 300 * time.Millisecond,
 				ID: fmt.Sprintf("%s-%d", prefix, i), Body: []byte(fmt.Sprintf("alert %s-%d", prefix, i))})
 			require.NoError(t, err)
 			ids = append(ids, pub.ID)
@@ -402,7 +403,7 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 	go func() {
 		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln})
 	}()
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
 	require.NoError(t, err)
 	defer p.Close()
 	// The service is up once it hands off a first alert (delivered after the outage).
@@ -417,12 +418,12 @@ func TestPostgresOutageWhileSendsFail(t *testing.T) {
 	proxy.Down()
 	var ids []string
 	for i := range 10 {
-		pub, err := p.Publish(ctx, scheduler.Publication{Target: "ops", In: 300 * time.Millisecond,
+		pub, err := p.Publish(ctx, wire.Publication{Target: "ops", In: 300 * time.Millisecond,
 			ID: fmt.Sprintf("pgout-%d", i), Body: []byte(fmt.Sprintf("alert pgout-%d", i))})
 		require.NoError(t, err)
 		ids = append(ids, pub.ID)
 	}
-	bad, err := p.Publish(ctx, scheduler.Publication{Target: "nobody", In: 0, ID: "pgout-bad", Body: []byte("x")})
+	bad, err := p.Publish(ctx, wire.Publication{Target: "nobody", In: 0, ID: "pgout-bad", Body: []byte("x")})
 	require.NoError(t, err)
 
 	count := func(where string) int {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
-	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 func newInspectCmd(stdio IO) *cobra.Command {
@@ -26,7 +26,7 @@ failed_sends row and next attempt), cancelled, rejected, or unknown (never seen,
 than scheduler.doneTTL).`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := scheduler.CheckID(args[0]); err != nil {
+			if err := wire.CheckID(args[0]); err != nil {
 				return fmt.Errorf("%w: %v", ErrUsage, err)
 			}
 			format, err := failed.ParseFormat(output)

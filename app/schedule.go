@@ -18,6 +18,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -92,7 +93,7 @@ of the target's allowTopics (the target must allow overrides).`,
 			if err != nil {
 				return err
 			}
-			pub := scheduler.Publication{Target: target, ID: id, In: in}
+			pub := wire.Publication{Target: target, ID: id, In: in}
 			switch {
 			case at != "" && c.Flags().Changed("in"):
 				return fmt.Errorf("%w: give --in or --at, not both", ErrUsage)
@@ -116,7 +117,7 @@ of the target's allowTopics (the target must allow overrides).`,
 				}
 			}
 			scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
-			p, err := scheduler.NewProducer(scheduler.ProducerOptions{
+			p, err := wire.NewProducer(wire.ProducerOptions{
 				NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic, SendTimeout: cfg.RocketMQ.SendTimeout,
 				CheckBody: chat.Check,
 			})
@@ -163,7 +164,7 @@ func (d *destinationFlags) register(f *pflag.FlagSet) {
 }
 
 // apply sets pub's body and destination for a topic target.
-func (d *destinationFlags) apply(pub *scheduler.Publication, text, markdownFile, jsonFile string) error {
+func (d *destinationFlags) apply(pub *wire.Publication, text, markdownFile, jsonFile string) error {
 	if markdownFile != "" || jsonFile != "" {
 		return fmt.Errorf("%w: --target %q is a topic target: give its body with --body-file or --text", ErrUsage, pub.Target)
 	}
@@ -231,7 +232,7 @@ becomes cancelled, noting the user and --reason). It exits 0 when the alert will
 sent, and fails when it is too late: being sent right now, or delivered already.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := scheduler.CheckID(args[0]); err != nil {
+			if err := wire.CheckID(args[0]); err != nil {
 				return fmt.Errorf("%w: %v", ErrUsage, err)
 			}
 			by := "cli"

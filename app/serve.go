@@ -28,6 +28,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 func newServeCmd(stdio IO) *cobra.Command {
@@ -150,7 +151,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		logger, delivery.NewMetrics(reg), now)
 	// The HTTP ways in publish through a producer of their own; their templates are
 	// checked before anything starts.
-	pub, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic,
+	pub, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic,
 		SendTimeout: cfg.RocketMQ.SendTimeout, Now: now, CheckBody: snd.Check})
 	if err != nil {
 		return err

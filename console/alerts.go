@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/rocketdelay/rocketdelay/failed"
-	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // Alerts finds an alert by id and cancels it, for reason.
@@ -39,7 +39,7 @@ func (c *Console) alert(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusOK, "alert", map[string]any{})
 		return
 	}
-	if err := scheduler.CheckID(id); err != nil {
+	if err := wire.CheckID(id); err != nil {
 		c.fail(w, r, http.StatusBadRequest, "That is not an alert id: "+err.Error()+".")
 		return
 	}
@@ -57,7 +57,7 @@ func (c *Console) alert(w http.ResponseWriter, r *http.Request) {
 // cancelPage asks for the confirmation of a cancel, with a reason.
 func (c *Console) cancelPage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := scheduler.CheckID(id); err != nil {
+	if err := wire.CheckID(id); err != nil {
 		c.fail(w, r, http.StatusBadRequest, "That is not an alert id: "+err.Error()+".")
 		return
 	}
@@ -67,7 +67,7 @@ func (c *Console) cancelPage(w http.ResponseWriter, r *http.Request) {
 // cancel carries out a confirmed cancel.
 func (c *Console) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := scheduler.CheckID(id); err != nil {
+	if err := wire.CheckID(id); err != nil {
 		c.fail(w, r, http.StatusBadRequest, "That is not an alert id: "+err.Error()+".")
 		return
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // Store is the part of the failed_sends table the operators' API and commands use;
@@ -337,7 +337,7 @@ func InspectHandler(in Inspector, logger *slog.Logger, token config.Secret) http
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+AlertsPath+"/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		if err := scheduler.CheckID(id); err != nil {
+		if err := wire.CheckID(id); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // dedupeWindow: two notifications with the same content within it (Alertmanager
@@ -164,7 +164,7 @@ func hashHex(parts ...string) string {
 
 // publishNow publishes body for target with id, due at at.
 func (in *Ingress) publishNow(ctx context.Context, target, id string, body []byte, at time.Time) error {
-	_, err := in.deps.Publisher.Publish(ctx, scheduler.Publication{Target: target, ID: id, At: at, Body: body})
+	_, err := in.deps.Publisher.Publish(ctx, wire.Publication{Target: target, ID: id, At: at, Body: body})
 	return err
 }
 

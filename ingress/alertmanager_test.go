@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // notify posts n as Alertmanager would, to the receiver URL path?query.
@@ -34,7 +34,7 @@ func notification(t *testing.T, status, groupKey string) Notification {
 func (s *site) dueOf(id string) time.Time {
 	s.t.Helper()
 	props, _ := s.published(id)
-	ms, err := strconv.ParseInt(props[scheduler.PropDeliverAt], 10, 64)
+	ms, err := strconv.ParseInt(props[wire.PropDeliverAt], 10, 64)
 	require.NoError(s.t, err)
 	return time.UnixMilli(ms)
 }
@@ -123,7 +123,7 @@ func TestAlertmanagerImmediate(t *testing.T) {
 	}
 	id := immediateID(g, n, s.clock.Now())
 	props, body := s.published(id)
-	due, _ := strconv.ParseInt(props[scheduler.PropDeliverAt], 10, 64)
+	due, _ := strconv.ParseInt(props[wire.PropDeliverAt], 10, 64)
 	require.Equal(t, s.clock.Now().UnixMilli(), due)
 	require.Contains(t, string(body), "[FIRING:2] DiskFull")
 	require.Eventually(t, func() bool { return s.stored.Copies(id) == 2 }, 10*time.Second, 10*time.Millisecond,

@@ -14,7 +14,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/notify/topic"
-	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // PublishRequest is the body of POST /api/v1/alerts.
@@ -94,90 +94,90 @@ func (in *Ingress) publish(w http.ResponseWriter, r *http.Request) {
 }
 
 // publication turns req into a publication, or says why the producer or the consumer
-// would refuse it: its reason (a scheduler.RejectReason) and what is wrong.
-func (in *Ingress) publication(req PublishRequest) (scheduler.Publication, string, error) {
-	bad := func(reason scheduler.RejectReason, format string, args ...any) (scheduler.Publication, string, error) {
-		return scheduler.Publication{}, string(reason), fmt.Errorf(format, args...)
+// would refuse it: its reason (a wire.RejectReason) and what is wrong.
+func (in *Ingress) publication(req PublishRequest) (wire.Publication, string, error) {
+	bad := func(reason wire.RejectReason, format string, args ...any) (wire.Publication, string, error) {
+		return wire.Publication{}, string(reason), fmt.Errorf(format, args...)
 	}
 	if req.Target == "" {
-		return bad(scheduler.RejectMissingTarget, "target is required")
+		return bad(wire.RejectMissingTarget, "target is required")
 	}
 	t, ok := in.cfg.Targets[req.Target]
 	if !ok {
-		return bad(scheduler.RejectUnknownTarget, "target %q is not a target of the configuration (known: %s)", req.Target,
+		return bad(wire.RejectUnknownTarget, "target %q is not a target of the configuration (known: %s)", req.Target,
 			strings.Join(slices.Sorted(maps.Keys(in.cfg.Targets)), ", "))
 	}
-	pub := scheduler.Publication{Target: req.Target, ID: req.ID}
+	pub := wire.Publication{Target: req.Target, ID: req.ID}
 	now := in.deps.Now()
 	switch {
 	case req.In != "" && req.At != "":
-		return bad(scheduler.RejectBadDue, "give in or at, not both")
+		return bad(wire.RejectBadDue, "give in or at, not both")
 	case req.In != "":
 		d, err := time.ParseDuration(req.In)
 		if err != nil || d < 0 {
-			return bad(scheduler.RejectBadDue, "in %q is not a non-negative duration such as 3h25m17s", req.In)
+			return bad(wire.RejectBadDue, "in %q is not a non-negative duration such as 3h25m17s", req.In)
 		}
 		pub.At = now.Add(d)
 	case req.At != "":
 		at, err := time.Parse(time.RFC3339Nano, req.At)
 		if err != nil {
-			return bad(scheduler.RejectBadDue, "at %q is not an RFC 3339 time such as 2026-12-02T15:04:05+08:00", req.At)
+			return bad(wire.RejectBadDue, "at %q is not an RFC 3339 time such as 2026-12-02T15:04:05+08:00", req.At)
 		}
 		pub.At = at
 	default:
-		return bad(scheduler.RejectMissingDue, "give in (a delay) or at (a due time)")
+		return bad(wire.RejectMissingDue, "give in (a delay) or at (a due time)")
 	}
 	if t.Channel() == config.KindTopic {
 		return in.topicPublication(pub, req, topic.Target{TopicTarget: *t.Topic, Target: req.Target}, now)
 	}
 	if req.Tag != "" || len(req.Keys) > 0 || len(req.Properties) > 0 || req.Topic != "" || req.BodyBase64 != "" {
-		return bad(scheduler.RejectBadBody, "tag, keys, properties, topic and bodyBase64 are for topic targets; %q is a robot group", req.Target)
+		return bad(wire.RejectBadBody, "tag, keys, properties, topic and bodyBase64 are for topic targets; %q is a robot group", req.Target)
 	}
 	switch given(req.Text != "", req.Markdown != nil, len(req.Body) > 0) {
 	case 0, 2, 3:
-		return bad(scheduler.RejectBadBody, "give exactly one of text, markdown, body")
+		return bad(wire.RejectBadBody, "give exactly one of text, markdown, body")
 	}
 	switch {
 	case req.Text != "":
 		pub.Body = []byte(req.Text)
 	case req.Markdown != nil:
 		if req.Markdown.Title == "" || strings.TrimSpace(req.Markdown.Text) == "" {
-			return bad(scheduler.RejectBadBody, "a markdown alert needs markdown.title and markdown.text")
+			return bad(wire.RejectBadBody, "a markdown alert needs markdown.title and markdown.text")
 		}
 		var err error
 		if pub.Body, err = in.deps.Chat.Body(req.Target, notify.Message{Format: notify.FormatMarkdown,
 			Title: req.Markdown.Title, Text: req.Markdown.Text}); err != nil {
-			return bad(scheduler.RejectBadBody, "%v", err)
+			return bad(wire.RejectBadBody, "%v", err)
 		}
 	default:
 		pub.Body = req.Body
 	}
 	if err := in.deps.Chat.Check(req.Target, pub.Body); err != nil {
-		return bad(scheduler.RejectBadBody, "%v", err)
+		return bad(wire.RejectBadBody, "%v", err)
 	}
 	return in.check(pub, now)
 }
 
-// check refuses pub as the producer and the consumer would (scheduler.Publication.Check,
+// check refuses pub as the producer and the consumer would (wire.Publication.Check,
 // with the configuration's horizon and dedupe window), in their reasons and words.
-func (in *Ingress) check(pub scheduler.Publication, now time.Time) (scheduler.Publication, string, error) {
+func (in *Ingress) check(pub wire.Publication, now time.Time) (wire.Publication, string, error) {
 	if rej := pub.Check(now, in.limits); rej != nil {
-		return scheduler.Publication{}, string(rej.Reason), errors.New(rej.Detail)
+		return wire.Publication{}, string(rej.Reason), errors.New(rej.Detail)
 	}
 	return pub, "", nil
 }
 
 // topicPublication completes pub for the topic target t.
-func (in *Ingress) topicPublication(pub scheduler.Publication, req PublishRequest, t topic.Target, now time.Time) (scheduler.Publication, string, error) {
-	bad := func(reason scheduler.RejectReason, format string, args ...any) (scheduler.Publication, string, error) {
-		return scheduler.Publication{}, string(reason), fmt.Errorf(format, args...)
+func (in *Ingress) topicPublication(pub wire.Publication, req PublishRequest, t topic.Target, now time.Time) (wire.Publication, string, error) {
+	bad := func(reason wire.RejectReason, format string, args ...any) (wire.Publication, string, error) {
+		return wire.Publication{}, string(reason), fmt.Errorf(format, args...)
 	}
 	if req.Markdown != nil {
-		return bad(scheduler.RejectBadBody, "markdown is for robot groups; %q is a topic target", req.Target)
+		return bad(wire.RejectBadBody, "markdown is for robot groups; %q is a topic target", req.Target)
 	}
 	switch given(req.Text != "", len(req.Body) > 0, req.BodyBase64 != "") {
 	case 0, 2, 3:
-		return bad(scheduler.RejectBadBody, "give exactly one of text, body, bodyBase64")
+		return bad(wire.RejectBadBody, "give exactly one of text, body, bodyBase64")
 	}
 	switch {
 	case req.Text != "":
@@ -187,17 +187,17 @@ func (in *Ingress) topicPublication(pub scheduler.Publication, req PublishReques
 	default:
 		b, err := base64.StdEncoding.DecodeString(req.BodyBase64)
 		if err != nil {
-			return bad(scheduler.RejectBadBody, "bodyBase64 is not standard base64: %v", err)
+			return bad(wire.RejectBadBody, "bodyBase64 is not standard base64: %v", err)
 		}
 		pub.Body = b
 	}
 	pub.Raw, pub.Tag, pub.Keys, pub.Properties, pub.Topic = true, req.Tag, req.Keys, req.Properties, req.Topic
 	props := map[string]string{}
 	if req.Topic != "" {
-		props[topic.PropTopic] = req.Topic
+		props[wire.PropTopic] = req.Topic
 	}
 	if _, err := t.Resolve(pub.ID, props); err != nil {
-		return bad(scheduler.RejectDestination, "%v", err)
+		return bad(wire.RejectDestination, "%v", err)
 	}
 	return in.check(pub, now)
 }
@@ -217,8 +217,8 @@ func given(bs ...bool) int {
 // is being sent or was sent already.
 func (in *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := scheduler.CheckID(id); err != nil {
-		writeError(w, http.StatusBadRequest, string(scheduler.RejectBadID), err.Error())
+	if err := wire.CheckID(id); err != nil {
+		writeError(w, http.StatusBadRequest, string(wire.RejectBadID), err.Error())
 		return
 	}
 	res, err := in.deps.Wheel.Cancel(r.Context(), id)

@@ -6,7 +6,7 @@
 //
 // Its files: ingress.go (the handler, the ingest token, JSON answers), api.go (the
 // publish API: a request refused as the producer and the consumer would refuse the
-// message, scheduler.Publication.Check, with their reasons), alertmanager.go (the
+// message, wire.Publication.Check, with their reasons), alertmanager.go (the
 // receiver: notifications rendered and published at once, or, with ?delay=, a group's
 // delayed escalation that a later notification replaces and a resolve cancels), render.go (the notification as a template's data, the built-in
 // template in templates/, mentions), metrics.go.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // Paths the Handler serves.
@@ -24,9 +24,9 @@ const (
 	AlertmanagerPath = "/api/v1/alertmanager"
 )
 
-// Publisher stores a publication in RocketMQ; *scheduler.Producer implements it.
+// Publisher stores a publication in RocketMQ; *wire.Producer implements it.
 type Publisher interface {
-	Publish(ctx context.Context, pub scheduler.Publication) (scheduler.Published, error)
+	Publish(ctx context.Context, pub wire.Publication) (wire.Published, error)
 }
 
 // Wheel cancels alerts; failed.Canceller implements it (wherever the alert is), and
@@ -66,7 +66,7 @@ type Chat interface {
 // Ingress serves the HTTP ways in.
 type Ingress struct {
 	cfg       config.Config
-	limits    scheduler.DueLimits // the consumer's, from cfg
+	limits    wire.DueLimits // the consumer's, from cfg
 	deps      Deps
 	renderers map[string]*renderer // robot groups' Alertmanager rendering
 	metrics   *Metrics
@@ -102,7 +102,7 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 		return nil, err
 	}
 	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, metrics: metrics,
-		limits: scheduler.DueLimits{Horizon: cfg.Scheduler.Horizon, Dedupe: cfg.Scheduler.DoneTTL}}
+		limits: wire.DueLimits{Horizon: cfg.Scheduler.Horizon, Dedupe: cfg.Scheduler.DoneTTL}}
 	in.deps.Logger = deps.Logger.With("component", "ingress")
 	return in, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -81,7 +82,7 @@ func newSite(t *testing.T, token config.Secret) *site {
 	ns := testenv.NameServer(t)
 	delayTopic := testenv.Unique("rd_ing_")
 	stored := sinktest.Start(t, ns, delayTopic)
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: []string{ns}, Topic: delayTopic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: []string{ns}, Topic: delayTopic})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	rdb, prefix := testenv.Redis(t)
@@ -162,14 +163,14 @@ func TestPublishAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, s.clock.Now().Add(90*time.Minute).Equal(due), "due %s", due)
 	props, body := s.published("api-text-1")
-	require.Equal(t, "ops", props[scheduler.PropTarget])
-	require.Equal(t, strconv.FormatInt(due.UnixMilli(), 10), props[scheduler.PropDeliverAt])
+	require.Equal(t, "ops", props[wire.PropTarget])
+	require.Equal(t, strconv.FormatInt(due.UnixMilli(), 10), props[wire.PropDeliverAt])
 	require.Equal(t, "disk full on db-3", string(body))
 
 	code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "at": "2030-01-02T03:04:05Z", "id": "api-md-1",
 		"markdown": map[string]string{"title": "Order 4711", "text": "### still dirty"}})
 	require.Equal(t, http.StatusBadRequest, code, "beyond the horizon: %v", out)
-	require.Equal(t, string(scheduler.RejectBeyondHorizon), out["reason"])
+	require.Equal(t, string(wire.RejectBeyondHorizon), out["reason"])
 	at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "at": at, "id": "api-md-1",
 		"markdown": map[string]string{"title": "Order 4711", "text": "### still dirty"}})
@@ -189,20 +190,20 @@ func TestPublishAPI(t *testing.T) {
 	// What the consumer would reject is refused with the consumer's reason.
 	for _, c := range []struct {
 		body   map[string]any
-		reason scheduler.RejectReason
+		reason wire.RejectReason
 		says   string
 	}{
-		{map[string]any{"in": "1m", "text": "x"}, scheduler.RejectMissingTarget, "target is required"},
-		{map[string]any{"target": "opz", "in": "1m", "text": "x"}, scheduler.RejectUnknownTarget, `"opz" is not a target of the configuration (known: ops, orders)`},
-		{map[string]any{"target": "ops", "text": "x"}, scheduler.RejectMissingDue, "give in"},
-		{map[string]any{"target": "ops", "in": "soon", "text": "x"}, scheduler.RejectBadDue, `in "soon" is not a non-negative duration`},
-		{map[string]any{"target": "ops", "in": "1m", "at": at, "text": "x"}, scheduler.RejectBadDue, "not both"},
-		{map[string]any{"target": "ops", "in": "1m", "id": "has space", "text": "x"}, scheduler.RejectBadID, "printable characters"},
-		{map[string]any{"target": "ops", "in": "1m"}, scheduler.RejectBadBody, "exactly one of text, markdown, body"},
-		{map[string]any{"target": "ops", "in": "1m", "body": map[string]any{"msgtype": "link"}}, scheduler.RejectBadBody, "link"},
-		{map[string]any{"target": "ops", "in": "1m", "text": "x", "tag": "t"}, scheduler.RejectBadBody, "for topic targets"},
-		{map[string]any{"target": "orders", "in": "1m", "text": "x", "topic": "payments"}, scheduler.RejectDestination, "does not let a message choose"},
-		{map[string]any{"target": "orders", "in": "1m", "bodyBase64": "%%%"}, scheduler.RejectBadBody, "not standard base64"},
+		{map[string]any{"in": "1m", "text": "x"}, wire.RejectMissingTarget, "target is required"},
+		{map[string]any{"target": "opz", "in": "1m", "text": "x"}, wire.RejectUnknownTarget, `"opz" is not a target of the configuration (known: ops, orders)`},
+		{map[string]any{"target": "ops", "text": "x"}, wire.RejectMissingDue, "give in"},
+		{map[string]any{"target": "ops", "in": "soon", "text": "x"}, wire.RejectBadDue, `in "soon" is not a non-negative duration`},
+		{map[string]any{"target": "ops", "in": "1m", "at": at, "text": "x"}, wire.RejectBadDue, "not both"},
+		{map[string]any{"target": "ops", "in": "1m", "id": "has space", "text": "x"}, wire.RejectBadID, "printable characters"},
+		{map[string]any{"target": "ops", "in": "1m"}, wire.RejectBadBody, "exactly one of text, markdown, body"},
+		{map[string]any{"target": "ops", "in": "1m", "body": map[string]any{"msgtype": "link"}}, wire.RejectBadBody, "link"},
+		{map[string]any{"target": "ops", "in": "1m", "text": "x", "tag": "t"}, wire.RejectBadBody, "for topic targets"},
+		{map[string]any{"target": "orders", "in": "1m", "text": "x", "topic": "payments"}, wire.RejectDestination, "does not let a message choose"},
+		{map[string]any{"target": "orders", "in": "1m", "bodyBase64": "%%%"}, wire.RejectBadBody, "not standard base64"},
 	} {
 		code, out := s.do("POST", AlertsPath, c.body)
 		require.Equal(t, http.StatusBadRequest, code, "%v: %v", c.body, out)
@@ -301,47 +302,47 @@ func TestPublishRefusesWhatTheSchedulerWouldReject(t *testing.T) {
 		path   string
 		body   any
 		id     string // the RD_ID it would have been published with
-		reason scheduler.RejectReason
+		reason wire.RejectReason
 		says   string
 	}{
 		{"rd property", AlertsPath, order("p-rd", props("RD_TARGET", "ops")), "p-rd",
-			scheduler.RejectDestination, `property "RD_TARGET" is reserved (rocketdelay's RD_* or the broker's own)`},
+			wire.RejectDestination, `property "RD_TARGET" is reserved (rocketdelay's RD_* or the broker's own)`},
 		{"tags property", AlertsPath, order("p-tags", props("TAGS", "t")), "p-tags",
-			scheduler.RejectDestination, `property "TAGS" is reserved (rocketdelay's RD_* or the broker's own)`},
+			wire.RejectDestination, `property "TAGS" is reserved (rocketdelay's RD_* or the broker's own)`},
 		{"keys property", AlertsPath, order("p-keys", props("KEYS", "k")), "p-keys",
-			scheduler.RejectDestination, `property "KEYS" is reserved (rocketdelay's RD_* or the broker's own)`},
+			wire.RejectDestination, `property "KEYS" is reserved (rocketdelay's RD_* or the broker's own)`},
 		{"unique key property", AlertsPath, order("p-uniq", props("UNIQ_KEY", "u")), "p-uniq",
-			scheduler.RejectDestination, `property "UNIQ_KEY" is reserved (rocketdelay's RD_* or the broker's own)`},
+			wire.RejectDestination, `property "UNIQ_KEY" is reserved (rocketdelay's RD_* or the broker's own)`},
 		{"delay level property", AlertsPath, order("p-delay", props("DELAY", "3")), "p-delay",
-			scheduler.RejectDestination, `property "DELAY" is reserved (rocketdelay's RD_* or the broker's own)`},
+			wire.RejectDestination, `property "DELAY" is reserved (rocketdelay's RD_* or the broker's own)`},
 		{"timer property", AlertsPath, order("p-timer", props("__STARTDELIVERTIME", "1")), "p-timer",
-			scheduler.RejectDestination, `property "__STARTDELIVERTIME" is reserved (rocketdelay's RD_* or the broker's own)`},
+			wire.RejectDestination, `property "__STARTDELIVERTIME" is reserved (rocketdelay's RD_* or the broker's own)`},
 		{"empty key", AlertsPath, order("k-empty", map[string]any{"keys": []string{"order-1", ""}}), "k-empty",
-			scheduler.RejectDestination, `key "" is empty or holds whitespace (keys are separated by spaces)`},
+			wire.RejectDestination, `key "" is empty or holds whitespace (keys are separated by spaces)`},
 		{"key with a space", AlertsPath, order("k-space", map[string]any{"keys": []string{"order 1"}}), "k-space",
-			scheduler.RejectDestination, `key "order 1" is empty or holds whitespace (keys are separated by spaces)`},
+			wire.RejectDestination, `key "order 1" is empty or holds whitespace (keys are separated by spaces)`},
 		{"empty property name", AlertsPath, order("n-empty", props("", "v")), "n-empty",
-			scheduler.RejectDestination, `property name "" is empty or holds whitespace`},
+			wire.RejectDestination, `property name "" is empty or holds whitespace`},
 		{"blank property name", AlertsPath, order("n-blank", props(" ", "v")), "n-blank",
-			scheduler.RejectDestination, `property name " " is empty or holds whitespace`},
+			wire.RejectDestination, `property name " " is empty or holds whitespace`},
 		{"property value with the separator", AlertsPath, order("v-sep", props("shop", "eu-1\x02RD_TARGET\x01ops")), "v-sep",
-			scheduler.RejectDestination, `property "shop" holds \x01 or \x02, the separators of the broker's property encoding`},
+			wire.RejectDestination, `property "shop" holds \x01 or \x02, the separators of the broker's property encoding`},
 		{"stale due time", AlertsPath, map[string]any{"target": "ops", "id": "stale-1", "text": "x",
 			"at": time.Now().Add(-doneTTL - time.Hour).UTC().Format(time.RFC3339)}, "stale-1",
-			scheduler.RejectStale, fmt.Sprintf("more than %s ago (scheduler.doneTTL)", doneTTL)},
+			wire.RejectStale, fmt.Sprintf("more than %s ago (scheduler.doneTTL)", doneTTL)},
 		{"stale due time of a topic target", AlertsPath, map[string]any{"target": "orders", "id": "stale-2", "text": "x",
 			"at": time.Now().Add(-doneTTL - time.Hour).UTC().Format(time.RFC3339)}, "stale-2",
-			scheduler.RejectStale, fmt.Sprintf("more than %s ago (scheduler.doneTTL)", doneTTL)},
+			wire.RejectStale, fmt.Sprintf("more than %s ago (scheduler.doneTTL)", doneTTL)},
 		{"delay past the horizon", AlertsPath, map[string]any{"target": "ops", "id": "far-1", "text": "x", "in": far}, "far-1",
-			scheduler.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
+			wire.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
 		{"id that is a dot", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": ".", "text": "x"}, ".",
-			scheduler.RejectBadID, `RD_ID "." is not an id: "." and ".." cannot stand in a URL path`},
+			wire.RejectBadID, `RD_ID "." is not an id: "." and ".." cannot stand in a URL path`},
 		{"id that is two dots", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": "..", "text": "x"}, "..",
-			scheduler.RejectBadID, `RD_ID ".." is not an id: "." and ".." cannot stand in a URL path`},
+			wire.RejectBadID, `RD_ID ".." is not an id: "." and ".." cannot stand in a URL path`},
 		{"alertmanager delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(firing), g.base() + "-1",
-			scheduler.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
+			wire.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
 		{"alertmanager resolve with a delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(resolved), g.base() + "-1-resolved",
-			scheduler.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
+			wire.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // TestBrokerHonoursDelayLevel proves the local broker is real: a message produced with
@@ -128,11 +129,11 @@ func TestDLQDepth(t *testing.T) {
 	require.Zero(t, depth, "no dead-letter queue yet")
 
 	require.NoError(t, EnsureTopic(ctx, []string{ns}, DLQTopic(group), []string{broker}, discardLogger()))
-	p, err := NewProducer(ProducerOptions{NameServers: []string{ns}, Topic: DLQTopic(group)})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: []string{ns}, Topic: DLQTopic(group)})
 	require.NoError(t, err)
 	defer p.Close()
 	for i := range 3 {
-		_, err := p.Publish(ctx, Publication{Target: "ops", In: time.Minute, ID: fmt.Sprint("dead-", i), Body: []byte("x")})
+		_, err := p.Publish(ctx, wire.Publication{Target: "ops", In: time.Minute, ID: fmt.Sprint("dead-", i), Body: []byte("x")})
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool {

@@ -9,8 +9,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // consume is the push consumer's handler. A message is acknowledged only once its next
@@ -114,14 +114,14 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a alert, h Hop) error {
 	m := primitive.NewMessage(s.opts.Topic, orig.Body)
 	for k, v := range orig.GetProperties() {
-		if !topic.SystemProperty(k) {
+		if !wire.SystemProperty(k) {
 			m.WithProperty(k, v)
 		}
 	}
-	m.RemoveProperty(PropDelay)
-	m.WithProperty(PropDeliverAt, strconv.FormatInt(a.DueAt.UnixMilli(), 10))
-	m.WithProperty(PropID, a.ID)
-	m.WithProperty(PropHops, strconv.Itoa(a.Hops+1))
+	m.RemoveProperty(wire.PropDelay)
+	m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(a.DueAt.UnixMilli(), 10))
+	m.WithProperty(wire.PropID, a.ID)
+	m.WithProperty(wire.PropHops, strconv.Itoa(a.Hops+1))
 	kind := fmt.Sprintf("level %d", h.Level)
 	if h.Level > 0 {
 		m.WithDelayTimeLevel(h.Level)
@@ -136,7 +136,7 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 		return fmt.Errorf("publish hop (%s): %w", kind, err)
 	}
 	if res.Status != primitive.SendOK {
-		return fmt.Errorf("publish hop (%s): broker answered %s", kind, topic.SendStatus(res.Status))
+		return fmt.Errorf("publish hop (%s): broker answered %s", kind, wire.SendStatus(res.Status))
 	}
 	s.metrics.hop(h.Level)
 	s.logger.Debug("hop published", "rd_id", a.ID, "hop", kind, "remaining", a.DueAt.Sub(s.now()).String(), "hops", a.Hops+1)

@@ -17,6 +17,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // Plan shows the hops a delay takes through RocketMQ's default delay levels.
@@ -43,11 +44,11 @@ func TestProducerPublishAsTheREADMEShows(t *testing.T) {
 	topic := testenv.Unique("rd_example_")
 	require.NoError(t, scheduler.EnsureTopic(context.Background(), ns, topic,
 		[]string{testenv.Brokers(t)}, slog.New(slog.DiscardHandler)))
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: ns, Topic: topic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: ns, Topic: topic})
 	require.NoError(t, err)
 	defer p.Close()
 	before := time.Now().Truncate(time.Millisecond) // RD_DELIVER_AT_MS keeps milliseconds
-	res, err := p.Publish(context.Background(), scheduler.Publication{
+	res, err := p.Publish(context.Background(), wire.Publication{
 		Target: "ops",
 		In:     90 * time.Minute,
 		ID:     "order-4711-recheck",
@@ -76,7 +77,7 @@ func TestProducerPublishAsTheREADMEShows(t *testing.T) {
 	require.NoError(t, s.Start(ctx))
 	defer func() { require.NoError(t, s.Stop(ctx)) }()
 	for range 2 {
-		_, err := p.Publish(ctx, scheduler.Publication{Target: "ops", In: time.Second, ID: "order-4712-recheck",
+		_, err := p.Publish(ctx, wire.Publication{Target: "ops", In: time.Second, ID: "order-4712-recheck",
 			Body: []byte("order 4712 is still dirty")})
 		require.NoError(t, err)
 	}

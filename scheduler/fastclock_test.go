@@ -41,7 +41,7 @@ func TestFastClockNeverSendsEarly(t *testing.T) {
 		ids := []string{"fast-1", "fast-2", "fast-3"}
 		due := map[string]time.Time{}
 		for i, id := range ids {
-			// Published by the producer's own (true) clock: due 2-4s from now.
+			// wire.Published by the producer's own (true) clock: due 2-4s from now.
 			// The wire carries milliseconds, and so do the claim's scores.
 			due[id] = h.publish(id, time.Duration(i+2)*time.Second, id).DeliverAt.Truncate(time.Millisecond)
 		}

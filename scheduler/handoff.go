@@ -14,6 +14,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // handoffPool hands claimed entries to the Delivery: the work queue the fire loop and
@@ -157,7 +158,7 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 		return
 	}
 	a := notify.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
-		Priority: priorityOf(e.Props), Noted: e.Failure, PartsSent: e.PartsSent, Claim: heldEntry{p: p, e: e}, Adopted: adopted}
+		Priority: wire.PriorityOf(e.Props), Noted: e.Failure, PartsSent: e.PartsSent, Claim: heldEntry{p: p, e: e}, Adopted: adopted}
 	start := p.now()
 	receipt, err := p.delivery.Deliver(p.ctx, a)
 	switch {

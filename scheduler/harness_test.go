@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -23,6 +26,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // harness runs schedulers in-process against the local broker and Redis, on a topic,
@@ -38,7 +42,8 @@ type harness struct {
 	threshold time.Duration
 	mode      string // scheduler.mode; "" is levels
 	lease     time.Duration
-	producer  *Producer
+	producer  *wire.Producer
+	raw       rocketmq.Producer // sends messages as they are, outside the wire contract
 	rec       *recorder
 	sim       *chatsim.Server // set by startSim
 	topics    map[string]topic.Target
@@ -60,10 +65,16 @@ func newHarness(t testing.TB, threshold time.Duration) *harness {
 		prefix:    prefix,
 	}
 	h.ws = store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Lease: h.lease})
-	p, err := NewProducer(ProducerOptions{NameServers: []string{h.ns}, Topic: h.topic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: []string{h.ns}, Topic: h.topic})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	h.producer = p
+	raw, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{h.ns})),
+		producer.WithGroupName("rocketdelay-test-raw"), producer.WithInstanceName(testenv.Unique("raw")))
+	require.NoError(t, err)
+	require.NoError(t, raw.Start())
+	t.Cleanup(func() { _ = raw.Shutdown() })
+	h.raw = raw
 	return h
 }
 
@@ -123,11 +134,11 @@ func stop(t testing.TB, s *Scheduler) {
 	require.NoError(t, s.Stop(ctx))
 }
 
-func (h *harness) publish(id string, in time.Duration, body string) Published {
+func (h *harness) publish(id string, in time.Duration, body string) wire.Published {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	pub, err := h.producer.Publish(ctx, Publication{Target: "ops", ID: id, In: in, Body: []byte(body)})
+	pub, err := h.producer.Publish(ctx, wire.Publication{Target: "ops", ID: id, In: in, Body: []byte(body)})
 	require.NoError(h.t, err)
 	return pub
 }

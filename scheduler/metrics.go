@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // Metrics are the scheduler's Prometheus metrics.
@@ -141,7 +143,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.mode, m.received, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
 		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries,
 		m.quarantined, m.storeRetries, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)
-	for _, r := range RejectReasons {
+	for _, r := range wire.RejectReasons {
 		m.rejected.WithLabelValues(string(r))
 	}
 	return m

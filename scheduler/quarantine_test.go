@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // A wheel-stage record that cannot be decoded (damaged in Redis, written by an unknown
@@ -29,7 +30,7 @@ func TestCorruptEntryIsQuarantined(t *testing.T) {
 	ids := []string{"q-good-1", "q-poison", "q-good-2"}
 	for _, id := range ids {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := h.producer.Publish(ctx, Publication{Target: "ops", ID: id, At: due, Body: []byte(id)})
+		_, err := h.producer.Publish(ctx, wire.Publication{Target: "ops", ID: id, At: due, Body: []byte(id)})
 		cancel()
 		require.NoError(t, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // TestEndToEndRandomDelays sends 200 alerts with random delays of 0–90 s through the
@@ -169,32 +170,32 @@ func TestBadInputsAreRejected(t *testing.T) {
 	at := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
 
 	bad := []struct {
-		reason RejectReason
+		reason wire.RejectReason
 		props  map[string]string
 		body   string
 	}{
-		{RejectMissingTarget, map[string]string{PropDeliverAt: at(time.Second)}, "x"},
-		{RejectUnknownTarget, map[string]string{PropTarget: "nobody", PropDeliverAt: at(time.Second)}, "x"},
-		{RejectMissingDue, map[string]string{PropTarget: "ops"}, "x"},
-		{RejectBadDue, map[string]string{PropTarget: "ops", PropDeliverAt: "soon"}, "x"},
-		{RejectBadDue, map[string]string{PropTarget: "ops", PropDelay: "-5000"}, "x"},
-		{RejectBadDue, map[string]string{PropTarget: "ops", PropDeliverAt: "99999999999999999"}, "x"},
-		{RejectBeyondHorizon, map[string]string{PropTarget: "ops", PropDeliverAt: at(48 * time.Hour)}, "x"},
-		{RejectBadBody, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second)}, `{"msgtype":"text","text":{}}`},
-		{RejectBadBody, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second)}, `{"msgtype":"link","link":{"title":"t","text":"` + strings.Repeat("y", 20001) + `","messageUrl":"u"}}`},
-		{RejectBadBody, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second)}, "\xff\xfe bad utf-8"},
-		{RejectBadID, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second), PropID: "has space"}, "x"},
-		{RejectBadID, map[string]string{PropTarget: "ops", PropDeliverAt: at(time.Second), PropID: ".."}, "x"},
+		{wire.RejectMissingTarget, map[string]string{wire.PropDeliverAt: at(time.Second)}, "x"},
+		{wire.RejectUnknownTarget, map[string]string{wire.PropTarget: "nobody", wire.PropDeliverAt: at(time.Second)}, "x"},
+		{wire.RejectMissingDue, map[string]string{wire.PropTarget: "ops"}, "x"},
+		{wire.RejectBadDue, map[string]string{wire.PropTarget: "ops", wire.PropDeliverAt: "soon"}, "x"},
+		{wire.RejectBadDue, map[string]string{wire.PropTarget: "ops", wire.PropDelay: "-5000"}, "x"},
+		{wire.RejectBadDue, map[string]string{wire.PropTarget: "ops", wire.PropDeliverAt: "99999999999999999"}, "x"},
+		{wire.RejectBeyondHorizon, map[string]string{wire.PropTarget: "ops", wire.PropDeliverAt: at(48 * time.Hour)}, "x"},
+		{wire.RejectBadBody, map[string]string{wire.PropTarget: "ops", wire.PropDeliverAt: at(time.Second)}, `{"msgtype":"text","text":{}}`},
+		{wire.RejectBadBody, map[string]string{wire.PropTarget: "ops", wire.PropDeliverAt: at(time.Second)}, `{"msgtype":"link","link":{"title":"t","text":"` + strings.Repeat("y", 20001) + `","messageUrl":"u"}}`},
+		{wire.RejectBadBody, map[string]string{wire.PropTarget: "ops", wire.PropDeliverAt: at(time.Second)}, "\xff\xfe bad utf-8"},
+		{wire.RejectBadID, map[string]string{wire.PropTarget: "ops", wire.PropDeliverAt: at(time.Second), wire.PropID: "has space"}, "x"},
+		{wire.RejectBadID, map[string]string{wire.PropTarget: "ops", wire.PropDeliverAt: at(time.Second), wire.PropID: ".."}, "x"},
 	}
-	want := map[RejectReason]float64{}
+	want := map[wire.RejectReason]float64{}
 	ctx := context.Background()
 	for i, b := range bad {
 		msg := primitive.NewMessage(h.topic, []byte(b.body))
 		msg.WithProperties(b.props)
-		if _, ok := b.props[PropID]; !ok {
-			msg.WithProperty(PropID, "bad-"+strconv.Itoa(i))
+		if _, ok := b.props[wire.PropID]; !ok {
+			msg.WithProperty(wire.PropID, "bad-"+strconv.Itoa(i))
 		}
-		res, err := h.producer.p.SendSync(ctx, msg)
+		res, err := h.raw.SendSync(ctx, msg)
 		require.NoError(t, err)
 		require.Equal(t, primitive.SendOK, res.Status)
 		want[b.reason]++
@@ -346,7 +347,7 @@ func floodRun(tb testing.TB, floodN, share int) (calmDue, floodDue map[string]ti
 	at := time.Now().Add(3 * time.Second)
 	floodDue = map[string]time.Time{}
 	for _, id := range flood {
-		pub, err := h.producer.Publish(ctx, Publication{Target: "flood", ID: id, At: at, Body: []byte("flood " + id)})
+		pub, err := h.producer.Publish(ctx, wire.Publication{Target: "flood", ID: id, At: at, Body: []byte("flood " + id)})
 		require.NoError(tb, err)
 		floodDue[id] = pub.DeliverAt
 	}
@@ -355,7 +356,7 @@ func floodRun(tb testing.TB, floodN, share int) (calmDue, floodDue map[string]ti
 	calmDue = map[string]time.Time{}
 	for i, id := range calm {
 		when := later(calmFrom.Add(time.Duration(i)*200*time.Millisecond), time.Now().Add(time.Second))
-		pub, err := h.producer.Publish(ctx, Publication{Target: "ops", ID: id, At: when, Body: []byte("calm " + id)})
+		pub, err := h.producer.Publish(ctx, wire.Publication{Target: "ops", ID: id, At: when, Body: []byte("calm " + id)})
 		require.NoError(tb, err)
 		calmDue[id] = pub.DeliverAt
 	}
@@ -518,8 +519,8 @@ func TestFirstRetryOfANewGroupComesBackOnTime(t *testing.T) {
 			require.NotEqual(t, -1, created, "the group's retry topic was not created at start")
 			require.Less(t, created, started, "the retry topic was created after the consumer started")
 			msg := primitive.NewMessage(h.topic, []byte("x"))
-			msg.WithProperties(map[string]string{PropTarget: "nobody", PropDeliverAt: "0", PropID: "retry-1"})
-			_, err := h.producer.p.SendSync(context.Background(), msg)
+			msg.WithProperties(map[string]string{wire.PropTarget: "nobody", wire.PropDeliverAt: "0", wire.PropID: "retry-1"})
+			_, err := h.raw.SendSync(context.Background(), msg)
 			require.NoError(t, err)
 			require.Eventually(t, func() bool { return testutil.ToFloat64(m.retries.WithLabelValues("reject")) == 1 },
 				20*time.Second, 20*time.Millisecond, "the first rejection did not fail")

@@ -18,6 +18,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // shareID is the id of an alert of TestBusyTargetIsOneQueueForAllReplicas.
@@ -64,7 +65,7 @@ func TestBusyTargetIsOneQueueForAllReplicas(t *testing.T) {
 	var all []string
 	for i := range n {
 		id := fmt.Sprintf("share-%04d", i)
-		pub, err := h.producer.Publish(ctx, Publication{Target: "ops", ID: id, At: base.Add(time.Duration(i) * 33 * time.Millisecond),
+		pub, err := h.producer.Publish(ctx, wire.Publication{Target: "ops", ID: id, At: base.Add(time.Duration(i) * 33 * time.Millisecond),
 			Body: []byte("alert " + id)})
 		require.NoError(t, err)
 		due[id], all = pub.DeliverAt, append(all, id)

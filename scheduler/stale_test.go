@@ -9,6 +9,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // A copy of an alert that arrives after its done marker expired (a consumer-group reset,
@@ -22,21 +24,21 @@ func TestDecodeRejectsStaleAlerts(t *testing.T) {
 		stale bool
 	}{{2 * time.Minute, true}, {time.Minute + time.Millisecond, true}, {time.Minute, false}, {time.Second, false}} {
 		msg := &primitive.MessageExt{Message: primitive.Message{Body: []byte("x")}}
-		msg.WithProperties(map[string]string{PropTarget: "ops", PropID: "a",
-			PropDeliverAt: strconv.FormatInt(now.Add(-tc.ago).UnixMilli(), 10)})
+		msg.WithProperties(map[string]string{wire.PropTarget: "ops", wire.PropID: "a",
+			wire.PropDeliverAt: strconv.FormatInt(now.Add(-tc.ago).UnixMilli(), 10)})
 		a, rej := decode(msg, rules, now)
 		if !tc.stale {
 			require.Nil(t, rej, "due %s ago", tc.ago)
 			continue
 		}
 		require.NotNil(t, rej, "due %s ago", tc.ago)
-		require.Equal(t, RejectStale, rej.Reason)
+		require.Equal(t, wire.RejectStale, rej.Reason)
 		require.Contains(t, rej.Detail, "scheduler.doneTTL")
 		require.True(t, now.Add(-tc.ago).Equal(a.DueAt), "the rejection keeps the due time")
 	}
 	rules.dedupe = 0
 	msg := &primitive.MessageExt{Message: primitive.Message{Body: []byte("x")}}
-	msg.WithProperties(map[string]string{PropTarget: "ops", PropID: "a", PropDeliverAt: "1"})
+	msg.WithProperties(map[string]string{wire.PropTarget: "ops", wire.PropID: "a", wire.PropDeliverAt: "1"})
 	_, rej := decode(msg, rules, now)
 	require.Nil(t, rej, "no dedupe window, nothing is stale")
 }
@@ -56,9 +58,9 @@ func TestStaleCopyIsRecordedNotSent(t *testing.T) {
 	t.Cleanup(func() { stop(t, s) })
 
 	copyMsg := primitive.NewMessage(h.topic, []byte("old copy"))
-	copyMsg.WithProperties(map[string]string{PropTarget: "ops", PropID: "stale-copy",
-		PropDeliverAt: strconv.FormatInt(time.Now().Add(-2*time.Minute).UnixMilli(), 10)})
-	res, err := h.producer.p.SendSync(ctx, copyMsg)
+	copyMsg.WithProperties(map[string]string{wire.PropTarget: "ops", wire.PropID: "stale-copy",
+		wire.PropDeliverAt: strconv.FormatInt(time.Now().Add(-2*time.Minute).UnixMilli(), 10)})
+	res, err := h.raw.SendSync(ctx, copyMsg)
 	require.NoError(t, err)
 	require.Equal(t, primitive.SendOK, res.Status)
 	h.publish("fresh", time.Second, "fresh")
@@ -70,7 +72,7 @@ func TestStaleCopyIsRecordedNotSent(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond, "the stale copy was never rejected")
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
-	require.Equal(t, string(RejectStale), h.rec.rejected[0].Reason)
+	require.Equal(t, string(wire.RejectStale), h.rec.rejected[0].Reason)
 	require.Equal(t, "stale-copy", h.rec.rejected[0].Alert.ID)
 	require.Empty(t, h.rec.at["stale-copy"], "a stale copy was handed off")
 }

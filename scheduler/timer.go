@@ -13,7 +13,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // PropProbe marks the start-up probes the consumer drops: "route", which teaches the hop
@@ -49,7 +49,7 @@ func ProbeTimer(ctx context.Context, p rocketmq.Producer, topicName string) (Tim
 	res, err := p.SendSync(ctx, m)
 	if err == nil {
 		return TimerSupport{Answer: fmt.Sprintf("the broker stored a timer message due in a century (%s): it ignores timers",
-			topic.SendStatus(res.Status))}, nil
+			wire.SendStatus(res.Status))}, nil
 	}
 	answer := err.Error()
 	switch {

@@ -77,7 +77,7 @@ func TestProbeFindsTheLocalBrokersTimers(t *testing.T) {
 	defer cancel()
 	// The harness's producer creates the topic on its first send.
 	h.publish("probe-warm-up", 0, "warm up")
-	sup, err := ProbeTimer(ctx, h.producer.p, h.topic)
+	sup, err := ProbeTimer(ctx, h.raw, h.topic)
 	require.NoError(t, err)
 	require.True(t, sup.Supported, "the local broker runs with timerWheelEnable=true: %s", sup.Answer)
 	if testenv.Env(t, "ROCKETDELAY_LOCAL_PROFILE") == "test" {

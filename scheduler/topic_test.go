@@ -19,6 +19,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/topic"
 	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // topicHarness is a harness whose schedulers hand off through a real Deliverer to a
@@ -85,7 +86,7 @@ func TestTopicTargetDeliversEachMessageOnceNeverEarly(t *testing.T) {
 				s.body[j] = byte(rng.IntN(256))
 			}
 		}
-		pub, err := h.producer.Publish(ctx, Publication{Target: "orders", ID: id, In: delays[i], Body: s.body, Tag: s.tag,
+		pub, err := h.producer.Publish(ctx, wire.Publication{Target: "orders", ID: id, In: delays[i], Body: s.body, Tag: s.tag,
 			Keys: []string{s.key}, Properties: s.props})
 		require.NoError(t, err)
 		s.due = pub.DeliverAt
@@ -109,9 +110,9 @@ func TestTopicTargetDeliversEachMessageOnceNeverEarly(t *testing.T) {
 		for k, v := range w.props {
 			require.Equal(t, v, m.GetProperty(k), "message %s: property %s", id, k)
 		}
-		require.Equal(t, id, m.GetProperty(topic.PropID))
+		require.Equal(t, id, m.GetProperty(wire.PropID))
 		for k := range m.GetProperties() {
-			require.False(t, strings.HasPrefix(k, "RD_") && k != topic.PropID, "message %s carries the scheduling property %s", id, k)
+			require.False(t, strings.HasPrefix(k, "RD_") && k != wire.PropID, "message %s carries the scheduling property %s", id, k)
 		}
 		// Never early by the broker's clock: it stored the message at or after its due time.
 		require.GreaterOrEqual(t, m.StoreTimestamp, w.due.UnixMilli(), "message %s stored %d ms before its due time",
@@ -139,17 +140,17 @@ func TestTopicTargetAllowlistAndCancel(t *testing.T) {
 	_, m := h.start("allow")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	publish := func(p Publication) {
+	publish := func(p wire.Publication) {
 		t.Helper()
 		_, err := h.producer.Publish(ctx, p)
 		require.NoError(t, err)
 	}
-	publish(Publication{Target: "orders", ID: "to-other", In: time.Second, Body: []byte("o"), Topic: other})
-	publish(Publication{Target: "orders", ID: "to-nowhere", In: time.Second, Body: []byte("x"), Topic: "payments"})
-	publish(Publication{Target: "strict", ID: "strict-override", In: time.Second, Body: []byte("x"), Topic: main})
-	publish(Publication{Target: "orders", ID: "cancel-hopping", In: 20 * time.Second, Body: []byte("c1")})
-	publish(Publication{Target: "orders", ID: "cancel-waiting", In: 9 * time.Second, Body: []byte("c2")})
-	publish(Publication{Target: "orders", ID: "after-all", In: 22 * time.Second, Body: []byte("last")})
+	publish(wire.Publication{Target: "orders", ID: "to-other", In: time.Second, Body: []byte("o"), Topic: other})
+	publish(wire.Publication{Target: "orders", ID: "to-nowhere", In: time.Second, Body: []byte("x"), Topic: "payments"})
+	publish(wire.Publication{Target: "strict", ID: "strict-override", In: time.Second, Body: []byte("x"), Topic: main})
+	publish(wire.Publication{Target: "orders", ID: "cancel-hopping", In: 20 * time.Second, Body: []byte("c1")})
+	publish(wire.Publication{Target: "orders", ID: "cancel-waiting", In: 9 * time.Second, Body: []byte("c2")})
+	publish(wire.Publication{Target: "orders", ID: "after-all", In: 22 * time.Second, Body: []byte("last")})
 
 	// cancel-waiting is in the wheel stage once stored (its delay is below the threshold);
 	// cancel-hopping is still in the broker.
@@ -175,7 +176,7 @@ func TestTopicTargetAllowlistAndCancel(t *testing.T) {
 	require.NoError(t, err)
 	reasons := map[string]string{}
 	for _, r := range rows {
-		require.Equal(t, "rejected_"+string(RejectDestination), r.ErrorClass, "row %s", r.MessageID)
+		require.Equal(t, "rejected_"+string(wire.RejectDestination), r.ErrorClass, "row %s", r.MessageID)
 		reasons[r.MessageID] = r.LastError
 	}
 	require.Contains(t, reasons["to-nowhere"], `RD_TOPIC="payments" is not a topic target "orders" may deliver to`)

@@ -25,6 +25,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // ModesOptions configure Modes. A zero field takes its default.
@@ -183,14 +184,14 @@ func runMode(ctx context.Context, out io.Writer, cfg config.Config, mode string,
 		return modeRun{}, err
 	}
 	defer stop()
-	pr, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: topic})
+	pr, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: topic})
 	if err != nil {
 		return modeRun{}, err
 	}
 	defer pr.Close()
 	start := time.Now()
 	for i, d := range delays {
-		if _, err := pr.Publish(ctx, scheduler.Publication{Target: "bench", ID: "a" + strconv.Itoa(i), In: d,
+		if _, err := pr.Publish(ctx, wire.Publication{Target: "bench", ID: "a" + strconv.Itoa(i), In: d,
 			Body: []byte("alert " + strconv.Itoa(i))}); err != nil {
 			return modeRun{}, err
 		}

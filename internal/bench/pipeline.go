@@ -26,6 +26,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 type benchResult struct {
@@ -94,8 +95,8 @@ func Pipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io
 	farAhead := time.Now().Add(cfg.Scheduler.Levels[len(cfg.Scheduler.Levels)-1] + cfg.Scheduler.Threshold + time.Hour)
 	if err := produceN(ctx, p, n, func(i int) *primitive.Message {
 		m := primitive.NewMessage(hopTopic, []byte("hop "+strconv.Itoa(i)))
-		m.WithProperties(map[string]string{scheduler.PropTarget: "bench", scheduler.PropID: "hop-" + suffix + "-" + strconv.Itoa(i),
-			scheduler.PropDeliverAt: strconv.FormatInt(farAhead.UnixMilli(), 10)})
+		m.WithProperties(map[string]string{wire.PropTarget: "bench", wire.PropID: "hop-" + suffix + "-" + strconv.Itoa(i),
+			wire.PropDeliverAt: strconv.FormatInt(farAhead.UnixMilli(), 10)})
 		return m
 	}); err != nil {
 		return err
@@ -116,8 +117,8 @@ func Pipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io
 	if err := produceN(ctx, p, n, func(i int) *primitive.Message {
 		m := primitive.NewMessage(wheelTopic, []byte("wheel "+strconv.Itoa(i)))
 		at := due.Add(time.Duration(i%1000) * time.Millisecond * min(cfg.Scheduler.Threshold/2, time.Second) / time.Second)
-		m.WithProperties(map[string]string{scheduler.PropTarget: "bench", scheduler.PropID: "wheel-" + suffix + "-" + strconv.Itoa(i),
-			scheduler.PropDeliverAt: strconv.FormatInt(at.UnixMilli(), 10)})
+		m.WithProperties(map[string]string{wire.PropTarget: "bench", wire.PropID: "wheel-" + suffix + "-" + strconv.Itoa(i),
+			wire.PropDeliverAt: strconv.FormatInt(at.UnixMilli(), 10)})
 		return m
 	}); err != nil {
 		return err
@@ -180,8 +181,8 @@ func durabilityStages(ctx context.Context, out io.Writer, cfg config.Config, p r
 		if err := produceN(ctx, p, n, func(j int) *primitive.Message {
 			msg := primitive.NewMessage(topic, []byte("dur "+strconv.Itoa(j)))
 			at := due.Add(time.Duration(j%1000) * time.Millisecond * min(cfg.Scheduler.Threshold/2, time.Second) / time.Second)
-			msg.WithProperties(map[string]string{scheduler.PropTarget: "bench", scheduler.PropID: fmt.Sprintf("dur%d-%s-%d", i, suffix, j),
-				scheduler.PropDeliverAt: strconv.FormatInt(at.UnixMilli(), 10)})
+			msg.WithProperties(map[string]string{wire.PropTarget: "bench", wire.PropID: fmt.Sprintf("dur%d-%s-%d", i, suffix, j),
+				wire.PropDeliverAt: strconv.FormatInt(at.UnixMilli(), 10)})
 			return msg
 		}); err != nil {
 			stop()

@@ -22,6 +22,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // ReplicasOptions are the settings of the replicas benchmark.
@@ -231,7 +232,7 @@ func replicasOnce(ctx context.Context, cfg config.Config, o ReplicasOptions, n i
 			_ = s.Stop(stopCtx)
 		}()
 	}
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: topic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: topic})
 	if err != nil {
 		return r, err
 	}
@@ -253,7 +254,7 @@ func replicasOnce(ctx context.Context, cfg config.Config, o ReplicasOptions, n i
 		id := benchAlert(i)
 		time.Sleep(time.Until(at.Add(-lead)))
 		wg.Go(func() {
-			pub, err := p.Publish(ctx, scheduler.Publication{Target: "bench", ID: id, At: at, Body: []byte(id)})
+			pub, err := p.Publish(ctx, wire.Publication{Target: "bench", ID: id, At: at, Body: []byte(id)})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // ScaleOptions configure Scale. A zero field takes its default.
@@ -123,7 +124,7 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 		}
 		defer stop()
 	}
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: topic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: topic})
 	if err != nil {
 		return scaleRun{}, err
 	}
@@ -138,7 +139,7 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 	for range 16 {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				if _, err := p.Publish(ctx, scheduler.Publication{Target: "bench", ID: "s" + suffix + "-" + strconv.Itoa(i), At: firstDue,
+				if _, err := p.Publish(ctx, wire.Publication{Target: "bench", ID: "s" + suffix + "-" + strconv.Itoa(i), At: firstDue,
 					Body: []byte("scale " + strconv.Itoa(i))}); err != nil {
 					once.Do(func() { pubErr = err })
 					return

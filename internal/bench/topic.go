@@ -25,6 +25,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // TopicDoc is the long help of `rocketdelay bench topic`.
@@ -129,7 +130,7 @@ type topicRun struct {
 	suffix   string
 	biz      string
 	consumer *topicsink.Sink
-	pub      *scheduler.Producer
+	pub      *wire.Producer
 	rdb      redis.UniversalClient
 	prefix   string
 	reg      *prometheus.Registry
@@ -188,7 +189,7 @@ func newTopicRun(ctx context.Context, cfg config.Config, suffix string) (*topicR
 		return nil, err
 	}
 	r.stop = append(r.stop, stop)
-	if r.pub, err = scheduler.NewProducer(scheduler.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: delayTopic}); err != nil {
+	if r.pub, err = wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: delayTopic}); err != nil {
 		return nil, err
 	}
 	r.stop = append(r.stop, func() { _ = r.pub.Close() })
@@ -204,7 +205,7 @@ func (r *topicRun) close() {
 
 // publish publishes a message for "orders" due at at, and returns its id.
 func (r *topicRun) publish(ctx context.Context, id string, at time.Time) error {
-	_, err := r.pub.Publish(ctx, scheduler.Publication{Target: "orders", ID: id, At: at, Body: []byte("order " + id), Raw: true})
+	_, err := r.pub.Publish(ctx, wire.Publication{Target: "orders", ID: id, At: at, Body: []byte("order " + id), Raw: true})
 	return err
 }
 

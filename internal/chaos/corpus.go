@@ -13,8 +13,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // CaseProperty names the property that tags every malformed input with its case name,
@@ -32,7 +32,7 @@ type MalformedCase struct {
 	Props map[string]string // nil value: the property is left out
 	Body  []byte
 	// Reason is the RejectReason the scheduler must record.
-	Reason scheduler.RejectReason
+	Reason wire.RejectReason
 	// BrokerMayRefuse marks an input RocketMQ itself may refuse (an empty body): then it
 	// never reaches rocketdelay and is not counted.
 	BrokerMayRefuse bool
@@ -55,10 +55,10 @@ func Corpus(prefix string) []MalformedCase {
 			x.Props = map[string]string{}
 		}
 		props := map[string]string{
-			scheduler.PropTarget: "ops",
-			scheduler.PropDelay:  "1000",
-			scheduler.PropID:     fmt.Sprintf("%s-x%02d", prefix, len(out)),
-			CaseProperty:         x.Name,
+			wire.PropTarget: "ops",
+			wire.PropDelay:  "1000",
+			wire.PropID:     fmt.Sprintf("%s-x%02d", prefix, len(out)),
+			CaseProperty:    x.Name,
 		}
 		for k, v := range x.Props {
 			props[k] = v
@@ -71,43 +71,43 @@ func Corpus(prefix string) []MalformedCase {
 	}
 	const none = "\x00none" // the property is left out
 	// Bad ids.
-	add(c{Name: "id-129-chars", Props: map[string]string{scheduler.PropID: long(129)}, Reason: scheduler.RejectBadID})
-	add(c{Name: "id-300-chars", Props: map[string]string{scheduler.PropID: long(300)}, Reason: scheduler.RejectBadID})
-	add(c{Name: "id-with-space", Props: map[string]string{scheduler.PropID: prefix + " id"}, Reason: scheduler.RejectBadID})
-	add(c{Name: "id-with-tab", Props: map[string]string{scheduler.PropID: prefix + "\tid"}, Reason: scheduler.RejectBadID})
-	add(c{Name: "id-with-newline", Props: map[string]string{scheduler.PropID: prefix + "\nid"}, Reason: scheduler.RejectBadID})
-	add(c{Name: "id-control-char", Props: map[string]string{scheduler.PropID: prefix + "\x07bell"}, Reason: scheduler.RejectBadID})
-	add(c{Name: "id-nbsp", Props: map[string]string{scheduler.PropID: prefix + "\u00a0id"}, Reason: scheduler.RejectBadID})
+	add(c{Name: "id-129-chars", Props: map[string]string{wire.PropID: long(129)}, Reason: wire.RejectBadID})
+	add(c{Name: "id-300-chars", Props: map[string]string{wire.PropID: long(300)}, Reason: wire.RejectBadID})
+	add(c{Name: "id-with-space", Props: map[string]string{wire.PropID: prefix + " id"}, Reason: wire.RejectBadID})
+	add(c{Name: "id-with-tab", Props: map[string]string{wire.PropID: prefix + "\tid"}, Reason: wire.RejectBadID})
+	add(c{Name: "id-with-newline", Props: map[string]string{wire.PropID: prefix + "\nid"}, Reason: wire.RejectBadID})
+	add(c{Name: "id-control-char", Props: map[string]string{wire.PropID: prefix + "\x07bell"}, Reason: wire.RejectBadID})
+	add(c{Name: "id-nbsp", Props: map[string]string{wire.PropID: prefix + "\u00a0id"}, Reason: wire.RejectBadID})
 	// Targets.
-	add(c{Name: "target-missing", Props: map[string]string{scheduler.PropTarget: none}, Reason: scheduler.RejectMissingTarget})
-	add(c{Name: "target-unknown", Props: map[string]string{scheduler.PropTarget: "nope"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "target-wrong-case", Props: map[string]string{scheduler.PropTarget: "OPS"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "target-leading-space", Props: map[string]string{scheduler.PropTarget: " ops"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "target-5000-chars", Props: map[string]string{scheduler.PropTarget: long(5000)}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "target-unicode", Props: map[string]string{scheduler.PropTarget: "运维"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "target-invalid-utf8", Props: map[string]string{scheduler.PropTarget: "ops\xff\xfe"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "target-forged-hops", Props: map[string]string{scheduler.PropTarget: "nope", scheduler.PropHops: "-7"}, Reason: scheduler.RejectUnknownTarget})
+	add(c{Name: "target-missing", Props: map[string]string{wire.PropTarget: none}, Reason: wire.RejectMissingTarget})
+	add(c{Name: "target-unknown", Props: map[string]string{wire.PropTarget: "nope"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "target-wrong-case", Props: map[string]string{wire.PropTarget: "OPS"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "target-leading-space", Props: map[string]string{wire.PropTarget: " ops"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "target-5000-chars", Props: map[string]string{wire.PropTarget: long(5000)}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "target-unicode", Props: map[string]string{wire.PropTarget: "运维"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "target-invalid-utf8", Props: map[string]string{wire.PropTarget: "ops\xff\xfe"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "target-forged-hops", Props: map[string]string{wire.PropTarget: "nope", wire.PropHops: "-7"}, Reason: wire.RejectUnknownTarget})
 	// Due times.
-	add(c{Name: "due-missing", Props: map[string]string{scheduler.PropDelay: none}, Reason: scheduler.RejectMissingDue})
-	add(c{Name: "deliver-at-word", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: "tomorrow"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "deliver-at-float", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: "1.7e12"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "deliver-at-negative", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: "-1"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "deliver-at-year-10000", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: "253402300800000"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "deliver-at-overflow", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: "99999999999999999999"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "deliver-at-space", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: " " + ms(now)}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "deliver-at-rfc3339", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: now.Format(time.RFC3339)}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "delay-duration-string", Props: map[string]string{scheduler.PropDelay: "5s"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "delay-negative", Props: map[string]string{scheduler.PropDelay: "-5000"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "delay-min-int64", Props: map[string]string{scheduler.PropDelay: "-9223372036854775808"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "delay-max-int64", Props: map[string]string{scheduler.PropDelay: "9223372036854775807"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "delay-hex", Props: map[string]string{scheduler.PropDelay: "0x10"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "delay-invalid-utf8", Props: map[string]string{scheduler.PropDelay: "1\xff"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "deliver-at-31-days", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: ms(now.Add(31 * 24 * time.Hour))}, Reason: scheduler.RejectBeyondHorizon})
-	add(c{Name: "deliver-at-year-9000", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: "221845392000000"}, Reason: scheduler.RejectBeyondHorizon})
-	add(c{Name: "delay-40-days", Props: map[string]string{scheduler.PropDelay: strconv.FormatInt((40 * 24 * time.Hour).Milliseconds(), 10)}, Reason: scheduler.RejectBeyondHorizon})
+	add(c{Name: "due-missing", Props: map[string]string{wire.PropDelay: none}, Reason: wire.RejectMissingDue})
+	add(c{Name: "deliver-at-word", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: "tomorrow"}, Reason: wire.RejectBadDue})
+	add(c{Name: "deliver-at-float", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: "1.7e12"}, Reason: wire.RejectBadDue})
+	add(c{Name: "deliver-at-negative", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: "-1"}, Reason: wire.RejectBadDue})
+	add(c{Name: "deliver-at-year-10000", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: "253402300800000"}, Reason: wire.RejectBadDue})
+	add(c{Name: "deliver-at-overflow", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: "99999999999999999999"}, Reason: wire.RejectBadDue})
+	add(c{Name: "deliver-at-space", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: " " + ms(now)}, Reason: wire.RejectBadDue})
+	add(c{Name: "deliver-at-rfc3339", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: now.Format(time.RFC3339)}, Reason: wire.RejectBadDue})
+	add(c{Name: "delay-duration-string", Props: map[string]string{wire.PropDelay: "5s"}, Reason: wire.RejectBadDue})
+	add(c{Name: "delay-negative", Props: map[string]string{wire.PropDelay: "-5000"}, Reason: wire.RejectBadDue})
+	add(c{Name: "delay-min-int64", Props: map[string]string{wire.PropDelay: "-9223372036854775808"}, Reason: wire.RejectBadDue})
+	add(c{Name: "delay-max-int64", Props: map[string]string{wire.PropDelay: "9223372036854775807"}, Reason: wire.RejectBadDue})
+	add(c{Name: "delay-hex", Props: map[string]string{wire.PropDelay: "0x10"}, Reason: wire.RejectBadDue})
+	add(c{Name: "delay-invalid-utf8", Props: map[string]string{wire.PropDelay: "1\xff"}, Reason: wire.RejectBadDue})
+	add(c{Name: "deliver-at-31-days", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: ms(now.Add(31 * 24 * time.Hour))}, Reason: wire.RejectBeyondHorizon})
+	add(c{Name: "deliver-at-year-9000", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: "221845392000000"}, Reason: wire.RejectBeyondHorizon})
+	add(c{Name: "delay-40-days", Props: map[string]string{wire.PropDelay: strconv.FormatInt((40 * 24 * time.Hour).Milliseconds(), 10)}, Reason: wire.RejectBeyondHorizon})
 	// Bodies.
-	body := func(name, s string) c { return c{Name: name, Body: []byte(s), Reason: scheduler.RejectBadBody} }
-	add(c{Name: "body-empty", Body: []byte{}, Reason: scheduler.RejectBadBody, BrokerMayRefuse: true})
+	body := func(name, s string) c { return c{Name: name, Body: []byte(s), Reason: wire.RejectBadBody} }
+	add(c{Name: "body-empty", Body: []byte{}, Reason: wire.RejectBadBody, BrokerMayRefuse: true})
 	add(body("body-whitespace", " \n\t "))
 	add(body("body-invalid-utf8", "\xff\xfe\xfd "+badMarker))
 	add(body("body-json-invalid-utf8", `{"msgtype":"text","text":{"content":"`+badMarker+"\xc3\x28"+`"}}`))
@@ -135,21 +135,21 @@ func Corpus(prefix string) []MalformedCase {
 	add(body("markdown-250kb", `{"msgtype":"markdown","markdown":{"title":"`+badMarker+`","text":"`+long(250000)+`"}}`))
 	add(body("json-wrong-shape-at", `{"msgtype":"text","text":{"content":"`+badMarker+`"},"at":"everyone"}`))
 	// Several faults at once: the first in decode order wins.
-	add(c{Name: "all-wrong", Props: map[string]string{scheduler.PropTarget: none, scheduler.PropDelay: "-1"}, Body: []byte("\xff"), Reason: scheduler.RejectMissingTarget})
+	add(c{Name: "all-wrong", Props: map[string]string{wire.PropTarget: none, wire.PropDelay: "-1"}, Body: []byte("\xff"), Reason: wire.RejectMissingTarget})
 	// NUL bytes and invalid UTF-8 in every property: Postgres text and jsonb refuse both,
 	// yet each input must end as a rejected row.
-	add(c{Name: "id-nul", Props: map[string]string{scheduler.PropID: prefix + "\x00nul"}, Reason: scheduler.RejectBadID})
-	add(c{Name: "id-invalid-utf8", Props: map[string]string{scheduler.PropID: prefix + "\xff\xfe"}, Reason: scheduler.RejectBadID})
-	add(c{Name: "target-nul", Props: map[string]string{scheduler.PropTarget: "ops\x00"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "target-nul-invalid-utf8", Props: map[string]string{scheduler.PropTarget: "\x00\xc3\x28"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "delay-nul", Props: map[string]string{scheduler.PropDelay: "1000\x00"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "deliver-at-nul", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: "\x00" + ms(now)}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "deliver-at-invalid-utf8", Props: map[string]string{scheduler.PropDelay: none, scheduler.PropDeliverAt: ms(now) + "\xff"}, Reason: scheduler.RejectBadDue})
-	add(c{Name: "hops-nul", Props: map[string]string{scheduler.PropTarget: "nope", scheduler.PropHops: "2\x00"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "other-property-nul", Props: map[string]string{scheduler.PropTarget: "nope", "X_NOTE": "a\x00b"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "other-key-nul", Props: map[string]string{scheduler.PropTarget: "nope", "X\x00KEY": "v"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "other-invalid-utf8", Props: map[string]string{scheduler.PropTarget: "nope", "X\xffK": "v\xfe"}, Reason: scheduler.RejectUnknownTarget})
-	add(c{Name: "body-nul-unknown-target", Props: map[string]string{scheduler.PropTarget: "nope"}, Body: []byte("\x00" + badMarker + " body-nul-unknown-target\x00"), Reason: scheduler.RejectUnknownTarget})
+	add(c{Name: "id-nul", Props: map[string]string{wire.PropID: prefix + "\x00nul"}, Reason: wire.RejectBadID})
+	add(c{Name: "id-invalid-utf8", Props: map[string]string{wire.PropID: prefix + "\xff\xfe"}, Reason: wire.RejectBadID})
+	add(c{Name: "target-nul", Props: map[string]string{wire.PropTarget: "ops\x00"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "target-nul-invalid-utf8", Props: map[string]string{wire.PropTarget: "\x00\xc3\x28"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "delay-nul", Props: map[string]string{wire.PropDelay: "1000\x00"}, Reason: wire.RejectBadDue})
+	add(c{Name: "deliver-at-nul", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: "\x00" + ms(now)}, Reason: wire.RejectBadDue})
+	add(c{Name: "deliver-at-invalid-utf8", Props: map[string]string{wire.PropDelay: none, wire.PropDeliverAt: ms(now) + "\xff"}, Reason: wire.RejectBadDue})
+	add(c{Name: "hops-nul", Props: map[string]string{wire.PropTarget: "nope", wire.PropHops: "2\x00"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "other-property-nul", Props: map[string]string{wire.PropTarget: "nope", "X_NOTE": "a\x00b"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "other-key-nul", Props: map[string]string{wire.PropTarget: "nope", "X\x00KEY": "v"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "other-invalid-utf8", Props: map[string]string{wire.PropTarget: "nope", "X\xffK": "v\xfe"}, Reason: wire.RejectUnknownTarget})
+	add(c{Name: "body-nul-unknown-target", Props: map[string]string{wire.PropTarget: "nope"}, Body: []byte("\x00" + badMarker + " body-nul-unknown-target\x00"), Reason: wire.RejectUnknownTarget})
 	for i := range out {
 		for k, v := range out[i].Props {
 			if v == none {

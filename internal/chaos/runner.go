@@ -26,6 +26,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // The scenarios, by name.
@@ -428,7 +429,7 @@ type env struct {
 	dsn           string
 	cfg           string
 	sim           *simulator
-	producer      *scheduler.Producer
+	producer      *wire.Producer
 	raw           *rawProducer
 	robots        []chatsim.Robot
 	// sink consumes the business topic of the topic target, in a topic scenario.
@@ -587,7 +588,7 @@ func (e *env) prepare(ctx context.Context) error {
 		}
 		e.note("every alert for the topic target orders (topic %s), received by a consumer of it", e.bizTopic())
 	}
-	if e.producer, err = scheduler.NewProducer(scheduler.ProducerOptions{NameServers: []string{ns}, Topic: e.topic}); err != nil {
+	if e.producer, err = wire.NewProducer(wire.ProducerOptions{NameServers: []string{ns}, Topic: e.topic}); err != nil {
 		return err
 	}
 	if e.raw, err = newRawProducer(ns, e.topic); err != nil {
@@ -749,7 +750,7 @@ func (e *env) publish(ctx context.Context, n int, over, maxDelay time.Duration) 
 		if i%3 == 1 {
 			body = fmt.Sprintf(`{"msgtype":"markdown","markdown":{"title":"chaos %s","text":"### chaos %s\nrun %s"}}`, id, id, e.name)
 		}
-		pub := scheduler.Publication{Target: "ops", At: at, ID: id, Body: []byte(body)}
+		pub := wire.Publication{Target: "ops", At: at, ID: id, Body: []byte(body)}
 		if e.sink != nil {
 			// Any bytes, passed through: the id, then a byte that is not UTF-8.
 			pub.Target, pub.Raw, pub.Tag, pub.Body = "orders", true, "chaos", append([]byte(body), 0xff)
@@ -791,7 +792,7 @@ func (e *env) acceptances() map[string][]acceptance {
 	return out
 }
 
-func (e *env) publishOne(ctx context.Context, pub scheduler.Publication) error {
+func (e *env) publishOne(ctx context.Context, pub wire.Publication) error {
 	e.mu.Lock()
 	e.due[pub.ID] = pub.At
 	e.mu.Unlock()

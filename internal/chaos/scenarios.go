@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // concurrently runs the publisher and a fault script, and returns the first error.
@@ -171,7 +171,7 @@ func runZombie(ctx context.Context, e *env) error {
 		for i := range cluster {
 			id := fmt.Sprintf("%s-%05d", e.idPrefix, 90000+i)
 			body := fmt.Sprintf("chaos %s", id)
-			if err := e.publishOne(ctx, scheduler.Publication{Target: "ops", At: due, ID: id, Body: []byte(body)}); err != nil {
+			if err := e.publishOne(ctx, wire.Publication{Target: "ops", At: due, ID: id, Body: []byte(body)}); err != nil {
 				return err
 			}
 		}
@@ -266,7 +266,7 @@ func runRetryJobZombie(ctx context.Context, e *env) error {
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts/2), func(ctx context.Context) error {
 		for i := range cluster {
 			id := fmt.Sprintf("%s-%05d", e.idPrefix, 80000+i)
-			if err := e.publishOne(ctx, scheduler.Publication{Target: "ops", At: due, ID: id, Body: []byte("chaos " + id)}); err != nil {
+			if err := e.publishOne(ctx, wire.Publication{Target: "ops", At: due, ID: id, Body: []byte("chaos " + id)}); err != nil {
 				return err
 			}
 		}
@@ -589,7 +589,7 @@ func runKillBusy(ctx context.Context, e *env) error {
 		for i := range cluster {
 			id := fmt.Sprintf("%s-%05d", e.idPrefix, 90000+i)
 			body := fmt.Sprintf("chaos %s", id)
-			if err := e.publishOne(ctx, scheduler.Publication{Target: "other", At: due, ID: id, Body: []byte(body)}); err != nil {
+			if err := e.publishOne(ctx, wire.Publication{Target: "other", At: due, ID: id, Body: []byte(body)}); err != nil {
 				return err
 			}
 		}
@@ -634,7 +634,7 @@ func (e *env) publishTopicCluster(ctx context.Context) error {
 	for i := range n {
 		id := fmt.Sprintf("%s-%05d", e.idPrefix, 90000+i)
 		body := append([]byte("chaos "+id), 0xff)
-		if err := e.publishOne(ctx, scheduler.Publication{Target: "orders", Raw: true, Tag: "chaos", At: due, ID: id, Body: body}); err != nil {
+		if err := e.publishOne(ctx, wire.Publication{Target: "orders", Raw: true, Tag: "chaos", At: due, ID: id, Body: body}); err != nil {
 			return err
 		}
 	}

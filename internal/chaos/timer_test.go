@@ -18,6 +18,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // TestTimerModeOnABrokerWithoutTimers starts a private name server and broker with
@@ -80,10 +81,10 @@ func TestTimerModeOnABrokerWithoutTimers(t *testing.T) {
 rocketdelay_scheduler_mode{mode="levels"} 1
 `), "rocketdelay_scheduler_mode"))
 
-	p, err := scheduler.NewProducer(scheduler.ProducerOptions{NameServers: opts.NameServers, Topic: opts.Topic})
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: opts.NameServers, Topic: opts.Topic})
 	require.NoError(t, err)
 	defer p.Close()
-	pub, err := p.Publish(ctx, scheduler.Publication{Target: "ops", ID: "auto-levels", In: 8 * time.Second, Body: []byte("via delay levels")})
+	pub, err := p.Publish(ctx, wire.Publication{Target: "ops", ID: "auto-levels", In: 8 * time.Second, Body: []byte("via delay levels")})
 	require.NoError(t, err)
 	select {
 	case a := <-got:

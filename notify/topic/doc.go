@@ -2,7 +2,7 @@
 // goes and what it carries (Target.Resolve: the business topic, the overrides a message
 // may make, its tag, keys and user properties less rocketdelay's own RD_* ones, and RD_ID
 // as a property and a key, so a business consumer never sees the delay machinery and can
-// deduplicate), the properties that are the broker's own (SystemProperty), and the
+// deduplicate), the properties that are the broker's own (wire.SystemProperty), and the
 // Message a relay sends. The scheduler checks arriving messages with it, delivery routes
 // with it, and operators' views describe rows with it.
 //

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // request is one message waiting in a batcher.
@@ -220,7 +221,7 @@ func (b *batcher) sendNow(ctx context.Context, batch []*request) error {
 	case res.Status != primitive.SendOK:
 		return &notify.Failure{Class: notify.ClassTransient, Target: b.target.Target,
 			Reason: fmt.Sprintf("the broker answered %s for topic %s: stored, but not as durably as it is configured to; sent again",
-				topic.SendStatus(res.Status), b.topic)}
+				wire.SendStatus(res.Status), b.topic)}
 	}
 	return nil
 }

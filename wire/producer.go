@@ -1,7 +1,9 @@
-package scheduler
+package wire
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,8 +16,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
-
-	"github.com/rocketdelay/rocketdelay/notify/topic"
 )
 
 // Producer publishes delayed alerts to the topic, following the wire contract. It is the
@@ -46,7 +46,7 @@ type ProducerOptions struct {
 // NewProducer starts a producer.
 func NewProducer(opts ProducerOptions) (*Producer, error) {
 	if len(opts.NameServers) == 0 {
-		return nil, errors.New("scheduler: producer: no name servers")
+		return nil, errors.New("wire: producer: no name servers")
 	}
 	if opts.Topic == "" {
 		opts.Topic = "guava"
@@ -65,10 +65,10 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 		producer.WithRetry(2),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: producer: %w", err)
+		return nil, fmt.Errorf("wire: producer: %w", err)
 	}
 	if err := p.Start(); err != nil {
-		return nil, fmt.Errorf("scheduler: start producer: %w", err)
+		return nil, fmt.Errorf("wire: start producer: %w", err)
 	}
 	return &Producer{p: p, topic: opts.Topic, now: opts.Now, checkBody: opts.CheckBody}, nil
 }
@@ -137,41 +137,41 @@ type Published struct {
 // checked by its platform (ProducerOptions.CheckBody), which Check does not know.
 func (pub Publication) Check(now time.Time, limits DueLimits) *Rejection {
 	if pub.Target == "" {
-		return reject(RejectMissingTarget, "a target is required")
+		return Reject(RejectMissingTarget, "a target is required")
 	}
 	if !pub.At.IsZero() && pub.In != 0 {
-		return reject(RejectBadDue, "give a due time or a delay, not both")
+		return Reject(RejectBadDue, "give a due time or a delay, not both")
 	}
 	if pub.In < 0 {
-		return reject(RejectBadDue, "negative delay %s", pub.In)
+		return Reject(RejectBadDue, "negative delay %s", pub.In)
 	}
 	if _, err := ParsePriority(pub.Priority); err != nil {
-		return reject(RejectBadPriority, "%v", err)
+		return Reject(RejectBadPriority, "%v", err)
 	}
 	if pub.ID != "" { // Publish makes one up
 		if err := CheckID(pub.ID); err != nil {
-			return reject(RejectBadID, "%v", err)
+			return Reject(RejectBadID, "%v", err)
 		}
 	}
 	if separated(pub.Tag) {
-		return reject(RejectDestination, "tag %q holds %s", pub.Tag, separators)
+		return Reject(RejectDestination, "tag %q holds %s", pub.Tag, separators)
 	}
 	for _, k := range pub.Keys {
 		switch {
 		case k == "" || strings.ContainsFunc(k, unicode.IsSpace):
-			return reject(RejectDestination, "key %q is empty or holds whitespace (keys are separated by spaces)", k)
+			return Reject(RejectDestination, "key %q is empty or holds whitespace (keys are separated by spaces)", k)
 		case separated(k):
-			return reject(RejectDestination, "key %q holds %s", k, separators)
+			return Reject(RejectDestination, "key %q holds %s", k, separators)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(pub.Properties)) {
 		switch {
 		case k == "" || strings.ContainsFunc(k, unicode.IsSpace):
-			return reject(RejectDestination, "property name %q is empty or holds whitespace", k)
-		case strings.HasPrefix(k, "RD_") || topic.SystemProperty(k) || k == primitive.PropertyTags || k == primitive.PropertyKeys:
-			return reject(RejectDestination, "property %q is reserved (rocketdelay's RD_* or the broker's own)", k)
+			return Reject(RejectDestination, "property name %q is empty or holds whitespace", k)
+		case strings.HasPrefix(k, "RD_") || SystemProperty(k) || k == primitive.PropertyTags || k == primitive.PropertyKeys:
+			return Reject(RejectDestination, "property %q is reserved (rocketdelay's RD_* or the broker's own)", k)
 		case separated(k) || separated(pub.Properties[k]):
-			return reject(RejectDestination, "property %q holds %s", k, separators)
+			return Reject(RejectDestination, "property %q holds %s", k, separators)
 		}
 	}
 	at := pub.At
@@ -196,11 +196,11 @@ func separated(s string) bool { return strings.ContainsAny(s, "\x01\x02") }
 // last one's.
 func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, error) {
 	if rej := pub.Check(p.now(), DueLimits{}); rej != nil {
-		return Published{}, fmt.Errorf("scheduler: publish: %w", rej)
+		return Published{}, fmt.Errorf("wire: publish: %w", rej)
 	}
 	if !pub.raw() && p.checkBody != nil {
 		if err := p.checkBody(pub.Target, pub.Body); err != nil {
-			return Published{}, fmt.Errorf("scheduler: publish: %w", reject(RejectBadBody, "%v", err))
+			return Published{}, fmt.Errorf("wire: publish: %w", Reject(RejectBadBody, "%v", err))
 		}
 	}
 	if pub.ID == "" {
@@ -221,7 +221,7 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	for k, v := range pub.Properties {
 		m.WithProperty(k, v)
 	}
-	m.WithProperty(topic.PropTopic, pub.Topic)
+	m.WithProperty(PropTopic, pub.Topic)
 	if pub.Tag != "" {
 		m.WithTag(pub.Tag)
 	}
@@ -238,18 +238,25 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 		case err == nil && res.Status == primitive.SendOK:
 			return Published{ID: pub.ID, DeliverAt: at, MsgID: res.MsgID}, nil
 		case err == nil:
-			err = fmt.Errorf("broker answered %s", topic.SendStatus(res.Status))
+			err = fmt.Errorf("broker answered %s", SendStatus(res.Status))
 		}
 		if attempt == publishAttempts || ctx.Err() != nil {
-			return Published{}, fmt.Errorf("scheduler: publish %s: %w", pub.ID, err)
+			return Published{}, fmt.Errorf("wire: publish %s: %w", pub.ID, err)
 		}
 		select {
 		case <-time.After(time.Duration(attempt) * publishBackoff):
 		case <-ctx.Done():
-			return Published{}, fmt.Errorf("scheduler: publish %s: %w", pub.ID, err)
+			return Published{}, fmt.Errorf("wire: publish %s: %w", pub.ID, err)
 		}
 	}
 }
 
 // Close stops the producer.
 func (p *Producer) Close() error { return p.p.Shutdown() }
+
+// randomHex returns n random bytes as hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
