@@ -19,13 +19,13 @@ help: ## list the targets
 build: ## build bin/rocketdelay
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rocketdelay
 
-run: build ## start the local stack (default delay levels) and the DingTalk simulator, migrate, and serve in the foreground
+run: build ## start the local stack (default delay levels) and the chat simulator (DingTalk, WeCom, Feishu), migrate, and serve in the foreground
 	deploy/local/up --profile default >/dev/null
 	eval "$$(deploy/local/env)"; \
 	$(BIN) migrate up -f $(LOCAL_CONFIG); \
-	$(BIN) dingtalk-sim -f deploy/local/dingtalk-sim.yaml 2>"$$ROCKETDELAY_LOCAL_LOGS/dingtalk-sim.log" & sim=$$!; \
+	$(BIN) chat-sim -f deploy/local/chat-sim.yaml 2>"$$ROCKETDELAY_LOCAL_LOGS/chat-sim.log" & sim=$$!; \
 	trap 'kill $$sim 2>/dev/null' EXIT; \
-	echo "DingTalk simulator on 127.0.0.1:18090 (log: $$ROCKETDELAY_LOCAL_LOGS/dingtalk-sim.log)"; \
+	echo "chat simulator (DingTalk, WeCom, Feishu) on 127.0.0.1:18090 (log: $$ROCKETDELAY_LOCAL_LOGS/chat-sim.log)"; \
 	$(BIN) serve -f $(LOCAL_CONFIG)
 
 test: ## check no built artifact is tracked, start the local stack (test delay levels), then gofmt, go vet and go test -race

@@ -54,7 +54,8 @@ func newRoot(stdio IO) *cobra.Command {
 		Use:   "rocketdelay",
 		Short: "Delayed alert delivery on RocketMQ delay levels, to DingTalk robots",
 		Long: `rocketdelay delivers alerts published to a RocketMQ topic at an exact future moment,
-at any delay, and sends them to DingTalk group robots without tripping their rate limit.`,
+at any delay, and sends them to DingTalk, WeCom and Feishu group robots without tripping
+their rate limits, or to RocketMQ business topics.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
