@@ -550,7 +550,15 @@ type Ingress struct {
 	Token Secret `yaml:"token" json:"token"`
 	// MaxBody bounds a request body, bytes. Default 1048576 (1 MiB).
 	MaxBody int64 `yaml:"maxBody" json:"maxBody"`
+	// Priorities map an Alertmanager alert's severity label to the priority of the alert
+	// the receiver publishes (RD_PRIORITY; the highest of the notification's firing
+	// alerts): one of PriorityNames. A severity not here is normal. Default critical →
+	// critical, error → high, warning → normal, info → low.
+	Priorities map[string]string `yaml:"priorities" json:"priorities,omitempty"`
 }
+
+// PriorityNames are the priorities an alert may have (RD_PRIORITY), highest first.
+var PriorityNames = []string{"critical", "high", "normal", "low"}
 
 // FailedSends configures the retry job that re-sends pending rows of failed_sends, on
 // every replica.

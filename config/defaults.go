@@ -106,6 +106,9 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Sender.Pacing, DefaultSenderPacing)
 	Default(&c.Sender.RobotLimits, DefaultSenderRobotLimits)
 	Default(&c.Sender.PriorityMaxWait, DefaultSenderPriorityMaxWait)
+	if c.Ingress.Priorities == nil {
+		c.Ingress.Priorities = map[string]string{"critical": "critical", "error": "high", "warning": "normal", "info": "low"}
+	}
 	Default(&c.Sender.WeCom.BaseURL, DefaultWeComBaseURL)
 	Default(&c.Sender.WeCom.Limit, DefaultWeComLimit)
 	Default(&c.Sender.WeCom.Cooldown, DefaultPlatformCooldown)

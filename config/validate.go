@@ -55,6 +55,11 @@ func (c Config) Validate() error {
 	if c.Ingress.MaxBody <= 0 {
 		bad("ingress.maxBody", "must be positive, got %d", c.Ingress.MaxBody)
 	}
+	for severity, p := range c.Ingress.Priorities {
+		if !slices.Contains(PriorityNames, p) {
+			bad("ingress.priorities."+severity, "%q is not one of %s", p, strings.Join(PriorityNames, ", "))
+		}
+	}
 	c.FailedSends.validate(bad)
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)

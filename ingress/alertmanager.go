@@ -116,15 +116,16 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 	}
 	g := group{target: target, receiver: n.Receiver, key: n.GroupKey}
 	var outcome string
+	priority := in.priority(n.Alerts.Firing())
 	switch {
 	case opts.delay > 0 && n.Status == "firing":
-		outcome, err = in.escalate(r.Context(), g, body, opts.delay)
+		outcome, err = in.escalate(r.Context(), g, body, opts.delay, priority)
 	case opts.delay > 0:
 		outcome, err = in.resolve(r.Context(), g, body, opts.sendResolved)
 	case n.Status == "resolved" && !opts.sendResolved:
 		outcome = "resolved_not_sent"
 	default:
-		outcome, err = "published", in.publishNow(r.Context(), target, immediateID(g, n, in.deps.Now()), body, in.deps.Now())
+		outcome, err = "published", in.publishNow(r.Context(), target, immediateID(g, n, in.deps.Now()), body, in.deps.Now(), priority)
 	}
 	if err != nil {
 		in.metrics.requests.WithLabelValues("alertmanager", "unavailable").Inc()
@@ -162,10 +163,26 @@ func hashHex(parts ...string) string {
 	return hex.EncodeToString(h[:12])
 }
 
-// publishNow publishes body for target with id, due at at.
-func (in *Ingress) publishNow(ctx context.Context, target, id string, body []byte, at time.Time) error {
-	_, err := in.deps.Publisher.Publish(ctx, wire.Publication{Target: target, ID: id, At: at, Body: body})
+// publishNow publishes body for target with id and priority, due at at.
+func (in *Ingress) publishNow(ctx context.Context, target, id string, body []byte, at time.Time, priority string) error {
+	_, err := in.deps.Publisher.Publish(ctx, wire.Publication{Target: target, ID: id, At: at, Body: body, Priority: priority})
 	return err
+}
+
+// priority is the highest priority the severity labels of alerts map to
+// (ingress.priorities); "" (normal) when none maps.
+func (in *Ingress) priority(alerts Alerts) string {
+	best, name := 0, ""
+	for _, a := range alerts {
+		p, ok := in.cfg.Ingress.Priorities[a.Labels["severity"]]
+		if !ok {
+			continue
+		}
+		if v, err := wire.ParsePriority(p); err == nil && (name == "" || v > best) {
+			best, name = v, p
+		}
+	}
+	return name
 }
 
 // escalate handles a firing notification of a delayed group. The first one of an
@@ -173,7 +190,7 @@ func (in *Ingress) publishNow(ctx context.Context, target, id string, body []byt
 // pending, replaces it (same due time, the newer content): the old one is cancelled
 // first, then the new one published, so the two are never both sent. Once the alert was
 // sent, later firing notifications of the episode are absorbed: the escalation happened.
-func (in *Ingress) escalate(ctx context.Context, g group, body []byte, delay time.Duration) (string, error) {
+func (in *Ingress) escalate(ctx context.Context, g group, body []byte, delay time.Duration, priority string) (string, error) {
 	base := g.base()
 	rec, ok, err := in.deps.Escalations.Get(ctx, base)
 	if err != nil {
@@ -195,7 +212,7 @@ func (in *Ingress) escalate(ctx context.Context, g group, body []byte, delay tim
 		}
 		next.DueMs, outcome = rec.DueMs, "escalation_replaced"
 	}
-	if err := in.publishNow(ctx, g.target, next.ID, body, next.Due()); err != nil {
+	if err := in.publishNow(ctx, g.target, next.ID, body, next.Due(), priority); err != nil {
 		return "", err
 	}
 	if _, err := in.deps.Escalations.Set(ctx, base, rec.Version, next); err != nil {
@@ -226,7 +243,7 @@ func (in *Ingress) resolve(ctx context.Context, g group, body []byte, sendResolv
 	if !res.Cancelled() {
 		outcome = "resolved_after_escalation"
 		if sendResolved {
-			if err := in.publishNow(ctx, g.target, rec.ID+"-resolved", body, in.deps.Now().Add(resolutionLag)); err != nil {
+			if err := in.publishNow(ctx, g.target, rec.ID+"-resolved", body, in.deps.Now().Add(resolutionLag), ""); err != nil {
 				return "", err
 			}
 			outcome = "resolution_published"

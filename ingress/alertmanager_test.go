@@ -147,3 +147,27 @@ func TestAlertmanagerImmediate(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Equal(t, "bad_payload", out["reason"])
 }
+
+// A notification's priority is the highest its firing alerts' severities map to
+// (ingress.priorities): the sample has a critical alert, so critical; without severities,
+// normal (no property).
+func TestAlertmanagerPriorityFromSeverity(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken)
+	n := notification(t, "firing", "{}:{alertname=\"Prio\"}")
+	g := group{target: "ops", receiver: n.Receiver, key: n.GroupKey}
+	code, out := s.notify("/ops", n)
+	require.Equal(t, http.StatusOK, code, out)
+	props, _ := s.published(immediateID(g, n, s.clock.Now()))
+	require.Equal(t, "critical", props[wire.PropPriority])
+
+	for i := range n.Alerts {
+		delete(n.Alerts[i].Labels, "severity")
+	}
+	n.GroupKey = "{}:{alertname=\"PrioNone\"}"
+	g.key = n.GroupKey
+	code, out = s.notify("/ops", n)
+	require.Equal(t, http.StatusOK, code, out)
+	props, _ = s.published(immediateID(g, n, s.clock.Now()))
+	require.NotContains(t, props, wire.PropPriority)
+}

@@ -27,6 +27,9 @@ type PublishRequest struct {
 	At string `json:"at,omitempty"`
 	// ID is the idempotency key (RD_ID). Default a new random id.
 	ID string `json:"id,omitempty"`
+	// Priority is the alert's priority (RD_PRIORITY): critical, high, normal or low.
+	// Default normal.
+	Priority string `json:"priority,omitempty"`
 	// Text is a plain text alert (for a topic target: the body, as UTF-8).
 	Text string `json:"text,omitempty"`
 	// Markdown is a markdown alert (robot groups), in the markdown of the group's
@@ -107,7 +110,7 @@ func (in *Ingress) publication(req PublishRequest) (wire.Publication, string, er
 		return bad(wire.RejectUnknownTarget, "target %q is not a target of the configuration (known: %s)", req.Target,
 			strings.Join(slices.Sorted(maps.Keys(in.cfg.Targets)), ", "))
 	}
-	pub := wire.Publication{Target: req.Target, ID: req.ID}
+	pub := wire.Publication{Target: req.Target, ID: req.ID, Priority: req.Priority}
 	now := in.deps.Now()
 	switch {
 	case req.In != "" && req.At != "":

@@ -6,7 +6,23 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
+
+// The priorities the configuration maps severities to are the wire's.
+func TestPrioritiesAgreeWithTheConfiguration(t *testing.T) {
+	require.Len(t, wire.Priorities, len(config.PriorityNames))
+	for i, name := range config.PriorityNames {
+		p, err := wire.ParsePriority(name)
+		require.NoError(t, err, name)
+		if i > 0 {
+			prev, _ := wire.ParsePriority(config.PriorityNames[i-1])
+			require.Greater(t, prev, p, "PriorityNames go from the highest down")
+		}
+	}
+}
 
 // A producer compiles against package wire alone: it links the RocketMQ client and the
 // standard library, and nothing of rocketdelay's service.
