@@ -12,6 +12,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/notify/feishu"
+	"github.com/rocketdelay/rocketdelay/notify/wecom"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -113,4 +115,40 @@ func TestRenderLargeNotification(t *testing.T) {
 	}
 	m := bodyOf(t, r, n)
 	require.Greater(t, len(m.Markdown.Text), 20000)
+}
+
+// The built-in templates of WeCom and Feishu render the same notification in each
+// platform's markdown; the platform's channel makes it the body it accepts: WeCom
+// markdown (mentions as <@userid>, or text with mention lists when everyone or a mobile
+// is mentioned), a Feishu card (the title as its header, mentions as <at id>).
+func TestRenderBuiltInTemplateOfEveryKind(t *testing.T) {
+	mentions := &config.AlertmanagerTarget{Mentions: []config.Mention{
+		{Match: map[string]string{"team": "db"}, UserIDs: []string{"dba-lead"}},
+	}}
+	for _, kind := range []string{config.KindWeCom, config.KindFeishu} {
+		t.Run(kind, func(t *testing.T) {
+			r, err := newRenderer("ops", kind, mentions)
+			require.NoError(t, err)
+			msg, err := r.render(sample(t, "firing.json"))
+			require.NoError(t, err)
+			require.Equal(t, "[FIRING:1] DiskFull", msg.Title)
+			require.Equal(t, []string{"dba-lead"}, msg.Mentions.Users)
+			golden(t, "firing."+kind+".md", msg.Text)
+			var body []byte
+			switch kind {
+			case config.KindWeCom:
+				body, err = wecom.New("").Body(msg)
+				require.NoError(t, err)
+				require.Contains(t, string(body), `"msgtype":"markdown"`)
+				require.Contains(t, string(body), `<@dba-lead>`)
+			case config.KindFeishu:
+				body, err = feishu.New("").Body(msg)
+				require.NoError(t, err)
+				require.Contains(t, string(body), `"msg_type":"interactive"`)
+				require.Contains(t, string(body), `<at id=dba-lead></at>`)
+				require.Contains(t, string(body), `"content":"[FIRING:1] DiskFull"`)
+				require.NotContains(t, msg.Text, "###", "Feishu's card markdown has no headings")
+			}
+		})
+	}
 }
