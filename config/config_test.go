@@ -567,3 +567,62 @@ func TestSecretMatches(t *testing.T) {
 	}
 	require.False(t, Secret("").Matches(""), "an empty secret matches nothing")
 }
+
+// A target has one kind; each kind's robots are checked by its platform's rules, and
+// every error names its key.
+func TestTargetKinds(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML+`
+targets:
+  ding:
+    robots: [{name: d1, token: "https://oapi.dingtalk.com/robot/send?access_token=tok-d"}]
+  wc:
+    kind: wecom
+    robots: [{name: w1, token: "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=key-w"}, {name: w2, token: k2, limit: 20}]
+  fs:
+    kind: feishu
+    robots: [{name: f1, token: "https://open.feishu.cn/open-apis/bot/v2/hook/hook-f", signingSecret: sec, keyword: alert, limit: 100}]
+  orders:
+    topic: {name: order-events}
+`), noEnv)
+	require.NoError(t, err)
+	for name, kind := range map[string]string{"ding": KindDingTalk, "wc": KindWeCom, "fs": KindFeishu, "orders": KindTopic} {
+		require.Equal(t, kind, c.Targets[name].Channel(), name)
+		require.Equal(t, kind != KindTopic, c.Targets[name].Chat(), name)
+	}
+	for name, want := range map[string]string{"ding": "tok-d", "wc": "key-w", "fs": "hook-f"} {
+		tok, err := c.Targets[name].Robots[0].Credential(c.Targets[name].Channel())
+		require.NoError(t, err)
+		require.Equal(t, want, tok.Reveal())
+	}
+
+	_, err = Load(writeFile(t, validYAML+`
+targets:
+  a: {kind: slack, robots: [{name: r, token: t}]}
+  b: {kind: wecom, robots: [{name: r, token: t, signingSecret: s, keyword: k, limit: 21}]}
+  c: {kind: feishu, robots: [{name: r, token: "https://open.feishu.cn/open-apis/bot/v2/hook/"}, {name: s, token: t, limit: 101}],
+      alertmanager: {mentions: [{mobiles: ["138"]}]}}
+  d: {kind: topic, robots: [{name: r, token: t}]}
+  e: {kind: wecom, topic: {name: x}, robots: [{name: r, token: t}]}
+sender:
+  feishu: {limit: 101, limitPerSecond: 6}
+  wecom: {limitPerSecond: 1, baseURL: "ftp://x"}
+`), noEnv)
+	require.Error(t, err)
+	for _, key := range []string{
+		"targets.a.kind: must be one of dingtalk, wecom, feishu, topic",
+		"targets.b.robots[0].signingSecret: WeCom robots do not sign",
+		"targets.b.robots[0].keyword: WeCom robots have no keyword",
+		"targets.b.robots[0].limit: must be between 1 and 20 (wecom's limit",
+		"targets.c.robots[0].token: the webhook URL has no /hook/TOKEN path",
+		"targets.c.robots[1].limit: must be between 1 and 100 (feishu's limit",
+		"targets.c.alertmanager.mentions[0].mobiles: Feishu's custom bots mention by open_id",
+		"targets.d: a target has robots or a topic, not both",
+		"targets.e.topic: a target of kind wecom has robots, not a topic",
+		"sender.feishu.limit: must be between 1 and 100",
+		"sender.feishu.limitPerSecond: must be between 1 and 5",
+		"sender.wecom.limitPerSecond: wecom has no per-second limit",
+		"sender.wecom.baseURL:",
+	} {
+		require.ErrorContains(t, err, "config: "+key)
+	}
+}

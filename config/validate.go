@@ -202,9 +202,13 @@ func (t Target) validate(bad badFunc, name string) {
 		}
 		for i, m := range t.Alertmanager.Mentions {
 			for _, id := range slices.Concat(m.Mobiles, m.UserIDs) {
-				if id == "" || strings.ContainsAny(id, " \t\r\n@") {
+				if id == "" || strings.ContainsAny(id, " \t\r\n@<>\"") {
 					bad(fmt.Sprintf("%s.alertmanager.mentions[%d]", key, i), "%q is not a mobile number or user id", id)
 				}
+			}
+			if kind == KindFeishu && len(m.Mobiles) > 0 {
+				bad(fmt.Sprintf("%s.alertmanager.mentions[%d].mobiles", key, i),
+					"Feishu's custom bots mention by open_id (userIds), not by mobile number")
 			}
 		}
 	}
