@@ -89,20 +89,21 @@ func (h *harness) options(name string) Options {
 		Horizon:       24 * time.Hour,
 		KnownTarget:   func(name string) bool { _, ok := h.topics[name]; return ok || name == "ops" },
 		Topics:        h.topics,
-		CheckBody:     opsBodies(h.t).Check,
+		CheckBody:     dingTalkBodies(h.t),
 		Brokers:       []string{testenv.Brokers(h.t)},
 		SweepInterval: 200 * time.Millisecond,
 		InstanceName:  testenv.Unique(name),
 	}
 }
 
-// opsBodies checks the bodies of target ops, a DingTalk robot group, as the service does.
-func opsBodies(t testing.TB) *notify.Sender {
+// dingTalkBodies checks the bodies of every chat target of the tests (they are DingTalk
+// robot groups) as the service checks them.
+func dingTalkBodies(t testing.TB) func(target string, body []byte) error {
 	t.Helper()
-	s, err := notify.New(notify.Options{Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(""),
+	s, err := notify.New(notify.Options{Targets: map[string]notify.Target{"any": {Protocol: dingtalk.New(""),
 		Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
-	return s
+	return func(_ string, body []byte) error { return s.Check("any", body) }
 }
 
 // start runs a scheduler whose hand-offs go to the harness's recorder; it is stopped
