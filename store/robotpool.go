@@ -119,8 +119,9 @@ func (p *RobotPool) Window() time.Duration { return p.window }
 // second of a one-minute window, at least 1ms.
 func (p *RobotPool) secondWindow() time.Duration { return max(p.window/60, time.Millisecond) }
 
-// Pick atomically picks, among robots of the group target, the least-used robot that is
-// not disabled, not cooling down and under its limit in the sliding window, and records
+// Pick atomically picks, among robots of the group target, a robot that is not
+// disabled, not cooling down and under its limits in the sliding window — the most used
+// known one with PickOptions.Learn, the least used without (robot_pick.lua) — and records
 // a send for it at Redis now (move it to the answer's time with Touch). pacing says
 // whether the target's token bucket gates the pick (see Pacing). When none is
 // free, Pick records nothing and says in Wait how long until one is: the caller waits

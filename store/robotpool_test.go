@@ -354,9 +354,10 @@ func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
 
 // TestRobotPoolScoutsUnknownRobots: with learning, robots whose real limit is unknown
 // are approached one at a time (the scout takes every pick until it took its configured
-// limit and is proven, then the next one scouts); a throttle of the scout gives the
-// count that went through to the robots not proven yet, so they are never throttled
-// themselves, while a proven robot keeps its limit.
+// limit and is proven, then the next one scouts); a throttle below the configured limit
+// is news about the whole target: the count that went through becomes the limit of the
+// robots without a learned one, proven or not (a proof may be older than the sharing),
+// so they are not throttled themselves.
 func TestRobotPoolScoutsUnknownRobots(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -394,16 +395,56 @@ func TestRobotPoolScoutsUnknownRobots(t *testing.T) {
 	require.Equal(t, 1, th.Limit, "one went through before the scout's throttle")
 	st, err := pool.State(ctx, "shared", []string{"a", "b", "c"})
 	require.NoError(t, err)
-	require.Zero(t, st[0].LearnedLimit, "a proven robot keeps its configured limit")
-	require.True(t, st[0].Proven)
+	require.Equal(t, 1, st[0].LearnedLimit, "a proven robot takes the news too")
+	require.False(t, st[0].Proven, "its proof is taken back")
 	require.False(t, st[1].Proven, "the throttled scout is not proven")
 	require.Equal(t, 1, st[1].LearnedLimit)
 	require.Equal(t, 1, st[2].LearnedLimit, "an unknown robot learns from the scout before it is throttled itself")
 	require.Equal(t, "c", pick("shared").Robot, "c, known now, takes its learned 1")
 	require.Empty(t, pick("shared").Robot, "a is full, b cooling down, c at its learned limit")
 	// The one send the scout made before the throttle is charged to the pacing bucket,
-	// now sized by the limits in effect (3+1+1: one token): its first paced pick waits.
+	// now sized by the limits in effect (1+1+1: one token): its first paced pick waits.
 	p, err := pool.Pick(ctx, "shared", robots, store.PickOptions{Learn: true, Pacing: store.Paced, ProbeTimeout: time.Minute})
 	require.NoError(t, err)
 	require.True(t, p.Reserved, "the bucket's one token went to the scout's send: the pick reserves the next one")
+}
+
+// TestRobotPoolFillsKnownRobotsOneAtATime: with learning, picks among known robots go
+// to the most used one that has room, so a robot whose real limit fell (someone else
+// started sending through it) meets the platform's throttle after a few sends, before the
+// target's other robots spent theirs; without learning, picks spread (least used first).
+func TestRobotPoolFillsKnownRobotsOneAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, pool := newRobotPool(t, time.Second)
+	robots := poolRobots(3, "a", "b", "c")
+	order := func(target string, opts store.PickOptions, n int) []string {
+		t.Helper()
+		var out []string
+		for range n {
+			p, err := pool.Pick(ctx, target, robots, opts)
+			require.NoError(t, err)
+			out = append(out, p.Robot)
+		}
+		return out
+	}
+	learn := store.PickOptions{Learn: true, ProbeTimeout: time.Minute}
+	// The scout proves a, b and c one after another.
+	require.Equal(t, []string{"a", "a", "a", "b", "b", "b", "c", "c", "c"}, order("known", learn, 9))
+	// Once their sends left the window (on Redis's clock), the proven robots fill up one
+	// at a time, most used first.
+	require.Eventually(t, func() bool {
+		st, err := pool.State(ctx, "known", []string{"a", "b", "c"})
+		require.NoError(t, err)
+		for _, r := range st {
+			if !r.Proven || r.InWindow > 0 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, []string{"a", "a", "a", "b"}, order("known", learn, 4))
+
+	require.Equal(t, []string{"a", "b", "c", "a", "b", "c"}, order("spread", store.PickOptions{}, 6),
+		"without learning: least used first")
 }

@@ -1,5 +1,5 @@
--- robot_pick.lua: pick the least-used free robot of one group and record the send,
--- atomically for every replica, with Redis TIME as the shared clock.
+-- robot_pick.lua: pick a free robot of one group and record the send, atomically for every
+-- replica, with Redis TIME as the shared clock.
 --
 -- KEYS[1]      {p:g}:cool       sorted set: robot -> cooling down until (Unix ms)
 -- KEYS[2]      {p:g}:disabled   sorted set: robot -> out of rotation until (Unix ms, +inf: until enabled)
@@ -31,7 +31,10 @@
 --
 -- Scouting: a robot is known when it has a learned limit or is proven (it took its
 -- configured limit in one window, proven:r is when; a proof lasts 60 windows), unknown
--- otherwise. Picks prefer known robots (least used first, as without learning); when no
+-- otherwise. Picks prefer known robots, the most used first (fill one robot before the
+-- next: a robot whose real limit fell since its proof meets the platform's throttle
+-- after a few sends, and its news reaches the others before they spent theirs;
+-- robot_throttled.lua); when no
 -- known robot is free they go to the most used free unknown robot, the scout, so the
 -- robots are approached one at a time: if their real limit is lower than configured
 -- (someone else sends through them) only the scout meets DingTalk's throttle, and its
@@ -48,8 +51,8 @@
 -- A disabled robot is skipped and not waited for. A robot is eligible when it is not disabled, not cooling down, and has fewer than its
 -- limit of sends in the window (now - window, now] and, with a per-second limit, fewer than
 -- that many in the second window (now - second window, now]. Among the eligible robots the one with
--- the fewest sends in the window wins; ties go to the one whose last send is oldest, then
--- to the first in ARGV order. Its window gets the member "<now>-<nonce>" with score now,
+-- the most sends in the window wins with learning (the fewest without: a round robin);
+-- ties go to the one whose last send is oldest, then to the first in ARGV order. Its window gets the member "<now>-<nonce>" with score now,
 -- and the window key expires one window after its newest member.
 --
 -- Returns {1, robot, sends in window including this one, now, member}   a robot was
@@ -195,7 +198,8 @@ for i = 1, n do
           if not scout or count > scoutCount then
             scout, scoutCount, scoutLimit, scoutProbe = i, count, limit, probing
           end
-        elseif not best or count < bestCount or (count == bestCount and last < bestLast) then
+        elseif not best or (learn and count > bestCount) or (not learn and count < bestCount)
+            or (count == bestCount and last < bestLast) then
           best, bestCount, bestLast, bestLimit, bestProbe = i, count, last, limit, probing
         end
       else

@@ -22,10 +22,12 @@
 -- becomes three quarters of its current limit, but no more than the count that went
 -- through (at least 1); that count is remembered as its ceiling, and the recovery clock
 -- restarts, and the robot is no longer proven (robot_pick.lua). When this starts an
--- episode and at least one send went through, the target's other robots that have no
--- learned limit and are not proven take the count as theirs too (a robot of the same
--- group chat is likely shared the same way, and a throttle costs a robot DingTalk's ten
--- minutes), with the same ceiling.
+-- episode and at least one send went through, it is news about the whole target: the
+-- target's other robots that have no learned limit take the count as theirs too, proven
+-- or not (a robot of the same group chat is likely shared the same way, a proof may be
+-- older than the sharing, and a throttle costs a robot DingTalk's ten minutes), with the
+-- same ceiling, and their proofs are taken back: no robot gets a send past the count
+-- until it has climbed there again one window at a time.
 -- Either way the robot is in doubt: after its cool-down one probe tells whether it is open.
 -- Returns {limit in effect, 1 if this throttle started an episode (the robot was at its
 -- configured limit) else 0, cool-down end (Unix ms), sends in the window}.
@@ -58,10 +60,9 @@ if ARGV[6] == '1' then
       redis.call('PEXPIRE', KEYS[4], 2 * window + 1000)
       for i = 8, #ARGV, 2 do
         local other, limit = ARGV[i], tonumber(ARGV[i + 1])
-        local proven = tonumber(redis.call('HGET', KEYS[2], 'proven:' .. other))
-        local isProven = proven ~= nil and proven > now - 60 * window
-        if not redis.call('HGET', KEYS[2], 'lim:' .. other) and not isProven and seen < limit then
+        if not redis.call('HGET', KEYS[2], 'lim:' .. other) and seen < limit then
           redis.call('HSET', KEYS[2], 'lim:' .. other, seen, 'ceil:' .. other, seen, 'at:' .. other, string.format('%d', now))
+          redis.call('HDEL', KEYS[2], 'proven:' .. other)
         end
       end
     end
