@@ -40,7 +40,7 @@ with its documented behaviour:
             minute, errcode 45009 over it, no lock-out
   Feishu    /open-apis/bot/v2/hook/T          signature in the body (timestamp s, within 1h),
             keyword, 20 KB body; 100 per minute and 5 per second, HTTP 400 code 9499 over
-            them; code 11232 past 2 per second in the 10 s after :00 and :30
+            them; code 11232 past 3 per second in the 10 s after :00 and :30
 
 Robots come from --robots ([KIND:]TOKEN[=SECRET], comma-separated; KIND is dingtalk,
 wecom or feishu, default dingtalk; named robot1, robot2, …) or from a YAML --config file:

@@ -290,7 +290,7 @@ func (s *Sender) drain(t *target) {
 		if paid {
 			pacing, paid = store.Burst, false
 		}
-		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(pacing))
+		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, pacing))
 		if err != nil {
 			s.release()
 			s.stopSharing(t)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
 )
@@ -41,6 +42,21 @@ type Protocol interface {
 	// Post sends m through robot r, with the keyword of r when it has one, using c for
 	// the request, and classifies the answer. Its Reason never holds r's secrets.
 	Post(ctx context.Context, c *Client, r Robot, m Message) Outcome
+}
+
+// BusyMoments is implemented by a platform that refuses more readily at known moments
+// (Feishu at the top and the half of the hour): the core spreads a robot's sends then,
+// when its budget allows.
+type BusyMoments interface {
+	// Busy returns the moments, with the rate-limit window standing for a minute.
+	Busy(window time.Duration) Busy
+}
+
+// Busy are a platform's busy moments: they recur Every from the epoch on and last For,
+// during which a robot sends at most PerSecond per second (a sixtieth of the window).
+type Busy struct {
+	Every, For time.Duration
+	PerSecond  int
 }
 
 // ErrInvalidBody is wrapped by every error a Protocol's Parse returns.

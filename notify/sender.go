@@ -157,6 +157,7 @@ type target struct {
 	mergeRoom   int // bytes a merged message has for its sections
 	cooldown    time.Duration
 	cooldownMax time.Duration
+	busy        store.Busy // the platform's busy moments (BusyMoments)
 	queue       *alertQueue
 	spacing     time.Duration // the pool's window over the target's capacity
 }
@@ -239,6 +240,12 @@ func (s *Sender) newTarget(name string, tc Target) (*target, error) {
 		strings.Repeat("字", maxTitleRunes)), Text: t.style.Heading(s.opts.CoalesceMax)}
 	t.mergeRoom = tc.Protocol.Room(skeleton) - t.reserve
 	t.spacing = pacing(s.pool, t.order)
+	if b, ok := tc.Protocol.(BusyMoments); ok {
+		if w, ok := s.pool.(windowed); ok {
+			busy := b.Busy(w.Window())
+			t.busy = store.Busy{Every: busy.Every, For: busy.For, PerSecond: busy.PerSecond}
+		}
+	}
 	return t, nil
 }
 
@@ -446,7 +453,7 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 				return "", fail(ClassTransient, "gave up: "+err.Error(), err)
 			}
 			var err error
-			pick, err = s.pool.Pick(ctx, t.name, robots, s.pickOptions(store.Burst)) // a retry: it waited already
+			pick, err = s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, store.Burst)) // a retry: it waited already
 			if err != nil {
 				s.release()
 				if errors.Is(err, store.ErrNoRobot) {
@@ -563,8 +570,8 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 func (s *Sender) learn() bool { return s.opts.RobotLimits == config.RobotLimitsLearn }
 
 // pickOptions are the options of a pick with pacing.
-func (s *Sender) pickOptions(pacing store.Pacing) store.PickOptions {
-	return store.PickOptions{Pacing: pacing, Learn: s.learn(), ProbeTimeout: s.opts.HTTPTimeout + time.Second}
+func (s *Sender) pickOptions(t *target, pacing store.Pacing) store.PickOptions {
+	return store.PickOptions{Pacing: pacing, Learn: s.learn(), ProbeTimeout: s.opts.HTTPTimeout + time.Second, Busy: t.busy}
 }
 
 // throttled records that the platform throttled robot: it cools down, and, when it was

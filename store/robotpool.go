@@ -135,7 +135,8 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 	keys = append(keys, p.keys.cool(target), p.keys.disabled(target), p.keys.pace(target), p.keys.learn(target))
 	args := make([]any, 0, 2*len(robots)+7)
 	args = append(args, p.window.Milliseconds(), nonce(), int(opts.Pacing), BucketShare, p.secondWindow().Milliseconds(),
-		boolArg(opts.Learn), max(opts.ProbeTimeout, DefaultProbeTimeout).Milliseconds())
+		boolArg(opts.Learn), max(opts.ProbeTimeout, DefaultProbeTimeout).Milliseconds(),
+		opts.Busy.Every.Milliseconds(), opts.Busy.For.Milliseconds(), max(opts.Busy.PerSecond, 0))
 	for _, r := range robots {
 		if r.Name == "" || r.Limit < 1 || r.LimitPerSecond < 0 {
 			return Pick{}, fmt.Errorf("store: pick robot of %q: robot %q needs a name and a limit of at least 1", target, r.Name)
@@ -201,6 +202,17 @@ type PickOptions struct {
 	// ProbeTimeout is how long a probe may be in flight before another may go; at least
 	// DefaultProbeTimeout.
 	ProbeTimeout time.Duration
+	// Busy are the platform's busy moments, when its robots' per-second limit is lower.
+	// Zero: none.
+	Busy Busy
+}
+
+// Busy are a platform's busy moments (Feishu asks senders to avoid :00 and :30): they
+// recur Every, from the epoch on, and last For, during which a robot sends at most
+// PerSecond per second window.
+type Busy struct {
+	Every, For time.Duration
+	PerSecond  int
 }
 
 // DefaultProbeTimeout is the shortest time a probe of a robot in doubt holds the robot.

@@ -448,3 +448,37 @@ func TestRobotPoolFillsKnownRobotsOneAtATime(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "c", "a", "b", "c"}, order("spread", store.PickOptions{}, 6),
 		"without learning: least used first")
 }
+
+// TestRobotPoolSpreadsSendsInBusyMoments: during the platform's busy moments a robot's
+// per-second limit is the busy one; outside them its own.
+func TestRobotPoolSpreadsSendsInBusyMoments(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, pool := newRobotPool(t, time.Minute) // the second window is a second
+	robots := []store.PoolRobot{{Name: "f1", Limit: 95, LimitPerSecond: 4}}
+	// allowed is how many of a burst of picks one second window takes: the picks within a
+	// second of the first (by Redis's clock) that found the robot free.
+	allowed := func(target string, busy store.Busy) int {
+		t.Helper()
+		var first time.Time
+		n := 0
+		for i := range 6 {
+			p, err := pool.Pick(ctx, target, robots, store.PickOptions{Busy: busy})
+			require.NoError(t, err)
+			if i == 0 {
+				first = p.At
+			}
+			if p.At.Sub(first) >= time.Second {
+				t.Skip("the machine stalled past a second window between two picks")
+			}
+			if p.Robot != "" {
+				n++
+			}
+		}
+		return n
+	}
+	// Every instant is busy when the moments recur every millisecond and last one.
+	require.Equal(t, 2, allowed("busy", store.Busy{Every: time.Millisecond, For: time.Millisecond, PerSecond: 2}))
+	require.Equal(t, 4, allowed("calm", store.Busy{Every: time.Hour, PerSecond: 2}), "outside them, its own 4")
+	require.Equal(t, 4, allowed("none", store.Busy{}), "a platform without busy moments")
+}

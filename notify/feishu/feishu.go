@@ -76,6 +76,17 @@ func New(baseURL string) *Channel {
 	return &Channel{base: strings.TrimSuffix(baseURL, "/")}
 }
 
+// BusyPerSecond is how many messages a bot sends per second in Feishu's busy moments:
+// the ten seconds after the top and the half of the hour, which Feishu asks senders to
+// avoid (it answers 11232 more readily then).
+const BusyPerSecond = 2
+
+// Busy are Feishu's busy moments, with window standing for a minute: every 30 windows
+// (:00 and :30), for 10 seconds (a sixth of the window), BusyPerSecond per second.
+func (*Channel) Busy(window time.Duration) notify.Busy {
+	return notify.Busy{Every: 30 * window, For: window / 6, PerSecond: BusyPerSecond}
+}
+
 // Kind is config.KindFeishu.
 func (*Channel) Kind() string { return config.KindFeishu }
 

@@ -19,7 +19,7 @@ const SimPath = "/open-apis/bot/v2/hook/"
 // accepts at most SimHotPerSecond messages per second and bot and answers 11232 past it.
 const (
 	SimHotSeconds   = 10
-	SimHotPerSecond = 2
+	SimHotPerSecond = 3
 )
 
 // SimRules are Feishu's rules in the simulator (package chatsim): the token as the last
@@ -44,7 +44,7 @@ func (SimRules) Path() string { return SimPath }
 // Credential is the path's last element.
 func (SimRules) Credential(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, SimPath) }
 
-// Limits are 100 per minute, 5 per second, 2 per second in the busy moments, no
+// Limits are 100 per minute, 5 per second, 3 per second in the busy moments, no
 // lock-out.
 func (SimRules) Limits() chatsim.Limits {
 	return chatsim.Limits{PerWindow: 100, PerSecond: 5, HotPerSecond: SimHotPerSecond, Hot: hot}

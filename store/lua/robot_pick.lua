@@ -17,9 +17,13 @@
 -- ARGV[5]      second window, ms: the window of each robot's per-second limit
 -- ARGV[6]      learning: 1 on (learned limits and probes), 0 off
 -- ARGV[7]      how long a probe may be in flight, ms
--- ARGV[5+3i]   name of robot i (i = 1 … n, in the order of KEYS[4+i])
--- ARGV[6+3i]   configured limit of robot i: sends allowed per window
--- ARGV[7+3i]   per-second limit of robot i: sends allowed per second window, 0 for none
+-- ARGV[8]      the platform's busy moments recur every this many ms (0: it has none)…
+-- ARGV[9]      …and last this many ms from each multiple of ARGV[8] since the epoch…
+-- ARGV[10]     …during which a robot's per-second limit is at most this (Feishu asks
+--              senders to avoid :00 and :30, when it refuses more readily)
+-- ARGV[8+3i]   name of robot i (i = 1 … n, in the order of KEYS[4+i])
+-- ARGV[9+3i]   configured limit of robot i: sends allowed per window
+-- ARGV[10+3i]  per-second limit of robot i: sends allowed per second window, 0 for none
 --              (Feishu's 5 per second beside its 100 per minute)
 --
 -- Learning: a robot DingTalk throttled below its configured limit has a learned limit
@@ -69,6 +73,11 @@ local n = #KEYS - 4
 local learn = ARGV[6] == '1'
 local probeTTL = tonumber(ARGV[7])
 local secWindow = tonumber(ARGV[5])
+local busyEvery, busyFor = tonumber(ARGV[8]), tonumber(ARGV[9])
+local busyPerSecond = 0
+if busyEvery > 0 and now % busyEvery < busyFor then
+  busyPerSecond = tonumber(ARGV[10])
+end
 
 -- effective returns robot name's limit in effect, applying the recovery due since its
 -- last change.
@@ -111,8 +120,8 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 -- The robots' limits in effect, and the capacity the bucket paces.
 local limits, capacity = {}, 0
 for i = 1, n do
-  local name = ARGV[5 + 3 * i]
-  limits[i] = effective(name, tonumber(ARGV[6 + 3 * i]))
+  local name = ARGV[8 + 3 * i]
+  limits[i] = effective(name, tonumber(ARGV[9 + 3 * i]))
   if not redis.call('ZSCORE', KEYS[2], name) then
     capacity = capacity + limits[i]
   end
@@ -157,9 +166,12 @@ local best, bestCount, bestLast, bestLimit, bestProbe = nil, nil, nil, nil, fals
 local scout, scoutCount, scoutLimit, scoutProbe = nil, nil, nil, false
 local wait = nil
 for i = 1, n do
-  local name = ARGV[5 + 3 * i]
+  local name = ARGV[8 + 3 * i]
   local limit = limits[i]
-  local perSecond = tonumber(ARGV[7 + 3 * i])
+  local perSecond = tonumber(ARGV[10 + 3 * i])
+  if busyPerSecond > 0 and (perSecond == 0 or busyPerSecond < perSecond) then
+    perSecond = busyPerSecond -- the platform's busy moment: spread the sends
+  end
   local win = KEYS[4 + i]
   local probing = false
   if learn and redis.call('HGET', KEYS[4], 'doubt:' .. name) then
@@ -217,7 +229,7 @@ if not best and scout then
   if scoutCount + 1 >= scoutLimit then
     -- the scout takes its configured limit in this window: proven (a throttle of this
     -- send takes the proof back)
-    redis.call('HSET', KEYS[4], 'proven:' .. ARGV[5 + 3 * scout], string.format('%d', now))
+    redis.call('HSET', KEYS[4], 'proven:' .. ARGV[8 + 3 * scout], string.format('%d', now))
   end
 end
 if best then
@@ -232,9 +244,9 @@ if best then
   local probe = 0
   if bestProbe then
     probe = 1
-    redis.call('HSET', KEYS[4], 'probe:' .. ARGV[5 + 3 * best], string.format('%d', now + probeTTL))
+    redis.call('HSET', KEYS[4], 'probe:' .. ARGV[8 + 3 * best], string.format('%d', now + probeTTL))
   end
-  return {1, ARGV[5 + 3 * best], bestCount + 1, now, member, bestLimit, probe}
+  return {1, ARGV[8 + 3 * best], bestCount + 1, now, member, bestLimit, probe}
 end
 if pacing > 0 and rate > 0 then
   keepTokens()
