@@ -23,7 +23,7 @@ type View struct {
 	ID        int64  `json:"id"`
 	MessageID string `json:"message_id"`
 	Target    string `json:"target"`
-	// Kind is the target's kind (dingtalk, topic, or unknown when the configuration has
+	// Kind is the target's kind (dingtalk, wecom, feishu, topic, or unknown when the configuration has
 	// no such target) and Destination where its message goes; both are left out when
 	// the configuration is not known.
 	Kind          string     `json:"kind,omitempty"`
