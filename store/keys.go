@@ -24,6 +24,8 @@ import (
 //	  {p}:done:<id>    string      delivered marker
 //	  {p}:cancel:<id>  string      cancel tombstone
 //	  {p}:esc:<group>  hash        an Alertmanager group's delayed escalation (escalations.go)
+//	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
+//	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	  {p}:park:<g>     sorted set  id → due time, Unix ms: target g's parked alerts (park.go)
 //	  {p}:adopt:<tok>  sorted set  id → due time, Unix ms: the ids one adopt took (lives one lease)
@@ -54,6 +56,10 @@ func (k keys) sweep(token string) string     { return k.stage() + "sweep:" + tok
 func (k keys) done(id string) string         { return k.stage() + "done:" + id }
 func (k keys) cancel(id string) string       { return k.stage() + "cancel:" + id }
 func (k keys) escalation(g string) string    { return k.stage() + "esc:" + g }
+func (k keys) episode(key string) string     { return k.stage() + "ep:" + key }
+func (k keys) episodeSeq() string            { return k.stage() + "ep-seq" }
+func (k keys) episodesLive() string          { return k.stage() + "ep-live" }
+func (k keys) episodeOutbox() string         { return k.stage() + "ep-outbox" }
 func (k keys) trace(id string) string        { return k.stage() + "trace:" + id }
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }
 func (k keys) cool(target string) string     { return k.pool(target) + "cool" }

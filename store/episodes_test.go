@@ -1,0 +1,391 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// The life of one episode, event by event: start, a step granted and the next named,
+// an update absorbed, a resolve that names the cancel and the resolution, and the next
+// firing that waits for the outbox, then starts a new episode with a new number.
+func TestEpisodeLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	s := store.NewEpisodes(rdb, prefix, time.Hour)
+
+	f, err := s.Fire(ctx, "g1", "db", []byte("v1"), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, store.Fire{Result: "started", Seq: f.Seq, Publish: 0}, f)
+	first := f.Seq
+
+	f, err = s.Fire(ctx, "g1", "db", []byte("v2"), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, "pending", f.Result)
+	require.Equal(t, 0, f.Publish, "step 0 is still to be published: a retried firing publishes it again")
+	ok, err := s.Done(ctx, "g1", first, store.ActionPublish, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	send, why, err := s.StepDue(ctx, "g1", first, 0, "ops", 1)
+	require.NoError(t, err)
+	require.True(t, send, why)
+	send, why, err = s.StepDue(ctx, "g1", first, 0, "ops", 1)
+	require.NoError(t, err)
+	require.Equal(t, "again", why, "a repeated due step is granted again")
+	require.True(t, send)
+	send, why, err = s.StepDue(ctx, "g1", first, 3, "ops", -1)
+	require.NoError(t, err)
+	require.False(t, send)
+	require.Equal(t, "ahead", why)
+
+	e, err := s.Get(ctx, "g1")
+	require.NoError(t, err)
+	require.Equal(t, store.EpisodePending, e.State)
+	require.Equal(t, 1, e.Sent)
+	require.Equal(t, "ops", e.LastTarget)
+	require.Equal(t, "v2", string(e.Content), "the update's content")
+	require.Equal(t, store.EpisodeOutbox{Publish: 1, Cancel: -1}, e.Outbox)
+
+	end, err := s.Resolve(ctx, "g1", []byte("resolved!"))
+	require.NoError(t, err)
+	require.Equal(t, store.Ended{Result: "resolved", Seq: first, Step: 1, Sent: 1}, end)
+	e, err = s.Get(ctx, "g1")
+	require.NoError(t, err)
+	require.Equal(t, store.EpisodeOutbox{Publish: -1, Cancel: 1, Resolution: true}, e.Outbox)
+	send, why, err = s.StepDue(ctx, "g1", first, 1, "ops", -1)
+	require.NoError(t, err)
+	require.False(t, send, "a step due after the resolve is not sent")
+	require.Equal(t, "resolved", why)
+	send, _, err = s.StepDue(ctx, "g1", first, 0, "ops", 1)
+	require.NoError(t, err)
+	require.True(t, send, "a grant stands: the resolve was answered knowing step 0 was sent")
+
+	f, err = s.Fire(ctx, "g1", "db", []byte("v3"), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, "busy", f.Result, "the resolution is not published yet")
+	for _, a := range []struct {
+		action string
+		step   int
+	}{{store.ActionCancel, 1}, {store.ActionResolution, 0}} {
+		ok, err := s.Done(ctx, "g1", first, a.action, a.step)
+		require.NoError(t, err)
+		require.True(t, ok, a.action)
+	}
+	out, err := s.Outbox(ctx, 0, 10)
+	require.NoError(t, err)
+	require.NotContains(t, out, "g1")
+	f, err = s.Fire(ctx, "g1", "db", []byte("v3"), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, "started", f.Result)
+	require.Greater(t, f.Seq, first, "a new episode, a new number: its steps' ids are new")
+	send, why, err = s.StepDue(ctx, "g1", first, 1, "ops", -1)
+	require.NoError(t, err)
+	require.False(t, send, "a step of the last episode")
+	require.Equal(t, "old", why)
+
+	// Acknowledged: the link of the episode acknowledges it; an old link does nothing.
+	end, err = s.Ack(ctx, "g1", first, "alice")
+	require.NoError(t, err)
+	require.Equal(t, "none", end.Result)
+	end, err = s.Ack(ctx, "g1", f.Seq, "bob")
+	require.NoError(t, err)
+	require.Equal(t, "acked", end.Result)
+	require.Zero(t, end.Sent)
+	end, err = s.Ack(ctx, "g1", f.Seq, "carol")
+	require.NoError(t, err)
+	require.Equal(t, store.Ended{Result: "already", Seq: f.Seq, Step: 0, By: "bob"}, end)
+	f2, err := s.Fire(ctx, "g1", "db", []byte("v4"), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, "acked", f2.Result, "an acknowledged episode absorbs firings")
+}
+
+// The model of one group's episodes: the spec the scripts implement, event by event.
+type episodeModel struct {
+	counter             int64 // the deployment's episode counter
+	seq                 int64 // 0: none
+	state               string
+	step, sent          int
+	obPublish, obCancel int // -1: none
+	obResolution, obAck bool
+	ackedBy             string
+}
+
+func newEpisodeModel() *episodeModel { return &episodeModel{obPublish: -1, obCancel: -1} }
+
+func (m *episodeModel) outboxEmpty() bool {
+	return m.obPublish < 0 && m.obCancel < 0 && !m.obResolution && !m.obAck
+}
+
+// apply runs event e on the model and returns the answer the scripts must give.
+func (m *episodeModel) apply(e episodeEvent) string {
+	switch e.kind {
+	case "fire":
+		switch {
+		case m.state == store.EpisodePending:
+			return fmt.Sprintf("pending %d %d", m.seq, m.obPublish)
+		case m.state == store.EpisodeAcked:
+			return fmt.Sprintf("acked %d -1", m.seq) // reackAfter is an hour: never past
+		case m.state != "" && !m.outboxEmpty():
+			return fmt.Sprintf("busy %d -1", m.seq)
+		}
+		// A new number from the deployment's counter, which other groups move too: any
+		// number above the last one this group saw will do (apply takes it from the
+		// answer: e.seq).
+		if e.seq <= m.counter {
+			return "started: a number that does not grow"
+		}
+		*m = episodeModel{counter: e.seq, seq: e.seq, state: store.EpisodePending, obPublish: 0, obCancel: -1}
+		return fmt.Sprintf("started %d 0", m.seq)
+	case "step":
+		if m.state == "" || e.seq != m.seq {
+			return "skip old"
+		}
+		if e.k < m.step {
+			return "send again"
+		}
+		if m.state != store.EpisodePending {
+			return "skip " + m.state
+		}
+		if e.k > m.step {
+			return "skip ahead"
+		}
+		m.step, m.sent = e.k+1, m.sent+1
+		m.obPublish = e.next
+		return "send granted"
+	case "resolve", "ack":
+		ack := e.kind == "ack"
+		if m.state == "" || (ack && e.seq != m.seq) {
+			return "none"
+		}
+		switch {
+		case m.state == store.EpisodeResolved && ack:
+			return fmt.Sprintf("other %d %d %d", m.seq, m.step, m.sent)
+		case m.state == store.EpisodeResolved, ack && m.state == store.EpisodeAcked:
+			return fmt.Sprintf("already %d %d %d", m.seq, m.step, m.sent)
+		}
+		result := "resolved"
+		if ack {
+			result = "acked"
+			m.obAck = m.obAck || m.sent > 0
+		} else {
+			m.obResolution = m.obResolution || m.sent > 0
+		}
+		if m.state == store.EpisodePending {
+			m.obCancel, m.obPublish = m.step, -1
+		}
+		m.state = map[bool]string{true: store.EpisodeAcked, false: store.EpisodeResolved}[ack]
+		return fmt.Sprintf("%s %d %d %d", result, m.seq, m.step, m.sent)
+	case "done":
+		if e.seq != m.seq {
+			return "false"
+		}
+		var ok bool
+		switch e.action {
+		case store.ActionPublish:
+			ok, m.obPublish = m.obPublish == e.k && e.k >= 0, ifEq(m.obPublish, e.k)
+		case store.ActionCancel:
+			ok, m.obCancel = m.obCancel == e.k && e.k >= 0, ifEq(m.obCancel, e.k)
+		case store.ActionResolution:
+			ok, m.obResolution = m.obResolution, false
+		case store.ActionAck:
+			ok, m.obAck = m.obAck, false
+		}
+		return strconv.FormatBool(ok)
+	}
+	panic(e.kind)
+}
+
+// ifEq is -1 when v is k (the action is cleared), else v.
+func ifEq(v, k int) int {
+	if v == k {
+		return -1
+	}
+	return v
+}
+
+// episodeEvent is one call an actor makes, with what it answered.
+type episodeEvent struct {
+	actor      int
+	kind       string // fire, step, resolve, ack, done
+	seq        int64  // the episode the step, ack or done is for
+	k, next    int    // step and next step; the done's step
+	action     string // the done's action
+	answer     string
+	start, end int64 // when the call began and ended, as one counter for both actors
+}
+
+// TestEpisodesAreLinearizable: two actors (two replicas, or two Alertmanagers) fire,
+// resolve, acknowledge, see steps fall due and carry out outboxes on one group at the
+// same time, on the real Redis. Every run must be explained by one order of the calls
+// that respects each actor's own order and real time (a call that ended before another
+// began comes first) in which the model gives every call the answer it got. So no step is
+// granted after a resolve or an acknowledgement answered before it; and across the run,
+// the episode numbers only grow (a step's id is never reused), and a resolution is named
+// exactly when a step was sent.
+func TestEpisodesAreLinearizable(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := store.NewEpisodes(rdb, prefix, time.Hour)
+	var clock struct {
+		sync.Mutex
+		n int64
+	}
+	tick := func() int64 { clock.Lock(); defer clock.Unlock(); clock.n++; return clock.n }
+	run := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		key := fmt.Sprintf("g%d", run)
+		ctx := context.Background()
+		plans := [2][]string{}
+		for a := range plans {
+			plans[a] = rapid.SliceOfN(rapid.SampledFrom([]string{"fire", "fire", "step", "step", "step", "resolve", "ack", "done"}), 1, 8).
+				Draw(rt, fmt.Sprintf("actor%d", a))
+		}
+		ks := rapid.SliceOfN(rapid.IntRange(0, 2), 16, 16).Draw(rt, "steps")
+		var mu sync.Mutex
+		var log []episodeEvent
+		var wg sync.WaitGroup
+		for a := range plans {
+			wg.Go(func() {
+				var seq int64 // the episode this actor last saw
+				for i, kind := range plans[a] {
+					e := episodeEvent{actor: a, kind: kind, seq: seq, k: ks[(a*8+i)%16]}
+					e.next = e.k + 1
+					if e.next > 2 {
+						e.next = -1
+					}
+					e.start = tick()
+					switch kind {
+					case "fire":
+						f, err := s.Fire(ctx, key, "p", []byte("x"), time.Hour)
+						if err != nil {
+							rt.Error(err)
+							return
+						}
+						if f.Seq > 0 {
+							seq = f.Seq
+						}
+						e.seq = f.Seq // what a started episode's number is checked against
+						e.answer = fmt.Sprintf("%s %d %d", f.Result, f.Seq, f.Publish)
+					case "step":
+						send, why, err := s.StepDue(ctx, key, seq, e.k, "ops", e.next)
+						if err != nil {
+							rt.Error(err)
+							return
+						}
+						e.answer = map[bool]string{true: "send ", false: "skip "}[send] + why
+					case "resolve", "ack":
+						var end store.Ended
+						var err error
+						if kind == "ack" {
+							end, err = s.Ack(ctx, key, seq, "actor")
+						} else {
+							end, err = s.Resolve(ctx, key, []byte("r"))
+						}
+						if err != nil {
+							rt.Error(err)
+							return
+						}
+						e.answer = end.Result
+						if end.Result != "none" {
+							e.answer = fmt.Sprintf("%s %d %d %d", end.Result, end.Seq, end.Step, end.Sent)
+						}
+					case "done":
+						ep, err := s.Get(ctx, key)
+						if err != nil {
+							e.kind, e.answer = "skip", "" // nothing to carry out
+							break
+						}
+						e.seq = ep.Seq
+						switch {
+						case ep.Outbox.Cancel >= 0:
+							e.action, e.k = store.ActionCancel, ep.Outbox.Cancel
+						case ep.Outbox.Publish >= 0:
+							e.action, e.k = store.ActionPublish, ep.Outbox.Publish
+						case ep.Outbox.Resolution:
+							e.action, e.k = store.ActionResolution, 0
+						case ep.Outbox.Ack:
+							e.action, e.k = store.ActionAck, 0
+						default:
+							e.kind, e.answer = "skip", ""
+						}
+						if e.kind == "done" {
+							ok, err := s.Done(ctx, key, e.seq, e.action, e.k)
+							if err != nil {
+								rt.Error(err)
+								return
+							}
+							e.answer = strconv.FormatBool(ok)
+						}
+					}
+					e.end = tick()
+					mu.Lock()
+					log = append(log, e)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		var per [2][]episodeEvent
+		for _, e := range log {
+			if e.kind != "skip" {
+				per[e.actor] = append(per[e.actor], e)
+			}
+		}
+		if !linearizable(newEpisodeModel(), per[0], per[1]) {
+			rt.Fatalf("no order of the calls explains their answers:\n%v\n%v", per[0], per[1])
+		}
+		// Across the run: the episode numbers only grow, and a resolution is named exactly
+		// when a step was sent (the final state says so).
+		var seen int64
+		for _, e := range log {
+			if e.kind == "fire" {
+				var result string
+				var seq int64
+				_, _ = fmt.Sscanf(e.answer, "%s %d", &result, &seq)
+				if result == "started" {
+					if seq <= seen {
+						rt.Fatalf("episode number %d after %d: reused", seq, seen)
+					}
+					seen = seq
+				}
+			}
+		}
+		if ep, err := s.Get(ctx, key); err == nil && ep.State == store.EpisodeResolved && ep.Outbox.Resolution && ep.Sent == 0 {
+			rt.Fatalf("a resolution is named for an episode that sent nothing: %+v", ep)
+		}
+	})
+}
+
+// linearizable reports whether some merge of a and b (each in its own order, a call
+// that ended before another began first) gives every call, on m, the answer it got.
+func linearizable(m *episodeModel, a, b []episodeEvent) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	try := func(e episodeEvent, other []episodeEvent, rest func(*episodeModel) bool) bool {
+		// e may go first only if no call of the other actor ended before e began.
+		if len(other) > 0 && other[0].end < e.start {
+			return false
+		}
+		c := *m
+		if c.apply(e) != e.answer {
+			return false
+		}
+		return rest(&c)
+	}
+	if len(a) > 0 && try(a[0], b, func(c *episodeModel) bool { return linearizable(c, a[1:], b) }) {
+		return true
+	}
+	return len(b) > 0 && try(b[0], a, func(c *episodeModel) bool { return linearizable(c, a, b[1:]) })
+}
