@@ -22,6 +22,7 @@ const (
 	StateDelivered = "delivered"   // sent (by its hand-off, or by the retry job)
 	StateFailed    = "failed"      // its send failed: a failed_sends row says what next
 	StateCancelled = "cancelled"
+	StateWithheld  = "withheld" // not sent on purpose: a step of an escalation episode that had ended
 	StateRejected  = "rejected" // it can never be delivered as it is
 	StateUnknown   = "unknown"
 )
@@ -127,7 +128,10 @@ func (in Inspector) history(r *Report, s store.AlertState, rows []store.FailedSe
 		add(s.LastHopAt, "broker hop %d, expected back at %s", s.Hops, s.NextArrival.UTC().Format(time.RFC3339Nano))
 	}
 	add(s.PutAt, "entered the wheel stage after %d broker hops", s.Hops)
-	if s.Done && !s.Recorded {
+	if s.Done && s.Withheld {
+		add(s.DoneAt, "withheld: its escalation episode had ended (resolved or acknowledged) before it was due")
+	}
+	if s.Done && !s.Recorded && !s.Withheld {
 		what := "delivered"
 		if s.Robot != "" {
 			what += " by robot " + s.Robot
@@ -179,6 +183,10 @@ func (in Inspector) state(r *Report, s store.AlertState, rows []store.FailedSend
 		last = &rows[len(rows)-1]
 	}
 	switch {
+	case s.Done && s.Withheld:
+		r.State = StateWithheld
+		r.Summary = fmt.Sprintf("withheld %s ago: a step of an escalation episode that had ended; it will not be sent",
+			short(now.Sub(s.DoneAt)))
 	case s.Done && !s.Recorded:
 		r.State = StateDelivered
 		r.Summary = fmt.Sprintf("delivered %s ago", short(now.Sub(s.DoneAt)))

@@ -70,9 +70,11 @@ type AlertState struct {
 	Tries, PartsSent int
 	FailureNoted     bool
 
-	// Done reports a done marker: delivered at DoneAt, or (Recorded) recorded as failed.
+	// Done reports a done marker: delivered at DoneAt, or (Recorded) recorded as failed,
+	// or (Withheld) not sent on purpose: an ended escalation episode's step.
 	Done     bool
 	Recorded bool
+	Withheld bool
 	DoneAt   time.Time
 	// Cancelled reports a cancel tombstone, set at CancelledAt.
 	Cancelled   bool
@@ -127,7 +129,8 @@ func (w *WheelStage) Inspect(ctx context.Context, id string) (AlertState, error)
 	if v, err := done.Result(); err == nil {
 		s.Done = true
 		s.Recorded = strings.HasPrefix(v, recordedPrefix)
-		s.DoneAt = msTime(strings.TrimPrefix(v, recordedPrefix))
+		s.Withheld = strings.HasPrefix(v, withheldPrefix)
+		s.DoneAt = msTime(strings.TrimPrefix(strings.TrimPrefix(v, recordedPrefix), withheldPrefix))
 	}
 	if v, err := cancel.Result(); err == nil {
 		s.Cancelled, s.CancelledAt = true, msTime(v)

@@ -154,11 +154,18 @@ const (
 	// Recorded means the alert's failure was recorded (the failed_sends table); the retry
 	// job takes it from there.
 	Recorded
+	// Withheld means the alert was not sent on purpose and never will be: a step of an
+	// escalation episode that ended (resolved, acknowledged) before it was due.
+	Withheld
 )
 
 // recordedPrefix starts the done marker of an id whose hand-off ended in a recorded
-// failure; a delivered id's marker is Redis now in Unix ms alone.
-const recordedPrefix = "recorded:"
+// failure, withheldPrefix that of one withheld; a delivered id's marker is Redis now in
+// Unix ms alone.
+const (
+	recordedPrefix = "recorded:"
+	withheldPrefix = "withheld:"
+)
 
 // Due is an id of the wheel stage and when it is next due.
 type Due struct {
@@ -230,6 +237,9 @@ const (
 	// cancelled (FailedSends.Cancel): neither the retry job nor an operator's retry will
 	// send it.
 	CancelRowCancelled
+	// CancelWithheld means the alert was withheld, never to be sent: a step of an
+	// escalation episode that ended before it was due. Nothing changed.
+	CancelWithheld
 )
 
 // Explain says what r means for the alert, in words for the person who cancelled it.
@@ -247,6 +257,8 @@ func (r CancelResult) Explain() string {
 		return "nothing to cancel: its send failed, and its failed_sends row is gone (past its retention)"
 	case CancelRowCancelled:
 		return "its send had failed; its failed_sends row is cancelled, so it will not be retried"
+	case CancelWithheld:
+		return "it was withheld and will not be sent: its escalation episode ended before it was due"
 	}
 	return "unknown result"
 }
@@ -254,7 +266,7 @@ func (r CancelResult) Explain() string {
 // Cancelled reports whether r stopped the alert (removed, tombstoned, or its failed_sends
 // row cancelled).
 func (r CancelResult) Cancelled() bool {
-	return r == CancelRemoved || r == CancelTombstoned || r == CancelRowCancelled
+	return r == CancelRemoved || r == CancelTombstoned || r == CancelRowCancelled || r == CancelWithheld
 }
 
 // String returns the result's name, usable as a metric label: "removed", "too_late",
@@ -273,6 +285,8 @@ func (r CancelResult) String() string {
 		return "recorded"
 	case CancelRowCancelled:
 		return "cancelled"
+	case CancelWithheld:
+		return "withheld"
 	}
 	return "CancelResult(" + strconv.Itoa(int(r)) + ")"
 }
@@ -455,8 +469,11 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 		return 0, nil
 	}
 	prefix := ""
-	if r.Outcome == Recorded {
+	switch r.Outcome {
+	case Recorded:
 		prefix = recordedPrefix
+	case Withheld:
+		prefix = withheldPrefix
 	}
 	keys := make([]string, 0, 2*len(claims)+7)
 	keys = append(keys, w.claimKeys()...)
@@ -640,7 +657,7 @@ func (w *WheelStage) IsDelivered(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, w.fail("is delivered", err)
 	}
-	return !strings.HasPrefix(v, recordedPrefix), nil
+	return !strings.HasPrefix(v, recordedPrefix) && !strings.HasPrefix(v, withheldPrefix), nil
 }
 
 // DueWithin lists, read only and earliest first, up to limit ids of the due index whose

@@ -19,7 +19,9 @@
 --           tombstone makes its arrival a no-op),
 --         5 recorded (the done marker says its hand-off recorded its failure in
 --           failed_sends, "recorded:" (wheel_release.lua): it was not delivered, and its
---           failed_sends row decides; nothing changed).
+--           failed_sends row decides; nothing changed),
+--         7 withheld (the done marker says "withheld:": a step of an escalation episode
+--           that ended before it was due; it will never be sent).
 -- The tombstone's value is Redis now in Unix ms.
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
@@ -39,6 +41,9 @@ local marker = redis.call('GET', KEYS[4])
 if marker then
   if string.sub(marker, 1, 9) == 'recorded:' then
     return 5
+  end
+  if string.sub(marker, 1, 9) == 'withheld:' then
+    return 7
   end
   return 3
 end

@@ -10,7 +10,8 @@
 -- KEYS[7]   {p}:parts     hash: id -> leading parts of a split alert delivered so far
 -- KEYS[8…]  per id, in the order of ARGV's groups: {p}:done:<id>, then {p}:trace:<id>
 -- ARGV[1]   done marker (and trace) lifetime, ms
--- ARGV[2]   done marker prefix: "" for delivered, "recorded:" for a recorded failure
+-- ARGV[2]   done marker prefix: "" for delivered, "recorded:" for a recorded failure,
+--           "withheld:" for an alert not sent on purpose (an ended escalation's step)
 -- ARGV[3…]  groups of 6 per id: id, token of the claim the caller held it by, robot,
 --           merged, parts ("" when not known), the releasing replica
 --
@@ -48,7 +49,7 @@ for i = 3, #ARGV, 6 do
     redis.call('SET', KEYS[k], prefix .. string.format('%d', now), 'PX', ARGV[1])
     local st = 'delivered'
     if prefix ~= '' then
-      st = 'recorded'
+      st = string.sub(prefix, 1, #prefix - 1)
     end
     redis.call('HSET', trace, 'st', st, 'at', string.format('%d', now), 'by', ARGV[i + 5])
     local due = tonumber(redis.call('HGET', trace, 'due'))
