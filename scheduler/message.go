@@ -92,8 +92,14 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 			return a, wire.Reject(wire.RejectBadBody, "%v", err)
 		}
 	}
-	if p := msg.GetProperty(wire.PropPriority); p != "" {
-		a.Props = map[string]string{wire.PropPriority: p} // a chat alert keeps only its priority
+	// A chat alert keeps only its priority and, for an escalation's step, its episode.
+	for _, p := range []string{wire.PropPriority, wire.PropEpisode} {
+		if v := msg.GetProperty(p); v != "" {
+			if a.Props == nil {
+				a.Props = map[string]string{}
+			}
+			a.Props[p] = v
+		}
 	}
 	return a, nil
 }

@@ -30,6 +30,10 @@ const (
 	// PropPriority is the alert's priority, one of Priorities ("normal" when absent):
 	// when a target's budget is short, a higher priority goes first.
 	PropPriority = "RD_PRIORITY"
+	// PropEpisode marks a step of an on-call escalation episode ("<seq>:<k>:<key>", set by
+	// rocketdelay's escalations, never by producers): when it falls due, the episode's
+	// state decides whether it is sent, and its content and mentions are rendered then.
+	PropEpisode = "RD_EPISODE"
 )
 
 // Priorities are the values of PropPriority, by name: the higher the number, the sooner

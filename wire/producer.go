@@ -97,6 +97,9 @@ type Publication struct {
 	Body []byte
 	// Priority is the alert's priority (RD_PRIORITY), one of Priorities; "" is normal.
 	Priority string
+	// Episode marks the alert as a step of an escalation episode (RD_EPISODE); set by
+	// rocketdelay's escalations only.
+	Episode string
 
 	// The fields below are for topic targets: setting any of them makes the publication
 	// Raw.
@@ -217,6 +220,9 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	m.WithProperty(PropID, pub.ID)
 	if pub.Priority != "" {
 		m.WithProperty(PropPriority, pub.Priority)
+	}
+	if pub.Episode != "" {
+		m.WithProperty(PropEpisode, pub.Episode)
 	}
 	for k, v := range pub.Properties {
 		m.WithProperty(k, v)
