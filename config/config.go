@@ -38,6 +38,13 @@ type Config struct {
 	// messages are sent to, by the name producers put in RD_TARGET. A message naming a
 	// target that is not here is rejected. Default none.
 	Targets map[string]Target `yaml:"targets" json:"targets"`
+	// Escalations are the on-call escalation policies, by name: the steps (a target and
+	// whom to mention, at offsets from the episode's start) an episode pages through
+	// until it is acknowledged or resolved. Default none.
+	Escalations map[string]Policy `yaml:"escalations" json:"escalations"`
+	// Rotations are the on-call rotations, by name, whose member on duty an escalation
+	// step may mention. Default none.
+	Rotations map[string]Rotation `yaml:"rotations" json:"rotations"`
 	// Sender configures delivery to chat robots: their rate limits, cool-downs, retries,
 	// merging and the HTTP client (DingTalk's at the top, WeCom's and Feishu's in their
 	// sections).

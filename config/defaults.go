@@ -61,6 +61,14 @@ const (
 	DefaultFailedSendsRetention   = 30 * 24 * time.Hour
 
 	DefaultIngressMaxBody = 1 << 20
+
+	// On-call: escalations.NAME and rotations.NAME.
+	DefaultReackAfter         = 24 * time.Hour
+	DefaultRepeatGrowth       = 1.0
+	DefaultRepeatLimit        = 3
+	DefaultRotationTimezone   = "UTC"
+	DefaultRotationHandoff    = "09:00"
+	DefaultRotationPeriodDays = 7
 )
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -124,6 +132,8 @@ func (c Config) WithDefaults() Config {
 	Default(&c.FailedSends.BatchSize, DefaultFailedSendsBatchSize)
 	Default(&c.FailedSends.ClaimLease, DefaultFailedSendsClaimLease)
 	Default(&c.FailedSends.Retention, DefaultFailedSendsRetention)
+	c.Escalations = withDefaults(c.Escalations, Policy.WithDefaults)
+	c.Rotations = withDefaults(c.Rotations, Rotation.WithDefaults)
 	return c
 }
 
@@ -135,4 +145,17 @@ func Default[T comparable](field *T, def T) {
 	if *field == zero {
 		*field = def
 	}
+}
+
+// withDefaults returns a copy of m (nil when m is nil) with fill applied to every value,
+// leaving m itself as it was.
+func withDefaults[V any](m map[string]V, fill func(V) V) map[string]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = fill(v)
+	}
+	return out
 }

@@ -43,6 +43,7 @@ func (c Config) Validate() error {
 	for name, t := range c.Targets {
 		t.validate(bad, name)
 	}
+	c.validateOnCall(bad)
 	c.Sender.validate(bad)
 	if tok := c.Admin.Token.Reveal(); tok != "" && (len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n")) {
 		bad("admin.token", "must be at least %d characters without whitespace", MinAdminTokenLen)

@@ -10,6 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// The time zone database, embedded (about 450 KB) as a fallback: on-call rotations
+	// hand off at a local hour in an IANA zone (rotations.NAME.timezone), and without a
+	// zoneinfo on the host every zone but UTC fails to load. The distroless base image
+	// carries one today; a scratch image or a bare host need not.
+	_ "time/tzdata"
 
 	"github.com/rocketdelay/rocketdelay/app"
 )
