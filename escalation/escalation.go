@@ -1,0 +1,511 @@
+// Package escalation runs on-call escalation episodes: an Alertmanager group (or a key
+// given through the API) that fires starts an episode that follows a policy (package
+// oncall computes its schedule and whom each step mentions); every step is a delayed
+// alert with a deterministic id, published through the wire like any alert; the episode
+// ends when it is acknowledged (from the signed link its messages carry, the API or the
+// command) or resolved.
+//
+// Every event is one atomic transition in Redis (store.Episodes): a firing, a resolve,
+// an acknowledgement, and a step falling due — the hand-off of a step asks Due, which
+// sends it only if its episode still runs at that step, and renders it then (the
+// rotation's person on duty at that moment). What a transition names to publish or
+// cancel waits in the episode's outbox until it is carried out: at once by the replica
+// that made the transition, or by any replica's sweeper (Run) when that one died.
+//
+// It must not send to a chat platform itself: steps, resolutions and announcements are
+// alerts, delivered by the wheel stage like every other.
+package escalation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/oncall"
+	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
+)
+
+// Episodes is the episodes' state; *store.Episodes implements it.
+type Episodes interface {
+	Fire(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration) (store.Fire, error)
+	StepDue(ctx context.Context, key string, seq int64, k int, target string, next int) (bool, string, error)
+	Resolve(ctx context.Context, key string, resolution []byte) (store.Ended, error)
+	Ack(ctx context.Context, key string, seq int64, by string) (store.Ended, error)
+	Done(ctx context.Context, key string, seq int64, action string, step int) (bool, error)
+	Get(ctx context.Context, key string) (store.Episode, error)
+	Outbox(ctx context.Context, olderThan time.Duration, limit int) ([]string, error)
+	Live(ctx context.Context, limit int) ([]string, error)
+}
+
+// Publisher publishes alerts; *wire.Producer implements it.
+type Publisher interface {
+	Publish(ctx context.Context, pub wire.Publication) (wire.Published, error)
+}
+
+// Canceller cancels an alert wherever it is; failed.Canceller implements it.
+type Canceller interface {
+	Cancel(ctx context.Context, id string) (store.CancelResult, error)
+}
+
+// Bodies render a message as the body a chat target's platform takes; *notify.Sender
+// implements it.
+type Bodies interface {
+	Body(target string, m notify.Message) ([]byte, error)
+	Kind(target string) string
+}
+
+// Content is what an episode's steps say: the latest firing notification, rendered.
+type Content struct {
+	Title string `json:"title"`
+	Text  string `json:"text"`
+}
+
+// Options configure an Escalator.
+type Options struct {
+	// Policies and Rotations are the configuration's (escalations, rotations).
+	Policies  map[string]config.Policy
+	Rotations map[string]oncall.Rotation
+	// Links signs the acknowledgement links the steps carry; nil: no link.
+	Links *Links
+	// ResolutionLag is how long after a resolve its resolution is due, so that it follows
+	// a step granted a moment before. Default 2s.
+	ResolutionLag time.Duration
+	// OutboxAge is how old an outbox must be before the sweeper carries it out (the
+	// replica that named it does so at once). Default 3s.
+	OutboxAge time.Duration
+}
+
+// Escalator runs escalation episodes. It is safe for concurrent use.
+type Escalator struct {
+	opts      Options
+	episodes  Episodes
+	publisher Publisher
+	cancels   Canceller
+	bodies    Bodies
+	logger    *slog.Logger
+	metrics   *Metrics
+	now       func() time.Time
+}
+
+// New returns an Escalator. metrics may be nil; now is the clock of the rendered
+// messages and the rotations.
+func New(opts Options, episodes Episodes, publisher Publisher, cancels Canceller, bodies Bodies, logger *slog.Logger,
+	metrics *Metrics, now func() time.Time) *Escalator {
+	config.Default(&opts.ResolutionLag, 2*time.Second)
+	config.Default(&opts.OutboxAge, 3*time.Second)
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &Escalator{opts: opts, episodes: episodes, publisher: publisher, cancels: cancels, bodies: bodies,
+		logger: logger.With("component", "escalation"), metrics: metrics, now: now}
+}
+
+// ErrUnknownPolicy is Fire's answer for a policy that is not configured.
+var ErrUnknownPolicy = errors.New("escalation: no such policy")
+
+// policy returns the policy named name: a configured one, or the one step of a
+// receiver's ?delay= (DelayPolicy).
+func (e *Escalator) policy(name string) (config.Policy, bool) {
+	if p, ok := e.opts.Policies[name]; ok {
+		return p.WithDefaults(), true
+	}
+	if target, delay, ok := parseDelayPolicy(name); ok {
+		return config.Policy{Steps: []config.EscalationStep{{After: delay, Target: target}}}.WithDefaults(), true
+	}
+	return config.Policy{}, false
+}
+
+// DelayPolicy names the one-step policy of an Alertmanager receiver's ?delay=D for
+// target: a step D after the episode's start, to target, mentioning nobody.
+func DelayPolicy(target string, delay time.Duration) string {
+	return "delay:" + strconv.FormatInt(delay.Milliseconds(), 10) + ":" + target
+}
+
+func parseDelayPolicy(name string) (target string, delay time.Duration, ok bool) {
+	rest, ok := strings.CutPrefix(name, "delay:")
+	if !ok {
+		return "", 0, false
+	}
+	ms, target, ok := strings.Cut(rest, ":")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || n < 0 || target == "" {
+		return "", 0, false
+	}
+	return target, time.Duration(n) * time.Millisecond, true
+}
+
+// Fired is what a firing did.
+type Fired struct {
+	// Result is "started", "updated" (the episode runs: its content is the new one),
+	// "acknowledged" (absorbed: someone is on it) or "busy" (try again in a moment).
+	Result string
+	Seq    int64
+}
+
+// Fire is a firing notification of episode key under policy: it starts an episode, or
+// updates the content of the one that runs. The episode's next step is published before
+// it answers (a step already published is published again: its id makes that a no-op).
+func (e *Escalator) Fire(ctx context.Context, key, policy string, c Content) (Fired, error) {
+	p, ok := e.policy(policy)
+	if !ok {
+		return Fired{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, policy)
+	}
+	content, _ := json.Marshal(c) // plain fields: cannot fail
+	f, err := e.episodes.Fire(ctx, key, policy, content, p.ReackAfter)
+	if err != nil {
+		return Fired{}, err
+	}
+	out := Fired{Result: f.Result, Seq: f.Seq}
+	switch f.Result {
+	case "started":
+		e.metrics.episodes.WithLabelValues("started").Inc()
+	case "pending":
+		out.Result = "updated"
+	case "acked":
+		out.Result = "acknowledged"
+	}
+	if f.Publish >= 0 {
+		if err := e.Carry(ctx, key); err != nil {
+			return Fired{}, err
+		}
+	}
+	return out, nil
+}
+
+// Ended is what a resolve or an acknowledgement did.
+type Ended struct {
+	// Result is "resolved" or "acknowledged" (this call ended the episode), "already"
+	// (it had ended so; By is who acknowledged), "none" (no such episode runs) or
+	// "resolved_before" (an acknowledgement of an episode that had resolved).
+	Result string
+	Seq    int64
+	// Sent counts the steps that were sent: a resolution or an announcement follows
+	// when it is above 0.
+	Sent int
+	By   string
+}
+
+// Resolve resolves episode key: its next step is cancelled, and when a step was sent
+// the resolution (c, to the last step's target) is published. Both are carried out
+// before it answers.
+func (e *Escalator) Resolve(ctx context.Context, key string, c Content) (Ended, error) {
+	resolution, _ := json.Marshal(c) // plain fields: cannot fail
+	end, err := e.episodes.Resolve(ctx, key, resolution)
+	if err != nil {
+		return Ended{}, err
+	}
+	return e.ended(ctx, key, end, "resolved")
+}
+
+// Ack acknowledges episode number seq of key for by: its next step is cancelled, and
+// when a step was sent "acknowledged by" is announced to the last step's target.
+func (e *Escalator) Ack(ctx context.Context, key string, seq int64, by string) (Ended, error) {
+	end, err := e.episodes.Ack(ctx, key, seq, by)
+	if err != nil {
+		return Ended{}, err
+	}
+	return e.ended(ctx, key, end, "acknowledged")
+}
+
+func (e *Escalator) ended(ctx context.Context, key string, end store.Ended, what string) (Ended, error) {
+	out := Ended{Result: end.Result, Seq: end.Seq, Sent: end.Sent, By: end.By}
+	switch end.Result {
+	case "resolved", "acked":
+		out.Result = what
+		e.metrics.episodes.WithLabelValues(what).Inc()
+		if what == "acknowledged" {
+			if ep, err := e.episodes.Get(ctx, key); err == nil {
+				e.metrics.timeToAck.Observe(max(ep.AckedAt.Sub(ep.Started), 0).Seconds())
+			}
+		}
+		if err := e.Carry(ctx, key); err != nil {
+			return Ended{}, err
+		}
+	case "other":
+		out.Result = "resolved_before"
+	}
+	return out, nil
+}
+
+// StepID is the RD_ID of step k of episode number seq of key; ResolutionID and AckID
+// those of its resolution and its announcement. They never repeat: the number is the
+// deployment's.
+func StepID(key string, seq int64, k int) string {
+	return fmt.Sprintf("esc-%s-%d-%d", keyHash(key), seq, k)
+}
+
+// ResolutionID is the RD_ID of the resolution of episode number seq of key.
+func ResolutionID(key string, seq int64) string {
+	return fmt.Sprintf("esc-%s-%d-resolved", keyHash(key), seq)
+}
+
+// AckID is the RD_ID of the announcement of the acknowledgement of episode seq of key.
+func AckID(key string, seq int64) string { return fmt.Sprintf("esc-%s-%d-ack", keyHash(key), seq) }
+
+func keyHash(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:8])
+}
+
+// episodeMark is the RD_EPISODE of step k of episode number seq of key.
+func episodeMark(key string, seq int64, k int) string {
+	return strconv.FormatInt(seq, 10) + ":" + strconv.Itoa(k) + ":" + key
+}
+
+func parseMark(v string) (key string, seq int64, k int, ok bool) {
+	s, rest, ok1 := strings.Cut(v, ":")
+	ks, key, ok2 := strings.Cut(rest, ":")
+	seq, err1 := strconv.ParseInt(s, 10, 64)
+	k, err2 := strconv.Atoi(ks)
+	return key, seq, k, ok1 && ok2 && err1 == nil && err2 == nil && key != ""
+}
+
+// Carry carries out the outbox of episode key: it publishes the step it names (or the
+// resolution, the announcement) and cancels the step it names, and clears each action
+// once done. An action that fails stays in the outbox for the next Carry or the sweeper.
+func (e *Escalator) Carry(ctx context.Context, key string) error {
+	ep, err := e.episodes.Get(ctx, key)
+	if errors.Is(err, store.ErrNoEpisode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p, ok := e.policy(ep.Policy)
+	if !ok {
+		return fmt.Errorf("%w: %q (episode %s)", ErrUnknownPolicy, ep.Policy, key)
+	}
+	sched := oncall.NewSchedule(p)
+	ob := ep.Outbox
+	if ob.Cancel >= 0 {
+		if _, err := e.cancels.Cancel(ctx, StepID(key, ep.Seq, ob.Cancel)); err != nil {
+			return fmt.Errorf("escalation: cancel step %d of %s: %w", ob.Cancel, key, err)
+		}
+		if err := e.done(ctx, key, ep.Seq, store.ActionCancel, ob.Cancel); err != nil {
+			return err
+		}
+	}
+	if ob.Publish >= 0 {
+		offset, step, ok := sched.At(ob.Publish)
+		if ok {
+			pub := wire.Publication{Target: step.Target, ID: StepID(key, ep.Seq, ob.Publish), At: ep.Started.Add(offset),
+				Episode: episodeMark(key, ep.Seq, ob.Publish),
+				Body:    []byte(fmt.Sprintf("escalation step %d of episode %s", ob.Publish+1, key))}
+			if at := e.now(); pub.At.Before(at) {
+				pub.At = at
+			}
+			if _, err := e.publisher.Publish(ctx, pub); err != nil {
+				return fmt.Errorf("escalation: publish step %d of %s: %w", ob.Publish, key, err)
+			}
+		}
+		if err := e.done(ctx, key, ep.Seq, store.ActionPublish, ob.Publish); err != nil {
+			return err
+		}
+	}
+	if ob.Resolution {
+		var c Content
+		_ = json.Unmarshal(ep.Resolution, &c)
+		if err := e.announce(ctx, ep, ResolutionID(key, ep.Seq), c, e.now().Add(e.opts.ResolutionLag)); err != nil {
+			return err
+		}
+		if err := e.done(ctx, key, ep.Seq, store.ActionResolution, 0); err != nil {
+			return err
+		}
+	}
+	if ob.Ack {
+		var c Content
+		_ = json.Unmarshal(ep.Content, &c)
+		msg := Content{Title: "Acknowledged by " + ep.AckedBy + ": " + c.Title,
+			Text: fmt.Sprintf("**Acknowledged** by %s: %s\n\nNo more steps of this escalation.", ep.AckedBy, c.Title)}
+		if err := e.announce(ctx, ep, AckID(key, ep.Seq), msg, e.now()); err != nil {
+			return err
+		}
+		if err := e.done(ctx, key, ep.Seq, store.ActionAck, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Escalator) done(ctx context.Context, key string, seq int64, action string, step int) error {
+	if _, err := e.episodes.Done(ctx, key, seq, action, step); err != nil {
+		return fmt.Errorf("escalation: clear the %s of %s: %w", action, key, err)
+	}
+	return nil
+}
+
+// announce publishes c, due at at, to the last target episode ep sent a step to.
+func (e *Escalator) announce(ctx context.Context, ep store.Episode, id string, c Content, at time.Time) error {
+	if ep.LastTarget == "" {
+		return nil
+	}
+	body, err := e.render(ep.LastTarget, notify.Message{Format: notify.FormatMarkdown, Title: c.Title, Text: c.Text})
+	if err != nil {
+		return fmt.Errorf("escalation: render %s: %w", id, err)
+	}
+	if _, err := e.publisher.Publish(ctx, wire.Publication{Target: ep.LastTarget, ID: id, At: at, Body: body}); err != nil {
+		return fmt.Errorf("escalation: publish %s: %w", id, err)
+	}
+	return nil
+}
+
+// render is m as the body target takes: its chat platform's message, or m as JSON for a
+// topic target.
+func (e *Escalator) render(target string, m notify.Message) ([]byte, error) {
+	if e.bodies.Kind(target) == "" {
+		return json.Marshal(struct {
+			Title    string          `json:"title"`
+			Text     string          `json:"text"`
+			Mentions notify.Mentions `json:"mentions,omitzero"`
+		}{m.Title, m.Text, m.Mentions})
+	}
+	return e.bodies.Body(target, m)
+}
+
+// Due is a due alert's gate: an alert that is not a step of an escalation (no
+// RD_EPISODE) goes as it is; a step is sent only if its episode still runs at that step
+// (or granted it before), rendered now: the episode's latest content, the step's
+// mentions (a rotation's person on duty now) and its acknowledgement link. The next step
+// is named for publishing, and published before Due answers. send false means the step is
+// withheld: its episode ended.
+func (e *Escalator) Due(ctx context.Context, a notify.Alert) (notify.Alert, bool, error) {
+	mark := a.Props[wire.PropEpisode]
+	if mark == "" {
+		return a, true, nil
+	}
+	key, seq, k, ok := parseMark(mark)
+	if !ok {
+		e.logger.Warn("a step with an unreadable episode mark is withheld", "rd_id", a.ID, "mark", mark)
+		return a, false, nil
+	}
+	ep, err := e.episodes.Get(ctx, key)
+	if errors.Is(err, store.ErrNoEpisode) {
+		e.metrics.steps.WithLabelValues("withheld").Inc()
+		return a, false, nil
+	}
+	if err != nil {
+		return a, false, err
+	}
+	p, ok := e.policy(ep.Policy)
+	if !ok {
+		return a, false, fmt.Errorf("%w: %q (episode %s)", ErrUnknownPolicy, ep.Policy, key)
+	}
+	sched := oncall.NewSchedule(p)
+	_, step, ok := sched.At(k)
+	if !ok {
+		return a, false, nil
+	}
+	next := -1
+	if _, _, more := sched.At(k + 1); more {
+		next = k + 1
+	}
+	send, why, err := e.episodes.StepDue(ctx, key, seq, k, step.Target, next)
+	if err != nil {
+		return a, false, err
+	}
+	if !send {
+		e.metrics.steps.WithLabelValues("withheld").Inc()
+		e.logger.Info("escalation step withheld: its episode ended", "rd_id", a.ID, "episode", key, "step", k, "why", why)
+		return a, false, nil
+	}
+	if next >= 0 && why == "granted" {
+		if err := e.Carry(ctx, key); err != nil {
+			// The next step stays in the outbox: the sweeper publishes it.
+			e.logger.Warn("could not publish the next escalation step now; the sweeper will", "episode", key, "err", err)
+		}
+	}
+	body, err := e.stepBody(ep, seq, k, step)
+	if err != nil {
+		return a, false, err
+	}
+	a.Body = body
+	e.metrics.steps.WithLabelValues("sent").Inc()
+	return a, true, nil
+}
+
+// stepBody renders step k of episode ep (number seq) for its target.
+func (e *Escalator) stepBody(ep store.Episode, seq int64, k int, step config.EscalationStep) ([]byte, error) {
+	var c Content
+	_ = json.Unmarshal(ep.Content, &c)
+	now := e.now()
+	kind := e.bodies.Kind(step.Target)
+	mentions, duty := oncall.Mentions(step.Mention, kind, e.opts.Rotations, now)
+	var b strings.Builder
+	b.WriteString(c.Text)
+	fmt.Fprintf(&b, "\n\n**Escalation**, step %d (policy %s)", k+1, ep.Policy)
+	if step.Mention.Rotation != "" {
+		fmt.Fprintf(&b, "; on duty: %s", duty.Member.Name)
+		if !duty.Mentioned {
+			b.WriteString(" (no id on this platform to mention)")
+		}
+	}
+	if e.opts.Links != nil {
+		fmt.Fprintf(&b, "\n\n[Acknowledge](%s)", e.opts.Links.URL(ep.Key, seq, now))
+	}
+	title := fmt.Sprintf("[ESCALATION %d] %s", k+1, c.Title)
+	return e.render(step.Target, notify.Message{Format: notify.FormatMarkdown, Title: title, Text: b.String(), Mentions: mentions})
+}
+
+// Run carries out, every second until ctx ends, the outboxes a replica named and left
+// (it died, or Redis was cut off before it cleared them), and counts the live episodes
+// every 30 seconds for rocketdelay_escalation_episodes.
+func (e *Escalator) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if i%30 == 0 {
+			e.count(ctx)
+		}
+		keys, err := e.episodes.Outbox(ctx, e.opts.OutboxAge, 100)
+		if err != nil {
+			e.logger.Warn("cannot read the escalation outboxes; trying again", "err", err)
+			continue
+		}
+		for _, key := range keys {
+			if err := e.Carry(ctx, key); err != nil {
+				e.logger.Warn("cannot carry out an escalation's outbox; trying again", "episode", key, "err", err)
+			}
+		}
+	}
+}
+
+// stuckAfter is how long an episode may run past its last step before it counts as stuck.
+const stuckAfter = 10 * time.Minute
+
+// count sets rocketdelay_escalation_episodes from the live episodes (at most 1000 read).
+func (e *Escalator) count(ctx context.Context) {
+	keys, err := e.episodes.Live(ctx, 1000)
+	if err != nil {
+		return
+	}
+	counts := map[string]float64{store.EpisodePending: 0, store.EpisodeAcked: 0, "stuck": 0}
+	for _, key := range keys {
+		ep, err := e.episodes.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		counts[ep.State]++
+		if p, ok := e.policy(ep.Policy); ok && ep.State == store.EpisodePending && ep.Step >= oncall.NewSchedule(p).Len() &&
+			e.now().Sub(ep.LastAt) > stuckAfter {
+			counts["stuck"]++
+		}
+	}
+	for state, n := range counts {
+		e.metrics.live.WithLabelValues(state).Set(n)
+	}
+}
