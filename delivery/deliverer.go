@@ -61,6 +61,13 @@ type Claims interface {
 	MarkDelivered(ctx context.Context, id string) error
 }
 
+// Gate decides, right before a due alert is sent, whether it goes and with which body:
+// an escalation's step is sent only while its episode runs, rendered then (package
+// escalation implements it). send false withholds the alert for good.
+type Gate interface {
+	Due(ctx context.Context, a notify.Alert) (out notify.Alert, send bool, err error)
+}
+
 // Options tune a Deliverer. A zero field takes its default.
 type Options struct {
 	// FirstRetry is how long after a failed send the retry job first tries it again (the
@@ -72,6 +79,7 @@ type Options struct {
 // It is safe for concurrent use.
 type Deliverer struct {
 	senders Channels
+	gate    Gate // SetGate; nil: every alert goes
 	claims  Claims
 	failed  *store.FailedSends
 	opts    Options
@@ -90,6 +98,10 @@ func New(senders Channels, claims Claims, fs *store.FailedSends, opts Options, l
 	return &Deliverer{senders: senders, claims: claims, failed: fs, opts: opts, logger: logger.With("component", "delivery"),
 		metrics: metrics, now: now}
 }
+
+// SetGate makes every alert pass g before it is sent (hand-offs and the retry job). Call
+// it before the first delivery.
+func (d *Deliverer) SetGate(g Gate) { d.gate = g }
 
 // Deliver hands off a due alert held by a.Claim. It returns store.Delivered once its
 // channel delivered it (the platform accepted it, or the broker stored it for a topic
@@ -110,6 +122,16 @@ func (d *Deliverer) Deliver(ctx context.Context, a notify.Alert) (store.Receipt,
 			return store.Receipt{}, fmt.Errorf("delivery: noted failure of %q: %w", a.ID, err)
 		}
 		return d.record(ctx, a, f)
+	}
+	if d.gate != nil {
+		out, send, err := d.gate.Due(ctx, a)
+		if err != nil {
+			return store.Receipt{}, fmt.Errorf("delivery: gate: %w", err)
+		}
+		if !send {
+			return store.Receipt{Outcome: store.Withheld}, nil
+		}
+		a = out
 	}
 	sent, err := d.senders.send(ctx, a)
 	if err == nil {

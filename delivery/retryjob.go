@@ -131,6 +131,7 @@ type RetryJob struct {
 	store    *store.FailedSends
 	claims   Claims
 	senders  Channels
+	d        *Deliverer // its gate (SetGate)
 	opts     RetryOptions
 	logger   *slog.Logger
 	metrics  *Metrics
@@ -142,7 +143,7 @@ type RetryJob struct {
 // NewRetryJob returns the retry job of the rows d records; it sends through d's senders,
 // reports to d's metrics and reads d's clock.
 func NewRetryJob(d *Deliverer, opts RetryOptions) *RetryJob {
-	return &RetryJob{store: d.failed, claims: d.claims, senders: d.senders, opts: opts.withDefaults(),
+	return &RetryJob{store: d.failed, claims: d.claims, senders: d.senders, d: d, opts: opts.withDefaults(),
 		logger: d.logger.With("component", "failed-retry"), metrics: d.metrics, now: d.now, instance: instanceName()}
 }
 
@@ -348,12 +349,31 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 		}
 		return tryDelivered
 	}
-	sendCtx, cancel := context.WithTimeout(ctx, j.opts.SendTimeout)
-	_, err := j.senders.send(sendCtx, notify.Alert{ID: row.MessageID, Target: row.Target, Body: row.Payload, Props: row.Properties,
+	a := notify.Alert{ID: row.MessageID, Target: row.Target, Body: row.Payload, Props: row.Properties,
 		PartsSent: row.PartsSent,
 		Claim: notify.ConfirmFunc(func(ctx context.Context, partsSent int) error {
 			return j.store.Confirm(ctx, row.ID, token, partsSent)
-		})})
+		})}
+	if g := j.d.gate; g != nil {
+		out, send, err := g.Due(ctx, a)
+		if err != nil {
+			log.Warn("cannot ask the gate (the escalation's state); trying the row later", "err", err)
+			return tryCut
+		}
+		if !send {
+			// A step of an escalation that ended: it is withheld for good, its row cancelled.
+			note := store.CancelNote{By: "escalation", Reason: "a step of an escalation episode that ended before it was sent"}
+			if _, err := j.store.Cancel(ctx, row.MessageID, note); err != nil {
+				log.Warn("cannot cancel the row of a withheld escalation step; trying later", "err", err)
+				return tryCut
+			}
+			log.Info("failed escalation step withheld: its episode ended; its row is cancelled")
+			return tryLost
+		}
+		a = out
+	}
+	sendCtx, cancel := context.WithTimeout(ctx, j.opts.SendTimeout)
+	_, err := j.senders.send(sendCtx, a)
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrNotHeld):
