@@ -19,6 +19,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/console"
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/migrations"
@@ -162,8 +163,13 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	ingressCancels := canceller
 	ingressCancels.Note = store.CancelNote{By: "ingress",
 		Reason: "DELETE " + ingress.AlertsPath + "/{id}, or an Alertmanager notification that replaced or resolved it"}
+	esc, err := escalator(cfg, rdb, pub, canceller, snd, logger, reg, now)
+	if err != nil {
+		return err
+	}
+	deliverer.SetGate(esc) // an escalation's step goes only while its episode runs
 	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Chat: snd, Logger: logger, Now: now,
-		Escalations: store.NewEscalations(rdb, cfg.Redis.KeyPrefix, cfg.Scheduler.DoneTTL+cfg.Scheduler.Horizon)}, ingress.NewMetrics(reg))
+		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix)}, ingress.NewMetrics(reg))
 	if err != nil {
 		return err
 	}
@@ -190,6 +196,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	var jobOnce sync.Once
 	stopRetryJob := func() { jobOnce.Do(func() { stopJob(); <-jobDone }) } // hands claimed rows back
 	defer stopRetryJob()
+	escCtx, stopEsc := context.WithCancel(context.WithoutCancel(ctx))
+	escDone := make(chan struct{})
+	go func() { defer close(escDone); esc.Run(escCtx) }() // carries out what a dead replica left
+	defer func() { stopEsc(); <-escDone }()
 
 	h := newHealth(reg,
 		check{"consumer", func(context.Context) error {
@@ -214,6 +224,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.AlertsPath, ingressAPI)
 	mux.Handle(ingress.AlertsPath+"/", ingressAPI)
 	mux.Handle(ingress.AlertmanagerPath+"/", ingressAPI)
+	mux.Handle(escalation.AckPath, esc.AckHandler(logger))
 	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, cfg.Admin.Token, logger))
 

@@ -562,6 +562,18 @@ type Ingress struct {
 	// alerts): one of PriorityNames. A severity not here is normal. Default critical →
 	// critical, error → high, warning → normal, info → low.
 	Priorities map[string]string `yaml:"priorities" json:"priorities,omitempty"`
+	// DedupeWindow is how long copies of one Alertmanager notification (the same group,
+	// receiver and firing and resolved alerts — from both members of an Alertmanager HA
+	// pair, or a retry) are delivered once. A repeat_interval re-send after it is
+	// delivered again. Default 5m.
+	DedupeWindow time.Duration `yaml:"dedupeWindow" json:"dedupeWindow"`
+	// PublicURL is the service's URL as the on-call people's browsers reach it (such as
+	// https://rocketdelay.example.com): escalation steps carry an acknowledgement link
+	// under it. Default none: steps carry no link.
+	PublicURL string `yaml:"publicURL" json:"publicURL,omitempty"`
+	// AckLinkTTL is how long an acknowledgement link works after its message was
+	// rendered. Default 24h.
+	AckLinkTTL time.Duration `yaml:"ackLinkTTL" json:"ackLinkTTL"`
 }
 
 // PriorityNames are the priorities an alert may have (RD_PRIORITY), highest first.

@@ -90,6 +90,8 @@ func (c Config) WithDefaults() Config {
 	Default(&c.RocketMQ.Retention, DefaultRetention)
 	Default(&c.RocketMQ.MaxMessageSize, DefaultMaxMessageSize)
 	Default(&c.Ingress.MaxBody, DefaultIngressMaxBody)
+	Default(&c.Ingress.DedupeWindow, 5*time.Minute)
+	Default(&c.Ingress.AckLinkTTL, 24*time.Hour)
 	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
 	Default(&c.Scheduler.Mode, DefaultMode)
 	Default(&c.Scheduler.TimerMargin, DefaultTimerMargin)

@@ -53,6 +53,20 @@ func (c Config) Validate() error {
 	} else if tok != "" && tok == c.Admin.Token.Reveal() {
 		bad("ingress.token", "must differ from admin.token: producers get the one, operators the other")
 	}
+	if c.Ingress.DedupeWindow <= 0 {
+		bad("ingress.dedupeWindow", "must be positive, got %s", c.Ingress.DedupeWindow)
+	}
+	if c.Ingress.AckLinkTTL <= 0 {
+		bad("ingress.ackLinkTTL", "must be positive, got %s", c.Ingress.AckLinkTTL)
+	}
+	if u := c.Ingress.PublicURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.User != nil || pu.RawQuery != "" {
+			bad("ingress.publicURL", "must be an http(s) URL without credentials or query, such as https://rocketdelay.example.com")
+		}
+		if c.Ingress.Token.Reveal() == "" {
+			bad("ingress.publicURL", "acknowledgement links are signed with a key derived from ingress.token: set it too")
+		}
+	}
 	if c.Ingress.MaxBody <= 0 {
 		bad("ingress.maxBody", "must be positive, got %d", c.Ingress.MaxBody)
 	}

@@ -147,7 +147,8 @@ func parseDelayPolicy(name string) (target string, delay time.Duration, ok bool)
 // Fired is what a firing did.
 type Fired struct {
 	// Result is "started", "updated" (the episode runs: its content is the new one),
-	// "acknowledged" (absorbed: someone is on it) or "busy" (try again in a moment).
+	// "acknowledged" (absorbed: someone is on it) or "busy" (the last episode of the key
+	// is still being wound up by another replica: try again in a moment).
 	Result string
 	Seq    int64
 }
@@ -162,6 +163,14 @@ func (e *Escalator) Fire(ctx context.Context, key, policy string, c Content) (Fi
 	}
 	content, _ := json.Marshal(c) // plain fields: cannot fail
 	f, err := e.episodes.Fire(ctx, key, policy, content, p.ReackAfter)
+	if err == nil && f.Result == "busy" {
+		// The last episode's resolution or cancel is not carried out yet (its replica
+		// died, or is at it now): carry it out, then fire again.
+		if err := e.Carry(ctx, key); err != nil {
+			return Fired{}, err
+		}
+		f, err = e.episodes.Fire(ctx, key, policy, content, p.ReackAfter)
+	}
 	if err != nil {
 		return Fired{}, err
 	}
@@ -196,8 +205,8 @@ type Ended struct {
 }
 
 // Resolve resolves episode key: its next step is cancelled, and when a step was sent
-// the resolution (c, to the last step's target) is published. Both are carried out
-// before it answers.
+// the resolution (c, to the last step's target; none when c is empty) is published.
+// Both are carried out before it answers.
 func (e *Escalator) Resolve(ctx context.Context, key string, c Content) (Ended, error) {
 	resolution, _ := json.Marshal(c) // plain fields: cannot fail
 	end, err := e.episodes.Resolve(ctx, key, resolution)
@@ -298,9 +307,14 @@ func (e *Escalator) Carry(ctx context.Context, key string) error {
 	if ob.Publish >= 0 {
 		offset, step, ok := sched.At(ob.Publish)
 		if ok {
+			// The step is rendered again when it falls due (Due): this body is what it
+			// would say now, a valid one for its target however it is checked.
+			body, err := e.stepBody(ep, ep.Seq, ob.Publish, step)
+			if err != nil {
+				return fmt.Errorf("escalation: render step %d of %s: %w", ob.Publish, key, err)
+			}
 			pub := wire.Publication{Target: step.Target, ID: StepID(key, ep.Seq, ob.Publish), At: ep.Started.Add(offset),
-				Episode: episodeMark(key, ep.Seq, ob.Publish),
-				Body:    []byte(fmt.Sprintf("escalation step %d of episode %s", ob.Publish+1, key))}
+				Episode: episodeMark(key, ep.Seq, ob.Publish), Body: body}
 			if at := e.now(); pub.At.Before(at) {
 				pub.At = at
 			}
@@ -315,8 +329,10 @@ func (e *Escalator) Carry(ctx context.Context, key string) error {
 	if ob.Resolution {
 		var c Content
 		_ = json.Unmarshal(ep.Resolution, &c)
-		if err := e.announce(ctx, ep, ResolutionID(key, ep.Seq), c, e.now().Add(e.opts.ResolutionLag)); err != nil {
-			return err
+		if c != (Content{}) { // empty: the receiver does not send resolved notifications
+			if err := e.announce(ctx, ep, ResolutionID(key, ep.Seq), c, e.now().Add(e.opts.ResolutionLag)); err != nil {
+				return err
+			}
 		}
 		if err := e.done(ctx, key, ep.Seq, store.ActionResolution, 0); err != nil {
 			return err

@@ -2,8 +2,10 @@ package ingress
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,24 +13,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/escalation"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
-// dedupeWindow: two notifications with the same content within it (Alertmanager
-// retrying a send it thinks failed, or two Alertmanagers of a cluster sending the same
-// one) get the same RD_ID, so one is delivered. A repeat_interval re-send comes later,
-// and is delivered.
-const dedupeWindow = time.Minute
-
-// resolutionLag is how long after the cancel of an escalation that was already being
-// sent its resolution is due, so that the two rarely cross.
-const resolutionLag = 2 * time.Second
-
 // receiverOptions are a receiver URL's query parameters.
 type receiverOptions struct {
-	// delay, when above 0, escalates: a firing group is delivered only if it is still
-	// firing delay after its first notification.
+	// policy escalates by the policy of that name (escalations.NAME).
+	policy string
+	// delay, when above 0, escalates by a one-step policy: a firing group is delivered
+	// only if it is still firing delay after its first notification.
 	delay time.Duration
 	// sendResolved forwards resolved notifications: at once without delay; with a delay,
 	// only when the group's escalation was delivered. Default true.
@@ -39,9 +34,13 @@ func parseReceiverOptions(r *http.Request) (receiverOptions, error) {
 	o := receiverOptions{sendResolved: true}
 	q := r.URL.Query()
 	for k := range q {
-		if k != "delay" && k != "sendResolved" {
-			return o, fmt.Errorf("unknown query parameter %q (known: delay, sendResolved)", k)
+		if k != "delay" && k != "sendResolved" && k != "policy" {
+			return o, fmt.Errorf("unknown query parameter %q (known: policy, delay, sendResolved)", k)
 		}
+	}
+	o.policy = q.Get("policy")
+	if o.policy != "" && q.Get("delay") != "" {
+		return o, fmt.Errorf("give policy or delay, not both")
 	}
 	if v := q.Get("delay"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -82,6 +81,11 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	if _, ok := in.cfg.Escalations[opts.policy]; opts.policy != "" && !ok {
+		in.metrics.requests.WithLabelValues("alertmanager", "unknown_policy").Inc()
+		writeError(w, http.StatusNotFound, "unknown_policy", fmt.Sprintf("policy=%q is not an escalation policy of the configuration (escalations)", opts.policy))
+		return
+	}
 	if opts.delay > 0 {
 		// Every escalation of this URL is due delay after a notification: one the
 		// consumer would reject is refused now, with its reason.
@@ -115,17 +119,26 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := group{target: target, receiver: n.Receiver, key: n.GroupKey}
-	var outcome string
+	var outcome, id string
 	priority := in.priority(n.Alerts.Firing())
+	policy := opts.policy
+	if opts.delay > 0 {
+		policy = escalation.DelayPolicy(target, opts.delay)
+	}
 	switch {
-	case opts.delay > 0 && n.Status == "firing":
-		outcome, err = in.escalate(r.Context(), g, body, opts.delay, priority)
-	case opts.delay > 0:
-		outcome, err = in.resolve(r.Context(), g, body, opts.sendResolved)
+	case policy != "":
+		outcome, err = in.escalate(r.Context(), g, policy, n, msg, opts.sendResolved)
 	case n.Status == "resolved" && !opts.sendResolved:
 		outcome = "resolved_not_sent"
 	default:
-		outcome, err = "published", in.publishNow(r.Context(), target, immediateID(g, n, in.deps.Now()), body, in.deps.Now(), priority)
+		if id, err = in.immediateID(r.Context(), g, n); err == nil {
+			outcome, err = "published", in.publishNow(r.Context(), target, id, body, in.deps.Now(), priority)
+		}
+	}
+	if errors.Is(err, errBusy) {
+		in.metrics.requests.WithLabelValues("alertmanager", "busy").Inc()
+		writeError(w, http.StatusServiceUnavailable, "busy", "the group's last escalation is still being wound up; send it again")
+		return
 	}
 	if err != nil {
 		in.metrics.requests.WithLabelValues("alertmanager", "unavailable").Inc()
@@ -136,26 +149,43 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 	}
 	in.metrics.requests.WithLabelValues("alertmanager", outcome).Inc()
 	in.deps.Logger.Debug("Alertmanager notification", "target", target, "group", n.GroupKey, "status", n.Status, "outcome", outcome)
-	writeJSON(w, http.StatusOK, map[string]string{"outcome": outcome})
+	answer := map[string]string{"outcome": outcome}
+	if policy != "" {
+		answer["episode"] = g.episode(policy) // for rocketdelay escalations show
+	}
+	if id != "" {
+		answer["id"] = id // for rocketdelay alerts show
+	}
+	writeJSON(w, http.StatusOK, answer)
 }
 
 // group is an Alertmanager group as one receiver URL sees it.
 type group struct{ target, receiver, key string }
 
-// base names the group's escalations: "am-" and a hash of the target, the receiver and
-// Alertmanager's group key.
-func (g group) base() string { return "am-" + hashHex(g.target, g.receiver, g.key) }
+// episode names the group's escalation episodes under policy: a hash of the policy, the
+// receiver and Alertmanager's group key.
+func (g group) episode(policy string) string { return "am-" + hashHex(policy, g.receiver, g.key) }
 
-// immediateID is the RD_ID of a notification delivered at once: the same notification
-// within dedupeWindow gets the same id.
-func immediateID(g group, n Notification, now time.Time) string {
-	parts := []string{g.target, g.receiver, g.key, n.Status, strconv.FormatInt(now.Unix()/int64(dedupeWindow/time.Second), 10)}
-	alerts := make([]string, 0, len(n.Alerts))
+// immediateID is the RD_ID of a notification delivered at once. Alertmanager's own
+// notification log tells one notification from the next by its group, its receiver, and
+// the sets of its firing and resolved alerts — not by their times, which each
+// Alertmanager of a cluster sets its own way and a Prometheus re-send moves — and so does
+// this: the first of two replicas or two Alertmanagers to see the notification picks its
+// id, for ingress.dedupeWindow, and every copy within it gets that id, which the wheel
+// stage delivers once. A repeat_interval re-send after the window is delivered again.
+func (in *Ingress) immediateID(ctx context.Context, g group, n Notification) (string, error) {
+	var firing, resolved []string
 	for _, a := range n.Alerts {
-		alerts = append(alerts, a.Fingerprint+"/"+a.Status+"/"+a.StartsAt.UTC().Format(time.RFC3339Nano)+"/"+a.EndsAt.UTC().Format(time.RFC3339Nano))
+		if a.Status == "resolved" {
+			resolved = append(resolved, a.Fingerprint)
+		} else {
+			firing = append(firing, a.Fingerprint)
+		}
 	}
-	slices.Sort(alerts)
-	return "am-" + hashHex(append(parts, alerts...)...)
+	slices.Sort(firing)
+	slices.Sort(resolved)
+	key := hashHex(g.target, g.receiver, g.key, strings.Join(firing, ","), "|", strings.Join(resolved, ","))
+	return in.deps.Dedupe.Once(ctx, "am-"+key, "am-"+key+"-"+randomHex(4), in.cfg.Ingress.DedupeWindow)
 }
 
 func hashHex(parts ...string) string {
@@ -185,73 +215,47 @@ func (in *Ingress) priority(alerts Alerts) string {
 	return name
 }
 
-// escalate handles a firing notification of a delayed group. The first one of an
-// episode publishes the group's alert due delay later; a later one, while that alert is
-// pending, replaces it (same due time, the newer content): the old one is cancelled
-// first, then the new one published, so the two are never both sent. Once the alert was
-// sent, later firing notifications of the episode are absorbed: the escalation happened.
-func (in *Ingress) escalate(ctx context.Context, g group, body []byte, delay time.Duration, priority string) (string, error) {
-	base := g.base()
-	rec, ok, err := in.deps.Escalations.Get(ctx, base)
+// errBusy is escalate's answer when the group's last episode is not wound up yet (its
+// cancel or resolution not yet carried out): Alertmanager sends the notification again.
+var errBusy = errors.New("busy")
+
+// escalate hands a notification of a group whose receiver escalates (?policy=, ?delay=)
+// to its episode: a firing one starts it or updates what its steps say, a resolved one
+// resolves it (its resolution is sent only if a step was, and sendResolved).
+func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notification, m notify.Message, sendResolved bool) (string, error) {
+	key := g.episode(policy)
+	c := escalation.Content{Title: m.Title, Text: m.Text}
+	if n.Status == "firing" {
+		f, err := in.deps.Escalations.Fire(ctx, key, policy, c)
+		switch {
+		case err != nil:
+			return "", err
+		case f.Result == "busy":
+			return "", errBusy
+		}
+		return "escalation_" + f.Result, nil
+	}
+	if !sendResolved {
+		c = escalation.Content{}
+	}
+	end, err := in.deps.Escalations.Resolve(ctx, key, c)
 	if err != nil {
 		return "", err
 	}
-	next := store.Escalation{Version: rec.Version + 1}
-	next.ID = base + "-" + strconv.Itoa(next.Version)
-	outcome := "escalation_scheduled"
-	if !ok || rec.Resolved {
-		next.DueMs = in.deps.Now().Add(delay).UnixMilli()
-	} else {
-		res, err := in.deps.Wheel.Cancel(ctx, rec.ID)
-		if err != nil {
-			return "", err
-		}
-		if !res.Cancelled() {
-			// Being sent, or sent: the escalation happened; this notification adds nothing.
-			return "escalation_sent", nil
-		}
-		next.DueMs, outcome = rec.DueMs, "escalation_replaced"
+	switch {
+	case end.Result != "resolved":
+		return "resolved_nothing_pending", nil
+	case end.Sent == 0:
+		return "escalation_cancelled", nil
+	case !sendResolved:
+		return "resolved_after_escalation", nil
 	}
-	if err := in.publishNow(ctx, g.target, next.ID, body, next.Due(), priority); err != nil {
-		return "", err
-	}
-	if _, err := in.deps.Escalations.Set(ctx, base, rec.Version, next); err != nil {
-		// Published but not recorded: Alertmanager sends the notification again, which
-		// publishes the same id again (a duplicate the wheel stage drops) and records it.
-		return "", err
-	}
-	return outcome, nil
+	return "resolution_published", nil
 }
 
-// resolve handles a resolved notification of a delayed group: the pending alert is
-// cancelled; if it was already sent (or being sent) and sendResolved, the resolution is
-// published, a moment later.
-func (in *Ingress) resolve(ctx context.Context, g group, body []byte, sendResolved bool) (string, error) {
-	base := g.base()
-	rec, ok, err := in.deps.Escalations.Get(ctx, base)
-	if err != nil {
-		return "", err
-	}
-	if !ok || rec.Resolved {
-		return "resolved_nothing_pending", nil
-	}
-	res, err := in.deps.Wheel.Cancel(ctx, rec.ID)
-	if err != nil {
-		return "", err
-	}
-	outcome := "escalation_cancelled"
-	if !res.Cancelled() {
-		outcome = "resolved_after_escalation"
-		if sendResolved {
-			if err := in.publishNow(ctx, g.target, rec.ID+"-resolved", body, in.deps.Now().Add(resolutionLag), ""); err != nil {
-				return "", err
-			}
-			outcome = "resolution_published"
-		}
-	}
-	rec.Resolved = true
-	if _, err := in.deps.Escalations.Set(ctx, base, rec.Version, rec); err != nil {
-		return "", err
-	}
-	return outcome, nil
+// randomHex is n random bytes, in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/escalation"
+	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
@@ -39,73 +41,99 @@ func (s *site) dueOf(id string) time.Time {
 	return time.UnixMilli(ms)
 }
 
-// A delayed group: the first firing notification schedules its escalation delay later;
-// a second one replaces it (the first cancelled, the same due time, the newer content);
-// a resolve cancels it and sends nothing, since nothing was sent; the next firing starts
-// a new episode. Once an escalation was sent, further firing notifications are absorbed,
-// and the resolve is sent (a moment later).
+// stepDue makes the step the alert id is falls due, through the escalation's gate, as the
+// wheel stage's hand-off does; it returns whether the step is sent, and its body.
+func (s *site) stepDue(id string) (bool, []byte) {
+	s.t.Helper()
+	props, body := s.published(id)
+	require.NotEmpty(s.t, props[wire.PropEpisode], "%s is a step of an escalation", id)
+	a, send, err := s.esc.Due(context.Background(), notify.Alert{ID: id, Target: props[wire.PropTarget], Body: body,
+		Props: map[string]string{wire.PropEpisode: props[wire.PropEpisode]}})
+	require.NoError(s.t, err)
+	return send, a.Body
+}
+
+// A delayed group is an episode of a one-step policy: the first firing notification
+// publishes its step, due delay later; a second one updates what the step will say (the
+// same step, the same due time); a resolve before the step cancels it and sends nothing;
+// the next firing starts a new episode, due delay after its own start. Once the step
+// was sent, further firings update nothing that pages, and the resolve is sent a moment
+// later; a step that falls due after its episode resolved is withheld.
 func TestAlertmanagerDelayedEscalation(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken)
 	ctx := context.Background()
 	g := group{target: "ops", receiver: "dingtalk-ops", key: "{}:{alertname=\"DiskFull\"}"}
-	base := g.base()
+	key := g.episode(escalation.DelayPolicy("ops", 10*time.Minute))
 
 	code, out := s.notify("/ops?delay=10m", notification(t, "firing", g.key))
 	require.Equal(t, http.StatusOK, code, out)
-	require.Equal(t, "escalation_scheduled", out["outcome"])
-	first := s.dueOf(base + "-1")
-	require.True(t, s.clock.Now().Add(10*time.Minute).Equal(first), "due %s", first)
+	require.Equal(t, "escalation_started", out["outcome"])
+	require.Equal(t, key, out["episode"])
+	ep, err := s.episodes.Get(ctx, key)
+	require.NoError(t, err)
+	first := escalation.StepID(key, ep.Seq, 0)
+	require.True(t, ep.Started.Add(10*time.Minute).Equal(s.dueOf(first)), "due %s, started %s", s.dueOf(first), ep.Started)
 
 	n := notification(t, "firing", g.key)
 	n.Alerts[0].Annotations["summary"] = "disk full now"
 	code, out = s.notify("/ops?delay=10m", n)
 	require.Equal(t, http.StatusOK, code, out)
-	require.Equal(t, "escalation_replaced", out["outcome"])
-	require.Equal(t, first, s.dueOf(base+"-2"), "a replacement keeps the escalation's due time")
-	_, body := s.published(base + "-2")
-	require.Contains(t, string(body), "disk full now")
-	cancelled, err := s.ws.IsCancelled(ctx, base+"-1")
+	require.Equal(t, "escalation_updated", out["outcome"])
+	ep, err = s.episodes.Get(ctx, key)
 	require.NoError(t, err)
-	require.True(t, cancelled, "the replaced alert is cancelled")
+	require.Contains(t, string(ep.Content), "disk full now", "the step will say the latest notification")
 
 	code, out = s.notify("/ops?delay=10m", notification(t, "resolved", g.key))
 	require.Equal(t, http.StatusOK, code, out)
 	require.Equal(t, "escalation_cancelled", out["outcome"])
-	cancelled, err = s.ws.IsCancelled(ctx, base+"-2")
+	cancelled, err := s.ws.IsCancelled(ctx, first)
 	require.NoError(t, err)
-	require.True(t, cancelled)
+	require.True(t, cancelled, "the step is cancelled")
+	send, _ := s.stepDue(first)
+	require.False(t, send, "a step of a resolved episode is withheld, cancelled or not")
 	code, out = s.notify("/ops?delay=10m", notification(t, "resolved", g.key))
 	require.Equal(t, "resolved_nothing_pending", out["outcome"], "a repeated resolve: %d", code)
 
-	s.clock.advance(time.Second)
 	code, out = s.notify("/ops?delay=10m", notification(t, "firing", g.key))
 	require.Equal(t, http.StatusOK, code, out)
-	require.Equal(t, "escalation_scheduled", out["outcome"], "a new episode")
-	require.True(t, s.dueOf(base+"-3").Equal(first.Add(time.Second)), "a new episode is due delay after its own start")
+	require.Equal(t, "escalation_started", out["outcome"], "a new episode")
+	ep2, err := s.episodes.Get(ctx, key)
+	require.NoError(t, err)
+	require.Greater(t, ep2.Seq, ep.Seq)
+	second := escalation.StepID(key, ep2.Seq, 0)
+	require.NotEqual(t, first, second, "a new episode's step never meets the old one's marks")
+	require.True(t, s.dueOf(second).Equal(ep2.Started.Add(10*time.Minute)), "a new episode is due delay after its own start")
 
-	require.NoError(t, s.ws.MarkDelivered(ctx, base+"-3")) // the escalation went out
+	send, body := s.stepDue(second) // the step goes out
+	require.True(t, send)
+	require.Contains(t, string(body), "DiskFull")
 	code, out = s.notify("/ops?delay=10m", notification(t, "firing", g.key))
 	require.Equal(t, http.StatusOK, code, out)
-	require.Equal(t, "escalation_sent", out["outcome"], "a repeat after the escalation is absorbed")
+	require.Equal(t, "escalation_updated", out["outcome"], "a repeat after the step")
 	code, out = s.notify("/ops?delay=10m", notification(t, "resolved", g.key))
 	require.Equal(t, http.StatusOK, code, out)
 	require.Equal(t, "resolution_published", out["outcome"])
-	resolvedAt := s.dueOf(base + "-3-resolved")
-	require.True(t, s.clock.Now().Add(resolutionLag).Equal(resolvedAt), "resolution due %s", resolvedAt)
-	_, body = s.published(base + "-3-resolved")
+	resolution := escalation.ResolutionID(key, ep2.Seq)
+	require.True(t, s.clock.Now().Add(2*time.Second).Equal(s.dueOf(resolution)), "resolution due %s", s.dueOf(resolution))
+	_, body = s.published(resolution)
 	require.Contains(t, string(body), "[RESOLVED] DiskFull")
-	rec, ok, err := s.escalate.Get(ctx, base)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, store.Escalation{Version: 3, ID: base + "-3", DueMs: rec.DueMs, Resolved: true}, rec)
 
-	// sendResolved=false: a resolve after the escalation cancels nothing and sends nothing.
+	// sendResolved=false: a resolve after the step sends nothing (escalation's tests
+	// check that no resolution is published).
 	g2 := group{target: "ops", receiver: "dingtalk-ops", key: "{}:{alertname=\"Other\"}"}
+	key2 := g2.episode(escalation.DelayPolicy("ops", time.Minute))
 	s.notify("/ops?delay=1m&sendResolved=false", notification(t, "firing", g2.key))
-	require.NoError(t, s.ws.MarkDelivered(ctx, g2.base()+"-1"))
+	ep, err = s.episodes.Get(ctx, key2)
+	require.NoError(t, err)
+	send, _ = s.stepDue(escalation.StepID(key2, ep.Seq, 0))
+	require.True(t, send)
 	_, out = s.notify("/ops?delay=1m&sendResolved=false", notification(t, "resolved", g2.key))
 	require.Equal(t, "resolved_after_escalation", out["outcome"])
+
+	code, out = s.notify("/ops?policy=nope", notification(t, "firing", g2.key))
+	require.Equal(t, http.StatusNotFound, code, out)
+	require.Equal(t, "unknown_policy", out["reason"])
 }
 
 // Without a delay every notification is published at once; the same notification sent
@@ -115,13 +143,19 @@ func TestAlertmanagerImmediate(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken)
 	n := notification(t, "firing", "{}:{alertname=\"Now\"}")
-	g := group{target: "ops", receiver: n.Receiver, key: n.GroupKey}
-	for range 2 {
+	var id string
+	for i := range 2 {
+		n := n
+		n.Alerts = slices.Clone(n.Alerts)
+		n.Alerts[0].StartsAt = n.Alerts[0].StartsAt.Add(time.Duration(i) * time.Second) // each Alertmanager's own times
 		code, out := s.notify("/ops", n)
 		require.Equal(t, http.StatusOK, code, out)
 		require.Equal(t, "published", out["outcome"])
+		if i == 0 {
+			id = out["id"].(string)
+		}
+		require.Equal(t, id, out["id"], "a copy of the notification gets the first one's id")
 	}
-	id := immediateID(g, n, s.clock.Now())
 	props, body := s.published(id)
 	due, _ := strconv.ParseInt(props[wire.PropDeliverAt], 10, 64)
 	require.Equal(t, s.clock.Now().UnixMilli(), due)
@@ -155,19 +189,17 @@ func TestAlertmanagerPriorityFromSeverity(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken)
 	n := notification(t, "firing", "{}:{alertname=\"Prio\"}")
-	g := group{target: "ops", receiver: n.Receiver, key: n.GroupKey}
 	code, out := s.notify("/ops", n)
 	require.Equal(t, http.StatusOK, code, out)
-	props, _ := s.published(immediateID(g, n, s.clock.Now()))
+	props, _ := s.published(out["id"].(string))
 	require.Equal(t, "critical", props[wire.PropPriority])
 
 	for i := range n.Alerts {
 		delete(n.Alerts[i].Labels, "severity")
 	}
 	n.GroupKey = "{}:{alertname=\"PrioNone\"}"
-	g.key = n.GroupKey
 	code, out = s.notify("/ops", n)
 	require.Equal(t, http.StatusOK, code, out)
-	props, _ = s.published(immediateID(g, n, s.clock.Now()))
+	props, _ = s.published(out["id"].(string))
 	require.NotContains(t, props, wire.PropPriority)
 }

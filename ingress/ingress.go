@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
@@ -35,18 +36,23 @@ type Wheel interface {
 	Cancel(ctx context.Context, id string) (store.CancelResult, error)
 }
 
-// Escalations keep the state of delayed Alertmanager groups; *store.Escalations
-// implements it.
+// Escalations run the escalation episodes of the receivers that escalate (?policy=,
+// ?delay=); *escalation.Escalator implements it.
 type Escalations interface {
-	Get(ctx context.Context, group string) (store.Escalation, bool, error)
-	Set(ctx context.Context, group string, read int, e store.Escalation) (bool, error)
+	Fire(ctx context.Context, key, policy string, c escalation.Content) (escalation.Fired, error)
+	Resolve(ctx context.Context, key string, c escalation.Content) (escalation.Ended, error)
 }
 
-// Deps are what the Handler works with.
+// Dedupe picks one id for the copies of a notification; *store.Dedupe implements it.
+type Dedupe interface {
+	Once(ctx context.Context, key, id string, window time.Duration) (string, error)
+}
+
 type Deps struct {
 	Publisher   Publisher
 	Wheel       Wheel
 	Escalations Escalations
+	Dedupe      Dedupe
 	// Chat checks and renders the bodies of chat targets, by their platform;
 	// *notify.Sender implements it.
 	Chat   Chat

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
@@ -48,7 +49,8 @@ type site struct {
 	stored   *sinktest.Sink
 	cfg      config.Config
 	clock    *clock
-	escalate *store.Escalations
+	esc      *escalation.Escalator
+	episodes *store.Episodes
 	metrics  *Metrics
 }
 
@@ -97,12 +99,14 @@ func newSite(t *testing.T, token config.Secret) *site {
 	_, fs := testenv.FailedSends(t)
 	// The real time to the millisecond (what RD_DELIVER_AT_MS carries), held still.
 	s := &site{t: t, ws: ws, fs: fs, stored: stored, cfg: cfg, clock: &clock{now: time.Now().Truncate(time.Millisecond)},
-		escalate: store.NewEscalations(rdb, prefix, time.Hour), metrics: NewMetrics(nil)}
+		episodes: store.NewEpisodes(rdb, prefix, time.Hour), metrics: NewMetrics(nil)}
 	cancels := failed.Canceller{Stage: ws, Rows: fs, Note: store.CancelNote{By: "ingress"}}
 	chat, err := notify.New(notify.Options{Targets: map[string]notify.Target{
 		"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
-	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Escalations: s.escalate, Chat: chat, Logger: testenv.Logger(), Now: s.clock.Now}, s.metrics)
+	s.esc = escalation.New(escalation.Options{Policies: cfg.Escalations}, s.episodes, p, cancels, chat, testenv.Logger(), nil, s.clock.Now)
+	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Escalations: s.esc, Dedupe: store.NewDedupe(rdb, prefix), Chat: chat,
+		Logger: testenv.Logger(), Now: s.clock.Now}, s.metrics)
 	require.NoError(t, err)
 	s.srv = httptest.NewServer(in.Handler())
 	t.Cleanup(s.srv.Close)
@@ -339,9 +343,9 @@ func TestPublishRefusesWhatTheSchedulerWouldReject(t *testing.T) {
 			wire.RejectBadID, `RD_ID "." is not an id: "." and ".." cannot stand in a URL path`},
 		{"id that is two dots", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": "..", "text": "x"}, "..",
 			wire.RejectBadID, `RD_ID ".." is not an id: "." and ".." cannot stand in a URL path`},
-		{"alertmanager delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(firing), g.base() + "-1",
+		{"alertmanager delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(firing), "",
 			wire.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
-		{"alertmanager resolve with a delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(resolved), g.base() + "-1-resolved",
+		{"alertmanager resolve with a delay past the horizon", AlertmanagerPath + "/ops?delay=" + far, amBody(resolved), "",
 			wire.RejectBeyondHorizon, fmt.Sprintf("more than %s ahead (scheduler.horizon)", horizon)},
 	}
 	for _, c := range cases {
@@ -352,9 +356,8 @@ func TestPublishRefusesWhatTheSchedulerWouldReject(t *testing.T) {
 			require.Contains(t, out["error"], c.says)
 		})
 	}
-	_, ok, err := s.escalate.Get(context.Background(), g.base())
-	require.NoError(t, err)
-	require.False(t, ok, "no escalation was recorded")
+	_, err := s.episodes.Get(context.Background(), g.episode(escalation.DelayPolicy("ops", horizon+time.Hour)))
+	require.ErrorIs(t, err, store.ErrNoEpisode, "no episode started")
 
 	// Nothing was published: the ingress counts no stored publication but the one below,
 	// and the topic holds none of the ids above once an alert published after them (due
@@ -364,7 +367,7 @@ func TestPublishRefusesWhatTheSchedulerWouldReject(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code, out)
 	s.published("late-not-stale")
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.requests.WithLabelValues("publish", "ok")))
-	for _, outcome := range []string{"published", "escalation_scheduled", "escalation_replaced", "resolution_published"} {
+	for _, outcome := range []string{"published", "escalation_started", "escalation_updated", "resolution_published"} {
 		require.Zero(t, testutil.ToFloat64(s.metrics.requests.WithLabelValues("alertmanager", outcome)), outcome)
 	}
 	for _, c := range cases {

@@ -23,7 +23,7 @@ import (
 //	  {p}:sweep:<tok>  set         ids one sweeper claim took (lives one lease)
 //	  {p}:done:<id>    string      delivered marker
 //	  {p}:cancel:<id>  string      cancel tombstone
-//	  {p}:esc:<group>  hash        an Alertmanager group's delayed escalation (escalations.go)
+//	  {p}:once:<key>   string      the id the first copy of a notification picked (dedupe.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
 //	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
@@ -55,7 +55,7 @@ func (k keys) parts() string                 { return k.stage() + "parts" }
 func (k keys) sweep(token string) string     { return k.stage() + "sweep:" + token }
 func (k keys) done(id string) string         { return k.stage() + "done:" + id }
 func (k keys) cancel(id string) string       { return k.stage() + "cancel:" + id }
-func (k keys) escalation(g string) string    { return k.stage() + "esc:" + g }
+func (k keys) once(key string) string        { return k.stage() + "once:" + key }
 func (k keys) episode(key string) string     { return k.stage() + "ep:" + key }
 func (k keys) episodeSeq() string            { return k.stage() + "ep-seq" }
 func (k keys) episodesLive() string          { return k.stage() + "ep-live" }
