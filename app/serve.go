@@ -224,6 +224,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.AlertsPath, ingressAPI)
 	mux.Handle(ingress.AlertsPath+"/", ingressAPI)
 	mux.Handle(ingress.AlertmanagerPath+"/", ingressAPI)
+	mux.Handle(ingress.EscalationsPath, ingressAPI)
+	mux.Handle(ingress.EscalationsPath+"/", ingressAPI)
 	mux.Handle(escalation.AckPath, esc.AckHandler(logger))
 	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, cfg.Admin.Token, logger))

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"html/template"
 	"log/slog"
@@ -142,17 +141,4 @@ func newCSRF() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// episodeJSON is an episode as the API and the commands show it.
-type episodeJSON struct {
-	store.Episode
-	Content Content `json:"content"`
-}
-
-// View returns ep with its content decoded, for the API and the commands.
-func View(ep store.Episode) any {
-	var c Content
-	_ = json.Unmarshal(ep.Content, &c)
-	return episodeJSON{Episode: ep, Content: c}
 }

@@ -41,6 +41,9 @@ type Wheel interface {
 type Escalations interface {
 	Fire(ctx context.Context, key, policy string, c escalation.Content) (escalation.Fired, error)
 	Resolve(ctx context.Context, key string, c escalation.Content) (escalation.Ended, error)
+	Ack(ctx context.Context, key string, seq int64, by string) (escalation.Ended, error)
+	Status(ctx context.Context, key string) (escalation.Status, error)
+	Live(ctx context.Context, limit int) ([]escalation.Status, error)
 }
 
 // Dedupe picks one id for the copies of a notification; *store.Dedupe implements it.
@@ -117,7 +120,10 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 //
 //	POST   /api/v1/alerts                     publish one alert (202 once the broker stored it)
 //	DELETE /api/v1/alerts/{id}                cancel an alert not sent yet
-//	POST   /api/v1/alertmanager/{target}      Alertmanager's webhook (?delay=10m&sendResolved=false)
+//	POST   /api/v1/alertmanager/{target}      Alertmanager's webhook (?policy=NAME or ?delay=10m, &sendResolved=false)
+//	POST   /api/v1/escalations                start an escalation episode (or update the one that runs)
+//	POST   /api/v1/escalations/{key}/resolve  resolve it; …/ack acknowledges it
+//	GET    /api/v1/escalations[/{key}]        the live episodes, or one
 //
 // Every request needs "Authorization: Bearer <ingress.token>" (401 otherwise); with no
 // token configured both answer 503, disabled. Errors are {"error": "…", "reason": "…"}:
@@ -127,11 +133,16 @@ func (in *Ingress) Handler() http.Handler {
 	mux.HandleFunc("POST "+AlertsPath, in.publish)
 	mux.HandleFunc("DELETE "+AlertsPath+"/{id}", in.cancel)
 	mux.HandleFunc("POST "+AlertmanagerPath+"/{target}", in.alertmanager)
+	mux.HandleFunc("POST "+EscalationsPath, in.startEscalation)
+	mux.HandleFunc("GET "+EscalationsPath, in.listEscalations)
+	mux.HandleFunc("GET "+EscalationsPath+"/{key}", in.showEscalation)
+	mux.HandleFunc("POST "+EscalationsPath+"/{key}/{how}", in.endEscalation)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path+"; see the README, HTTP publish API")
 	}
 	mux.HandleFunc(AlertsPath+"/", notFound)
 	mux.HandleFunc(AlertmanagerPath+"/", notFound)
+	mux.HandleFunc(EscalationsPath+"/", notFound)
 	return in.authenticate(http.MaxBytesHandler(mux, in.cfg.Ingress.MaxBody))
 }
 

@@ -93,6 +93,8 @@ func newSite(t *testing.T, token config.Secret) *site {
 		"ops":    {Robots: []config.Robot{{Name: "r1", Token: "t"}}},
 		"orders": {Topic: &config.TopicTarget{Name: "order-events"}},
 	}}
+	cfg.Escalations = map[string]config.Policy{"db": {Steps: []config.EscalationStep{
+		{Target: "ops"}, {After: 5 * time.Minute, Target: "ops", Mention: config.StepMention{All: true}}}}}
 	cfg.Ingress.Token = token
 	cfg = cfg.WithDefaults()
 	cfg.Ingress.MaxBody = 64 << 10

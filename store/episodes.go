@@ -83,9 +83,11 @@ type Episode struct {
 // EpisodeOutbox is what an episode's transitions named and nobody carried out yet.
 type EpisodeOutbox struct {
 	// Publish is the step to publish, -1 for none; Cancel the step to cancel, -1 for none.
-	Publish, Cancel int
+	Publish int `json:"publish"`
+	Cancel  int `json:"cancel"`
 	// Resolution and Ack: the resolution to publish, the acknowledgement to announce.
-	Resolution, Ack bool
+	Resolution bool `json:"resolution,omitempty"`
+	Ack        bool `json:"ack,omitempty"`
 }
 
 // Empty reports whether nothing is left to carry out.
