@@ -301,7 +301,8 @@ type Row struct {
 	// nothing was parked or adopted; topic scenarios: a batch past the rate's burst, a
 	// rate above targets.orders.topic.ratePerSecond; chat targets: a robot that accepted
 	// more than its limit within a window, or a Feishu bot more than 5 within a sixtieth
-	// of it, a message accepted by a robot of another kind; storms: no fault met).
+	// of it, a message accepted by a robot of another kind; storms: a phase no request
+	// met).
 	Problems []string
 	// Duration is the scenario's wall time.
 	Duration time.Duration
@@ -479,6 +480,8 @@ type env struct {
 	clockOffsets []time.Duration
 	// latenessBound is the p99 lateness the scenario promises; 0: none.
 	latenessBound time.Duration
+	// unmet lists the storm phases no request met (runStorm).
+	unmet []string
 }
 
 func (e *env) note(format string, args ...any) {
