@@ -32,14 +32,18 @@ func testContext(t *testing.T, want time.Duration) (context.Context, context.Can
 // longer than RocketMQ's 16 reconsumes (retries capped at 1s), replicas whose clocks are
 // 5s fast and 5s slow, Redis blips, and SIGKILLs while a topic target's messages are due
 // (received by a consumer of the business topic; broker-topic, a broker restart during
-// their hand-off, runs in make chaos), and SIGKILLs while a one-robot target far past its
-// budget is drained by both replicas' shared, merged sends. Nothing may be lost,
+// their hand-off, runs in make chaos), SIGKILLs while a one-robot target far past its
+// budget is drained by both replicas' shared, merged sends, and kill-one and the storm
+// on a WeCom target and on a Feishu target (the storms in each platform's own answers).
+// Nothing may be lost,
 // duplicated past what its timeouts and faults explain (Row.TimeoutBound,
 // Row.CrashBound), delivered early by the simulator's clock, sent over a robot's limit
 // or dead-lettered; every malformed input must be rejected with its reason; the blips
 // cost at most their own length plus 2s at p99; kill-busy must have parked and adopted
-// alerts, and kill-one-topic must have batched its sends within the rate's burst and
-// kept to its ratePerSecond.
+// alerts, kill-one-topic must have batched its sends within the rate's burst and kept
+// to its ratePerSecond, no robot may have accepted more than its limit within a window
+// (a Feishu bot more than Feishu's 5 within a sixtieth of it) nor a robot of another
+// kind any alert, and a request must have met every phase of each storm.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs RocketMQ, Redis and Postgres (a private stack); skipped under -short")
@@ -48,7 +52,8 @@ func TestChaosShort(t *testing.T) {
 	ctx, cancel := testContext(t, 20*time.Minute)
 	defer cancel()
 	scenarios := []string{ScenarioKillOne, ScenarioMalformed, ScenarioStorm, ScenarioRedisKill, ScenarioZombie,
-		ScenarioRedisOutage, ScenarioFastClock, ScenarioRedisBlips, ScenarioKillOneTopic, ScenarioKillBusy}
+		ScenarioRedisOutage, ScenarioFastClock, ScenarioRedisBlips, ScenarioKillOneTopic, ScenarioKillBusy,
+		ScenarioKillOneWeCom, ScenarioKillOneFeishu, ScenarioStormWeCom, ScenarioStormFeishu}
 	rows, err := Run(ctx, Options{
 		Scenarios:   scenarios,
 		Alerts:      300,
@@ -103,7 +108,7 @@ func TestChaosShort(t *testing.T) {
 			require.Zero(t, r.AmbiguousCrash)
 		case ScenarioRedisOutage:
 			require.Positive(t, r.PastBudget, "the outage did not outlast RocketMQ's 16 reconsumes: the scenario proves nothing")
-		case ScenarioKillBusy, ScenarioKillOneTopic:
+		case ScenarioKillBusy, ScenarioKillOneTopic, ScenarioKillOneWeCom, ScenarioKillOneFeishu, ScenarioStormWeCom, ScenarioStormFeishu:
 			require.NotEmpty(t, r.Observed, "%s checks its mechanism", r.Scenario)
 		}
 		require.True(t, r.Pass(), r.Scenario)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/rocketdelay/rocketdelay/config"
 )
 
 // A scenario that stages a mechanism checks, from the replicas' metrics and what was
@@ -23,14 +25,93 @@ const (
 // send, milliseconds unless the machine stalls.
 const rateSlack = time.Second
 
-// checkMechanism checks the mechanism of e's scenario; got holds the valid alerts'
-// acceptances. The caller holds e.mu.
+// checkMechanism checks the mechanism of e's scenario and, in a scenario of chat
+// targets, the robots' limits in what the simulator accepted; got holds the valid
+// alerts' acceptances. The caller holds e.mu.
 func (e *env) checkMechanism(row *Row, got map[string][]acceptance) {
 	switch {
-	case e.name == ScenarioKillBusy:
-		e.checkShared(row)
 	case e.sink != nil:
 		e.checkTopic(row, got)
+		return
+	case e.name == ScenarioKillBusy:
+		e.checkShared(row)
+	}
+	e.checkLimits(row)
+	if stormScenarios[e.name] {
+		e.checkStorm(row)
+	}
+}
+
+// observe adds what a check observed to row.Observed.
+func observe(row *Row, format string, args ...any) {
+	if row.Observed != "" {
+		row.Observed += "; "
+	}
+	row.Observed += fmt.Sprintf(format, args...)
+}
+
+// stormScenarios are the scenarios that run storms of their platform (runStorm).
+var stormScenarios = map[string]bool{ScenarioStorm: true, ScenarioStormWeCom: true, ScenarioStormFeishu: true}
+
+// checkLimits checks, in what the simulator accepted, that every message went through
+// a robot of the scenario's kind, and that no robot accepted more than its limit within
+// any window (senderLimits) nor, on Feishu, more than Feishu's own
+// config.MaxFeishuPerSecond within any sixtieth of it: the simulator refuses either
+// (Stats.OverLimit), and this counts again, from the record, what it let through.
+func (e *env) checkLimits(row *Row) {
+	byRobot := map[string][]time.Time{}
+	kinds := map[string]int{}
+	for _, m := range e.sim.Accepted() {
+		byRobot[m.Robot] = append(byRobot[m.Robot], m.At)
+		kinds[m.Kind]++
+	}
+	for kind, n := range kinds {
+		if kind != e.kind {
+			row.Problems = append(row.Problems, fmt.Sprintf("%d messages accepted by %s robots: every alert was for the %s target", n, kind, e.kind))
+		}
+	}
+	second := senderWindow / 60
+	var peakWindow, peakSecond int
+	for _, rb := range e.robots {
+		ts := byRobot[rb.Name]
+		slices.SortFunc(ts, time.Time.Compare)
+		w, s := peakWithin(ts, senderWindow), peakWithin(ts, second)
+		peakWindow, peakSecond = max(peakWindow, w), max(peakSecond, s)
+		if w > rb.Limit {
+			row.Problems = append(row.Problems, fmt.Sprintf("robot %s accepted %d messages within %s: over its limit %d", rb.Name, w, senderWindow, rb.Limit))
+		}
+		if e.kind == config.KindFeishu && s > config.MaxFeishuPerSecond {
+			row.Problems = append(row.Problems, fmt.Sprintf("bot %s accepted %d messages within %s (a sixtieth of the window): over Feishu's %d per second",
+				rb.Name, s, second.Round(100*time.Microsecond), config.MaxFeishuPerSecond))
+		}
+	}
+	observe(row, "%d messages accepted by %d %s robots, at most %d by one within a window (limit %d)",
+		kinds[e.kind], len(e.robots), e.kind, peakWindow, senderLimits[e.kind])
+	if e.kind == config.KindFeishu {
+		observe(row, "at most %d within a sixtieth of it, Feishu's second (its limit %d, the sender's limitPerSecond %d)",
+			peakSecond, config.MaxFeishuPerSecond, feishuPerSecond)
+	}
+}
+
+// peakWithin is the most of the sorted times ts that fall within any span shorter than d.
+func peakWithin(ts []time.Time, d time.Duration) int {
+	peak, lo := 0, 0
+	for j, t := range ts {
+		for t.Sub(ts[lo]) >= d {
+			lo++
+		}
+		peak = max(peak, j-lo+1)
+	}
+	return peak
+}
+
+// checkStorm checks that a request met every phase of the storm (runStorm): a phase
+// whose faults none met proves nothing about the platform's answer it injects.
+func (e *env) checkStorm(row *Row) {
+	st := e.sim.Stats()
+	observe(row, "%d of %d requests answered by an injected fault", st.Faults, st.Requests)
+	for _, p := range e.unmet {
+		row.Problems = append(row.Problems, fmt.Sprintf("no request met the storm phase %q", p))
 	}
 }
 
@@ -99,12 +180,7 @@ type overRate struct {
 // the furthest past what the rate lets through (n 0: none is).
 func rateOf(stored []time.Time) (peak int, worst overRate) {
 	excess := 0.0
-	lo := 0
 	for j, t := range stored {
-		for t.Sub(stored[lo]) >= time.Second {
-			lo++
-		}
-		peak = max(peak, j-lo+1)
 		for i := range j {
 			n, span := j-i+1, t.Sub(stored[i])
 			if x := float64(n) - topicRate*(span+rateSlack).Seconds(); x > topicBurst && x > excess {
@@ -112,5 +188,5 @@ func rateOf(stored []time.Time) (peak int, worst overRate) {
 			}
 		}
 	}
-	return peak, worst
+	return peakWithin(stored, time.Second), worst
 }

@@ -1,9 +1,11 @@
 // Package chaos is rocketdelay's fault-injection suite: it runs two real
 // `rocketdelay serve` processes against a private local stack (RocketMQ name server and
 // broker, Redis with AOF, Postgres — started with deploy/local/up under a state
-// directory and ports of its own) and a DingTalk simulator, injects faults (SIGKILLed
-// replicas, restarted Redis and broker, a stopped Postgres, DingTalk storms, malformed
-// inputs), and counts at the simulator what was delivered, lost, duplicated and late.
+// directory and ports of its own) and a chat simulator that serves DingTalk, WeCom and
+// Feishu robots, injects faults (SIGKILLed replicas, restarted Redis and broker, a
+// stopped Postgres, storms of each chat platform's answers, malformed inputs), and counts
+// at the simulator what was delivered, lost, duplicated and late, and how close each
+// robot came to its limits.
 //
 // Run runs selected scenarios and returns one Row per scenario; WriteTable prints them.
 // `go run ./internal/cmd/chaos` is the full run (`make chaos`); TestChaosShort is a

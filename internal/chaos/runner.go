@@ -64,9 +64,16 @@ const (
 	ScenarioBrokerTopic = "broker-topic"
 	// (19) a cluster far past a one-robot target's budget: both replicas park and adopt
 	// each other's alerts into slow merged sends, and one is SIGKILLed twice meanwhile
-	ScenarioKillBusy  = "kill-busy"
-	ScenarioBaseline  = "baseline" // no fault: the reference row
-	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+	ScenarioKillBusy = "kill-busy"
+	// (20)-(23) kill-one and storm with every alert for the WeCom target and for the
+	// Feishu target: their robots' limits held at the simulator (Feishu's per second
+	// too), the storms in each platform's own answers
+	ScenarioKillOneWeCom  = "kill-one-wecom"
+	ScenarioKillOneFeishu = "kill-one-feishu"
+	ScenarioStormWeCom    = "storm-wecom"
+	ScenarioStormFeishu   = "storm-feishu"
+	ScenarioBaseline      = "baseline" // no fault: the reference row
+	scenarioIDPattern     = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
 // AllScenarios lists every scenario in the order Run runs them.
@@ -74,7 +81,7 @@ var AllScenarios = []string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedisKill
 	ScenarioStorm, ScenarioBroker, ScenarioMalformed, ScenarioZombie, ScenarioFastClock,
 	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisBlips, ScenarioRetryJobZombie,
 	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined, ScenarioKillOneTopic, ScenarioBrokerTopic,
-	ScenarioKillBusy}
+	ScenarioKillBusy, ScenarioKillOneWeCom, ScenarioKillOneFeishu, ScenarioStormWeCom, ScenarioStormFeishu}
 
 // topicScenarios deliver every alert to the topic target "orders" instead of a robot
 // group: what counts as an acceptance is a distinct message a consumer of the business
@@ -132,7 +139,8 @@ type Options struct {
 	RepoRoot string
 	// Scenarios to run, by name. Default AllScenarios.
 	Scenarios []string
-	// Alerts is how many alerts scenario kill-one publishes. Default 2000.
+	// Alerts is how many alerts the kill-one scenarios publish (kill-one, -cluster,
+	// -topic, -wecom, -feishu). Default 2000.
 	Alerts int
 	// OtherAlerts is how many alerts every other scenario publishes. Default 400.
 	OtherAlerts int
@@ -146,7 +154,8 @@ type Options struct {
 	// Outage is how long a stopped component (Redis, Postgres, broker, replicas) stays
 	// down. Default 5s.
 	Outage time.Duration
-	// Storm is how long DingTalk storms last in scenario storm. Default 40s.
+	// Storm is how long the storms of scenarios storm, storm-wecom and storm-feishu last.
+	// Default 40s.
 	Storm time.Duration
 	// LongOutage is how long Redis or Postgres stays down in redis-outage and
 	// postgres-outage: longer than RocketMQ's whole default reconsume schedule on the test
@@ -236,7 +245,7 @@ type Row struct {
 	Scenario string
 	// Published counts the valid alerts published (each with a distinct RD_ID).
 	Published int
-	// Delivered counts the valid alerts DingTalk (the simulator) accepted at least once,
+	// Delivered counts the valid alerts the chat simulator accepted at least once,
 	// or in a topic scenario, the consumer of the business topic received.
 	Delivered int
 	// Lost lists the valid alerts never accepted; Lost = len(LostIDs).
@@ -270,8 +279,9 @@ type Row struct {
 	// LatenessBound, when not 0, is the p99 lateness the scenario promises (redis-blips:
 	// its longest blip plus 2s).
 	LatenessBound time.Duration
-	// OverLimit is the simulator's count of requests over a robot's rate limit (must be
-	// 0: the simulator enforces the sender's own limit).
+	// OverLimit is the simulator's count of requests over a robot's rate limits (must be
+	// 0: the simulator holds every robot to the sender's own limit per window, and a
+	// Feishu bot to Feishu's 5 per second as well).
 	OverLimit int
 	// DLQ counts the messages in the consumer group's dead-letter queue at the end (must
 	// be 0); -1 when it could not be measured.
@@ -283,11 +293,16 @@ type Row struct {
 	// Faults describes what was injected.
 	Faults string
 	// Observed says what the scenario's own mechanism did, from the replicas' metrics
-	// (kill-busy: alerts parked and adopted; topic scenarios: batch sizes, the rate).
+	// (kill-busy: alerts parked and adopted; topic scenarios: batch sizes, the rate), and
+	// in a scenario of chat targets how close the robots came to their limits, from what
+	// the simulator accepted (storms: how many answers were injected faults).
 	Observed string
 	// Problems lists each check of the scenario's own mechanism that failed (kill-busy:
 	// nothing was parked or adopted; topic scenarios: a batch past the rate's burst, a
-	// rate above targets.orders.topic.ratePerSecond).
+	// rate above targets.orders.topic.ratePerSecond; chat targets: a robot that accepted
+	// more than its limit within a window, or a Feishu bot more than 5 within a sixtieth
+	// of it, a message accepted by a robot of another kind; storms: a phase no request
+	// met).
 	Problems []string
 	// Duration is the scenario's wall time.
 	Duration time.Duration
@@ -412,6 +427,10 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioKillOneTopic:   withTopicCluster(runKillOne),
 	ScenarioBrokerTopic:    withTopicCluster(runBroker),
 	ScenarioKillBusy:       runKillBusy,
+	ScenarioKillOneWeCom:   runKillOne,
+	ScenarioKillOneFeishu:  runKillOne,
+	ScenarioStormWeCom:     runStorm,
+	ScenarioStormFeishu:    runStorm,
 }
 
 // env is one scenario's world.
@@ -427,11 +446,13 @@ type env struct {
 	group         string
 	prefix        string
 	dsn           string
-	cfg           string
 	sim           *simulator
 	producer      *wire.Producer
 	raw           *rawProducer
-	robots        []chatsim.Robot
+	// kind is the kind of the chat target the scenario's alerts go to (kindOf), target
+	// its name, robots its robots.
+	kind, target string
+	robots       []chatsim.Robot
 	// sink consumes the business topic of the topic target, in a topic scenario.
 	sink *topicsink.Sink
 
@@ -459,6 +480,8 @@ type env struct {
 	clockOffsets []time.Duration
 	// latenessBound is the p99 lateness the scenario promises; 0: none.
 	latenessBound time.Duration
+	// unmet lists the storm phases no request met (runStorm).
+	unmet []string
 }
 
 func (e *env) note(format string, args ...any) {
@@ -485,6 +508,8 @@ func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, 
 	e.topic = "rd_chaos_" + strings.ReplaceAll(name, "-", "_") + "_" + short
 	e.group = e.topic
 	e.prefix = "rdchaos" + short
+	e.kind = kindOf(name)
+	e.target = chatTargets[e.kind]
 	defer e.cleanup()
 	if err := e.prepare(ctx); err != nil {
 		row.Err = err
@@ -501,38 +526,6 @@ func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, 
 	return row
 }
 
-// senderLimit is sender.limit of the replicas and the simulator's own limit: DingTalk's
-// 20 less one, the sender's default.
-const senderLimit = 19
-
-const configTemplate = `log: {level: info, format: json}
-scheduler: {levels: %q, threshold: 5s, grace: 1s, lease: %s, retryMaxDelay: %s}
-targets:
-  ops:
-    robots:
-%s
-  other:
-    robots:
-      - {name: o1, token: %s-other-1}
-  orders:
-    topic: {name: %s, ratePerSecond: %d}
-sender:
-  # each replica is started with an address of the simulator of its own
-  # (ROCKETDELAY_SENDER_BASE_URL), so that the simulator knows who sent what
-  baseURL: %q
-  window: 1s
-  limit: %d
-  httpTimeout: 3s
-  attempts: 4
-  backoffBase: 200ms
-  backoffMax: 2s
-  cooldown: 3s
-  disableFor: 5s
-  breakerOpen: 3s
-failedSends: {interval: 1s, backoffBase: 1s, backoffCap: 4s, maxAttempts: 1000, batchSize: 200, claimLease: %s}
-shutdownTimeout: 10s
-`
-
 func (e *env) prepare(ctx context.Context) error {
 	if t := topologies[e.name]; t.topology != "" {
 		if err := e.r.stack.StartTopology(ctx, t.topology); err != nil {
@@ -540,36 +533,13 @@ func (e *env) prepare(ctx context.Context) error {
 		}
 		e.note("Redis: %s, redis.durability %s", t.topology, t.durability)
 	}
-	tokPrefix := "chaos-" + e.idPrefix
-	for i := 1; i <= 4; i++ {
-		rb := chatsim.Robot{Name: fmt.Sprintf("r%d", i), Token: fmt.Sprintf("%s-%d", tokPrefix, i)}
-		if i == 1 {
-			rb.Secret = "SEC" + tokPrefix
-		}
-		e.robots = append(e.robots, rb)
+	e.robots = chatRobots(e.tokenPrefix(), e.kind)
+	e.sim = startSimulator(e.simRobots(), 3*time.Second, regexp.MustCompile(scenarioIDPattern))
+	if e.kind != config.KindDingTalk {
+		e.note("every alert for the %s target %s (%d robots)", e.kind, e.target, len(e.robots))
 	}
-	sim, err := startSimulator(append(slices.Clone(e.robots), chatsim.Robot{Name: "o1", Token: tokPrefix + "-other-1"}),
-		3*time.Second, regexp.MustCompile(scenarioIDPattern))
-	if err != nil {
-		return err
-	}
-	e.sim = sim
-	var robots strings.Builder
-	for _, rb := range e.robots {
-		fmt.Fprintf(&robots, "      - {name: %s, token: %s", rb.Name, rb.Token)
-		if rb.Secret != "" {
-			fmt.Fprintf(&robots, ", signingSecret: %s", rb.Secret)
-		}
-		robots.WriteString("}\n")
-	}
-	e.cfg = filepath.Join(e.r.work, e.name+".yaml")
-	tu := e.tuning
-	cfg := fmt.Sprintf(configTemplate, e.r.stack.Env["ROCKETDELAY_LEVELS"], tu.lease, tu.retryMaxDelay,
-		strings.TrimRight(robots.String(), "\n"), tokPrefix, e.bizTopic(), topicRate, sim.URL, senderLimit, tu.claimLease)
-	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
-		return err
-	}
-	if tu.redisProxy {
+	var err error
+	if e.tuning.redisProxy {
 		u, err := url.Parse(e.r.stack.Env["ROCKETDELAY_REDIS_URL"])
 		if err != nil {
 			return fmt.Errorf("chaos: the stack's Redis URL: %w", err)
@@ -655,12 +625,15 @@ func (e *env) startReplica(ctx context.Context, i int) (*replica, error) {
 	if i < len(e.clockOffsets) && e.clockOffsets[i] != 0 {
 		args = append(args, "--clock-offset", e.clockOffsets[i].String())
 	}
-	simURL, err := e.sim.listen(name)
+	root, err := e.sim.listen(name)
 	if err != nil {
 		return nil, err
 	}
-	vars := append(e.replicaEnv(), "ROCKETDELAY_SENDER_BASE_URL="+simURL)
-	rp, err := startReplica(ctx, e.r.bin, e.cfg, filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+fmt.Sprintf("-r%d.log", i)), name, vars, args...)
+	cfg, err := e.writeConfig(name, root)
+	if err != nil {
+		return nil, err
+	}
+	rp, err := startReplica(ctx, e.r.bin, cfg, filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+fmt.Sprintf("-r%d.log", i)), name, e.replicaEnv(), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -746,14 +719,10 @@ func (e *env) publish(ctx context.Context, n int, over, maxDelay time.Duration) 
 		id := fmt.Sprintf("%s-%05d", e.idPrefix, i)
 		delay := time.Duration(e.rng.Int64N(int64(maxDelay) + 1))
 		at := time.Now().Add(delay).Truncate(time.Millisecond)
-		body := fmt.Sprintf("chaos %s", id)
-		if i%3 == 1 {
-			body = fmt.Sprintf(`{"msgtype":"markdown","markdown":{"title":"chaos %s","text":"### chaos %s\nrun %s"}}`, id, id, e.name)
-		}
-		pub := wire.Publication{Target: "ops", At: at, ID: id, Body: []byte(body)}
+		pub := wire.Publication{Target: e.target, At: at, ID: id, Body: alertBody(e.kind, e.name, id, i)}
 		if e.sink != nil {
 			// Any bytes, passed through: the id, then a byte that is not UTF-8.
-			pub.Target, pub.Raw, pub.Tag, pub.Body = "orders", true, "chaos", append([]byte(body), 0xff)
+			pub.Target, pub.Raw, pub.Tag, pub.Body = "orders", true, "chaos", append([]byte("chaos "+id), 0xff)
 		}
 		if err := e.publishOne(ctx, pub); err != nil {
 			return err

@@ -8,7 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/notify/feishu"
+	"github.com/rocketdelay/rocketdelay/notify/wecom"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -171,7 +175,7 @@ func runZombie(ctx context.Context, e *env) error {
 		for i := range cluster {
 			id := fmt.Sprintf("%s-%05d", e.idPrefix, 90000+i)
 			body := fmt.Sprintf("chaos %s", id)
-			if err := e.publishOne(ctx, wire.Publication{Target: "ops", At: due, ID: id, Body: []byte(body)}); err != nil {
+			if err := e.publishOne(ctx, wire.Publication{Target: e.target, At: due, ID: id, Body: []byte(body)}); err != nil {
 				return err
 			}
 		}
@@ -266,7 +270,7 @@ func runRetryJobZombie(ctx context.Context, e *env) error {
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts/2), func(ctx context.Context) error {
 		for i := range cluster {
 			id := fmt.Sprintf("%s-%05d", e.idPrefix, 80000+i)
-			if err := e.publishOne(ctx, wire.Publication{Target: "ops", At: due, ID: id, Body: []byte("chaos " + id)}); err != nil {
+			if err := e.publishOne(ctx, wire.Publication{Target: e.target, At: due, ID: id, Body: []byte("chaos " + id)}); err != nil {
 				return err
 			}
 		}
@@ -382,14 +386,14 @@ func runCombined(ctx context.Context, e *env) error {
 						return err
 					}
 				case 4:
-					storms := []chatsim.Fault{
+					faults := []chatsim.Fault{
 						{Kind: chatsim.FaultStatus, Status: 503},
 						{Kind: chatsim.FaultErrcode, Errcode: 130101, Count: 2},
 						{Kind: chatsim.FaultSlow, Delay: 5 * time.Second, Count: 3},
 						{Kind: chatsim.FaultDrop, Count: 5},
 						{Kind: chatsim.FaultThrottle},
 					}
-					f := storms[e.faultRNG.IntN(len(storms))]
+					f := faults[e.faultRNG.IntN(len(faults))]
 					d := 5*time.Second + time.Duration(e.faultRNG.Int64N(int64(5*time.Second)))
 					did = append(did, fmt.Sprintf("+%s DingTalk %s for %s", at, f.Kind, d.Round(100*time.Millisecond)))
 					for k, rb := range e.robots {
@@ -454,49 +458,150 @@ func runPostgres(ctx context.Context, e *env) error {
 	})
 }
 
-// storm: DingTalk storms in phases over Storm: 5xx, 130101 with throttling, 10s answers,
-// dropped connections, malformed answers, and -1 system busy.
+// storm: storms of the platform of the scenario's target, in phases over Storm, on its
+// robots: 5xx, its throttling answers, 10s answers, dropped connections, its answer for a
+// broken robot, 429 and its "busy", malformed answers (storms). A phase that no request
+// met by its end goes on until one does, for at most three phases more; one that none
+// met even then is a problem of the scenario (checkStorm): it proved nothing.
 func runStorm(ctx context.Context, e *env) error {
 	o := e.r.opts
-	type phase struct {
-		name  string
-		fault chatsim.Fault
-		some  bool // only on half of the robots
-	}
-	phases := []phase{
-		{"HTTP 503 on every robot", chatsim.Fault{Kind: chatsim.FaultStatus, Status: 503}, false},
-		{"errcode 130101 then throttling on half the robots", chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: 130101, Count: 2}, true},
-		{"10s answers on every robot", chatsim.Fault{Kind: chatsim.FaultSlow, Delay: 10 * time.Second, Count: 3}, false},
-		{"dropped connections on every robot", chatsim.Fault{Kind: chatsim.FaultDrop, Count: 5}, false},
-		{"throttled (302) on half the robots", chatsim.Fault{Kind: chatsim.FaultThrottle}, true},
-		{"HTTP 429 with Retry-After 1s and errcode -1", chatsim.Fault{Kind: chatsim.FaultStatus, Status: 429, RetryAfter: time.Second, Count: 3}, false},
-		{"malformed answers on every robot", chatsim.Fault{Kind: chatsim.FaultMalformed, Count: 2}, false},
-	}
+	phases := storms[e.kind]
 	each := o.Storm / time.Duration(len(phases))
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
 		sleep(ctx, 2*time.Second)
-
+		var did []string
 		for _, p := range phases {
 			if ctx.Err() != nil {
 				return nil
 			}
-			for i, rb := range e.robots {
-				if p.some && i%2 == 1 {
-					continue
-				}
-				if err := e.sim.Inject(rb.Token, p.fault); err != nil {
-					return err
-				}
-				if p.fault.Kind == chatsim.FaultStatus && p.fault.Status == 429 {
-					_ = e.sim.Inject(rb.Token, chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: -1, Count: 2})
+			before := e.sim.Stats()
+			robots := e.robots
+			if p.some {
+				robots = e.busiest(len(robots) / 2)
+			}
+			for _, rb := range robots {
+				for _, f := range p.faults {
+					if err := e.sim.Inject(rb.Token, f); err != nil {
+						return err
+					}
 				}
 			}
+			start := time.Now()
 			sleep(ctx, each)
+			for p.met(before, e.sim.Stats()) == 0 && time.Since(start) < 4*each { // none met it yet
+				if !sleep(ctx, 100*time.Millisecond) {
+					break
+				}
+			}
+			n := p.met(before, e.sim.Stats())
 			e.sim.ClearFaults("")
+			on := ""
+			if p.some {
+				for _, rb := range robots {
+					on += " " + rb.Name
+				}
+				on = "on" + on + ", "
+			}
+			did = append(did, fmt.Sprintf("%s (%s%s, met %d)", p.name, on, time.Since(start).Round(100*time.Millisecond), n))
+			if n == 0 {
+				e.mu.Lock()
+				e.unmet = append(e.unmet, p.name)
+				e.mu.Unlock()
+			}
 		}
-		e.note("%d storm phases of %s each: 503, 130101+throttle, 10s answers, drops, 302 throttle, 429/-1, malformed", len(phases), each.Round(100*time.Millisecond))
+		e.note("%d storm phases: %s", len(phases), strings.Join(did, "; "))
 		return nil
 	})
+}
+
+// stormPhase is one phase of a storm: faults injected, in order, on every robot of the
+// scenario's target or on the half the sender is using most (busiest), which it must
+// then leave for the others.
+type stormPhase struct {
+	name   string
+	faults []chatsim.Fault
+	some   bool // only on half of the robots
+}
+
+// busiest returns the n robots of the scenario's target that accepted the most messages
+// in the last five windows, ties in their order: the robots the sender is using (it
+// prefers the robots it knows, and sends through one scout among the others).
+func (e *env) busiest(n int) []chatsim.Robot {
+	since := time.Now().Add(-5 * senderWindow)
+	used := map[string]int{}
+	for _, m := range e.sim.Accepted() {
+		if m.At.After(since) {
+			used[m.Robot]++
+		}
+	}
+	robots := slices.Clone(e.robots)
+	slices.SortStableFunc(robots, func(a, b chatsim.Robot) int { return used[b.Name] - used[a.Name] })
+	return robots[:n]
+}
+
+// met counts the requests that met the phase's faults between two of the simulator's
+// counts: the answers shaped by a fault, or for slow answers (which the simulator does
+// not count as faults) every request to a robot.
+func (p stormPhase) met(before, after chatsim.Stats) int {
+	if p.faults[0].Kind == chatsim.FaultSlow {
+		return after.Requests - before.Requests
+	}
+	return after.Faults - before.Faults
+}
+
+// storms are each platform's storm: the same trouble in the platform's own answers.
+// Its throttling answers make a robot rest and the alert move on (DingTalk's 130101 and
+// lock-out redirects; WeCom's 45009; Feishu's 9499, which comes with HTTP 400, and
+// 11232); its answer for a broken robot takes the robot out of rotation for
+// sender.disableFor (WeCom's 93000 invalid key, Feishu's 19021 signature), so only half
+// the robots get it; "busy" is retried (-1: DingTalk's and WeCom's system busy).
+var storms = map[string][]stormPhase{
+	config.KindDingTalk: {
+		{"HTTP 503 on every robot", []chatsim.Fault{stormStatus(503)}, false},
+		{"errcode 130101 then throttling on half the robots", []chatsim.Fault{stormCode(dingtalk.ErrcodeSendTooFast, 2)}, true},
+		{"10s answers on every robot", []chatsim.Fault{stormSlow}, false},
+		{"dropped connections on every robot", []chatsim.Fault{stormDrops}, false},
+		{"throttled (302) on half the robots", []chatsim.Fault{stormThrottle}, true},
+		{"HTTP 429 with Retry-After 1s and errcode -1", []chatsim.Fault{stormTooMany, stormCode(dingtalk.ErrcodeBusy, 2)}, false},
+		{"malformed answers on every robot", []chatsim.Fault{stormMalformed}, false},
+	},
+	config.KindWeCom: {
+		{"HTTP 503 on every robot", []chatsim.Fault{stormStatus(503)}, false},
+		{"errcode 45009 on half the robots", []chatsim.Fault{stormCode(wecom.ErrcodeFreqOutOfLimit, 2)}, true},
+		{"10s answers on every robot", []chatsim.Fault{stormSlow}, false},
+		{"dropped connections on every robot", []chatsim.Fault{stormDrops}, false},
+		{"throttled (45009 for 3s) on half the robots", []chatsim.Fault{stormThrottle}, true},
+		{"errcode 93000 (invalid key) on half the robots", []chatsim.Fault{stormCode(wecom.ErrcodeInvalidKey, 2)}, true},
+		{"HTTP 429 with Retry-After 1s and errcode -1", []chatsim.Fault{stormTooMany, stormCode(wecom.ErrcodeBusy, 2)}, false},
+		{"malformed answers on every robot", []chatsim.Fault{stormMalformed}, false},
+	},
+	config.KindFeishu: {
+		{"HTTP 503 on every bot", []chatsim.Fault{stormStatus(503)}, false},
+		{"HTTP 400 with code 9499 (throttled for 3s) on half the bots", []chatsim.Fault{stormThrottle}, true},
+		{"code 11232 (frequency limited) on half the bots", []chatsim.Fault{stormCode(feishu.CodeFreqLimited, 2)}, true},
+		{"10s answers on every bot", []chatsim.Fault{stormSlow}, false},
+		{"dropped connections on every bot", []chatsim.Fault{stormDrops}, false},
+		{"code 19021 (signature) on half the bots", []chatsim.Fault{stormCode(feishu.CodeSignInvalid, 2)}, true},
+		{"HTTP 429 with Retry-After 1s", []chatsim.Fault{stormTooMany}, false},
+		{"malformed answers on every bot", []chatsim.Fault{stormMalformed}, false},
+	},
+}
+
+// The faults of the storms.
+var (
+	stormSlow      = chatsim.Fault{Kind: chatsim.FaultSlow, Delay: 10 * time.Second, Count: 3}
+	stormDrops     = chatsim.Fault{Kind: chatsim.FaultDrop, Count: 5}
+	stormThrottle  = chatsim.Fault{Kind: chatsim.FaultThrottle}
+	stormTooMany   = chatsim.Fault{Kind: chatsim.FaultStatus, Status: 429, RetryAfter: time.Second, Count: 3}
+	stormMalformed = chatsim.Fault{Kind: chatsim.FaultMalformed, Count: 2}
+)
+
+// stormStatus answers HTTP s until the phase ends.
+func stormStatus(s int) chatsim.Fault { return chatsim.Fault{Kind: chatsim.FaultStatus, Status: s} }
+
+// stormCode answers the platform's code c, n times.
+func stormCode(c, n int) chatsim.Fault {
+	return chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: c, Count: n}
 }
 
 // malformed: the corpus of malformed inputs mixed into a normal run.
@@ -584,7 +689,7 @@ func runKillBusy(ctx context.Context, e *env) error {
 	o := e.r.opts
 	cluster := max(o.OtherAlerts*4, 400)
 	due := time.Now().Add(o.PublishOver/2 + 6*time.Second).Truncate(time.Millisecond)
-	other := "chaos-" + e.idPrefix + "-other-1" // the robot of the target "other"
+	other := otherRobot(e.tokenPrefix()).Token
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
 		for i := range cluster {
 			id := fmt.Sprintf("%s-%05d", e.idPrefix, 90000+i)

@@ -7,24 +7,28 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/notify/feishu"
+	"github.com/rocketdelay/rocketdelay/notify/wecom"
 )
 
-// simulator is a DingTalk simulator on loopback ports that also records every request to
-// a robot: which replica instance sent it (each has an address of its own), when it
-// arrived and when it was answered, the alert ids it carried, and whether the client
-// gave up on it before reading the answer (an HTTP timeout, a dropped connection, a
-// SIGKILL). An acceptance is matched to its request (acceptances), so that a duplicate
-// can be judged by what happened to that very request (ambiguity.go).
+// simPlatforms are the platforms the suite's simulator serves, each at its path.
+var simPlatforms = []chatsim.Rules{dingtalk.SimRules{}, wecom.SimRules{}, feishu.SimRules{}}
+
+// simulator is a chat simulator of DingTalk, WeCom and Feishu robots on loopback ports
+// that also records every request to a robot: which replica instance sent it (each has
+// an address of its own), when it arrived and when it was answered, the alert ids it
+// carried, and whether the client gave up on it before reading the answer (an HTTP
+// timeout, a dropped connection, a SIGKILL). An acceptance is matched to its request
+// (acceptances), so that a duplicate can be judged by what happened to that very
+// request (ambiguity.go).
 type simulator struct {
 	*chatsim.Server
-	// URL is the address of requests of no known replica; the replicas are started with
-	// one of their own (listen).
-	URL string
 	ids *regexp.Regexp
 
 	mu       sync.Mutex
@@ -34,27 +38,26 @@ type simulator struct {
 
 // simRequest is one request to a robot as the simulator saw it.
 type simRequest struct {
-	instance           string    // the replica instance that sent it; "" unknown
+	instance           string    // the replica instance that sent it
 	received, answered time.Time // answered is zero while it is being served
 	abandoned          bool      // the client was gone before the answer was written
 }
 
-func startSimulator(robots []chatsim.Robot, throttle time.Duration, ids *regexp.Regexp) (*simulator, error) {
-	s := &simulator{
-		Server: dingtalk.NewSim(chatsim.Options{
-			// The sender's own limit: one request over it fails the scenario.
-			Robots: robots, Window: time.Second, Limit: senderLimit, Throttle: throttle,
-		}),
+// startSimulator starts a simulator of robots, each of which accepts its Limit per
+// senderWindow: the sender's own limit, so that one request over it fails the scenario.
+// A robot that goes over it, or is throttled by an injected fault, stays throttled for
+// throttle.
+func startSimulator(robots []chatsim.Robot, throttle time.Duration, ids *regexp.Regexp) *simulator {
+	return &simulator{
+		Server:   chatsim.New(chatsim.Options{Platforms: simPlatforms, Robots: robots, Window: senderWindow, Throttle: throttle}),
 		ids:      ids,
 		requests: map[string][]*simRequest{},
 	}
-	var err error
-	s.URL, err = s.listen("")
-	return s, err
 }
 
 // listen serves the simulator on a new loopback port whose requests are recorded as
-// instance's, and returns its robot URL (sender.baseURL).
+// instance's, and returns its root URL ("http://127.0.0.1:PORT"); Server.URL gives each
+// platform's base URL under it.
 func (s *simulator) listen(instance string) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,11 +69,22 @@ func (s *simulator) listen(instance string) (string, error) {
 	s.servers = append(s.servers, srv)
 	s.mu.Unlock()
 	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String() + dingtalk.SimPath, nil
+	return "http://" + ln.Addr().String(), nil
+}
+
+// robotPath reports whether path is where a platform's robots receive messages (a path
+// that ends in "/" takes the robot's credential after it: Feishu's hook).
+func robotPath(path string) bool {
+	for _, p := range simPlatforms {
+		if path == p.Path() || strings.HasSuffix(p.Path(), "/") && strings.HasPrefix(path, p.Path()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *simulator) serve(instance string, w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != dingtalk.SimPath {
+	if !robotPath(r.URL.Path) {
 		s.Server.ServeHTTP(w, r)
 		return
 	}

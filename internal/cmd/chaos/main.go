@@ -23,13 +23,13 @@ import (
 func main() {
 	var opts chaos.Options
 	scen := flag.String("scenarios", strings.Join(chaos.AllScenarios, ","), "comma-separated scenarios: "+strings.Join(chaos.AllScenarios, ", ")+", baseline")
-	flag.IntVar(&opts.Alerts, "alerts", 2000, "alerts published by kill-one")
+	flag.IntVar(&opts.Alerts, "alerts", 2000, "alerts published by the kill-one scenarios")
 	flag.IntVar(&opts.OtherAlerts, "other-alerts", 400, "alerts published by every other scenario")
 	flag.IntVar(&opts.Kills, "kills", 5, "SIGKILLs in kill-one")
 	flag.DurationVar(&opts.MaxDelay, "max-delay", 60*time.Second, "alert delays are spread over [0, max-delay]")
 	flag.DurationVar(&opts.PublishOver, "publish-over", 40*time.Second, "publishing of a scenario's alerts is spread over this long")
 	flag.DurationVar(&opts.Outage, "outage", 5*time.Second, "how long a stopped component stays down")
-	flag.DurationVar(&opts.Storm, "storm", 42*time.Second, "length of the DingTalk storms")
+	flag.DurationVar(&opts.Storm, "storm", 42*time.Second, "length of the storms (storm, storm-wecom, storm-feishu)")
 	flag.DurationVar(&opts.LongOutage, "long-outage", 5*time.Minute, "how long Redis or Postgres stays down in redis-outage and postgres-outage")
 	flag.DurationVar(&opts.Drain, "drain", 150*time.Second, "wait for every alert at most this long after the last was due")
 	flag.StringVar(&opts.StackDir, "stack-dir", "", "state directory of the private stack (kept); default a temporary one")

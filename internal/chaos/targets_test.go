@@ -1,0 +1,55 @@
+package chaos
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/notify/feishu"
+	"github.com/rocketdelay/rocketdelay/notify/wecom"
+)
+
+// A replica's configuration loads as rocketdelay serve loads it: a chat target of each
+// kind with the robots the simulator knows, each kind's base URL at the replica's own
+// address of the simulator, and the limits the simulator holds the robots to.
+func TestReplicaConfigLoads(t *testing.T) {
+	e := &env{r: &runner{work: t.TempDir(), stack: &Stack{Env: map[string]string{"ROCKETDELAY_LEVELS": "1s 2s 3s 4s 5s 6s"}}},
+		name: ScenarioKillOneFeishu, idPrefix: "abc123-" + ScenarioKillOneFeishu, topic: "rd_chaos_x", tuning: tuningOf(ScenarioKillOneFeishu)}
+	e.sim = startSimulator(e.simRobots(), 0, regexp.MustCompile(scenarioIDPattern))
+	const root = "http://127.0.0.1:1"
+	path, err := e.writeConfig("kill-one-feishu-r0-1", root)
+	require.NoError(t, err)
+	env := map[string]string{"ROCKETDELAY_NAMESRV": "127.0.0.1:9876", "ROCKETDELAY_REDIS_URL": "redis://127.0.0.1:6379/0",
+		"ROCKETDELAY_POSTGRES_URL": "postgres://u:p@127.0.0.1:5432/db"}
+	c, err := config.Load(path, func(k string) string { return env[k] })
+	require.NoError(t, err)
+
+	require.Equal(t, root+"/robot/send", c.Sender.BaseURL)
+	require.Equal(t, root+wecom.SimPath, c.Sender.WeCom.BaseURL)
+	require.Equal(t, root+feishu.SimPath, c.Sender.Feishu.BaseURL+"/")
+	require.Equal(t, senderWindow, c.Sender.Window)
+	require.Equal(t, senderLimits[config.KindDingTalk], c.Sender.Limit)
+	require.Equal(t, senderLimits[config.KindWeCom], c.Sender.WeCom.Limit)
+	require.Equal(t, senderLimits[config.KindFeishu], c.Sender.Feishu.Limit)
+	require.Equal(t, feishuPerSecond, c.Sender.Feishu.LimitPerSecond)
+	for _, kind := range chatKinds {
+		target, ok := c.Targets[chatTargets[kind]]
+		require.True(t, ok, kind)
+		require.Equal(t, kind, target.Channel())
+		robots := chatRobots(e.tokenPrefix(), kind)
+		require.Len(t, target.Robots, len(robots))
+		for i, rb := range robots {
+			require.Equal(t, rb.Name, target.Robots[i].Name)
+			require.Equal(t, rb.Token, target.Robots[i].Token.Reveal())
+			require.Equal(t, rb.Secret, target.Robots[i].SigningSecret.Reveal())
+			require.Equal(t, rb.Keyword, target.Robots[i].Keyword)
+		}
+	}
+	require.Equal(t, otherRobot(e.tokenPrefix()).Token, c.Targets["other"].Robots[0].Token.Reveal())
+	require.Equal(t, config.KindTopic, c.Targets["orders"].Channel())
+	require.Equal(t, config.KindFeishu, kindOf(ScenarioStormFeishu))
+	require.Equal(t, config.KindWeCom, kindOf(ScenarioKillOneWeCom))
+	require.Equal(t, config.KindDingTalk, kindOf(ScenarioKillOne))
+}
