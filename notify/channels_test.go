@@ -252,3 +252,47 @@ func TestMentionsInEachPlatformsSyntax(t *testing.T) {
 	require.Equal(t, "text", got[0].MsgType)
 	require.Contains(t, string(got[0].Body), `"mentioned_list":["@all"]`)
 }
+
+// Feishu's 11232 is the platform busy at its busy moments (the top and the half of the
+// hour), not the bot over its budget: the bot rests, and keeps its configured limit —
+// learning a limit from it would hold a healthy bot at one message per window.
+func TestFeishuBusyMomentTeachesNoLimit(t *testing.T) {
+	t.Parallel()
+	p := platforms[1]
+	require.Equal(t, config.KindFeishu, p.kind)
+	w := newChatWorld(t, p, 2*time.Second, chatsim.Options{}, notify.Robot{Name: "r1", Token: "tok-busy-moment"})
+	require.NoError(t, w.sim.Inject("tok-busy-moment", chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: feishu.CodeFreqLimited, Count: 1}))
+	reg := prometheus.NewRegistry()
+	o := fastOptions()
+	s := w.sender(t, o, notify.Target{Cooldown: 50 * time.Millisecond}, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := s.Send(ctx, notify.Alert{Target: "ops", Body: []byte("after a busy moment")})
+	require.NoError(t, err)
+	require.Equal(t, 1, w.sim.Stats().Accepted)
+	require.Equal(t, 1, w.sim.Stats().Faults, "the busy moment was met")
+	require.Equal(t, float64(p.limit), effectiveLimit(t, reg, "ops", "r1"), "the configured limit stays")
+}
+
+// effectiveLimit reads rocketdelay_sender_robot_effective_limit{target,robot} from reg.
+func effectiveLimit(t *testing.T, reg *prometheus.Registry, target, robot string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "rocketdelay_sender_robot_effective_limit" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["target"] == target && labels["robot"] == robot {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no effective limit recorded for %s/%s", target, robot)
+	return 0
+}

@@ -57,6 +57,10 @@ type Outcome struct {
 	RetryAfter time.Duration
 	// Until, for ClassOutOfQuota, is when the robot's quota period ends.
 	Until time.Time
+	// Busy, for ClassThrottled, says the platform as a whole was busy (Feishu's 11232 at
+	// its busy moments), not the robot over its budget: the robot rests, and no lower
+	// limit is learned from it.
+	Busy bool
 }
 
 // Failure is the error of a send that did not succeed, on every channel: every error

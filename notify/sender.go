@@ -579,7 +579,7 @@ func (s *Sender) pickOptions(t *target, pacing store.Pacing) store.PickOptions {
 // logged once, by the replica that saw it, with what the operator may want to know.
 func (s *Sender) throttled(ctx context.Context, t *target, robot Robot, pick store.Pick, o Outcome) {
 	th, err := s.pool.Throttled(context.WithoutCancel(ctx), t.name, pick, t.order,
-		store.ThrottleOptions{Cooldown: t.cooldown, CooldownMax: t.cooldownMax, Learn: s.learn()})
+		store.ThrottleOptions{Cooldown: t.cooldown, CooldownMax: t.cooldownMax, Learn: s.learn() && !o.Busy})
 	s.metrics.cooldowns.WithLabelValues(t.name, robot.Name).Inc()
 	if err != nil {
 		s.logger.Warn("robot throttled; could not record it", "target", t.name, "kind", t.proto.Kind(), "robot", robot.Name,

@@ -339,7 +339,7 @@ var codeClass = map[int]notify.Class{
 // HTTP 400 and a JSON code (9499 "too many request"), so the code is read before the
 // status: success is code 0 (StatusCode 0 in older answers) and nothing else; 9499 and
 // 11232 are throttles (Feishu documents no lock-out: the core learns how long a bot stays
-// refused); 19021 (signature or timestamp), 19024 (keyword) and 19007 take the bot out
+// refused), 11232 the platform's busy moments, which teach no lower limit (Busy); 19021 (signature or timestamp), 19024 (keyword) and 19007 take the bot out
 // of rotation; 19001 refuses the message, unless it says the token is invalid (the bot is
 // broken); another code is transient.
 func Classify(a notify.Answer, now time.Time) notify.Outcome {
@@ -366,7 +366,7 @@ func Classify(a notify.Answer, now time.Time) notify.Outcome {
 			if o.Code == CodeParamInvalid && strings.Contains(strings.ToLower(msg), "token") {
 				class = notify.ClassRobotBroken
 			}
-			o.Class = class
+			o.Class, o.Busy = class, o.Code == CodeFreqLimited
 			o.Reason = fmt.Sprintf("code %d: %s", o.Code, notify.Truncate(msg, 200))
 			if !known {
 				o.Reason += " (unknown code, treated as transient)"

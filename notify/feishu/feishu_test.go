@@ -150,6 +150,7 @@ func TestClassify(t *testing.T) {
 			require.Equal(t, c.ok, o.OK, o.Reason)
 			require.Equal(t, c.class, o.Class, o.Reason)
 			require.Equal(t, c.code, o.Code)
+			require.Equal(t, c.code == CodeFreqLimited, o.Busy, "only a busy moment is the platform's, not the bot's")
 		})
 	}
 }
