@@ -1,0 +1,309 @@
+package escalation_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/escalation"
+	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/notify/feishu"
+	"github.com/rocketdelay/rocketdelay/oncall"
+	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
+)
+
+// recorder is the publisher of the tests: it records every publication, in order, and
+// hands it to a real producer (the broker stores it; nothing consumes the topic).
+type recorder struct {
+	p  *wire.Producer
+	mu sync.Mutex
+	by map[string][]wire.Publication
+}
+
+func (r *recorder) Publish(ctx context.Context, pub wire.Publication) (wire.Published, error) {
+	out, err := r.p.Publish(ctx, pub)
+	if err == nil {
+		r.mu.Lock()
+		r.by[pub.ID] = append(r.by[pub.ID], pub)
+		r.mu.Unlock()
+	}
+	return out, err
+}
+
+// get returns the publications of id.
+func (r *recorder) get(id string) []wire.Publication {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.by[id]
+}
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// world is an escalation runtime on the local Redis, Postgres and broker: episodes in
+// Redis, cancels through the wheel stage and failed_sends, publications recorded; robot
+// groups "ops" (DingTalk) and "ops-feishu".
+type world struct {
+	episodes *store.Episodes
+	ws       *store.WheelStage
+	pub      *recorder
+	cancels  failed.Canceller
+	bodies   *notify.Sender
+	clock    *clock
+	opts     escalation.Options
+}
+
+func newWorld(t *testing.T, policies map[string]config.Policy, rotations map[string]config.Rotation) *world {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Redis, Postgres and RocketMQ")
+	}
+	rdb, prefix := testenv.Redis(t)
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: []string{testenv.NameServer(t)}, Topic: testenv.Unique("rd_esc_")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	_, fs := testenv.FailedSends(t)
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	bodies, err := notify.New(notify.Options{Targets: map[string]notify.Target{
+		"ops":        {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}},
+		"ops-feishu": {Protocol: feishu.New(""), Robots: []notify.Robot{{Name: "f1", Token: "t"}}},
+	}}, nil, testenv.Logger(), nil, nil)
+	require.NoError(t, err)
+	rots, err := oncall.NewRotations(rotations)
+	require.NoError(t, err)
+	for name, pol := range policies {
+		policies[name] = pol.WithDefaults()
+	}
+	return &world{episodes: store.NewEpisodes(rdb, prefix, time.Hour), ws: ws,
+		pub: &recorder{p: p, by: map[string][]wire.Publication{}}, bodies: bodies,
+		cancels: failed.Canceller{Stage: ws, Rows: fs, Note: store.CancelNote{By: "escalation"}},
+		clock:   &clock{now: time.Now()}, opts: escalation.Options{Policies: policies, Rotations: rots}}
+}
+
+// escalator returns an escalator of the world (a replica) with opts' changes applied.
+func (w *world) escalator(reg prometheus.Registerer, change ...func(*escalation.Options)) *escalation.Escalator {
+	o := w.opts
+	for _, f := range change {
+		f(&o)
+	}
+	return escalation.New(o, w.episodes, w.pub, w.cancels, w.bodies, testenv.Logger(), escalation.NewMetrics(reg), w.clock.Now)
+}
+
+// due makes the step published as id fall due through e's gate; it returns whether it
+// is sent, and its body.
+func due(t *testing.T, e *escalation.Escalator, pub wire.Publication) (bool, []byte) {
+	t.Helper()
+	a, send, err := e.Due(context.Background(), notify.Alert{ID: pub.ID, Target: pub.Target, Body: pub.Body,
+		Props: map[string]string{wire.PropEpisode: pub.Episode}})
+	require.NoError(t, err)
+	return send, a.Body
+}
+
+// only returns the one publication of id.
+func (w *world) only(t *testing.T, id string) wire.Publication {
+	t.Helper()
+	pubs := w.pub.get(id)
+	require.Len(t, pubs, 1, "publications of %s", id)
+	return pubs[0]
+}
+
+// A policy of two steps (DingTalk, then Feishu) and two repeats of the last, each step
+// mentioning the rotation's member on duty when it is sent: each step is published when
+// the one before it is sent, due at the episode's start plus its offset; the rotation
+// hands off at 09:00 Asia/Shanghai between step 0 and step 1, so step 0 mentions ana (by
+// mobile on DingTalk) and step 1 bo (by open_id on Feishu); after the last repeat
+// nothing more is published.
+func TestStepsFollowThePolicyAndTheRotation(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"db": {
+		Steps: []config.EscalationStep{
+			{Target: "ops", Mention: config.StepMention{Rotation: "primary"}},
+			{After: 5 * time.Minute, Target: "ops-feishu", Mention: config.StepMention{Rotation: "primary"}},
+		},
+		Repeat: &config.Repeat{Every: 10 * time.Minute, Growth: 2, Limit: 2},
+	}}, map[string]config.Rotation{"primary": {
+		Members: []config.Member{
+			{Name: "ana", Mobile: "13800000001", FeishuOpenID: "ou_ana"},
+			{Name: "bo", Mobile: "13800000002", FeishuOpenID: "ou_bo"},
+		},
+		Timezone: "Asia/Shanghai", Start: "2026-12-01", Handoff: "09:00", PeriodDays: 1,
+	}})
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	// 2026-12-01 ana, 12-02 bo, 12-03 ana, 12-04 from 09:00 bo.
+	w.clock.set(time.Date(2026, 12, 4, 8, 59, 30, 0, shanghai))
+	reg := prometheus.NewRegistry()
+	e := w.escalator(reg)
+	ctx := context.Background()
+	key := testenv.Unique("db-")
+
+	f, err := e.Fire(ctx, key, "db", escalation.Content{Title: "DB down", Text: "primary unreachable"})
+	require.NoError(t, err)
+	require.Equal(t, "started", f.Result)
+	ep, err := w.episodes.Get(ctx, key)
+	require.NoError(t, err)
+
+	step0 := w.only(t, escalation.StepID(key, f.Seq, 0))
+	send, body := due(t, e, step0)
+	require.True(t, send)
+	var dt struct {
+		Markdown struct{ Text string }
+		At       struct{ AtMobiles []string }
+	}
+	require.NoError(t, json.Unmarshal(body, &dt))
+	require.Equal(t, []string{"13800000001"}, dt.At.AtMobiles, "before the hand-off: ana")
+	require.Contains(t, dt.Markdown.Text, "on duty: ana")
+	require.Contains(t, dt.Markdown.Text, "primary unreachable")
+
+	w.clock.set(time.Date(2026, 12, 4, 9, 0, 30, 0, shanghai))
+	step1 := w.only(t, escalation.StepID(key, f.Seq, 1))
+	require.Equal(t, ep.Started.Add(5*time.Minute), step1.At)
+	require.Equal(t, "ops-feishu", step1.Target)
+	send, body = due(t, e, step1)
+	require.True(t, send)
+	require.Contains(t, string(body), "<at id=ou_bo></at>", "after the hand-off: bo, by open_id")
+	require.NotContains(t, string(body), "ou_ana")
+
+	// Repeats of the last step: 10m after it, then 20m after that (growth 2).
+	step2 := w.only(t, escalation.StepID(key, f.Seq, 2))
+	require.Equal(t, ep.Started.Add(15*time.Minute), step2.At)
+	send, _ = due(t, e, step2)
+	require.True(t, send)
+	step3 := w.only(t, escalation.StepID(key, f.Seq, 3))
+	require.Equal(t, ep.Started.Add(35*time.Minute), step3.At)
+	send, _ = due(t, e, step3)
+	require.True(t, send)
+	require.Empty(t, w.pub.get(escalation.StepID(key, f.Seq, 4)), "nothing after the last repeat")
+
+	send, _ = due(t, e, step1)
+	require.True(t, send, "a step granted before is sent again when it is handed off again (the wheel stage dedupes it)")
+	require.Equal(t, 5.0, testenv.Metric(t, reg, "rocketdelay_escalation_steps_total"))
+	st, err := e.Status(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, 4, st.Sent)
+	require.Zero(t, st.Next, "no step left")
+}
+
+// A replica that made a transition and died before carrying it out (CarryLater stands
+// for it) leaves its outbox; another replica's sweeper publishes the step it named, and
+// later cancels the next step and publishes the resolution of a resolve it named.
+func TestTheSweeperCarriesOutWhatADeadReplicaLeft(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"two": {Steps: []config.EscalationStep{
+		{Target: "ops"}, {After: time.Hour, Target: "ops"}}}}, nil)
+	dead := w.escalator(nil, func(o *escalation.Options) { o.CarryLater = true })
+	live := w.escalator(nil, func(o *escalation.Options) { o.OutboxAge = time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := testenv.Unique("dead-")
+
+	f, err := dead.Fire(ctx, key, "two", escalation.Content{Title: "T", Text: "x"})
+	require.NoError(t, err)
+	require.Equal(t, "started", f.Result)
+	require.Empty(t, w.pub.get(escalation.StepID(key, f.Seq, 0)), "the dead replica published nothing")
+
+	done := make(chan struct{})
+	go func() { defer close(done); live.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return len(w.pub.get(escalation.StepID(key, f.Seq, 0))) == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	send, _ := due(t, dead, w.only(t, escalation.StepID(key, f.Seq, 0))) // granted; the next is left too
+	require.True(t, send)
+	require.Eventually(t, func() bool { return len(w.pub.get(escalation.StepID(key, f.Seq, 1))) == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	end, err := dead.Resolve(ctx, key, escalation.Content{Title: "[RESOLVED] T", Text: "fine again"})
+	require.NoError(t, err)
+	require.Equal(t, "resolved", end.Result)
+	require.Equal(t, 1, end.Sent)
+	require.Eventually(t, func() bool { return len(w.pub.get(escalation.ResolutionID(key, f.Seq))) == 1 }, 10*time.Second, 10*time.Millisecond)
+	cancelled, err := w.ws.IsCancelled(ctx, escalation.StepID(key, f.Seq, 1))
+	require.NoError(t, err)
+	require.True(t, cancelled, "the next step was cancelled")
+	ep, err := w.episodes.Get(ctx, key)
+	require.NoError(t, err)
+	require.True(t, ep.Outbox.Empty(), "%+v", ep.Outbox)
+}
+
+// A resolve with no content (a receiver with sendResolved=false) ends the episode and
+// publishes no resolution, though a step was sent; a resolve with content publishes one.
+func TestAResolveWithoutContentSendsNoResolution(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"one": {Steps: []config.EscalationStep{{Target: "ops"}}}}, nil)
+	e := w.escalator(nil)
+	ctx := context.Background()
+	for _, c := range []struct {
+		content escalation.Content
+		want    int
+	}{{escalation.Content{}, 0}, {escalation.Content{Title: "[RESOLVED] x", Text: "x"}, 1}} {
+		key := testenv.Unique("quiet-")
+		f, err := e.Fire(ctx, key, "one", escalation.Content{Title: "x", Text: "x"})
+		require.NoError(t, err)
+		send, _ := due(t, e, w.only(t, escalation.StepID(key, f.Seq, 0)))
+		require.True(t, send)
+		end, err := e.Resolve(ctx, key, c.content)
+		require.NoError(t, err)
+		require.Equal(t, "resolved", end.Result)
+		require.Len(t, w.pub.get(escalation.ResolutionID(key, f.Seq)), c.want, "%+v", c.content)
+		ep, err := w.episodes.Get(ctx, key)
+		require.NoError(t, err)
+		require.True(t, ep.Outbox.Empty())
+	}
+}
+
+// An acknowledged episode absorbs firings (someone is on it) until the policy's
+// reackAfter has passed since the acknowledgement; a firing after that starts a new
+// episode from its first step.
+func TestAnAcknowledgedEpisodeAbsorbsFiringsUntilReackAfter(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"re": {ReackAfter: 300 * time.Millisecond,
+		Steps: []config.EscalationStep{{Target: "ops"}, {After: time.Hour, Target: "ops"}}}}, nil)
+	e := w.escalator(nil)
+	ctx := context.Background()
+	key := testenv.Unique("ack-")
+	f, err := e.Fire(ctx, key, "re", escalation.Content{Title: "x", Text: "x"})
+	require.NoError(t, err)
+	send, _ := due(t, e, w.only(t, escalation.StepID(key, f.Seq, 0)))
+	require.True(t, send)
+	end, err := e.Ack(ctx, key, f.Seq, "ana")
+	require.NoError(t, err)
+	require.Equal(t, "acknowledged", end.Result)
+	require.Len(t, w.pub.get(escalation.AckID(key, f.Seq)), 1, "the acknowledgement is announced")
+	again, err := e.Fire(ctx, key, "re", escalation.Content{Title: "x", Text: "still"})
+	require.NoError(t, err)
+	require.Equal(t, "acknowledged", again.Result, "absorbed")
+	send, _ = due(t, e, w.only(t, escalation.StepID(key, f.Seq, 1)))
+	require.False(t, send, "no step after the acknowledgement")
+
+	var next escalation.Fired
+	require.Eventually(t, func() bool {
+		next, err = e.Fire(ctx, key, "re", escalation.Content{Title: "x", Text: "still"})
+		return err == nil && next.Result == "started"
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Greater(t, next.Seq, f.Seq)
+	require.Len(t, w.pub.get(escalation.StepID(key, next.Seq, 0)), 1, "the new episode starts from its first step")
+}
