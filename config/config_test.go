@@ -626,3 +626,24 @@ sender:
 		require.ErrorContains(t, err, "config: "+key)
 	}
 }
+
+// ingress.publicURL must be a plain http(s) URL, and needs ingress.token (the
+// acknowledgement links are signed with a key derived from it); the dedupe window and
+// the links' life must be positive.
+func TestIngressPublicURLAndWindows(t *testing.T) {
+	for _, c := range []struct{ yaml, key string }{
+		{"ingress:\n  publicURL: ftp://x.example\n  token: ingest-token-0123456789\n", "ingress.publicURL"},
+		{"ingress:\n  publicURL: https://user:pw@x.example\n  token: ingest-token-0123456789\n", "ingress.publicURL"},
+		{"ingress:\n  publicURL: https://x.example\n", "ingress.publicURL"},
+		{"ingress:\n  dedupeWindow: -1s\n", "ingress.dedupeWindow"},
+		{"ingress:\n  ackLinkTTL: -1s\n", "ingress.ackLinkTTL"},
+	} {
+		_, err := Load(writeFile(t, validYAML+c.yaml), noEnv)
+		require.ErrorContains(t, err, "config: "+c.key+":", c.yaml)
+		require.NotContains(t, err.Error(), "pw@", "no credential echoed")
+	}
+	cfg, err := Load(writeFile(t, validYAML+"ingress:\n  publicURL: https://rd.example/\n  token: ingest-token-0123456789\n"), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Minute, cfg.Ingress.DedupeWindow)
+	require.Equal(t, 24*time.Hour, cfg.Ingress.AckLinkTTL)
+}
