@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
+	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
@@ -68,6 +69,7 @@ func TestMonitoringUsesRealMetrics(t *testing.T) {
 	delivery.NewMetrics(known)
 	relay.NewMetrics(known)
 	ingress.NewMetrics(known)
+	escalation.NewMetrics(known)
 	newHealth(known)
 	known.MustRegister(newBuildInfo())
 	require.Contains(t, known, "rocketdelay_handoff_lateness_seconds")
