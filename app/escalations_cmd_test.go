@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -190,10 +193,12 @@ func TestEscalationsCommands(t *testing.T) {
 }
 
 // What `escalations ack` and `resolve` leave in the outbox is carried out by a running
-// service: an episode started through the API sends its first step; the command's
-// acknowledgement cancels the second step and "acknowledged by" reaches the chat, and
-// the command's resolve publishes the resolution.
-func TestEscalationsCommandsAreCarriedOutByTheService(t *testing.T) {
+// service: two episodes started through the API send their first steps; the service's
+// console lists them with their next step, and its Acknowledge on one has "acknowledged
+// by console" reach the chat; the command's acknowledgement of the other cancels its
+// second step and "acknowledged by" reaches the chat, and the command's resolve
+// publishes the resolution.
+func TestEscalationsThroughTheService(t *testing.T) {
 	const ingestToken = "esc-cmd-ingest-token-7d1f"
 	robots := []chatsim.Robot{{Name: "r1", Token: "esc-cmd-tok-1"}}
 	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: robots})
@@ -202,6 +207,7 @@ func TestEscalationsCommandsAreCarriedOutByTheService(t *testing.T) {
 	cfg.Escalations = map[string]config.Policy{"db": config.Policy{Steps: []config.EscalationStep{{Target: "ops"}, {After: time.Hour, Target: "ops"}}}.WithDefaults()}
 	cfg.Sender.BaseURL = simURL
 	cfg.Ingress.Token = ingestToken
+	cfg.Admin.Token = "esc-cmd-admin-token-91c2"
 	require.NoError(t, cfg.Validate())
 	base := serveInTest(t, cfg)
 	accepted := func(s string) int {
@@ -214,19 +220,56 @@ func TestEscalationsCommandsAreCarriedOutByTheService(t *testing.T) {
 		return n
 	}
 
-	key := testenv.Unique("pay-")
-	body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": "Payments down", "text": "checkout fails"})
+	start := func(key, title string) int64 {
+		body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": title, "text": "checkout fails"})
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/escalations", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+ingestToken)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var started struct{ Seq int64 }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&started))
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		return started.Seq
+	}
+	key, other := testenv.Unique("pay-"), testenv.Unique("disk-")
+	seq := start(key, "Payments down")
+	start(other, "Disk full")
+	require.Eventually(t, func() bool {
+		return accepted("[ESCALATION 1] Payments down") == 1 && accepted("[ESCALATION 1] Disk full") == 1
+	}, 60*time.Second, 50*time.Millisecond)
+
+	// The console lists the episode, and its Acknowledge announces at once.
+	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/escalations", bytes.NewReader(body))
+	browser := &http.Client{Jar: jar}
+	post := func(path string, form url.Values) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", base)
+		resp, err := browser.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	post("/ui/login", url.Values{"token": {cfg.Admin.Token.Reveal()}})
+	resp, err := browser.Get(base + "/ui/escalations")
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+ingestToken)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var started struct{ Seq int64 }
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&started))
+	page, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode)
-	require.Eventually(t, func() bool { return accepted("[ESCALATION 1] Payments down") == 1 }, 60*time.Second, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Regexp(t, fmt.Sprintf(`<td>%s</td><td>%d</td><td>db</td><td>pending</td><td>[^<]+</td><td>1 of 2</td><td>2 → ops</td>`+
+		`<td>[^<]+ \((in 59m[0-9]+s|in 1h0m0s)\)</td>`, key, seq), string(page), "the console lists the episode")
+	form := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"><input type="hidden" name="key" value="` + other +
+		`"><input type="hidden" name="seq" value="(\d+)">`).FindStringSubmatch(string(page))
+	require.NotNil(t, form, "an Acknowledge button for %s", other)
+	resp = post("/ui/escalations/ack", url.Values{"csrf": {form[1]}, "key": {other}, "seq": {form[2]}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the acknowledgement leads back to the list")
+	require.Eventually(t, func() bool { return accepted("Acknowledged by console: Disk full") == 1 }, 60*time.Second, 50*time.Millisecond)
 
 	file := escalationsConfig(t, cfg.Redis.KeyPrefix) // the command reads the policies only to show next steps
 	env := map[string]string{"ROCKETDELAY_REDIS_URL": testenv.RedisURL(t)}
@@ -238,7 +281,7 @@ func TestEscalationsCommandsAreCarriedOutByTheService(t *testing.T) {
 	require.NoError(t, err)
 	defer rdb.Close()
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptions{})
-	cancelled, err := ws.IsCancelled(context.Background(), escalation.StepID(key, started.Seq, 1))
+	cancelled, err := ws.IsCancelled(context.Background(), escalation.StepID(key, seq, 1))
 	require.NoError(t, err)
 	require.True(t, cancelled, "the second step is cancelled")
 
