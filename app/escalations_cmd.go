@@ -244,9 +244,9 @@ func episodeEnded(ctx context.Context, esc *escalation.Escalator, key string, se
 		return fmt.Errorf("episode %d of %s has ended; the key's episode is now number %d (%s); nothing changed", seq, key, st.Seq, st.State)
 	}
 	now := time.Now()
-	how := "acknowledged by " + oneLine(st.AckedBy) + " " + relative(st.AckedAt, now)
+	how := "acknowledged by " + oneLine(st.AckedBy) + " at " + when(st.AckedAt, now)
 	if st.State == store.EpisodeResolved {
-		how = "resolved " + relative(st.ResolvedAt, now)
+		how = "resolved at " + when(st.ResolvedAt, now)
 		if st.AckedBy != "" {
 			how += " (acknowledged by " + oneLine(st.AckedBy) + " before)"
 		}
@@ -273,22 +273,21 @@ func writeEpisodes(w io.Writer, live []escalation.Status, now time.Time) error {
 func writeEpisode(w io.Writer, s escalation.Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	line := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) + " (" + relative(t, now) + ")" }
 	line("Key", oneLine(s.Key))
 	line("Episode", strconv.FormatInt(s.Seq, 10))
 	line("State", s.State)
 	line("Policy", oneLine(s.Policy))
-	line("Started", at(s.Started))
+	line("Started", when(s.Started, now))
 	line("Steps sent", sentOf(s))
 	if s.Sent > 0 {
-		line("Last step", oneLine(s.LastTarget)+" at "+at(s.LastAt))
+		line("Last step", oneLine(s.LastTarget)+" at "+when(s.LastAt, now))
 	}
 	line("Next step", nextStep(s, now))
 	if s.AckedBy != "" {
-		line("Acknowledged", "by "+oneLine(s.AckedBy)+" at "+at(s.AckedAt))
+		line("Acknowledged", "by "+oneLine(s.AckedBy)+" at "+when(s.AckedAt, now))
 	}
 	if !s.ResolvedAt.IsZero() {
-		line("Resolved", at(s.ResolvedAt))
+		line("Resolved", when(s.ResolvedAt, now))
 	}
 	line("Title", orDash(oneLine(s.Content.Title)))
 	if todo := outboxTodo(s.Outbox); todo != "" {
@@ -339,6 +338,11 @@ func outboxTodo(o store.EpisodeOutbox) string {
 		todo = append(todo, "publish the resolution")
 	}
 	return strings.Join(todo, ", ")
+}
+
+// when is t in UTC with how far it is from now: "2026-03-01T10:04:05Z (3m12s ago)".
+func when(t, now time.Time) string {
+	return t.UTC().Format(time.RFC3339) + " (" + relative(t, now) + ")"
 }
 
 // relative says when t is relative to now, to the second: "in 3m12s", "5s ago", "now".

@@ -138,7 +138,7 @@ func TestEscalationsCommands(t *testing.T) {
 	require.Regexp(t, fmt.Sprintf(`(?m)^pay-1 +%d +acked +db +(now|\S+ ago) +1/4 +- +cli:alice$`, pay.Seq), out)
 
 	_, _, err = run(t, env, "escalations", "ack", "-f", file, "pay-1", "--by", "bob")
-	require.ErrorContains(t, err, fmt.Sprintf("episode %d of pay-1 has ended: acknowledged by cli:alice", pay.Seq))
+	require.ErrorContains(t, err, fmt.Sprintf("episode %d of pay-1 has ended: acknowledged by cli:alice at ", pay.Seq))
 	require.NotErrorIs(t, err, ErrUsage)
 	ep, err = eps.Get(ctx, "pay-1")
 	require.NoError(t, err)
@@ -165,10 +165,10 @@ func TestEscalationsCommands(t *testing.T) {
 	require.Regexp(t, `(?m)^Resolved: +`, out, "an ended episode is shown")
 
 	_, _, err = run(t, env, "escalations", "ack", "-f", file, "pay-1", "--by", "bob")
-	require.ErrorContains(t, err, fmt.Sprintf("episode %d of pay-1 has ended: resolved ", pay.Seq))
+	require.ErrorContains(t, err, fmt.Sprintf("episode %d of pay-1 has ended: resolved at ", pay.Seq))
 	require.ErrorContains(t, err, "(acknowledged by cli:alice before)")
 	_, _, err = run(t, env, "escalations", "resolve", "-f", file, "pay-1")
-	require.ErrorContains(t, err, fmt.Sprintf("episode %d of pay-1 has ended: resolved ", pay.Seq))
+	require.ErrorContains(t, err, fmt.Sprintf("episode %d of pay-1 has ended: resolved at ", pay.Seq))
 
 	// An episode that sent nothing resolves without a resolution; its pending step 1 is
 	// to be cancelled and no longer published.
