@@ -75,6 +75,7 @@ their rate limits, or to RocketMQ business topics.`,
 		newFailedCmd(stdio),
 		newChatSimCmd(stdio),
 		newRobotsCmd(stdio),
+		newEscalationsCmd(stdio),
 	)
 	return root
 }

@@ -1,6 +1,7 @@
 // Package console is the operators' web console that `serve` mounts under /ui/: the
-// failed sends (filter, page, open a row, retry or discard it, the stats) and the
-// scheduler's state (the wheel stage, the robot pool, recent lateness). It is plain
+// failed sends (filter, page, open a row, retry or discard it, the stats), the
+// scheduler's state (the wheel stage, the robot pool, recent lateness) and the live
+// escalation episodes (their next step and its due time; acknowledge one). It is plain
 // server-rendered HTML from embedded templates, with no JavaScript and no asset from
 // outside the binary.
 //
@@ -86,22 +87,26 @@ type StateFunc func(ctx context.Context) (State, error)
 
 // Console serves the pages.
 type Console struct {
-	failed  failed.Store
-	targets failed.Targets
-	alerts  Alerts
-	state   StateFunc
-	key     []byte // signs sessions and CSRF tokens; empty when the console is off
-	token   [32]byte
-	pages   map[string]*template.Template
-	logger  *slog.Logger
-	now     func() time.Time
+	failed   failed.Store
+	targets  failed.Targets
+	alerts   Alerts
+	state    StateFunc
+	episodes Escalations
+	key      []byte // signs sessions and CSRF tokens; empty when the console is off
+	token    [32]byte
+	pages    map[string]*template.Template
+	logger   *slog.Logger
+	now      func() time.Time
 }
 
 // Handler returns the console for the failed_sends table failedSends (each row's target
-// described by targets), the alerts (found and cancelled by id) and the scheduler state;
-// with no token it answers 503 on every page, saying how to turn it on.
-func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, state StateFunc, token config.Secret, logger *slog.Logger) http.Handler {
-	c := &Console{failed: failedSends, targets: targets, alerts: alerts, state: state, pages: parsePages(), logger: logger.With("component", "console"), now: time.Now}
+// described by targets), the alerts (found and cancelled by id), the scheduler state and
+// the escalation episodes; with no token it answers 503 on every page, saying how to
+// turn it on.
+func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, state StateFunc, episodes Escalations, token config.Secret,
+	logger *slog.Logger) http.Handler {
+	c := &Console{failed: failedSends, targets: targets, alerts: alerts, state: state, episodes: episodes, pages: parsePages(),
+		logger: logger.With("component", "console"), now: time.Now}
 	if token != "" {
 		k := sha256.Sum256([]byte("rocketdelay console session key\x00" + token.Reveal()))
 		c.key = k[:]
@@ -126,6 +131,8 @@ func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, st
 	mux.HandleFunc("POST "+Prefix+"alerts/{id}/cancel", c.authed(c.cancel))
 	mux.HandleFunc("POST "+Prefix+"failed/{id}/{action}", c.authed(c.act))
 	mux.HandleFunc("GET "+Prefix+"scheduler", c.authed(c.scheduler))
+	mux.HandleFunc("GET "+Prefix+"escalations", c.authed(c.escalations))
+	mux.HandleFunc("POST "+Prefix+"escalations/ack", c.authed(c.ack))
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "There is no page "+r.URL.Path+".")
 	})
@@ -314,7 +321,7 @@ func parsePages() map[string]*template.Template {
 		"query": pageQuery,
 	}
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler", "alert", "cancel", "bulk"} {
+	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler", "alert", "cancel", "bulk", "escalations"} {
 		pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html"))
 	}
 	return pages

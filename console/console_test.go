@@ -19,6 +19,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/console"
+	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/notify"
@@ -34,6 +35,9 @@ var testTargets = failed.Targets{
 	"orders": {Topic: &config.TopicTarget{Name: "order-events", Tag: "delayed"}},
 }
 
+// testPolicies are the escalation policies: db pages ops at once, then lead after 10m.
+var testPolicies = map[string]config.Policy{"db": {Steps: []config.EscalationStep{{Target: "ops"}, {After: 10 * time.Minute, Target: "lead"}}}}
+
 // site is a console on a test server, with a browser-like client: a cookie jar, no
 // automatic redirects, and the Origin header a browser sends with a form.
 type site struct {
@@ -42,6 +46,7 @@ type site struct {
 	client *http.Client
 	fs     *store.FailedSends
 	ws     *store.WheelStage
+	eps    *store.Episodes
 }
 
 func newSite(t *testing.T, tok config.Secret) *site {
@@ -56,9 +61,14 @@ func newSite(t *testing.T, tok config.Secret) *site {
 		}}
 	alerts := console.AlertFinder{Inspector: failed.Inspector{Wheel: ws, Rows: fs, Config: config.Config{Targets: testTargets}.WithDefaults()},
 		Canceller: failed.Canceller{Stage: ws, Rows: fs}}
-	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	// The escalator leaves what an acknowledgement names to carry out in the episode's
+	// outbox (CarryLater), where the tests see it: it publishes and cancels nothing.
+	eps := store.NewEpisodes(rdb, prefix, time.Hour)
+	esc := escalation.New(escalation.Options{Policies: testPolicies, CarryLater: true}, eps, nil, nil, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), nil, time.Now)
+	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, esc, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
-	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws}
+	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws, eps: eps}
 }
 
 // browserClient is a client with a cookie jar of its own that does not follow redirects.
