@@ -50,6 +50,9 @@ func (l *Links) mac(payload string) []byte {
 	return m.Sum(nil)
 }
 
+// linkEncoding decodes the parts of a token: only the one encoding of each value.
+var linkEncoding = base64.RawURLEncoding.Strict()
+
 // Errors of Open.
 var (
 	ErrBadLink     = errors.New("escalation: this acknowledgement link is not one of this service's")
@@ -63,11 +66,13 @@ func (l *Links) Open(token string, now time.Time) (key string, seq int64, err er
 		return "", 0, ErrBadLink
 	}
 	payload := strings.Join(parts[:3], ".")
-	sig, err := base64.RawURLEncoding.DecodeString(parts[3])
+	// Strict: the last character of a signature carries 2 unused bits, and a lenient
+	// decoding would open a link whose last character was changed.
+	sig, err := linkEncoding.DecodeString(parts[3])
 	if err != nil || !hmac.Equal(sig, l.mac(payload)) {
 		return "", 0, ErrBadLink
 	}
-	k, err1 := base64.RawURLEncoding.DecodeString(parts[0])
+	k, err1 := linkEncoding.DecodeString(parts[0])
 	seq, err2 := strconv.ParseInt(parts[1], 10, 64)
 	exp, err3 := strconv.ParseInt(parts[2], 10, 64)
 	if err1 != nil || err2 != nil || err3 != nil {
