@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -120,8 +119,8 @@ fails when the episode has ended (acknowledged or resolved), saying how and when
 					who += ":" + user
 				}
 			}
-			if who == "" || utf8.RuneCountInString(who) > 64 || strings.ContainsAny(who, "\r\n\x00") {
-				return usageError(c, "--by: who acknowledges, one line of at most 64 characters")
+			if err := escalation.CheckName(who); err != nil {
+				return usageError(c, "--by: %v", err)
 			}
 			if c.Flags().Changed("seq") && seq < 1 {
 				return usageError(c, "--seq: an episode number is 1 or more")

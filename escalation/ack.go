@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rocketdelay/rocketdelay/store"
@@ -25,6 +26,24 @@ const (
 	maxAckName = 64
 	maxAckForm = 4 << 10
 )
+
+// ErrBadName is the error of a name an acknowledgement cannot record.
+var ErrBadName = errors.New("give a name of 1 to 64 letters, digits, spaces and . - _ @ ' : (it is posted to the chat, so no markup)")
+
+// CheckName checks the name an acknowledgement records: it is posted to the chat, so it
+// may hold letters, digits, spaces and . - _ @ ' : only — nothing that makes a link, a
+// mention or a new line of the message.
+func CheckName(by string) error {
+	if by == "" || utf8.RuneCountInString(by) > maxAckName || strings.TrimSpace(by) != by {
+		return ErrBadName
+	}
+	for _, r := range by {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != ' ' && !strings.ContainsRune(".-_@':", r) {
+			return ErrBadName
+		}
+	}
+	return nil
+}
 
 // ackPage is opened from a chat app, mostly on a phone: one column, controls large
 // enough to tap, nothing wider than the screen.
@@ -142,9 +161,9 @@ func (e *Escalator) AckHandler(logger *slog.Logger) http.Handler {
 				return
 			}
 			by := strings.TrimSpace(r.PostFormValue("by"))
-			if by == "" || utf8.RuneCountInString(by) > maxAckName || strings.ContainsAny(by, "\r\n\x00") {
+			if err := CheckName(by); err != nil {
 				v := episodeView("Acknowledge this escalation", ep, now)
-				v.Form, v.CSRF, v.By, v.Error = true, c.Value, by, "give your name (at most 64 characters, one line)"
+				v.Form, v.CSRF, v.By, v.Error = true, c.Value, by, err.Error()
 				show(http.StatusBadRequest, v)
 				return
 			}

@@ -222,6 +222,9 @@ func (e *Escalator) Resolve(ctx context.Context, key string, c Content) (Ended, 
 // Ack acknowledges episode number seq of key for by: its next step is cancelled, and
 // when a step was sent "acknowledged by" is announced to the last step's target.
 func (e *Escalator) Ack(ctx context.Context, key string, seq int64, by string) (Ended, error) {
+	if err := CheckName(by); err != nil {
+		return Ended{}, err
+	}
 	end, err := e.episodes.Ack(ctx, key, seq, by)
 	if err != nil {
 		return Ended{}, err

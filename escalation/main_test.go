@@ -6,8 +6,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/scheduler"
 )
 
 func TestMain(m *testing.M) {
+	scheduler.RouteClientLog(testenv.Logger())
 	goleak.VerifyTestMain(m, testenv.RocketMQStragglers...)
 }

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -125,9 +124,9 @@ func (in *Ingress) endEscalation(w http.ResponseWriter, r *http.Request) {
 		end, err = in.deps.Escalations.Resolve(r.Context(), key, escalation.Content{Title: req.Title, Text: req.Text})
 	} else {
 		by := strings.TrimSpace(req.By)
-		if by == "" || utf8.RuneCountInString(by) > 64 || strings.ContainsAny(by, "\r\n\x00") {
+		if err := escalation.CheckName(by); err != nil {
 			in.metrics.requests.WithLabelValues(op, "bad_request").Inc()
-			writeError(w, http.StatusBadRequest, "bad_request", "by is required: who acknowledges, one line of at most 64 characters")
+			writeError(w, http.StatusBadRequest, "bad_request", "by: "+err.Error())
 			return
 		}
 		seq := req.Seq

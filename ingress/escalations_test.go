@@ -61,8 +61,10 @@ func TestEscalationAPI(t *testing.T) {
 	require.Contains(t, string(body), "checkout fails at 40%", "a step says the latest content")
 	s.published(escalation.StepID(key, seq, 1)) // the next step is published when one is granted
 
-	code, out = s.do("POST", EscalationsPath+"/"+key+"/ack", map[string]any{})
-	require.Equal(t, http.StatusBadRequest, code, out)
+	for _, by := range []string{"", "[ana](http://evil.example)", "ana\n@all", "<at id=all></at>"} {
+		code, out = s.do("POST", EscalationsPath+"/"+key+"/ack", map[string]any{"by": by})
+		require.Equal(t, http.StatusBadRequest, code, "%q: %v", by, out)
+	}
 	code, out = s.do("POST", EscalationsPath+"/"+key+"/ack", map[string]any{"by": "ana"})
 	require.Equal(t, http.StatusOK, code, out)
 	require.Equal(t, "acknowledged", out["result"])
