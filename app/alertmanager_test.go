@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -54,25 +52,7 @@ func startAMWorld(t *testing.T, delay time.Duration) *amWorld {
 	cfg.Sender.Window = 4 * time.Second
 	cfg.Ingress.Token = testIngestToken
 	require.NoError(t, cfg.Validate())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	base := "http://" + ln.Addr().String()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 50*time.Millisecond)
+	base := startReplica(t, cfg)
 
 	receiver := func(name, query string) string {
 		return fmt.Sprintf(`  - name: %s

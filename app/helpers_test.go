@@ -1,14 +1,21 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
 )
 
 func prometheusRegistry(*testing.T) *prometheus.Registry { return prometheus.NewRegistry() }
@@ -41,4 +48,31 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// startReplica runs Serve with cfg on a loopback port until the test ends, waits until
+// it is ready, and returns its base URL. Replicas started with one configuration are one
+// deployment (the same Redis key prefix, consumer group and topic).
+func startReplica(t *testing.T, cfg config.Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	base := "http://" + ln.Addr().String()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond)
+	return base
 }
