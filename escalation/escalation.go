@@ -37,7 +37,7 @@ import (
 
 // Episodes is the episodes' state; *store.Episodes implements it.
 type Episodes interface {
-	Fire(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies store.Copies) (store.Fire, error)
+	FireCopies(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies store.Copies) (store.Fire, error)
 	StepDue(ctx context.Context, key string, seq int64, k int, target string, next int) (bool, string, error)
 	Resolve(ctx context.Context, key string, resolution []byte) (store.Ended, error)
 	Ack(ctx context.Context, key string, seq int64, by string) (store.Ended, error)
@@ -175,14 +175,14 @@ func (e *Escalator) FireCopies(ctx context.Context, key, policy string, c Conten
 		return Fired{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, policy)
 	}
 	content, _ := json.Marshal(c) // plain fields: cannot fail
-	f, err := e.episodes.Fire(ctx, key, policy, content, p.ReackAfter, copies)
+	f, err := e.episodes.FireCopies(ctx, key, policy, content, p.ReackAfter, copies)
 	if err == nil && f.Result == "busy" {
 		// The last episode's resolution or cancel is not carried out yet (its replica
 		// died, or is at it now): carry it out, then fire again.
 		if err := e.Carry(ctx, key); err != nil {
 			return Fired{}, err
 		}
-		f, err = e.episodes.Fire(ctx, key, policy, content, p.ReackAfter, copies)
+		f, err = e.episodes.FireCopies(ctx, key, policy, content, p.ReackAfter, copies)
 	}
 	if err != nil {
 		return Fired{}, err

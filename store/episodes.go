@@ -147,9 +147,15 @@ type Copies struct {
 
 // Fire starts an episode of key under policy with content, or updates the content of
 // the one that runs; an acknowledged one that fires reackAfter after its
-// acknowledgement is over, and a new one starts. A late copy of a firing of the episode,
-// which resolved since (copies), is absorbed ("resolved").
-func (s *Episodes) Fire(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies Copies) (Fire, error) {
+// acknowledgement is over, and a new one starts. Every firing after a resolve starts a
+// new episode: FireCopies tells late copies apart.
+func (s *Episodes) Fire(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration) (Fire, error) {
+	return s.FireCopies(ctx, key, policy, content, reackAfter, Copies{})
+}
+
+// FireCopies is Fire for a firing that may be a late copy of one of the episode's own:
+// after the episode resolved, such a copy (copies) is absorbed ("resolved").
+func (s *Episodes) FireCopies(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies Copies) (Fire, error) {
 	args := make([]any, 0, 5+len(copies.Alerts))
 	args = append(args, key, policy, content, reackAfter.Milliseconds(), copies.Window.Milliseconds())
 	for _, a := range copies.Alerts {

@@ -24,12 +24,12 @@ func TestEpisodeLifecycle(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := store.NewEpisodes(rdb, prefix, time.Hour)
 
-	f, err := s.Fire(ctx, "g1", "db", []byte("v1"), time.Hour, store.Copies{})
+	f, err := s.Fire(ctx, "g1", "db", []byte("v1"), time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, store.Fire{Result: "started", Seq: f.Seq, Publish: 0}, f)
 	first := f.Seq
 
-	f, err = s.Fire(ctx, "g1", "db", []byte("v2"), time.Hour, store.Copies{})
+	f, err = s.Fire(ctx, "g1", "db", []byte("v2"), time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, "pending", f.Result)
 	require.Equal(t, 0, f.Publish, "step 0 is still to be published: a retried firing publishes it again")
@@ -71,7 +71,7 @@ func TestEpisodeLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, send, "a grant stands: the resolve was answered knowing step 0 was sent")
 
-	f, err = s.Fire(ctx, "g1", "db", []byte("v3"), time.Hour, store.Copies{})
+	f, err = s.Fire(ctx, "g1", "db", []byte("v3"), time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, "busy", f.Result, "the resolution is not published yet")
 	for _, a := range []struct {
@@ -85,7 +85,7 @@ func TestEpisodeLifecycle(t *testing.T) {
 	out, err := s.Outbox(ctx, 0, 10)
 	require.NoError(t, err)
 	require.NotContains(t, out, "g1")
-	f, err = s.Fire(ctx, "g1", "db", []byte("v3"), time.Hour, store.Copies{})
+	f, err = s.Fire(ctx, "g1", "db", []byte("v3"), time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 	require.Greater(t, f.Seq, first, "a new episode, a new number: its steps' ids are new")
@@ -105,7 +105,7 @@ func TestEpisodeLifecycle(t *testing.T) {
 	end, err = s.Ack(ctx, "g1", f.Seq, "carol")
 	require.NoError(t, err)
 	require.Equal(t, store.Ended{Result: "already", Seq: f.Seq, Step: 0, By: "bob"}, end)
-	f2, err := s.Fire(ctx, "g1", "db", []byte("v4"), time.Hour, store.Copies{})
+	f2, err := s.Fire(ctx, "g1", "db", []byte("v4"), time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, "acked", f2.Result, "an acknowledged episode absorbs firings")
 }
@@ -129,11 +129,11 @@ func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
 	}
 	copies := func(alerts ...string) store.Copies { return store.Copies{Alerts: alerts, Window: 5 * time.Minute} }
 
-	f, err := s.Fire(ctx, "g1", "db", []byte("a"), time.Hour, copies("fa@1000"))
+	f, err := s.FireCopies(ctx, "g1", "db", []byte("a"), time.Hour, copies("fa@1000"))
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 	first := f.Seq
-	f, err = s.Fire(ctx, "g1", "db", []byte("a b"), time.Hour, copies("fa@1000", "fb@2000"))
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("a b"), time.Hour, copies("fa@1000", "fb@2000"))
 	require.NoError(t, err)
 	require.Equal(t, "pending", f.Result)
 	done("g1", first, store.ActionPublish, 0)
@@ -146,13 +146,13 @@ func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
 
 	// The late member's copies, before and after the resolve was wound up.
 	for _, alerts := range [][]string{{"fa@1000"}, {"fb@2000", "fa@1000"}} {
-		f, err = s.Fire(ctx, "g1", "db", []byte("late"), time.Hour, copies(alerts...))
+		f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies(alerts...))
 		require.NoError(t, err)
 		require.Equal(t, store.Fire{Result: "resolved", Seq: first, Publish: -1}, f, alerts)
 	}
 	done("g1", first, store.ActionCancel, 1)
 	done("g1", first, store.ActionResolution, 0)
-	f, err = s.Fire(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@1000"))
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@1000"))
 	require.NoError(t, err)
 	require.Equal(t, "resolved", f.Result)
 	e, err := s.Get(ctx, "g1")
@@ -164,7 +164,7 @@ func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
 	require.Greater(t, ttl, 59*time.Minute, "the alerts seen are kept as long as the episode")
 
 	// fa fired again (a new start): a new episode, which forgets the alerts of the last.
-	f, err = s.Fire(ctx, "g1", "db", []byte("again"), time.Hour, copies("fa@1000", "fa@9000"))
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("again"), time.Hour, copies("fa@1000", "fa@9000"))
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 	require.Greater(t, f.Seq, first)
@@ -179,21 +179,21 @@ func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
 	_, err = s.Resolve(ctx, "g1", nil)
 	require.NoError(t, err)
 	done("g1", f.Seq, store.ActionCancel, 0)
-	f, err = s.Fire(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@9000"))
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@9000"))
 	require.NoError(t, err)
 	require.Equal(t, "resolved", f.Result)
 	require.NoError(t, rdb.HSet(ctx, "{"+prefix+"}:ep:g1", "resolved_at", time.Now().Add(-6*time.Minute).UnixMilli()).Err())
-	f, err = s.Fire(ctx, "g1", "db", []byte("after"), time.Hour, copies("fa@9000"))
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("after"), time.Hour, copies("fa@9000"))
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 
 	// A firing without alerts (the API) after a resolve starts a new episode.
-	f, err = s.Fire(ctx, "api", "db", []byte("x"), time.Hour, store.Copies{})
+	f, err = s.Fire(ctx, "api", "db", []byte("x"), time.Hour)
 	require.NoError(t, err)
 	_, err = s.Resolve(ctx, "api", nil)
 	require.NoError(t, err)
 	done("api", f.Seq, store.ActionCancel, 0)
-	f, err = s.Fire(ctx, "api", "db", []byte("x"), time.Hour, store.Copies{Window: time.Hour})
+	f, err = s.FireCopies(ctx, "api", "db", []byte("x"), time.Hour, store.Copies{Window: time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 }
@@ -355,7 +355,7 @@ func TestEpisodesAreLinearizable(t *testing.T) {
 					e.start = tick()
 					switch kind {
 					case "fire":
-						f, err := s.Fire(ctx, key, "p", []byte("x"), time.Hour, store.Copies{})
+						f, err := s.Fire(ctx, key, "p", []byte("x"), time.Hour)
 						if err != nil {
 							rt.Error(err)
 							return
