@@ -318,14 +318,11 @@ func (w *haWorld) run(t *testing.T, name string, pair *amPair, nNow int) {
 	rec := haRecord(w.sim.Accepted())
 	judge := haJudge{}
 	for _, g := range nowGroups {
-		judge.now(len(rec[g].firing))
+		judge.now(len(rec.of(g).firing))
 	}
-	for i, g := range paged {
+	for _, g := range paged {
 		r, resolved := resolves[g]
-		if i >= len(haResolveAt) {
-			resolved = false
-		}
-		judge.paged(t, g, episodes[g], rec[g], r, resolved)
+		judge.paged(t, g, episodes[g], rec.of(g), r, resolved)
 	}
 	t.Logf("%s pair (second member %s behind), judged at the simulator:\n%s", name, pair.behind, judge.table())
 	require.Zero(t, judge.atOnce.twice, "at-once groups that arrived twice")
@@ -369,6 +366,8 @@ func (w *haWorld) resolved(t *testing.T, ep haEpisode) haResolve {
 	return r
 }
 
+// getJSON decodes the answer of GET url (with the ingest token) into v. It reports
+// failures with t.Errorf: it runs on timers' goroutines too.
 func (w *haWorld) getJSON(t *testing.T, url string, v any) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -400,22 +399,31 @@ type haSeen struct {
 
 var haStepLine = regexp.MustCompile(`\*\*Escalation\*\*, step (\d+) \(policy`)
 
+// haSeenByGroup is what the simulator accepted, by group.
+type haSeenByGroup map[string]*haSeen
+
+// of returns what the simulator accepted for group g (nothing when it accepted nothing).
+func (r haSeenByGroup) of(g string) *haSeen {
+	s := r[g]
+	if s == nil {
+		s = &haSeen{steps: map[int][]time.Time{}}
+		r[g] = s
+	}
+	return s
+}
+
 // haRecord sorts the simulator's messages by group, section by section: a message sent
 // while robots were busy merges several alerts, separated as DingTalk's merge style
 // separates them.
-func haRecord(msgs []chatsim.Message) map[string]*haSeen {
-	rec := map[string]*haSeen{}
+func haRecord(msgs []chatsim.Message) haSeenByGroup {
+	rec := haSeenByGroup{}
 	for _, m := range msgs {
 		for _, sec := range strings.Split(m.Text, "\n\n---\n\n") {
 			g := haGroupLine.FindStringSubmatch(sec)
 			if g == nil {
 				continue
 			}
-			s := rec[g[1]]
-			if s == nil {
-				s = &haSeen{steps: map[int][]time.Time{}}
-				rec[g[1]] = s
-			}
+			s := rec.of(g[1])
 			switch step := haStepLine.FindStringSubmatch(sec); {
 			case step != nil:
 				k, _ := strconv.Atoi(step[1])
@@ -463,9 +471,6 @@ func count(c *haCounts, n int) {
 // granted before it, or any step accepted after the group's RESOLVED message, is a step
 // after the resolve; a RESOLVED message arrives iff a step was granted, once.
 func (j *haJudge) paged(t *testing.T, g string, ep haEpisode, seen *haSeen, r haResolve, resolved bool) {
-	if seen == nil {
-		seen = &haSeen{steps: map[int][]time.Time{}}
-	}
 	c := &j.steps
 	sent := len(haSteps)
 	var resolution time.Time // the first RESOLVED message
