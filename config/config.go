@@ -565,7 +565,9 @@ type Ingress struct {
 	// DedupeWindow is how long copies of one Alertmanager notification (the same group,
 	// receiver and firing and resolved alerts — from both members of an Alertmanager HA
 	// pair, or a retry) are delivered once. A repeat_interval re-send after it is
-	// delivered again. Default 5m.
+	// delivered again. For a receiver that escalates, it is how long after an episode
+	// resolved a late copy of one of its firings (the same alerts with the same starts)
+	// is absorbed instead of starting a new episode. Default 5m.
 	DedupeWindow time.Duration `yaml:"dedupeWindow" json:"dedupeWindow"`
 	// PublicURL is the service's URL as the on-call people's browsers reach it (such as
 	// https://rocketdelay.example.com): escalation steps carry an acknowledgement link

@@ -37,7 +37,7 @@ import (
 
 // Episodes is the episodes' state; *store.Episodes implements it.
 type Episodes interface {
-	Fire(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration) (store.Fire, error)
+	FireCopies(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies store.Copies) (store.Fire, error)
 	StepDue(ctx context.Context, key string, seq int64, k int, target string, next int) (bool, string, error)
 	Resolve(ctx context.Context, key string, resolution []byte) (store.Ended, error)
 	Ack(ctx context.Context, key string, seq int64, by string) (store.Ended, error)
@@ -150,8 +150,10 @@ func parseDelayPolicy(name string) (target string, delay time.Duration, ok bool)
 // Fired is what a firing did.
 type Fired struct {
 	// Result is "started", "updated" (the episode runs: its content is the new one),
-	// "acknowledged" (absorbed: someone is on it) or "busy" (the last episode of the key
-	// is still being wound up by another replica: try again in a moment).
+	// "acknowledged" (absorbed: someone is on it), "already_resolved" (absorbed: a late
+	// copy of a firing of the episode, which resolved since; FireCopies) or "busy" (the
+	// last episode of the key is still being wound up by another replica: try again in a
+	// moment).
 	Result string
 	Seq    int64
 }
@@ -160,19 +162,27 @@ type Fired struct {
 // updates the content of the one that runs. The episode's next step is published before
 // it answers (a step already published is published again: its id makes that a no-op).
 func (e *Escalator) Fire(ctx context.Context, key, policy string, c Content) (Fired, error) {
+	return e.FireCopies(ctx, key, policy, c, store.Copies{})
+}
+
+// FireCopies is Fire for a firing that may be a late copy of one the episode had
+// (store.Copies: an Alertmanager notification names its alerts): a late copy of a
+// firing of the episode, which resolved since, is absorbed ("already_resolved"), never
+// a new episode that pages again.
+func (e *Escalator) FireCopies(ctx context.Context, key, policy string, c Content, copies store.Copies) (Fired, error) {
 	p, ok := e.policy(policy)
 	if !ok {
 		return Fired{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, policy)
 	}
 	content, _ := json.Marshal(c) // plain fields: cannot fail
-	f, err := e.episodes.Fire(ctx, key, policy, content, p.ReackAfter)
+	f, err := e.episodes.FireCopies(ctx, key, policy, content, p.ReackAfter, copies)
 	if err == nil && f.Result == "busy" {
 		// The last episode's resolution or cancel is not carried out yet (its replica
 		// died, or is at it now): carry it out, then fire again.
 		if err := e.Carry(ctx, key); err != nil {
 			return Fired{}, err
 		}
-		f, err = e.episodes.Fire(ctx, key, policy, content, p.ReackAfter)
+		f, err = e.episodes.FireCopies(ctx, key, policy, content, p.ReackAfter, copies)
 	}
 	if err != nil {
 		return Fired{}, err
@@ -185,6 +195,8 @@ func (e *Escalator) Fire(ctx context.Context, key, policy string, c Content) (Fi
 		out.Result = "updated"
 	case "acked":
 		out.Result = "acknowledged"
+	case "resolved":
+		out.Result = "already_resolved"
 	}
 	if f.Publish >= 0 {
 		if err := e.Carry(ctx, key); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
@@ -220,13 +221,18 @@ func (in *Ingress) priority(alerts Alerts) string {
 var errBusy = errors.New("busy")
 
 // escalate hands a notification of a group whose receiver escalates (?policy=, ?delay=)
-// to its episode: a firing one starts it or updates what its steps say, a resolved one
-// resolves it (its resolution is sent only if a step was, and sendResolved).
+// to its episode: a firing one starts it or updates what its steps say (a late copy of a
+// firing of the episode that resolved since is absorbed: escalation_already_resolved), a
+// resolved one resolves it (its resolution is sent only if a step was, and sendResolved).
 func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notification, m notify.Message, sendResolved bool) (string, error) {
 	key := g.episode(policy)
 	c := escalation.Content{Title: m.Title, Text: m.Text}
 	if n.Status == "firing" {
-		f, err := in.deps.Escalations.Fire(ctx, key, policy, c)
+		// The second member of an Alertmanager HA pair whose gossip failed sends each
+		// notification late: within the window of the copies of a notification, one
+		// that only repeats what the episode saw firing after it resolved is a copy.
+		copies := store.Copies{Alerts: firingAlerts(n), Window: in.cfg.Ingress.DedupeWindow}
+		f, err := in.deps.Escalations.FireCopies(ctx, key, policy, c, copies)
 		switch {
 		case err != nil:
 			return "", err
@@ -251,6 +257,21 @@ func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notif
 		return "resolved_after_escalation", nil
 	}
 	return "resolution_published", nil
+}
+
+// firingAlerts names each firing alert of n once for good, as both members of an
+// Alertmanager HA pair name it: its fingerprint and its start (Prometheus's, the same
+// to both). None when an alert lacks either: such a firing is never taken for a late
+// copy.
+func firingAlerts(n Notification) []string {
+	var out []string
+	for _, a := range n.Alerts.Firing() {
+		if a.Fingerprint == "" || a.StartsAt.IsZero() {
+			return nil
+		}
+		out = append(out, a.Fingerprint+"@"+strconv.FormatInt(a.StartsAt.UnixMilli(), 10))
+	}
+	return out
 }
 
 // randomHex is n random bytes, in hex.

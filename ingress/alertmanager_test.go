@@ -56,9 +56,11 @@ func (s *site) stepDue(id string) (bool, []byte) {
 // A delayed group is an episode of a one-step policy: the first firing notification
 // publishes its step, due delay later; a second one updates what the step will say (the
 // same step, the same due time); a resolve before the step cancels it and sends nothing;
-// the next firing starts a new episode, due delay after its own start. Once the step
-// was sent, further firings update nothing that pages, and the resolve is sent a moment
-// later; a step that falls due after its episode resolved is withheld.
+// a late copy of the firing (the same alerts with the same starts, from the other member
+// of an HA pair) is absorbed; the next firing starts a new episode, due delay after its
+// own start. Once the step was sent, further firings update nothing that pages, and the
+// resolve is sent a moment later; a step that falls due after its episode resolved is
+// withheld.
 func TestAlertmanagerDelayedEscalation(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken)
@@ -95,7 +97,23 @@ func TestAlertmanagerDelayedEscalation(t *testing.T) {
 	code, out = s.notify("/ops?delay=10m", notification(t, "resolved", g.key))
 	require.Equal(t, "resolved_nothing_pending", out["outcome"], "a repeated resolve: %d", code)
 
+	// The other member of an HA pair whose gossip failed sends its copy of the firing
+	// late: the same alerts with the same starts are the resolved episode's, and start
+	// nothing.
 	code, out = s.notify("/ops?delay=10m", notification(t, "firing", g.key))
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, "escalation_already_resolved", out["outcome"], "a late copy")
+	late, err := s.episodes.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, ep.Seq, late.Seq)
+	require.Equal(t, "resolved", late.State)
+
+	// The alerts fire again: Prometheus gives them a new start.
+	again := notification(t, "firing", g.key)
+	for i := range again.Alerts {
+		again.Alerts[i].StartsAt = again.Alerts[i].StartsAt.Add(time.Hour)
+	}
+	code, out = s.notify("/ops?delay=10m", again)
 	require.Equal(t, http.StatusOK, code, out)
 	require.Equal(t, "escalation_started", out["outcome"], "a new episode")
 	ep2, err := s.episodes.Get(ctx, key)

@@ -40,6 +40,7 @@ type Wheel interface {
 // ?delay=); *escalation.Escalator implements it.
 type Escalations interface {
 	Fire(ctx context.Context, key, policy string, c escalation.Content) (escalation.Fired, error)
+	FireCopies(ctx context.Context, key, policy string, c escalation.Content, copies store.Copies) (escalation.Fired, error)
 	Resolve(ctx context.Context, key string, c escalation.Content) (escalation.Ended, error)
 	Ack(ctx context.Context, key string, seq int64, by string) (escalation.Ended, error)
 	Status(ctx context.Context, key string) (escalation.Status, error)

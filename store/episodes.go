@@ -24,6 +24,8 @@ import (
 //	{p}:ep-live      sorted set  key -> started: the episodes not resolved
 //	{p}:ep-outbox    sorted set  key -> when its outbox was set: the episodes with actions
 //	                             to carry out
+//	{p}:ep-alerts:<key>  set     the alerts the episode saw firing (Copies.Alerts), kept
+//	                             as long as the episode
 //
 // Every event — a firing notification, a resolve, an acknowledgement, a step falling due —
 // is one script that checks and moves the state and names, in the episode's outbox, the
@@ -97,7 +99,8 @@ func (o EpisodeOutbox) Empty() bool { return o.Publish < 0 && o.Cancel < 0 && !o
 type Fire struct {
 	// Result is "started" (a new episode: its step 0 is to be published), "pending" (it
 	// runs; Publish, when not -1, is a step still to be published), "acked" (acknowledged:
-	// absorbed) or "busy" (the last episode's outbox is not done: try again).
+	// absorbed), "resolved" (a late copy of a firing of the episode, which resolved
+	// since: absorbed) or "busy" (the last episode's outbox is not done: try again).
 	Result string
 	Seq    int64
 	// Publish is the step to publish now, -1 for none.
@@ -131,13 +134,36 @@ func NewEpisodes(rdb redis.UniversalClient, prefix string, retention time.Durati
 	return &Episodes{rdb: rdb, keys: newKeys(prefix), retention: retention}
 }
 
+// Copies tell the late copies of an episode's firings from new firings. Alerts name the
+// alerts firing, each once for good (an Alertmanager alert: its fingerprint and its
+// start); the episode keeps those it saw, and for Window after it resolved a firing
+// whose alerts it all saw firing is a late copy of one of its own (the second member of
+// an Alertmanager HA pair whose gossip failed sends what it has not seen sent, late),
+// not a new firing. The zero value tells none: every firing after a resolve is new.
+type Copies struct {
+	Alerts []string
+	Window time.Duration
+}
+
 // Fire starts an episode of key under policy with content, or updates the content of
 // the one that runs; an acknowledged one that fires reackAfter after its
-// acknowledgement is over, and a new one starts.
+// acknowledgement is over, and a new one starts. Every firing after a resolve starts a
+// new episode: FireCopies tells late copies apart.
 func (s *Episodes) Fire(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration) (Fire, error) {
+	return s.FireCopies(ctx, key, policy, content, reackAfter, Copies{})
+}
+
+// FireCopies is Fire for a firing that may be a late copy of one of the episode's own:
+// after the episode resolved, such a copy (copies) is absorbed ("resolved").
+func (s *Episodes) FireCopies(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies Copies) (Fire, error) {
+	args := make([]any, 0, 5+len(copies.Alerts))
+	args = append(args, key, policy, content, reackAfter.Milliseconds(), copies.Window.Milliseconds())
+	for _, a := range copies.Alerts {
+		args = append(args, a)
+	}
 	res, err := episodeFireScript.Run(ctx, s.rdb,
-		[]string{s.keys.episode(key), s.keys.episodeSeq(), s.keys.episodesLive(), s.keys.episodeOutbox()},
-		key, policy, content, reackAfter.Milliseconds()).StringSlice()
+		[]string{s.keys.episode(key), s.keys.episodeSeq(), s.keys.episodesLive(), s.keys.episodeOutbox(), s.keys.epAlerts(key)},
+		args...).StringSlice()
 	if err != nil {
 		return Fire{}, redisFail("fire an episode", err)
 	}
@@ -182,7 +208,7 @@ func (s *Episodes) Ack(ctx context.Context, key string, seq int64, by string) (E
 }
 
 func (s *Episodes) end(ctx context.Context, key, how, seq, arg string) (Ended, error) {
-	res, err := episodeEndScript.Run(ctx, s.rdb, []string{s.keys.episode(key), s.keys.episodesLive(), s.keys.episodeOutbox()},
+	res, err := episodeEndScript.Run(ctx, s.rdb, []string{s.keys.episode(key), s.keys.episodesLive(), s.keys.episodeOutbox(), s.keys.epAlerts(key)},
 		key, how, seq, arg, s.retention.Milliseconds()).StringSlice()
 	if err != nil {
 		return Ended{}, redisFail(how+" an episode", err)

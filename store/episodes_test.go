@@ -110,6 +110,94 @@ func TestEpisodeLifecycle(t *testing.T) {
 	require.Equal(t, "acked", f2.Result, "an acknowledged episode absorbs firings")
 }
 
+// A firing whose alerts the resolved episode all saw firing, within the copy window
+// after its resolve, is a late copy of one of its own firings (the second member of an
+// Alertmanager HA pair whose gossip failed sends each notification a peer timeout late):
+// it is absorbed, and never starts an episode that pages again. A firing with an alert
+// the episode did not see — a new alert, or one that fired again (a new start) — starts
+// a new episode, as does one after the window, or one without alerts.
+func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	s := store.NewEpisodes(rdb, prefix, time.Hour)
+	done := func(key string, seq int64, action string, step int) {
+		t.Helper()
+		ok, err := s.Done(ctx, key, seq, action, step)
+		require.NoError(t, err)
+		require.True(t, ok, action)
+	}
+	copies := func(alerts ...string) store.Copies { return store.Copies{Alerts: alerts, Window: 5 * time.Minute} }
+
+	f, err := s.FireCopies(ctx, "g1", "db", []byte("a"), time.Hour, copies("fa@1000"))
+	require.NoError(t, err)
+	require.Equal(t, "started", f.Result)
+	first := f.Seq
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("a b"), time.Hour, copies("fa@1000", "fb@2000"))
+	require.NoError(t, err)
+	require.Equal(t, "pending", f.Result)
+	done("g1", first, store.ActionPublish, 0)
+	send, _, err := s.StepDue(ctx, "g1", first, 0, "ops", 1)
+	require.NoError(t, err)
+	require.True(t, send)
+	end, err := s.Resolve(ctx, "g1", []byte("resolved"))
+	require.NoError(t, err)
+	require.Equal(t, "resolved", end.Result)
+
+	// The late member's copies, before and after the resolve was wound up.
+	for _, alerts := range [][]string{{"fa@1000"}, {"fb@2000", "fa@1000"}} {
+		f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies(alerts...))
+		require.NoError(t, err)
+		require.Equal(t, store.Fire{Result: "resolved", Seq: first, Publish: -1}, f, alerts)
+	}
+	done("g1", first, store.ActionCancel, 1)
+	done("g1", first, store.ActionResolution, 0)
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@1000"))
+	require.NoError(t, err)
+	require.Equal(t, "resolved", f.Result)
+	e, err := s.Get(ctx, "g1")
+	require.NoError(t, err)
+	require.Equal(t, store.EpisodeResolved, e.State)
+	require.Equal(t, "a b", string(e.Content), "a late copy changes nothing")
+	ttl, err := rdb.PTTL(ctx, "{"+prefix+"}:ep-alerts:g1").Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, 59*time.Minute, "the alerts seen are kept as long as the episode")
+
+	// fa fired again (a new start): a new episode, which forgets the alerts of the last.
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("again"), time.Hour, copies("fa@1000", "fa@9000"))
+	require.NoError(t, err)
+	require.Equal(t, "started", f.Result)
+	require.Greater(t, f.Seq, first)
+	n, err := rdb.SCard(ctx, "{"+prefix+"}:ep-alerts:g1").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+	ttl, err = rdb.PTTL(ctx, "{"+prefix+"}:ep-alerts:g1").Result()
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), ttl, "a running episode's alerts do not expire")
+
+	// Past the window, the same alerts are a new firing.
+	_, err = s.Resolve(ctx, "g1", nil)
+	require.NoError(t, err)
+	done("g1", f.Seq, store.ActionCancel, 0)
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@9000"))
+	require.NoError(t, err)
+	require.Equal(t, "resolved", f.Result)
+	require.NoError(t, rdb.HSet(ctx, "{"+prefix+"}:ep:g1", "resolved_at", time.Now().Add(-6*time.Minute).UnixMilli()).Err())
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("after"), time.Hour, copies("fa@9000"))
+	require.NoError(t, err)
+	require.Equal(t, "started", f.Result)
+
+	// A firing without alerts (the API) after a resolve starts a new episode.
+	f, err = s.Fire(ctx, "api", "db", []byte("x"), time.Hour)
+	require.NoError(t, err)
+	_, err = s.Resolve(ctx, "api", nil)
+	require.NoError(t, err)
+	done("api", f.Seq, store.ActionCancel, 0)
+	f, err = s.FireCopies(ctx, "api", "db", []byte("x"), time.Hour, store.Copies{Window: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, "started", f.Result)
+}
+
 // The model of one group's episodes: the spec the scripts implement, event by event.
 type episodeModel struct {
 	counter             int64 // the deployment's episode counter

@@ -25,7 +25,8 @@ import (
 //	  {p}:cancel:<id>  string      cancel tombstone
 //	  {p}:once:<key>   string      the id the first copy of a notification picked (dedupe.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
-//	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys
+//	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
+//	                               {p}:ep-alerts:<key>, the set of alerts it saw firing
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	  {p}:park:<g>     sorted set  id → due time, Unix ms: target g's parked alerts (park.go)
 //	  {p}:adopt:<tok>  sorted set  id → due time, Unix ms: the ids one adopt took (lives one lease)
@@ -60,6 +61,7 @@ func (k keys) episode(key string) string     { return k.stage() + "ep:" + key }
 func (k keys) episodeSeq() string            { return k.stage() + "ep-seq" }
 func (k keys) episodesLive() string          { return k.stage() + "ep-live" }
 func (k keys) episodeOutbox() string         { return k.stage() + "ep-outbox" }
+func (k keys) epAlerts(key string) string    { return k.stage() + "ep-alerts:" + key }
 func (k keys) trace(id string) string        { return k.stage() + "trace:" + id }
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }
 func (k keys) cool(target string) string     { return k.pool(target) + "cool" }

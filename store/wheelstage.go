@@ -713,8 +713,9 @@ func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
 
 // Cancel cancels the alert id in the wheel stage, atomically: waiting in the due index
 // (CancelRemoved), in flight (CancelTooLate), delivered (CancelAlreadyDelivered), handed
-// off with its failure recorded in failed_sends (CancelRecorded: nothing changed), or not
-// in Redis (CancelTombstoned). Removed and tombstoned ids get a tombstone that lives
+// off with its failure recorded in failed_sends (CancelRecorded: nothing changed),
+// withheld as a step of an ended escalation episode (CancelWithheld: nothing changed), or
+// not in Redis (CancelTombstoned). Removed and tombstoned ids get a tombstone that lives
 // Options().CancelTTL. Only the wheel stage is looked at: an alert may also wait in
 // failed_sends, so the service cancels through failed.Canceller, which asks both.
 func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error) {
@@ -724,7 +725,7 @@ func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error
 		return 0, w.fail("cancel", err)
 	}
 	r := CancelResult(code)
-	if r < CancelRemoved || r > CancelRecorded {
+	if r < CancelRemoved || r > CancelWithheld || r == CancelRowCancelled { // a row's answer, not the script's
 		return 0, fmt.Errorf("store: cancel: unexpected script result %d", code)
 	}
 	return r, nil

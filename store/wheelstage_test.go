@@ -804,14 +804,16 @@ func TestWheelStageCancel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{CancelTTL: 2 * time.Hour})
-	for _, id := range []string{"waiting", "inflight", "done", "recorded"} {
+	for _, id := range []string{"waiting", "inflight", "done", "recorded", "withheld"} {
 		_, err := ws.Put(ctx, entryAt(id, time.Now()))
 		require.NoError(t, err)
 	}
-	_, err := entriesOf(ws.Claim(ctx, []string{"inflight", "done", "recorded"}, tok))
+	_, err := entriesOf(ws.Claim(ctx, []string{"inflight", "done", "recorded", "withheld"}, tok))
 	require.NoError(t, err)
 	require.NoError(t, release(ctx, ws, "done"))
 	_, err = ws.Release(ctx, store.Recorded, store.Claim{ID: "recorded", Token: tok})
+	require.NoError(t, err)
+	_, err = ws.Release(ctx, store.Withheld, store.Claim{ID: "withheld", Token: tok})
 	require.NoError(t, err)
 	tombstoneTTL := func(id string) time.Duration {
 		ttl, err := rdb.PTTL(ctx, "{"+prefix+"}:cancel:"+id).Result()
@@ -844,11 +846,18 @@ func TestWheelStageCancel(t *testing.T) {
 	require.False(t, r.Cancelled())
 	require.Equal(t, time.Duration(-2), tombstoneTTL("recorded"), "nothing changed")
 
+	// A withheld step (its episode ended before it was due) will never be sent.
+	r, err = ws.Cancel(ctx, "withheld")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelWithheld, r)
+	require.True(t, r.Cancelled())
+	require.Equal(t, time.Duration(-2), tombstoneTTL("withheld"), "nothing changed")
+
 	r, err = ws.Cancel(ctx, "hopping")
 	require.NoError(t, err)
 	require.Equal(t, store.CancelTombstoned, r)
 	require.InDelta(t, (2 * time.Hour).Seconds(), tombstoneTTL("hopping").Seconds(), 5)
-	for id, want := range map[string]bool{"hopping": true, "waiting": true, "inflight": false, "done": false, "recorded": false, "other": false} {
+	for id, want := range map[string]bool{"hopping": true, "waiting": true, "inflight": false, "done": false, "recorded": false, "withheld": false, "other": false} {
 		got, err := ws.IsCancelled(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, want, got, id)

@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
 // Alertmanager is a Prometheus Alertmanager of one's own: Debian's
-// prometheus-alertmanager (deploy/local/up installs it, never starts it), clustering off,
-// on a free loopback port.
+// prometheus-alertmanager (deploy/local/up installs it, never starts it), on a free
+// loopback port; clustering is off unless its command line turns it on.
 type Alertmanager struct {
 	// URL is its base URL, http://127.0.0.1:port.
 	URL    string
@@ -27,8 +29,9 @@ type Alertmanager struct {
 var alertmanagerBinaries = []string{"prometheus-alertmanager", "alertmanager"}
 
 // StartAlertmanager starts an Alertmanager with the configuration config (alertmanager.yml
-// as text) and waits until it is ready.
-func StartAlertmanager(ctx context.Context, config string) (*Alertmanager, error) {
+// as text) and waits until it is ready. args are added to its command line; clustering
+// is off unless they set --cluster.listen-address.
+func StartAlertmanager(ctx context.Context, config string, args ...string) (*Alertmanager, error) {
 	var bin string
 	for _, name := range alertmanagerBinaries {
 		if p, err := exec.LookPath(name); err == nil {
@@ -60,8 +63,12 @@ func StartAlertmanager(ctx context.Context, config string) (*Alertmanager, error
 		return nil, fmt.Errorf("localstack: %w", err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--cluster.listen-address=", "--log.level=warn")
+	line := []string{"--config.file=" + cfg, "--storage.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr, "--log.level=warn"}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--cluster.listen-address=") }) {
+		line = append(line, "--cluster.listen-address=")
+	}
+	cmd := exec.Command(bin, append(line, args...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)

@@ -252,20 +252,3 @@ func ClosedAddr(t testing.TB) string {
 	require.NoError(t, ln.Close())
 	return addr
 }
-
-// Alertmanager starts a Prometheus Alertmanager of the test's own with the configuration
-// config (localstack.StartAlertmanager), stops it when the test ends, and returns it.
-func Alertmanager(t testing.TB, config string) *localstack.Alertmanager {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	am, err := localstack.StartAlertmanager(ctx, config)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("alertmanager's log:\n%s", am.Log())
-		}
-		am.Stop()
-	})
-	return am
-}

@@ -4,6 +4,8 @@
 -- KEYS[1]  {p}:ep:<key>     hash: the episode
 -- KEYS[2]  {p}:ep-live      sorted set: key -> started, the episodes not ended
 -- KEYS[3]  {p}:ep-outbox    sorted set: key -> when its outbox was last set (Unix ms)
+-- KEYS[4]  {p}:ep-alerts:<key>  set: the alerts the episode saw firing (kept as long as
+--          the episode)
 -- ARGV[1]  the episode's key
 -- ARGV[2]  'resolve' or 'ack'
 -- ARGV[3]  the episode's number (seq) an acknowledgement is for ('' for a resolve: the
@@ -50,6 +52,7 @@ end
 redis.call('ZADD', KEYS[3], now, ARGV[1])
 if not ack then
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  redis.call('PEXPIRE', KEYS[4], ARGV[5])
 end
 local result = 'resolved'
 if ack then result = 'acked' end
