@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -96,33 +95,9 @@ func startHAWorld(t *testing.T) *haWorld {
 	require.NoError(t, cfg.Validate())
 	w := &haWorld{sim: sim, cfg: cfg}
 	for i := range w.replicas {
-		w.replicas[i] = serveReplica(t, cfg)
+		w.replicas[i] = startReplica(t, cfg)
 	}
 	return w
-}
-
-// serveReplica runs Serve with cfg on a listener of its own until the test ends, and
-// returns its base URL once it is ready.
-func serveReplica(t *testing.T, cfg config.Config) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, cfg, ServeOptions{Logger: testenv.Logger(), Listener: ln}) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	base := "http://" + ln.Addr().String()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 50*time.Millisecond)
-	return base
 }
 
 // haAlertmanagerConfig routes groups (by the label group) to the ops target of the
