@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,12 @@ import (
 
 func TestMain(m *testing.M) {
 	scheduler.RouteClientLog(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	goleak.VerifyTestMain(m, testenv.RocketMQStragglers...)
+	goleak.VerifyTestMain(m, append(slices.Clone(testenv.RocketMQStragglers), goleak.Cleanup(func(code int) {
+		if binaryDir != "" {
+			_ = os.RemoveAll(binaryDir)
+		}
+		os.Exit(code)
+	}))...)
 }
 
 func run(t *testing.T, env map[string]string, args ...string) (string, string, error) {

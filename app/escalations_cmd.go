@@ -220,7 +220,7 @@ func commandEscalator(cfg config.Config, rdb redis.UniversalClient, stderr io.Wr
 }
 
 func noEpisode(key string) error {
-	return fmt.Errorf("no episode of %s (an ended one is kept %d days)", key, episodeRetention/(24*time.Hour))
+	return classError(ErrNotFound, "no episode of %s (an ended one is kept %d days)", key, episodeRetention/(24*time.Hour))
 }
 
 // episodeStatus is the episode of key, or the error saying there is none.
@@ -240,7 +240,7 @@ func episodeEnded(ctx context.Context, esc *escalation.Escalator, key string, se
 		return err
 	}
 	if st.Seq != seq {
-		return fmt.Errorf("episode %d of %s has ended; the key's episode is now number %d (%s); nothing changed", seq, key, st.Seq, st.State)
+		return classError(ErrTooLate, "episode %d of %s has ended; the key's episode is now number %d (%s); nothing changed", seq, key, st.Seq, st.State)
 	}
 	now := time.Now()
 	how := "acknowledged by " + oneLine(st.AckedBy) + " at " + when(st.AckedAt, now)
@@ -250,7 +250,7 @@ func episodeEnded(ctx context.Context, esc *escalation.Escalator, key string, se
 			how += " (acknowledged by " + oneLine(st.AckedBy) + " before)"
 		}
 	}
-	return fmt.Errorf("episode %d of %s has ended: %s; nothing changed", seq, key, how)
+	return classError(ErrTooLate, "episode %d of %s has ended: %s; nothing changed", seq, key, how)
 }
 
 // writeEpisodes writes the live episodes as a table for a terminal.

@@ -9,7 +9,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -25,10 +24,6 @@ import (
 // Version is the program's version, set at build time with
 // -ldflags "-X github.com/rocketdelay/rocketdelay/app.Version=…".
 var Version = "dev"
-
-// ErrUsage marks an error in how the command was called (unknown flag, missing
-// argument); cmd/rocketdelay maps it to exit code 2.
-var ErrUsage = errors.New("usage")
 
 // IO is where a command reads and writes.
 type IO struct {
@@ -55,7 +50,9 @@ func newRoot(stdio IO) *cobra.Command {
 		Short: "Delayed alert delivery on RocketMQ delay levels, to DingTalk robots",
 		Long: `rocketdelay delivers alerts published to a RocketMQ topic at an exact future moment,
 at any delay, and sends them to DingTalk, WeCom and Feishu group robots without tripping
-their rate limits, or to RocketMQ business topics.`,
+their rate limits, or to RocketMQ business topics.
+
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -77,7 +74,22 @@ their rate limits, or to RocketMQ business topics.`,
 		newRobotsCmd(stdio),
 		newEscalationsCmd(stdio),
 	)
+	root.SetHelpCommand(newHelpCmd())
+	root.InitDefaultCompletionCmd()
+	groupsRequireCommand(root)
 	return root
+}
+
+// groupsRequireCommand makes every command of the tree under c that groups others fail
+// with a usage error when its command is missing or unknown (requireCommand).
+func groupsRequireCommand(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = requireCommand
+	}
+	for _, sub := range c.Commands() {
+		groupsRequireCommand(sub)
+	}
 }
 
 // exactArgs is cobra.ExactArgs with errors marked as usage errors.

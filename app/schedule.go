@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -229,39 +230,70 @@ func newCancelCmd(stdio IO) *cobra.Command {
 		Long: `cancel stops the alert ID wherever it is: still hopping through the broker, waiting in
 the wheel stage, or, after its send failed, waiting in failed_sends for a retry (that row
 becomes cancelled, noting the user and --reason). It exits 0 when the alert will not be
-sent, and fails when it is too late: being sent right now, or delivered already.`,
+sent; 3 (not found) when rocketdelay has no trace of ID (a mistyped id, one not
+published or not received yet, or one done longer ago than scheduler.doneTTL: a
+tombstone is left all the same, so a copy that arrives later is dropped); 4 (too late)
+when it is being sent right now or was delivered; 5 when Redis or Postgres cannot be
+reached.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := wire.CheckID(args[0]); err != nil {
+			id := args[0]
+			if err := wire.CheckID(id); err != nil {
 				return fmt.Errorf("%w: %v", ErrUsage, err)
 			}
 			by := "cli"
 			if user := stdio.Getenv("USER"); user != "" {
 				by += ":" + user
 			}
-			var res store.CancelResult
+			var (
+				res   store.CancelResult
+				known = true
+			)
 			err := withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
 				return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) (err error) {
-					canceller := failed.Canceller{
-						Stage: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
-						Rows:  store.NewFailedSends(pg, store.FailedSendsOptions{}),
-						Note:  store.CancelNote{By: by, Reason: reason},
+					stage := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+					rows := store.NewFailedSends(pg, store.FailedSendsOptions{})
+					canceller := failed.Canceller{Stage: stage, Rows: rows, Note: store.CancelNote{By: by, Reason: reason}}
+					if res, err = canceller.Cancel(c.Context(), id); err != nil || res != store.CancelTombstoned {
+						return err
 					}
-					res, err = canceller.Cancel(c.Context(), args[0])
+					known, err = traced(c.Context(), stage, rows, id)
 					return err
 				})
 			})
-			if err != nil {
+			switch {
+			case err != nil:
 				return err
+			case !known:
+				return classError(ErrNotFound, "cancel %s: no alert %s is known: never published, not received yet, or done longer ago "+
+					"than scheduler.doneTTL (a tombstone is left: a copy that arrives later is dropped)", id, id)
+			case res == store.CancelTooLate, res == store.CancelAlreadyDelivered:
+				return classError(ErrTooLate, "cancel %s: %s", id, res.Explain())
+			case res == store.CancelRecorded:
+				return classError(ErrNotFound, "cancel %s: %s", id, res.Explain())
+			case !res.Cancelled():
+				return fmt.Errorf("cancel %s: %s", id, res.Explain())
 			}
-			if !res.Cancelled() {
-				return fmt.Errorf("cancel %s: %s", args[0], res.Explain())
-			}
-			_, err = fmt.Fprintf(c.OutOrStdout(), "cancelled %s: %s\n", args[0], res.Explain())
+			_, err = fmt.Fprintf(c.OutOrStdout(), "cancelled %s: %s\n", id, res.Explain())
 			return err
 		},
 	}
 	configFlag(cmd, &path)
 	cmd.Flags().StringVar(&reason, "reason", "", "why it is cancelled, kept with a cancelled failed_sends row")
 	return cmd
+}
+
+// traced reports whether rocketdelay has any trace of the alert id: a trace of its hops
+// or of its stay in the wheel stage, a done marker, or a failed_sends row. A cancel that
+// left only a tombstone asks it to tell an alert still hopping from an unknown id.
+func traced(ctx context.Context, stage *store.WheelStage, rows *store.FailedSends, id string) (bool, error) {
+	s, err := stage.Inspect(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if s.Traced || s.Waiting || s.InFlight || s.Done {
+		return true, nil
+	}
+	rs, err := rows.ByMessageID(ctx, id)
+	return len(rs) > 0, err
 }

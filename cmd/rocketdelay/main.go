@@ -1,11 +1,11 @@
 // Command rocketdelay is the rocketdelay service and its operator tools. main only turns
-// SIGINT/SIGTERM into a cancelled context and the result of app.Run into an exit code:
-// 0 success, 2 wrong usage, 1 any other error.
+// SIGINT/SIGTERM into a cancelled context and the result of app.Run into an exit code,
+// app.ExitCode's: 0 success, 1 failure, 2 wrong usage, 3 not found, 4 too late, 5 a
+// store unavailable.
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -27,8 +27,5 @@ func main() {
 		return
 	}
 	fmt.Fprintln(os.Stderr, "rocketdelay:", err)
-	if errors.Is(err, app.ErrUsage) {
-		os.Exit(2)
-	}
-	os.Exit(1)
+	os.Exit(app.ExitCode(err))
 }
