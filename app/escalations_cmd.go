@@ -16,7 +16,6 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
-	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/oncall"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -49,57 +48,48 @@ that falls due before that is withheld, for its episode has ended.`,
 		})
 	}
 
-	var output string
 	var limit int
 	list := &cobra.Command{
 		Use:   "list [--limit N] [-o table|json]",
 		Short: "List the live episodes (running or acknowledged), the oldest first, with their next step",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			format, err := parseFormat(c, output)
+	}
+	listOut := outputFlag(list, outTable, outJSON)
+	list.RunE = func(c *cobra.Command, _ []string) error {
+		if limit < 1 || limit > maxEscalationsListed {
+			return usageError(c, "--limit: want 1 to %d, got %d", maxEscalationsListed, limit)
+		}
+		return run(c, func(esc *escalation.Escalator) error {
+			live, err := esc.Live(c.Context(), limit)
 			if err != nil {
 				return err
 			}
-			if limit < 1 || limit > maxEscalationsListed {
-				return usageError(c, "--limit: want 1 to %d, got %d", maxEscalationsListed, limit)
+			if listOut.is(outJSON) {
+				return writeJSON(c.OutOrStdout(), map[string]any{"episodes": live})
 			}
-			return run(c, func(esc *escalation.Escalator) error {
-				live, err := esc.Live(c.Context(), limit)
-				if err != nil {
-					return err
-				}
-				if format == failed.FormatJSON {
-					return failed.WriteJSON(c.OutOrStdout(), map[string]any{"episodes": live})
-				}
-				return writeEpisodes(c.OutOrStdout(), live, time.Now())
-			})
-		},
+			return writeEpisodes(c.OutOrStdout(), live, time.Now())
+		})
 	}
 	list.Flags().IntVar(&limit, "limit", 100, fmt.Sprintf("at most this many episodes (1 to %d)", maxEscalationsListed))
-	outputFlag(list, &output)
 
 	show := &cobra.Command{
 		Use:   "show KEY [-o table|json]",
 		Short: "Show one episode, ended or not: its state, steps, next step, acknowledgement and content",
 		Args:  exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			format, err := parseFormat(c, output)
+	}
+	showOut := outputFlag(show, outTable, outJSON)
+	show.RunE = func(c *cobra.Command, args []string) error {
+		return run(c, func(esc *escalation.Escalator) error {
+			st, err := episodeStatus(c.Context(), esc, args[0])
 			if err != nil {
 				return err
 			}
-			return run(c, func(esc *escalation.Escalator) error {
-				st, err := episodeStatus(c.Context(), esc, args[0])
-				if err != nil {
-					return err
-				}
-				if format == failed.FormatJSON {
-					return failed.WriteJSON(c.OutOrStdout(), st)
-				}
-				return writeEpisode(c.OutOrStdout(), st, time.Now())
-			})
-		},
+			if showOut.is(outJSON) {
+				return writeJSON(c.OutOrStdout(), st)
+			}
+			return writeEpisode(c.OutOrStdout(), st, time.Now())
+		})
 	}
-	outputFlag(show, &output)
 
 	var by string
 	var seq int64

@@ -36,30 +36,27 @@ look at the rows and retry or discard them.`,
 	}
 
 	var (
-		status, target, errorClass, since, output string
-		limit                                     int
-		after                                     int64
+		status, target, errorClass, since string
+		limit                             int
+		after                             int64
 	)
 	list := &cobra.Command{
 		Use:   "list [--status S] [--target NAME] [--error-class C] [--since 6h] [--limit N] [-o table|json]",
 		Short: "List failed sends, newest first",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			format, err := parseFormat(c, output)
-			if err != nil {
-				return err
-			}
-			q := failed.Query{Status: status, Target: target, ErrorClass: errorClass, Since: since,
-				Limit: strconv.Itoa(limit)}
-			if after != 0 {
-				q.After = strconv.FormatInt(after, 10)
-			}
-			f, err := q.Filter(time.Now())
-			if perr := (*failed.ParamError)(nil); errors.As(err, &perr) {
-				return usageError(c, "--%s: %s", strings.ReplaceAll(perr.Param, "_", "-"), perr.Reason)
-			}
-			return run(c, func(op failed.Operator) error { return op.List(c.Context(), f, format) })
-		},
+	}
+	listOut := outputFlag(list, outTable, outJSON)
+	list.RunE = func(c *cobra.Command, _ []string) error {
+		q := failed.Query{Status: status, Target: target, ErrorClass: errorClass, Since: since,
+			Limit: strconv.Itoa(limit)}
+		if after != 0 {
+			q.After = strconv.FormatInt(after, 10)
+		}
+		f, err := q.Filter(time.Now())
+		if perr := (*failed.ParamError)(nil); errors.As(err, &perr) {
+			return usageError(c, "--%s: %s", strings.ReplaceAll(perr.Param, "_", "-"), perr.Reason)
+		}
+		return run(c, func(op failed.Operator) error { return op.List(c.Context(), f, listOut.failedFormat()) })
 	}
 	list.Flags().StringVar(&status, "status", "", "only rows with this status: pending, dead, rejected, discarded, delivered")
 	list.Flags().StringVar(&target, "target", "", "only rows for this target (robot group)")
@@ -67,25 +64,20 @@ look at the rows and retry or discard them.`,
 	list.Flags().StringVar(&since, "since", "", "only rows recorded since this RFC 3339 time, or this long ago (90m, 6h, 3d)")
 	list.Flags().IntVar(&limit, "limit", store.DefaultListLimit, "at most this many rows")
 	list.Flags().Int64Var(&after, "after", 0, "continue a listing: only rows older than this id")
-	outputFlag(list, &output)
 
 	show := &cobra.Command{
 		Use:   "show ID [-o table|json]",
 		Short: "Show one failed send: its error, attempts, properties and payload",
 		Args:  exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			format, err := parseFormat(c, output)
-			if err != nil {
-				return err
-			}
-			ids, err := parseIDs(c, args)
-			if err != nil {
-				return err
-			}
-			return run(c, func(op failed.Operator) error { return op.Show(c.Context(), ids[0], format) })
-		},
 	}
-	outputFlag(show, &output)
+	showOut := outputFlag(show, outTable, outJSON)
+	show.RunE = func(c *cobra.Command, args []string) error {
+		ids, err := parseIDs(c, args)
+		if err != nil {
+			return err
+		}
+		return run(c, func(op failed.Operator) error { return op.Show(c.Context(), ids[0], showOut.failedFormat()) })
+	}
 
 	var retryStatus, retryTarget string
 	retry := &cobra.Command{
@@ -143,33 +135,17 @@ more attempt before it is dead again.`,
 		Use:   "stats [-o table|json]",
 		Short: "Count failed sends by status, target and error class",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			format, err := parseFormat(c, output)
-			if err != nil {
-				return err
-			}
-			return run(c, func(op failed.Operator) error { return op.Stats(c.Context(), format) })
-		},
 	}
-	outputFlag(stats, &output)
+	statsOut := outputFlag(stats, outTable, outJSON)
+	stats.RunE = func(c *cobra.Command, _ []string) error {
+		return run(c, func(op failed.Operator) error { return op.Stats(c.Context(), statsOut.failedFormat()) })
+	}
 
 	for _, sub := range []*cobra.Command{list, show, retry, discard, stats} {
 		configFlag(sub, &path)
 		cmd.AddCommand(sub)
 	}
 	return cmd
-}
-
-func outputFlag(cmd *cobra.Command, output *string) {
-	cmd.Flags().StringVarP(output, "output", "o", string(failed.FormatTable), "output format: table or json")
-}
-
-func parseFormat(c *cobra.Command, s string) (failed.Format, error) {
-	f, err := failed.ParseFormat(s)
-	if err != nil {
-		return "", usageError(c, "-o: %v", err)
-	}
-	return f, nil
 }
 
 func parseIDs(c *cobra.Command, args []string) ([]int64, error) {

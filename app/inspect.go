@@ -15,7 +15,7 @@ import (
 )
 
 func newInspectCmd(stdio IO) *cobra.Command {
-	var path, output string
+	var path string
 	cmd := &cobra.Command{
 		Use:   "inspect -f FILE ID",
 		Short: "Where is an alert? Its state and history, from Redis and failed_sends",
@@ -25,31 +25,27 @@ replica), delivered (when, by which robot, how late, merged with how many), fail
 failed_sends row and next attempt), cancelled, rejected, or unknown (never seen, or older
 than scheduler.doneTTL).`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := wire.CheckID(args[0]); err != nil {
-				return fmt.Errorf("%w: %v", ErrUsage, err)
-			}
-			format, err := failed.ParseFormat(output)
-			if err != nil {
-				return fmt.Errorf("%w: -o: %v", ErrUsage, err)
-			}
-			return withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
-				return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) error {
-					in := failed.Inspector{Wheel: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
-						Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Config: cfg, Now: time.Now}
-					rep, err := in.Inspect(c.Context(), args[0])
-					if err != nil {
-						return err
-					}
-					if format == failed.FormatJSON {
-						return failed.WriteJSON(c.OutOrStdout(), rep)
-					}
-					return failed.WriteReport(c.OutOrStdout(), rep)
-				})
+	}
+	out := outputFlag(cmd, outTable, outJSON)
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if err := wire.CheckID(args[0]); err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		return withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
+			return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) error {
+				in := failed.Inspector{Wheel: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
+					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Config: cfg, Now: time.Now}
+				rep, err := in.Inspect(c.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if out.is(outJSON) {
+					return writeJSON(c.OutOrStdout(), rep)
+				}
+				return failed.WriteReport(c.OutOrStdout(), rep)
 			})
-		},
+		})
 	}
 	configFlag(cmd, &path)
-	cmd.Flags().StringVarP(&output, "output", "o", string(failed.FormatTable), "table or json")
 	return cmd
 }

@@ -1,8 +1,6 @@
 package app
 
 import (
-	"encoding/json"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
@@ -14,35 +12,30 @@ import (
 // newRobotsCmd is `rocketdelay robots`: every configured robot's state in the shared
 // pool, as all replicas see it.
 func newRobotsCmd(stdio IO) *cobra.Command {
-	var path, output string
+	var path string
 	cmd := &cobra.Command{
 		Use:   "robots -f FILE [-o table|json]",
 		Short: "Show each robot's kind, sends in the window, learned limit, cool-down, disable and doubt",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageError(c, "-o: want table or json, got %q", output)
+	}
+	out := outputFlag(cmd, outTable, outJSON)
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		return withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
+			opts, err := chatOptions(cfg)
+			if err != nil {
+				return err
 			}
-			return withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
-				opts, err := chatOptions(cfg)
-				if err != nil {
-					return err
-				}
-				rows, err := notify.RobotStatuses(c.Context(), store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window),
-					opts.Targets, cfg.Sender.Limit)
-				if err != nil {
-					return err
-				}
-				if output == "json" {
-					enc := json.NewEncoder(c.OutOrStdout())
-					enc.SetIndent("", "  ")
-					return enc.Encode(rows)
-				}
-				return notify.WriteRobotStatuses(c.OutOrStdout(), rows)
-			})
-		},
+			rows, err := notify.RobotStatuses(c.Context(), store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window),
+				opts.Targets, cfg.Sender.Limit)
+			if err != nil {
+				return err
+			}
+			if out.is(outJSON) {
+				return writeJSON(c.OutOrStdout(), rows)
+			}
+			return notify.WriteRobotStatuses(c.OutOrStdout(), rows)
+		})
 	}
 	configFlag(cmd, &path)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -154,15 +155,27 @@ func withRedis(c *cobra.Command, stdio IO, path string, do func(config.Config, r
 }
 
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "rocketdelay %s\n", Version)
-			return err
-		},
 	}
+	out := outputFlag(cmd, outTable, outJSON)
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		v := versionView{Version: Version, GoVersion: runtime.Version()}
+		if out.is(outJSON) {
+			return writeJSON(c.OutOrStdout(), v)
+		}
+		_, err := fmt.Fprintf(c.OutOrStdout(), "rocketdelay %s\n", v.Version)
+		return err
+	}
+	return cmd
+}
+
+// versionView is `rocketdelay version -o json`.
+type versionView struct {
+	Version   string `json:"version"`
+	GoVersion string `json:"go_version"`
 }
 
 func newConfigCmd(stdio IO) *cobra.Command {
@@ -171,16 +184,28 @@ func newConfigCmd(stdio IO) *cobra.Command {
 	check := &cobra.Command{
 		Use:   "check -f FILE",
 		Short: "Validate a config file and print the effective configuration, secrets redacted",
-		Args:  exactArgs(0),
-		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
-			// The Alertmanager templates are files the configuration names: parse them too.
-			if err := ingress.CheckTemplates(cfg); err != nil {
+		Long: `check validates the configuration (the file, then the ROCKETDELAY_* environment
+variables over it) and prints the effective configuration, every secret as <secret>: as
+YAML, or with -o json as JSON with the same keys. It fails naming every bad key.`,
+		Args: exactArgs(0),
+	}
+	out := outputFlag(check, outTable, outJSON)
+	check.RunE = withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+		// The Alertmanager templates are files the configuration names: parse them too.
+		if err := ingress.CheckTemplates(cfg); err != nil {
+			return err
+		}
+		if out.is(outJSON) {
+			js, err := cfg.RedactedJSON()
+			if err != nil {
 				return err
 			}
-			_, err := fmt.Fprint(c.OutOrStdout(), cfg.Redacted())
+			_, err = c.OutOrStdout().Write(js)
 			return err
-		}),
-	}
+		}
+		_, err := fmt.Fprint(c.OutOrStdout(), cfg.Redacted())
+		return err
+	})
 	configFlag(check, &path)
 	cmd.AddCommand(check)
 	return cmd

@@ -33,31 +33,35 @@ the delay level of each hop (or "timer" for a RocketMQ 5 timer message, --mode t
 the time reached after it, then the remainder left for the wheel stage. It runs the same
 decomposition step as the consumer.`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			delay, err := time.ParseDuration(args[0])
-			if err != nil || delay < 0 {
-				return fmt.Errorf("%w: DELAY %q is not a non-negative duration such as 3h25m17s", ErrUsage, args[0])
+	}
+	out := outputFlag(cmd, outTable, outJSON)
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		delay, err := time.ParseDuration(args[0])
+		if err != nil || delay < 0 {
+			return fmt.Errorf("%w: DELAY %q is not a non-negative duration such as 3h25m17s", ErrUsage, args[0])
+		}
+		lv, err := config.ParseDelayLevels(levels)
+		if err != nil {
+			return fmt.Errorf("%w: --levels: %v", ErrUsage, err)
+		}
+		if threshold < lv[0] {
+			return fmt.Errorf("%w: --threshold %s is below the smallest level %s", ErrUsage, threshold, lv[0])
+		}
+		route := scheduler.Route{Levels: lv, Threshold: threshold}
+		switch mode {
+		case config.ModeLevels:
+		case config.ModeTimer:
+			if margin <= 0 || margin >= threshold || timerMax < time.Second {
+				return fmt.Errorf("%w: --timer-margin must be positive and below --threshold, --timer-max at least 1s", ErrUsage)
 			}
-			lv, err := config.ParseDelayLevels(levels)
-			if err != nil {
-				return fmt.Errorf("%w: --levels: %v", ErrUsage, err)
-			}
-			if threshold < lv[0] {
-				return fmt.Errorf("%w: --threshold %s is below the smallest level %s", ErrUsage, threshold, lv[0])
-			}
-			route := scheduler.Route{Levels: lv, Threshold: threshold}
-			switch mode {
-			case config.ModeLevels:
-			case config.ModeTimer:
-				if margin <= 0 || margin >= threshold || timerMax < time.Second {
-					return fmt.Errorf("%w: --timer-margin must be positive and below --threshold, --timer-max at least 1s", ErrUsage)
-				}
-				route.Timer = &scheduler.Timer{Margin: margin, Max: timerMax}
-			default:
-				return fmt.Errorf("%w: --mode must be %s or %s, not %q", ErrUsage, config.ModeLevels, config.ModeTimer, mode)
-			}
-			return scheduler.WritePlan(c.OutOrStdout(), delay, route)
-		},
+			route.Timer = &scheduler.Timer{Margin: margin, Max: timerMax}
+		default:
+			return fmt.Errorf("%w: --mode must be %s or %s, not %q", ErrUsage, config.ModeLevels, config.ModeTimer, mode)
+		}
+		if out.is(outJSON) {
+			return writeJSON(c.OutOrStdout(), newPlanView(delay, mode, route))
+		}
+		return scheduler.WritePlan(c.OutOrStdout(), delay, route)
 	}
 	cmd.Flags().StringVar(&levels, "levels", config.DefaultLevels, "the broker's messageDelayLevel")
 	cmd.Flags().DurationVar(&threshold, "threshold", config.DefaultThreshold, "remainders at or above it take another hop")
@@ -65,6 +69,39 @@ decomposition step as the consumer.`,
 	cmd.Flags().DurationVar(&margin, "timer-margin", config.DefaultTimerMargin, "with --mode timer: a timer hop lands this long before the due time")
 	cmd.Flags().DurationVar(&timerMax, "timer-max", 72*time.Hour, "with --mode timer: the broker's timerMaxDelaySec")
 	return cmd
+}
+
+// planView is `rocketdelay plan -o json`.
+type planView struct {
+	Delay       string    `json:"delay"`
+	DelayMS     int64     `json:"delay_ms"`
+	Mode        string    `json:"mode"`
+	Levels      string    `json:"levels"`
+	Threshold   string    `json:"threshold"`
+	Hops        []hopView `json:"hops"`
+	Remainder   string    `json:"remainder"`
+	RemainderMS int64     `json:"remainder_ms"`
+}
+
+// hopView is one hop of a planView: its delay level (0 for a timer message), its delay
+// and the delay covered once it is delivered.
+type hopView struct {
+	Level     int    `json:"level"`
+	Delay     string `json:"delay"`
+	DelayMS   int64  `json:"delay_ms"`
+	Reached   string `json:"reached"`
+	ReachedMS int64  `json:"reached_ms"`
+}
+
+func newPlanView(delay time.Duration, mode string, r scheduler.Route) planView {
+	hops, rest := scheduler.Plan(delay, r)
+	v := planView{Delay: delay.String(), DelayMS: delay.Milliseconds(), Mode: mode, Levels: r.Levels.String(),
+		Threshold: r.Threshold.String(), Hops: []hopView{}, Remainder: rest.String(), RemainderMS: rest.Milliseconds()}
+	for _, h := range hops {
+		v.Hops = append(v.Hops, hopView{Level: h.Level, Delay: h.Delay.String(), DelayMS: h.Delay.Milliseconds(),
+			Reached: h.Reached.String(), ReachedMS: h.Reached.Milliseconds()})
+	}
+	return v
 }
 
 func newPublishCmd(stdio IO) *cobra.Command {
@@ -84,57 +121,65 @@ the business topic: --body-file (any bytes) or --text; --tag, --keys and --prope
 the delivered message's tag, keys and user properties, and --topic chooses another topic
 of the target's allowTopics (the target must allow overrides).`,
 		Args: exactArgs(0),
-		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) (err error) {
-			if _, ok := cfg.Targets[target]; !ok {
-				// The consumer would reject the alert: say so now, with what is configured.
-				known := slices.Sorted(maps.Keys(cfg.Targets))
-				return fmt.Errorf("%w: --target %q is not a target of this configuration (known: %s)", ErrUsage, target, strings.Join(known, ", "))
-			}
-			chat, err := bodyChecker(cfg)
-			if err != nil {
-				return err
-			}
-			pub := wire.Publication{Target: target, ID: id, In: in}
-			switch {
-			case at != "" && c.Flags().Changed("in"):
-				return fmt.Errorf("%w: give --in or --at, not both", ErrUsage)
-			case at != "":
-				if pub.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
-					return fmt.Errorf("%w: --at %q is not an RFC 3339 time such as 2026-12-02T15:04:05+08:00", ErrUsage, at)
-				}
-			case !c.Flags().Changed("in"):
-				return fmt.Errorf("%w: give --in DURATION or --at TIME", ErrUsage)
-			}
-			if cfg.Targets[target].Channel() == config.KindTopic {
-				if err := dest.apply(&pub, text, markdownFile, jsonFile); err != nil {
-					return err
-				}
-			} else {
-				if err := dest.none(); err != nil {
-					return err
-				}
-				if pub.Body, err = publishBody(chat, target, text, markdownFile, title, jsonFile); err != nil {
-					return err
-				}
-			}
-			scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
-			p, err := wire.NewProducer(wire.ProducerOptions{
-				NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic, SendTimeout: cfg.RocketMQ.SendTimeout,
-				CheckBody: chat.Check,
-			})
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			res, err := p.Publish(c.Context(), pub)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(c.OutOrStdout(), "published %s to %s, due %s (in %s)\n", res.ID, target,
-				res.DeliverAt.UTC().Format(time.RFC3339Nano), time.Until(res.DeliverAt).Round(time.Millisecond))
-			return err
-		}),
 	}
+	out := outputFlag(cmd, outTable, outJSON, outName)
+	cmd.RunE = withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) (err error) {
+		if _, ok := cfg.Targets[target]; !ok {
+			// The consumer would reject the alert: say so now, with what is configured.
+			known := slices.Sorted(maps.Keys(cfg.Targets))
+			return fmt.Errorf("%w: --target %q is not a target of this configuration (known: %s)", ErrUsage, target, strings.Join(known, ", "))
+		}
+		chat, err := bodyChecker(cfg)
+		if err != nil {
+			return err
+		}
+		pub := wire.Publication{Target: target, ID: id, In: in}
+		switch {
+		case at != "" && c.Flags().Changed("in"):
+			return fmt.Errorf("%w: give --in or --at, not both", ErrUsage)
+		case at != "":
+			if pub.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
+				return fmt.Errorf("%w: --at %q is not an RFC 3339 time such as 2026-12-02T15:04:05+08:00", ErrUsage, at)
+			}
+		case !c.Flags().Changed("in"):
+			return fmt.Errorf("%w: give --in DURATION or --at TIME", ErrUsage)
+		}
+		if cfg.Targets[target].Channel() == config.KindTopic {
+			if err := dest.apply(&pub, text, markdownFile, jsonFile); err != nil {
+				return err
+			}
+		} else {
+			if err := dest.none(); err != nil {
+				return err
+			}
+			if pub.Body, err = publishBody(chat, target, text, markdownFile, title, jsonFile); err != nil {
+				return err
+			}
+		}
+		scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
+		p, err := wire.NewProducer(wire.ProducerOptions{
+			NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic, SendTimeout: cfg.RocketMQ.SendTimeout,
+			CheckBody: chat.Check,
+		})
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		res, err := p.Publish(c.Context(), pub)
+		if err != nil {
+			return err
+		}
+		switch {
+		case out.is(outJSON):
+			return writeJSON(c.OutOrStdout(), publishedView{ID: res.ID, Target: target, DueAt: res.DeliverAt.UTC()})
+		case out.is(outName):
+			_, err = fmt.Fprintln(c.OutOrStdout(), res.ID)
+			return err
+		}
+		_, err = fmt.Fprintf(c.OutOrStdout(), "published %s to %s, due %s (in %s)\n", res.ID, target,
+			res.DeliverAt.UTC().Format(time.RFC3339Nano), time.Until(res.DeliverAt).Round(time.Millisecond))
+		return err
+	})
 	configFlag(cmd, &path)
 	f := cmd.Flags()
 	f.StringVar(&target, "target", "", "robot group or topic target name (RD_TARGET)")
@@ -147,6 +192,14 @@ of the target's allowTopics (the target must allow overrides).`,
 	f.StringVar(&jsonFile, "json", "", "a DingTalk message JSON object read from this file")
 	dest.register(f)
 	return cmd
+}
+
+// publishedView is `rocketdelay publish -o json`: the alert's id (RD_ID, the one to
+// cancel or inspect it by), its target and its due time.
+type publishedView struct {
+	ID     string    `json:"id"`
+	Target string    `json:"target"`
+	DueAt  time.Time `json:"due_at"`
 }
 
 // destinationFlags are publish's flags for a topic target.
@@ -234,53 +287,82 @@ sent; 3 (not found) when rocketdelay has no trace of ID (a mistyped id, one not
 published or not received yet, or one done longer ago than scheduler.doneTTL: a
 tombstone is left all the same, so a copy that arrives later is dropped); 4 (too late)
 when it is being sent right now or was delivered; 5 when Redis or Postgres cannot be
-reached.`,
+reached.
+
+With -o json it prints {"id", "result", "explanation"} whatever the outcome; result is
+removed, tombstoned, cancelled (its failed_sends row), withheld, unknown, too_late,
+already_delivered or recorded. With -o name it prints the id when the alert is cancelled.`,
 		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			id := args[0]
-			if err := wire.CheckID(id); err != nil {
-				return fmt.Errorf("%w: %v", ErrUsage, err)
-			}
-			by := "cli"
-			if user := stdio.Getenv("USER"); user != "" {
-				by += ":" + user
-			}
-			var (
-				res   store.CancelResult
-				known = true
-			)
-			err := withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
-				return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) (err error) {
-					stage := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
-					rows := store.NewFailedSends(pg, store.FailedSendsOptions{})
-					canceller := failed.Canceller{Stage: stage, Rows: rows, Note: store.CancelNote{By: by, Reason: reason}}
-					if res, err = canceller.Cancel(c.Context(), id); err != nil || res != store.CancelTombstoned {
-						return err
-					}
-					known, err = traced(c.Context(), stage, rows, id)
+	}
+	out := outputFlag(cmd, outTable, outJSON, outName)
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		id := args[0]
+		if err := wire.CheckID(id); err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		by := "cli"
+		if user := stdio.Getenv("USER"); user != "" {
+			by += ":" + user
+		}
+		var (
+			res   store.CancelResult
+			known = true
+		)
+		err := withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
+			return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) (err error) {
+				stage := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+				rows := store.NewFailedSends(pg, store.FailedSendsOptions{})
+				canceller := failed.Canceller{Stage: stage, Rows: rows, Note: store.CancelNote{By: by, Reason: reason}}
+				if res, err = canceller.Cancel(c.Context(), id); err != nil || res != store.CancelTombstoned {
 					return err
-				})
-			})
-			switch {
-			case err != nil:
+				}
+				known, err = traced(c.Context(), stage, rows, id)
 				return err
-			case !known:
-				return classError(ErrNotFound, "cancel %s: no alert %s is known: never published, not received yet, or done longer ago "+
-					"than scheduler.doneTTL (a tombstone is left: a copy that arrives later is dropped)", id, id)
-			case res == store.CancelTooLate, res == store.CancelAlreadyDelivered:
-				return classError(ErrTooLate, "cancel %s: %s", id, res.Explain())
-			case res == store.CancelRecorded:
-				return classError(ErrNotFound, "cancel %s: %s", id, res.Explain())
-			case !res.Cancelled():
-				return fmt.Errorf("cancel %s: %s", id, res.Explain())
-			}
-			_, err = fmt.Fprintf(c.OutOrStdout(), "cancelled %s: %s\n", id, res.Explain())
+			})
+		})
+		if err != nil {
 			return err
-		},
+		}
+		answer := cancelView{ID: id, Result: res.String(), Explanation: res.Explain()}
+		var failure error
+		switch {
+		case !known:
+			answer.Result = "unknown"
+			answer.Explanation = "no alert " + id + " is known: never published, not received yet, or done longer ago " +
+				"than scheduler.doneTTL (a tombstone is left: a copy that arrives later is dropped)"
+			failure = classError(ErrNotFound, "cancel %s: %s", id, answer.Explanation)
+		case res == store.CancelTooLate, res == store.CancelAlreadyDelivered:
+			failure = classError(ErrTooLate, "cancel %s: %s", id, res.Explain())
+		case res == store.CancelRecorded:
+			failure = classError(ErrNotFound, "cancel %s: %s", id, res.Explain())
+		case !res.Cancelled():
+			failure = fmt.Errorf("cancel %s: %s", id, res.Explain())
+		}
+		switch {
+		case out.is(outJSON): // the answer whatever it is; the exit code says it too
+			if err := writeJSON(c.OutOrStdout(), answer); err != nil {
+				return err
+			}
+			return failure
+		case failure != nil:
+			return failure
+		case out.is(outName):
+			_, err = fmt.Fprintln(c.OutOrStdout(), id)
+		default:
+			_, err = fmt.Fprintf(c.OutOrStdout(), "cancelled %s: %s\n", id, res.Explain())
+		}
+		return err
 	}
 	configFlag(cmd, &path)
 	cmd.Flags().StringVar(&reason, "reason", "", "why it is cancelled, kept with a cancelled failed_sends row")
 	return cmd
+}
+
+// cancelView is `rocketdelay cancel -o json`.
+type cancelView struct {
+	ID          string `json:"id"`
+	Result      string `json:"result"`
+	Explanation string `json:"explanation"`
 }
 
 // traced reports whether rocketdelay has any trace of the alert id: a trace of its hops

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -199,6 +200,28 @@ func splitList(v string) []string {
 		out = append(out, f)
 	}
 	return out
+}
+
+// RedactedJSON returns the effective configuration as indented JSON with the keys of
+// its YAML (durations as Go durations such as "1m0s") and every secret printed as
+// "<secret>"; `rocketdelay config check -o json` prints it.
+func (c Config) RedactedJSON() ([]byte, error) {
+	y, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("config: render: %w", err)
+	}
+	var tree map[string]any
+	if err := yaml.Unmarshal(y, &tree); err != nil {
+		return nil, fmt.Errorf("config: render: %w", err)
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(tree); err != nil {
+		return nil, fmt.Errorf("config: render: %w", err)
+	}
+	return out.Bytes(), nil
 }
 
 // Redacted returns the effective configuration as YAML with every secret printed as
