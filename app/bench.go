@@ -19,7 +19,7 @@ func newBenchCmd(stdio IO) *cobra.Command {
 	var n, concurrency int
 	pipeline := &cobra.Command{Use: "pipeline", Short: "Measure raw RocketMQ consume+publish, the scheduler's hop and wheel-stage throughput, Redis round trips and lateness",
 		Long: bench.PipelineDoc, Args: exactArgs(0),
-		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			if n < 100 {
 				return fmt.Errorf("%w: -n must be at least 100", ErrUsage)
 			}
@@ -41,7 +41,7 @@ func newBenchAlertmanagerCmd(stdio IO) *cobra.Command {
 	var o bench.AlertmanagerOptions
 	cmd := &cobra.Command{Use: "alertmanager", Short: "An Alertmanager flood through rocketdelay and through a naive forwarder, into robots that behave like DingTalk",
 		Long: bench.AlertmanagerDoc, Args: exactArgs(0),
-		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			if o.Groups < 1 || o.Budget < 10*time.Second {
 				return fmt.Errorf("%w: --groups must be at least 1 and --budget at least 10s", ErrUsage)
 			}
@@ -61,7 +61,7 @@ func newBenchTopicCmd(stdio IO) *cobra.Command {
 	var o bench.TopicOptions
 	cmd := &cobra.Command{Use: "topic", Short: "A topic target as its business consumer sees it: lateness next to the broker's timer, and throughput",
 		Long: bench.TopicDoc, Args: exactArgs(0),
-		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			if o.N < 10 || o.Spread < 2*time.Second || o.Burst < 100 {
 				return fmt.Errorf("%w: -n must be at least 10, --spread at least 2s, --burst at least 100", ErrUsage)
 			}
@@ -82,7 +82,7 @@ func newBenchModesCmd(stdio IO) *cobra.Command {
 	var o bench.ModesOptions
 	cmd := &cobra.Command{Use: "modes", Short: "Compare scheduler.mode levels and timer, and the broker's timer alone: broker messages per alert and lateness",
 		Long: bench.ModesDoc, Args: exactArgs(0),
-		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			if o.N < 10 || o.MinDelay <= 0 || o.MaxDelay < o.MinDelay {
 				return fmt.Errorf("%w: -n must be at least 10 and 0 < --min-delay <= --max-delay", ErrUsage)
 			}
@@ -180,7 +180,7 @@ func newBenchScaleCmd(stdio IO) *cobra.Command {
 	o := bench.ScaleOptions{Topology: bench.LocalTopology(stdio.Getenv)}
 	cmd := &cobra.Command{Use: "scale", Short: "Hand-off throughput, lateness and lost claims with 1, 2, 4 replicas, per Redis topology",
 		Long: bench.ScaleDoc, Args: exactArgs(0),
-		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			return bench.Scale(c.Context(), cfg, o, c.OutOrStdout())
 		}),
 	}

@@ -39,7 +39,11 @@ that falls due before that is withheld, for its episode has ended.`,
 	var path string
 	// run opens Redis as the config says, builds the escalator, runs do and closes Redis.
 	run := func(c *cobra.Command, do func(*escalation.Escalator) error) error {
-		return withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
+		cfg, err := loadConfig(path, stdio, config.SectionLog, config.SectionRedis, config.SectionEscalations, config.SectionRotations)
+		if err != nil {
+			return err
+		}
+		return withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
 			esc, err := commandEscalator(cfg, rdb, stdio.Stderr)
 			if err != nil {
 				return err

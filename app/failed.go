@@ -29,7 +29,11 @@ look at the rows and retry or discard them.`,
 	var path string
 	// run opens the store named by the config, runs do, and closes the store.
 	run := func(c *cobra.Command, do func(op failed.Operator) error) error {
-		return withPostgres(c, stdio, path, func(cfg config.Config, pg *pgxpool.Pool) error {
+		cfg, err := loadConfig(path, stdio, config.SectionLog, config.SectionPostgres)
+		if err != nil {
+			return err
+		}
+		return withPostgres(c, cfg, func(pg *pgxpool.Pool) error {
 			return do(failed.Operator{Store: store.NewFailedSends(pg, store.FailedSendsOptions{}), Out: c.OutOrStdout(), Now: time.Now,
 				Targets: failed.Targets(cfg.Targets)})
 		})

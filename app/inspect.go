@@ -31,8 +31,12 @@ than scheduler.doneTTL).`,
 		if err := wire.CheckID(args[0]); err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
-		return withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
-			return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) error {
+		cfg, err := loadConfig(path, stdio, config.SectionLog, config.SectionRedis, config.SectionPostgres, config.SectionScheduler)
+		if err != nil {
+			return err
+		}
+		return withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
+			return withPostgres(c, cfg, func(pg *pgxpool.Pool) error {
 				in := failed.Inspector{Wheel: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
 					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Config: cfg, Now: time.Now}
 				rep, err := in.Inspect(c.Context(), args[0])

@@ -20,7 +20,11 @@ func newMigrateCmd(stdio IO) *cobra.Command {
 	var path string
 	// run opens the migrator on the configured database and runs do with it.
 	run := func(c *cobra.Command, do func(*migrations.Migrator) error) error {
-		return withPostgres(c, stdio, path, func(cfg config.Config, pg *pgxpool.Pool) error {
+		cfg, err := loadConfig(path, stdio, config.SectionLog, config.SectionPostgres)
+		if err != nil {
+			return err
+		}
+		return withPostgres(c, cfg, func(pg *pgxpool.Pool) error {
 			m, err := migrations.New(pg, cfg.Log.Logger(stdio.Stderr))
 			if err != nil {
 				return err

@@ -20,7 +20,11 @@ func newRobotsCmd(stdio IO) *cobra.Command {
 	}
 	out := outputFlag(cmd, outTable, outJSON)
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
-		return withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
+		cfg, err := loadConfig(path, stdio, config.SectionLog, config.SectionRedis, config.SectionTargets, config.SectionSender)
+		if err != nil {
+			return err
+		}
+		return withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
 			opts, err := chatOptions(cfg)
 			if err != nil {
 				return err

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -105,17 +106,22 @@ func exactArgs(n int) cobra.PositionalArgs {
 
 // configFlag registers the -f/--config flag every command that needs a config takes.
 func configFlag(cmd *cobra.Command, path *string) {
-	cmd.Flags().StringVarP(path, "config", "f", "", "YAML config file (environment variables ROCKETDELAY_* override it)")
+	cmd.Flags().StringVarP(path, "config", "f", "", "YAML config file (default: $"+config.FileEnv+", else the first of "+
+		strings.Join(config.DefaultFiles, ", ")+" that exists); environment variables ROCKETDELAY_* override it")
 }
 
-func loadConfig(path string, stdio IO) (config.Config, error) {
-	return config.Load(path, stdio.Getenv)
+// loadConfig reads a command's configuration: the file path names (config.File: -f,
+// else ROCKETDELAY_CONFIG, else a default file), then the environment. It validates
+// only sections, the ones the command uses, every section when none is given.
+func loadConfig(path string, stdio IO, sections ...config.Section) (config.Config, error) {
+	return config.Load(config.File(path, stdio.Getenv), stdio.Getenv, sections...)
 }
 
-// withConfig is the RunE of a command that needs only the configuration (-f path).
-func withConfig(stdio IO, path *string, run func(*cobra.Command, config.Config) error) func(*cobra.Command, []string) error {
+// withConfig is the RunE of a command that needs only the configuration (-f path), of
+// which it validates sections (every section when none is given).
+func withConfig(stdio IO, path *string, sections []config.Section, run func(*cobra.Command, config.Config) error) func(*cobra.Command, []string) error {
 	return func(c *cobra.Command, _ []string) error {
-		cfg, err := loadConfig(*path, stdio)
+		cfg, err := loadConfig(*path, stdio, sections...)
 		if err != nil {
 			return err
 		}
@@ -123,27 +129,19 @@ func withConfig(stdio IO, path *string, run func(*cobra.Command, config.Config) 
 	}
 }
 
-// withPostgres loads the config at path, connects to its Postgres, runs do and closes
-// the connection: the shape of every command that works on the database.
-func withPostgres(c *cobra.Command, stdio IO, path string, do func(config.Config, *pgxpool.Pool) error) error {
-	cfg, err := loadConfig(path, stdio)
-	if err != nil {
-		return err
-	}
+// withPostgres connects to cfg's Postgres, runs do and closes the connection: the shape
+// of every command that works on the database.
+func withPostgres(c *cobra.Command, cfg config.Config, do func(*pgxpool.Pool) error) error {
 	pg, err := store.OpenPostgres(c.Context(), cfg.Postgres.URL.Reveal())
 	if err != nil {
 		return err
 	}
 	defer pg.Close()
-	return do(cfg, pg)
+	return do(pg)
 }
 
 // withRedis is withPostgres for the commands that work on Redis.
-func withRedis(c *cobra.Command, stdio IO, path string, do func(config.Config, redis.UniversalClient) error) error {
-	cfg, err := loadConfig(path, stdio)
-	if err != nil {
-		return err
-	}
+func withRedis(c *cobra.Command, stdio IO, cfg config.Config, do func(redis.UniversalClient) error) error {
 	// A command's output is its answer: only go-redis's warnings join it, on stderr.
 	store.RouteRedisLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
 	rdb, err := store.OpenRedisConfig(c.Context(), cfg.Redis)
@@ -151,7 +149,7 @@ func withRedis(c *cobra.Command, stdio IO, path string, do func(config.Config, r
 		return err
 	}
 	defer rdb.Close()
-	return do(cfg, rdb)
+	return do(rdb)
 }
 
 func newVersionCmd() *cobra.Command {
@@ -190,7 +188,7 @@ YAML, or with -o json as JSON with the same keys. It fails naming every bad key.
 		Args: exactArgs(0),
 	}
 	out := outputFlag(check, outTable, outJSON)
-	check.RunE = withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
+	check.RunE = withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 		// The Alertmanager templates are files the configuration names: parse them too.
 		if err := ingress.CheckTemplates(cfg); err != nil {
 			return err

@@ -123,7 +123,8 @@ of the target's allowTopics (the target must allow overrides).`,
 		Args: exactArgs(0),
 	}
 	out := outputFlag(cmd, outTable, outJSON, outName)
-	cmd.RunE = withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) (err error) {
+	needs := []config.Section{config.SectionLog, config.SectionRocketMQ, config.SectionTargets, config.SectionSender}
+	cmd.RunE = withConfig(stdio, &path, needs, func(c *cobra.Command, cfg config.Config) (err error) {
 		if _, ok := cfg.Targets[target]; !ok {
 			// The consumer would reject the alert: say so now, with what is configured.
 			known := slices.Sorted(maps.Keys(cfg.Targets))
@@ -308,8 +309,12 @@ already_delivered or recorded. With -o name it prints the id when the alert is c
 			res   store.CancelResult
 			known = true
 		)
-		err := withRedis(c, stdio, path, func(cfg config.Config, rdb redis.UniversalClient) error {
-			return withPostgres(c, stdio, path, func(_ config.Config, pg *pgxpool.Pool) (err error) {
+		cfg, err := loadConfig(path, stdio, config.SectionLog, config.SectionRedis, config.SectionPostgres, config.SectionScheduler)
+		if err != nil {
+			return err
+		}
+		err = withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
+			return withPostgres(c, cfg, func(pg *pgxpool.Pool) (err error) {
 				stage := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
 				rows := store.NewFailedSends(pg, store.FailedSendsOptions{})
 				canceller := failed.Canceller{Stage: stage, Rows: rows, Note: store.CancelNote{By: by, Reason: reason}}

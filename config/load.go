@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"strconv"
@@ -65,9 +66,40 @@ func hideOddKey(m string) string {
 	return "an unknown key that does not look like a key name (not shown: a value written as a key, or mis-indented?) in type " + sub[2]
 }
 
+// FileEnv is the environment variable that names the configuration file of a command
+// given no -f.
+const FileEnv = "ROCKETDELAY_CONFIG"
+
+// DefaultFiles are the configuration files a command given neither -f nor FileEnv reads:
+// the first that exists.
+var DefaultFiles = []string{"rocketdelay.yaml", "/etc/rocketdelay/rocketdelay.yaml"}
+
+// File is the configuration file a command reads: flag (its -f) when given, else the
+// file FileEnv names, else the first of DefaultFiles that exists, else "" (no file: the
+// environment alone).
+func File(flag string, getenv func(string) string) string {
+	if flag != "" {
+		return flag
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if f := getenv(FileEnv); f != "" {
+		return f
+	}
+	for _, f := range DefaultFiles {
+		// A file that exists but cannot be read is still the one meant: Load says why.
+		if _, err := os.Stat(f); !errors.Is(err, fs.ErrNotExist) {
+			return f
+		}
+	}
+	return ""
+}
+
 // Load reads the YAML file at path (no file when path is ""), applies the environment
-// overrides from getenv (os.Getenv when nil), fills in defaults and validates.
-func Load(path string, getenv func(string) string) (Config, error) {
+// overrides from getenv (os.Getenv when nil), fills in defaults and validates sections,
+// every section when none is given (ValidateSections): a command loads what it uses.
+func Load(path string, getenv func(string) string, sections ...Section) (Config, error) {
 	var c Config
 	if path != "" {
 		data, err := os.ReadFile(path)
@@ -82,14 +114,14 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	if err := c.applyEnv(getenv); err != nil {
+	if err := only(c.applyEnv(getenv), sections); err != nil {
 		return Config{}, err
 	}
-	if err := c.resolveSecrets(getenv, os.ReadFile); err != nil {
+	if err := only(c.resolveSecrets(getenv, os.ReadFile), sections); err != nil {
 		return Config{}, err
 	}
 	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.ValidateSections(sections...); err != nil {
 		return Config{}, err
 	}
 	return c, nil

@@ -21,6 +21,62 @@ func (e *FieldError) Error() string { return fmt.Sprintf("config: %s: %s", e.Key
 // badFunc reports one invalid key; each section's validate calls it for every problem.
 type badFunc func(key, format string, args ...any)
 
+// A Section is a top-level key of the configuration. A command validates only the
+// sections it uses (ValidateSections, Load), so `rocketdelay migrate` needs a Postgres URL
+// and nothing about RocketMQ or Redis.
+type Section string
+
+// The sections the commands name.
+const (
+	SectionLog         Section = "log"
+	SectionRocketMQ    Section = "rocketmq"
+	SectionScheduler   Section = "scheduler"
+	SectionRedis       Section = "redis"
+	SectionPostgres    Section = "postgres"
+	SectionTargets     Section = "targets"
+	SectionEscalations Section = "escalations"
+	SectionRotations   Section = "rotations"
+	SectionSender      Section = "sender"
+)
+
+// sectionOf is the section of key, a YAML path such as "targets.ops.robots[0].token".
+func sectionOf(key string) Section {
+	if i := strings.IndexAny(key, ".["); i >= 0 {
+		key = key[:i]
+	}
+	return Section(key)
+}
+
+// only keeps the errors of errs (each a *FieldError, or joined ones) whose key lies in
+// sections; all of them when sections is empty.
+func only(errs error, sections []Section) error {
+	if errs == nil || len(sections) == 0 {
+		return errs
+	}
+	var list []error
+	if j, ok := errs.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{errs}
+	}
+	var kept []error
+	for _, e := range list {
+		var fe *FieldError
+		if !errors.As(e, &fe) || slices.Contains(sections, sectionOf(fe.Key)) {
+			kept = append(kept, e)
+		}
+	}
+	return errors.Join(kept...)
+}
+
+// ValidateSections is Validate limited to sections: the same errors, naming the same
+// keys, for those sections only (every section when none is given). A check across two
+// sections (scheduler.doneTTL against rocketmq.retention) belongs to the section of the
+// key it names.
+func (c Config) ValidateSections(sections ...Section) error {
+	return only(c.Validate(), sections)
+}
+
 // Validate reports every invalid field of c (which should have its defaults filled in),
 // each as a *FieldError naming the key, joined with errors.Join.
 func (c Config) Validate() error {

@@ -43,6 +43,9 @@ func (t Targets) Describe(row store.FailedSend) Destination {
 		slices.Sort(names)
 		return Destination{Kind: c.Channel(), Where: "robots " + strings.Join(names, ", ")}
 	}
+	if c.Topic == nil { // not validated: a command that does not deliver reads the targets as they are
+		return Destination{Kind: c.Channel(), Where: "-"}
+	}
 	d, err := topic.Target{TopicTarget: *c.Topic, Target: row.Target}.Resolve(row.MessageID, row.Properties)
 	if err != nil {
 		return Destination{Kind: config.KindTopic, Where: "topic " + c.Topic.Name + " (not deliverable as recorded: " + err.Error() + ")"}
