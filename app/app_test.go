@@ -53,12 +53,6 @@ func run(t *testing.T, env map[string]string, args ...string) (string, string, e
 	return out.String(), errOut.String(), err
 }
 
-func TestVersion(t *testing.T) {
-	out, _, err := run(t, nil, "version")
-	require.NoError(t, err)
-	require.Equal(t, "rocketdelay "+Version+"\n", out)
-}
-
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{"--bogus"}, {"version", "extra"}, {"config", "check", "--nope"}} {
 		_, _, err := run(t, nil, args...)

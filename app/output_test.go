@@ -31,10 +31,7 @@ func decode(t *testing.T, out string, v any) {
 func TestJSONOutputOfLocalCommands(t *testing.T) {
 	out, _, err := run(t, nil, "version", "-o", "json")
 	require.NoError(t, err)
-	var v struct {
-		Version   string `json:"version"`
-		GoVersion string `json:"go_version"`
-	}
+	var v versionView
 	decode(t, out, &v)
 	require.Equal(t, Version, v.Version)
 	require.Equal(t, runtime.Version(), v.GoVersion)

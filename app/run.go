@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -155,25 +156,78 @@ func withRedis(c *cobra.Command, stdio IO, cfg config.Config, do func(redis.Univ
 func newVersionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Args:  exactArgs(0),
+		Short: "Print the version, the commit it was built from and the Go version",
+		Long: `version prints the program's version: the one set at build time with -ldflags (make
+build sets git describe's), else the module's from the build information (a tag with go
+install …@v1.2.3; a pseudo-version naming the commit with a plain go build of a git
+checkout, +dirty with uncommitted changes), else "dev". Then the commit, whether the
+checkout had uncommitted changes and the commit's time, as a plain go build of a git
+checkout records them, and the Go version and platform it was built with.`,
+		Args: exactArgs(0),
 	}
 	out := outputFlag(cmd, outTable, outJSON)
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
-		v := versionView{Version: Version, GoVersion: runtime.Version()}
+		v := versionOf(debug.ReadBuildInfo())
 		if out.is(outJSON) {
 			return writeJSON(c.OutOrStdout(), v)
 		}
-		_, err := fmt.Fprintf(c.OutOrStdout(), "rocketdelay %s\n", v.Version)
-		return err
+		return v.write(c.OutOrStdout())
 	}
 	return cmd
 }
 
-// versionView is `rocketdelay version -o json`.
+// versionView is what the binary knows of its build, `rocketdelay version -o json`.
 type versionView struct {
-	Version   string `json:"version"`
-	GoVersion string `json:"go_version"`
+	Version string `json:"version"`
+	// Commit, CommitTime and Modified are the git commit of a plain go build's checkout
+	// (vcs.revision, vcs.time, vcs.modified: uncommitted changes); "" when the build
+	// recorded none (-buildvcs=false, no checkout, a test binary).
+	Commit     string `json:"commit,omitempty"`
+	CommitTime string `json:"commit_time,omitempty"`
+	Modified   bool   `json:"modified"`
+	GoVersion  string `json:"go_version"`
+	Platform   string `json:"platform"`
+}
+
+// versionOf reads the build information bi (ok false: none).
+func versionOf(bi *debug.BuildInfo, ok bool) versionView {
+	v := versionView{Version: Version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if !ok {
+		return v
+	}
+	if m := bi.Main.Version; Version == "dev" && m != "" && m != "(devel)" {
+		v.Version = m // go install …@v1.2.3
+	}
+	if bi.GoVersion != "" {
+		v.GoVersion = bi.GoVersion
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Commit = s.Value
+		case "vcs.time":
+			v.CommitTime = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
+
+// write prints v for a person.
+func (v versionView) write(w io.Writer) error {
+	commit := "unknown (the build recorded none)"
+	if v.Commit != "" {
+		commit = v.Commit
+		if v.Modified {
+			commit += " (modified: built with uncommitted changes)"
+		}
+		if v.CommitTime != "" {
+			commit += ", committed " + v.CommitTime
+		}
+	}
+	_, err := fmt.Fprintf(w, "rocketdelay %s\ncommit: %s\ngo:     %s %s\n", v.Version, commit, v.GoVersion, v.Platform)
+	return err
 }
 
 func newConfigCmd(stdio IO) *cobra.Command {

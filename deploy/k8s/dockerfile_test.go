@@ -209,7 +209,7 @@ func TestDockerfile(t *testing.T) {
 	// The same -X works on the real source: the test binary was built with it.
 	out, err := exec.Command(binary(t), "version").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Equal(t, "rocketdelay "+testVersion+"\n", string(out))
+	require.True(t, strings.HasPrefix(string(out), "rocketdelay "+testVersion+"\n"), "%s", out)
 }
 
 // TestDockerignore: the build context keeps everything `go build ./cmd/rocketdelay`
