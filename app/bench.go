@@ -14,11 +14,15 @@ import (
 // The `rocketdelay bench …` commands; the engines live in internal/bench.
 
 func newBenchCmd(stdio IO) *cobra.Command {
-	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks against the configured broker and Redis"}
+	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks against the configured broker and Redis",
+		Example: `  rocketdelay bench pipeline -f deploy/local/rocketdelay.yaml -n 10000
+  rocketdelay bench sender -n 1000`}
 	var path string
 	var n, concurrency int
 	pipeline := &cobra.Command{Use: "pipeline", Short: "Measure raw RocketMQ consume+publish, the scheduler's hop and wheel-stage throughput, Redis round trips and lateness",
 		Long: bench.PipelineDoc, Args: exactArgs(0),
+		Example: `  rocketdelay bench pipeline -f deploy/local/rocketdelay.yaml
+  rocketdelay bench pipeline -n 1000 --concurrency 4`,
 		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			if n < 100 {
 				return fmt.Errorf("%w: -n must be at least 100", ErrUsage)
@@ -41,6 +45,8 @@ func newBenchAlertmanagerCmd(stdio IO) *cobra.Command {
 	var o bench.AlertmanagerOptions
 	cmd := &cobra.Command{Use: "alertmanager", Short: "An Alertmanager flood through rocketdelay and through a naive forwarder, into robots that behave like DingTalk",
 		Long: bench.AlertmanagerDoc, Args: exactArgs(0),
+		Example: `  rocketdelay bench alertmanager -f deploy/local/rocketdelay.yaml
+  rocketdelay bench alertmanager --groups 50 --budget 60s --robots 1,3`,
 		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			if o.Groups < 1 || o.Budget < 10*time.Second {
 				return fmt.Errorf("%w: --groups must be at least 1 and --budget at least 10s", ErrUsage)
@@ -61,6 +67,8 @@ func newBenchTopicCmd(stdio IO) *cobra.Command {
 	var o bench.TopicOptions
 	cmd := &cobra.Command{Use: "topic", Short: "A topic target as its business consumer sees it: lateness next to the broker's timer, and throughput",
 		Long: bench.TopicDoc, Args: exactArgs(0),
+		Example: `  rocketdelay bench topic -f deploy/local/rocketdelay.yaml
+  rocketdelay bench topic -n 100 --spread 10s --burst 1000`,
 		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			if o.N < 10 || o.Spread < 2*time.Second || o.Burst < 100 {
 				return fmt.Errorf("%w: -n must be at least 10, --spread at least 2s, --burst at least 100", ErrUsage)
@@ -82,6 +90,8 @@ func newBenchModesCmd(stdio IO) *cobra.Command {
 	var o bench.ModesOptions
 	cmd := &cobra.Command{Use: "modes", Short: "Compare scheduler.mode levels and timer, and the broker's timer alone: broker messages per alert and lateness",
 		Long: bench.ModesDoc, Args: exactArgs(0),
+		Example: `  rocketdelay bench modes -f deploy/local/rocketdelay.yaml
+  rocketdelay bench modes -n 50 --min-delay 6s --max-delay 30s`,
 		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			if o.N < 10 || o.MinDelay <= 0 || o.MaxDelay < o.MinDelay {
 				return fmt.Errorf("%w: -n must be at least 10 and 0 < --min-delay <= --max-delay", ErrUsage)
@@ -106,7 +116,9 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	var rp bench.ReplicasOptions
 	var withPacing, withShared, withReplicas bool
 	cmd := &cobra.Command{
-		Use:   "sender",
+		Use: "sender",
+		Example: `  rocketdelay bench sender
+  rocketdelay bench sender --only pacing --pacing-window 5s`,
 		Short: "The DingTalk sender against a simulator: vs naive rate limiting, shared robots, pacing, replicas sharing a target",
 		Long:  bench.SenderDoc,
 		Args:  exactArgs(0),
@@ -180,6 +192,8 @@ func newBenchScaleCmd(stdio IO) *cobra.Command {
 	o := bench.ScaleOptions{Topology: bench.LocalTopology(stdio.Getenv)}
 	cmd := &cobra.Command{Use: "scale", Short: "Hand-off throughput, lateness and lost claims with 1, 2, 4 replicas, per Redis topology",
 		Long: bench.ScaleDoc, Args: exactArgs(0),
+		Example: `  rocketdelay bench scale -f deploy/local/rocketdelay.yaml
+  rocketdelay bench scale --replicas 1,2 --redis config,cluster -n 2000`,
 		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			return bench.Scale(c.Context(), cfg, o, c.OutOrStdout())
 		}),

@@ -27,7 +27,9 @@ func newChatSimCmd(stdio IO) *cobra.Command {
 		opts               chatsim.Options
 	)
 	cmd := &cobra.Command{
-		Use:     "chat-sim [--addr HOST:PORT] (--robots [KIND:]TOKEN[=SECRET],… | --config FILE)",
+		Use: "chat-sim [--addr HOST:PORT] (--robots [KIND:]TOKEN[=SECRET],… | --config FILE)",
+		Example: `  rocketdelay chat-sim --robots t1=SEC1,wecom:k1,feishu:h1=fs1
+  rocketdelay chat-sim -f sim.yaml --addr 127.0.0.1:18090 --throttle 30s`,
 		Aliases: []string{"dingtalk-sim"},
 		Short:   "Run a DingTalk, WeCom and Feishu robot webhook simulator (rate limits, signatures, faults)",
 		Long: `chat-sim serves simulated chat-robot webhooks on --addr, each platform at its own path,

@@ -27,7 +27,9 @@ const maxEscalationsListed = 1000
 // resolve escalation episodes, talking to Redis directly.
 func newEscalationsCmd(stdio IO) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "escalations",
+		Use: "escalations",
+		Example: `  rocketdelay escalations list
+  rocketdelay escalations ack payments-eu --by alice`,
 		Short: "List, show, acknowledge and resolve on-call escalation episodes",
 		Long: `An escalation episode follows its policy (escalations.NAME) step by step until it is
 acknowledged or resolved. These commands read the episodes in Redis and end them there,
@@ -54,7 +56,9 @@ that falls due before that is withheld, for its episode has ended.`,
 
 	var limit int
 	list := &cobra.Command{
-		Use:   "list [--limit N] [-o table|json]",
+		Use: "list [--limit N] [-o table|json]",
+		Example: `  rocketdelay escalations list
+  rocketdelay escalations list --limit 10 -o json`,
 		Short: "List the live episodes (running or acknowledged), the oldest first, with their next step",
 		Args:  exactArgs(0),
 	}
@@ -77,7 +81,9 @@ that falls due before that is withheld, for its episode has ended.`,
 	list.Flags().IntVar(&limit, "limit", 100, fmt.Sprintf("at most this many episodes (1 to %d)", maxEscalationsListed))
 
 	show := &cobra.Command{
-		Use:   "show KEY [-o table|json]",
+		Use: "show KEY [-o table|json]",
+		Example: `  rocketdelay escalations show payments-eu
+  rocketdelay escalations show payments-eu -o json`,
 		Short: "Show one episode, ended or not: its state, steps, next step, acknowledgement and content",
 		Args:  exactArgs(1),
 	}
@@ -98,7 +104,9 @@ that falls due before that is withheld, for its episode has ended.`,
 	var by string
 	var seq int64
 	ack := &cobra.Command{
-		Use:   "ack KEY [--by NAME] [--seq N]",
+		Use: "ack KEY [--by NAME] [--seq N]",
+		Example: `  rocketdelay escalations ack payments-eu
+  rocketdelay escalations ack payments-eu --by alice --seq 42`,
 		Short: "Acknowledge the episode of KEY: no more steps; the chat is told who is on it",
 		Long: `ack acknowledges the episode of KEY that runs (or episode --seq N of it, only if that
 one still runs): its next steps are not sent, and when a step was sent the running
@@ -154,7 +162,9 @@ fails when the episode has ended (acknowledged or resolved), saying how and when
 
 	var title, text string
 	resolve := &cobra.Command{
-		Use:   "resolve KEY [--text T [--title T]]",
+		Use: "resolve KEY [--text T [--title T]]",
+		Example: `  rocketdelay escalations resolve payments-eu
+  rocketdelay escalations resolve payments-eu --title "Payments back" --text "The provider recovered at 10:42."`,
 		Short: "Resolve the episode of KEY: no more steps; with --text, a resolution goes to the chat",
 		Long: `resolve ends the episode of KEY, running or acknowledged: its next steps are not sent,
 and when a step was sent and --text is given, the running service publishes that

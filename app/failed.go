@@ -19,7 +19,9 @@ import (
 // rows of failed_sends, talking to Postgres directly.
 func newFailedCmd(stdio IO) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "failed",
+		Use: "failed",
+		Example: `  rocketdelay failed list --status dead --since 3d
+  rocketdelay failed retry --status dead --target ops`,
 		Short: "List, inspect, retry and discard failed sends (the Postgres failed_sends table)",
 		Long: `Alerts the sender could not deliver, and inputs that can never be delivered, are kept
 in the Postgres table failed_sends. The retry job of every replica retries pending rows
@@ -45,7 +47,9 @@ look at the rows and retry or discard them.`,
 		after                             int64
 	)
 	list := &cobra.Command{
-		Use:   "list [--status S] [--target NAME] [--error-class C] [--since 6h] [--limit N] [-o table|json]",
+		Use: "list [--status S] [--target NAME] [--error-class C] [--since 6h] [--limit N] [-o table|json]",
+		Example: `  rocketdelay failed list --status rejected
+  rocketdelay failed list --target ops --since 6h --limit 20 -o json`,
 		Short: "List failed sends, newest first",
 		Args:  exactArgs(0),
 	}
@@ -68,9 +72,13 @@ look at the rows and retry or discard them.`,
 	list.Flags().StringVar(&since, "since", "", "only rows recorded since this RFC 3339 time, or this long ago (90m, 6h, 3d)")
 	list.Flags().IntVar(&limit, "limit", store.DefaultListLimit, "at most this many rows")
 	list.Flags().Int64Var(&after, "after", 0, "continue a listing: only rows older than this id")
+	_ = list.RegisterFlagCompletionFunc("status", completeValues(store.FailedStatuses...))
+	_ = list.RegisterFlagCompletionFunc("target", completeTargets(stdio, &path))
 
 	show := &cobra.Command{
-		Use:   "show ID [-o table|json]",
+		Use: "show ID [-o table|json]",
+		Example: `  rocketdelay failed show 42
+  rocketdelay failed show 42 -o json`,
 		Short: "Show one failed send: its error, attempts, properties and payload",
 		Args:  exactArgs(1),
 	}
@@ -85,7 +93,9 @@ look at the rows and retry or discard them.`,
 
 	var retryStatus, retryTarget string
 	retry := &cobra.Command{
-		Use:   "retry ID… | --status dead [--target NAME]",
+		Use: "retry ID… | --status dead [--target NAME]",
+		Example: `  rocketdelay failed retry 42 43
+  rocketdelay failed retry --status dead --target ops`,
 		Short: "Make failed sends due now, for the retry job to send again (history is kept)",
 		Long: `Make failed sends due now: the retry job of any replica sends them within its interval.
 Rows that are pending, dead, rejected or discarded are retried; delivered rows never are.
@@ -114,11 +124,14 @@ more attempt before it is dead again.`,
 	}
 	retry.Flags().StringVar(&retryStatus, "status", "", "retry every row with this status: dead, rejected, discarded or pending")
 	retry.Flags().StringVar(&retryTarget, "target", "", "with --status: only rows for this target")
+	_ = retry.RegisterFlagCompletionFunc("status", completeValues(failed.RetryStatuses...))
+	_ = retry.RegisterFlagCompletionFunc("target", completeTargets(stdio, &path))
 
 	var reason string
 	discard := &cobra.Command{
-		Use:   "discard ID… --reason TEXT",
-		Short: "Give up on failed sends; the retry job leaves them alone",
+		Use:     "discard ID… --reason TEXT",
+		Example: `  rocketdelay failed discard 42 --reason "duplicate of 41"`,
+		Short:   "Give up on failed sends; the retry job leaves them alone",
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError(c, "give the row ids to discard")
@@ -136,7 +149,9 @@ more attempt before it is dead again.`,
 	discard.Flags().StringVar(&reason, "reason", "", "why the alerts are given up (kept with the rows)")
 
 	stats := &cobra.Command{
-		Use:   "stats [-o table|json]",
+		Use: "stats [-o table|json]",
+		Example: `  rocketdelay failed stats
+  rocketdelay failed stats -o json`,
 		Short: "Count failed sends by status, target and error class",
 		Args:  exactArgs(0),
 	}

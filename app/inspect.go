@@ -17,7 +17,9 @@ import (
 func newInspectCmd(stdio IO) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
-		Use:   "inspect -f FILE ID",
+		Use: "inspect ID [-o table|json]",
+		Example: `  rocketdelay inspect order-42-recheck
+  rocketdelay inspect order-42-recheck -o json`,
 		Short: "Where is an alert? Its state and history, from Redis and failed_sends",
 		Long: `inspect answers "did it go out, when, and how?" for any RD_ID: hopping through the broker
 (and when its hop comes back), waiting in the wheel stage, being handed off (by which

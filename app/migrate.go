@@ -14,7 +14,9 @@ import (
 
 func newMigrateCmd(stdio IO) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "migrate",
+		Use: "migrate",
+		Example: `  rocketdelay migrate up -f deploy/local/rocketdelay.yaml
+  ROCKETDELAY_POSTGRES_URL=postgres://rd@db/rd rocketdelay migrate status`,
 		Short: "Apply or inspect the Postgres schema migrations (under an advisory lock)",
 	}
 	var path string
@@ -34,7 +36,9 @@ func newMigrateCmd(stdio IO) *cobra.Command {
 		})
 	}
 	up := &cobra.Command{
-		Use:   "up",
+		Use: "up",
+		Example: `  rocketdelay migrate up -f deploy/local/rocketdelay.yaml
+  rocketdelay migrate up -o json`,
 		Short: "Apply every pending migration",
 		Args:  exactArgs(0),
 	}
@@ -65,7 +69,9 @@ func newMigrateCmd(stdio IO) *cobra.Command {
 		})
 	}
 	status := &cobra.Command{
-		Use:   "status",
+		Use: "status",
+		Example: `  rocketdelay migrate status
+  rocketdelay migrate status -o json`,
 		Short: "List the migrations and whether each is applied",
 		Args:  exactArgs(0),
 	}

@@ -52,7 +52,7 @@ func (o *output) failedFormat() failed.Format { return failed.Format(o.value) }
 func outputFlag(cmd *cobra.Command, formats ...string) *output {
 	o := &output{value: formats[0], formats: formats}
 	cmd.Flags().VarP(o, "output", "o", "output format: "+strings.Join(formats, ", "))
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", completeValues(formats...))
 	return o
 }
 

@@ -14,7 +14,9 @@ import (
 func newRobotsCmd(stdio IO) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
-		Use:   "robots -f FILE [-o table|json]",
+		Use: "robots [-o table|json]",
+		Example: `  rocketdelay robots -f deploy/local/rocketdelay.yaml
+  rocketdelay robots -o json`,
 		Short: "Show each robot's kind, sends in the window, learned limit, cool-down, disable and doubt",
 		Args:  exactArgs(0),
 	}

@@ -41,15 +41,17 @@ type IO struct {
 func Run(ctx context.Context, args []string, stdio IO) error {
 	root := newRoot(stdio)
 	root.SetArgs(args)
-	root.SetIn(stdio.Stdin)
-	root.SetOut(stdio.Stdout)
-	root.SetErr(stdio.Stderr)
 	return root.ExecuteContext(ctx)
 }
 
 func newRoot(stdio IO) *cobra.Command {
 	root := &cobra.Command{
-		Use:   "rocketdelay",
+		Use: "rocketdelay",
+		Example: `  # The service, with ./rocketdelay.yaml (or $ROCKETDELAY_CONFIG, or -f FILE)
+  rocketdelay serve
+  # An alert due in 3h25m17s; its id is the answer, to cancel it by
+  rocketdelay publish --target ops --in 3h25m17s --text "order 42 still unpaid" -o name
+  rocketdelay cancel order-42-recheck`,
 		Short: "Delayed alert delivery on RocketMQ delay levels, to DingTalk robots",
 		Long: `rocketdelay delivers alerts published to a RocketMQ topic at an exact future moment,
 at any delay, and sends them to DingTalk, WeCom and Feishu group robots without tripping
@@ -77,8 +79,12 @@ their rate limits, or to RocketMQ business topics.
 		newRobotsCmd(stdio),
 		newEscalationsCmd(stdio),
 	)
+	root.SetIn(stdio.Stdin)
+	root.SetOut(stdio.Stdout) // before the completion command, which keeps its writer
+	root.SetErr(stdio.Stderr)
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultCompletionCmd()
+	documentCompletion(root)
 	groupsRequireCommand(root)
 	return root
 }
@@ -109,6 +115,7 @@ func exactArgs(n int) cobra.PositionalArgs {
 func configFlag(cmd *cobra.Command, path *string) {
 	cmd.Flags().StringVarP(path, "config", "f", "", "YAML config file (default: $"+config.FileEnv+", else the first of "+
 		strings.Join(config.DefaultFiles, ", ")+" that exists); environment variables ROCKETDELAY_* override it")
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 }
 
 // loadConfig reads a command's configuration: the file path names (config.File: -f,
@@ -155,7 +162,9 @@ func withRedis(c *cobra.Command, stdio IO, cfg config.Config, do func(redis.Univ
 
 func newVersionCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "version",
+		Use: "version",
+		Example: `  rocketdelay version
+  rocketdelay version -o json`,
 		Short: "Print the version, the commit it was built from and the Go version",
 		Long: `version prints the program's version: the one set at build time with -ldflags (make
 build sets git describe's), else the module's from the build information (a tag with go
@@ -231,10 +240,13 @@ func (v versionView) write(w io.Writer) error {
 }
 
 func newConfigCmd(stdio IO) *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
+	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration",
+		Example: `  rocketdelay config check -f deploy/local/rocketdelay.yaml`}
 	var path string
 	check := &cobra.Command{
-		Use:   "check -f FILE",
+		Use: "check [-f FILE] [-o table|json]",
+		Example: `  rocketdelay config check -f deploy/local/rocketdelay.yaml
+  ROCKETDELAY_CONFIG=/etc/rocketdelay/prod.yaml rocketdelay config check -o json`,
 		Short: "Validate a config file and print the effective configuration, secrets redacted",
 		Long: `check validates the configuration (the file, then the ROCKETDELAY_* environment
 variables over it) and prints the effective configuration, every secret as <secret>: as

@@ -26,7 +26,10 @@ func newPlanCmd() *cobra.Command {
 	var levels, mode string
 	var threshold, margin, timerMax time.Duration
 	cmd := &cobra.Command{
-		Use:   "plan DELAY",
+		Use: "plan DELAY",
+		Example: `  rocketdelay plan 3h25m17s
+  rocketdelay plan 90m --levels "1s 5s 10s 30s 1m 2m" --threshold 30s
+  rocketdelay plan 5h --mode timer --timer-max 72h -o json`,
 		Short: "Print the broker hops and the wheel remainder a delay decomposes into",
 		Long: `plan prints the hops the scheduler takes for DELAY (a Go duration such as 3h25m17s):
 the delay level of each hop (or "timer" for a RocketMQ 5 timer message, --mode timer) and
@@ -68,6 +71,7 @@ decomposition step as the consumer.`,
 	cmd.Flags().StringVar(&mode, "mode", config.ModeLevels, "levels (delay levels) or timer (RocketMQ 5 timer messages)")
 	cmd.Flags().DurationVar(&margin, "timer-margin", config.DefaultTimerMargin, "with --mode timer: a timer hop lands this long before the due time")
 	cmd.Flags().DurationVar(&timerMax, "timer-max", 72*time.Hour, "with --mode timer: the broker's timerMaxDelaySec")
+	_ = cmd.RegisterFlagCompletionFunc("mode", completeValues(config.ModeLevels, config.ModeTimer))
 	return cmd
 }
 
@@ -111,7 +115,12 @@ func newPublishCmd(stdio IO) *cobra.Command {
 		dest                                                      destinationFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "publish --target NAME (--in 3h25m17s | --at RFC3339) (--text T | --markdown-file F --title T | --json FILE | --body-file F)",
+		Use: "publish --target NAME (--in 3h25m17s | --at RFC3339) (--text T | --markdown-file F --title T | --json FILE | --body-file F)",
+		Example: `  rocketdelay publish --target ops --in 3h25m17s --id order-42-recheck --text "order 42 still unpaid"
+  rocketdelay publish --target ops --at 2026-12-02T15:04:05+08:00 --markdown-file alert.md --title "Disk full"
+  rocketdelay publish --target ops --in 10m --json dingtalk-message.json -o json
+  # A topic target: the body is delivered byte for byte to the business topic
+  rocketdelay publish --target orders --in 90m --body-file order.bin --tag close --keys order-42 --property shop=eu-1`,
 		Short: "Publish a delayed alert (or a delayed business message for a topic target) to the topic",
 		Long: `publish sends one message through rocketdelay's topic, due at --at or after --in.
 
@@ -192,6 +201,7 @@ of the target's allowTopics (the target must allow overrides).`,
 	f.StringVar(&title, "title", "", "title of the markdown alert")
 	f.StringVar(&jsonFile, "json", "", "a DingTalk message JSON object read from this file")
 	dest.register(f)
+	_ = cmd.RegisterFlagCompletionFunc("target", completeTargets(stdio, &path))
 	return cmd
 }
 
@@ -279,7 +289,9 @@ func publishBody(chat *notify.Sender, target, text, markdownFile, title, jsonFil
 func newCancelCmd(stdio IO) *cobra.Command {
 	var path, reason string
 	cmd := &cobra.Command{
-		Use:   "cancel ID",
+		Use: "cancel ID",
+		Example: `  rocketdelay cancel order-42-recheck --reason "order was paid"
+  rocketdelay cancel order-42-recheck -o json`,
 		Short: "Stop an alert that has not been sent: hopping, in the wheel stage, or waiting in failed_sends after a failed send",
 		Long: `cancel stops the alert ID wherever it is: still hopping through the broker, waiting in
 the wheel stage, or, after its send failed, waiting in failed_sends for a retry (that row

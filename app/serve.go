@@ -36,7 +36,9 @@ func newServeCmd(stdio IO) *cobra.Command {
 	var path string
 	var offset time.Duration
 	cmd := &cobra.Command{
-		Use:   "serve -f FILE",
+		Use: "serve [-f FILE]",
+		Example: `  rocketdelay serve -f deploy/local/rocketdelay.yaml
+  ROCKETDELAY_LOG_LEVEL=debug rocketdelay serve`,
 		Short: "Run the service: scheduler, chat and topic channels, failed-sends retry job, health, metrics and admin API",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
