@@ -36,8 +36,8 @@ look at the rows and retry or discard them.`,
 			return err
 		}
 		return withPostgres(c, cfg, func(pg *pgxpool.Pool) error {
-			return do(failed.Operator{Store: store.NewFailedSends(pg, store.FailedSendsOptions{}), Out: c.OutOrStdout(), Now: time.Now,
-				Targets: failed.Targets(cfg.Targets)})
+			fs := store.NewFailedSends(pg, store.FailedSendsOptions{})
+			return do(failed.Operator{Store: fs, History: fs, Out: c.OutOrStdout(), Now: time.Now, Targets: failed.Targets(cfg.Targets)})
 		})
 	}
 
@@ -92,15 +92,19 @@ look at the rows and retry or discard them.`,
 	}
 
 	var retryStatus, retryTarget string
+	var dryRun bool
 	retry := &cobra.Command{
 		Use: "retry ID… | --status dead [--target NAME]",
 		Example: `  rocketdelay failed retry 42 43
+  # How many dead rows of ops, and which, before retrying them all
+  rocketdelay failed retry --status dead --target ops --dry-run
   rocketdelay failed retry --status dead --target ops`,
 		Short: "Make failed sends due now, for the retry job to send again (history is kept)",
 		Long: `Make failed sends due now: the retry job of any replica sends them within its interval.
 Rows that are pending, dead, rejected or discarded are retried; delivered rows never are.
 Attempts and the last error are kept, so a row past its attempts or age gets exactly one
-more attempt before it is dead again.`,
+more attempt before it is dead again. With --dry-run it prints how many rows it would
+retry and which (the newest 10 as a table), and changes nothing.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 0 && (retryStatus != "" || retryTarget != ""):
@@ -110,13 +114,23 @@ more attempt before it is dead again.`,
 				if err != nil {
 					return err
 				}
-				return run(c, func(op failed.Operator) error { return op.Retry(c.Context(), ids) })
+				return run(c, func(op failed.Operator) error {
+					if dryRun {
+						return op.RetryDryRun(c.Context(), ids)
+					}
+					return op.Retry(c.Context(), ids)
+				})
 			case retryStatus != "":
 				st, err := failed.ParseRetryStatus(retryStatus)
 				if err != nil {
 					return usageError(c, "--status: %v", err)
 				}
-				return run(c, func(op failed.Operator) error { return op.RetryWhere(c.Context(), st, retryTarget) })
+				return run(c, func(op failed.Operator) error {
+					if dryRun {
+						return op.RetryWhereDryRun(c.Context(), st, retryTarget)
+					}
+					return op.RetryWhere(c.Context(), st, retryTarget)
+				})
 			default:
 				return usageError(c, "give the row ids to retry, or --status dead (with an optional --target)")
 			}
@@ -124,14 +138,16 @@ more attempt before it is dead again.`,
 	}
 	retry.Flags().StringVar(&retryStatus, "status", "", "retry every row with this status: dead, rejected, discarded or pending")
 	retry.Flags().StringVar(&retryTarget, "target", "", "with --status: only rows for this target")
+	retry.Flags().BoolVar(&dryRun, "dry-run", false, "print how many rows would be retried, and a sample; change nothing")
 	_ = retry.RegisterFlagCompletionFunc("status", completeValues(failed.RetryStatuses...))
 	_ = retry.RegisterFlagCompletionFunc("target", completeTargets(stdio, &path))
 
 	var reason string
 	discard := &cobra.Command{
-		Use:     "discard ID… --reason TEXT",
-		Example: `  rocketdelay failed discard 42 --reason "duplicate of 41"`,
-		Short:   "Give up on failed sends; the retry job leaves them alone",
+		Use: "discard ID… --reason TEXT",
+		Example: `  rocketdelay failed discard 42 43 --reason "duplicate of 41" --dry-run
+  rocketdelay failed discard 42 43 --reason "duplicate of 41"`,
+		Short: "Give up on failed sends; the retry job leaves them alone",
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError(c, "give the row ids to discard")
@@ -143,10 +159,16 @@ more attempt before it is dead again.`,
 			if err != nil {
 				return err
 			}
-			return run(c, func(op failed.Operator) error { return op.Discard(c.Context(), ids, reason) })
+			return run(c, func(op failed.Operator) error {
+				if dryRun {
+					return op.DiscardDryRun(c.Context(), ids)
+				}
+				return op.Discard(c.Context(), ids, reason)
+			})
 		},
 	}
 	discard.Flags().StringVar(&reason, "reason", "", "why the alerts are given up (kept with the rows)")
+	discard.Flags().BoolVar(&dryRun, "dry-run", false, "print how many rows would be discarded, and a sample; change nothing")
 
 	stats := &cobra.Command{
 		Use: "stats [-o table|json]",

@@ -1,10 +1,17 @@
 package app
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // The commands read their filters with the admin API's and the console's rules
@@ -25,4 +32,45 @@ func TestFailedCommandsShareTheOperatorsRules(t *testing.T) {
 		require.True(t, errors.Is(err, ErrUsage), "%v: %v", tc.args, err)
 		require.ErrorContains(t, err, tc.want, "%v", tc.args)
 	}
+}
+
+// `failed retry --dry-run` and `failed discard --dry-run` print the count and a sample
+// of the rows they would change, against the real table, and change none of them.
+func TestFailedDryRunCommands(t *testing.T) {
+	dsn := testenv.MigratedPostgres(t)
+	ctx := context.Background()
+	pool, err := store.OpenPostgres(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{})
+	for i := range 3 {
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: fmt.Sprintf("m-%d", i), Target: "ops", Payload: []byte("x"),
+			ErrorClass: "transient", LastError: "HTTP 503", NextAttemptAt: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+	}
+	testenv.MakeDead(t, pool, 1, 20, "transient", "HTTP 503")
+	testenv.MakeDead(t, pool, 2, 20, "transient", "HTTP 503")
+	env := map[string]string{"ROCKETDELAY_POSTGRES_URL": dsn}
+	rows := func() []store.FailedSend {
+		r, _, err := fs.List(ctx, store.Filter{})
+		require.NoError(t, err)
+		return r
+	}
+	before := rows()
+
+	out, _, err := run(t, env, "failed", "retry", "--status", "dead", "--dry-run")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "dry run: would retry 2 rows (status dead)\nID "), out)
+	require.Regexp(t, `(?m)^2 +dead +ops`, out)
+	require.Regexp(t, `(?m)^1 +dead +ops`, out)
+	require.True(t, strings.HasSuffix(out, "nothing changed (dry run)\n"), out)
+
+	out, _, err = run(t, env, "failed", "discard", "1", "3", "9", "--reason", "dup", "--dry-run")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "dry run: would discard 2 rows: 1, 3\nunchanged (delivered, cancelled or discarded already, or no such row): 9\n"), out)
+	require.Equal(t, before, rows(), "nothing changed")
+
+	out, _, err = run(t, env, "failed", "retry", "--status", "dead")
+	require.NoError(t, err)
+	require.Equal(t, "retried 2 rows: 1, 2\n", out)
 }

@@ -2,6 +2,7 @@ package failed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -39,6 +40,10 @@ type Operator struct {
 	Now func() time.Time
 	// Targets describe each row's target (kind, destination); nil leaves them out.
 	Targets Targets
+	// History finds the rows of an RD_ID: a dry run of a retry reads it to tell the
+	// discarded rows a retry leaves alone (their alert has a live row of a later
+	// episode). nil counts every discarded row as retried.
+	History Rows
 }
 
 func (o Operator) now() time.Time {
@@ -115,11 +120,7 @@ func (o Operator) Discard(ctx context.Context, ids []int64, reason string) error
 }
 
 func (o Operator) report(verb, whyNot string, asked, changed []int64) error {
-	word := "rows"
-	if len(changed) == 1 {
-		word = "row"
-	}
-	if _, err := fmt.Fprintf(o.Out, "%s %d %s%s\n", verb, len(changed), word, idList(changed)); err != nil {
+	if _, err := fmt.Fprintf(o.Out, "%s %d %s%s\n", verb, len(changed), rowsWord(len(changed)), idList(changed)); err != nil {
 		return err
 	}
 	var unchanged []int64
@@ -158,4 +159,154 @@ func ParseIDs(args []string) ([]int64, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// DryRunSample is how many of the rows it would change a dry run shows.
+const DryRunSample = 10
+
+// RetryDryRun prints what Retry(ids) would do, and changes nothing: how many rows and
+// which would be made due now, a sample of them, and the ids it would leave alone.
+func (o Operator) RetryDryRun(ctx context.Context, ids []int64) error {
+	return o.dryRunIDs(ctx, "retry", ids, o.retryable, "delivered or cancelled already, or no such row")
+}
+
+// DiscardDryRun prints what Discard(ids, …) would do, and changes nothing.
+func (o Operator) DiscardDryRun(ctx context.Context, ids []int64) error {
+	return o.dryRunIDs(ctx, "discard", ids, func(_ context.Context, r store.FailedSend) (bool, error) {
+		return discardable(r.Status), nil
+	}, "delivered, cancelled or discarded already, or no such row")
+}
+
+// RetryWhereDryRun prints what RetryWhere(status, target) would do, and changes nothing:
+// how many rows would be made due now, and the newest DryRunSample of them. It reads
+// every row with status (and target), a page at a time.
+func (o Operator) RetryWhereDryRun(ctx context.Context, status store.FailedStatus, target string) error {
+	var (
+		sample []store.FailedSend
+		count  int
+		after  int64
+	)
+	for {
+		rows, next, err := o.Store.List(ctx, store.Filter{Status: status, Target: target, Limit: store.MaxListLimit, AfterID: after})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			ok, err := o.retryable(ctx, r)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			count++
+			if len(sample) < DryRunSample {
+				sample = append(sample, r)
+			}
+		}
+		if next == 0 {
+			break
+		}
+		after = next
+	}
+	where := "status " + string(status)
+	if target != "" {
+		where += ", target " + target
+	}
+	if _, err := fmt.Fprintf(o.Out, "dry run: would retry %d %s (%s)\n", count, rowsWord(count), where); err != nil {
+		return err
+	}
+	return o.dryRunSample(sample, count)
+}
+
+// dryRunIDs prints which of the rows ids would changes says change (verb), a sample of
+// them and the others (whyNot), changing nothing.
+func (o Operator) dryRunIDs(ctx context.Context, verb string, ids []int64, changes func(context.Context, store.FailedSend) (bool, error), whyNot string) error {
+	var would []store.FailedSend
+	var wouldIDs, unchanged []int64
+	for _, id := range ids {
+		if slices.Contains(wouldIDs, id) || slices.Contains(unchanged, id) {
+			continue
+		}
+		r, err := o.Store.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			unchanged = append(unchanged, id)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		ok, err := changes(ctx, r)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			unchanged = append(unchanged, id)
+			continue
+		}
+		would = append(would, r)
+		wouldIDs = append(wouldIDs, id)
+	}
+	slices.Sort(wouldIDs)
+	if _, err := fmt.Fprintf(o.Out, "dry run: would %s %d %s%s\n", verb, len(would), rowsWord(len(would)), idList(wouldIDs)); err != nil {
+		return err
+	}
+	if len(unchanged) > 0 {
+		if _, err := fmt.Fprintf(o.Out, "unchanged (%s): %s\n", whyNot, strings.TrimPrefix(idList(unchanged), ": ")); err != nil {
+			return err
+		}
+	}
+	return o.dryRunSample(would[:min(len(would), DryRunSample)], len(would))
+}
+
+// dryRunSample prints sample, the first rows of the count a dry run would change, and
+// says that nothing changed.
+func (o Operator) dryRunSample(sample []store.FailedSend, count int) error {
+	if len(sample) > 0 {
+		if err := WriteTable(o.Out, sample, 0, o.now(), o.Targets); err != nil {
+			return err
+		}
+		if more := count - len(sample); more > 0 {
+			if _, err := fmt.Fprintf(o.Out, "… and %d more\n", more); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := fmt.Fprintln(o.Out, "nothing changed (dry run)")
+	return err
+}
+
+// retryable reports whether a retry would make r due now (failed_retry.sql's rule): a
+// pending, dead or rejected row, or a discarded one whose alert has no live row of a
+// later episode.
+func (o Operator) retryable(ctx context.Context, r store.FailedSend) (bool, error) {
+	switch r.Status {
+	case store.StatusPending, store.StatusDead, store.StatusRejected:
+		return true, nil
+	case store.StatusDiscarded:
+		if o.History == nil {
+			return true, nil
+		}
+		all, err := o.History.ByMessageID(ctx, r.MessageID)
+		if err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(all, func(other store.FailedSend) bool {
+			return other.ID != r.ID && other.Status != store.StatusDelivered && other.Status != store.StatusDiscarded &&
+				other.Status != store.StatusCancelled
+		}), nil
+	}
+	return false, nil
+}
+
+// discardable reports whether a discard would give up on a row of status (failed_discard.sql's rule).
+func discardable(status store.FailedStatus) bool {
+	return status == store.StatusPending || status == store.StatusDead || status == store.StatusRejected
+}
+
+func rowsWord(n int) string {
+	if n == 1 {
+		return "row"
+	}
+	return "rows"
 }
