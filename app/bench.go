@@ -56,7 +56,7 @@ func newBenchAlertmanagerCmd(stdio IO) *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	cmd.Flags().IntVar(&o.Groups, "groups", 200, "alert groups fired at once, one notification each")
-	cmd.Flags().DurationVar(&o.Budget, "budget", 90*time.Second, "longest a run lasts")
+	durationVar(cmd.Flags(), &o.Budget, "budget", 90*time.Second, "longest a run lasts")
 	cmd.Flags().IntSliceVar(&o.Robots, "robots", []int{1, 3}, "robot counts to run with")
 	return cmd
 }
@@ -78,7 +78,7 @@ func newBenchTopicCmd(stdio IO) *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	cmd.Flags().IntVarP(&o.N, "messages", "n", 300, "messages of the precision run")
-	cmd.Flags().DurationVar(&o.Spread, "spread", 18*time.Second, "the precision run's due times are spread over [1s, spread]")
+	durationVar(cmd.Flags(), &o.Spread, "spread", 18*time.Second, "the precision run's due times are spread over [1s, spread]")
 	cmd.Flags().IntVar(&o.Burst, "burst", 5000, "messages of the throughput run, due at one moment")
 	cmd.Flags().Uint64Var(&o.Seed, "seed", 1, "seed of the due times")
 	return cmd
@@ -101,8 +101,8 @@ func newBenchModesCmd(stdio IO) *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	cmd.Flags().IntVarP(&o.N, "alerts", "n", 200, "alerts per run")
-	cmd.Flags().DurationVar(&o.MinDelay, "min-delay", 6*time.Second, "shortest delay of the mix")
-	cmd.Flags().DurationVar(&o.MaxDelay, "max-delay", 50*time.Second, "longest delay of the mix")
+	durationVar(cmd.Flags(), &o.MinDelay, "min-delay", 6*time.Second, "shortest delay of the mix")
+	durationVar(cmd.Flags(), &o.MaxDelay, "max-delay", 50*time.Second, "longest delay of the mix")
 	cmd.Flags().Uint64Var(&o.Seed, "seed", 1, "seed of the delay mix")
 	return cmd
 }
@@ -170,18 +170,18 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	f.IntVar(&o.Robots, "robots", 5, "robots of the target group")
 	f.IntVar(&o.Limit, "limit", 19, "sends per robot per window the pool allows (the simulator allows 20)")
 	f.IntVar(&o.NaiveLimit, "naive-limit", config.MaxRobotLimit, "sends per robot per window the naive ZCOUNT+ZADD check allows (DingTalk's documented 20)")
-	f.DurationVar(&o.Window, "window", 2*time.Second, "rate-limit window, standing for DingTalk's minute")
+	durationVar(f, &o.Window, "window", 2*time.Second, "rate-limit window, standing for DingTalk's minute")
 	f.IntVarP(&o.Alerts, "alerts", "n", 1000, "alerts in the burst")
 	f.IntVar(&o.Callers, "callers", 200, "goroutines handing alerts to the senders")
 	f.IntVar(&o.CoalesceMax, "coalesce-max", config.DefaultSenderCoalesceMax, "most alerts per merged message")
-	f.DurationVar(&o.NaiveTimeout, "naive-timeout", 30*time.Second, "time limit of each naive run")
+	durationVar(f, &o.NaiveTimeout, "naive-timeout", 30*time.Second, "time limit of each naive run")
 	f.StringVar(&only, "only", "", "run one part only: burst, shared, pacing or replicas")
 	f.BoolVar(&withShared, "shared", true, "compare sender.robotLimits learn and fixed on robots shared with other senders")
 	f.BoolVar(&withPacing, "pacing", true, "compare sender.pacing auto and burst at 0.5x, 2x and 10x the pool's capacity")
-	f.DurationVar(&p.Window, "pacing-window", 5*time.Second, "window of the pacing comparison, standing for DingTalk's minute")
+	durationVar(f, &p.Window, "pacing-window", 5*time.Second, "window of the pacing comparison, standing for DingTalk's minute")
 	f.IntVar(&p.Windows, "pacing-windows", 3, "how many windows the arrivals of the pacing comparison last")
 	f.BoolVar(&withReplicas, "replicas", true, "measure 1, 2 and 4 replicas sharing a target at 0.5x, 2x and 10x its capacity (needs the broker and Postgres too)")
-	f.DurationVar(&rp.Window, "replicas-window", 10*time.Second, "window of the replicas measurement, standing for DingTalk's minute")
+	durationVar(f, &rp.Window, "replicas-window", 10*time.Second, "window of the replicas measurement, standing for DingTalk's minute")
 	f.IntVar(&rp.Windows, "replicas-windows", 2, "how many windows the arrivals of the replicas measurement last")
 	return cmd
 }

@@ -103,7 +103,7 @@ status, slow, drop, malformed, throttle), DELETE /_sim/faults, POST /_sim/reset.
 	f.StringVar(&robots, "robots", "", "robots as [KIND:]TOKEN[=SECRET], comma-separated")
 	f.StringVarP(&file, "config", "f", "", "YAML file with robots (name, kind, token, secret, keyword, limit), limit, window, throttle")
 	f.IntVar(&opts.Limit, "limit", 0, "messages a robot accepts per window (default: each platform's: 20, 20, 100)")
-	f.DurationVar(&opts.Window, "window", chatsim.DefaultWindow, "the rate limits' sliding window (the per-second limits count in a sixtieth of it)")
-	f.DurationVar(&opts.Throttle, "throttle", 0, "how long a robot over its limit stays throttled (default: each platform's: DingTalk 10m, none for WeCom and Feishu)")
+	durationVar(f, &opts.Window, "window", chatsim.DefaultWindow, "the rate limits' sliding window (the per-second limits count in a sixtieth of it)")
+	durationVar(f, &opts.Throttle, "throttle", 0, "how long a robot over its limit stays throttled (default: each platform's: DingTalk 10m, none for WeCom and Feishu)")
 	return cmd
 }

@@ -31,7 +31,7 @@ func newPlanCmd() *cobra.Command {
   rocketdelay plan 90m --levels "1s 5s 10s 30s 1m 2m" --threshold 30s
   rocketdelay plan 5h --mode timer --timer-max 72h -o json`,
 		Short: "Print the broker hops and the wheel remainder a delay decomposes into",
-		Long: `plan prints the hops the scheduler takes for DELAY (a Go duration such as 3h25m17s):
+		Long: `plan prints the hops the scheduler takes for DELAY (a duration such as 3h25m17s or 3d):
 the delay level of each hop (or "timer" for a RocketMQ 5 timer message, --mode timer) and
 the time reached after it, then the remainder left for the wheel stage. It runs the same
 decomposition step as the consumer.`,
@@ -39,9 +39,9 @@ decomposition step as the consumer.`,
 	}
 	out := outputFlag(cmd, outTable, outJSON)
 	cmd.RunE = func(c *cobra.Command, args []string) error {
-		delay, err := time.ParseDuration(args[0])
+		delay, err := config.ParseDuration(args[0])
 		if err != nil || delay < 0 {
-			return fmt.Errorf("%w: DELAY %q is not a non-negative duration such as 3h25m17s", ErrUsage, args[0])
+			return fmt.Errorf("%w: DELAY %q is not a non-negative duration such as 3h25m17s or 3d", ErrUsage, args[0])
 		}
 		lv, err := config.ParseDelayLevels(levels)
 		if err != nil {
@@ -67,10 +67,10 @@ decomposition step as the consumer.`,
 		return scheduler.WritePlan(c.OutOrStdout(), delay, route)
 	}
 	cmd.Flags().StringVar(&levels, "levels", config.DefaultLevels, "the broker's messageDelayLevel")
-	cmd.Flags().DurationVar(&threshold, "threshold", config.DefaultThreshold, "remainders at or above it take another hop")
+	durationVar(cmd.Flags(), &threshold, "threshold", config.DefaultThreshold, "remainders at or above it take another hop")
 	cmd.Flags().StringVar(&mode, "mode", config.ModeLevels, "levels (delay levels) or timer (RocketMQ 5 timer messages)")
-	cmd.Flags().DurationVar(&margin, "timer-margin", config.DefaultTimerMargin, "with --mode timer: a timer hop lands this long before the due time")
-	cmd.Flags().DurationVar(&timerMax, "timer-max", 72*time.Hour, "with --mode timer: the broker's timerMaxDelaySec")
+	durationVar(cmd.Flags(), &margin, "timer-margin", config.DefaultTimerMargin, "with --mode timer: a timer hop lands this long before the due time")
+	durationVar(cmd.Flags(), &timerMax, "timer-max", 72*time.Hour, "with --mode timer: the broker's timerMaxDelaySec")
 	_ = cmd.RegisterFlagCompletionFunc("mode", completeValues(config.ModeLevels, config.ModeTimer))
 	return cmd
 }
@@ -193,7 +193,7 @@ of the target's allowTopics (the target must allow overrides).`,
 	configFlag(cmd, &path)
 	f := cmd.Flags()
 	f.StringVar(&target, "target", "", "robot group or topic target name (RD_TARGET)")
-	f.DurationVar(&in, "in", 0, "delay from now, e.g. 3h25m17s")
+	durationVar(f, &in, "in", 0, "delay from now, e.g. 3h25m17s or 2d")
 	f.StringVar(&at, "at", "", "due time, RFC 3339")
 	f.StringVar(&id, "id", "", "idempotency key (default: a new random id)")
 	f.StringVar(&text, "text", "", "plain text alert")

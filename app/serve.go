@@ -56,7 +56,7 @@ func newServeCmd(stdio IO) *cobra.Command {
 	}
 	configFlag(cmd, &path)
 	// Fault injection only: the fault suite runs replicas whose clock is off by seconds.
-	cmd.Flags().DurationVar(&offset, "clock-offset", 0, "run as if this replica's clock were off by this much (fault injection)")
+	durationVar(cmd.Flags(), &offset, "clock-offset", 0, "run as if this replica's clock were off by this much (fault injection)")
 	_ = cmd.Flags().MarkHidden("clock-offset")
 	return cmd
 }

@@ -11,16 +11,24 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // Decode reads YAML from r strictly: an unknown key or a value of the wrong type is an
-// error that names the line. An empty document yields the zero Config.
+// error that names the line. Durations may be written with days ("30d", "1d12h"; see
+// ParseDuration); one that is not a duration is an error naming its key and line. An
+// empty document yields the zero Config.
 func Decode(r io.Reader) (Config, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if data, err = withDays(data); err != nil {
+		return Config{}, err
+	}
 	var c Config
-	dec := yaml.NewDecoder(r)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		var te *yaml.TypeError
@@ -156,7 +164,7 @@ var EnvVars = []EnvVar{
 		return err
 	}},
 	{"ROCKETDELAY_THRESHOLD", "scheduler.threshold", func(c *Config, v string) error {
-		d, err := time.ParseDuration(v)
+		d, err := ParseDuration(v)
 		c.Scheduler.Threshold = d
 		return err
 	}},
@@ -189,7 +197,7 @@ var EnvVars = []EnvVar{
 	{"ROCKETDELAY_POSTGRES_URL", "postgres.url", func(c *Config, v string) error { c.Postgres.URL = Secret(v); return nil }},
 	{"ROCKETDELAY_SENDER_BASE_URL", "sender.baseURL", func(c *Config, v string) error { c.Sender.BaseURL = v; return nil }},
 	{"ROCKETDELAY_SENDER_WINDOW", "sender.window", func(c *Config, v string) error {
-		d, err := time.ParseDuration(v)
+		d, err := ParseDuration(v)
 		c.Sender.Window = d
 		return err
 	}},
@@ -201,7 +209,7 @@ var EnvVars = []EnvVar{
 	{"ROCKETDELAY_ADMIN_TOKEN", "admin.token", func(c *Config, v string) error { c.Admin.Token = Secret(v); return nil }},
 	{"ROCKETDELAY_INGEST_TOKEN", "ingress.token", func(c *Config, v string) error { c.Ingress.Token = Secret(v); return nil }},
 	{"ROCKETDELAY_SHUTDOWN_TIMEOUT", "shutdownTimeout", func(c *Config, v string) error {
-		d, err := time.ParseDuration(v)
+		d, err := ParseDuration(v)
 		c.ShutdownTimeout = d
 		return err
 	}},

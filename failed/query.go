@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -93,7 +94,7 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	d, err := parseDuration(s)
+	d, err := config.ParseDuration(s)
 	if err != nil || d <= 0 {
 		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2006-01-02T15:04:05Z) nor a duration back from now (90m, 6h, 3d)", cell(s, 40))
 	}
@@ -107,17 +108,6 @@ func ParseUntil(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time (2006-01-02T15:04:05Z)", cell(s, 40))
 	}
 	return t, nil
-}
-
-func parseDuration(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil {
-			return 0, err
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
-	}
-	return time.ParseDuration(s)
 }
 
 // ParseStatus reads a status filter; "" means any.
