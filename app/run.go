@@ -78,6 +78,7 @@ their rate limits, or to RocketMQ business topics.
 		newChatSimCmd(stdio),
 		newRobotsCmd(stdio),
 		newEscalationsCmd(stdio),
+		newTemplateCmd(stdio),
 	)
 	root.SetIn(stdio.Stdin)
 	root.SetOut(stdio.Stdout) // before the completion command, which keeps its writer

@@ -136,8 +136,7 @@ of the target's allowTopics (the target must allow overrides).`,
 	cmd.RunE = withConfig(stdio, &path, needs, func(c *cobra.Command, cfg config.Config) (err error) {
 		if _, ok := cfg.Targets[target]; !ok {
 			// The consumer would reject the alert: say so now, with what is configured.
-			known := slices.Sorted(maps.Keys(cfg.Targets))
-			return fmt.Errorf("%w: --target %q is not a target of this configuration (known: %s)", ErrUsage, target, strings.Join(known, ", "))
+			return fmt.Errorf("%w: --target %q is not a target of this configuration (known: %s)", ErrUsage, target, targetNames(cfg))
 		}
 		chat, err := bodyChecker(cfg)
 		if err != nil {
@@ -203,6 +202,11 @@ of the target's allowTopics (the target must allow overrides).`,
 	dest.register(f)
 	_ = cmd.RegisterFlagCompletionFunc("target", completeTargets(stdio, &path))
 	return cmd
+}
+
+// targetNames lists the targets of cfg, sorted, for an error that names a wrong one.
+func targetNames(cfg config.Config) string {
+	return strings.Join(slices.Sorted(maps.Keys(cfg.Targets)), ", ")
 }
 
 // publishedView is `rocketdelay publish -o json`: the alert's id (RD_ID, the one to

@@ -102,10 +102,9 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 		in.metrics.requests.WithLabelValues("alertmanager", "bad_json").Inc()
 		return
 	}
-	if n.Version != "4" || (n.Status != "firing" && n.Status != "resolved") || n.GroupKey == "" {
+	if err := n.Check(); err != nil {
 		in.metrics.requests.WithLabelValues("alertmanager", "bad_payload").Inc()
-		writeError(w, http.StatusBadRequest, "bad_payload",
-			fmt.Sprintf("not an Alertmanager webhook payload of version 4 (version %q, status %q, groupKey %q)", n.Version, n.Status, n.GroupKey))
+		writeError(w, http.StatusBadRequest, "bad_payload", err.Error())
 		return
 	}
 	msg, err := rd.render(n)

@@ -32,6 +32,43 @@ type Notification struct {
 	Alerts            Alerts `json:"alerts"`
 }
 
+// Check reports whether n is an Alertmanager webhook payload of version 4, as the
+// receiver takes it: its error says what is not.
+func (n Notification) Check() error {
+	if n.Version != "4" || (n.Status != "firing" && n.Status != "resolved") || n.GroupKey == "" {
+		return fmt.Errorf("not an Alertmanager webhook payload of version 4 (version %q, status %q, groupKey %q)", n.Version, n.Status, n.GroupKey)
+	}
+	return nil
+}
+
+// Render renders notification n for the robot group target of cfg exactly as the
+// Alertmanager receiver does: with the target's template (targets.NAME.alertmanager,
+// or its platform's built-in one) and its mention rules. The target's platform turns
+// the message into the body published (notify.Sender.Body). Its error says which
+// target is unknown or not a robot group, which notification is not one, or where the
+// template failed.
+func Render(cfg config.Config, target string, n Notification) (notify.Message, error) {
+	t, ok := cfg.Targets[target]
+	switch {
+	case !ok:
+		return notify.Message{}, fmt.Errorf("%q is not a target of the configuration", target)
+	case !t.Chat():
+		return notify.Message{}, fmt.Errorf("%q is a %s target: Alertmanager notifications go to robot groups", target, t.Channel())
+	}
+	if err := n.Check(); err != nil {
+		return notify.Message{}, err
+	}
+	r, err := newRenderer(target, t.Channel(), t.Alertmanager)
+	if err != nil {
+		return notify.Message{}, err
+	}
+	m, err := r.render(n)
+	if err != nil {
+		return notify.Message{}, fmt.Errorf("the template of target %q failed on this notification: %w", target, err)
+	}
+	return m, nil
+}
+
 // KV are labels or annotations.
 type KV map[string]string
 

@@ -152,3 +152,50 @@ func TestRenderBuiltInTemplateOfEveryKind(t *testing.T) {
 		})
 	}
 }
+
+// Render is the receiver's rendering for a target of the configuration, with its own
+// template and mention rules; it refuses a target that is not a robot group, a payload
+// that is not a notification, and says where a template fails.
+func TestRenderForATarget(t *testing.T) {
+	dir := t.TempDir()
+	own := filepath.Join(dir, "ops.tmpl")
+	require.NoError(t, os.WriteFile(own, []byte(`{{define "dingtalk.title"}}{{.GroupLabels.alertname}} x{{len .Alerts}}{{end}}`+
+		`{{define "dingtalk.text"}}{{range .Alerts}}* {{.Labels.instance}}{{end}}{{end}}`), 0o600))
+	broken := filepath.Join(dir, "broken.tmpl")
+	require.NoError(t, os.WriteFile(broken, []byte(`{{define "dingtalk.title"}}{{(index .Alerts 9).Status}}{{end}}{{define "dingtalk.text"}}x{{end}}`), 0o600))
+	mentions := []config.Mention{{Match: map[string]string{"severity": "critical"}, Mobiles: []string{"13800000000"}}}
+	cfg := config.Config{Targets: map[string]config.Target{
+		"ops":     {Robots: []config.Robot{{Name: "r1", Token: "t1"}}, Alertmanager: &config.AlertmanagerTarget{Mentions: mentions}},
+		"own":     {Robots: []config.Robot{{Name: "r1", Token: "t1"}}, Alertmanager: &config.AlertmanagerTarget{Template: own}},
+		"broken":  {Robots: []config.Robot{{Name: "r1", Token: "t1"}}, Alertmanager: &config.AlertmanagerTarget{Template: broken}},
+		"orders":  {Topic: &config.TopicTarget{Name: "biz"}},
+		"feishu1": {Kind: config.KindFeishu, Robots: []config.Robot{{Name: "f1", Token: "h1"}}},
+	}}
+	n := sample(t, "firing.json")
+
+	m, err := Render(cfg, "ops", n)
+	require.NoError(t, err)
+	r, err := newRenderer("ops", config.KindDingTalk, cfg.Targets["ops"].Alertmanager)
+	require.NoError(t, err)
+	want, err := r.render(n)
+	require.NoError(t, err)
+	require.Equal(t, want, m, "the receiver's rendering")
+	require.Equal(t, []string{"13800000000"}, m.Mentions.Mobiles)
+
+	m, err = Render(cfg, "own", n)
+	require.NoError(t, err)
+	require.Equal(t, "DiskFull x2", m.Title)
+	m, err = Render(cfg, "feishu1", n)
+	require.NoError(t, err)
+	require.NotContains(t, m.Text, "###", "Feishu's own built-in template")
+
+	_, err = Render(cfg, "broken", n)
+	require.ErrorContains(t, err, `the template of target "broken" failed on this notification: render the title:`)
+	_, err = Render(cfg, "orders", n)
+	require.EqualError(t, err, `"orders" is a topic target: Alertmanager notifications go to robot groups`)
+	_, err = Render(cfg, "opz", n)
+	require.EqualError(t, err, `"opz" is not a target of the configuration`)
+	n.Version = "3"
+	_, err = Render(cfg, "ops", n)
+	require.EqualError(t, err, `not an Alertmanager webhook payload of version 4 (version "3", status "firing", groupKey "{}/{severity=\"critical\"}:{alertname=\"DiskFull\"}")`)
+}

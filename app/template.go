@@ -1,0 +1,128 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/ingress"
+	"github.com/rocketdelay/rocketdelay/notify"
+)
+
+// newTemplateCmd is `rocketdelay template …`: the Alertmanager templates of the robot
+// groups, tried without Alertmanager or a chat.
+func newTemplateCmd(stdio IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "template",
+		Short:   "Try the Alertmanager templates of the robot groups",
+		Example: `  rocketdelay template render --target ops --notification firing.json`,
+	}
+	var path, target, file string
+	render := &cobra.Command{
+		Use:   "render --target NAME --notification FILE [-o table|json]",
+		Short: "Render an Alertmanager notification with a target's template, as the receiver would",
+		Long: `render reads an Alertmanager webhook notification (the JSON Alertmanager posts to
+/api/v1/alertmanager/NAME, version 4; - reads it from stdin) and renders it with the
+template of the robot group --target (targets.NAME.alertmanager.template, or its
+platform's built-in one) and its mention rules, exactly as the receiver does. It prints
+the title, whom it mentions and the text; with -o json, the body the receiver publishes:
+the platform's message JSON (DingTalk, WeCom or Feishu). It fails, saying why, when the
+notification is not one, the template fails on it, or the platform would refuse the
+body.`,
+		Example: `  rocketdelay template render --target ops --notification firing.json
+  rocketdelay template render -f deploy/local/rocketdelay.yaml --target wecom-ops --notification resolved.json -o json
+  # What Alertmanager would post, captured from its logs or a webhook echo
+  rocketdelay template render --target ops --notification - < notification.json`,
+		Args: exactArgs(0),
+	}
+	out := outputFlag(render, outTable, outJSON)
+	render.RunE = func(c *cobra.Command, _ []string) error {
+		if target == "" || file == "" {
+			return usageError(c, "give --target NAME and --notification FILE")
+		}
+		n, err := readNotification(c.InOrStdin(), file)
+		if err != nil {
+			return err
+		}
+		cfg, err := loadConfig(path, stdio, config.SectionLog, config.SectionTargets, config.SectionSender)
+		if err != nil {
+			return err
+		}
+		if _, ok := cfg.Targets[target]; !ok {
+			return usageError(c, "--target %q is not a target of this configuration (known: %s)", target, targetNames(cfg))
+		}
+		m, err := ingress.Render(cfg, target, n)
+		if err != nil {
+			return err
+		}
+		chat, err := bodyChecker(cfg)
+		if err != nil {
+			return err
+		}
+		body, err := chat.Body(target, m)
+		if err == nil {
+			err = chat.Check(target, body)
+		}
+		if err != nil {
+			return fmt.Errorf("target %q: the platform would refuse the rendered message: %w", target, err)
+		}
+		if out.is(outJSON) {
+			var indented bytes.Buffer
+			if err := json.Indent(&indented, body, "", "  "); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(c.OutOrStdout(), indented.String())
+			return err
+		}
+		return writeRendered(c.OutOrStdout(), m)
+	}
+	configFlag(render, &path)
+	render.Flags().StringVar(&target, "target", "", "the robot group whose template renders it")
+	render.Flags().StringVar(&file, "notification", "", "the Alertmanager notification, a JSON file (- for stdin)")
+	_ = render.RegisterFlagCompletionFunc("target", completeTargets(stdio, &path))
+	_ = render.MarkFlagFilename("notification", "json")
+	cmd.AddCommand(render)
+	return cmd
+}
+
+// readNotification reads the Alertmanager notification in file (stdin for "-").
+func readNotification(stdin io.Reader, file string) (ingress.Notification, error) {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return ingress.Notification{}, fmt.Errorf("%w: --notification: %v", ErrUsage, err)
+	}
+	var n ingress.Notification
+	if err := json.Unmarshal(data, &n); err != nil {
+		return ingress.Notification{}, fmt.Errorf("--notification %s: not the JSON of an Alertmanager notification: %w", file, err)
+	}
+	return n, nil
+}
+
+// writeRendered prints a rendered message for a person: its title, whom it mentions, its
+// text.
+func writeRendered(w io.Writer, m notify.Message) error {
+	mentions := "nobody"
+	var who []string
+	if m.Mentions.All {
+		who = append(who, "everyone")
+	}
+	who = append(who, m.Mentions.Users...)
+	who = append(who, m.Mentions.Mobiles...)
+	if len(who) > 0 {
+		mentions = strings.Join(who, ", ")
+	}
+	_, err := fmt.Fprintf(w, "title: %s\nmentions: %s\ntext:\n%s\n", m.Title, mentions, m.Text)
+	return err
+}
