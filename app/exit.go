@@ -11,8 +11,8 @@ import (
 )
 
 // The exit codes of rocketdelay: cmd/rocketdelay exits with ExitCode of Run's error.
-// A script tells the outcomes of a command apart by them; every command's help lists
-// them (exitCodesHelp).
+// A script tells the outcomes of a command apart by them; `rocketdelay --help` lists
+// them (exitCodesHelp), and so does the README.
 const (
 	// ExitOK: the command did what it was asked.
 	ExitOK = 0
