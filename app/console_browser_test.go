@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -237,6 +238,23 @@ func (b *browser) text(sel string) string {
 	return strings.TrimSpace(s)
 }
 
+// waitText waits (up to stepTimeout) until the element sel selects reads want: after a
+// navigation the old page's elements stay until the new page replaces them, and a poll
+// inside the page ends with it, so the page is read again from here until it does.
+func (b *browser) waitText(sel, want string) {
+	b.t.Helper()
+	q, err := json.Marshal(sel)
+	require.NoError(b.t, err)
+	expr := fmt.Sprintf(`(document.querySelector(%s)?.textContent ?? "").trim()`, q)
+	var got string
+	require.Eventually(b.t, func() bool {
+		ctx, cancel := context.WithTimeout(b.ctx, time.Second)
+		defer cancel()
+		got, err = chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		return err == nil && got == want
+	}, stepTimeout, 20*time.Millisecond, "wait for %s to read %q", sel, want)
+}
+
 // location is the tab's URL.
 func (b *browser) location() string {
 	b.t.Helper()
@@ -288,9 +306,8 @@ func TestConsoleCancelsAlertsWhoseIDsAreOddPaths(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#token"), adminToken), chromedp.Click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#find")))
 	for _, id := range ids {
-		b.run("find "+id, chromedp.SendKeys(chromedp.CSS(`header input[name="id"]`), id+"\n"),
-			chromedp.WaitVisible(chromedp.CSS("#alert-state")))
-		require.Equal(t, id, b.text("#alert-id"))
+		b.run("find "+id, chromedp.SendKeys(chromedp.CSS(`header input[name="id"]`), id+"\n"))
+		b.waitText("#alert-id", id)
 		require.Equal(t, "waiting", b.text("#alert-state"))
 		b.run("cancel "+id, chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS("#reason")),
 			chromedp.SendKeys(chromedp.CSS("#reason"), "cancelled from the browser"), chromedp.Click(chromedp.CSS("#confirm")),
