@@ -104,6 +104,7 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	o := bench.SenderOptions{}
 	var p bench.PacingOptions
 	var rp bench.ReplicasOptions
+	var ko bench.KindsOptions
 	var withPacing, withShared, withReplicas bool
 	cmd := &cobra.Command{
 		Use:   "sender",
@@ -114,10 +115,18 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("%w: %v", ErrUsage, err)
 			}
-			parts := map[string]bool{"burst": true, "shared": withShared, "pacing": withPacing, "replicas": withReplicas}
+			if len(ko.Kinds) > 0 || only == "kinds" {
+				if err := bench.CheckKinds(ko.Kinds); err != nil {
+					return fmt.Errorf("%w: --kinds: %v", ErrUsage, err)
+				}
+				if ko.Robots < 1 || ko.Window < time.Second {
+					return fmt.Errorf("%w: --kinds-robots must be at least 1 and --kinds-window at least 1s", ErrUsage)
+				}
+			}
+			parts := map[string]bool{"burst": true, "kinds": len(ko.Kinds) > 0, "shared": withShared, "pacing": withPacing, "replicas": withReplicas}
 			if only != "" {
 				if _, ok := parts[only]; !ok {
-					return fmt.Errorf("%w: --only must be burst, shared, pacing or replicas, got %q", ErrUsage, only)
+					return fmt.Errorf("%w: --only must be burst, kinds, shared, pacing or replicas, got %q", ErrUsage, only)
 				}
 				parts = map[string]bool{only: true}
 			}
@@ -133,6 +142,12 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 			out, prefix := c.OutOrStdout(), cfg.Redis.KeyPrefix
 			if parts["burst"] {
 				if err := bench.Sender(c.Context(), rdb, prefix, o, out); err != nil {
+					return err
+				}
+			}
+			if parts["kinds"] {
+				ko.Alerts, ko.CoalesceMax, ko.Callers = o.Alerts, o.CoalesceMax, o.Callers
+				if err := bench.Kinds(c.Context(), rdb, prefix, ko, out); err != nil {
 					return err
 				}
 			}
@@ -163,7 +178,10 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	f.IntVar(&o.Callers, "callers", 200, "goroutines handing alerts to the senders")
 	f.IntVar(&o.CoalesceMax, "coalesce-max", config.DefaultSenderCoalesceMax, "most alerts per merged message")
 	f.DurationVar(&o.NaiveTimeout, "naive-timeout", 30*time.Second, "time limit of each naive run")
-	f.StringVar(&only, "only", "", "run one part only: burst, shared, pacing or replicas")
+	f.StringVar(&only, "only", "", "run one part only: burst, kinds, shared, pacing or replicas")
+	f.StringSliceVar(&ko.Kinds, "kinds", bench.ChatKinds, "platforms of the per-channel burst (-n alerts into a target of each kind), in order; empty: none")
+	f.IntVar(&ko.Robots, "kinds-robots", 3, "robots of each target of the per-channel burst")
+	f.DurationVar(&ko.Window, "kinds-window", 10*time.Second, "window of the per-channel burst, standing for the platforms' minute")
 	f.BoolVar(&withShared, "shared", true, "compare sender.robotLimits learn and fixed on robots shared with other senders")
 	f.BoolVar(&withPacing, "pacing", true, "compare sender.pacing auto and burst at 0.5x, 2x and 10x the pool's capacity")
 	f.DurationVar(&p.Window, "pacing-window", 5*time.Second, "window of the pacing comparison, standing for DingTalk's minute")
