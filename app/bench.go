@@ -39,11 +39,16 @@ func newBenchCmd(stdio IO) *cobra.Command {
 func newBenchAlertmanagerCmd(stdio IO) *cobra.Command {
 	var path string
 	var o bench.AlertmanagerOptions
-	cmd := &cobra.Command{Use: "alertmanager", Short: "An Alertmanager flood through rocketdelay and through a naive forwarder, into robots that behave like DingTalk",
+	cmd := &cobra.Command{Use: "alertmanager", Short: "An Alertmanager flood through rocketdelay into a robot of each platform, and through a naive forwarder into DingTalk",
 		Long: bench.AlertmanagerDoc, Args: exactArgs(0),
 		RunE: withConfig(stdio, &path, func(c *cobra.Command, cfg config.Config) error {
-			if o.Groups < 1 || o.Budget < 10*time.Second {
-				return fmt.Errorf("%w: --groups must be at least 1 and --budget at least 10s", ErrUsage)
+			if o.Groups < 1 || o.Groups > 9999 || o.Budget < 10*time.Second {
+				return fmt.Errorf("%w: --groups must be between 1 and 9999 and --budget at least 10s", ErrUsage)
+			}
+			if len(o.Kinds) > 0 {
+				if err := bench.CheckKinds(o.Kinds); err != nil {
+					return fmt.Errorf("%w: --kinds: %v", ErrUsage, err)
+				}
 			}
 			return bench.Alertmanager(c.Context(), cfg, o, c.OutOrStdout())
 		}),
@@ -51,7 +56,9 @@ func newBenchAlertmanagerCmd(stdio IO) *cobra.Command {
 	configFlag(cmd, &path)
 	cmd.Flags().IntVar(&o.Groups, "groups", 200, "alert groups fired at once, one notification each")
 	cmd.Flags().DurationVar(&o.Budget, "budget", 90*time.Second, "longest a run lasts")
-	cmd.Flags().IntSliceVar(&o.Robots, "robots", []int{1, 3}, "robot counts to run with")
+	cmd.Flags().StringSliceVar(&o.Kinds, "kinds", bench.ChatKinds, "platforms of the per-channel flood, a target of one robot each; empty: none")
+	cmd.Flags().BoolVar(&o.Naive, "naive", true, "run the DingTalk comparison of a naive forwarder and rocketdelay")
+	cmd.Flags().IntSliceVar(&o.Robots, "robots", []int{1, 3}, "robot counts of the DingTalk comparison")
 	return cmd
 }
 

@@ -104,8 +104,12 @@ func (k chatKind) target(base string, robots []notify.Robot, window time.Duratio
 }
 
 // perMessage is how many alerts of ms, in order, the platform's merged message can carry
-// at most, by its size rule (Protocol.Room of the merged message) and coalesceMax.
+// at most, by its size rule (Protocol.Room of the merged message) and coalesceMax; 1 when
+// they are not mergeable (the platform's own messages go alone).
 func perMessage(p notify.Protocol, ms []notify.Message, coalesceMax int) int {
+	if !ms[0].Mergeable() {
+		return 1
+	}
 	n := 1
 	for n < min(coalesceMax, len(ms)) && p.Room(notify.Merge(p.Style(), ms[:n+1])) >= 0 {
 		n++
