@@ -208,6 +208,7 @@ type amKindRun struct {
 	p50, p99, worst     time.Duration
 	paced               time.Duration
 	arrivals            time.Duration // first to last notification's arrival at serve
+	timeline            []string      // each message: groups@seconds after the first arrival
 }
 
 // amKinds is the per-channel flood: one serve with a target of each kind, one robot
@@ -311,6 +312,15 @@ func amKinds(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out 
 			}
 		}
 		r.arrivals = last.Sub(first)
+		for _, m := range sim.Accepted() {
+			if m.Kind == t.kind {
+				groups := map[string]bool{}
+				for _, g := range amGroup.FindAllStringSubmatch(m.Text, -1) {
+					groups[g[1]] = true
+				}
+				r.timeline = append(r.timeline, fmt.Sprintf("%d@%.1fs", len(groups), m.At.Sub(first).Seconds()))
+			}
+		}
 		q := quantile.Summarize(late)
 		r.p50, r.p99, r.worst = q.P50, q.P99, q.Max
 		if r.perMessage, err = amPerMessage(cfg, t, k, proxy.bodies(t.name)); err != nil {
@@ -329,6 +339,9 @@ func amKinds(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out 
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range runs {
+		fmt.Fprintf(out, "%s messages (groups@seconds after the first arrival): %s\n", r.kind.name, strings.Join(r.timeline, " "))
 	}
 	fmt.Fprintf(out, "run %s; lateness: a notification's arrival at serve → the simulator accepted the message carrying its group;\n"+
 		"groups/msg: the most groups one merged message carries by the platform's size rule and coalesceMax, on the bodies serve renders;\n"+
