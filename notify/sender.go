@@ -159,6 +159,8 @@ type target struct {
 	cooldownMax time.Duration
 	queue       *alertQueue
 	spacing     time.Duration // the pool's window over the target's capacity
+	gap         time.Duration // spacing/burstGap: two alerts this close start a burst (linger)
+	tokenTime   time.Duration // how long the target's token bucket takes to gain a token
 }
 
 // New returns a Sender. pool is the shared robot pool; it may be nil for a Sender that
@@ -239,6 +241,7 @@ func (s *Sender) newTarget(name string, tc Target) (*target, error) {
 		strings.Repeat("字", maxTitleRunes)), Text: t.style.Heading(s.opts.CoalesceMax)}
 	t.mergeRoom = tc.Protocol.Room(skeleton) - t.reserve
 	t.spacing = pacing(s.pool, t.order)
+	t.gap, t.tokenTime = t.spacing/burstGap, tokenTime(s.pool, t.order)
 	return t, nil
 }
 
