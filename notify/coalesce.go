@@ -63,15 +63,18 @@ import (
 // once; a burst that needs k messages should go in k messages, as soon as tokens allow,
 // not spend them on the few alerts that came first. So:
 //
-//   - Lingering: three alerts that each arrive within a quarter of one send's share of
-//     the window (target.spacing) of the one before make a burst, which lasts until
-//     alerts pause for a whole share. While a burst lasts and the queue does not hold a
-//     full message (the sections reach CoalesceMax or the size limit), the drainer waits
-//     before its next pick, until a full message waits, the burst pauses for half a
-//     share, or the queue's oldest alert has waited one token's time (the bucket's refill
-//     of one token). Right after the first send of a quiet pool (below), two alerts are
-//     enough, and wait a quarter of a share for a third. A lone alert never waits, and
-//     neither does a backlog that waited for a reserved token (that send carries
+//   - Lingering: an alert that arrives within a quarter of one send's share of the
+//     window (target.spacing) of the one before starts a burst, which lasts until alerts
+//     pause for a whole share. While a burst lasts and the queue does not hold a full
+//     message (the sections reach CoalesceMax or the size limit), the drainer waits
+//     before its next pick if the burst, at the rate it has come so far, fills the
+//     message before the queue's oldest alert has waited one token's time (the bucket's
+//     refill of one token): until a full message waits, the burst pauses for half a
+//     share, or it could no longer fill the message in time. A burst that began with the
+//     first send of a quiet pool (below) is a flood, whose start may be slow: its rate is
+//     not asked, one token's time is the bound. A lone alert never waits, nor do alerts that come too
+//     slowly to fill a message within a token's time (a few close together under a
+//     moderate load), nor a backlog that waited for a reserved token (that send carries
 //     everything waiting). Under sustained load the bound is one token: lingering never
 //     holds an alert past the moment its token would come.
 //   - The first send of a quiet pool: the drainer's first pick after the queue was empty,
@@ -102,14 +105,16 @@ type alertQueue struct {
 	wake    chan struct{} // a change of waiting, for a sleeping drainer
 	parked  bool          // alerts of the target may wait parked (share.go): keep draining
 	expect  int           // adopted alerts not in the queue yet, less those that came first (share.go)
-	// arrived is when the latest alert came (sent since or not); burst counts the alerts
-	// of the burst arriving (linger), each within the target's gap of the one before it:
-	// 0 for none, from 2, until alerts pause for the target's spacing.
-	arrived time.Time
-	burst   int
-	// credit, until it passes, lets the next paced pick skip the bucket: a lone alert
-	// found the pool quiet (drain).
-	credit time.Time
+	// arrived is when the latest alert came (sent since or not). burst counts the alerts
+	// of the burst arriving (linger), since burstFrom: 0 for none, 2 once an alert came
+	// within the target's gap of the one before, one more for each alert after it until
+	// alerts pause for the target's spacing.
+	arrived, burstFrom time.Time
+	burst              int
+	// quietSend is when the first send of a quiet pool went (drain); credit, within one
+	// token's time of it, lets the next paced pick skip the bucket.
+	quietSend time.Time
+	credit    bool
 }
 
 func newAlertQueue() *alertQueue { return &alertQueue{wake: make(chan struct{}, 1)} }
@@ -287,8 +292,10 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, a Alert, m Message, 
 	switch since := now.Sub(q.arrived); {
 	case since >= t.spacing:
 		q.burst = 0
+	case q.burst > 0:
+		q.burst++
 	case since < t.gap:
-		q.burst = max(q.burst+1, 2)
+		q.burst, q.burstFrom = 2, q.arrived
 	}
 	q.arrived = now
 	q.insert(w)
@@ -360,8 +367,8 @@ func (s *Sender) drain(t *target) {
 		switch {
 		case paid:
 			pacing, paid = store.Burst, false
-		case pacing == store.Paced && s.now().Before(q.credit):
-			pacing, q.credit = store.Burst, time.Time{} // a quiet pool's first send's token (see Bursts above)
+		case pacing == store.Paced && q.credit && s.now().Before(q.quietSend.Add(t.tokenTime)):
+			pacing, q.credit = store.Burst, false // a quiet pool's first send's token (see Bursts above)
 		}
 		q.mu.Unlock()
 		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(pacing))
@@ -414,10 +421,10 @@ func (s *Sender) drain(t *target) {
 		q.mu.Lock()
 		batch := s.take(t, pick, robots)
 		backlog, left := q.backlog, len(q.waiting)
-		if first && pacing == store.Paced && left == 0 && pick.InWindow == 1 && !fullMessage(batch, s.opts.CoalesceMax, t.mergeRoom) {
+		if first && pacing == store.Paced && left == 0 && pick.InWindow == 1 && missing(batch, s.opts.CoalesceMax, t.mergeRoom) > 0 {
 			// The first send of a quiet pool (its robot had no other send in the window) took
 			// what waited before a burst could show: the burst keeps the whole bucket.
-			q.credit = s.now().Add(t.tokenTime)
+			q.quietSend, q.credit = s.now(), true
 		}
 		first = false
 		s.metrics.waiting.WithLabelValues(t.name).Set(float64(left))
@@ -435,8 +442,8 @@ func (s *Sender) drain(t *target) {
 }
 
 // Lingering's thresholds, as parts of one send's share of the window (target.spacing):
-// alerts that arrive within spacing/burstGap of the one before make a burst, and while it
-// lasts a pause of spacing/quietGap lets what waits go.
+// an alert that arrives within spacing/burstGap of the one before starts a burst, and
+// while it lasts a pause of spacing/quietGap lets what waits go.
 const (
 	burstGap = 4
 	quietGap = 2
@@ -456,26 +463,29 @@ func (s *Sender) linger(t *target) bool {
 		return false
 	}
 	q.sleep(d, func() bool {
-		return len(q.waiting) == 0 || fullMessage(q.waiting, s.opts.CoalesceMax, t.mergeRoom)
+		return len(q.waiting) == 0 || missing(q.waiting, s.opts.CoalesceMax, t.mergeRoom) == 0
 	})
 	return true
 }
 
-// lingerFor is how long the drainer lingers at now: until the burst pauses for half a
-// send's share of the window (t.spacing/quietGap; t.gap while it is a pair) or the
-// queue's oldest alert has waited one token's time (t.tokenTime); 0 when no burst is
-// arriving (fewer than three alerts, or they paused for a whole share: it is over), the
-// queue's first alert goes alone, or the queue holds a full message. The caller holds
-// the queue's lock.
+// lingerFor is how long the drainer lingers at now, for the burst to fill the queue's
+// next message: until the burst pauses for half a send's share of the window
+// (t.spacing/quietGap), and no longer than the burst, at the rate it has come so far,
+// can fill the message before the queue's oldest alert has waited one token's time
+// (t.tokenTime; for a burst that began with a quiet pool's first send, that time
+// itself). 0 when no burst is arriving (or it paused for a whole share: it is over), it
+// would not fill the message in time, the queue's first alert goes alone, or the queue
+// holds a full message. The caller holds the queue's lock.
 func (s *Sender) lingerFor(t *target, now time.Time) time.Duration {
 	q := t.queue
 	if now.Sub(q.arrived) >= t.spacing {
 		q.burst = 0
 	}
-	// A pair lingers only right after the first send of a quiet pool (a flood's first alert
-	// went alone); elsewhere two alerts close together are no sign of more.
-	pair := q.burst == 2 && now.Before(q.credit)
-	if (q.burst < 3 && !pair) || len(q.waiting) == 0 || q.waiting[0].solo || fullMessage(q.waiting, s.opts.CoalesceMax, t.mergeRoom) {
+	if q.burst < 2 || len(q.waiting) == 0 || q.waiting[0].solo {
+		return 0
+	}
+	need := missing(q.waiting, s.opts.CoalesceMax, t.mergeRoom)
+	if need == 0 {
 		return 0
 	}
 	oldest := q.waiting[0].enqueued
@@ -484,32 +494,40 @@ func (s *Sender) lingerFor(t *target, now time.Time) time.Duration {
 			oldest = w.enqueued
 		}
 	}
-	quiet := t.spacing / quietGap
-	if pair {
-		quiet = t.gap // two alerts may be all there is: wait for a third only so long
+	last := oldest.Add(t.tokenTime)
+	if q.burstFrom.Sub(q.quietSend).Abs() > t.tokenTime {
+		// The burst brought burst-1 alerts over arrived-burstFrom: need more take as long.
+		// A burst that began with a quiet pool's first send is a flood, whose start may be
+		// slow: it has no such test.
+		last = last.Add(-time.Duration(float64(q.arrived.Sub(q.burstFrom)) * float64(need) / float64(q.burst-1)))
 	}
-	until := q.arrived.Add(quiet)
-	if bound := oldest.Add(t.tokenTime); bound.Before(until) {
-		until = bound
+	until := q.arrived.Add(t.spacing / quietGap)
+	if last.Before(until) {
+		until = last
 	}
 	return until.Sub(now)
 }
 
-// fullMessage reports whether waiting (in queue order, its first alert mergeable) holds a
-// full merged message: the sections pickSections takes reach max alerts, or limit bytes
-// with a mergeable alert left over.
-func fullMessage(waiting []*waiter, max, limit int) bool {
+// missing is how many more alerts the merged message of waiting (in queue order, its
+// first alert mergeable) has room for: by most alerts, and by limit bytes at the average
+// size of the sections pickSections takes, at least one; 0 when waiting holds a full
+// message (most alerts, or a mergeable alert that does not fit: the sizes are upper
+// bounds, and take fills a message by the rendered size).
+func missing(waiting []*waiter, most, limit int) int {
 	n, used := 0, 0
 	for _, w := range waiting {
 		if w.solo {
 			continue
 		}
-		if n >= max || used+w.size > limit {
-			return true
+		if n >= most || used+w.size > limit {
+			return 0
 		}
 		n, used = n+1, used+w.size
 	}
-	return n >= max
+	if n == 0 || used == 0 {
+		return most - n
+	}
+	return min(most-n, max((limit-used)*n/used, 1))
 }
 
 // pacing is how the drainer's picks spend the pool's budget: sender.pacing auto paces
