@@ -74,11 +74,11 @@ bench-topic: build ## a topic target at its business consumer: lateness next to 
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=10s $(BIN) bench topic
 
-bench-alertmanager: build ## a real Alertmanager's flood through rocketdelay and through a naive forwarder, into robots that behave like DingTalk
+bench-alertmanager: build ## a real Alertmanager's flood through rocketdelay into a robot of each platform (DingTalk, WeCom, Feishu), then through rocketdelay and a naive forwarder into DingTalk
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; $(BIN) bench alertmanager
 
-bench-sender: build ## the sender vs naive rate limiting, learned limits on shared robots, pacing auto vs burst; against the DingTalk simulator
+bench-sender: build ## the sender vs naive rate limiting, a burst per platform (DingTalk, WeCom, Feishu), learned limits on shared robots, pacing auto vs burst; against the chat simulator
 	deploy/local/up redis >/dev/null
 	eval "$$(deploy/local/env)"; $(BIN) bench sender -n 1000
 

@@ -43,13 +43,18 @@ func newBenchCmd(stdio IO) *cobra.Command {
 func newBenchAlertmanagerCmd(stdio IO) *cobra.Command {
 	var path string
 	var o bench.AlertmanagerOptions
-	cmd := &cobra.Command{Use: "alertmanager", Short: "An Alertmanager flood through rocketdelay and through a naive forwarder, into robots that behave like DingTalk",
+	cmd := &cobra.Command{Use: "alertmanager", Short: "An Alertmanager flood through rocketdelay into a robot of each platform, and through a naive forwarder into DingTalk",
 		Long: bench.AlertmanagerDoc, Args: exactArgs(0),
 		Example: `  rocketdelay bench alertmanager -f deploy/local/rocketdelay.yaml
-  rocketdelay bench alertmanager --groups 50 --budget 60s --robots 1,3`,
+  rocketdelay bench alertmanager --groups 50 --budget 60s --robots 1,3 --kinds wecom`,
 		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
-			if o.Groups < 1 || o.Budget < 10*time.Second {
-				return fmt.Errorf("%w: --groups must be at least 1 and --budget at least 10s", ErrUsage)
+			if o.Groups < 1 || o.Groups > 9999 || o.Budget < 10*time.Second {
+				return fmt.Errorf("%w: --groups must be between 1 and 9999 and --budget at least 10s", ErrUsage)
+			}
+			if len(o.Kinds) > 0 {
+				if err := bench.CheckKinds(o.Kinds); err != nil {
+					return fmt.Errorf("%w: --kinds: %v", ErrUsage, err)
+				}
 			}
 			return bench.Alertmanager(c.Context(), cfg, o, c.OutOrStdout())
 		}),
@@ -57,7 +62,9 @@ func newBenchAlertmanagerCmd(stdio IO) *cobra.Command {
 	configFlag(cmd, &path)
 	cmd.Flags().IntVar(&o.Groups, "groups", 200, "alert groups fired at once, one notification each")
 	durationVar(cmd.Flags(), &o.Budget, "budget", 90*time.Second, "longest a run lasts")
-	cmd.Flags().IntSliceVar(&o.Robots, "robots", []int{1, 3}, "robot counts to run with")
+	cmd.Flags().StringSliceVar(&o.Kinds, "kinds", bench.ChatKinds, "platforms of the per-channel flood, a target of one robot each; empty: none")
+	cmd.Flags().BoolVar(&o.Naive, "naive", true, "run the DingTalk comparison of a naive forwarder and rocketdelay")
+	cmd.Flags().IntSliceVar(&o.Robots, "robots", []int{1, 3}, "robot counts of the DingTalk comparison")
 	return cmd
 }
 
@@ -114,6 +121,7 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	o := bench.SenderOptions{}
 	var p bench.PacingOptions
 	var rp bench.ReplicasOptions
+	var ko bench.KindsOptions
 	var withPacing, withShared, withReplicas bool
 	cmd := &cobra.Command{
 		Use: "sender",
@@ -126,10 +134,18 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("%w: %v", ErrUsage, err)
 			}
-			parts := map[string]bool{"burst": true, "shared": withShared, "pacing": withPacing, "replicas": withReplicas}
+			if len(ko.Kinds) > 0 || only == "kinds" {
+				if err := bench.CheckKinds(ko.Kinds); err != nil {
+					return fmt.Errorf("%w: --kinds: %v", ErrUsage, err)
+				}
+				if ko.Robots < 1 || ko.Window < time.Second {
+					return fmt.Errorf("%w: --kinds-robots must be at least 1 and --kinds-window at least 1s", ErrUsage)
+				}
+			}
+			parts := map[string]bool{"burst": true, "kinds": len(ko.Kinds) > 0, "shared": withShared, "pacing": withPacing, "replicas": withReplicas}
 			if only != "" {
 				if _, ok := parts[only]; !ok {
-					return fmt.Errorf("%w: --only must be burst, shared, pacing or replicas, got %q", ErrUsage, only)
+					return fmt.Errorf("%w: --only must be burst, kinds, shared, pacing or replicas, got %q", ErrUsage, only)
 				}
 				parts = map[string]bool{only: true}
 			}
@@ -145,6 +161,12 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 			out, prefix := c.OutOrStdout(), cfg.Redis.KeyPrefix
 			if parts["burst"] {
 				if err := bench.Sender(c.Context(), rdb, prefix, o, out); err != nil {
+					return err
+				}
+			}
+			if parts["kinds"] {
+				ko.Alerts, ko.CoalesceMax, ko.Callers = o.Alerts, o.CoalesceMax, o.Callers
+				if err := bench.Kinds(c.Context(), rdb, prefix, ko, out); err != nil {
 					return err
 				}
 			}
@@ -175,7 +197,10 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	f.IntVar(&o.Callers, "callers", 200, "goroutines handing alerts to the senders")
 	f.IntVar(&o.CoalesceMax, "coalesce-max", config.DefaultSenderCoalesceMax, "most alerts per merged message")
 	durationVar(f, &o.NaiveTimeout, "naive-timeout", 30*time.Second, "time limit of each naive run")
-	f.StringVar(&only, "only", "", "run one part only: burst, shared, pacing or replicas")
+	f.StringVar(&only, "only", "", "run one part only: burst, kinds, shared, pacing or replicas")
+	f.StringSliceVar(&ko.Kinds, "kinds", bench.ChatKinds, "platforms of the per-channel burst (-n alerts into a target of each kind), in order; empty: none")
+	f.IntVar(&ko.Robots, "kinds-robots", 3, "robots of each target of the per-channel burst")
+	durationVar(f, &ko.Window, "kinds-window", 10*time.Second, "window of the per-channel burst, standing for the platforms' minute")
 	f.BoolVar(&withShared, "shared", true, "compare sender.robotLimits learn and fixed on robots shared with other senders")
 	f.BoolVar(&withPacing, "pacing", true, "compare sender.pacing auto and burst at 0.5x, 2x and 10x the pool's capacity")
 	durationVar(f, &p.Window, "pacing-window", 5*time.Second, "window of the pacing comparison, standing for DingTalk's minute")

@@ -296,3 +296,58 @@ func effectiveLimit(t *testing.T, reg *prometheus.Registry, target, robot string
 	t.Fatalf("no effective limit recorded for %s/%s", target, robot)
 	return 0
 }
+
+// A burst larger than one message's worth, right after a lone alert, its alerts arriving
+// over a while, through one robot of each platform goes in as many messages as the platform's size rule needs for its
+// sections (WeCom: 4096 bytes of markdown; Feishu: 20 KB of body, so coalesceMax), each
+// full but the last, with no robot over either of its platform's limits.
+func TestABurstGoesInTheFewestMessagesBySize(t *testing.T) {
+	for _, p := range platforms {
+		t.Run(p.kind, func(t *testing.T) {
+			t.Parallel()
+			w := newChatWorld(t, p, time.Minute, chatsim.Options{}, notify.Robot{Name: "r1", Token: config.Secret("tok-burst-" + p.kind)})
+			s := w.sender(t, fastOptions(), notify.Target{}, nil)
+			// In the markup of the built-in Alertmanager templates: quotes and angle brackets
+			// take more room in JSON than in WeCom's markdown.
+			body := func(i int) []byte {
+				return fmt.Appendf(nil, "<font color=\"warning\">alert-%04d</font> DataCheck: row %d of table <b>\"orders\"</b> "+
+					"is dirty; scenario <i>full-history-scan</i>, owner <i>data-platform</i>, runbook <https://runbook.example/dc>", i, i)
+			}
+			// k: the most of these one merged message carries on this platform
+			proto := p.channel(w.base)
+			var ms []notify.Message
+			for i := range config.DefaultSenderCoalesceMax {
+				m, err := proto.Parse(body(i + 1))
+				require.NoError(t, err)
+				ms = append(ms, m)
+			}
+			k := 1
+			for k < len(ms) && proto.Room(notify.Merge(proto.Style(), ms[:k+1])) >= 0 {
+				k++
+			}
+			burst := 2*k + k/2
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := s.Send(ctx, notify.Alert{Target: "ops", Body: body(0)})
+			require.NoError(t, err)
+			for _, err := range trickle(burst, func(i int) error {
+				_, err := s.Send(ctx, notify.Alert{Target: "ops", Body: body(i + 1)})
+				return err
+			}) {
+				require.NoError(t, err)
+			}
+			var sizes []int
+			for _, m := range w.sim.Accepted() {
+				in := map[string]bool{}
+				for _, id := range alertID.FindAllString(m.Text, -1) {
+					in[id] = true
+				}
+				sizes = append(sizes, len(in))
+			}
+			require.Equal(t, []int{1, k, k, k / 2}, sizes, "the lone alert, then %d alerts in ⌈%d/%d⌉ messages", burst, burst, k)
+			st := w.sim.Stats()
+			require.Zero(t, st.OverLimit)
+			require.Zero(t, st.Rejected)
+		})
+	}
+}

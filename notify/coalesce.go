@@ -52,11 +52,44 @@ import (
 // the cause, so its alerts go again alone and each gets its own verdict; refusing them
 // all would record good alerts as undeliverable.
 //
-// While the pool has room, each alert goes alone; under backlog, after a merged message
-// that emptied the queue, the drainer waits one send's share of the window (window over
-// the target's sends per window) before the next pick, unless a full message's worth of
-// alerts arrives first, so merged messages fill up instead of spending the freed robot
-// slots on one or two alerts each.
+// With sender.pacing burst: while the pool has room, each alert goes alone; under
+// backlog, after a merged message that emptied the queue, the drainer waits one send's
+// share of the window (window over the target's sends per window) before the next pick,
+// unless a full message's worth of alerts arrives first, so merged messages fill up
+// instead of spending the freed robot slots on one or two alerts each.
+//
+// Bursts, with sender.pacing auto (the default). Each pick spends a token of the
+// target's bucket (robot_pick.lua), which lets a sixth of the capacity per window go at
+// once; a burst that needs k messages should go in k messages, as soon as tokens allow,
+// not spend them on the few alerts that came first. So:
+//
+//   - Lingering: an alert that arrives within a quarter of one send's share of the
+//     window (target.spacing) of the one before starts a burst, which lasts until alerts
+//     pause for a whole share. While a burst lasts and the queue does not hold a full
+//     message (the sections reach CoalesceMax or the size limit), the drainer waits
+//     before its next pick if the burst, at the rate it has come so far, fills the
+//     message before the queue's oldest alert has waited one token's time (the bucket's
+//     refill of one token): until a full message waits, the burst pauses for half a
+//     share, or it could no longer fill the message in time. A burst that began with the
+//     first send of a quiet pool (below) is a flood, whose start may be slow: its rate is
+//     not asked, one token's time is the bound. A lone alert never waits, nor do alerts that come too
+//     slowly to fill a message within a token's time (a few close together under a
+//     moderate load), nor a backlog that waited for a reserved token (that send carries
+//     everything waiting). Under sustained load the bound is one token: lingering never
+//     holds an alert past the moment its token would come.
+//   - The first send of a quiet pool: the drainer's first pick after the queue was empty,
+//     when its robot had no other send in the window, takes what waits before a burst can
+//     show (often one alert). When that is less than a full message, the drainer's next
+//     paced pick within one token's time does not take from the bucket (store.Burst), so
+//     the burst that follows keeps the whole bucket. The robots' windows hold as ever,
+//     and at most one such send per quiet robot and window escapes the bucket.
+//   - Full messages: a section's size is an upper bound (its JSON length); once the
+//     rendered message is the judge, a message takes the following alerts too while they
+//     fit (fill), so WeCom's 4096 bytes of markdown carry as many as they can.
+//   - Parking (share.go) starts only when a pick found the bucket empty and reserved a
+//     token (the target is busy), not when a robot has to wait for its window, such as
+//     Feishu's per-second one: those alerts wait here, with those that come meanwhile,
+//     and go merged.
 
 // maxTitleRunes bounds the part of a merged message's title taken from its first alert.
 const maxTitleRunes = 48
@@ -68,9 +101,20 @@ type alertQueue struct {
 	seq     uint64
 	running bool          // a drainer runs
 	backlog bool          // the pool said "no robot free" since the queue was last empty
+	busy    bool          // a pick found the bucket empty since the queue was last empty: alerts park (share.go)
 	wake    chan struct{} // a change of waiting, for a sleeping drainer
 	parked  bool          // alerts of the target may wait parked (share.go): keep draining
 	expect  int           // adopted alerts not in the queue yet, less those that came first (share.go)
+	// arrived is when the latest alert came (sent since or not). burst counts the alerts
+	// of the burst arriving (linger), since burstFrom: 0 for none, 2 once an alert came
+	// within the target's gap of the one before, one more for each alert after it until
+	// alerts pause for the target's spacing.
+	arrived, burstFrom time.Time
+	burst              int
+	// quietSend is when the first send of a quiet pool went (drain); credit, within one
+	// token's time of it, lets the next paced pick skip the bucket.
+	quietSend time.Time
+	credit    bool
 }
 
 func newAlertQueue() *alertQueue { return &alertQueue{wake: make(chan struct{}, 1)} }
@@ -194,6 +238,25 @@ func pacing(pool Pool, robots []store.PoolRobot) time.Duration {
 	return w.Window() / time.Duration(capacity)
 }
 
+// tokenTime is how long the target's token bucket takes to gain one token (robot_pick.lua:
+// it holds capacity/store.BucketShare and refills at the rest of the capacity per
+// window), for robots' configured limits. 0 when the pool does not tell its window.
+func tokenTime(pool Pool, robots []store.PoolRobot) time.Duration {
+	w, ok := pool.(windowed)
+	if !ok {
+		return 0
+	}
+	capacity := 0.0
+	for _, r := range robots {
+		capacity += float64(r.Limit)
+	}
+	if capacity == 0 {
+		return 0
+	}
+	size := max(capacity/store.BucketShare, 1)
+	return time.Duration(float64(w.Window()) / max(capacity-size, capacity/store.BucketShare))
+}
+
 // sendQueued sends m, a part of a, through t's queue and returns its result; solo
 // alerts are never merged. confirm, when not nil, is asked right before every request
 // that would carry m.
@@ -216,7 +279,7 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, a Alert, m Message, 
 	}
 	q := t.queue
 	q.mu.Lock()
-	if q.backlog && parkable(w) {
+	if q.busy && parkable(w) {
 		// The target is busy: park the alert for its next send, whichever replica makes it.
 		q.mu.Unlock()
 		if s.parkOne(t, w) {
@@ -226,6 +289,15 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, a Alert, m Message, 
 	}
 	q.seq++
 	w.seq = q.seq
+	switch since := now.Sub(q.arrived); {
+	case since >= t.spacing:
+		q.burst = 0
+	case q.burst > 0:
+		q.burst++
+	case since < t.gap:
+		q.burst, q.burstFrom = 2, q.arrived
+	}
+	q.arrived = now
 	q.insert(w)
 	if w.adopted {
 		q.expect-- // may arrive before its adopter counts it: then below 0 until it does
@@ -267,15 +339,19 @@ func (s *Sender) drain(t *target) {
 	q := t.queue
 	ctx := context.Background() // the queue's alerts leave on their own contexts
 	paid := false               // a reserved token came due: the next pick is not paced again
+	first := true               // no robot picked yet in this run: the queue was empty before
 	for {
 		q.mu.Lock()
 		if len(q.waiting) == 0 && !q.parked {
-			q.running, q.backlog = false, false
+			q.running, q.backlog, q.busy = false, false, false
 			s.metrics.waiting.WithLabelValues(t.name).Set(0)
 			q.mu.Unlock()
 			return
 		}
 		q.mu.Unlock()
+		if !paid && s.linger(t) {
+			continue // alerts may have left meanwhile: look again
+		}
 		robots := s.closedCircuits(t)
 		if len(robots) == 0 {
 			s.failWaiting(t, func() *Failure {
@@ -287,9 +363,14 @@ func (s *Sender) drain(t *target) {
 		_ = s.acquire(ctx) // cannot fail: ctx never ends
 		pacing := s.pacing()
 		reserved := paid
-		if paid {
+		q.mu.Lock()
+		switch {
+		case paid:
 			pacing, paid = store.Burst, false
+		case pacing == store.Paced && q.credit && s.now().Before(q.quietSend.Add(t.tokenTime)):
+			pacing, q.credit = store.Burst, false // a quiet pool's first send's token (see Bursts above)
 		}
+		q.mu.Unlock()
 		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, pacing))
 		if err != nil {
 			s.release()
@@ -307,6 +388,7 @@ func (s *Sender) drain(t *target) {
 			var expired []*waiter
 			q.mu.Lock()
 			q.backlog = true
+			q.busy = q.busy || pick.Reserved
 			if s.opts.MaxWait > 0 {
 				now := s.now()
 				q.waiting = slices.DeleteFunc(q.waiting, func(w *waiter) bool {
@@ -323,7 +405,7 @@ func (s *Sender) drain(t *target) {
 				w.done <- &Failure{Class: ClassTransient, Reason: fmt.Sprintf("no robot free within %s", s.opts.MaxWait),
 					Target: t.name, RetryAfter: pick.Wait}
 			}
-			if s.sharing() {
+			if s.sharing() && pick.Reserved {
 				s.parkWaiting(t)
 			}
 			q.sleep(pick.Wait, func() bool { return len(q.waiting) == 0 && !q.parked })
@@ -339,6 +421,12 @@ func (s *Sender) drain(t *target) {
 		q.mu.Lock()
 		batch := s.take(t, pick, robots)
 		backlog, left := q.backlog, len(q.waiting)
+		if first && pacing == store.Paced && left == 0 && pick.InWindow == 1 && missing(batch, s.opts.CoalesceMax, t.mergeRoom) > 0 {
+			// The first send of a quiet pool (its robot had no other send in the window) took
+			// what waited before a burst could show: the burst keeps the whole bucket.
+			q.quietSend, q.credit = s.now(), true
+		}
+		first = false
 		s.metrics.waiting.WithLabelValues(t.name).Set(float64(left))
 		q.mu.Unlock()
 		if len(batch) == 0 { // every alert left meanwhile, or another replica's send took the parked ones
@@ -351,6 +439,95 @@ func (s *Sender) drain(t *target) {
 			q.sleep(t.spacing, func() bool { return len(q.waiting) == 0 || len(q.waiting) >= s.opts.CoalesceMax })
 		}
 	}
+}
+
+// Lingering's thresholds, as parts of one send's share of the window (target.spacing):
+// an alert that arrives within spacing/burstGap of the one before starts a burst, and
+// while it lasts a pause of spacing/quietGap lets what waits go.
+const (
+	burstGap = 4
+	quietGap = 2
+)
+
+// linger waits, before the drainer's next pick, while a burst is arriving and the queue
+// does not hold a full message yet (see Bursts above); it reports whether it waited.
+func (s *Sender) linger(t *target) bool {
+	if s.opts.Pacing != config.PacingAuto || t.gap <= 0 {
+		return false
+	}
+	q := t.queue
+	q.mu.Lock()
+	d := s.lingerFor(t, s.now())
+	q.mu.Unlock()
+	if d <= 0 {
+		return false
+	}
+	q.sleep(d, func() bool {
+		return len(q.waiting) == 0 || missing(q.waiting, s.opts.CoalesceMax, t.mergeRoom) == 0
+	})
+	return true
+}
+
+// lingerFor is how long the drainer lingers at now, for the burst to fill the queue's
+// next message: until the burst pauses for half a send's share of the window
+// (t.spacing/quietGap), and no longer than the burst, at the rate it has come so far,
+// can fill the message before the queue's oldest alert has waited one token's time
+// (t.tokenTime; for a burst that began with a quiet pool's first send, that time
+// itself). 0 when no burst is arriving (or it paused for a whole share: it is over), it
+// would not fill the message in time, the queue's first alert goes alone, or the queue
+// holds a full message. The caller holds the queue's lock.
+func (s *Sender) lingerFor(t *target, now time.Time) time.Duration {
+	q := t.queue
+	if now.Sub(q.arrived) >= t.spacing {
+		q.burst = 0
+	}
+	if q.burst < 2 || len(q.waiting) == 0 || q.waiting[0].solo {
+		return 0
+	}
+	need := missing(q.waiting, s.opts.CoalesceMax, t.mergeRoom)
+	if need == 0 {
+		return 0
+	}
+	oldest := q.waiting[0].enqueued
+	for _, w := range q.waiting[1:] {
+		if w.enqueued.Before(oldest) {
+			oldest = w.enqueued
+		}
+	}
+	last := oldest.Add(t.tokenTime)
+	if q.burstFrom.Sub(q.quietSend).Abs() > t.tokenTime {
+		// The burst brought burst-1 alerts over arrived-burstFrom: need more take as long.
+		// A burst that began with a quiet pool's first send is a flood, whose start may be
+		// slow: it has no such test.
+		last = last.Add(-time.Duration(float64(q.arrived.Sub(q.burstFrom)) * float64(need) / float64(q.burst-1)))
+	}
+	until := q.arrived.Add(t.spacing / quietGap)
+	if last.Before(until) {
+		until = last
+	}
+	return until.Sub(now)
+}
+
+// missing is how many more alerts the merged message of waiting (in queue order, its
+// first alert mergeable) has room for: by most alerts, and by limit bytes at the average
+// size of the sections pickSections takes, at least one; 0 when waiting holds a full
+// message (most alerts, or a mergeable alert that does not fit: the sizes are upper
+// bounds, and take fills a message by the rendered size).
+func missing(waiting []*waiter, most, limit int) int {
+	n, used := 0, 0
+	for _, w := range waiting {
+		if w.solo {
+			continue
+		}
+		if n >= most || used+w.size > limit {
+			return 0
+		}
+		n, used = n+1, used+w.size
+	}
+	if n == 0 || used == 0 {
+		return most - n
+	}
+	return min(most-n, max((limit-used)*n/used, 1))
 }
 
 // pacing is how the drainer's picks spend the pool's budget: sender.pacing auto paces
@@ -396,15 +573,44 @@ func (s *Sender) take(t *target, pick store.Pick, robots []store.PoolRobot) []*w
 	}
 	if !head.solo && merge {
 		batch = pickSections(q.waiting, s.opts.CoalesceMax, t.mergeRoom)
-		// The sizes are upper bounds; the rendered message is the judge.
+		// The sizes are upper bounds; the rendered message is the judge: it may carry fewer,
+		// or more.
+		n := len(batch)
 		for len(batch) > 1 && t.proto.Room(mergeMessage(t.style, batch)) < t.reserve {
 			batch = batch[:len(batch)-1]
+		}
+		if len(batch) == n {
+			batch = s.fill(t, batch)
 		}
 	}
 	for _, w := range batch {
 		w.taken = true
 	}
 	q.waiting = deleteTaken(q.waiting)
+	return batch
+}
+
+// fill adds to batch, taken by pickSections from the front of t's queue, the mergeable
+// alerts that follow it in the queue while the rendered message keeps within the
+// platform's size limit and Options.CoalesceMax alerts: a section's size is an upper
+// bound (its JSON length), so more may fit than pickSections took. The caller holds the
+// queue's lock.
+func (s *Sender) fill(t *target, batch []*waiter) []*waiter {
+	waiting := t.queue.waiting
+	i := slices.Index(waiting, batch[len(batch)-1])
+	for _, w := range waiting[i+1:] {
+		if len(batch) >= s.opts.CoalesceMax {
+			break
+		}
+		if w.solo {
+			continue
+		}
+		next := append(slices.Clip(batch), w)
+		if t.proto.Room(mergeMessage(t.style, next)) < t.reserve {
+			break
+		}
+		batch = next
+	}
 	return batch
 }
 

@@ -350,3 +350,113 @@ func TestPacingSpendsTheBudgetEvenly(t *testing.T) {
 		})
 	}
 }
+
+// ids returns the alerts a simulator message carries, each once, in order (a merged
+// message's title names its first alert again).
+func ids(t *testing.T, m chatsim.Message) []string {
+	t.Helper()
+	var out []string
+	seen := map[string]bool{}
+	for _, id := range alertID.FindAllString(m.Text, -1) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// trickle runs send(0) … send(n-1), each in a goroutine of its own, one started every
+// millisecond (alerts of a flood reach a sender over a while, not all at once: a drainer
+// may pick between two), and returns their errors in order once all returned.
+func trickle(n int, send func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = send(i) })
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	return errs
+}
+
+// A burst larger than one message's worth, through one robot at DingTalk's limit per
+// minute, right after a lone alert (which went alone: nothing else waited), its alerts
+// arriving over a while: the burst goes in the fewest messages, full ones while it
+// arrives and the rest once it stops, none with a few alerts while more were arriving,
+// and without waiting for a token: the lone
+// alert found the pool quiet, so it did not shrink the burst the bucket lets out at once
+// (a sixth of 19 per minute: 3 sends).
+func TestABurstGoesInTheFewestMessages(t *testing.T) {
+	const burst = 120 // 50 + 50 + 20 with coalesceMax 50
+	h := newHarness(t, time.Minute, 20, robotSpec{signed: true})
+	s, _ := h.sender(h.options(19))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, sendAlert(s, ctx, notify.Alert{Target: "ops", Body: []byte("alert-0000")}))
+	for _, err := range trickle(burst, func(i int) error {
+		return sendAlert(s, ctx, notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i+1)})
+	}) {
+		require.NoError(t, err)
+	}
+	var sizes []int
+	seen := map[string]int{}
+	for _, m := range h.sim.Accepted() {
+		in := ids(t, m)
+		sizes = append(sizes, len(in))
+		for _, id := range in {
+			seen[id]++
+		}
+	}
+	require.Len(t, seen, burst+1, "every alert arrives")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "%s arrived %d times", id, n)
+	}
+	require.Equal(t, []int{1, 50, 50, 20}, sizes, "the lone alert, then the burst in ⌈%d/50⌉ messages", burst)
+	require.Zero(t, h.picks.reserved.Load(), "no send waited for a token")
+	require.Zero(t, h.sim.Stats().OverLimit)
+}
+
+// parkingClaim is a claim whose Park only counts (the alert would wait in the wheel
+// stage's park); noAdoption is a park that never has anything to adopt.
+type parkingClaim struct{ parks *atomic.Int64 }
+
+func (c parkingClaim) Confirm(context.Context, int) error { return nil }
+func (c parkingClaim) Park(context.Context) error {
+	c.parks.Add(1)
+	return nil
+}
+func (c parkingClaim) MarkFailed(context.Context, []byte) error { return nil }
+
+type noAdoption struct{}
+
+func (noAdoption) Adopt(context.Context, string, int) (int, int, error) { return 0, 0, nil }
+
+// A target is busy, and its alerts park for whichever replica's send comes next, when a
+// pick found its token bucket empty; a robot's short wait for its per-second window,
+// with tokens in the bucket, is no reason: the alerts wait for it here and go merged.
+func TestAPerSecondWaitDoesNotPark(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{})
+	h.robots[0].LimitPerSecond = 1 // a second window is a sixtieth of the window: 1s
+	opts := h.options(19)
+	opts.CoalesceMax = 2 // full messages go at once: the next pick finds the second window full
+	s, _ := h.sender(opts)
+	s.SetParking(noAdoption{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var parks atomic.Int64
+	send := func(i int) error {
+		return sendAlert(s, ctx, notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i), Claim: parkingClaim{&parks}})
+	}
+	require.NoError(t, send(0)) // the robot's second window is full now
+	for _, err := range trickle(4, func(i int) error { return send(i + 1) }) {
+		require.NoError(t, err, "not parked")
+	}
+	require.Zero(t, parks.Load())
+	var sizes []int
+	for _, m := range h.sim.Accepted() {
+		sizes = append(sizes, len(ids(t, m)))
+	}
+	require.Equal(t, []int{1, 2, 2}, sizes, "the four went merged, each message once the second window had room")
+	require.Zero(t, h.picks.reserved.Load())
+}

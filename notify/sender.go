@@ -160,6 +160,8 @@ type target struct {
 	busy        store.Busy // the platform's busy moments (BusyMoments)
 	queue       *alertQueue
 	spacing     time.Duration // the pool's window over the target's capacity
+	gap         time.Duration // spacing/burstGap: two alerts this close start a burst (linger)
+	tokenTime   time.Duration // how long the target's token bucket takes to gain a token
 }
 
 // New returns a Sender. pool is the shared robot pool; it may be nil for a Sender that
@@ -246,6 +248,7 @@ func (s *Sender) newTarget(name string, tc Target) (*target, error) {
 			t.busy = store.Busy{Every: busy.Every, For: busy.For, PerSecond: busy.PerSecond}
 		}
 	}
+	t.gap, t.tokenTime = t.spacing/burstGap, tokenTime(s.pool, t.order)
 	return t, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,8 +64,9 @@ type harness struct {
 // the pool's (the sender paces by it).
 type latchedPool struct {
 	*store.RobotPool
-	mu   sync.Mutex
-	open chan struct{} // closed, or nil, when picks go through
+	mu       sync.Mutex
+	open     chan struct{} // closed, or nil, when picks go through
+	reserved atomic.Int64  // picks that found the bucket empty and reserved a token
 }
 
 // hold makes every Pick from now on wait for release.
@@ -95,7 +97,11 @@ func (p *latchedPool) Pick(ctx context.Context, target string, robots []store.Po
 			return store.Pick{}, ctx.Err()
 		}
 	}
-	return p.RobotPool.Pick(ctx, target, robots, opts)
+	pick, err := p.RobotPool.Pick(ctx, target, robots, opts)
+	if pick.Reserved {
+		p.reserved.Add(1)
+	}
+	return pick, err
 }
 
 // robotSpec describes one test robot: r<i> with token "tok-<i>-c0ffee" and, when signed,

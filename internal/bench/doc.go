@@ -1,8 +1,8 @@
 // Package bench holds the benchmark engines behind `rocketdelay bench …`: the pipeline
 // benchmark (a bare RocketMQ client vs the scheduler's hop and wheel stage, on the
 // configured broker and Redis), the sender benchmark (the DingTalk sender vs naive rate
-// limiting, against an in-process simulator) and the modes benchmark (delay levels vs
-// timer messages vs the broker's timer alone). They are tools, not product: nothing in
+// limiting, and a burst per chat platform, against in-process simulators) and the modes
+// benchmark (delay levels vs timer messages vs the broker's timer alone). They are tools, not product: nothing in
 // the service depends on them.
 package bench
 
@@ -32,6 +32,17 @@ robots accept 20 messages per --window and are throttled for 10 windows past tha
 and prints, side by side, the pool's capacity per window (robots × limit), the messages
 sent per window, the simulator's over-limit answers, and the alerts delivered per window.
 
+Then (unless --kinds is empty) it sends the same burst, all due at one instant, into one
+target of each kind (--kinds dingtalk,wecom,feishu) of --kinds-robots robots, through one
+Sender against that platform's simulator (20 per window for DingTalk and WeCom, 100 per
+window and 5 per second window for Feishu; the second window is a sixtieth of
+--kinds-window), and prints per kind: alerts per merged message by the platform's size
+rule, the fewest messages the burst needs, messages, alerts delivered, the peak per robot
+per window (and per second window) against the platform's limit, over-limit answers,
+lateness p50/p99 (due → accepted), the physical limit (those fewest messages at the
+platform's sustained rate, one robot gap each) with p99/physical, and the limit of
+sender.pacing auto's bucket.
+
 Then (unless --shared=false) it compares sender.robotLimits learn and fixed on 8 robots
 configured at 19 per window that really accept 5 (shared with someone else), against a
 sender told the real limit, printing 130101 answers and redirects, alerts delivered,
@@ -56,7 +67,7 @@ answers, alerts parked and adopted, Redis round trips per alert, and the physica
 replicas without sharing at the lowest and the highest load, and the lines
 "replicas: p99 lateness …" and "calm path …".
 
---only burst|shared|pacing|replicas runs one part. The configuration (-f, or the
+--only burst|kinds|shared|pacing|replicas runs one part. The configuration (-f, or the
 ROCKETDELAY_* variables deploy/local/env prints) gives Redis, and for the replicas part
 the broker and Postgres.`
 	// ScaleDoc describes Scale.

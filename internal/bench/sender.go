@@ -404,16 +404,23 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// serveSim serves sim on a free loopback port until stop is called, and returns its
-// webhook URL.
+// serveSim serves sim, a DingTalk simulator, on a free loopback port until stop is
+// called, and returns its webhook URL.
 func serveSim(ctx context.Context, sim *chatsim.Server) (url string, stop func(), err error) {
+	root, stop, err := serveChatSim(ctx, sim)
+	return root + dingtalk.SimPath, stop, err
+}
+
+// serveChatSim serves sim on a free loopback port until stop is called, and returns its
+// root URL (Server.URL gives each platform's webhook base).
+func serveChatSim(ctx context.Context, sim *chatsim.Server) (root string, stop func(), err error) {
 	simCtx, cancel := context.WithCancel(ctx)
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() { done <- sim.ListenAndServe(simCtx, "127.0.0.1:0", func(a net.Addr) { addrc <- a }) }()
 	select {
 	case a := <-addrc:
-		return "http://" + a.String() + dingtalk.SimPath, func() { cancel(); <-done }, nil
+		return "http://" + a.String(), func() { cancel(); <-done }, nil
 	case err := <-done:
 		cancel()
 		return "", nil, err

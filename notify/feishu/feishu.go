@@ -139,6 +139,12 @@ func parseJSON(body []byte) (notify.Message, error) {
 		if len(e.Card) == 0 {
 			return notify.Message{}, notify.Invalid("an interactive message needs card")
 		}
+		if m, ok := markdownOf(e.Card); ok {
+			if len(m.Text) > MaxSplitBytes {
+				return notify.Message{}, notify.Invalid("the card's markdown is %d bytes; at most %d are split into parts", len(m.Text), MaxSplitBytes)
+			}
+			return m, nil
+		}
 	case TypePost, TypeImage, TypeShareChat:
 		if len(e.Content) == 0 {
 			return notify.Message{}, notify.Invalid("a %s message needs content", e.MsgType)
@@ -153,6 +159,44 @@ func parseJSON(body []byte) (notify.Message, error) {
 	}
 	e.Timestamp, e.Sign = "", ""
 	return notify.Message{Format: notify.FormatNative, Native: e, Type: e.MsgType}, nil
+}
+
+// markdownCard is the card render makes of a markdown message, and nothing else.
+type markdownCard struct {
+	Config struct {
+		WideScreenMode bool `json:"wide_screen_mode"`
+	} `json:"config"`
+	Header *struct {
+		Title struct {
+			Tag     string `json:"tag"`
+			Content string `json:"content"`
+		} `json:"title"`
+	} `json:"header"`
+	Elements []struct {
+		Tag     string `json:"tag"`
+		Content string `json:"content"`
+	} `json:"elements"`
+}
+
+// markdownOf reads card as the markdown message render made it of (Body's inverse), so
+// that the core may merge and split it; false for a card of any other shape, which stays
+// the producer's own.
+func markdownOf(card []byte) (notify.Message, bool) {
+	dec := json.NewDecoder(bytes.NewReader(card))
+	dec.DisallowUnknownFields()
+	var c markdownCard
+	if dec.Decode(&c) != nil || dec.More() || !c.Config.WideScreenMode || len(c.Elements) != 1 ||
+		c.Elements[0].Tag != "markdown" || c.Elements[0].Content == "" {
+		return notify.Message{}, false
+	}
+	m := notify.Message{Format: notify.FormatMarkdown, Type: TypeInteractive, Text: c.Elements[0].Content}
+	if c.Header != nil {
+		if c.Header.Title.Tag != "plain_text" || c.Header.Title.Content == "" {
+			return notify.Message{}, false
+		}
+		m.Title = c.Header.Title.Content
+	}
+	return m, true
 }
 
 // render is the Feishu message of the core's message m, with keyword added where it is

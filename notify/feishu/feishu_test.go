@@ -154,3 +154,45 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// The card Body renders for a markdown message (what the Alertmanager receiver and the
+// publish API's markdown publish) reads back as that markdown message, so that the core
+// may merge it with others; a card of any other shape stays the producer's own.
+func TestMarkdownBodyReadsBackAsMarkdown(t *testing.T) {
+	ch := New("")
+	for _, md := range []notify.Message{
+		{Format: notify.FormatMarkdown, Type: TypeInteractive, Title: "[FIRING:1] DataCheck", Text: "**group** g0001\n> row 1 is dirty"},
+		{Format: notify.FormatMarkdown, Type: TypeInteractive, Text: "no title"},
+	} {
+		body, err := ch.Body(md)
+		require.NoError(t, err)
+		back, err := ch.Parse(body)
+		require.NoError(t, err)
+		require.True(t, back.Mergeable(), "%s", body)
+		require.Equal(t, md, back)
+		again, err := ch.Body(back)
+		require.NoError(t, err)
+		require.Equal(t, string(body), string(again))
+	}
+	// Over the body limit it is split like any markdown, not refused.
+	long := notify.Message{Format: notify.FormatMarkdown, Type: TypeInteractive, Title: "many", Text: strings.Repeat("row is dirty\n", 3000)}
+	body, err := ch.Body(long)
+	require.NoError(t, err)
+	back, err := ch.Parse(body)
+	require.NoError(t, err)
+	require.Equal(t, long, back)
+	parts, err := notify.Split(ch, back, 0)
+	require.NoError(t, err)
+	require.Greater(t, len(parts), 1)
+
+	for _, native := range []string{
+		`{"msg_type":"interactive","card":{"config":{"wide_screen_mode":true},"elements":[{"tag":"markdown","content":"a"},{"tag":"hr"}]}}`,
+		`{"msg_type":"interactive","card":{"config":{"wide_screen_mode":true},"elements":[{"tag":"markdown","content":"a"}],"header":{"template":"red","title":{"tag":"plain_text","content":"t"}}}}`,
+		`{"msg_type":"interactive","card":{"config":{"wide_screen_mode":true,"enable_forward":false},"elements":[{"tag":"markdown","content":"a"}]}}`,
+		`{"msg_type":"interactive","card":{"config":{"wide_screen_mode":true},"elements":[{"tag":"markdown","content":"a","text_align":"center"}]}}`,
+	} {
+		m, err := ch.Parse([]byte(native))
+		require.NoError(t, err)
+		require.Equal(t, notify.FormatNative, m.Format, native)
+	}
+}
