@@ -378,7 +378,7 @@ func amPerMessage(cfg config.Config, t amTarget, k chatKind, bodies map[string][
 	c.Targets = map[string]config.Target{t.name: {Kind: t.kind, Robots: []config.Robot{{Name: "r1", Token: "render-only"}}}}
 	c.Ingress.Token = "render-only-token-0123456789"
 	pub := &capture{}
-	in, err := ingress.New(c, ingress.Deps{Publisher: pub, Chat: chat, Logger: slog.New(slog.DiscardHandler), Now: time.Now},
+	in, err := ingress.New(c, ingress.Deps{Publisher: pub, Chat: chat, Dedupe: firstCopy{}, Logger: slog.New(slog.DiscardHandler), Now: time.Now},
 		ingress.NewMetrics(nil))
 	if err != nil {
 		return 0, err
@@ -683,3 +683,9 @@ func startNaiveForwarder(simURL, robotToken string) (string, func(), error) {
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String() + "/", func() { _ = srv.Close() }, nil
 }
+
+// firstCopy is the dedupe of the in-process ingress that renders the captured
+// notifications: each is rendered once, so each is its own first copy.
+type firstCopy struct{}
+
+func (firstCopy) Once(_ context.Context, _, id string, _ time.Duration) (string, error) { return id, nil }
