@@ -688,4 +688,6 @@ func startNaiveForwarder(simURL, robotToken string) (string, func(), error) {
 // notifications: each is rendered once, so each is its own first copy.
 type firstCopy struct{}
 
-func (firstCopy) Once(_ context.Context, _, id string, _ time.Duration) (string, error) { return id, nil }
+func (firstCopy) Once(_ context.Context, _, id string, _ time.Duration) (string, error) {
+	return id, nil
+}
