@@ -1,10 +1,8 @@
 package dingtalk
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/rocketdelay/rocketdelay/notify"
 )
@@ -101,26 +99,12 @@ const (
 // for link, actionCard and feedCard; over MaxSplitBytes for text and markdown, which are
 // split into parts).
 func ParseBody(body []byte) (Message, error) {
-	if len(body) == 0 || len(bytes.TrimSpace(body)) == 0 {
-		return Message{}, invalid("the body is empty")
-	}
-	if !utf8.Valid(body) {
-		return Message{}, invalid("the body is not valid UTF-8")
-	}
-	trimmed := bytes.TrimSpace(body)
-	if trimmed[0] == '{' {
-		var probe map[string]json.RawMessage
-		err := json.Unmarshal(trimmed, &probe)
-		_, hasType := probe["msgtype"]
-		switch {
-		case err == nil && hasType:
-			return parseJSONMessage(trimmed)
-		case err != nil && bytes.Contains(trimmed, []byte(`"msgtype"`)):
-			return Message{}, invalid("the body looks like a DingTalk message but is not valid JSON: %v", err)
-		}
-	}
-	if len(body) > MaxSplitBytes {
-		return Message{}, invalid("the text is %d bytes; at most %d are accepted", len(body), MaxSplitBytes)
+	msg, typ, err := notify.ReadBody(body, "msgtype", "DingTalk", MaxSplitBytes)
+	switch {
+	case err != nil:
+		return Message{}, err
+	case typ != nil:
+		return parseJSONMessage(msg)
 	}
 	return Message{MsgType: TypeText, Text: &Text{Content: string(body)}}, nil
 }

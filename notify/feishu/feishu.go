@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/notify"
@@ -94,26 +93,12 @@ func (*Channel) Kind() string { return config.KindFeishu }
 // with a "msg_type" key) or plain UTF-8 text, which becomes a text message. Text becomes
 // the core's mergeable text; post, interactive, image and share_chat go as they are.
 func (*Channel) Parse(body []byte) (notify.Message, error) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return notify.Message{}, notify.Invalid("the body is empty")
-	}
-	if !utf8.Valid(body) {
-		return notify.Message{}, notify.Invalid("the body is not valid UTF-8")
-	}
-	if trimmed[0] == '{' {
-		var probe map[string]json.RawMessage
-		err := json.Unmarshal(trimmed, &probe)
-		_, hasType := probe["msg_type"]
-		switch {
-		case err == nil && hasType:
-			return parseJSON(trimmed)
-		case err != nil && bytes.Contains(trimmed, []byte(`"msg_type"`)):
-			return notify.Message{}, notify.Invalid("the body looks like a Feishu message but is not valid JSON: %v", err)
-		}
-	}
-	if len(body) > MaxSplitBytes {
-		return notify.Message{}, notify.Invalid("the text is %d bytes; at most %d are accepted", len(body), MaxSplitBytes)
+	msg, typ, err := notify.ReadBody(body, "msg_type", "Feishu", MaxSplitBytes)
+	switch {
+	case err != nil:
+		return notify.Message{}, err
+	case typ != nil:
+		return parseJSON(msg)
 	}
 	return notify.Message{Format: notify.FormatText, Text: string(body), Type: TypeText}, nil
 }

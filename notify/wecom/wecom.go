@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/notify"
@@ -95,26 +94,12 @@ func (*Channel) Kind() string { return config.KindWeCom }
 // with a "msgtype" key) or plain UTF-8 text, which becomes a text message. Text and
 // markdown become the core's mergeable messages; the other types go as they are.
 func (*Channel) Parse(body []byte) (notify.Message, error) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return notify.Message{}, notify.Invalid("the body is empty")
-	}
-	if !utf8.Valid(body) {
-		return notify.Message{}, notify.Invalid("the body is not valid UTF-8")
-	}
-	if trimmed[0] == '{' {
-		var probe map[string]json.RawMessage
-		err := json.Unmarshal(trimmed, &probe)
-		raw, hasType := probe["msgtype"]
-		switch {
-		case err == nil && hasType:
-			return parseJSON(trimmed, raw)
-		case err != nil && bytes.Contains(trimmed, []byte(`"msgtype"`)):
-			return notify.Message{}, notify.Invalid("the body looks like a WeCom message but is not valid JSON: %v", err)
-		}
-	}
-	if len(body) > MaxSplitBytes {
-		return notify.Message{}, notify.Invalid("the text is %d bytes; at most %d are accepted", len(body), MaxSplitBytes)
+	msg, typ, err := notify.ReadBody(body, "msgtype", "WeCom", MaxSplitBytes)
+	switch {
+	case err != nil:
+		return notify.Message{}, err
+	case typ != nil:
+		return parseJSON(msg, typ)
 	}
 	return notify.Message{Format: notify.FormatText, Text: string(body), Type: TypeText}, nil
 }
