@@ -171,7 +171,7 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 				}
 			}
 			if parts["shared"] {
-				if err := bench.Shared(c.Context(), rdb, prefix, bench.SharedOptions{}, out); err != nil {
+				if err := bench.Shared(c.Context(), rdb, prefix, bench.SharedOptions{Kinds: ko.Kinds}, out); err != nil {
 					return err
 				}
 			}

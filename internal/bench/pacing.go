@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -160,6 +161,7 @@ type simRun struct {
 	pacing        string
 	robotLimits   string
 	dues          []time.Duration // when each alert falls due, from the start
+	kind          string          // the robots' platform; "": DingTalk
 }
 
 // simResult is what a simRun measured at the simulator.
@@ -175,25 +177,28 @@ type simResult struct {
 // every send to end, and measures at the simulator.
 func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun) (simResult, error) {
 	r := simResult{alerts: len(run.dues)}
+	k := chatKinds[cmp.Or(run.kind, config.KindDingTalk)]
 	var simRobots []chatsim.Robot
 	var robots []notify.Robot
 	for i := range run.robots {
-		rb := notify.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
+		rb := notify.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1)),
+			Limit: run.limit, LimitPerSecond: k.perSecond}
 		robots = append(robots, rb)
-		simRobots = append(simRobots, chatsim.Robot{Name: rb.Name, Token: rb.Token.Reveal(), Limit: run.simLimit})
+		simRobots = append(simRobots, chatsim.Robot{Name: rb.Name, Kind: k.name, Token: rb.Token.Reveal(), Limit: run.simLimit})
 	}
-	sim := dingtalk.NewSim(chatsim.Options{Robots: simRobots, Window: run.window, Throttle: run.throttle})
-	url, stop, err := serveSim(ctx, sim)
+	sim := chatsim.New(chatsim.Options{Platforms: []chatsim.Rules{k.rules}, Robots: simRobots, Window: run.window, Throttle: run.throttle})
+	root, stop, err := serveChatSim(ctx, sim)
 	if err != nil {
 		return r, err
 	}
 	defer stop()
+	url := sim.URL(root, k.name)
 	pool := store.NewRobotPool(rdb, prefix, run.window)
 	quiet := slog.New(slog.DiscardHandler)
 	var senders []*notify.Sender
 	for range run.senders {
 		s, err := notify.New(notify.Options{
-			Targets: map[string]notify.Target{"bench": {Protocol: dingtalk.New(url), Robots: robots}}, Limit: run.limit,
+			Targets: map[string]notify.Target{"bench": {Protocol: k.channel(url), Robots: robots}}, Limit: run.limit,
 			HTTPTimeout: 2 * time.Second, Cooldown: run.cooldown, Attempts: 5,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 			Coalesce: config.CoalesceAuto, Pacing: run.pacing, RobotLimits: run.robotLimits, MaxInFlight: 32,
@@ -229,7 +234,7 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 	first := map[string]time.Time{}
 	for _, m := range sim.Accepted() {
 		r.messages++
-		for _, id := range benchAlertID.FindAllString(messageText(m), -1) {
+		for _, id := range benchAlertID.FindAllString(m.Text, -1) {
 			if _, ok := first[id]; !ok {
 				first[id] = m.At
 			}

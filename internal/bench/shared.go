@@ -35,6 +35,10 @@ type SharedOptions struct {
 	Senders int
 	// Seed makes the arrivals reproducible. Default 1.
 	Seed uint64
+	// Kinds are the platforms the proven-then-shared scenario runs on too (DingTalk's is
+	// the table's last row), each robot configured at the platform's default limit.
+	// Default none.
+	Kinds []string
 }
 
 func (o SharedOptions) withDefaults() SharedOptions {
@@ -89,7 +93,7 @@ func Shared(ctx context.Context, rdb *redis.Client, keyPrefix string, o SharedOp
 			time.Sleep(o.Window) // the last run's sends leave the windows; the learned limits stay
 		}
 		if p.proven {
-			if err := prove(ctx, rdb, prefix, o); err != nil {
+			if err := prove(ctx, rdb, prefix, o, config.KindDingTalk, o.Configured); err != nil {
 				return err
 			}
 			time.Sleep(o.Window) // the proof's sends leave the windows; the proof stays
@@ -137,21 +141,70 @@ func Shared(ctx context.Context, rdb *redis.Client, keyPrefix string, o SharedOp
 		"p99 lateness %.2fx that of a sender knowing the real limit in the first run, %.2fx once learned; "+
 		"robots proven before they were shared: %d throttle episodes, p99 %.2fx\n",
 		firstThrottled, o.Robots, learnRepeat, float64(p99[0])/knows, float64(p99[1])/knows, provenEpisodes, float64(p99[4])/knows)
+	if len(o.Kinds) > 0 {
+		return sharedKinds(ctx, rdb, keyPrefix, o, dues, out)
+	}
 	return nil
+}
+
+// sharedKinds runs, on each of o.Kinds, the robots proven at the platform's default
+// limit and then shared (accepting o.Real), against a sender that knows the real limit.
+func sharedKinds(ctx context.Context, rdb *redis.Client, keyPrefix string, o SharedOptions, dues []time.Duration, out io.Writer) error {
+	fmt.Fprintf(out, "\nrobots proven, then shared, per platform: %d robots accepting %d per window\n", o.Robots, o.Real)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "kind\tconfigured\tthrottle episodes\talerts delivered\tover-limit\tp99 late\tp99 knowing the real limit\tratio\t")
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	for i, kind := range o.Kinds {
+		if kind == config.KindDingTalk {
+			continue // the table above
+		}
+		k := chatKinds[kind]
+		var runs [2]simResult
+		for j, proven := range []bool{false, true} {
+			prefix := fmt.Sprintf("%s:bench-shared-%s-%s-%d", keyPrefix, kind, suffix, 2*i+j)
+			limit := o.Real // the reference knows it
+			if proven {
+				limit = k.limit
+				if err := prove(ctx, rdb, prefix, o, kind, k.limit); err != nil {
+					return err
+				}
+				time.Sleep(o.Window) // the proof's sends leave the windows; the proof stays
+			}
+			r, err := runOnSim(ctx, rdb, prefix, simRun{kind: kind,
+				robots: o.Robots, limit: limit, simLimit: o.Real, window: o.Window, throttle: o.Window / 2,
+				cooldown: o.Window / 2, senders: o.Senders, pacing: config.PacingAuto, robotLimits: config.RobotLimitsLearn, dues: dues,
+			})
+			_, _ = store.DeleteKeys(context.WithoutCancel(ctx), rdb, prefix)
+			if err != nil {
+				return err
+			}
+			runs[j] = r
+		}
+		episodes := 0
+		for _, c := range runs[1].byRobot {
+			if c.TooFast > 0 {
+				episodes++
+			}
+		}
+		knows := max(runs[0].p99, time.Millisecond)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d/%d\t%d\t%s\t%s\t%.2fx\t\n", kind, k.limit, episodes, runs[1].delivered, runs[1].alerts,
+			runs[1].overLimit, runs[1].p99.Round(time.Millisecond), runs[0].p99.Round(time.Millisecond), float64(runs[1].p99)/float64(knows))
+	}
+	return tw.Flush()
 }
 
 // prove makes every robot of the pool at prefix take its configured limit in one
 // window, as weeks of calm operation do before someone else starts sending through the
 // robots: one alert at a time, spread over the window, with limits learned (so each
-// robot is proven).
-func prove(ctx context.Context, rdb *redis.Client, prefix string, o SharedOptions) error {
-	n := o.Robots * o.Configured
+// robot is proven), on the robots of platform kind configured at configured.
+func prove(ctx context.Context, rdb *redis.Client, prefix string, o SharedOptions, kind string, configured int) error {
+	n := o.Robots * configured
 	dues := make([]time.Duration, n)
 	for i := range dues {
 		dues[i] = time.Duration(i) * o.Window / time.Duration(n+1)
 	}
-	r, err := runOnSim(ctx, rdb, prefix, simRun{
-		robots: o.Robots, limit: o.Configured, simLimit: o.Configured, window: o.Window, throttle: o.Window / 2,
+	r, err := runOnSim(ctx, rdb, prefix, simRun{kind: kind,
+		robots: o.Robots, limit: configured, simLimit: configured, window: o.Window, throttle: o.Window / 2,
 		cooldown: o.Window / 2, senders: 1, pacing: config.PacingBurst, robotLimits: config.RobotLimitsLearn, dues: dues,
 	})
 	if err != nil {
