@@ -461,7 +461,8 @@ func runPostgres(ctx context.Context, e *env) error {
 // storm: storms of the platform of the scenario's target, in phases over Storm, on its
 // robots: 5xx, its throttling answers, 10s answers, dropped connections, its answer for a
 // broken robot, 429 and its "busy", malformed answers (storms). A phase that no request
-// met by its end goes on until one does, for at most three phases more; one that none
+// met by its end goes on until one does, for at most three phases more (a phase on half
+// the robots moves, each phase's length, to the half the sender uses then); one that none
 // met even then is a problem of the scenario (checkStorm): it proved nothing.
 func runStorm(ctx context.Context, e *env) error {
 	o := e.r.opts
@@ -475,20 +476,23 @@ func runStorm(ctx context.Context, e *env) error {
 				return nil
 			}
 			before := e.sim.Stats()
-			robots := e.robots
-			if p.some {
-				robots = e.busiest(len(robots) / 2)
+			start := time.Now()
+			robots, err := e.inject(p, start.Add(-5*senderWindow))
+			if err != nil {
+				return err
 			}
-			for _, rb := range robots {
-				for _, f := range p.faults {
-					if err := e.sim.Inject(rb.Token, f); err != nil {
+			sleep(ctx, each)
+			for moved := start; p.met(before, e.sim.Stats()) == 0 && time.Since(start) < 4*each; { // none met it yet
+				if p.some && time.Since(moved) >= each {
+					// The sender left the half it was using when the phase began (the
+					// previous phase sent it elsewhere): the fault moves to the half it
+					// uses now, once a phase's length.
+					e.sim.ClearFaults("")
+					if robots, err = e.inject(p, moved); err != nil {
 						return err
 					}
+					moved = time.Now()
 				}
-			}
-			start := time.Now()
-			sleep(ctx, each)
-			for p.met(before, e.sim.Stats()) == 0 && time.Since(start) < 4*each { // none met it yet
 				if !sleep(ctx, 100*time.Millisecond) {
 					break
 				}
@@ -523,11 +527,28 @@ type stormPhase struct {
 	some   bool // only on half of the robots
 }
 
+// inject injects the phase's faults on every robot of the scenario's target, or on the
+// half that accepted the most messages since the given moment (busiest), and returns
+// the robots it injected them on.
+func (e *env) inject(p stormPhase, since time.Time) ([]chatsim.Robot, error) {
+	robots := e.robots
+	if p.some {
+		robots = e.busiest(len(robots)/2, since)
+	}
+	for _, rb := range robots {
+		for _, f := range p.faults {
+			if err := e.sim.Inject(rb.Token, f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return robots, nil
+}
+
 // busiest returns the n robots of the scenario's target that accepted the most messages
-// in the last five windows, ties in their order: the robots the sender is using (it
+// since the given moment, ties in their order: the robots the sender is using (it
 // prefers the robots it knows, and sends through one scout among the others).
-func (e *env) busiest(n int) []chatsim.Robot {
-	since := time.Now().Add(-5 * senderWindow)
+func (e *env) busiest(n int, since time.Time) []chatsim.Robot {
 	used := map[string]int{}
 	for _, m := range e.sim.Accepted() {
 		if m.At.After(since) {
