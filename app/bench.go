@@ -63,6 +63,7 @@ func newBenchAlertmanagerCmd(stdio IO) *cobra.Command {
 	cmd.Flags().IntVar(&o.Groups, "groups", 200, "alert groups fired at once, one notification each")
 	durationVar(cmd.Flags(), &o.Budget, "budget", 90*time.Second, "longest a run lasts")
 	cmd.Flags().StringSliceVar(&o.Kinds, "kinds", bench.ChatKinds, "platforms of the per-channel flood, a target of one robot each; empty: none")
+	cmd.Flags().StringVar(&o.Pacing, "pacing", config.PacingAuto, "serve's sender.pacing in the per-channel flood: auto or burst")
 	cmd.Flags().BoolVar(&o.Naive, "naive", true, "run the DingTalk comparison of a naive forwarder and rocketdelay")
 	cmd.Flags().IntSliceVar(&o.Robots, "robots", []int{1, 3}, "robot counts of the DingTalk comparison")
 	return cmd

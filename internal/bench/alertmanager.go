@@ -85,6 +85,8 @@ type AlertmanagerOptions struct {
 	Robots []int
 	// Binary is the rocketdelay binary that serves. Default this process's executable.
 	Binary string
+	// Pacing is serve's sender.pacing in the per-channel flood. Default auto.
+	Pacing string
 }
 
 type amRun struct {
@@ -101,6 +103,7 @@ type amRun struct {
 func Alertmanager(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out io.Writer) error {
 	config.Default(&o.Groups, 200)
 	config.Default(&o.Budget, 90*time.Second)
+	config.Default(&o.Pacing, config.PacingAuto)
 	if len(o.Robots) == 0 {
 		o.Robots = []int{1, 3}
 	}
@@ -231,7 +234,7 @@ func amKinds(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out 
 	}
 	defer stopSim()
 	const token = "bench-ingest-token-0123456789"
-	base, stop, err := startServe(ctx, cfg, o.Binary, sim, root, targets, token, suffix)
+	base, stop, err := startServe(ctx, cfg, o.Binary, sim, root, targets, token, suffix, o.Pacing)
 	if err != nil {
 		return err
 	}
@@ -252,7 +255,7 @@ func amKinds(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out 
 	defer am.Stop()
 
 	fmt.Fprintf(out, "\nper channel: %d groups at once from Alertmanager to serve, one target of each kind (%s), one robot each, "+
-		"sender defaults (window 60s, coalesceMax %d)\n", o.Groups, strings.Join(o.Kinds, ", "), config.DefaultSenderCoalesceMax)
+		"sender defaults (window 60s, coalesceMax %d) but pacing %s\n", o.Groups, strings.Join(o.Kinds, ", "), config.DefaultSenderCoalesceMax, o.Pacing)
 	start := time.Now()
 	if err := amFire(am.URL, o.Groups); err != nil {
 		return err
@@ -328,6 +331,9 @@ func amKinds(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out 
 		}
 		r.minMessages = (o.Groups + r.perMessage - 1) / r.perMessage
 		r.paced = pacedLimit(r.minMessages, k.limit, config.DefaultSenderWindow)
+		if o.Pacing == config.PacingBurst {
+			r.paced = burstLimit(r.minMessages, k.limit, config.DefaultSenderWindow)
+		}
 		runs = append(runs, r)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -346,7 +352,8 @@ func amKinds(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out 
 	fmt.Fprintf(out, "run %s; lateness: a notification's arrival at serve → the simulator accepted the message carrying its group;\n"+
 		"groups/msg: the most groups one merged message carries by the platform's size rule and coalesceMax, on the bodies serve renders;\n"+
 		"min msgs: ⌈groups / groups/msg⌉; paced limit: when the last of min msgs may leave one robot under sender.pacing auto "+
-		"(a bucket of limit/%d tokens, refilled at the rest of the limit per minute); the platform itself takes up to its limit at once;\n"+
+		"(a bucket of limit/%d tokens, refilled at the rest of the limit per minute) or burst (the limit at once, then the limit a window); "+
+		"the platform itself takes up to its limit at once;\n"+
 		"over-limit: DingTalk 130101 and redirects, WeCom 45009, Feishu 9499; busy: Feishu's 11232 of its busy moments.\n",
 		elapsed.Round(time.Second), store.BucketShare)
 	for _, r := range runs {
@@ -499,7 +506,7 @@ func amFlood(ctx context.Context, cfg config.Config, o AlertmanagerOptions, way 
 	var receiverURL string
 	switch way {
 	case "rocketdelay":
-		base, stop, err := startServe(ctx, cfg, o.Binary, sim, root, []amTarget{{name: "ops", kind: config.KindDingTalk, robots: simRobots}}, token, suffix)
+		base, stop, err := startServe(ctx, cfg, o.Binary, sim, root, []amTarget{{name: "ops", kind: config.KindDingTalk, robots: simRobots}}, token, suffix, config.PacingAuto)
 		if err != nil {
 			return r, err
 		}
@@ -553,7 +560,7 @@ func amFlood(ctx context.Context, cfg config.Config, o AlertmanagerOptions, way 
 // group and key prefix of its own, and targets, whose robots are sim's (served at root);
 // it returns its base URL once it is ready.
 func startServe(ctx context.Context, cfg config.Config, binary string, sim *chatsim.Server, root string, targets []amTarget,
-	token, suffix string) (string, func(), error) {
+	token, suffix, pacing string) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -579,11 +586,11 @@ scheduler: {levels: %q, threshold: %s}
 redis: {url: %q, keyPrefix: %s}
 postgres: {url: %q}
 ingress: {token: %s}
-sender: {baseURL: %q, wecom: {baseURL: %q}, feishu: {baseURL: %q}}
+sender: {pacing: %s, baseURL: %q, wecom: {baseURL: %q}, feishu: {baseURL: %q}}
 targets:
 %s`, addr, strings.Join(cfg.RocketMQ.NameServers, ", "), strings.Join(cfg.RocketMQ.Brokers, ", "), suffix, suffix,
 		cfg.Scheduler.Levels.String(), cfg.Scheduler.Threshold, cfg.Redis.URL.Reveal(), prefix, cfg.Postgres.URL.Reveal(),
-		token, sim.URL(root, config.KindDingTalk), sim.URL(root, config.KindWeCom), sim.URL(root, config.KindFeishu), tb.String())
+		token, pacing, sim.URL(root, config.KindDingTalk), sim.URL(root, config.KindWeCom), sim.URL(root, config.KindFeishu), tb.String())
 	path := filepath.Join(dir, "rocketdelay.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		os.RemoveAll(dir)

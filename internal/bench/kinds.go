@@ -142,6 +142,12 @@ func pacedLimit(m, capacity int, window time.Duration) time.Duration {
 	return time.Duration((float64(m) - size) / rate)
 }
 
+// burstLimit is when the last of m messages may leave one robot of the given capacity a
+// window under sender.pacing burst: the capacity at once, then the capacity each window.
+func burstLimit(m, capacity int, window time.Duration) time.Duration {
+	return time.Duration((m-1)/capacity) * window
+}
+
 // KindsOptions are the settings of the per-kind sender benchmark.
 type KindsOptions struct {
 	// Kinds are the platforms to run, in order. Default all three.
