@@ -39,7 +39,7 @@ var ackLink = regexp.MustCompile(`\[Acknowledge\]\((http://[^)\s]+)\)`)
 // acknowledged, with no form; a link with one character changed cannot acknowledge (404).
 // The link is a capability: the page sends no referrer, and the token never reaches the
 // service's log. ROCKETDELAY_SCREENSHOTS=docs/img (a directory, relative to the repository
-// root) writes the page after acknowledging as ack.png there, for the README.
+// root) writes the page after acknowledging as ack.png there, for docs/oncall.md.
 func TestAcknowledgeInABrowser(t *testing.T) {
 	const (
 		adminToken = "browser-admin-token-4c1d07"

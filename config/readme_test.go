@@ -4,6 +4,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,32 +13,40 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readmeRow is one row of the README's configuration table.
-type readmeRow struct {
+// docRow is one row of a configuration table in the docs: the keys of its first cell,
+// the environment variables of its second, the backticked defaults of its third, and its
+// fourth cell (the range, in docs/configuration.md).
+type docRow struct {
 	keys, envs, defaults []string
+	rangeCell            string
 }
 
 var backticked = regexp.MustCompile("`([^`]+)`")
 
-// readmeTable parses the table under "## Configuration" in the README.
-func readmeTable(t *testing.T) []readmeRow {
+// configTable parses the configuration table of the markdown file path: every row whose
+// first cell starts with a backticked key, in the section under heading (up to the next
+// heading of its level), or in the whole file when heading is "".
+func configTable(t *testing.T, path, heading string) []docRow {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	text := string(b)
-	start := strings.Index(text, "## Configuration")
-	require.NotEqual(t, -1, start, "the README has no Configuration section")
-	text = text[start:]
-	if end := strings.Index(text[3:], "\n## "); end >= 0 {
-		text = text[:end+3]
+	if heading != "" {
+		start := strings.Index(text, "\n"+heading+"\n")
+		require.NotEqual(t, -1, start, "%s has no %q section", path, heading)
+		text = text[start+1:]
+		level := heading[:strings.Index(heading, " ")+1]
+		if end := strings.Index(text[len(heading):], "\n"+level); end >= 0 {
+			text = text[:end+len(heading)]
+		}
 	}
-	var rows []readmeRow
+	var rows []docRow
 	for _, line := range strings.Split(text, "\n") {
-		cells := strings.Split(line, " | ")
+		cells := strings.Split(strings.TrimSuffix(line, " |"), " | ")
 		if !strings.HasPrefix(line, "| `") || len(cells) < 4 {
 			continue
 		}
-		var r readmeRow
+		var r docRow
 		for _, m := range backticked.FindAllStringSubmatch(cells[0], -1) {
 			key := m[1]
 			if strings.HasPrefix(key, ".") && len(r.keys) > 0 { // ".addresses": a sibling of the key before it
@@ -54,27 +63,72 @@ func readmeTable(t *testing.T) []readmeRow {
 		for _, m := range backticked.FindAllStringSubmatch(cells[2], -1) {
 			r.defaults = append(r.defaults, m[1])
 		}
+		if len(cells) > 4 {
+			r.rangeCell = cells[3]
+		}
 		rows = append(rows, r)
 	}
-	require.NotEmpty(t, rows)
+	require.NotEmpty(t, rows, "%s: no configuration table found", path)
 	return rows
 }
 
-// field finds the field of v (a Config) at the YAML path key, e.g. "scheduler.lease".
-func field(v reflect.Value, key string) (reflect.Value, bool) {
+// configKeys lists every key of a configuration of type typ under prefix: the YAML path of
+// each field that holds a value, with NAME for the key of a map of sections
+// (targets.NAME.kind) and [] for an element of a list of sections (targets.NAME.robots[].token).
+func configKeys(typ reflect.Type, prefix string) []string {
+	var keys []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if name == "" || name == "-" {
+			continue
+		}
+		key := prefix + name
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case ft.Kind() == reflect.Struct:
+			keys = append(keys, configKeys(ft, key+".")...)
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+			keys = append(keys, configKeys(ft.Elem(), key+".NAME.")...)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			keys = append(keys, configKeys(ft.Elem(), key+"[].")...)
+		default:
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
+// lookup finds the value at key (a path of configKeys) in v, a Config: a map is indexed
+// by NAME and a list by its first element, falling back to the zero value of the type
+// where v holds none (a nil section, an empty map or list).
+func lookup(v reflect.Value, key string) (reflect.Value, bool) {
 	for _, part := range strings.Split(key, ".") {
+		name, list := strings.CutSuffix(part, "[]")
 		if v.Kind() == reflect.Pointer {
 			if v.IsNil() {
-				return reflect.Value{}, false
+				v = reflect.Zero(v.Type().Elem())
+			} else {
+				v = v.Elem()
 			}
-			v = v.Elem()
 		}
-		if v.Kind() != reflect.Struct {
+		switch {
+		case v.Kind() == reflect.Map && name == "NAME":
+			e := v.MapIndex(reflect.ValueOf("NAME"))
+			if !e.IsValid() {
+				e = reflect.Zero(v.Type().Elem())
+			}
+			v = e
+			continue
+		case v.Kind() != reflect.Struct:
 			return reflect.Value{}, false
 		}
 		found := false
 		for i := range v.NumField() {
-			if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] == part {
+			if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] == name {
 				v, found = v.Field(i), true
 				break
 			}
@@ -82,64 +136,152 @@ func field(v reflect.Value, key string) (reflect.Value, bool) {
 		if !found {
 			return reflect.Value{}, false
 		}
+		if list {
+			if v.Kind() != reflect.Slice {
+				return reflect.Value{}, false
+			}
+			if v.Len() > 0 {
+				v = v.Index(0)
+			} else {
+				v = reflect.Zero(v.Type().Elem())
+			}
+		}
 	}
 	return v, true
 }
 
-// TestREADMEConfigurationTable keeps the README's configuration table true: every
-// environment variable Load reads is listed on the row of the key it overrides (and no
-// row names one it does not read), every key of the table exists, and every default the
-// table shows in backticks is the default WithDefaults fills in.
-func TestREADMEConfigurationTable(t *testing.T) {
-	rows := readmeTable(t)
-	defaults := reflect.ValueOf(Config{}.WithDefaults())
+// defaultsWithSections is the default configuration with one section of every map of
+// sections whose defaults are filled in (escalations.NAME with a repeat, rotations.NAME),
+// so that their defaults can be looked up.
+func defaultsWithSections() reflect.Value {
+	return reflect.ValueOf(Config{
+		Escalations: map[string]Policy{"NAME": {Repeat: &Repeat{}}},
+		Rotations:   map[string]Rotation{"NAME": {}},
+	}.WithDefaults())
+}
+
+// checkRows checks rows of a table of file against the config package: every key exists,
+// every environment variable is on the row of the key it overrides, and every default
+// shown in backticks (one per key) is the one WithDefaults fills in. It returns the keys
+// and the variables the rows list, and how many defaults it compared.
+func checkRows(t *testing.T, file string, rows []docRow) (keys, envs map[string]bool, checked int) {
+	t.Helper()
+	defaults := defaultsWithSections()
+	all := configKeys(reflect.TypeFor[Config](), "")
 	byEnv := map[string]string{}
 	for _, ev := range EnvVars {
 		byEnv[ev.Name] = ev.Key
 	}
-	listed := map[string]bool{}
-	checked := 0
+	keys, envs = map[string]bool{}, map[string]bool{}
 	for _, r := range rows {
 		for _, env := range r.envs {
 			key, ok := byEnv[env]
-			require.True(t, ok, "the README names %s, which config does not read", env)
-			require.Contains(t, r.keys, key, "the README lists %s on the row of %v; it overrides %s", env, r.keys, key)
-			listed[env] = true
+			require.True(t, ok, "%s names %s, which config does not read", file, env)
+			require.Contains(t, r.keys, key, "%s lists %s on the row of %v; it overrides %s", file, env, r.keys, key)
+			envs[env] = true
 		}
 		for i, key := range r.keys {
-			v, ok := field(defaults, key)
-			if !ok {
-				require.True(t, strings.HasPrefix(key, "targets.") || strings.HasPrefix(key, "redis.sentinel") ||
-					strings.HasPrefix(key, "redis.cluster"), "the README lists %s, which is not a configuration key", key)
-				continue
-			}
+			require.True(t, slices.Contains(all, key), "%s lists %s, which is not a configuration key", file, key)
+			v, ok := lookup(defaults, key)
+			require.True(t, ok, "%s: %s has no value in the default configuration", file, key)
+			keys[key] = true
 			if len(r.defaults) != len(r.keys) {
 				continue // a default in words ("required", "none", "RocketMQ's 18 levels")
 			}
 			want := r.defaults[i]
 			switch got := v.Interface().(type) {
 			case time.Duration:
-				d, err := time.ParseDuration(want)
-				require.NoError(t, err, "%s: the README's default %q is not a duration", key, want)
-				require.Equal(t, got, d, "%s: the README says %s", key, want)
+				d, err := ParseDuration(want)
+				require.NoError(t, err, "%s: %s's default %q is not a duration", file, key, want)
+				require.Equal(t, got, d, "%s: %s says %s", file, key, want)
 			case int64:
 				n, err := strconv.ParseInt(want, 10, 64)
-				require.NoError(t, err, "%s: the README's default %q is not a number", key, want)
-				require.Equal(t, got, n, "%s: the README says %s", key, want)
+				require.NoError(t, err, "%s: %s's default %q is not a number", file, key, want)
+				require.Equal(t, got, n, "%s: %s says %s", file, key, want)
 			case int:
 				n, err := strconv.Atoi(want)
-				require.NoError(t, err, "%s: the README's default %q is not a number", key, want)
-				require.Equal(t, got, n, "%s: the README says %s", key, want)
+				require.NoError(t, err, "%s: %s's default %q is not a number", file, key, want)
+				require.Equal(t, got, n, "%s: %s says %s", file, key, want)
+			case float64:
+				n, err := strconv.ParseFloat(want, 64)
+				require.NoError(t, err, "%s: %s's default %q is not a number", file, key, want)
+				require.Equal(t, got, n, "%s: %s says %s", file, key, want)
+			case bool:
+				require.Equal(t, strconv.FormatBool(got), want, "%s: %s says %s", file, key, want)
 			case string:
-				require.Equal(t, got, want, "%s: the README says %s", key, want)
+				require.Equal(t, got, want, "%s: %s says %s", file, key, want)
+			case DelayLevels:
+				require.Equal(t, got.String(), want, "%s: %s says %s", file, key, want)
+			case Secret:
+				require.Equal(t, got.Reveal(), want, "%s: %s says %s", file, key, want)
 			default:
-				require.Equal(t, v.Interface().(interface{ String() string }).String(), want, "%s", key)
+				t.Fatalf("%s: %s shows the default %q of a %T, which this test cannot compare: write it in words", file, key, want, got)
 			}
 			checked++
 		}
 	}
-	for _, ev := range EnvVars {
-		require.True(t, listed[ev.Name], "%s (%s) is missing from the README's configuration table", ev.Name, ev.Key)
+	return keys, envs, checked
+}
+
+// TestConfigurationReference keeps docs/configuration.md true both ways: every key of
+// the Config struct has a row, and every key a row names is a key of the struct; every
+// environment variable Load reads is listed on the row of the key it overrides, and no
+// row names one it does not read; every default shown in backticks is the one
+// WithDefaults fills in; and where Validate bounds a number, the row's range says the
+// bound.
+func TestConfigurationReference(t *testing.T) {
+	const file = "../docs/configuration.md"
+	rows := configTable(t, file, "")
+	keys, envs, checked := checkRows(t, file, rows)
+	var missing []string
+	for _, key := range configKeys(reflect.TypeFor[Config](), "") {
+		if !keys[key] {
+			missing = append(missing, key)
+		}
 	}
-	require.Greater(t, checked, 30, "the table's defaults were not found: has its layout changed?")
+	require.Empty(t, missing, "keys of the Config struct missing from %s", file)
+	for _, ev := range EnvVars {
+		require.True(t, envs[ev.Name], "%s (%s) is missing from %s", ev.Name, ev.Key, file)
+	}
+	require.Greater(t, checked, 60, "the table's defaults were not found: has its layout changed?")
+
+	// Where Validate bounds a value, the row's range says the bound.
+	bounds := map[string][]string{
+		"sender.limit":                     {strconv.Itoa(MaxRobotLimit)},
+		"sender.wecom.limit":               {strconv.Itoa(MaxRobotLimits[KindWeCom])},
+		"sender.feishu.limit":              {strconv.Itoa(MaxRobotLimits[KindFeishu])},
+		"sender.feishu.limitPerSecond":     {strconv.Itoa(MaxFeishuPerSecond)},
+		"targets.NAME.robots[].limit":      {strconv.Itoa(MaxRobotLimit), strconv.Itoa(MaxRobotLimits[KindFeishu])},
+		"sender.coalesceMax":               {strconv.Itoa(MaxCoalesceMax)},
+		"failedSends.batchSize":            {strconv.Itoa(MaxFailedSendsBatchSize)},
+		"targets.NAME.topic.ratePerSecond": {strconv.Itoa(MaxTopicRate)},
+		"escalations.NAME.repeat.limit":    {strconv.Itoa(MaxRepeatLimit)},
+		"admin.token":                      {strconv.Itoa(MinAdminTokenLen)},
+		"ingress.token":                    {strconv.Itoa(MinAdminTokenLen)},
+		"scheduler.lease":                  {"1s"},
+		"scheduler.retryMaxDelay":          {"1s"},
+		"scheduler.doneTTL":                {"1m"},
+		"failedSends.interval":             {"100ms"},
+		"failedSends.claimLease":           {"1s"},
+		"failedSends.retention":            {"1h"},
+		"sender.window":                    {"1s", "60s"},
+	}
+	for _, r := range rows {
+		for _, key := range r.keys {
+			for _, b := range bounds[key] {
+				require.Contains(t, strings.ReplaceAll(r.rangeCell, ",", ""), b,
+					"%s: the range of %s does not say Validate's bound %s", file, key, b)
+			}
+		}
+	}
+}
+
+// TestREADMEEssentialKeys keeps the README's short table of essential keys true: each
+// is a key, with its environment variable and its default as docs/configuration.md and
+// the config package have them.
+func TestREADMEEssentialKeys(t *testing.T) {
+	rows := configTable(t, "../README.md", "### Essential keys")
+	keys, _, checked := checkRows(t, "README.md", rows)
+	require.GreaterOrEqual(t, len(keys), 8, "the README's essential keys were not found: has its layout changed?")
+	require.Positive(t, checked)
 }

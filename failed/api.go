@@ -60,7 +60,7 @@ func Handler(fs Store, targets Targets, logger *slog.Logger, token config.Secret
 	mux.HandleFunc("POST "+APIPrefix+"/retry", a.retry)
 	mux.HandleFunc("POST "+APIPrefix+"/discard", a.discard)
 	mux.HandleFunc(APIPrefix+"/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path+"; see the README for the admin API")
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path+"; see docs/api.md, Failed sends")
 	})
 	return authenticate(token, mux)
 }

@@ -40,7 +40,7 @@ type PublishRequest struct {
 	Body json.RawMessage `json:"body,omitempty"`
 	// BodyBase64 is a topic target's body as base64, for bytes that are not JSON.
 	BodyBase64 string `json:"bodyBase64,omitempty"`
-	// Tag, Keys, Properties and Topic are a topic target's destination (see the README,
+	// Tag, Keys, Properties and Topic are a topic target's destination (see docs/channels.md,
 	// Topic targets).
 	Tag        string            `json:"tag,omitempty"`
 	Keys       []string          `json:"keys,omitempty"`

@@ -139,7 +139,7 @@ func (in *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET "+EscalationsPath+"/{key}", in.showEscalation)
 	mux.HandleFunc("POST "+EscalationsPath+"/{key}/{how}", in.endEscalation)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path+"; see the README, HTTP publish API")
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path+"; see docs/api.md, HTTP publish API")
 	}
 	mux.HandleFunc(AlertsPath+"/", notFound)
 	mux.HandleFunc(AlertmanagerPath+"/", notFound)

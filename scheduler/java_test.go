@@ -20,10 +20,10 @@ import (
 	"github.com/rocketdelay/rocketdelay/notify/topic"
 )
 
-// javaExamples is where the README's Java examples live.
+// javaExamples is where the Java examples of docs/channels.md live.
 const javaExamples = "../docs/examples/java"
 
-// The README's Java examples, with the official RocketMQ Java client: OrderTimeoutProducer
+// The Java examples of docs/channels.md (Topic targets), with the official RocketMQ Java client: OrderTimeoutProducer
 // publishes delayed order messages for the topic target "orders" through rocketdelay's
 // topic, and OrderTimeoutConsumer, a plain consumer of the business topic, receives
 // each once, stored by the broker no earlier than its due time, with its tag, keys,
@@ -101,10 +101,10 @@ func TestJavaClientsThroughATopicTarget(t *testing.T) {
 	h.settle(ids, m)
 }
 
-// The README shows the Java examples' marked parts as they are in the files the test
-// above compiles and runs.
-func TestREADMEJavaExamplesAreTheTestedOnes(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// docs/channels.md shows the Java examples' marked parts as they are in the files the
+// test above compiles and runs.
+func TestDocsJavaExamplesAreTheTestedOnes(t *testing.T) {
+	doc, err := os.ReadFile("../docs/channels.md")
 	require.NoError(t, err)
 	for file, part := range map[string]string{"OrderTimeoutProducer.java": "producer", "OrderTimeoutConsumer.java": "consumer"} {
 		src, err := os.ReadFile(filepath.Join(javaExamples, file))
@@ -114,12 +114,12 @@ func TestREADMEJavaExamplesAreTheTestedOnes(t *testing.T) {
 		require.True(t, begin >= 0 && end > begin, "%s has no README:begin/end %s markers", file, part)
 		block := s[begin+len("// README:begin "+part+"\n") : end]
 		block = block[:strings.LastIndex(block, "\n")+1]
-		// The README's block is the marked part with its common indentation removed.
+		// The doc's block is the marked part with its common indentation removed.
 		var want strings.Builder
 		indent := len(block) - len(strings.TrimLeft(block, " "))
 		for l := range strings.Lines(block) {
 			want.WriteString(strings.TrimPrefix(l, strings.Repeat(" ", indent)))
 		}
-		require.Contains(t, string(readme), "```java\n"+want.String()+"```", "the README's %s example differs from %s", part, file)
+		require.Contains(t, string(doc), "```java\n"+want.String()+"```", "docs/channels.md's %s example differs from %s", part, file)
 	}
 }
