@@ -232,7 +232,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.EscalationsPath, ingressAPI)
 	mux.Handle(ingress.EscalationsPath+"/", ingressAPI)
 	mux.Handle(escalation.AckPath, esc.AckHandler(logger))
-	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
+	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller, Rescheduler: rescheduler}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, cfg.Admin.Token, logger))
 
 	ln := opts.Listener
