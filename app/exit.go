@@ -25,8 +25,8 @@ const (
 	// has no trace of, `failed show` of an unknown row, an escalation key without an
 	// episode).
 	ExitNotFound = 3
-	// ExitTooLate: the command came too late to change anything (`cancel` of an alert
-	// being sent or delivered, `escalations ack` of an episode that ended).
+	// ExitTooLate: the command came too late to change anything (`cancel` or
+	// `reschedule` of an alert being sent or delivered, `escalations ack` of an episode that ended).
 	ExitTooLate = 4
 	// ExitUnavailable: Redis or Postgres could not be reached; trying again later may
 	// succeed.
@@ -35,8 +35,8 @@ const (
 
 // exitCodesHelp is the exit codes as `rocketdelay --help` lists them.
 const exitCodesHelp = `Exit codes: 0 ok, 1 failure, 2 usage (unknown command or flag, bad argument),
-3 not found, 4 too late (cancel of an alert being sent or delivered; an episode that
-ended), 5 unavailable (Redis or Postgres cannot be reached: try again).`
+3 not found, 4 too late (cancel or reschedule of an alert being sent or delivered; an
+episode that ended), 5 unavailable (Redis or Postgres cannot be reached: try again).`
 
 // ErrUsage marks an error in how the command was called (unknown command or flag,
 // missing argument): ExitUsage.

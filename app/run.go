@@ -72,6 +72,7 @@ their rate limits, or to RocketMQ business topics.
 		newPlanCmd(),
 		newPublishCmd(stdio),
 		newCancelCmd(stdio),
+		newRescheduleCmd(stdio),
 		newInspectCmd(stdio),
 		newBenchCmd(stdio),
 		newFailedCmd(stdio),

@@ -165,12 +165,15 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	ingressCancels := canceller
 	ingressCancels.Note = store.CancelNote{By: "ingress",
 		Reason: "DELETE " + ingress.AlertsPath + "/{id}, or an Alertmanager notification that replaced or resolved it"}
+	// And reschedules through one rescheduler.
+	rescheduler := failed.Rescheduler{Stage: ws, Rows: failedSends, Reach: cfg.Scheduler.Threshold,
+		Horizon: cfg.Scheduler.Horizon, Now: now}
 	esc, err := escalator(cfg, rdb, pub, canceller, snd, logger, reg, now)
 	if err != nil {
 		return err
 	}
 	deliverer.SetGate(esc) // an escalation's step goes only while its episode runs
-	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Chat: snd, Logger: logger, Now: now,
+	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Chat: snd, Logger: logger, Now: now,
 		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix)}, ingress.NewMetrics(reg))
 	if err != nil {
 		return err
@@ -229,7 +232,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.EscalationsPath, ingressAPI)
 	mux.Handle(ingress.EscalationsPath+"/", ingressAPI)
 	mux.Handle(escalation.AckPath, esc.AckHandler(logger))
-	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
+	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller, Rescheduler: rescheduler}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, cfg.Admin.Token, logger))
 
 	ln := opts.Listener

@@ -2,25 +2,35 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
-// Alerts finds an alert by id and cancels it, for reason.
+// Alerts finds an alert by id, cancels it, for reason, and reschedules it.
 type Alerts interface {
 	Inspect(ctx context.Context, id string) (failed.Report, error)
 	Cancel(ctx context.Context, id, reason string) (store.CancelResult, error)
+	Reschedule(ctx context.Context, id string, dueAt time.Time) (store.Rescheduled, error)
 }
 
-// AlertFinder is the Alerts of a running service: the inspector and the canceller.
+// AlertFinder is the Alerts of a running service: the inspector, the canceller and the
+// rescheduler.
 type AlertFinder struct {
 	failed.Inspector
-	Canceller failed.Canceller
+	Canceller   failed.Canceller
+	Rescheduler failed.Rescheduler
+}
+
+// Reschedule moves the alert id to dueAt wherever it is.
+func (a AlertFinder) Reschedule(ctx context.Context, id string, dueAt time.Time) (store.Rescheduled, error) {
+	return a.Rescheduler.Reschedule(ctx, id, dueAt)
 }
 
 // Cancel cancels the alert id wherever it is; a cancelled failed_sends row notes the
@@ -50,7 +60,8 @@ func (c *Console) alert(w http.ResponseWriter, r *http.Request) {
 	}
 	cancellable := rep.State == failed.StateHopping || rep.State == failed.StateWaiting || rep.State == failed.StateUnknown ||
 		rep.State == failed.StateFailed
-	c.render(w, r, http.StatusOK, "alert", map[string]any{"Report": rep, "Cancellable": cancellable,
+	movable := rep.State == failed.StateHopping || rep.State == failed.StateWaiting || rep.State == failed.StateFailed
+	c.render(w, r, http.StatusOK, "alert", map[string]any{"Report": rep, "Cancellable": cancellable, "Movable": movable,
 		"Flash": r.URL.Query().Get("done")})
 }
 
@@ -87,4 +98,49 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request) {
 		msg = fmt.Sprintf("Not cancelled: %s.", res.Explain())
 	}
 	http.Redirect(w, r, pageQuery("alerts", "id", id, "done", msg), http.StatusSeeOther)
+}
+
+// reschedule moves the alert to the form's "when": a duration from now ("90s", "2h") or
+// an RFC 3339 time; the alert's page then says what became of it.
+func (c *Console) reschedule(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := wire.CheckID(id); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "That is not an alert id: "+err.Error()+".")
+		return
+	}
+	when := strings.TrimSpace(r.PostForm.Get("when"))
+	due, ok := parseWhen(when, time.Now())
+	if !ok {
+		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Give the new due time as a duration from now (90s, 2h30m) "+
+			"or an RFC 3339 time (2026-12-02T15:04:05+08:00), not %q.", when))
+		return
+	}
+	res, err := c.alerts.Reschedule(r.Context(), id, due)
+	if errors.Is(err, store.ErrInvalid) {
+		c.fail(w, r, http.StatusBadRequest, "Not rescheduled: "+err.Error()+".")
+		return
+	}
+	if err != nil {
+		c.storeFail(w, r, "reschedule the alert", err)
+		return
+	}
+	c.logger.Info("console: reschedule", "rd_id", id, "when", when, "result", res.Result.String(), "remote", r.RemoteAddr)
+	msg := fmt.Sprintf("Not rescheduled: %s.", res.Result.Explain())
+	switch {
+	case res.Result.Moved():
+		msg = fmt.Sprintf("Rescheduled to %s: %s.", res.DueAt.Format(time.RFC3339), res.Result.Explain())
+	case res.Result == store.RescheduleInHop:
+		msg = fmt.Sprintf("Not rescheduled: %s (%s).", res.Result.Explain(), res.DueAt.Format(time.RFC3339))
+	}
+	http.Redirect(w, r, pageQuery("alerts", "id", id, "done", msg), http.StatusSeeOther)
+}
+
+// parseWhen reads a reschedule's new due time: a duration from now, not negative, or an
+// RFC 3339 time; false when when is neither.
+func parseWhen(when string, now time.Time) (time.Time, bool) {
+	if d, err := time.ParseDuration(when); err == nil && d >= 0 {
+		return now.Add(d), true
+	}
+	at, err := time.Parse(time.RFC3339Nano, when)
+	return at, err == nil
 }

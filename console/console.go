@@ -129,6 +129,7 @@ func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, st
 	mux.HandleFunc("GET "+Prefix+"alerts", c.authed(c.alert))
 	mux.HandleFunc("GET "+Prefix+"alerts/{id}/cancel", c.authed(c.cancelPage))
 	mux.HandleFunc("POST "+Prefix+"alerts/{id}/cancel", c.authed(c.cancel))
+	mux.HandleFunc("POST "+Prefix+"alerts/{id}/reschedule", c.authed(c.reschedule))
 	mux.HandleFunc("POST "+Prefix+"failed/{id}/{action}", c.authed(c.act))
 	mux.HandleFunc("GET "+Prefix+"scheduler", c.authed(c.scheduler))
 	mux.HandleFunc("GET "+Prefix+"escalations", c.authed(c.escalations))

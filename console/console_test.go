@@ -60,7 +60,7 @@ func newSite(t *testing.T, tok config.Secret) *site {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}
 	alerts := console.AlertFinder{Inspector: failed.Inspector{Wheel: ws, Rows: fs, Config: config.Config{Targets: testTargets}.WithDefaults()},
-		Canceller: failed.Canceller{Stage: ws, Rows: fs}}
+		Canceller: failed.Canceller{Stage: ws, Rows: fs}, Rescheduler: failed.Rescheduler{Stage: ws, Rows: fs, Reach: time.Minute, Horizon: 24 * time.Hour}}
 	// The escalator leaves what an acknowledgement names to carry out in the episode's
 	// outbox (CarryLater), where the tests see it: it publishes and cancels nothing.
 	eps := store.NewEpisodes(rdb, prefix, time.Hour)

@@ -36,6 +36,12 @@ type Wheel interface {
 	Cancel(ctx context.Context, id string) (store.CancelResult, error)
 }
 
+// Rescheduler moves alerts to a new due time; failed.Rescheduler implements it
+// (wherever the alert is).
+type Rescheduler interface {
+	Reschedule(ctx context.Context, id string, dueAt time.Time) (store.Rescheduled, error)
+}
+
 // Escalations run the escalation episodes of the receivers that escalate (?policy=,
 // ?delay=); *escalation.Escalator implements it.
 type Escalations interface {
@@ -53,8 +59,11 @@ type Dedupe interface {
 }
 
 type Deps struct {
-	Publisher   Publisher
-	Wheel       Wheel
+	Publisher Publisher
+	Wheel     Wheel
+	// Rescheduler serves POST /api/v1/alerts/{id}/reschedule; nil answers it 503,
+	// disabled.
+	Rescheduler Rescheduler
 	Escalations Escalations
 	Dedupe      Dedupe
 	// Chat checks and renders the bodies of chat targets, by their platform;
@@ -121,6 +130,7 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 //
 //	POST   /api/v1/alerts                     publish one alert (202 once the broker stored it)
 //	DELETE /api/v1/alerts/{id}                cancel an alert not sent yet
+//	POST   /api/v1/alerts/{id}/reschedule     move it to {"at": RFC 3339} or {"in": "90s"}, keeping its id
 //	POST   /api/v1/alertmanager/{target}      Alertmanager's webhook (?policy=NAME or ?delay=10m, &sendResolved=false)
 //	POST   /api/v1/escalations                start an escalation episode (or update the one that runs)
 //	POST   /api/v1/escalations/{key}/resolve  resolve it; …/ack acknowledges it
@@ -133,6 +143,7 @@ func (in *Ingress) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+AlertsPath, in.publish)
 	mux.HandleFunc("DELETE "+AlertsPath+"/{id}", in.cancel)
+	mux.HandleFunc("POST "+AlertsPath+"/{id}/reschedule", in.reschedule)
 	mux.HandleFunc("POST "+AlertmanagerPath+"/{target}", in.alertmanager)
 	mux.HandleFunc("POST "+EscalationsPath, in.startEscalation)
 	mux.HandleFunc("GET "+EscalationsPath, in.listEscalations)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -84,14 +85,33 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)
 		return "reject", nil
 	}
-	if hop, ok := s.broker.route.Next(a.DueAt.Sub(now)); ok {
-		// A hop touches no Redis: an alert cancelled while hopping keeps hopping and is
-		// dropped by the wheel stage's Put, which checks the cancel tombstone.
-		return "hop", s.publishHop(ctx, msg, a, hop)
-	}
-	res, err := s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props})
-	if err != nil {
-		return "wheel", err
+	s.rescheduled(ctx, &a)
+	var res store.PutResult
+	for moves := 0; ; moves++ {
+		if hop, ok := s.broker.route.Next(a.DueAt.Sub(now)); ok {
+			// An alert cancelled while hopping keeps hopping and is dropped by the wheel
+			// stage's Put, which checks the cancel tombstone.
+			return "hop", s.publishHop(ctx, msg, a, hop)
+		}
+		var err error
+		res, err = s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props})
+		if err != nil {
+			return "wheel", err
+		}
+		if res != store.PutMoved {
+			break
+		}
+		// Rescheduled while it hopped, to another time than it carries (the best-effort
+		// read above failed, or a reschedule came since): route it by the record's.
+		due, ok, err := s.store.RescheduledDue(ctx, a.ID)
+		if err != nil {
+			return "wheel", err
+		}
+		if !ok || moves == maxMoves {
+			return "wheel", fmt.Errorf("alert %s: rescheduled again and again while it is stored", a.ID)
+		}
+		s.logger.Debug("rescheduled alert routed by its new due time", "rd_id", a.ID, "due", due, "carried", a.DueAt)
+		a.DueAt, now = due, s.now()
 	}
 	s.metrics.stored.WithLabelValues(res.String()).Inc()
 	switch res {
@@ -107,6 +127,31 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		s.logger.Debug("duplicate alert ignored", "rd_id", a.ID, "result", res.String())
 	}
 	return "wheel", nil
+}
+
+// maxMoves bounds how often one arrival is routed again because its alert was
+// rescheduled while it was being stored; past it the message is handed back to RocketMQ.
+const maxMoves = 3
+
+// rescheduleReadTimeout bounds the read of an arriving alert's reschedule record.
+const rescheduleReadTimeout = time.Second
+
+// rescheduled routes a by the due time its reschedule record names, if it has one: an
+// alert rescheduled while it hopped takes its new due time at its next arrival. The read
+// is best effort, so a hop never waits for Redis: when it fails, a carries its
+// message's due time on, and the wheel stage's Put, which checks the record, corrects it
+// (PutMoved) before it is stored.
+func (s *Scheduler) rescheduled(ctx context.Context, a *alert) {
+	rctx, cancel := context.WithTimeout(ctx, rescheduleReadTimeout)
+	defer cancel()
+	due, ok, err := s.store.RescheduledDue(rctx, a.ID)
+	switch {
+	case err != nil:
+		s.logger.Debug("reschedule record not read; routing by the message's due time", "rd_id", a.ID, "err", err)
+	case ok && !due.Equal(a.DueAt):
+		s.logger.Debug("rescheduled alert arrived", "rd_id", a.ID, "due", due, "carried", a.DueAt)
+		a.DueAt = due
+	}
 }
 
 // publishHop re-publishes msg for hop h (a delay level, or a timer message), carrying

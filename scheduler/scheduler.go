@@ -34,6 +34,9 @@ type WheelStage interface {
 	ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (store.Claimed, error)
 	// ReleaseReceipt ends claims whose hand-off is done, noting the receipt in their traces.
 	ReleaseReceipt(ctx context.Context, r store.Receipt, claims ...store.Claim) (int, error)
+	// RescheduledDue is the due time of an alert rescheduled while it hopped, which
+	// overrides its message's (docs/design.md, Reschedule).
+	RescheduledDue(ctx context.Context, id string) (time.Time, bool, error)
 	// TraceHop notes a broker hop in the alert's trace for operators (best effort).
 	TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)

@@ -191,10 +191,15 @@ const (
 	// PutCancelled means the id was cancelled (its tombstone exists); nothing was stored.
 	// The tombstone is kept until it expires, so every further copy is refused too.
 	PutCancelled
+	// PutMoved means the id was rescheduled while it was hopping (Reschedule): its
+	// reschedule record names another due time than the entry's, so nothing was stored.
+	// The caller routes the alert by Rescheduled's due time instead (a hop, or a Put with
+	// that due time).
+	PutMoved
 )
 
 // String returns the result's name, usable as a metric label: "stored", "duplicate",
-// "done" or "cancelled".
+// "done", "cancelled" or "moved".
 func (r PutResult) String() string {
 	switch r {
 	case PutStored:
@@ -205,6 +210,8 @@ func (r PutResult) String() string {
 		return "done"
 	case PutCancelled:
 		return "cancelled"
+	case PutMoved:
+		return "moved"
 	}
 	return "PutResult(" + strconv.Itoa(int(r)) + ")"
 }
@@ -300,6 +307,7 @@ var (
 	wheelExtendLeaseScript   = script("wheel_extend_lease.lua")
 	wheelDueWithinScript     = script("wheel_due_within.lua")
 	wheelCancelScript        = script("wheel_cancel.lua")
+	wheelRescheduleScript    = script("wheel_reschedule.lua")
 	wheelConfirmScript       = script("wheel_confirm.lua")
 	wheelMarkFailedScript    = script("wheel_mark_failed.lua")
 	wheelMarkDeliveredScript = script("wheel_mark_delivered.lua")
@@ -347,20 +355,22 @@ func (w *WheelStage) Lease() time.Duration { return w.opts.Lease }
 
 // Put stores e, atomically and idempotently, in one round trip: the entry is written and
 // its id added to the due index with score e.DueAt. An id already waiting or in flight
-// gives PutDuplicate, a delivered id PutDone, a cancelled id PutCancelled; none of these
-// change anything.
+// gives PutDuplicate, a delivered id PutDone, a cancelled id PutCancelled, a rescheduled
+// id whose record names another due time than e.DueAt PutMoved; none of these change
+// anything.
 func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 	if e.ID == "" {
 		return 0, errors.New("store: put: empty id")
 	}
-	keys := []string{w.due, w.inflight, w.entries, w.keys.done(e.ID), w.keys.cancel(e.ID), w.keys.trace(e.ID)}
+	keys := []string{w.due, w.inflight, w.entries, w.keys.done(e.ID), w.keys.cancel(e.ID), w.keys.trace(e.ID),
+		w.keys.resched(e.ID)}
 	code, err := w.write(ctx, wheelPutScript, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e), e.Target, e.Hops,
 		w.opts.CancelTTL.Milliseconds()).Int()
 	if err != nil {
 		return 0, w.fail("put", err)
 	}
 	r := PutResult(code)
-	if r < PutStored || r > PutCancelled {
+	if r < PutStored || r > PutMoved {
 		return 0, fmt.Errorf("store: put: unexpected script result %d", code)
 	}
 	return r, nil

@@ -1068,7 +1068,7 @@ func TestWheelStageOptionsAndNames(t *testing.T) {
 
 	for r, want := range map[fmt.Stringer]string{
 		store.PutStored: "stored", store.PutDuplicate: "duplicate", store.PutDone: "done",
-		store.PutCancelled: "cancelled", store.PutResult(0): "PutResult(0)",
+		store.PutCancelled: "cancelled", store.PutMoved: "moved", store.PutResult(0): "PutResult(0)",
 		store.CancelRemoved: "removed", store.CancelTooLate: "too_late",
 		store.CancelAlreadyDelivered: "already_delivered", store.CancelTombstoned: "tombstoned",
 		store.CancelRecorded: "recorded", store.CancelRowCancelled: "cancelled",

@@ -6,6 +6,8 @@
 -- KEYS[4]  {p}:done:<id>    done marker of this id
 -- KEYS[5]  {p}:cancel:<id>  cancel tombstone of this id
 -- KEYS[6]  {p}:trace:<id>   the alert's trace for operators (trace_hop.lua lists its fields)
+-- KEYS[7]  {p}:resched:<id> reschedule record (wheel_reschedule.lua): the due time, Unix
+--                           ms, every arrival of the alert must carry
 -- ARGV[1]  id
 -- ARGV[2]  due time, Unix ms
 -- ARGV[3]  encoded entry
@@ -18,7 +20,9 @@
 -- Returns 1 stored (entry written, id added to due),
 --         2 duplicate (the id is already waiting or in flight: nothing changed),
 --         3 done (the id was delivered already: nothing changed),
---         4 cancelled (the id has a cancel tombstone: nothing stored, tombstone kept).
+--         4 cancelled (the id has a cancel tombstone: nothing stored, tombstone kept),
+--         5 moved (the id has a reschedule record naming another due time than ARGV[2]:
+--           nothing stored; the caller routes the alert by the record's due time).
 local id = ARGV[1]
 if redis.call('HEXISTS', KEYS[3], id) == 1
     or redis.call('ZSCORE', KEYS[1], id)
@@ -30,6 +34,10 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return 4
+end
+local moved = redis.call('GET', KEYS[7])
+if moved and moved ~= ARGV[2] then
+  return 5
 end
 redis.call('HSET', KEYS[3], id, ARGV[3])
 redis.call('ZADD', KEYS[1], ARGV[2], id)

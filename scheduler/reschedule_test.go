@@ -1,0 +1,120 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// TestRescheduleWhileHopping moves alerts while their hop is in the broker: later, and
+// earlier down to the hop's return (earlier still is refused). Each is handed off once,
+// never before its new due time, carrying it.
+func TestRescheduleWhileHopping(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	_, m := h.start("resched-hop")
+	ctx := context.Background()
+
+	later := h.publish("r-later", 12*time.Second, "moved later while hopping")
+	earlier := h.publish("r-earlier", 25*time.Second, "moved earlier while hopping")
+	hopping := func(id string) store.AlertState {
+		var st store.AlertState
+		require.Eventually(t, func() bool {
+			var err error
+			st, err = h.ws.Inspect(ctx, id)
+			return err == nil && st.Stage == "hopping"
+		}, 20*time.Second, 20*time.Millisecond, "%s never hopped", id)
+		return st
+	}
+	hopping("r-later")
+	st := hopping("r-earlier")
+
+	newLater := later.DeliverAt.Add(6 * time.Second).Truncate(time.Millisecond)
+	res, err := h.ws.Reschedule(ctx, "r-later", newLater, h.threshold)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleHopMoved, DueAt: newLater}, res)
+
+	// Before the hop returns: refused.
+	res, err = h.ws.Reschedule(ctx, "r-earlier", st.NextArrival.Add(-time.Second), h.threshold)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleInHop, res.Result)
+	require.Equal(t, st.NextArrival, res.DueAt)
+	newEarlier := st.NextArrival.Add(time.Second).Truncate(time.Millisecond)
+	require.True(t, newEarlier.Before(earlier.DeliverAt), "the test moves it earlier")
+	res, err = h.ws.Reschedule(ctx, "r-earlier", newEarlier, h.threshold)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleHopMoved, DueAt: newEarlier}, res)
+
+	want := map[string]time.Time{"r-later": newLater, "r-earlier": newEarlier}
+	h.rec.waitAll(t, []string{"r-later", "r-earlier"}, 60*time.Second)
+	h.settle([]string{"r-later", "r-earlier"}, m)
+	_, p99, _ := h.rec.latenessReport(t, want) // once each, never early, carrying the new due time
+	require.Less(t, p99, 3*time.Second, "moved earlier, it is not left to its old due time")
+}
+
+// TestRescheduleRacesDelivery moves alerts waiting in the wheel stage at the moment they
+// fall due, while the scheduler claims and hands them off, for many alerts: each is
+// handed off exactly once, never before the due time the reschedule answered (when it
+// moved it) or its own (when it was too late), by the receiving side's clock.
+func TestRescheduleRacesDelivery(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	_, m := h.start("resched-race")
+	ctx := context.Background()
+
+	const n = 60
+	ids := ids("race", n)
+	due := map[string]time.Time{}
+	for i, id := range ids {
+		// Spread by 19 ms so that the wheel's fires and the reschedules interleave; all
+		// below the threshold, so each waits in the wheel stage within ms of its publish.
+		due[id] = h.publish(id, 3500*time.Millisecond+time.Duration(i)*19*time.Millisecond, "race "+id).DeliverAt
+	}
+
+	var (
+		mu      sync.Mutex
+		answers = map[string]store.Rescheduled{}
+		wg      sync.WaitGroup
+	)
+	for i, id := range ids {
+		wg.Add(1)
+		// At its due time, give or take a few ms, when the fire loop claims it.
+		at := due[id].Add(time.Duration(i%7-3) * time.Millisecond)
+		time.AfterFunc(time.Until(at), func() {
+			defer wg.Done()
+			res, err := h.ws.Reschedule(ctx, id, due[id].Add(700*time.Millisecond), h.threshold)
+			if err != nil {
+				res = store.Rescheduled{Result: store.RescheduleResult(0)}
+			}
+			mu.Lock()
+			answers[id] = res
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	h.rec.waitAll(t, ids, 60*time.Second)
+	h.settle(ids, m)
+
+	want := map[string]time.Time{}
+	counts := map[store.RescheduleResult]int{}
+	for _, id := range ids {
+		res := answers[id]
+		counts[res.Result]++
+		switch res.Result {
+		case store.RescheduleMoved:
+			want[id] = res.DueAt
+		case store.RescheduleTooLate, store.RescheduleAlreadyDelivered:
+			want[id] = due[id]
+		default:
+			t.Fatalf("%s: unexpected answer %s", id, res.Result)
+		}
+	}
+	_, _, _ = h.rec.latenessReport(t, want) // exactly once, never early, the answered due time carried
+	t.Logf("answers: %v", fmt.Sprint(counts))
+}

@@ -1,0 +1,93 @@
+-- wheel_reschedule.lua: move one alert that is not sent yet to a new due time, keeping
+-- its id, atomically against its claim (wheel_claim.lua, wheel_claim_overdue.lua).
+--
+-- KEYS[1]  {p}:due           sorted set: id -> next due time (Unix ms)
+-- KEYS[2]  {p}:inflight      sorted set: id -> lease expiry (Unix ms, Redis clock)
+-- KEYS[3]  {p}:entries       hash: id -> encoded entry
+-- KEYS[4]  {p}:done:<id>     done marker of this id
+-- KEYS[5]  {p}:cancel:<id>   cancel tombstone of this id
+-- KEYS[6]  {p}:trace:<id>    the alert's trace (trace_hop.lua lists its fields)
+-- KEYS[7]  {p}:resched:<id>  reschedule record: the due time, Unix ms, that overrides the
+--                            RD_DELIVER_AT_MS of every later arrival of the alert
+-- ARGV[1]  id
+-- ARGV[2]  new due time, Unix ms; a time before Redis now means now
+-- ARGV[3]  reach, ms: a waiting entry moves only to a due time less than this from now
+--          (the hop threshold: farther than that, the alert belongs to the broker)
+-- ARGV[4]  the record's lifetime, ms (a cancel tombstone's)
+--
+-- Returns {code, ms}: ms is the effective due time for 1 and 6, the hop's expected
+-- return for 9, else 0.
+--         1 moved (was waiting in due: its score and the due time inside its entry are
+--           the new due time; a record, if any, too),
+--         2 too late (in flight: claimed or parked; nothing changed),
+--         3 already delivered (done marker),
+--         4 cancelled (tombstone),
+--         5 recorded (the done marker says its failure is in failed_sends: its row
+--           decides; nothing changed),
+--         6 hop moved (not in Redis, the trace says hopping: the record now names the
+--           new due time, and the next arrival routes by it),
+--         7 withheld (done marker "withheld:"),
+--         8 too far (waiting, and the new due time is beyond the reach; nothing changed),
+--         9 in hop (hopping, and the new due time is before the hop in the broker
+--           returns: it could only be met late; nothing changed),
+--        10 unknown (no trace, nothing in Redis).
+local id = ARGV[1]
+if redis.call('ZSCORE', KEYS[2], id) then
+  return {2, 0}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = math.max(tonumber(ARGV[2]), now)
+local dues = string.format('%d', due)
+if redis.call('ZSCORE', KEYS[1], id) then
+  if due - now >= tonumber(ARGV[3]) then
+    return {8, 0}
+  end
+  local rec = redis.call('HGET', KEYS[3], id)
+  if rec then
+    -- The record (store/wheelstage.go, encodeWheelEntry) is a version byte, then the due
+    -- time as a zigzag varint (2*ms for ms >= 0), then the rest: swap the varint.
+    local i = 2
+    while string.byte(rec, i) >= 128 do
+      i = i + 1
+    end
+    local v, out = 2 * due, {}
+    while v >= 128 do
+      out[#out + 1] = string.char(v % 128 + 128)
+      v = math.floor(v / 128)
+    end
+    out[#out + 1] = string.char(v)
+    redis.call('HSET', KEYS[3], id, string.sub(rec, 1, 1) .. table.concat(out) .. string.sub(rec, i + 1))
+  end
+  redis.call('ZADD', KEYS[1], dues, id)
+  if redis.call('EXISTS', KEYS[7]) == 1 then
+    redis.call('SET', KEYS[7], dues, 'KEEPTTL')
+  end
+  if redis.call('EXISTS', KEYS[6]) == 1 then
+    redis.call('HSET', KEYS[6], 'due', dues)
+  end
+  return {1, due}
+end
+local marker = redis.call('GET', KEYS[4])
+if marker then
+  if string.sub(marker, 1, 9) == 'recorded:' then
+    return {5, 0}
+  end
+  if string.sub(marker, 1, 9) == 'withheld:' then
+    return {7, 0}
+  end
+  return {3, 0}
+end
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  return {4, 0}
+end
+if redis.call('HGET', KEYS[6], 'st') ~= 'hopping' then
+  return {10, 0}
+end
+local back = tonumber(redis.call('HGET', KEYS[6], 'next') or '0')
+if due < back then
+  return {9, back}
+end
+redis.call('SET', KEYS[7], dues, 'PX', ARGV[4])
+redis.call('HSET', KEYS[6], 'due', dues)
+return {6, due}

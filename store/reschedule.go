@@ -1,0 +1,263 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// A reschedule moves an alert that is not sent yet to a new due time, keeping its id
+// (docs/design.md, Reschedule): in the wheel stage, WheelStage.Reschedule (one script,
+// wheel_reschedule.lua); in failed_sends, FailedSends.Reschedule. failed.Rescheduler asks
+// both, as failed.Canceller does for a cancel.
+
+// RescheduleResult says what a reschedule did.
+type RescheduleResult int
+
+// The results of a reschedule. The first ten are wheel_reschedule.lua's codes.
+const (
+	// RescheduleMoved means the alert was waiting in the wheel stage and is now due at
+	// the new time.
+	RescheduleMoved RescheduleResult = iota + 1
+	// RescheduleTooLate means the alert is being sent now: in flight in the wheel stage
+	// (claimed or parked), or its failed_sends row's request was confirmed. Nothing
+	// changed.
+	RescheduleTooLate
+	// RescheduleAlreadyDelivered means the alert was delivered. Nothing changed.
+	RescheduleAlreadyDelivered
+	// RescheduleCancelled means the alert was cancelled (its tombstone, or its
+	// failed_sends row). Nothing changed.
+	RescheduleCancelled
+	// RescheduleRecorded means the wheel stage handed the alert off and its failure was
+	// recorded in failed_sends: its row decides (FailedSends.Reschedule). Only when it has
+	// none is this the answer: nothing is left to move.
+	RescheduleRecorded
+	// RescheduleHopMoved means the alert is hopping through the broker: its reschedule
+	// record names the new due time, and every later arrival of it is routed by it.
+	RescheduleHopMoved
+	// RescheduleWithheld means the alert was withheld, never to be sent: a step of an
+	// escalation episode that ended. Nothing changed.
+	RescheduleWithheld
+	// RescheduleTooFar means the alert waits in the wheel stage and the new due time is
+	// beyond its reach (the hop threshold): it would have to go back to the broker, which
+	// is not supported yet. Nothing changed.
+	RescheduleTooFar
+	// RescheduleInHop means the alert is hopping and the new due time is before the hop
+	// in the broker returns (Rescheduled.DueAt): it could only be met late. Nothing
+	// changed.
+	RescheduleInHop
+	// RescheduleUnknown means Redis has no trace of the alert: never published, not
+	// received yet, or done longer ago than its trace lives. Nothing changed.
+	RescheduleUnknown
+	// RescheduleRowMoved means the alert's send had failed and its pending failed_sends
+	// row's next attempt is now at the new time.
+	RescheduleRowMoved
+	// RescheduleNotPending means the alert's send failed for good: its failed_sends row
+	// is dead, rejected or discarded, and only an operator's retry sends it. Nothing
+	// changed.
+	RescheduleNotPending
+)
+
+// Moved reports whether r moved the alert.
+func (r RescheduleResult) Moved() bool {
+	return r == RescheduleMoved || r == RescheduleHopMoved || r == RescheduleRowMoved
+}
+
+// String returns the result's name, usable as a metric label and in answers: "moved",
+// "too_late", "already_delivered", "cancelled", "recorded", "hop_moved", "withheld",
+// "too_far", "in_hop", "unknown", "row_moved" or "not_pending".
+func (r RescheduleResult) String() string {
+	switch r {
+	case RescheduleMoved:
+		return "moved"
+	case RescheduleTooLate:
+		return "too_late"
+	case RescheduleAlreadyDelivered:
+		return "already_delivered"
+	case RescheduleCancelled:
+		return "cancelled"
+	case RescheduleRecorded:
+		return "recorded"
+	case RescheduleHopMoved:
+		return "hop_moved"
+	case RescheduleWithheld:
+		return "withheld"
+	case RescheduleTooFar:
+		return "too_far"
+	case RescheduleInHop:
+		return "in_hop"
+	case RescheduleUnknown:
+		return "unknown"
+	case RescheduleRowMoved:
+		return "row_moved"
+	case RescheduleNotPending:
+		return "not_pending"
+	}
+	return "RescheduleResult(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Explain says what r means for the alert, in words for the person who moved it.
+func (r RescheduleResult) Explain() string {
+	switch r {
+	case RescheduleMoved:
+		return "moved in the wheel stage"
+	case RescheduleTooLate:
+		return "too late, it is being sent right now"
+	case RescheduleAlreadyDelivered:
+		return "too late, it was already delivered"
+	case RescheduleCancelled:
+		return "it was cancelled and will not be sent"
+	case RescheduleRecorded:
+		return "nothing to move: its send failed, and its failed_sends row is gone (past its retention)"
+	case RescheduleHopMoved:
+		return "it is hopping through RocketMQ; its next arrival takes the new due time"
+	case RescheduleWithheld:
+		return "it was withheld and will not be sent: its escalation episode ended before it was due"
+	case RescheduleTooFar:
+		return "reschedule farther than the wheel stage holds is not supported yet (it waits in the wheel stage, " +
+			"and the new due time is beyond scheduler.threshold from now)"
+	case RescheduleInHop:
+		return "it is in a RocketMQ hop that cannot be moved: the earliest it can be moved to is when that hop returns"
+	case RescheduleUnknown:
+		return "no alert of this id is known: never published, not received yet, or done longer ago than scheduler.doneTTL"
+	case RescheduleRowMoved:
+		return "its send had failed; its failed_sends row's next attempt is moved"
+	case RescheduleNotPending:
+		return "its send failed for good (its failed_sends row is dead, rejected or discarded): retry the row instead"
+	}
+	return "unknown result"
+}
+
+// Rescheduled is what a reschedule did, and when the alert is due now.
+type Rescheduled struct {
+	Result RescheduleResult
+	// DueAt is, when Result moved the alert, its new due time: the one asked, or now
+	// when that had passed (by Redis's clock, or Postgres's for a row). For
+	// RescheduleInHop it is when the hop in the broker returns: the earliest time the
+	// alert can be moved to. Zero otherwise.
+	DueAt time.Time
+	// Rows are the failed_sends rows the result is about (RescheduleRowMoved and the
+	// answers a row gave), ascending.
+	Rows []int64
+}
+
+// Reschedule moves the alert id to dueAt, atomically against its claim (a time that has
+// passed by Redis's clock means now): waiting in the due index and dueAt less than reach
+// from now (RescheduleMoved: its score and its entry's due time change; farther,
+// RescheduleTooFar), hopping through the broker by its trace (RescheduleHopMoved: its
+// reschedule record overrides the due time of its every later arrival, which Put and
+// RescheduledDue apply; before the hop returns, RescheduleInHop), or the refusals of a
+// cancel: in flight, delivered, withheld, cancelled, recorded (its failed_sends row
+// decides), unknown. The record lives Options().CancelTTL. Only the wheel stage is
+// looked at: the service reschedules through failed.Rescheduler, which asks the
+// failed_sends rows too.
+func (w *WheelStage) Reschedule(ctx context.Context, id string, dueAt time.Time, reach time.Duration) (Rescheduled, error) {
+	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.trace(id), w.keys.resched(id)}
+	res, err := w.write(ctx, wheelRescheduleScript, keys, id, dueAt.UnixMilli(), reach.Milliseconds(),
+		w.opts.CancelTTL.Milliseconds()).Int64Slice()
+	if err != nil {
+		return Rescheduled{}, w.fail("reschedule", err)
+	}
+	if len(res) != 2 || res[0] < int64(RescheduleMoved) || res[0] > int64(RescheduleUnknown) {
+		return Rescheduled{}, fmt.Errorf("store: reschedule: unexpected script result %v", res)
+	}
+	out := Rescheduled{Result: RescheduleResult(res[0])}
+	if res[1] > 0 {
+		out.DueAt = time.UnixMilli(res[1])
+	}
+	return out, nil
+}
+
+// RescheduledDue returns the due time id's reschedule record names, and true; false
+// when the alert was not rescheduled while hopping. The scheduler asks it when a hop
+// arrives, and routes the alert by it.
+func (w *WheelStage) RescheduledDue(ctx context.Context, id string) (time.Time, bool, error) {
+	ms, err := w.rdb.Get(ctx, w.keys.resched(id)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, w.fail("rescheduled due", err)
+	}
+	return time.UnixMilli(ms), true, nil
+}
+
+var qReschedule = query("failed_reschedule.sql")
+
+// Reschedule moves the alert id's pending failed_sends rows to their next attempt at
+// dueAt (now, by Postgres's clock, when it has passed): RescheduleRowMoved, with the new
+// time. A claim of the retry job on such a row ends, so its holder's confirm fails and it
+// sends nothing before dueAt; a row whose request the retry job confirmed is
+// RescheduleTooLate (Reschedule and Confirm lock the row: the first to commit wins).
+// Otherwise nothing changes: a dead, rejected or discarded row is RescheduleNotPending,
+// a delivered newest row RescheduleAlreadyDelivered, a cancelled one
+// RescheduleCancelled; Result is 0 when id has no row. An error wrapping ErrUnavailable
+// means Postgres could not be reached and nothing changed.
+func (s *FailedSends) Reschedule(ctx context.Context, id string, dueAt time.Time) (Rescheduled, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var out Rescheduled
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		out = Rescheduled{}
+		rows, err := tx.Query(ctx, qCancelRows, id)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			id      int64
+			status  FailedStatus
+			sending bool
+		}
+		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+			var x row
+			err := r.Scan(&x.id, &x.status, &x.sending)
+			return x, err
+		})
+		if err != nil {
+			return err
+		}
+		var pending []int64
+		for _, r := range found {
+			switch {
+			case r.sending:
+				out = Rescheduled{Result: RescheduleTooLate, Rows: []int64{r.id}}
+				return nil // its request may be in flight: change nothing
+			case r.status == StatusPending:
+				pending = append(pending, r.id)
+			}
+		}
+		if len(pending) > 0 {
+			moved, err := tx.Query(ctx, qReschedule, pending, dueAt)
+			if err != nil {
+				return err
+			}
+			out.Result = RescheduleRowMoved
+			_, err = pgx.ForEachRow(moved, []any{new(int64), &out.DueAt}, func() error { return nil })
+			out.Rows = pending
+			return err
+		}
+		if len(found) == 0 {
+			return nil
+		}
+		newest := found[len(found)-1]
+		out.Rows = []int64{newest.id}
+		switch newest.status {
+		case StatusDelivered:
+			out.Result = RescheduleAlreadyDelivered
+		case StatusCancelled:
+			out.Result = RescheduleCancelled
+		default:
+			out.Result = RescheduleNotPending
+		}
+		return nil
+	})
+	if err != nil {
+		return Rescheduled{}, pgErr(ctx, "reschedule failed sends of "+id, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,285 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// TestWheelStageReschedule moves an alert in every stage of the wheel stage, earlier and
+// later, and checks each refusal changes nothing.
+func TestWheelStageReschedule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{CancelTTL: 2 * time.Hour})
+	const reach = time.Minute
+	now := redisNow(t, rdb)
+	for _, id := range []string{"later", "earlier", "far"} {
+		_, err := ws.Put(ctx, entryAt(id, now.Add(30*time.Second)))
+		require.NoError(t, err)
+	}
+	for _, id := range []string{"inflight", "done", "recorded", "withheld", "cancelled"} {
+		_, err := ws.Put(ctx, entryAt(id, now))
+		require.NoError(t, err)
+	}
+	score := func(id string) time.Time {
+		ms, err := rdb.ZScore(ctx, "{"+prefix+"}:due", id).Result()
+		require.NoError(t, err)
+		return time.UnixMilli(int64(ms))
+	}
+
+	// Waiting: later and earlier, both the due index and the entry's own due time.
+	for id, to := range map[string]time.Time{"later": now.Add(50 * time.Second), "earlier": now.Add(2 * time.Second)} {
+		to = to.Truncate(time.Millisecond)
+		got, err := ws.Reschedule(ctx, id, to, reach)
+		require.NoError(t, err)
+		require.Equal(t, store.Rescheduled{Result: store.RescheduleMoved, DueAt: to}, got, id)
+		require.Equal(t, to, score(id), id)
+		peeked, err := ws.Peek(ctx, []string{id})
+		require.NoError(t, err)
+		require.Len(t, peeked, 1)
+		want := entryAt(id, to)
+		require.Equal(t, want, peeked[0], "the entry is intact, with the new due time")
+	}
+	// A claim honours the new time by Redis's clock: not before it, then at it.
+	claimed, err := ws.Claim(ctx, []string{"earlier"}, tok)
+	require.NoError(t, err)
+	require.Empty(t, claimed.Entries)
+	require.Len(t, claimed.NotDue, 1)
+	waitRedisPast(t, rdb, score("earlier"))
+	claimed, err = ws.Claim(ctx, []string{"earlier"}, tok)
+	require.NoError(t, err)
+	require.Len(t, claimed.Entries, 1)
+	require.Equal(t, score("later"), now.Add(50*time.Second).Truncate(time.Millisecond))
+
+	// The past means now (Redis's now).
+	before := redisNow(t, rdb)
+	got, err := ws.Reschedule(ctx, "later", before.Add(-time.Hour), reach)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleMoved, got.Result)
+	require.False(t, got.DueAt.Before(before.Truncate(time.Millisecond)), "now, not an hour ago")
+	require.WithinDuration(t, before, got.DueAt, 5*time.Second)
+
+	// Farther than the wheel stage holds: refused, nothing changed.
+	farDue := score("far")
+	got, err = ws.Reschedule(ctx, "far", redisNow(t, rdb).Add(reach+5*time.Second), reach)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleTooFar}, got)
+	require.Equal(t, farDue, score("far"))
+
+	// In flight, delivered, recorded, withheld, cancelled: as a cancel answers.
+	_, err = ws.Claim(ctx, []string{"inflight", "done", "recorded", "withheld"}, tok)
+	require.NoError(t, err)
+	require.NoError(t, release(ctx, ws, "done"))
+	_, err = ws.Release(ctx, store.Recorded, store.Claim{ID: "recorded", Token: tok})
+	require.NoError(t, err)
+	_, err = ws.Release(ctx, store.Withheld, store.Claim{ID: "withheld", Token: tok})
+	require.NoError(t, err)
+	_, err = ws.Cancel(ctx, "cancelled")
+	require.NoError(t, err)
+	for id, want := range map[string]store.RescheduleResult{"inflight": store.RescheduleTooLate, "done": store.RescheduleAlreadyDelivered,
+		"recorded": store.RescheduleRecorded, "withheld": store.RescheduleWithheld, "cancelled": store.RescheduleCancelled,
+		"never": store.RescheduleUnknown} {
+		got, err := ws.Reschedule(ctx, id, now.Add(40*time.Second), reach)
+		require.NoError(t, err)
+		require.Equal(t, store.Rescheduled{Result: want}, got, id)
+		require.False(t, want.Moved())
+	}
+	inflight, err := rdb.ZScore(ctx, "{"+prefix+"}:inflight", "inflight").Result()
+	require.NoError(t, err)
+	require.NotZero(t, inflight, "still in flight")
+	n, err := rdb.ZCard(ctx, "{"+prefix+"}:due").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "later and far wait; no refused id came back to the due index")
+}
+
+// TestWheelStageRescheduleHopping moves an alert that is hopping through the broker,
+// later and earlier: the record decides the due time of every later arrival (Put), and
+// a time before the hop returns is refused.
+func TestWheelStageRescheduleHopping(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{CancelTTL: 2 * time.Hour})
+	now := redisNow(t, rdb)
+	due := now.Add(10 * time.Minute).Truncate(time.Millisecond)
+	for _, id := range []string{"later", "earlier", "early"} {
+		require.NoError(t, ws.TraceHop(ctx, id, due, "ops", 1, 2*time.Minute)) // back in about 2 minutes
+	}
+
+	later := due.Add(time.Hour)
+	got, err := ws.Reschedule(ctx, "later", later, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleHopMoved, DueAt: later}, got)
+	ttl, err := rdb.PTTL(ctx, "{"+prefix+"}:resched:later").Result()
+	require.NoError(t, err)
+	require.InDelta(t, (2 * time.Hour).Seconds(), ttl.Seconds(), 5, "the record lives as long as a tombstone")
+	earlier := now.Add(5 * time.Minute).Truncate(time.Millisecond)
+	got, err = ws.Reschedule(ctx, "earlier", earlier, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleHopMoved, DueAt: earlier}, got)
+
+	// Before the hop returns: refused, naming when it does.
+	got, err = ws.Reschedule(ctx, "early", now.Add(30*time.Second), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleInHop, got.Result)
+	require.WithinDuration(t, now.Add(2*time.Minute), got.DueAt, 5*time.Second)
+	_, ok, err := ws.RescheduledDue(ctx, "early")
+	require.NoError(t, err)
+	require.False(t, ok, "nothing recorded")
+
+	for id, want := range map[string]time.Time{"later": later, "earlier": earlier} {
+		at, ok, err := ws.RescheduledDue(ctx, id)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, want, at)
+		// An arrival with the old due time is refused; with the record's, stored.
+		res, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+		require.Equal(t, store.PutMoved, res, id)
+		res, err = ws.Put(ctx, entryAt(id, want))
+		require.NoError(t, err)
+		require.Equal(t, store.PutStored, res, id)
+		st, err := ws.Inspect(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, st.NextDue)
+		require.Equal(t, want, st.DueAt, "the trace shows the new due time")
+	}
+	// Once waiting, it moves in the wheel stage, and the record follows, so a late copy
+	// of an old hop is still routed by the latest time.
+	latest := now.Add(20 * time.Second).Truncate(time.Millisecond)
+	got, err = ws.Reschedule(ctx, "earlier", latest, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleMoved, DueAt: latest}, got)
+	at, _, err := ws.RescheduledDue(ctx, "earlier")
+	require.NoError(t, err)
+	require.Equal(t, latest, at)
+}
+
+// TestWheelStageRescheduleRacesTheClaim moves alerts at the very moment they fall due,
+// while a claimer takes them, many rounds: each alert is claimed exactly once, and never
+// before the due time the reschedule answered (or, refused, its own).
+func TestWheelStageRescheduleRacesTheClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	const rounds = 100
+	for round := range rounds {
+		id := fmt.Sprintf("race-%d", round)
+		due := redisNow(t, rdb).Add(5 * time.Millisecond).Truncate(time.Millisecond)
+		_, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+		var (
+			wg      sync.WaitGroup
+			moved   store.Rescheduled
+			claims  []time.Time // Redis now right after each claim that took it
+			claimer = fmt.Sprintf("claim-%d", round)
+		)
+		to := due.Add(30 * time.Millisecond)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			waitRedisPast(t, rdb, due.Add(-time.Millisecond))
+			var err error
+			moved, err = ws.Reschedule(ctx, id, to, time.Minute)
+			require.NoError(t, err)
+		}()
+		go func() {
+			defer wg.Done()
+			// Past the new due time too: a second claim would show a double delivery.
+			end, deadline := to.Add(100*time.Millisecond), time.Now().Add(10*time.Second)
+			for (len(claims) == 0 || redisNow(t, rdb).Before(end)) && time.Now().Before(deadline) {
+				c, err := ws.Claim(ctx, []string{id}, claimer)
+				require.NoError(t, err)
+				if len(c.Entries) > 0 {
+					claims = append(claims, redisNow(t, rdb))
+					require.NoError(t, release(ctx, ws, id))
+					claimer += "-again"
+				}
+			}
+		}()
+		wg.Wait()
+		require.Len(t, claims, 1, "round %d: claimed %d times (reschedule %s)", round, len(claims), moved.Result)
+		switch moved.Result {
+		case store.RescheduleMoved:
+			require.Equal(t, to, moved.DueAt)
+			require.False(t, claims[0].Before(to), "round %d: claimed %s before its new due time", round, to.Sub(claims[0]))
+		case store.RescheduleTooLate, store.RescheduleAlreadyDelivered:
+			require.False(t, claims[0].Before(due), "round %d: claimed early", round)
+		default:
+			t.Fatalf("round %d: unexpected answer %s", round, moved.Result)
+		}
+	}
+}
+
+// TestFailedSendsReschedule moves a pending row's next attempt, ends a claim that did not
+// confirm, and refuses a confirmed row and rows that are not pending.
+func TestFailedSendsReschedule(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	pending := record(t, fs, store.NewFailedSend{MessageID: "r-pending", Target: "ops", NextAttemptAt: time.Now()})
+
+	// Claimed but not confirmed: the reschedule wins, and the claim cannot send it.
+	claimed, err := fs.ClaimDue(ctx, 10, "job-1")
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	to := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	got, err := fs.Reschedule(ctx, "r-pending", to)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleRowMoved, got.Result)
+	require.Equal(t, []int64{pending}, got.Rows)
+	require.True(t, to.Equal(got.DueAt), "%s, want %s", got.DueAt, to)
+	require.ErrorIs(t, fs.Confirm(ctx, pending, "job-1", 0), store.ErrNotHeld)
+	row, err := fs.Get(ctx, pending)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, row.Status)
+	require.True(t, to.Equal(*row.NextAttemptAt))
+	require.Nil(t, row.ClaimedBy)
+	claimed, err = fs.ClaimDue(ctx, 10, "job-2")
+	require.NoError(t, err)
+	require.Empty(t, claimed, "not due before the new time")
+
+	// Earlier, into the past: due now, by Postgres's clock.
+	got, err = fs.Reschedule(ctx, "r-pending", time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleRowMoved, got.Result)
+	require.WithinDuration(t, time.Now(), got.DueAt, 5*time.Second)
+	claimed, err = fs.ClaimDue(ctx, 10, "job-3")
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+
+	// Confirmed: its request may be in flight.
+	require.NoError(t, fs.Confirm(ctx, pending, "job-3", 0))
+	got, err = fs.Reschedule(ctx, "r-pending", to)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleTooLate, Rows: []int64{pending}}, got)
+
+	// Dead, delivered, cancelled, none.
+	dead := record(t, fs, store.NewFailedSend{MessageID: "r-dead", Target: "ops", NextAttemptAt: time.Now()})
+	claimed, err = fs.ClaimDue(ctx, 10, "job-4")
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NoError(t, fs.MarkDead(ctx, dead, "job-4", 20, store.FailedAttempt{Class: "transient"}))
+	delivered := record(t, fs, store.NewFailedSend{MessageID: "r-delivered", Target: "ops", NextAttemptAt: time.Now().Add(time.Hour)})
+	require.NoError(t, fs.MarkDelivered(ctx, delivered))
+	cancelled := record(t, fs, store.NewFailedSend{MessageID: "r-cancelled", Target: "ops", NextAttemptAt: time.Now().Add(time.Hour)})
+	_, err = fs.Cancel(ctx, "r-cancelled", store.CancelNote{By: "test"})
+	require.NoError(t, err)
+	for id, want := range map[string]store.Rescheduled{
+		"r-dead":      {Result: store.RescheduleNotPending, Rows: []int64{dead}},
+		"r-delivered": {Result: store.RescheduleAlreadyDelivered, Rows: []int64{delivered}},
+		"r-cancelled": {Result: store.RescheduleCancelled, Rows: []int64{cancelled}},
+		"r-never":     {},
+	} {
+		got, err := fs.Reschedule(ctx, id, to)
+		require.NoError(t, err)
+		require.Equal(t, want, got, id)
+	}
+}
