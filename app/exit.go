@@ -26,7 +26,8 @@ const (
 	// episode).
 	ExitNotFound = 3
 	// ExitTooLate: the command came too late to change anything (`cancel` or
-	// `reschedule` of an alert being sent or delivered, `escalations ack` of an episode that ended).
+	// `reschedule` of an alert being sent or delivered, `escalations ack` of an episode
+	// that ended).
 	ExitTooLate = 4
 	// ExitUnavailable: Redis or Postgres could not be reached; trying again later may
 	// succeed.
