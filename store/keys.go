@@ -25,6 +25,8 @@ import (
 //	  {p}:cancel:<id>  string      cancel tombstone
 //	  {p}:resched:<id> string      reschedule record: the due time, Unix ms, that every later
 //	                               arrival of the alert is routed by (wheel_reschedule.lua)
+//	  {p}:gen:<id>     hash        generation record of an alert a reschedule sent back to the
+//	                               broker: live, decided, next (wheel_requeue.lua)
 //	  {p}:once:<key>   string      the id the first copy of a notification picked (dedupe.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
 //	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
@@ -59,6 +61,7 @@ func (k keys) sweep(token string) string     { return k.stage() + "sweep:" + tok
 func (k keys) done(id string) string         { return k.stage() + "done:" + id }
 func (k keys) cancel(id string) string       { return k.stage() + "cancel:" + id }
 func (k keys) resched(id string) string      { return k.stage() + "resched:" + id }
+func (k keys) gen(id string) string          { return k.stage() + "gen:" + id }
 func (k keys) once(key string) string        { return k.stage() + "once:" + key }
 func (k keys) episode(key string) string     { return k.stage() + "ep:" + key }
 func (k keys) episodeSeq() string            { return k.stage() + "ep-seq" }

@@ -44,8 +44,11 @@ const (
 	// escalation episode that ended. Nothing changed.
 	RescheduleWithheld
 	// RescheduleTooFar means the alert waits in the wheel stage and the new due time is
-	// beyond its reach (the hop threshold): it would have to go back to the broker, which
-	// is not supported yet. Nothing changed.
+	// beyond its reach (the hop threshold): it goes back to the broker. WheelStage's
+	// answer carries the Requeue to publish; failed.Rescheduler publishes it and settles
+	// it (SettleRequeue), answering RescheduleRequeued. As a final answer it means the
+	// alert was not moved: the process that asked cannot publish, or its publish was
+	// refused. Nothing changed.
 	RescheduleTooFar
 	// RescheduleInHop means the alert is hopping and the new due time is before the hop
 	// in the broker returns (Rescheduled.DueAt): it could only be met late. Nothing
@@ -61,16 +64,20 @@ const (
 	// is dead, rejected or discarded, and only an operator's retry sends it. Nothing
 	// changed.
 	RescheduleNotPending
+	// RescheduleRequeued means the alert waited in the wheel stage and went back to the
+	// broker to hop to its new due time, farther than the wheel stage holds: a copy of a
+	// new generation (RD_GEN) is the alert now, and the one that waited is gone.
+	RescheduleRequeued
 )
 
 // Moved reports whether r moved the alert.
 func (r RescheduleResult) Moved() bool {
-	return r == RescheduleMoved || r == RescheduleHopMoved || r == RescheduleRowMoved
+	return r == RescheduleMoved || r == RescheduleHopMoved || r == RescheduleRowMoved || r == RescheduleRequeued
 }
 
 // String returns the result's name, usable as a metric label and in answers: "moved",
 // "too_late", "already_delivered", "cancelled", "recorded", "hop_moved", "withheld",
-// "too_far", "in_hop", "unknown", "row_moved" or "not_pending".
+// "too_far", "in_hop", "unknown", "row_moved", "not_pending" or "requeued".
 func (r RescheduleResult) String() string {
 	switch r {
 	case RescheduleMoved:
@@ -97,6 +104,8 @@ func (r RescheduleResult) String() string {
 		return "row_moved"
 	case RescheduleNotPending:
 		return "not_pending"
+	case RescheduleRequeued:
+		return "requeued"
 	}
 	return "RescheduleResult(" + strconv.Itoa(int(r)) + ")"
 }
@@ -119,8 +128,8 @@ func (r RescheduleResult) Explain() string {
 	case RescheduleWithheld:
 		return "it was withheld and will not be sent: its escalation episode ended before it was due"
 	case RescheduleTooFar:
-		return "reschedule farther than the wheel stage holds is not supported yet (it waits in the wheel stage, " +
-			"and the new due time is beyond scheduler.threshold from now)"
+		return "not moved: it waits in the wheel stage and the new due time is beyond scheduler.threshold from now, " +
+			"so it must go back to RocketMQ, which this process could not do"
 	case RescheduleInHop:
 		return "it is in a RocketMQ hop that cannot be moved: the earliest it can be moved to is when that hop returns"
 	case RescheduleUnknown:
@@ -129,6 +138,8 @@ func (r RescheduleResult) Explain() string {
 		return "its send had failed; its failed_sends row's next attempt is moved"
 	case RescheduleNotPending:
 		return "its send failed for good (its failed_sends row is dead, rejected or discarded): retry the row instead"
+	case RescheduleRequeued:
+		return "it went back to RocketMQ to hop to its new due time, farther than the wheel stage holds"
 	}
 	return "unknown result"
 }
@@ -144,12 +155,27 @@ type Rescheduled struct {
 	// Rows are the failed_sends rows the result is about (RescheduleRowMoved and the
 	// answers a row gave), ascending.
 	Rows []int64
+	// Requeue is, for WheelStage's RescheduleTooFar, the copy to publish: the alert goes
+	// back to the broker. nil otherwise.
+	Requeue *Requeue
+}
+
+// Requeue is a copy of an alert waiting in the wheel stage that a reschedule sends back
+// to the broker, because its new due time is beyond the wheel stage's reach: publish
+// Entry (its DueAt is the new due time) carrying RD_GEN=Gen, then settle Gen with
+// SettleRequeue, committing it if the publish succeeded and refusing it if not. Until it
+// is settled the entry keeps waiting; a copy of generation Gen that arrives first
+// settles it itself, so a crash between the publish and the settle loses nothing.
+type Requeue struct {
+	Entry Entry
+	Gen   int64
 }
 
 // Reschedule moves the alert id to dueAt, atomically against its claim (a time that has
 // passed by Redis's clock means now): waiting in the due index and dueAt less than reach
 // from now (RescheduleMoved: its score and its entry's due time change; farther,
-// RescheduleTooFar), hopping through the broker by its trace (RescheduleHopMoved: its
+// RescheduleTooFar with the Requeue to publish, a generation allocated and nothing else
+// changed), hopping through the broker by its trace (RescheduleHopMoved: its
 // reschedule record overrides the due time of its every later arrival, which Put and
 // RescheduledDue apply; before the hop returns, RescheduleInHop), or the refusals of a
 // cancel: in flight, delivered, withheld, cancelled, recorded (its failed_sends row
@@ -157,20 +183,124 @@ type Rescheduled struct {
 // looked at: the service reschedules through failed.Rescheduler, which asks the
 // failed_sends rows too.
 func (w *WheelStage) Reschedule(ctx context.Context, id string, dueAt time.Time, reach time.Duration) (Rescheduled, error) {
-	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.trace(id), w.keys.resched(id)}
+	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.trace(id), w.keys.resched(id),
+		w.keys.gen(id), w.keys.parts()}
 	res, err := w.write(ctx, wheelRescheduleScript, keys, id, dueAt.UnixMilli(), reach.Milliseconds(),
-		w.opts.CancelTTL.Milliseconds()).Int64Slice()
+		w.opts.CancelTTL.Milliseconds()).Slice()
 	if err != nil {
 		return Rescheduled{}, w.fail("reschedule", err)
 	}
-	if len(res) != 2 || res[0] < int64(RescheduleMoved) || res[0] > int64(RescheduleUnknown) {
+	code, ms, ok := codeAndMillis(res)
+	if !ok || code < int64(RescheduleMoved) || code > int64(RescheduleUnknown) || (code == int64(RescheduleTooFar)) != (len(res) == 4) {
 		return Rescheduled{}, fmt.Errorf("store: reschedule: unexpected script result %v", res)
 	}
-	out := Rescheduled{Result: RescheduleResult(res[0])}
-	if res[1] > 0 {
-		out.DueAt = time.UnixMilli(res[1])
+	out := Rescheduled{Result: RescheduleResult(code)}
+	if ms > 0 {
+		out.DueAt = time.UnixMilli(ms)
+	}
+	if out.Result == RescheduleTooFar {
+		gen, _ := res[2].(int64)
+		rec, _ := res[3].(string)
+		e, err := decodeWheelEntry(id, []byte(rec))
+		if err != nil || gen <= 0 {
+			return Rescheduled{}, fmt.Errorf("store: reschedule %s: generation %v: %w", id, res[2], err)
+		}
+		e.DueAt, e.Gen = out.DueAt, gen
+		out.Requeue = &Requeue{Entry: e, Gen: gen}
 	}
 	return out, nil
+}
+
+// codeAndMillis reads the {code, ms, ...} reply of a reschedule script.
+func codeAndMillis(res []any) (code, ms int64, ok bool) {
+	if len(res) < 2 {
+		return 0, 0, false
+	}
+	code, ok1 := res[0].(int64)
+	ms, ok2 := res[1].(int64)
+	return code, ms, ok1 && ok2
+}
+
+// SettleRequeue settles generation gen of the alert id, a Requeue that Reschedule
+// returned, due at dueAt, atomically against its claim (wheel_requeue.lua). With commit,
+// the copy of generation gen was published: if the entry still waits (or the alert is
+// not in Redis, a copy of it hopping) the entry is removed and gen becomes the live
+// generation, RescheduleRequeued with dueAt, and every other copy is stale; if the alert
+// was claimed, partly sent, delivered, cancelled, withheld or recorded meanwhile, gen is
+// refused with that answer (too late: RescheduleTooLate) and its copy is dropped on
+// arrival. Without commit, its publish failed: gen is refused and nothing else changes,
+// RescheduleTooFar. A generation settled before (by the scheduler, when its copy arrived
+// first) is answered as it was: RescheduleRequeued when it is the live one, else
+// RescheduleTooLate. The scheduler settles with commit a copy that arrives unsettled.
+func (w *WheelStage) SettleRequeue(ctx context.Context, id string, gen int64, dueAt time.Time, commit bool) (Rescheduled, error) {
+	mode := "refuse"
+	if commit {
+		mode = "commit"
+	}
+	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.trace(id), w.keys.resched(id),
+		w.keys.gen(id), w.keys.tries(), w.keys.failed(), w.keys.parts()}
+	res, err := w.write(ctx, wheelRequeueScript, keys, id, gen, dueAt.UnixMilli(), mode, w.opts.CancelTTL.Milliseconds()).Slice()
+	if err != nil {
+		return Rescheduled{}, w.fail("settle requeue", err)
+	}
+	code, ms, ok := codeAndMillis(res)
+	var out Rescheduled
+	switch code {
+	case 1:
+		out = Rescheduled{Result: RescheduleRequeued, DueAt: time.UnixMilli(ms)}
+	case 2, 3, 4, 5, 7:
+		out = Rescheduled{Result: RescheduleResult(code)}
+	case 8:
+		out = Rescheduled{Result: RescheduleTooFar}
+	default:
+		ok = false
+	}
+	if !ok {
+		return Rescheduled{}, fmt.Errorf("store: settle requeue: unexpected script result %v", res)
+	}
+	return out, nil
+}
+
+// Routing is what an arriving copy of an alert is routed by: its reschedule record and
+// its generation record.
+type Routing struct {
+	// Due is the due time the alert's reschedule record names; zero when it has none.
+	Due time.Time
+	// Live is the generation of the one copy of the alert that may be delivered (0 when
+	// it was never sent back to the broker). A copy of an older generation is stale.
+	Live int64
+	// Decided is the newest settled generation: a copy newer than it is settled on
+	// arrival (SettleRequeue), one not newer and not Live is stale.
+	Decided int64
+}
+
+// Routing reads id's reschedule and generation records in one round trip. The scheduler
+// asks it, best effort, when a copy of the alert arrives; Put checks both atomically.
+func (w *WheelStage) Routing(ctx context.Context, id string) (Routing, error) {
+	var due *redis.StringCmd
+	var gens *redis.SliceCmd
+	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		due = p.Get(ctx, w.keys.resched(id))
+		gens = p.HMGet(ctx, w.keys.gen(id), "live", "decided")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Routing{}, w.fail("routing", err)
+	}
+	var r Routing
+	if ms, err := due.Int64(); err == nil {
+		r.Due = time.UnixMilli(ms)
+	}
+	for i, dst := range []*int64{&r.Live, &r.Decided} {
+		if v, ok := gens.Val()[i].(string); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return Routing{}, fmt.Errorf("store: routing of %s: generation %q: %w", id, v, err)
+			}
+			*dst = n
+		}
+	}
+	return r, nil
 }
 
 // RescheduledDue returns the due time id's reschedule record names, and true; false

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
@@ -67,11 +68,17 @@ func TestWheelStageReschedule(t *testing.T) {
 	require.False(t, got.DueAt.Before(before.Truncate(time.Millisecond)), "now, not an hour ago")
 	require.WithinDuration(t, before, got.DueAt, 5*time.Second)
 
-	// Farther than the wheel stage holds: refused, nothing changed.
+	// Farther than the wheel stage holds: the copy to send back to the broker, and
+	// nothing changed until it is settled (TestWheelStageRequeue).
 	farDue := score("far")
-	got, err = ws.Reschedule(ctx, "far", redisNow(t, rdb).Add(reach+5*time.Second), reach)
+	farTo := redisNow(t, rdb).Add(reach + 5*time.Second).Truncate(time.Millisecond)
+	got, err = ws.Reschedule(ctx, "far", farTo, reach)
 	require.NoError(t, err)
-	require.Equal(t, store.Rescheduled{Result: store.RescheduleTooFar}, got)
+	require.Equal(t, store.RescheduleTooFar, got.Result)
+	require.NotNil(t, got.Requeue)
+	want := entryAt("far", farTo)
+	want.Gen = 1
+	require.Equal(t, store.Requeue{Entry: want, Gen: 1}, *got.Requeue, "the whole entry, at the new due time")
 	require.Equal(t, farDue, score("far"))
 
 	// In flight, delivered, recorded, withheld, cancelled: as a cancel answers.
@@ -282,4 +289,131 @@ func TestFailedSendsReschedule(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got, id)
 	}
+}
+
+// TestWheelStageRequeue sends alerts waiting in the wheel stage back to the broker
+// (a reschedule beyond the stage's reach), settling their generation at every point a
+// rescheduler can stop: once settled exactly one copy can be stored, whichever of the
+// rescheduler and the arriving copy settles first, and a refused or unsettled
+// generation leaves the entry as it was.
+func TestWheelStageRequeue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{CancelTTL: 2 * time.Hour})
+	const reach = time.Minute
+	now := redisNow(t, rdb)
+	old := now.Add(30 * time.Second).Truncate(time.Millisecond)
+	far := now.Add(time.Hour).Truncate(time.Millisecond)
+	ids := []string{"commit", "arrive-first", "refuse", "crash-before-publish", "claimed", "twice", "cancelled"}
+	for _, id := range ids {
+		_, err := ws.Put(ctx, entryAt(id, old))
+		require.NoError(t, err)
+	}
+	requeue := func(id string) store.Requeue {
+		got, err := ws.Reschedule(ctx, id, far, reach)
+		require.NoError(t, err)
+		require.Equal(t, store.RescheduleTooFar, got.Result, id)
+		require.NotNil(t, got.Requeue, id)
+		return *got.Requeue
+	}
+	waiting := func(id string) bool {
+		_, err := rdb.ZScore(ctx, "{"+prefix+"}:due", id).Result()
+		return err == nil
+	}
+	put := func(id string, due time.Time, gen int64) store.PutResult {
+		e := entryAt(id, due)
+		e.Gen = gen
+		res, err := ws.Put(ctx, e)
+		require.NoError(t, err)
+		return res
+	}
+
+	// Published, then settled: the waiting entry is gone, the new generation is the
+	// alert; the old one (a redelivered copy of the original message) is stale, the new
+	// one is stored once.
+	q := requeue("commit")
+	require.Equal(t, int64(1), q.Gen)
+	got, err := ws.SettleRequeue(ctx, "commit", q.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleRequeued, DueAt: far}, got)
+	require.False(t, waiting("commit"))
+	st, err := ws.Inspect(ctx, "commit")
+	require.NoError(t, err)
+	require.Equal(t, "hopping", st.Stage)
+	require.Equal(t, far, st.DueAt)
+	r, err := ws.Routing(ctx, "commit")
+	require.NoError(t, err)
+	require.Equal(t, store.Routing{Due: far, Live: 1, Decided: 1}, r)
+	require.Equal(t, store.PutStale, put("commit", old, 0))
+	require.Equal(t, store.PutStored, put("commit", far, 1))
+	require.Equal(t, store.PutDuplicate, put("commit", far, 1))
+	again, err := ws.SettleRequeue(ctx, "commit", q.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, got, again, "settling twice answers the same")
+
+	// Crash after the publish: the copy arrives unsettled (Put says so), the scheduler
+	// settles it, and the rescheduler's late settle learns the outcome.
+	q = requeue("arrive-first")
+	require.Equal(t, store.PutUndecided, put("arrive-first", far, q.Gen))
+	got, err = ws.SettleRequeue(ctx, "arrive-first", q.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleRequeued, got.Result)
+	require.Equal(t, store.PutStored, put("arrive-first", far, q.Gen))
+	got, err = ws.SettleRequeue(ctx, "arrive-first", q.Gen, far, false)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleRequeued, got.Result, "a publish error reported late does not undo the move")
+
+	// The publish failed: refused, the entry waits at its old time; a copy that did land
+	// after all is stale.
+	q = requeue("refuse")
+	got, err = ws.SettleRequeue(ctx, "refuse", q.Gen, far, false)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleTooFar, got.Result)
+	require.True(t, waiting("refuse"))
+	require.Equal(t, store.PutStale, put("refuse", far, q.Gen))
+	got, err = ws.SettleRequeue(ctx, "refuse", q.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleTooLate, got.Result, "refused once, refused for good")
+	require.True(t, waiting("refuse"))
+
+	// Crash before the publish: only a generation was allocated; the entry waits, and the
+	// next requeue takes a newer generation.
+	q = requeue("crash-before-publish")
+	require.True(t, waiting("crash-before-publish"))
+	require.Equal(t, store.PutDuplicate, put("crash-before-publish", old, 0), "the waiting copy is still the live one")
+	q2 := requeue("crash-before-publish")
+	require.Greater(t, q2.Gen, q.Gen)
+
+	// Claimed between the publish and the settle: too late, the new copy is dropped.
+	q = requeue("claimed")
+	_, err = rdb.ZAdd(ctx, "{"+prefix+"}:due", redis.Z{Score: float64(now.UnixMilli()), Member: "claimed"}).Result()
+	require.NoError(t, err)
+	claimed, err := ws.Claim(ctx, []string{"claimed"}, tok)
+	require.NoError(t, err)
+	require.Len(t, claimed.Entries, 1)
+	got, err = ws.SettleRequeue(ctx, "claimed", q.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleTooLate, got.Result)
+	require.Equal(t, store.PutStale, put("claimed", far, q.Gen))
+
+	// Two requeues of one alert: the later settle wins, the copy of the other is stale.
+	q = requeue("twice")
+	q2 = requeue("twice")
+	got, err = ws.SettleRequeue(ctx, "twice", q2.Gen, far.Add(time.Minute), true)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleRequeued, got.Result)
+	got, err = ws.SettleRequeue(ctx, "twice", q.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleTooLate, got.Result)
+	require.Equal(t, store.PutStale, put("twice", far, q.Gen))
+	require.Equal(t, store.PutStored, put("twice", far.Add(time.Minute), q2.Gen))
+
+	// Cancelled meanwhile: refused as cancelled.
+	q = requeue("cancelled")
+	_, err = ws.Cancel(ctx, "cancelled")
+	require.NoError(t, err)
+	got, err = ws.SettleRequeue(ctx, "cancelled", q.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleCancelled, got.Result)
+	require.Equal(t, store.PutStale, put("cancelled", far, q.Gen))
 }

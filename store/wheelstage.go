@@ -87,6 +87,10 @@ type Entry struct {
 	Props map[string]string
 	// Hops counts the broker hops the alert took before reaching the wheel stage.
 	Hops int
+	// Gen is the generation of the copy being put (RD_GEN, 0 when absent): a reschedule
+	// that sends an alert back to the broker makes a copy of a new generation, and Put
+	// stores only the live one. Not stored in the entry.
+	Gen int64
 
 	// The claim state, set on entries returned by Claim and ClaimOverdue:
 
@@ -196,10 +200,18 @@ const (
 	// The caller routes the alert by Rescheduled's due time instead (a hop, or a Put with
 	// that due time).
 	PutMoved
+	// PutStale means the copy's generation (Entry.Gen) is not the alert's live one: a
+	// reschedule sent the alert back to the broker as another copy, or refused this one.
+	// Nothing was stored; the copy is dropped.
+	PutStale
+	// PutUndecided means the copy's generation is newer than every settled one: the
+	// reschedule that made it has not settled it yet. Nothing was stored; the caller
+	// settles it (SettleRequeue) and puts again if it became the live one.
+	PutUndecided
 )
 
 // String returns the result's name, usable as a metric label: "stored", "duplicate",
-// "done", "cancelled" or "moved".
+// "done", "cancelled", "moved", "stale" or "undecided".
 func (r PutResult) String() string {
 	switch r {
 	case PutStored:
@@ -212,6 +224,10 @@ func (r PutResult) String() string {
 		return "cancelled"
 	case PutMoved:
 		return "moved"
+	case PutStale:
+		return "stale"
+	case PutUndecided:
+		return "undecided"
 	}
 	return "PutResult(" + strconv.Itoa(int(r)) + ")"
 }
@@ -308,6 +324,7 @@ var (
 	wheelDueWithinScript     = script("wheel_due_within.lua")
 	wheelCancelScript        = script("wheel_cancel.lua")
 	wheelRescheduleScript    = script("wheel_reschedule.lua")
+	wheelRequeueScript       = script("wheel_requeue.lua")
 	wheelConfirmScript       = script("wheel_confirm.lua")
 	wheelMarkFailedScript    = script("wheel_mark_failed.lua")
 	wheelMarkDeliveredScript = script("wheel_mark_delivered.lua")
@@ -356,21 +373,22 @@ func (w *WheelStage) Lease() time.Duration { return w.opts.Lease }
 // Put stores e, atomically and idempotently, in one round trip: the entry is written and
 // its id added to the due index with score e.DueAt. An id already waiting or in flight
 // gives PutDuplicate, a delivered id PutDone, a cancelled id PutCancelled, a rescheduled
-// id whose record names another due time than e.DueAt PutMoved; none of these change
-// anything.
+// id whose record names another due time than e.DueAt PutMoved, a copy of another
+// generation than the live one PutStale (or PutUndecided, newer than every settled one);
+// none of these change anything.
 func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 	if e.ID == "" {
 		return 0, errors.New("store: put: empty id")
 	}
 	keys := []string{w.due, w.inflight, w.entries, w.keys.done(e.ID), w.keys.cancel(e.ID), w.keys.trace(e.ID),
-		w.keys.resched(e.ID)}
+		w.keys.resched(e.ID), w.keys.gen(e.ID)}
 	code, err := w.write(ctx, wheelPutScript, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e), e.Target, e.Hops,
-		w.opts.CancelTTL.Milliseconds()).Int()
+		w.opts.CancelTTL.Milliseconds(), e.Gen).Int()
 	if err != nil {
 		return 0, w.fail("put", err)
 	}
 	r := PutResult(code)
-	if r < PutStored || r > PutMoved {
+	if r < PutStored || r > PutUndecided {
 		return 0, fmt.Errorf("store: put: unexpected script result %d", code)
 	}
 	return r, nil

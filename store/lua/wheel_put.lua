@@ -8,12 +8,14 @@
 -- KEYS[6]  {p}:trace:<id>   the alert's trace for operators (trace_hop.lua lists its fields)
 -- KEYS[7]  {p}:resched:<id> reschedule record (wheel_reschedule.lua): the due time, Unix
 --                           ms, every arrival of the alert must carry
+-- KEYS[8]  {p}:gen:<id>     generation record (wheel_requeue.lua): live, decided, next
 -- ARGV[1]  id
 -- ARGV[2]  due time, Unix ms
 -- ARGV[3]  encoded entry
 -- ARGV[4]  target
 -- ARGV[5]  broker hops taken
 -- ARGV[6]  the trace's lifetime, ms
+-- ARGV[7]  the arriving copy's generation (RD_GEN; 0 when absent)
 --
 -- A stored entry's trace says st=waiting (and acc, the first time rocketdelay saw the
 -- alert, if no hop wrote it before).
@@ -22,8 +24,22 @@
 --         3 done (the id was delivered already: nothing changed),
 --         4 cancelled (the id has a cancel tombstone: nothing stored, tombstone kept),
 --         5 moved (the id has a reschedule record naming another due time than ARGV[2]:
---           nothing stored; the caller routes the alert by the record's due time).
+--           nothing stored; the caller routes the alert by the record's due time),
+--         6 stale (the copy's generation is not the live one, and was decided: a
+--           reschedule sent the alert back to the broker as another copy, or refused
+--           this one; nothing stored),
+--         7 undecided (the copy's generation is above every decided one: its requeue was
+--           not settled yet; nothing stored: the caller settles it, wheel_requeue.lua,
+--           and puts again).
 local id = ARGV[1]
+local gens = redis.call('HMGET', KEYS[8], 'live', 'decided')
+local gen = tonumber(ARGV[7])
+if gen ~= tonumber(gens[1] or '0') then
+  if gen > tonumber(gens[2] or '0') then
+    return 7
+  end
+  return 6
+end
 if redis.call('HEXISTS', KEYS[3], id) == 1
     or redis.call('ZSCORE', KEYS[1], id)
     or redis.call('ZSCORE', KEYS[2], id) then

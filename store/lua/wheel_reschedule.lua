@@ -9,14 +9,16 @@
 -- KEYS[6]  {p}:trace:<id>    the alert's trace (trace_hop.lua lists its fields)
 -- KEYS[7]  {p}:resched:<id>  reschedule record: the due time, Unix ms, that overrides the
 --                            RD_DELIVER_AT_MS of every later arrival of the alert
+-- KEYS[8]  {p}:gen:<id>      generation record (wheel_requeue.lua lists its fields)
+-- KEYS[9]  {p}:parts         hash: id -> leading parts of a split alert delivered so far
 -- ARGV[1]  id
 -- ARGV[2]  new due time, Unix ms; a time before Redis now means now
 -- ARGV[3]  reach, ms: a waiting entry moves only to a due time less than this from now
 --          (the hop threshold: farther than that, the alert belongs to the broker)
--- ARGV[4]  the record's lifetime, ms (a cancel tombstone's)
+-- ARGV[4]  the records' lifetime, ms (a cancel tombstone's)
 --
--- Returns {code, ms}: ms is the effective due time for 1 and 6, the hop's expected
--- return for 9, else 0.
+-- Returns {code, ms}: ms is the effective due time for 1, 6 and 8, the hop's expected
+-- return for 9, else 0; for 8 also the allocated generation and the encoded entry.
 --         1 moved (was waiting in due: its score and the due time inside its entry are
 --           the new due time; a record, if any, too),
 --         2 too late (in flight: claimed or parked; nothing changed),
@@ -27,7 +29,11 @@
 --         6 hop moved (not in Redis, the trace says hopping: the record now names the
 --           new due time, and the next arrival routes by it),
 --         7 withheld (done marker "withheld:"),
---         8 too far (waiting, and the new due time is beyond the reach; nothing changed),
+--         8 too far (waiting, and the new due time is beyond the reach: the alert goes
+--           back to the broker. A generation g is allocated, {8, due, g, entry}; the
+--           caller publishes a hop of the entry carrying RD_GEN=g and settles g with
+--           wheel_requeue.lua. Until then nothing else changed; a split alert partly
+--           sent is too late instead),
 --         9 in hop (hopping, and the new due time is before the hop in the broker
 --           returns: it could only be met late; nothing changed),
 --        10 unknown (no trace, nothing in Redis).
@@ -40,10 +46,17 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = math.max(tonumber(ARGV[2]), now)
 local dues = string.format('%d', due)
 if redis.call('ZSCORE', KEYS[1], id) then
-  if due - now >= tonumber(ARGV[3]) then
-    return {8, 0}
-  end
   local rec = redis.call('HGET', KEYS[3], id)
+  if due - now >= tonumber(ARGV[3]) then
+    if redis.call('HEXISTS', KEYS[9], id) == 1 then
+      return {2, 0}
+    end
+    local gens = redis.call('HMGET', KEYS[8], 'next', 'decided')
+    local g = math.max(tonumber(gens[1] or '0'), tonumber(gens[2] or '0')) + 1
+    redis.call('HSET', KEYS[8], 'next', string.format('%d', g))
+    redis.call('PEXPIRE', KEYS[8], ARGV[4])
+    return {8, due, g, rec or ''}
+  end
   if rec then
     -- The record (store/wheelstage.go, encodeWheelEntry) is a version byte, then the due
     -- time as a zigzag varint (2*ms for ms >= 0), then the rest: swap the varint.
