@@ -27,6 +27,11 @@ const (
 	PropID = "RD_ID"
 	// PropHops counts the hops taken so far; set by the scheduler, never by producers.
 	PropHops = "RD_HOPS"
+	// PropGen is the generation of this copy of the alert, a whole number (absent: 0);
+	// set by rocketdelay, never by producers. A reschedule that sends an alert waiting in
+	// the wheel stage back to the broker publishes a copy of a new generation; a copy
+	// whose generation is not the alert's live one is dropped on arrival.
+	PropGen = "RD_GEN"
 	// PropPriority is the alert's priority, one of Priorities ("normal" when absent):
 	// when a target's budget is short, a higher priority goes first.
 	PropPriority = "RD_PRIORITY"

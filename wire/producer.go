@@ -233,26 +233,66 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	}
 	keys := slices.DeleteFunc(slices.Clone(pub.Keys), func(k string) bool { return k == pub.ID })
 	m.WithKeys(append(keys, pub.ID))
-	// A send the broker refused (busy, flow control, a status short of SEND_OK) or that
-	// timed out is sent again: the same RD_ID, so one that did land and is sent again is
-	// delivered once.
+	msgID, err := p.send(ctx, m, pub.ID)
+	if err != nil {
+		return Published{}, err
+	}
+	return Published{ID: pub.ID, DeliverAt: at, MsgID: msgID}, nil
+}
+
+// Copy is a new copy of an alert that rocketdelay already holds, as a reschedule sends it
+// back through the broker: its body and the properties it was stored with, untouched.
+type Copy struct {
+	ID     string
+	Target string
+	At     time.Time
+	Body   []byte
+	// Props are the properties the alert was stored with (priority, episode; a topic
+	// target's tag, keys and user properties), published as they are.
+	Props map[string]string
+	// Hops are the hops the alert took so far.
+	Hops int
+	// Gen is the copy's generation, PropGen.
+	Gen int64
+}
+
+// PublishCopy sends c, retried as Publish retries. The scheduler routes it by its due
+// time as any arrival.
+func (p *Producer) PublishCopy(ctx context.Context, c Copy) (string, error) {
+	m := primitive.NewMessage(p.topic, c.Body)
+	for k, v := range c.Props {
+		m.WithProperty(k, v)
+	}
+	m.WithProperty(PropDeliverAt, strconv.FormatInt(c.At.UnixMilli(), 10))
+	m.WithProperty(PropTarget, c.Target)
+	m.WithProperty(PropID, c.ID)
+	m.WithProperty(PropHops, strconv.Itoa(c.Hops))
+	m.WithProperty(PropGen, strconv.FormatInt(c.Gen, 10))
+	return p.send(ctx, m, c.ID)
+}
+
+// send sends m, the alert id, at most publishAttempts times: a send the broker refused
+// (busy, flow control, a status short of SEND_OK) or that timed out is sent again, the
+// same RD_ID, so one that did land and is sent again is delivered once. It returns the
+// message id.
+func (p *Producer) send(ctx context.Context, m *primitive.Message, id string) (string, error) {
 	var err error
 	for attempt := 1; ; attempt++ {
 		var res *primitive.SendResult
 		res, err = p.p.SendSync(ctx, m)
 		switch {
 		case err == nil && res.Status == primitive.SendOK:
-			return Published{ID: pub.ID, DeliverAt: at, MsgID: res.MsgID}, nil
+			return res.MsgID, nil
 		case err == nil:
 			err = fmt.Errorf("broker answered %s", SendStatus(res.Status))
 		}
 		if attempt == publishAttempts || ctx.Err() != nil {
-			return Published{}, fmt.Errorf("wire: publish %s: %w", pub.ID, err)
+			return "", fmt.Errorf("wire: publish %s: %w", id, err)
 		}
 		select {
 		case <-time.After(time.Duration(attempt) * publishBackoff):
 		case <-ctx.Done():
-			return Published{}, fmt.Errorf("wire: publish %s: %w", pub.ID, err)
+			return "", fmt.Errorf("wire: publish %s: %w", id, err)
 		}
 	}
 }
