@@ -85,7 +85,12 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)
 		return "reject", nil
 	}
-	s.rescheduled(ctx, &a)
+	if stale, err := s.routed(ctx, &a); err != nil {
+		return "wheel", err
+	} else if stale {
+		s.dropStale(a)
+		return "wheel", nil
+	}
 	var res store.PutResult
 	for moves := 0; ; moves++ {
 		if hop, ok := s.broker.route.Next(a.DueAt.Sub(now)); ok {
@@ -94,12 +99,29 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 			return "hop", s.publishHop(ctx, msg, a, hop)
 		}
 		var err error
-		res, err = s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props})
+		res, err = s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props,
+			Gen: a.Gen})
 		if err != nil {
 			return "wheel", err
 		}
-		if res != store.PutMoved {
+		if res != store.PutMoved && res != store.PutUndecided {
 			break
+		}
+		if moves == maxMoves {
+			return "wheel", fmt.Errorf("alert %s: rescheduled again and again while it is stored", a.ID)
+		}
+		if res == store.PutUndecided {
+			// A copy sent back to the broker by a reschedule that has not settled it yet
+			// (the best-effort read above failed, or the rescheduler stopped between its
+			// publish and its settle): settle it here.
+			if live, err := s.settle(ctx, &a); err != nil {
+				return "wheel", err
+			} else if !live {
+				s.dropStale(a)
+				return "wheel", nil
+			}
+			now = s.now()
+			continue
 		}
 		// Rescheduled while it hopped, to another time than it carries (the best-effort
 		// read above failed, or a reschedule came since): route it by the record's.
@@ -107,8 +129,8 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		if err != nil {
 			return "wheel", err
 		}
-		if !ok || moves == maxMoves {
-			return "wheel", fmt.Errorf("alert %s: rescheduled again and again while it is stored", a.ID)
+		if !ok {
+			return "wheel", fmt.Errorf("alert %s: rescheduled, and its record is gone", a.ID)
 		}
 		s.logger.Debug("rescheduled alert routed by its new due time", "rd_id", a.ID, "due", due, "carried", a.DueAt)
 		a.DueAt, now = due, s.now()
@@ -123,6 +145,8 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	case store.PutCancelled:
 		s.metrics.cancelled.Inc()
 		s.logger.Info("cancelled alert dropped", "rd_id", a.ID, "hops", a.Hops)
+	case store.PutStale:
+		s.logger.Info("stale copy of a rescheduled alert dropped", "rd_id", a.ID, "gen", a.Gen, "hops", a.Hops)
 	default:
 		s.logger.Debug("duplicate alert ignored", "rd_id", a.ID, "result", res.String())
 	}
@@ -136,22 +160,55 @@ const maxMoves = 3
 // rescheduleReadTimeout bounds the read of an arriving alert's reschedule record.
 const rescheduleReadTimeout = time.Second
 
-// rescheduled routes a by the due time its reschedule record names, if it has one: an
-// alert rescheduled while it hopped takes its new due time at its next arrival. The read
-// is best effort, so a hop never waits for Redis: when it fails, a carries its
-// message's due time on, and the wheel stage's Put, which checks the record, corrects it
-// (PutMoved) before it is stored.
-func (s *Scheduler) rescheduled(ctx context.Context, a *alert) {
+// routed routes a by its alert's records (docs/design.md, Reschedule), read best
+// effort so that a hop never waits for Redis: the due time its reschedule record names,
+// if any (an alert rescheduled while it hopped takes its new due time at its next
+// arrival), and its generation. It reports a copy that is stale (its generation settled,
+// and not the live one) to be dropped; a copy of a generation not settled yet is settled
+// here (an error then hands the message back). When the read fails, a carries its
+// message's due time and generation on, and the wheel stage's Put, which checks both
+// records, corrects it before it is stored.
+func (s *Scheduler) routed(ctx context.Context, a *alert) (stale bool, err error) {
 	rctx, cancel := context.WithTimeout(ctx, rescheduleReadTimeout)
 	defer cancel()
-	due, ok, err := s.store.RescheduledDue(rctx, a.ID)
+	r, err := s.store.Routing(rctx, a.ID)
 	switch {
 	case err != nil:
 		s.logger.Debug("reschedule record not read; routing by the message's due time", "rd_id", a.ID, "err", err)
-	case ok && !due.Equal(a.DueAt):
-		s.logger.Debug("rescheduled alert arrived", "rd_id", a.ID, "due", due, "carried", a.DueAt)
-		a.DueAt = due
+		return false, nil
+	case a.Gen > r.Decided:
+		live, err := s.settle(ctx, a)
+		return !live, err
+	case a.Gen != r.Live:
+		return true, nil
+	case !r.Due.IsZero() && !r.Due.Equal(a.DueAt):
+		s.logger.Debug("rescheduled alert arrived", "rd_id", a.ID, "due", r.Due, "carried", a.DueAt)
+		a.DueAt = r.Due
 	}
+	return false, nil
+}
+
+// settle settles a's generation, which no reschedule settled yet: it becomes the live
+// one if its alert still waits in the wheel stage (which then lets go of it) or is not
+// in Redis, and a takes the due time it was settled with; live is false when it was
+// refused (the alert is in flight, delivered, cancelled, or another generation won).
+func (s *Scheduler) settle(ctx context.Context, a *alert) (live bool, err error) {
+	res, err := s.store.SettleRequeue(ctx, a.ID, a.Gen, a.DueAt, true)
+	if err != nil {
+		return false, fmt.Errorf("settle generation %d: %w", a.Gen, err)
+	}
+	s.logger.Debug("requeued copy settled on arrival", "rd_id", a.ID, "gen", a.Gen, "result", res.Result.String())
+	if res.Result != store.RescheduleRequeued {
+		return false, nil
+	}
+	a.DueAt = res.DueAt
+	return true, nil
+}
+
+// dropStale acknowledges a stale copy of a rescheduled alert: another copy is the alert.
+func (s *Scheduler) dropStale(a alert) {
+	s.metrics.stored.WithLabelValues(store.PutStale.String()).Inc()
+	s.logger.Info("stale copy of a rescheduled alert dropped", "rd_id", a.ID, "gen", a.Gen, "hops", a.Hops)
 }
 
 // publishHop re-publishes msg for hop h (a delay level, or a timer message), carrying

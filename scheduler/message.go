@@ -24,6 +24,9 @@ type alert struct {
 	Body []byte
 	// Hops counts the hops taken so far.
 	Hops int
+	// Gen is the copy's generation, RD_GEN (0 when absent): a reschedule that sent the
+	// alert back to the broker made a copy of a new generation.
+	Gen int64
 	// Props are the properties a topic target's message is delivered by (tag, keys, user
 	// properties, destination overrides; see storedProps); nil for a robot group.
 	Props map[string]string
@@ -51,6 +54,13 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 	a := alert{Body: msg.Body, Target: msg.GetProperty(wire.PropTarget), ID: messageID(msg)}
 	if h, err := strconv.Atoi(msg.GetProperty(wire.PropHops)); err == nil && h > 0 {
 		a.Hops = h
+	}
+	if v := msg.GetProperty(wire.PropGen); v != "" {
+		g, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || g < 0 {
+			return a, wire.Reject(wire.RejectBadDue, "%s=%q is not a generation (set by rocketdelay, never by producers)", wire.PropGen, v)
+		}
+		a.Gen = g
 	}
 	if a.ID == "" {
 		return a, wire.Reject(wire.RejectBadID, "the message has neither %s nor a unique key", wire.PropID)
@@ -105,13 +115,13 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert,
 }
 
 // storedProps are the properties of a topic target's message that its delivery needs:
-// all but the broker's own and the scheduling ones (due time, target, id, hops), which
-// the wheel stage keeps in fields of their own.
+// all but the broker's own and the scheduling ones (due time, target, id, hops,
+// generation), which the wheel stage keeps in fields of their own or drops.
 func storedProps(msg *primitive.MessageExt) map[string]string {
 	out := map[string]string{}
 	for k, v := range msg.GetProperties() {
 		switch {
-		case wire.SystemProperty(k), k == wire.PropDeliverAt, k == wire.PropDelay, k == wire.PropTarget, k == wire.PropID, k == wire.PropHops:
+		case wire.SystemProperty(k), k == wire.PropDeliverAt, k == wire.PropDelay, k == wire.PropTarget, k == wire.PropID, k == wire.PropHops, k == wire.PropGen:
 		default:
 			out[k] = v
 		}

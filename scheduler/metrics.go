@@ -53,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"level"}),
 		stored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_wheel_stage_puts_total",
-			Help: "Alerts handed to the Redis wheel stage, by result (stored, duplicate, done, cancelled).",
+			Help: "Alerts handed to the Redis wheel stage, by result (stored, duplicate, done, cancelled; stale: a copy of a rescheduled alert that another copy replaced, dropped).",
 		}, []string{"result"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_claims_total",

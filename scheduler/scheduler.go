@@ -37,6 +37,11 @@ type WheelStage interface {
 	// RescheduledDue is the due time of an alert rescheduled while it hopped, which
 	// overrides its message's (docs/design.md, Reschedule).
 	RescheduledDue(ctx context.Context, id string) (time.Time, bool, error)
+	// Routing is an alert's reschedule and generation records, read when a copy arrives.
+	Routing(ctx context.Context, id string) (store.Routing, error)
+	// SettleRequeue settles the generation of a copy a reschedule sent back to the
+	// broker, when the copy arrives before the reschedule settled it.
+	SettleRequeue(ctx context.Context, id string, gen int64, dueAt time.Time, commit bool) (store.Rescheduled, error)
 	// TraceHop notes a broker hop in the alert's trace for operators (best effort).
 	TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
