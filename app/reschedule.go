@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -27,19 +28,19 @@ func newRescheduleCmd(stdio IO) *cobra.Command {
   rocketdelay reschedule order-42-recheck --in 0s`,
 		Short: "Move an alert that has not been sent to a new due time, keeping its id",
 		Long: `reschedule moves the alert ID to --at TIME (RFC 3339) or --in DURATION from now, wherever
-it is: waiting in the wheel stage (moved there, atomically against its delivery), still
-hopping through the broker (its next arrival takes the new time; earlier than that
+it is: waiting in the wheel stage (moved there, atomically against its delivery; moved
+beyond scheduler.threshold, it goes back to RocketMQ as a new copy that replaces it),
+still hopping through the broker (its next arrival takes the new time; earlier than that
 hop's return is refused), or, after its send failed, pending in failed_sends (the row's
 next attempt moves). A time that has passed means now. It exits 0 when the alert was
-moved, printing its new due time; 2 for a bad or missing time, one beyond
-scheduler.horizon, or one beyond scheduler.threshold for an alert waiting in the wheel
-stage (moving it back to the broker is not supported yet); 3 (not found) when
-rocketdelay has no trace of ID; 4 (too late) when it is being sent, was delivered, was
-cancelled or withheld; 1 when it cannot be moved that early (in a broker hop) or its
-failed_sends row is not pending; 5 when Redis or Postgres cannot be reached.
+moved, printing its new due time; 2 for a bad or missing time, or one beyond
+scheduler.horizon; 3 (not found) when rocketdelay has no trace of ID; 4 (too late) when
+it is being sent, was delivered, was cancelled or withheld; 1 when it cannot be moved
+that early (in a broker hop) or its failed_sends row is not pending; 5 when Redis,
+Postgres or, for a move back to the broker, RocketMQ cannot be reached (nothing moved).
 
 With -o json it prints {"id", "result", "explanation", "due", "earliest"} whatever the
-outcome; result is moved, hop_moved, row_moved, unknown, recorded, too_far, too_late,
+outcome; result is moved, requeued, hop_moved, row_moved, unknown, recorded, too_late,
 already_delivered, cancelled, withheld, in_hop or not_pending. With -o name it prints
 the id when the alert was moved.`,
 		Args: exactArgs(1),
@@ -66,15 +67,25 @@ the id when the alert was moved.`,
 		default:
 			due = time.Now().Add(in)
 		}
-		cfg, err := loadConfig(path, stdio, config.SectionLog, config.SectionRedis, config.SectionPostgres, config.SectionScheduler)
+		cfg, err := loadConfig(path, stdio, config.SectionLog, config.SectionRocketMQ, config.SectionRedis, config.SectionPostgres,
+			config.SectionScheduler)
 		if err != nil {
 			return err
 		}
+		// An alert moved farther than the wheel stage holds goes back to RocketMQ.
+		scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
+		pub, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic,
+			SendTimeout: cfg.RocketMQ.SendTimeout})
+		if err != nil {
+			return err
+		}
+		defer pub.Close()
 		var res store.Rescheduled
 		err = withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
 			return withPostgres(c, cfg, func(pg *pgxpool.Pool) (err error) {
 				r := failed.Rescheduler{Stage: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
-					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Reach: cfg.Scheduler.Threshold, Horizon: cfg.Scheduler.Horizon}
+					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Publisher: pub, Reach: cfg.Scheduler.Threshold,
+					Horizon: cfg.Scheduler.Horizon}
 				res, err = r.Reschedule(c.Context(), id, due)
 				return err
 			})
@@ -88,14 +99,12 @@ the id when the alert was moved.`,
 		answer := rescheduleView{ID: id, Result: res.Result.String(), Explanation: res.Result.Explain()}
 		var failure error
 		switch res.Result {
-		case store.RescheduleMoved, store.RescheduleHopMoved, store.RescheduleRowMoved:
+		case store.RescheduleMoved, store.RescheduleHopMoved, store.RescheduleRowMoved, store.RescheduleRequeued:
 			answer.Due = &res.DueAt
 		case store.RescheduleUnknown, store.RescheduleRecorded:
 			failure = classError(ErrNotFound, "reschedule %s: %s", id, res.Result.Explain())
 		case store.RescheduleTooLate, store.RescheduleAlreadyDelivered, store.RescheduleCancelled, store.RescheduleWithheld:
 			failure = classError(ErrTooLate, "reschedule %s: %s", id, res.Result.Explain())
-		case store.RescheduleTooFar:
-			failure = classError(ErrUsage, "reschedule %s: %s", id, res.Result.Explain())
 		case store.RescheduleInHop:
 			answer.Earliest = &res.DueAt
 			failure = fmt.Errorf("reschedule %s: %s (%s)", id, res.Result.Explain(), res.DueAt.Format(time.RFC3339))

@@ -166,7 +166,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	ingressCancels.Note = store.CancelNote{By: "ingress",
 		Reason: "DELETE " + ingress.AlertsPath + "/{id}, or an Alertmanager notification that replaced or resolved it"}
 	// And reschedules through one rescheduler.
-	rescheduler := failed.Rescheduler{Stage: ws, Rows: failedSends, Reach: cfg.Scheduler.Threshold,
+	rescheduler := failed.Rescheduler{Stage: ws, Rows: failedSends, Publisher: pub, Reach: cfg.Scheduler.Threshold,
 		Horizon: cfg.Scheduler.Horizon, Now: now}
 	esc, err := escalator(cfg, rdb, pub, canceller, snd, logger, reg, now)
 	if err != nil {

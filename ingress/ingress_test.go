@@ -107,7 +107,7 @@ func newSite(t *testing.T, token config.Secret) *site {
 		"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
 	s.esc = escalation.New(escalation.Options{Policies: cfg.Escalations}, s.episodes, p, cancels, chat, testenv.Logger(), nil, s.clock.Now)
-	moves := failed.Rescheduler{Stage: ws, Rows: fs, Reach: cfg.Scheduler.Threshold, Horizon: cfg.Scheduler.Horizon}
+	moves := failed.Rescheduler{Stage: ws, Rows: fs, Publisher: p, Reach: cfg.Scheduler.Threshold, Horizon: cfg.Scheduler.Horizon}
 	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Rescheduler: moves, Escalations: s.esc, Dedupe: store.NewDedupe(rdb, prefix), Chat: chat,
 		Logger: testenv.Logger(), Now: s.clock.Now}, s.metrics)
 	require.NoError(t, err)

@@ -23,9 +23,9 @@ type RescheduleRequest struct {
 // RescheduleResponse is the answer of POST /api/v1/alerts/{id}/reschedule.
 type RescheduleResponse struct {
 	ID string `json:"id"`
-	// Result is moved, hop_moved or row_moved (200); unknown or recorded (404);
-	// too_far (400); too_late, already_delivered, cancelled, withheld, in_hop or
-	// not_pending (409).
+	// Result is moved, requeued, hop_moved or row_moved (200); unknown or recorded
+	// (404); too_late, already_delivered, cancelled, withheld, in_hop, not_pending or
+	// too_far (409).
 	Result string `json:"result"`
 	// Detail says what it means for the alert.
 	Detail string `json:"detail"`
@@ -39,8 +39,8 @@ type RescheduleResponse struct {
 // reschedule serves POST /api/v1/alerts/{id}/reschedule: 200 with the new due time when
 // the alert was moved, 404 when it is unknown, 409 when it is too late (being sent,
 // delivered, cancelled, withheld) or cannot be moved that early or from where it is,
-// 400 for a bad body, a time beyond the horizon, or a move farther than the wheel stage
-// holds (not supported yet), 503 when Redis or Postgres cannot be reached.
+// 400 for a bad body or a time beyond the horizon, 503 when Redis, Postgres or (for a
+// move back to the broker) RocketMQ cannot be reached.
 func (in *Ingress) reschedule(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := wire.CheckID(id); err != nil {
@@ -77,12 +77,10 @@ func (in *Ingress) reschedule(w http.ResponseWriter, r *http.Request) {
 	answer := RescheduleResponse{ID: id, Result: res.Result.String(), Detail: res.Result.Explain()}
 	code := http.StatusConflict
 	switch res.Result {
-	case store.RescheduleMoved, store.RescheduleHopMoved, store.RescheduleRowMoved:
+	case store.RescheduleMoved, store.RescheduleHopMoved, store.RescheduleRowMoved, store.RescheduleRequeued:
 		code, answer.Due = http.StatusOK, &res.DueAt
 	case store.RescheduleUnknown, store.RescheduleRecorded:
 		code = http.StatusNotFound
-	case store.RescheduleTooFar:
-		code = http.StatusBadRequest
 	case store.RescheduleInHop:
 		answer.Earliest = &res.DueAt
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func TestRescheduleAPI(t *testing.T) {
 		{"hopping", map[string]string{"in": "2h"}, http.StatusOK, "hop_moved", s.clock.Now().Add(2 * time.Hour)},
 		{"hopping", map[string]string{"in": "1m"}, http.StatusConflict, "in_hop", time.Time{}},
 		{"failed", map[string]string{"in": "1h"}, http.StatusOK, "row_moved", s.clock.Now().Add(time.Hour)},
-		{"far", map[string]string{"in": "1h"}, http.StatusBadRequest, "too_far", time.Time{}},
+		{"far", map[string]string{"in": "1h"}, http.StatusOK, "requeued", s.clock.Now().Add(time.Hour)},
 		{"in-flight", map[string]string{"in": "1m"}, http.StatusConflict, "too_late", time.Time{}},
 		{"sent", map[string]string{"in": "1m"}, http.StatusConflict, "already_delivered", time.Time{}},
 		{"cancelled", map[string]string{"in": "1m"}, http.StatusConflict, "cancelled", time.Time{}},
@@ -70,6 +71,16 @@ func TestRescheduleAPI(t *testing.T) {
 	}
 	_, out := s.do("POST", AlertsPath+"/hopping/reschedule", map[string]string{"in": "1m"})
 	require.NotEmpty(t, out["earliest"], "in_hop names the earliest time")
+	// Beyond the wheel stage's reach: a copy of generation 1 went to the broker, with the
+	// new due time, and the entry that waited is gone.
+	props, body := s.published("far")
+	require.Equal(t, "1", props["RD_GEN"])
+	require.Equal(t, strconv.FormatInt(s.clock.Now().Add(time.Hour).UnixMilli(), 10), props["RD_DELIVER_AT_MS"])
+	require.Equal(t, "ops", props["RD_TARGET"])
+	require.Equal(t, "x", string(body))
+	st, err := s.ws.Inspect(ctx, "far")
+	require.NoError(t, err)
+	require.Equal(t, "hopping", st.Stage)
 
 	// Bad input: 400, with what is wrong.
 	for name, body := range map[string]any{
