@@ -29,15 +29,16 @@ const (
 	// `reschedule` of an alert being sent or delivered, `escalations ack` of an episode
 	// that ended).
 	ExitTooLate = 4
-	// ExitUnavailable: Redis or Postgres could not be reached; trying again later may
-	// succeed.
+	// ExitUnavailable: Redis or Postgres (or RocketMQ, for a command that publishes)
+	// could not be reached; trying again later may succeed.
 	ExitUnavailable = 5
 )
 
 // exitCodesHelp is the exit codes as `rocketdelay --help` lists them.
 const exitCodesHelp = `Exit codes: 0 ok, 1 failure, 2 usage (unknown command or flag, bad argument),
 3 not found, 4 too late (cancel or reschedule of an alert being sent or delivered; an
-episode that ended), 5 unavailable (Redis or Postgres cannot be reached: try again).`
+episode that ended), 5 unavailable (Redis, Postgres or RocketMQ cannot be reached: try
+again).`
 
 // ErrUsage marks an error in how the command was called (unknown command or flag,
 // missing argument): ExitUsage.
