@@ -39,7 +39,14 @@ func TestConsoleReschedulesAnAlert(t *testing.T) {
 	resp, _ = s.post("/ui/alerts/order-10-recheck/reschedule", url.Values{"csrf": {csrf}, "when": {"2h"}}, s.srv.URL)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	_, body = s.get(resp.Header.Get("Location"))
-	require.Contains(t, body, "Not rescheduled: reschedule farther than the wheel stage holds is not supported yet")
+	// This rescheduler has no RocketMQ producer (serve's has): it cannot send the alert
+	// back to the broker, and says so; the alert keeps waiting.
+	require.Contains(t, body, "Not rescheduled: not moved: it waits in the wheel stage and the new due time is beyond "+
+		"scheduler.threshold from now, so it must go back to RocketMQ, which this process could not do.")
+	st, err = s.ws.Inspect(ctx, "order-10-recheck")
+	require.NoError(t, err)
+	require.Equal(t, "waiting", st.Stage)
+	require.Equal(t, at, st.NextDue)
 
 	resp, body = s.post("/ui/alerts/order-10-recheck/reschedule", url.Values{"csrf": {csrf}, "when": {"soon"}}, s.srv.URL)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
