@@ -287,6 +287,12 @@ func (w *WheelStage) Routing(ctx context.Context, id string) (Routing, error) {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return Routing{}, w.fail("routing", err)
 	}
+	if err := gens.Err(); err != nil {
+		return Routing{}, w.fail("routing", err)
+	}
+	if len(gens.Val()) != 2 {
+		return Routing{}, fmt.Errorf("store: routing of %s: %d fields of the generation record, want 2", id, len(gens.Val()))
+	}
 	var r Routing
 	if ms, err := due.Int64(); err == nil {
 		r.Due = time.UnixMilli(ms)
