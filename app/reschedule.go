@@ -30,8 +30,8 @@ func newRescheduleCmd(stdio IO) *cobra.Command {
 		Long: `reschedule moves the alert ID to --at TIME (RFC 3339) or --in DURATION from now, wherever
 it is: waiting in the wheel stage (moved there, atomically against its delivery; moved
 beyond scheduler.threshold, it goes back to RocketMQ as a new copy that replaces it),
-still hopping through the broker (its next arrival takes the new time; earlier than that
-hop's return is refused), or, after its send failed, pending in failed_sends (the row's
+still hopping through the broker (the new time is met when it reaches the wheel stage;
+earlier than the due time its message carries is refused until then), or, after its send failed, pending in failed_sends (the row's
 next attempt moves). A time that has passed means now. It exits 0 when the alert was
 moved, printing its new due time; 2 for a bad or missing time, or one beyond
 scheduler.horizon; 3 (not found) when rocketdelay has no trace of ID; 4 (too late) when

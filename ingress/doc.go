@@ -9,13 +9,13 @@
 // through failed.Rescheduler wherever the alert is (docs/design.md, Reschedule). It
 // answers {"id", "result", "detail", "due"}: 200 moved (in the wheel stage), requeued
 // (it waited in the wheel stage and the time is beyond scheduler.threshold: a new copy in
-// the broker replaces it), hop_moved (still hopping: its next arrival takes the new time)
-// or row_moved (a pending failed_sends row's next attempt), with the new due time; 404
-// unknown; 409 too_late (being sent), already_delivered, cancelled, withheld, in_hop
-// (hopping, and the time is before its hop returns: "earliest" says when that is),
-// not_pending (a dead, rejected or discarded row: retry it instead); 400 a bad body or a
-// time beyond scheduler.horizon; 503 when Redis, Postgres or, for a copy sent back to the
-// broker, RocketMQ cannot be reached.
+// the broker replaces it), hop_moved (still hopping: it takes the new time when it
+// reaches the wheel stage) or row_moved (a pending failed_sends row's next attempt), with
+// the new due time; 404 unknown; 409 too_late (being sent), already_delivered, cancelled,
+// withheld, in_hop (hopping, and the time is before the due time its message carries:
+// "earliest" says which that is), not_pending (a dead, rejected or discarded row: retry
+// it instead); 400 a bad body or a time beyond scheduler.horizon; 503 when Redis,
+// Postgres or, for a copy sent back to the broker, RocketMQ cannot be reached.
 //
 // Its files: ingress.go (the handler, the ingest token, JSON answers), reschedule.go, api.go (the
 // publish API: a request refused as the producer and the consumer would refuse the

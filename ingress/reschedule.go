@@ -31,8 +31,8 @@ type RescheduleResponse struct {
 	Detail string `json:"detail"`
 	// Due is the alert's new due time, when it was moved.
 	Due *time.Time `json:"due,omitempty"`
-	// Earliest is, for in_hop, the earliest time it can be moved to: when its hop in the
-	// broker returns.
+	// Earliest is, for in_hop, the earliest time it can be moved to while it hops: the due
+	// time its message carries.
 	Earliest *time.Time `json:"earliest,omitempty"`
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -85,12 +84,10 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)
 		return "reject", nil
 	}
-	if stale, err := s.routed(ctx, &a); err != nil {
-		return "wheel", err
-	} else if stale {
-		s.dropStale(a)
-		return "wheel", nil
-	}
+	// A reschedule is not read here: a hop never waits for Redis. An alert rescheduled
+	// while it hops (to its carried due time or later), and every copy of a generation,
+	// hops on by the due time it carries; the wheel stage's Put checks both records
+	// atomically and routes it (PutMoved, PutUndecided) or drops it (PutStale).
 	var res store.PutResult
 	for moves := 0; ; moves++ {
 		if hop, ok := s.broker.route.Next(a.DueAt.Sub(now)); ok {
@@ -112,8 +109,8 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		}
 		if res == store.PutUndecided {
 			// A copy sent back to the broker by a reschedule that has not settled it yet
-			// (the best-effort read above failed, or the rescheduler stopped between its
-			// publish and its settle): settle it here.
+			// (its copy came back first, or the rescheduler stopped between its publish
+			// and its settle): settle it here.
 			if live, err := s.settle(ctx, &a); err != nil {
 				return "wheel", err
 			} else if !live {
@@ -123,8 +120,8 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 			now = s.now()
 			continue
 		}
-		// Rescheduled while it hopped, to another time than it carries (the best-effort
-		// read above failed, or a reschedule came since): route it by the record's.
+		// Rescheduled while it hopped, to another time than it carries: route it by the
+		// record's.
 		due, ok, err := s.store.RescheduledDue(ctx, a.ID)
 		if err != nil {
 			return "wheel", err
@@ -156,37 +153,6 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 // maxMoves bounds how often one arrival is routed again because its alert was
 // rescheduled while it was being stored; past it the message is handed back to RocketMQ.
 const maxMoves = 3
-
-// rescheduleReadTimeout bounds the read of an arriving alert's reschedule record.
-const rescheduleReadTimeout = time.Second
-
-// routed routes a by its alert's records (docs/design.md, Reschedule), read best
-// effort so that a hop never waits for Redis: the due time its reschedule record names,
-// if any (an alert rescheduled while it hopped takes its new due time at its next
-// arrival), and its generation. It reports a copy that is stale (its generation settled,
-// and not the live one) to be dropped; a copy of a generation not settled yet is settled
-// here (an error then hands the message back). When the read fails, a carries its
-// message's due time and generation on, and the wheel stage's Put, which checks both
-// records, corrects it before it is stored.
-func (s *Scheduler) routed(ctx context.Context, a *alert) (stale bool, err error) {
-	rctx, cancel := context.WithTimeout(ctx, rescheduleReadTimeout)
-	defer cancel()
-	r, err := s.store.Routing(rctx, a.ID)
-	switch {
-	case err != nil:
-		s.logger.Debug("reschedule record not read; routing by the message's due time", "rd_id", a.ID, "err", err)
-		return false, nil
-	case a.Gen > r.Decided:
-		live, err := s.settle(ctx, a)
-		return !live, err
-	case a.Gen != r.Live:
-		return true, nil
-	case !r.Due.IsZero() && !r.Due.Equal(a.DueAt):
-		s.logger.Debug("rescheduled alert arrived", "rd_id", a.ID, "due", r.Due, "carried", a.DueAt)
-		a.DueAt = r.Due
-	}
-	return false, nil
-}
 
 // settle settles a's generation, which no reschedule settled yet: it becomes the live
 // one if its alert still waits in the wheel stage (which then lets go of it) or is not

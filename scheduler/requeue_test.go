@@ -82,12 +82,14 @@ func TestRescheduleBackToTheBroker(t *testing.T) {
 	require.Equal(t, store.Rescheduled{Result: store.RescheduleRequeued, DueAt: far}, res)
 	want["moved"] = far
 
-	// Stopped after the publish: the copy settles itself when it arrives.
+	// Stopped after the publish: the copy hops on unsettled (no arrival reads the
+	// records) and settles itself when it reaches the wheel stage, by which time the
+	// alert went out at its old time: the copy is refused and dropped.
 	got, err := h.ws.Reschedule(ctx, "no-settle", far, h.threshold)
 	require.NoError(t, err)
 	require.NotNil(t, got.Requeue)
 	h.copyOf(*got.Requeue)
-	want["no-settle"] = far
+	want["no-settle"] = old["no-settle"]
 
 	// Stopped before the publish: only a generation was allocated.
 	got, err = h.ws.Reschedule(ctx, "no-publish", far, h.threshold)
@@ -110,11 +112,9 @@ func TestRescheduleBackToTheBroker(t *testing.T) {
 	staleDropped(t, m, 1)
 	// The original message of each moved alert is in the broker no more; a redelivery of
 	// it (a consumer-group reset) is stale as well.
-	for _, id := range []string{"moved", "no-settle"} {
-		r, err := h.ws.Routing(ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, int64(1), r.Live, id)
-	}
+	r, err := h.ws.Routing(ctx, "moved")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r.Live)
 	h.publish("moved", 0, "the original again")
 	staleDropped(t, m, 2)
 	_, p99, _ := h.rec.latenessReport(t, want) // once each, never early, carrying the due time it ended up with

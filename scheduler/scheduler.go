@@ -37,8 +37,6 @@ type WheelStage interface {
 	// RescheduledDue is the due time of an alert rescheduled while it hopped, which
 	// overrides its message's (docs/design.md, Reschedule).
 	RescheduledDue(ctx context.Context, id string) (time.Time, bool, error)
-	// Routing is an alert's reschedule and generation records, read when a copy arrives.
-	Routing(ctx context.Context, id string) (store.Routing, error)
 	// SettleRequeue settles the generation of a copy a reschedule sent back to the
 	// broker, when the copy arrives before the reschedule settled it.
 	SettleRequeue(ctx context.Context, id string, gen int64, dueAt time.Time, commit bool) (store.Rescheduled, error)

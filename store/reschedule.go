@@ -50,9 +50,9 @@ const (
 	// alert was not moved: the process that asked cannot publish, or its publish was
 	// refused. Nothing changed.
 	RescheduleTooFar
-	// RescheduleInHop means the alert is hopping and the new due time is before the hop
-	// in the broker returns (Rescheduled.DueAt): it could only be met late. Nothing
-	// changed.
+	// RescheduleInHop means the alert is hopping and the new due time is before the one
+	// its message carries (Rescheduled.DueAt): its hops lead there, so it could only be
+	// met late. Nothing changed.
 	RescheduleInHop
 	// RescheduleUnknown means Redis has no trace of the alert: never published, not
 	// received yet, or done longer ago than its trace lives. Nothing changed.
@@ -131,7 +131,7 @@ func (r RescheduleResult) Explain() string {
 		return "not moved: it waits in the wheel stage and the new due time is beyond scheduler.threshold from now, " +
 			"so it must go back to RocketMQ, which this process could not do"
 	case RescheduleInHop:
-		return "it is in a RocketMQ hop that cannot be moved: the earliest it can be moved to is when that hop returns"
+		return "it is hopping through RocketMQ toward the due time its message carries: it can be moved to that time or later now, and earlier once it reaches the wheel stage (within scheduler.threshold of that time)"
 	case RescheduleUnknown:
 		return "no alert of this id is known: never published, not received yet, or done longer ago than scheduler.doneTTL"
 	case RescheduleRowMoved:
@@ -149,8 +149,8 @@ type Rescheduled struct {
 	Result RescheduleResult
 	// DueAt is, when Result moved the alert, its new due time: the one asked, or now
 	// when that had passed (by Redis's clock, or Postgres's for a row). For
-	// RescheduleInHop it is when the hop in the broker returns: the earliest time the
-	// alert can be moved to. Zero otherwise.
+	// RescheduleInHop it is the due time its hopping message carries: the earliest time
+	// the alert can be moved to while it hops. Zero otherwise.
 	DueAt time.Time
 	// Rows are the failed_sends rows the result is about (RescheduleRowMoved and the
 	// answers a row gave), ascending.
@@ -176,8 +176,9 @@ type Requeue struct {
 // from now (RescheduleMoved: its score and its entry's due time change; farther,
 // RescheduleTooFar with the Requeue to publish, a generation allocated and nothing else
 // changed), hopping through the broker by its trace (RescheduleHopMoved: its
-// reschedule record overrides the due time of its every later arrival, which Put and
-// RescheduledDue apply; before the hop returns, RescheduleInHop), or the refusals of a
+// reschedule record overrides the due time its message carries when it reaches the
+// wheel stage, which Put and RescheduledDue apply; before that due time,
+// RescheduleInHop), or the refusals of a
 // cancel: in flight, delivered, withheld, cancelled, recorded (its failed_sends row
 // decides), unknown. The record lives Options().CancelTTL. Only the wheel stage is
 // looked at: the service reschedules through failed.Rescheduler, which asks the
@@ -261,8 +262,8 @@ func (w *WheelStage) SettleRequeue(ctx context.Context, id string, gen int64, du
 	return out, nil
 }
 
-// Routing is what an arriving copy of an alert is routed by: its reschedule record and
-// its generation record.
+// Routing is what decides where a copy of an alert goes when it reaches the wheel
+// stage: its reschedule record and its generation record.
 type Routing struct {
 	// Due is the due time the alert's reschedule record names; zero when it has none.
 	Due time.Time
@@ -274,8 +275,9 @@ type Routing struct {
 	Decided int64
 }
 
-// Routing reads id's reschedule and generation records in one round trip. The scheduler
-// asks it, best effort, when a copy of the alert arrives; Put checks both atomically.
+// Routing reads id's reschedule and generation records in one round trip, for operators
+// and tests: the scheduler reads neither when a copy arrives (a hop never waits for
+// Redis), and Put checks both atomically.
 func (w *WheelStage) Routing(ctx context.Context, id string) (Routing, error) {
 	var due *redis.StringCmd
 	var gens *redis.SliceCmd

@@ -107,16 +107,17 @@ func TestWheelStageReschedule(t *testing.T) {
 	require.Equal(t, int64(2), n, "later and far wait; no refused id came back to the due index")
 }
 
-// TestWheelStageRescheduleHopping moves an alert that is hopping through the broker,
-// later and earlier: the record decides the due time of every later arrival (Put), and
-// a time before the hop returns is refused.
+// TestWheelStageRescheduleHopping moves an alert that is hopping through the broker: to
+// the due time its message carries or later, the record decides where Put routes it
+// when it reaches the wheel stage; earlier is refused, naming the carried due time (the
+// hops lead there, and no arrival reads the record on the way).
 func TestWheelStageRescheduleHopping(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{CancelTTL: 2 * time.Hour})
 	now := redisNow(t, rdb)
 	due := now.Add(10 * time.Minute).Truncate(time.Millisecond)
-	for _, id := range []string{"later", "earlier", "early"} {
+	for _, id := range []string{"later", "back", "early"} {
 		require.NoError(t, ws.TraceHop(ctx, id, due, "ops", 1, 2*time.Minute)) // back in about 2 minutes
 	}
 
@@ -127,21 +128,32 @@ func TestWheelStageRescheduleHopping(t *testing.T) {
 	ttl, err := rdb.PTTL(ctx, "{"+prefix+"}:resched:later").Result()
 	require.NoError(t, err)
 	require.InDelta(t, (2 * time.Hour).Seconds(), ttl.Seconds(), 5, "the record lives as long as a tombstone")
-	earlier := now.Add(5 * time.Minute).Truncate(time.Millisecond)
-	got, err = ws.Reschedule(ctx, "earlier", earlier, time.Minute)
+	// A hop noted after the move keeps the record's due time in the trace.
+	require.NoError(t, ws.TraceHop(ctx, "later", due, "ops", 2, 2*time.Minute))
+	st, err := ws.Inspect(ctx, "later")
 	require.NoError(t, err)
-	require.Equal(t, store.Rescheduled{Result: store.RescheduleHopMoved, DueAt: earlier}, got)
+	require.Equal(t, later, st.DueAt, "the trace shows the new due time")
 
-	// Before the hop returns: refused, naming when it does.
-	got, err = ws.Reschedule(ctx, "early", now.Add(30*time.Second), time.Minute)
+	// Moved later, then back towards the carried due time: accepted down to it.
+	_, err = ws.Reschedule(ctx, "back", later, time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, store.RescheduleInHop, got.Result)
-	require.WithinDuration(t, now.Add(2*time.Minute), got.DueAt, 5*time.Second)
+	back := due.Add(time.Minute)
+	got, err = ws.Reschedule(ctx, "back", back, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleHopMoved, DueAt: back}, got)
+	got, err = ws.Reschedule(ctx, "back", due.Add(-time.Second), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleInHop, DueAt: due}, got, "before the carried due time, after a move")
+
+	// Before the carried due time: refused, naming it.
+	got, err = ws.Reschedule(ctx, "early", now.Add(5*time.Minute), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleInHop, DueAt: due}, got)
 	_, ok, err := ws.RescheduledDue(ctx, "early")
 	require.NoError(t, err)
 	require.False(t, ok, "nothing recorded")
 
-	for id, want := range map[string]time.Time{"later": later, "earlier": earlier} {
+	for id, want := range map[string]time.Time{"later": later, "back": back} {
 		at, ok, err := ws.RescheduledDue(ctx, id)
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -161,10 +173,10 @@ func TestWheelStageRescheduleHopping(t *testing.T) {
 	// Once waiting, it moves in the wheel stage, and the record follows, so a late copy
 	// of an old hop is still routed by the latest time.
 	latest := now.Add(20 * time.Second).Truncate(time.Millisecond)
-	got, err = ws.Reschedule(ctx, "earlier", latest, time.Hour)
+	got, err = ws.Reschedule(ctx, "back", latest, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, store.Rescheduled{Result: store.RescheduleMoved, DueAt: latest}, got)
-	at, _, err := ws.RescheduledDue(ctx, "earlier")
+	at, _, err := ws.RescheduledDue(ctx, "back")
 	require.NoError(t, err)
 	require.Equal(t, latest, at)
 }

@@ -17,11 +17,12 @@ import (
 
 var traceHopScript = script("trace_hop.lua")
 
-// TraceHop notes in id's trace that the alert took its hops-th broker hop, of delay, due
-// at due for target. It is one round trip and changes nothing else; a trace of an alert
+// TraceHop notes in id's trace that the alert took its hops-th broker hop, of delay,
+// carrying the due time due, for target (the trace's due time is its reschedule
+// record's, if it has one). It is one round trip and changes nothing else; a trace of an alert
 // that is done already (a late copy) is left alone.
 func (w *WheelStage) TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error {
-	err := traceHopScript.Run(ctx, w.rdb, []string{w.keys.trace(id)}, due.UnixMilli(), target, hops, delay.Milliseconds(),
+	err := traceHopScript.Run(ctx, w.rdb, []string{w.keys.trace(id), w.keys.resched(id)}, due.UnixMilli(), target, hops, delay.Milliseconds(),
 		w.opts.CancelTTL.Milliseconds()).Err()
 	if err != nil {
 		return w.fail("trace hop", err)

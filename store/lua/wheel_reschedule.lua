@@ -8,7 +8,8 @@
 -- KEYS[5]  {p}:cancel:<id>   cancel tombstone of this id
 -- KEYS[6]  {p}:trace:<id>    the alert's trace (trace_hop.lua lists its fields)
 -- KEYS[7]  {p}:resched:<id>  reschedule record: the due time, Unix ms, that overrides the
---                            RD_DELIVER_AT_MS of every later arrival of the alert
+--                            RD_DELIVER_AT_MS of the alert when it reaches the wheel
+--                            stage (wheel_put.lua)
 -- KEYS[8]  {p}:gen:<id>      generation record (wheel_requeue.lua lists its fields)
 -- KEYS[9]  {p}:parts         hash: id -> leading parts of a split alert delivered so far
 -- ARGV[1]  id
@@ -17,8 +18,8 @@
 --          (the hop threshold: farther than that, the alert belongs to the broker)
 -- ARGV[4]  the records' lifetime, ms (a cancel tombstone's)
 --
--- Returns {code, ms}: ms is the effective due time for 1, 6 and 8, the hop's expected
--- return for 9, else 0; for 8 also the allocated generation and the encoded entry.
+-- Returns {code, ms}: ms is the effective due time for 1, 6 and 8, the due time the
+-- hopping message carries for 9, else 0; for 8 also the allocated generation and the encoded entry.
 --         1 moved (was waiting in due: its score and the due time inside its entry are
 --           the new due time; a record, if any, too),
 --         2 too late (in flight: claimed or parked; nothing changed),
@@ -26,16 +27,18 @@
 --         4 cancelled (tombstone),
 --         5 recorded (the done marker says its failure is in failed_sends: its row
 --           decides; nothing changed),
---         6 hop moved (not in Redis, the trace says hopping: the record now names the
---           new due time, and the next arrival routes by it),
+--         6 hop moved (not in Redis, the trace says hopping, and the new due time is not
+--           before the one its message carries: the record now names the new due time,
+--           and the wheel stage's Put routes the alert by it when it arrives there),
 --         7 withheld (done marker "withheld:"),
 --         8 too far (waiting, and the new due time is beyond the reach: the alert goes
 --           back to the broker. A generation g is allocated, {8, due, g, entry}; the
 --           caller publishes a hop of the entry carrying RD_GEN=g and settles g with
 --           wheel_requeue.lua. Until then nothing else changed; a split alert partly
 --           sent is too late instead),
---         9 in hop (hopping, and the new due time is before the hop in the broker
---           returns: it could only be met late; nothing changed),
+--         9 in hop (hopping, and the new due time is before the one its message carries:
+--           the hops lead there, and an arrival reads no record on the way (a hop never
+--           waits for Redis), so it could only be met late; nothing changed),
 --        10 unknown (no trace, nothing in Redis).
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
@@ -97,9 +100,9 @@ end
 if redis.call('HGET', KEYS[6], 'st') ~= 'hopping' then
   return {10, 0}
 end
-local back = tonumber(redis.call('HGET', KEYS[6], 'next') or '0')
-if due < back then
-  return {9, back}
+local carried = tonumber(redis.call('HGET', KEYS[6], 'carried') or redis.call('HGET', KEYS[6], 'due') or '0')
+if due < carried then
+  return {9, carried}
 end
 redis.call('SET', KEYS[7], dues, 'PX', ARGV[4])
 redis.call('HSET', KEYS[6], 'due', dues)
