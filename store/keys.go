@@ -29,6 +29,10 @@ import (
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	  {p}:park:<g>     sorted set  id → due time, Unix ms: target g's parked alerts (park.go)
 //	  {p}:adopt:<tok>  sorted set  id → due time, Unix ms: the ids one adopt took (lives one lease)
+//	  {p}:live         sorted set  replica → end of its liveness, Unix ms by the Redis clock
+//	                               (liveness.go)
+//	  {p}:live-meta    hash        last: the last beat of any replica; quiet: take-overs wait
+//	                               until then, Unix ms
 //	robot pool, tag {p:g}, one per target:
 //	  {p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms
 //	  {p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
@@ -61,6 +65,8 @@ func (k keys) episodeSeq() string            { return k.stage() + "ep-seq" }
 func (k keys) episodesLive() string          { return k.stage() + "ep-live" }
 func (k keys) episodeOutbox() string         { return k.stage() + "ep-outbox" }
 func (k keys) trace(id string) string        { return k.stage() + "trace:" + id }
+func (k keys) live() string                  { return k.stage() + "live" }
+func (k keys) liveMeta() string              { return k.stage() + "live-meta" }
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }
 func (k keys) cool(target string) string     { return k.pool(target) + "cool" }
 func (k keys) disabled(target string) string { return k.pool(target) + "disabled" }

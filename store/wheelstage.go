@@ -52,6 +52,11 @@ type WheelStageOptions struct {
 	Replicas int
 	// WaitTimeout bounds that WAIT. Default config redis.waitTimeout.
 	WaitTimeout time.Duration
+	// Liveness, when above 0, is the liveness period T of the replicas sharing the stage
+	// (liveness.go), at millisecond precision: a replica that has not beaten
+	// (Liveness.Beat) for T has lapsed. Default 0: liveness is off, and only leases tell
+	// a dead replica's holdings.
+	Liveness time.Duration
 }
 
 func (o WheelStageOptions) withDefaults() WheelStageOptions {
@@ -59,6 +64,7 @@ func (o WheelStageOptions) withDefaults() WheelStageOptions {
 	config.Default(&o.DoneTTL, config.DefaultDoneTTL)
 	config.Default(&o.CancelTTL, config.DefaultHorizon+cancelMargin)
 	config.Default(&o.WaitTimeout, config.DefaultWaitTimeout)
+	o.Liveness = max(o.Liveness, 0).Truncate(time.Millisecond)
 	return o
 }
 

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Liveness: each replica sharing a wheel stage beats (Liveness.Beat) every fraction of
+// the liveness period T (WheelStageOptions.Liveness), and stays live until Redis now + T.
+// One beat renews the replica, not each of its holdings, so its cost does not grow with
+// what the replica holds. Expiry is judged on Redis's clock alone. A gap in everyone's
+// beats longer than T/2 (Redis was down, or cut off from every replica) opens a quiet
+// window of T in which no replica counts as lapsed for a take-over, so a blip of Redis
+// never moves the holdings of replicas that are alive.
+
+var (
+	liveBeatScript = script("live_beat.lua")
+	liveViewScript = script("live_view.lua")
+)
+
+// Liveness is the heartbeat of the replicas that share a wheel stage. It is safe for
+// concurrent use.
+type Liveness struct {
+	w   *WheelStage
+	rdb redis.UniversalClient
+}
+
+// Liveness returns the stage's heartbeat, with the stage's Options().Liveness as period,
+// sending its calls through rdb: a client of its own, so that a beat never waits behind
+// the hand-offs for a connection. A nil rdb uses the stage's client.
+func (w *WheelStage) Liveness(rdb redis.UniversalClient) *Liveness {
+	if rdb == nil {
+		rdb = w.rdb
+	}
+	return &Liveness{w: w, rdb: rdb}
+}
+
+// errLivenessOff is the error of a beat of a stage whose liveness is off.
+var errLivenessOff = errors.New("liveness is off (WheelStageOptions.Liveness is 0)")
+
+// Beat renews the liveness of replica (its id: no "/", as a claim token is the replica's
+// id, "/", and more) until Redis now + the period, in one round trip whatever the replica
+// holds. It reports whether the replica had lapsed before this beat: other replicas may
+// have taken over what it held, and its claims of those fail from now on (ErrNotHeld).
+func (l *Liveness) Beat(ctx context.Context, replica string) (lapsed bool, err error) {
+	if err := checkReplica(replica); err != nil {
+		return false, fmt.Errorf("store: beat: %w", err)
+	}
+	period := l.w.opts.Liveness
+	if period == 0 {
+		return false, fmt.Errorf("store: beat: %w", errLivenessOff)
+	}
+	n, err := liveBeatScript.Run(ctx, l.rdb, []string{l.w.keys.live(), l.w.keys.liveMeta()}, replica, period.Milliseconds()).Int()
+	if err != nil {
+		return false, l.w.fail("beat", err)
+	}
+	return n == 1, nil
+}
+
+func checkReplica(replica string) error {
+	if replica == "" || strings.Contains(replica, "/") {
+		return fmt.Errorf("replica id %q: want a non-empty id without \"/\"", replica)
+	}
+	return nil
+}
+
+// LivenessView is what the liveness keys say at one moment of Redis's clock.
+type LivenessView struct {
+	// Now is Redis's clock when the view was read.
+	Now time.Time
+	// Live are the replicas live at Now; Lapsed those whose liveness ran out before Now
+	// and whose holdings are not all taken over yet. Both are sorted by the end of their
+	// liveness, earliest first.
+	Live, Lapsed []string
+	// LastBeat is the last beat of any replica; zero when none ever beat.
+	LastBeat time.Time
+	// QuietUntil is the end of the last quiet window (no take-over before it); zero when
+	// there was none.
+	QuietUntil time.Time
+}
+
+// View reads the liveness keys, in one round trip and read only, for metrics, the
+// console and tests.
+func (l *Liveness) View(ctx context.Context) (LivenessView, error) {
+	res, err := liveViewScript.Run(ctx, l.rdb, []string{l.w.keys.live(), l.w.keys.liveMeta()}).Slice()
+	if err != nil {
+		return LivenessView{}, l.w.fail("liveness view", err)
+	}
+	v, err := decodeLivenessView(res)
+	if err != nil {
+		return LivenessView{}, fmt.Errorf("store: liveness view: %w", err)
+	}
+	return v, nil
+}
+
+func decodeLivenessView(res []any) (LivenessView, error) {
+	if len(res) != 4 {
+		return LivenessView{}, fmt.Errorf("reply of %d items, want 4", len(res))
+	}
+	var v LivenessView
+	var err error
+	if v.Now, err = unixMilli(res[0], false); err != nil {
+		return LivenessView{}, fmt.Errorf("now: %w", err)
+	}
+	replicas, _ := res[1].([]any)
+	for i := 0; i+1 < len(replicas); i += 2 {
+		id, _ := replicas[i].(string)
+		until, err := unixMilli(replicas[i+1], false)
+		if err != nil {
+			return LivenessView{}, fmt.Errorf("liveness of %q: %w", id, err)
+		}
+		if until.Before(v.Now) {
+			v.Lapsed = append(v.Lapsed, id)
+		} else {
+			v.Live = append(v.Live, id)
+		}
+	}
+	if v.LastBeat, err = unixMilli(res[2], true); err != nil {
+		return LivenessView{}, fmt.Errorf("last beat: %w", err)
+	}
+	if v.QuietUntil, err = unixMilli(res[3], true); err != nil {
+		return LivenessView{}, fmt.Errorf("quiet window: %w", err)
+	}
+	return v, nil
+}
+
+// unixMilli reads a script's Unix ms reply; "" is the zero time when empty is allowed.
+func unixMilli(v any, empty bool) (time.Time, error) {
+	s, _ := v.(string)
+	if s == "" && empty {
+		return time.Time{}, nil
+	}
+	ms, err := strconv.ParseFloat(s, 64) // a sorted set's score may come as a float
+	if err != nil {
+		return time.Time{}, fmt.Errorf("Unix ms %q: %w", s, err)
+	}
+	return time.UnixMilli(int64(ms)), nil
+}

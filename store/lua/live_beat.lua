@@ -1,0 +1,29 @@
+-- live_beat.lua: a replica's heartbeat: it stays live until Redis now + the liveness
+-- period, whatever it holds (one write, however many ids it holds).
+--
+-- KEYS[1]  {p}:live       sorted set: replica -> end of its liveness (Unix ms, Redis clock)
+-- KEYS[2]  {p}:live-meta  hash: last -> the last beat of any replica, quiet -> take-overs
+--                         wait until then (Unix ms)
+-- ARGV[1]  the replica's id
+-- ARGV[2]  liveness period T, ms
+--
+-- A gap in everyone's beats longer than T/2 (Redis was down, restarted or failed over, or
+-- cut off from every replica) opens a quiet window until Redis now + T: no take-over
+-- until then (wheel_claim_overdue.lua), so every replica has a whole period to beat again
+-- before any of them counts as lapsed.
+-- Returns 1 when the replica had lapsed (its liveness ran out before this beat), 0 when it
+-- was live, or is new.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local period = tonumber(ARGV[2])
+local last = tonumber(redis.call('HGET', KEYS[2], 'last') or '')
+if last and now - last > math.floor(period / 2) then
+  redis.call('HSET', KEYS[2], 'quiet', string.format('%d', now + period))
+end
+redis.call('HSET', KEYS[2], 'last', string.format('%d', now))
+local was = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '')
+redis.call('ZADD', KEYS[1], string.format('%d', now + period), ARGV[1])
+if was and was < now then
+  return 1
+end
+return 0
