@@ -51,7 +51,7 @@ func TestBeatRegistersAndRenews(t *testing.T) {
 	requireWithin(t, v.LastBeat, before, after, "last beat")
 	require.True(t, v.QuietUntil.IsZero(), "no silence yet")
 
-	waitRedisPast(t, rdb, first.Add(-period))
+	waitRedisPast(t, rdb, first.Add(-period+time.Millisecond)) // the next whole ms
 	before = redisNow(t, rdb)
 	lapsed, err = lv.Beat(ctx, "ra")
 	require.NoError(t, err)
@@ -61,7 +61,7 @@ func TestBeatRegistersAndRenews(t *testing.T) {
 	require.True(t, second.After(first), "renewed: %s, then %s", first, second)
 	requireWithin(t, second, before.Add(period), after.Add(period), "second beat")
 
-	waitRedisPast(t, rdb, second)
+	waitRedisPast(t, rdb, second.Add(time.Millisecond))
 	v, err = lv.View(ctx)
 	require.NoError(t, err)
 	require.Empty(t, v.Live)
@@ -109,7 +109,7 @@ func TestBeatAfterSilenceSetsQuiet(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, v.QuietUntil.IsZero(), "beats of different replicas in quick succession are no silence")
 
-	waitRedisPast(t, rdb, v.LastBeat.Add(period/2))
+	waitRedisPast(t, rdb, v.LastBeat.Add(period/2+time.Millisecond))
 	before := redisNow(t, rdb)
 	_, err = lv.Beat(ctx, "rb")
 	require.NoError(t, err)
