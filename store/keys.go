@@ -17,6 +17,10 @@ import (
 //	  {p}:inflight     sorted set  id → lease expiry, Unix ms by the Redis clock
 //	  {p}:entries      hash        id → encoded Entry
 //	  {p}:owner        hash        id → token of the claim holding it (in flight only)
+//	  {p}:by           hash        id → the replica responsible for it: the one whose claim
+//	                               holds it, or that parked it (lua/lib_holding.lua)
+//	  {p}:held         sorted set  "<replica>/<id>" of each id in by, all scores 0: one
+//	                               replica's holdings are a lexicographic range
 //	  {p}:tries        hash        id → hand-offs given back so far
 //	  {p}:failed       hash        id → the failure of its send, once decided
 //	  {p}:parts        hash        id → leading parts of a split alert delivered so far
@@ -53,6 +57,8 @@ func (k keys) due() string                   { return k.stage() + "due" }
 func (k keys) inflight() string              { return k.stage() + "inflight" }
 func (k keys) entries() string               { return k.stage() + "entries" }
 func (k keys) owner() string                 { return k.stage() + "owner" }
+func (k keys) by() string                    { return k.stage() + "by" }
+func (k keys) held() string                  { return k.stage() + "held" }
 func (k keys) tries() string                 { return k.stage() + "tries" }
 func (k keys) failed() string                { return k.stage() + "failed" }
 func (k keys) parts() string                 { return k.stage() + "parts" }

@@ -299,10 +299,10 @@ func (r CancelResult) String() string {
 
 var (
 	wheelPutScript           = script("wheel_put.lua")
-	wheelClaimScript         = script("wheel_claim.lua")
-	wheelClaimOverdueScript  = script("wheel_claim_overdue.lua")
-	wheelReleaseScript       = script("wheel_release.lua")
-	wheelGiveBackScript      = script("wheel_give_back.lua")
+	wheelClaimScript         = holdingScript("wheel_claim.lua")
+	wheelClaimOverdueScript  = holdingScript("wheel_claim_overdue.lua")
+	wheelReleaseScript       = holdingScript("wheel_release.lua")
+	wheelGiveBackScript      = holdingScript("wheel_give_back.lua")
 	wheelExtendLeaseScript   = script("wheel_extend_lease.lua")
 	wheelDueWithinScript     = script("wheel_due_within.lua")
 	wheelCancelScript        = script("wheel_cancel.lua")
@@ -381,12 +381,16 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 // cancelled, delivered) are left out, so len(ids) minus what was returned were lost.
 // Claim can be repeated with the same token after an error (its reply may have been
 // lost with the entries in flight): the ids token holds already come back again.
+//
+// The replica of token (the part before its first "/") becomes responsible for what it
+// claims. With liveness on (Options().Liveness), a replica that is not live claims
+// nothing: the error wraps ErrLapsed. The same holds for ClaimOverdue, Adopt and Park.
 func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Claimed, error) {
 	if len(ids) == 0 {
 		return Claimed{}, nil
 	}
-	args := make([]any, 0, len(ids)+2)
-	args = append(args, w.opts.Lease.Milliseconds(), token)
+	args := make([]any, 0, len(ids)+3)
+	args = append(args, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds())
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -428,7 +432,7 @@ func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limi
 	}
 	grace = max(grace, 0)
 	res, err := w.write(ctx, wheelClaimOverdueScript, append(w.claimKeys(), w.keys.sweep(token)),
-		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token).Slice()
+		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds()).Slice()
 	if err != nil {
 		return Claimed{}, w.fail("claim overdue", err)
 	}
@@ -439,9 +443,14 @@ func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limi
 	return c, nil
 }
 
-func (w *WheelStage) claimKeys() []string {
-	return []string{w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed(), w.keys.parts()}
+// holdKeys are the keys of an entry's claim state, and who holds it (lib_holding.lua).
+func (w *WheelStage) holdKeys() []string {
+	return []string{w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed(), w.keys.parts(),
+		w.keys.by(), w.keys.held()}
 }
+
+// claimKeys are holdKeys and the replicas' liveness, which a claim checks.
+func (w *WheelStage) claimKeys() []string { return append(w.holdKeys(), w.keys.live()) }
 
 // Release records that the hand-offs of claims are done (outcome), in one round trip:
 // their entries and claim state are deleted, they leave the in-flight and due indexes,
@@ -481,8 +490,8 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 	case Withheld:
 		prefix = withheldPrefix
 	}
-	keys := make([]string, 0, 2*len(claims)+7)
-	keys = append(keys, w.claimKeys()...)
+	keys := make([]string, 0, 2*len(claims)+9)
+	keys = append(keys, w.holdKeys()...)
 	args := make([]any, 0, 6*len(claims)+2)
 	args = append(args, w.opts.DoneTTL.Milliseconds(), prefix)
 	count := func(n int) string {
@@ -510,7 +519,8 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 // back: it reports false, changing nothing else, when c no longer holds it (released,
 // cancelled, given back already, or claimed by another replica after c's lease ran out).
 func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time, partsSent int) (bool, error) {
-	n, err := w.write(ctx, wheelGiveBackScript, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries(), w.keys.parts()},
+	n, err := w.write(ctx, wheelGiveBackScript, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries(), w.keys.parts(),
+		w.keys.by(), w.keys.held()},
 		c.ID, c.Token, retryAt.UnixMilli(), max(partsSent, 0)).Int()
 	if err != nil {
 		return false, w.fail("give back", err)
@@ -761,9 +771,18 @@ func (w *WheelStage) Stats(ctx context.Context) (waiting, inflight int64, err er
 	return dueCmd.Val(), inflightCmd.Val(), nil
 }
 
+// ErrLapsed is the error of Claim, ClaimOverdue, Adopt and Park by a replica that is not
+// live (its liveness ran out, or it never beat) while liveness is on: no holding is ever
+// created under a replica whose holdings others may be taking over. Nothing changed; the
+// replica beats (Liveness.Beat) before it claims again.
+var ErrLapsed = errors.New("the replica's liveness lapsed")
+
 // fail wraps err for operation op; errors of an unreachable or unready Redis also wrap
-// ErrUnavailable.
+// ErrUnavailable, a script's refusal of a lapsed replica ErrLapsed.
 func (w *WheelStage) fail(op string, err error) error {
+	if redis.HasErrorPrefix(err, "LAPSED") {
+		return fmt.Errorf("store: %s: %w: %s", op, ErrLapsed, strings.TrimPrefix(err.Error(), "LAPSED "))
+	}
 	if errors.Is(err, ErrUnavailable) {
 		return fmt.Errorf("store: %s: %w", op, err)
 	}

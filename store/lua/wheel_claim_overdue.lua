@@ -7,11 +7,15 @@
 -- KEYS[5]  {p}:tries          hash: id -> hand-offs given back so far
 -- KEYS[6]  {p}:failed         hash: id -> the failure of its send, once decided
 -- KEYS[7]  {p}:parts          hash: id -> leading parts of a split alert delivered so far
--- KEYS[8]  {p}:sweep:<token>  set: the ids this claim took (lives one lease)
+-- KEYS[8]  {p}:by             hash: id -> the replica responsible for it (lib_holding.lua)
+-- KEYS[9]  {p}:held           sorted set: "<replica>/<id>" of each id in by
+-- KEYS[10] {p}:live           sorted set: replica -> end of its liveness (Unix ms, Redis clock)
+-- KEYS[11] {p}:sweep:<token>  set: the ids this claim took (lives one lease)
 -- ARGV[1]  grace, ms: only due times earlier than Redis now - grace count as overdue
 -- ARGV[2]  limit: most entries to claim
 -- ARGV[3]  lease, ms
--- ARGV[4]  token of this claim
+-- ARGV[4]  token of this claim: "<replica>/<…>"
+-- ARGV[5]  liveness period, ms; "0": liveness is off
 --
 -- Claims, oldest first, entries of inflight whose lease has expired (lease expiry <= now),
 -- then entries of due overdue by more than grace, up to limit in all; each gets
@@ -19,7 +23,9 @@
 -- replaces can no longer extend, give back or confirm it. Every entry it takes is due by
 -- Redis's clock (an entry goes in flight only once due). The ids taken are noted under
 -- the token, so the same claim run again (its reply was lost) returns what the first run
--- took, still held by the token, instead of taking more.
+-- took, still held by the token, instead of taking more. The token's replica becomes
+-- responsible for each id taken (by, held). With liveness on, a replica that is not live
+-- claims nothing: the script fails with LAPSED.
 -- Returns a flat array id, entry, tries, failure, parts, … of the claimed ids.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -28,6 +34,10 @@ local lease = tonumber(ARGV[3])
 local expiry = string.format('%d', now + lease)
 local out = {}
 local n = 0
+local replica = replica_of(ARGV[4])
+if ARGV[5] ~= '0' and lapsed(KEYS[10], replica, now) then
+  return lapsed_error(replica)
+end
 
 local function emit(id, entry)
   out[#out + 1] = id
@@ -38,8 +48,8 @@ local function emit(id, entry)
   n = n + 1
 end
 
-if redis.call('EXISTS', KEYS[8]) == 1 then
-  for _, id in ipairs(redis.call('SMEMBERS', KEYS[8])) do
+if redis.call('EXISTS', KEYS[11]) == 1 then
+  for _, id in ipairs(redis.call('SMEMBERS', KEYS[11])) do
     local entry = redis.call('HGET', KEYS[3], id)
     if entry and redis.call('HGET', KEYS[4], id) == ARGV[4] and redis.call('ZSCORE', KEYS[2], id) then
       redis.call('ZADD', KEYS[2], 'XX', expiry, id)
@@ -54,12 +64,14 @@ local function take(id)
   if entry then
     redis.call('ZADD', KEYS[2], expiry, id)
     redis.call('HSET', KEYS[4], id, ARGV[4])
-    redis.call('SADD', KEYS[8], id)
+    hold(KEYS[8], KEYS[9], id, replica)
+    redis.call('SADD', KEYS[11], id)
     emit(id, entry)
   else
     -- An index entry without a payload cannot be delivered: drop it.
     redis.call('ZREM', KEYS[2], id)
     redis.call('HDEL', KEYS[4], id)
+    unhold(KEYS[8], KEYS[9], id)
   end
 end
 
@@ -76,6 +88,6 @@ if n < limit then
   end
 end
 if n > 0 then
-  redis.call('PEXPIRE', KEYS[8], lease)
+  redis.call('PEXPIRE', KEYS[11], lease)
 end
 return out
