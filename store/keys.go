@@ -37,6 +37,9 @@ import (
 //	                               (liveness.go)
 //	  {p}:live-meta    hash        last: the last beat of any replica; quiet: take-overs wait
 //	                               until then, Unix ms
+//	  {p}:guard        sorted set  id → until when a confirmed send of it may still be on the
+//	                               wire, Unix ms (liveness on only)
+//	  {p}:gone         sorted set  replica → when the take-over of its holdings finished, Unix ms
 //	robot pool, tag {p:g}, one per target:
 //	  {p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms
 //	  {p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
@@ -73,6 +76,8 @@ func (k keys) episodeOutbox() string         { return k.stage() + "ep-outbox" }
 func (k keys) trace(id string) string        { return k.stage() + "trace:" + id }
 func (k keys) live() string                  { return k.stage() + "live" }
 func (k keys) liveMeta() string              { return k.stage() + "live-meta" }
+func (k keys) guard() string                 { return k.stage() + "guard" }
+func (k keys) gone() string                  { return k.stage() + "gone" }
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }
 func (k keys) cool(target string) string     { return k.pool(target) + "cool" }
 func (k keys) disabled(target string) string { return k.pool(target) + "disabled" }

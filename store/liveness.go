@@ -14,10 +14,14 @@ import (
 // Liveness: each replica sharing a wheel stage beats (Liveness.Beat) every fraction of
 // the liveness period T (WheelStageOptions.Liveness), and stays live until Redis now + T.
 // One beat renews the replica, not each of its holdings, so its cost does not grow with
-// what the replica holds. Expiry is judged on Redis's clock alone. A gap in everyone's
-// beats longer than T/2 (Redis was down, or cut off from every replica) opens a quiet
-// window of T in which no replica counts as lapsed for a take-over, so a blip of Redis
-// never moves the holdings of replicas that are alive.
+// what the replica holds; expiry is judged on Redis's clock alone. The scripts that
+// change who holds an id keep an index of each replica's holdings (lua/lib_holding.lua)
+// and refuse to create one for a replica that is not live (ErrLapsed). The sweeper's
+// ClaimOverdue takes over the holdings of a replica that lapsed at once, rather than
+// after each one's lease. A gap in everyone's beats longer than T/2 (Redis was down,
+// restarted, failed over, or cut off from every replica) opens a quiet window of T from
+// the first beat after it, in which nothing is taken over: a blip of Redis, however long,
+// moves nothing of the replicas that beat again within T of its end.
 
 var (
 	liveBeatScript = script("live_beat.lua")
@@ -47,7 +51,8 @@ var errLivenessOff = errors.New("liveness is off (WheelStageOptions.Liveness is 
 // Beat renews the liveness of replica (its id: no "/", as a claim token is the replica's
 // id, "/", and more) until Redis now + the period, in one round trip whatever the replica
 // holds. It reports whether the replica had lapsed before this beat: other replicas may
-// have taken over what it held, and its claims of those fail from now on (ErrNotHeld).
+// have taken over some or all of what it held (it keeps the rest), and its claims of
+// those fail from now on (ErrNotHeld).
 func (l *Liveness) Beat(ctx context.Context, replica string) (lapsed bool, err error) {
 	if err := checkReplica(replica); err != nil {
 		return false, fmt.Errorf("store: beat: %w", err)
@@ -56,7 +61,8 @@ func (l *Liveness) Beat(ctx context.Context, replica string) (lapsed bool, err e
 	if period == 0 {
 		return false, fmt.Errorf("store: beat: %w", errLivenessOff)
 	}
-	n, err := liveBeatScript.Run(ctx, l.rdb, []string{l.w.keys.live(), l.w.keys.liveMeta()}, replica, period.Milliseconds()).Int()
+	keys := []string{l.w.keys.live(), l.w.keys.liveMeta(), l.w.keys.gone()}
+	n, err := liveBeatScript.Run(ctx, l.rdb, keys, replica, period.Milliseconds()).Int()
 	if err != nil {
 		return false, l.w.fail("beat", err)
 	}
@@ -83,12 +89,15 @@ type LivenessView struct {
 	// QuietUntil is the end of the last quiet window (no take-over before it); zero when
 	// there was none.
 	QuietUntil time.Time
+	// Gone are the replicas whose holdings were all taken over, in the order the
+	// take-overs finished.
+	Gone []string
 }
 
 // View reads the liveness keys, in one round trip and read only, for metrics, the
 // console and tests.
 func (l *Liveness) View(ctx context.Context) (LivenessView, error) {
-	res, err := liveViewScript.Run(ctx, l.rdb, []string{l.w.keys.live(), l.w.keys.liveMeta()}).Slice()
+	res, err := liveViewScript.Run(ctx, l.rdb, []string{l.w.keys.live(), l.w.keys.liveMeta(), l.w.keys.gone()}).Slice()
 	if err != nil {
 		return LivenessView{}, l.w.fail("liveness view", err)
 	}
@@ -100,8 +109,8 @@ func (l *Liveness) View(ctx context.Context) (LivenessView, error) {
 }
 
 func decodeLivenessView(res []any) (LivenessView, error) {
-	if len(res) != 4 {
-		return LivenessView{}, fmt.Errorf("reply of %d items, want 4", len(res))
+	if len(res) != 5 {
+		return LivenessView{}, fmt.Errorf("reply of %d items, want 5", len(res))
 	}
 	var v LivenessView
 	var err error
@@ -126,6 +135,11 @@ func decodeLivenessView(res []any) (LivenessView, error) {
 	}
 	if v.QuietUntil, err = unixMilli(res[3], true); err != nil {
 		return LivenessView{}, fmt.Errorf("quiet window: %w", err)
+	}
+	gone, _ := res[4].([]any)
+	for _, g := range gone {
+		id, _ := g.(string)
+		v.Gone = append(v.Gone, id)
 	}
 	return v, nil
 }

@@ -426,12 +426,20 @@ func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Cla
 // extend, give back, confirm or mark it. A limit below 1 is an error. Like Claim it can
 // be repeated with the same token after an error: a repeat returns what the first run
 // took (for one lease), and takes nothing more.
+//
+// With liveness on it first takes over the holdings of a replica that lapsed (the one
+// whose liveness ran out first), up to 5000 of them per call: their claims and parks end
+// (the old claims get ErrNotHeld), and they are claimed as expired ones, those confirmed
+// within the guard (see Confirm) once it ends. When the replica holds nothing more it is
+// gone (LivenessView.Gone). No take-over starts while a quiet window is open (see
+// Liveness). An expired claim of a live replica is renewed instead of taken.
 func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (Claimed, error) {
 	if limit < 1 {
 		return Claimed{}, fmt.Errorf("store: claim overdue: limit %d is not positive", limit)
 	}
 	grace = max(grace, 0)
-	res, err := w.write(ctx, wheelClaimOverdueScript, append(w.claimKeys(), w.keys.sweep(token)),
+	keys := append(w.claimKeys(), w.keys.sweep(token), w.keys.liveMeta(), w.keys.guard(), w.keys.gone())
+	res, err := w.write(ctx, wheelClaimOverdueScript, keys,
 		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds()).Slice()
 	if err != nil {
 		return Claimed{}, w.fail("claim overdue", err)
@@ -547,6 +555,10 @@ func (w *WheelStage) ExtendLease(ctx context.Context, claims []Claim) (lost []st
 	return lost, nil
 }
 
+// guard is how long after a Confirm its send may still start, G = T/3 of the liveness
+// period T (0 with liveness off): a take-over leaves a confirmed entry alone until then.
+func (w *WheelStage) guard() time.Duration { return w.opts.Liveness / 3 }
+
 // ErrNotHeld is returned by Confirm and MarkFailed when the claim no longer holds its
 // entry: the caller must not send it, nor record it.
 var ErrNotHeld = errors.New("the claim no longer holds the entry")
@@ -555,10 +567,12 @@ var ErrNotHeld = errors.New("the claim no longer holds the entry")
 // renews its lease so that the send has a whole lease to finish. partsSent is how many
 // leading parts of a split alert were delivered before this send; they are noted
 // whoever holds the entry (never lowered), so a later hand-off resumes after them. It
-// returns an error wrapping ErrNotHeld when c does not hold it any more.
+// returns an error wrapping ErrNotHeld when c does not hold it any more. With liveness on
+// (Options().Liveness = T), the send must start within G = T/3 of the call: a take-over
+// of c's replica leaves the entry alone until then, and not longer.
 func (w *WheelStage) Confirm(ctx context.Context, c Claim, partsSent int) error {
-	n, err := w.write(ctx, wheelConfirmScript, []string{w.inflight, w.keys.owner(), w.keys.parts()},
-		w.opts.Lease.Milliseconds(), c.ID, c.Token, max(partsSent, 0)).Int()
+	n, err := w.write(ctx, wheelConfirmScript, []string{w.inflight, w.keys.owner(), w.keys.parts(), w.keys.guard()},
+		w.opts.Lease.Milliseconds(), c.ID, c.Token, max(partsSent, 0), w.guard().Milliseconds()).Int()
 	if err != nil {
 		return w.fail("confirm", err)
 	}

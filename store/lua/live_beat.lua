@@ -4,6 +4,8 @@
 -- KEYS[1]  {p}:live       sorted set: replica -> end of its liveness (Unix ms, Redis clock)
 -- KEYS[2]  {p}:live-meta  hash: last -> the last beat of any replica, quiet -> take-overs
 --                         wait until then (Unix ms)
+-- KEYS[3]  {p}:gone       sorted set: replica -> when the take-over of its holdings
+--                         finished (Unix ms; wheel_claim_overdue.lua)
 -- ARGV[1]  the replica's id
 -- ARGV[2]  liveness period T, ms
 --
@@ -11,8 +13,9 @@
 -- cut off from every replica) opens a quiet window until Redis now + T: no take-over
 -- until then (wheel_claim_overdue.lua), so every replica has a whole period to beat again
 -- before any of them counts as lapsed.
--- Returns 1 when the replica had lapsed (its liveness ran out before this beat), 0 when it
--- was live, or is new.
+-- Returns 1 when the replica had lapsed (its liveness ran out before this beat, or its
+-- holdings were taken over: it is in gone), 0 when it was live, or is new. A replica that
+-- lapsed keeps what was not taken over yet.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local period = tonumber(ARGV[2])
@@ -23,7 +26,7 @@ end
 redis.call('HSET', KEYS[2], 'last', string.format('%d', now))
 local was = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '')
 redis.call('ZADD', KEYS[1], string.format('%d', now + period), ARGV[1])
-if was and was < now then
+if (was and was < now) or (not was and redis.call('ZSCORE', KEYS[3], ARGV[1])) then
   return 1
 end
 return 0

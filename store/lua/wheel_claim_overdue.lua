@@ -11,11 +11,17 @@
 -- KEYS[9]  {p}:held           sorted set: "<replica>/<id>" of each id in by
 -- KEYS[10] {p}:live           sorted set: replica -> end of its liveness (Unix ms, Redis clock)
 -- KEYS[11] {p}:sweep:<token>  set: the ids this claim took (lives one lease)
+-- KEYS[12] {p}:live-meta      hash: last -> the last beat of any replica, quiet -> take-overs
+--                             wait until then (Unix ms; live_beat.lua)
+-- KEYS[13] {p}:guard          sorted set: id -> until when a confirmed send of it may still
+--                             be on the wire (Unix ms; wheel_confirm.lua)
+-- KEYS[14] {p}:gone           sorted set: replica -> when the take-over of its holdings
+--                             finished (Unix ms)
 -- ARGV[1]  grace, ms: only due times earlier than Redis now - grace count as overdue
 -- ARGV[2]  limit: most entries to claim
 -- ARGV[3]  lease, ms
 -- ARGV[4]  token of this claim: "<replica>/<…>"
--- ARGV[5]  liveness period, ms; "0": liveness is off
+-- ARGV[5]  liveness period T, ms; "0": liveness is off
 --
 -- Claims, oldest first, entries of inflight whose lease has expired (lease expiry <= now),
 -- then entries of due overdue by more than grace, up to limit in all; each gets
@@ -26,6 +32,18 @@
 -- took, still held by the token, instead of taking more. The token's replica becomes
 -- responsible for each id taken (by, held). With liveness on, a replica that is not live
 -- claims nothing: the script fails with LAPSED.
+--
+-- With liveness on, a take-over comes first: unless a quiet window is open (or nobody
+-- beat for T/2: Redis is just back from a silence, and the first beat opens one), the
+-- replica whose liveness ran out first has up to 5000 of its holdings (held) ended: each
+-- in flight gets owner "lapsed:<replica>", so none of its claims can confirm, give back,
+-- mark or park it any more, and lease expiry Redis now, or its guard when a send
+-- confirmed within the guard may still be on the wire; it leaves by and held. A parked
+-- id leaves its park at the next adopt (wheel_adopt.lua drops ids the park no longer
+-- owns). Once the replica holds nothing it leaves live for gone. The expired claims are
+-- then claimed as any others, in this same run. Expired guards are dropped. And an
+-- expired claim of a replica that is live is renewed instead of taken: liveness, not the
+-- lease, tells that its holder is gone.
 -- Returns a flat array id, entry, tries, failure, parts, … of the claimed ids.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -59,6 +77,43 @@ if redis.call('EXISTS', KEYS[11]) == 1 then
   return out
 end
 
+local period = tonumber(ARGV[5])
+if period > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', '(' .. string.format('%d', now))
+  local last = tonumber(redis.call('HGET', KEYS[12], 'last') or '')
+  local quiet = tonumber(redis.call('HGET', KEYS[12], 'quiet') or '')
+  local lost = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', '(' .. string.format('%d', now), 'LIMIT', 0, 1)[1]
+  if lost and last and now - last <= math.floor(period / 2) and not (quiet and now < quiet) then
+    local batch = 5000
+    local members = redis.call('ZRANGEBYLEX', KEYS[9], '[' .. lost .. '/', '(' .. lost .. '0', 'LIMIT', 0, batch)
+    for _, member in ipairs(members) do
+      local id = string.sub(member, #lost + 2)
+      if redis.call('ZSCORE', KEYS[2], id) then
+        local at = now
+        local guard = tonumber(redis.call('ZSCORE', KEYS[13], id) or '')
+        if guard and guard > now then
+          at = guard
+        end
+        redis.call('ZADD', KEYS[2], 'XX', string.format('%d', at), id)
+        redis.call('HSET', KEYS[4], id, 'lapsed:' .. lost)
+      end
+      redis.call('HDEL', KEYS[8], id)
+      redis.call('ZREM', KEYS[9], member)
+    end
+    if #members < batch then
+      redis.call('ZREM', KEYS[10], lost)
+      redis.call('ZADD', KEYS[14], string.format('%d', now), lost)
+    end
+  end
+end
+
+-- spared reports whether id is held by a claim of a replica that is live.
+local function spared(id)
+  local owner = redis.call('HGET', KEYS[4], id)
+  local by = redis.call('HGET', KEYS[8], id)
+  return owner and by and replica_of(owner) == by and not lapsed(KEYS[10], by, now)
+end
+
 local function take(id)
   local entry = redis.call('HGET', KEYS[3], id)
   if entry then
@@ -77,7 +132,11 @@ end
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now), 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
-  take(id)
+  if period > 0 and spared(id) then
+    redis.call('ZADD', KEYS[2], 'XX', expiry, id)
+  else
+    take(id)
+  end
 end
 if n < limit then
   local overdue = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf',
