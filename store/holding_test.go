@@ -228,9 +228,9 @@ func TestClaimRefusedWhileLapsed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, left, "c still parked")
 
-	lapsed, err := lv.Beat(ctx, "ra")
+	beat, err := lv.Beat(ctx, "ra")
 	require.NoError(t, err)
-	require.True(t, lapsed)
+	require.True(t, beat.Lapsed)
 	got, err := entriesOf(ws.Claim(ctx, []string{"d"}, "ra/8"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"d"}, ids(got), "live again, it claims")

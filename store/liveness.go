@@ -24,8 +24,10 @@ import (
 // moves nothing of the replicas that beat again within T of its end.
 
 var (
-	liveBeatScript = script("live_beat.lua")
-	liveViewScript = script("live_view.lua")
+	liveBeatScript     = script("live_beat.lua")
+	liveViewScript     = script("live_view.lua")
+	liveTakeGoneScript = script("live_take_gone.lua")
+	liveLeaveScript    = holdingScript("live_leave.lua")
 )
 
 // Liveness is the heartbeat of the replicas that share a wheel stage. It is safe for
@@ -48,25 +50,94 @@ func (w *WheelStage) Liveness(rdb redis.UniversalClient) *Liveness {
 // errLivenessOff is the error of a beat of a stage whose liveness is off.
 var errLivenessOff = errors.New("liveness is off (WheelStageOptions.Liveness is 0)")
 
+// Period is the liveness period T: a replica that has not beaten for T has lapsed.
+func (l *Liveness) Period() time.Duration { return l.w.opts.Liveness }
+
+// BeatResult is what a beat found.
+type BeatResult struct {
+	// Lapsed reports that the replica had lapsed before this beat: other replicas may have
+	// taken over some or all of what it held (it keeps the rest), and its claims of those
+	// fail from now on (ErrNotHeld).
+	Lapsed bool
+	// Gone counts the replicas whose holdings were all taken over, or that left, and whose
+	// wheels' entries no survivor has loaded yet (TakeGone).
+	Gone int
+}
+
 // Beat renews the liveness of replica (its id: no "/", as a claim token is the replica's
 // id, "/", and more) until Redis now + the period, in one round trip whatever the replica
-// holds. It reports whether the replica had lapsed before this beat: other replicas may
-// have taken over some or all of what it held (it keeps the rest), and its claims of
-// those fail from now on (ErrNotHeld).
-func (l *Liveness) Beat(ctx context.Context, replica string) (lapsed bool, err error) {
+// holds, and tells whether it had lapsed and whether replicas are gone.
+func (l *Liveness) Beat(ctx context.Context, replica string) (BeatResult, error) {
 	if err := checkReplica(replica); err != nil {
-		return false, fmt.Errorf("store: beat: %w", err)
+		return BeatResult{}, fmt.Errorf("store: beat: %w", err)
 	}
 	period := l.w.opts.Liveness
 	if period == 0 {
-		return false, fmt.Errorf("store: beat: %w", errLivenessOff)
+		return BeatResult{}, fmt.Errorf("store: beat: %w", errLivenessOff)
 	}
 	keys := []string{l.w.keys.live(), l.w.keys.liveMeta(), l.w.keys.gone()}
-	n, err := liveBeatScript.Run(ctx, l.rdb, keys, replica, period.Milliseconds()).Int()
+	res, err := liveBeatScript.Run(ctx, l.rdb, keys, replica, period.Milliseconds()).Int64Slice()
 	if err != nil {
-		return false, l.w.fail("beat", err)
+		return BeatResult{}, l.w.fail("beat", err)
 	}
-	return n == 1, nil
+	if len(res) != 2 {
+		return BeatResult{}, fmt.Errorf("store: beat: reply of %d items, want 2", len(res))
+	}
+	return BeatResult{Lapsed: res[0] == 1, Gone: int(res[1])}, nil
+}
+
+// TakeGone takes the replica that became gone first (its holdings were all taken over,
+// or it left), for this replica to load the entries the departed one's wheel held:
+// nobody else fires them before they are overdue. It returns "" when none is gone. Each
+// gone replica is taken once, by one survivor.
+func (l *Liveness) TakeGone(ctx context.Context) (string, error) {
+	replica, err := liveTakeGoneScript.Run(ctx, l.rdb, []string{l.w.keys.gone()}).Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", nil
+	case err != nil:
+		return "", l.w.fail("take gone", err)
+	}
+	return replica, nil
+}
+
+// leaveBatch bounds the holdings one run of Leave's script ends, so that a replica
+// holding many does not stall Redis.
+const leaveBatch = 5000
+
+// Leave hands back everything replica holds, but the ids in keep (hand-offs that still
+// run: a request on the wire), as a take-over of it would: its claims and parks end, and
+// the sweeper of any replica claims them at its next run, those confirmed within the
+// guard (see WheelStage.Confirm) once it ends. It returns how many holdings it ended and
+// how many replica still holds (the kept ones). Once it holds nothing, replica is no
+// longer live, and gone (TakeGone): the others load its wheel's due-soon entries. A
+// replica that stops calls it once with the ids of its hand-offs still running, and
+// again, with none, after they ended (or at its deadline).
+func (l *Liveness) Leave(ctx context.Context, replica string, keep ...string) (ended, left int, err error) {
+	if err := checkReplica(replica); err != nil {
+		return 0, 0, fmt.Errorf("store: leave: %w", err)
+	}
+	keys := []string{l.w.inflight, l.w.keys.owner(), l.w.keys.by(), l.w.keys.held(), l.w.keys.live(), l.w.keys.guard(),
+		l.w.keys.gone()}
+	args := make([]any, 0, len(keep)+2)
+	args = append(args, replica, leaveBatch)
+	for _, id := range keep {
+		args = append(args, id)
+	}
+	for {
+		res, err := l.w.write(ctx, liveLeaveScript, keys, args...).Int64Slice()
+		if err != nil {
+			return ended, left, l.w.fail("leave", err)
+		}
+		if len(res) != 2 {
+			return ended, left, fmt.Errorf("store: leave: reply of %d items, want 2", len(res))
+		}
+		ended += int(res[0])
+		left = int(res[1])
+		if res[0] < leaveBatch {
+			return ended, left, nil
+		}
+	}
 }
 
 func checkReplica(replica string) error {

@@ -48,3 +48,36 @@ local function lapsed_error(replica)
   return redis.error_reply('LAPSED replica ' .. replica .. ' is not live')
 end
 
+-- hand_over ends the holding member ("<replica>/<id>") of replica, which lapsed or left:
+-- an id in flight gets owner label, so that none of the replica's claims can confirm,
+-- give back, mark or park it any more, and lease expiry now, or its guard (an id -> until
+-- when, Unix ms) when a send confirmed within it may still be on the wire, so that the
+-- sweeper of any replica claims it then; the id leaves by and held. A parked id leaves
+-- its park at the next adopt (wheel_adopt.lua drops ids the park no longer owns).
+local function hand_over(inflight, owner, by, held, guard, member, replica, label, now)
+  local id = string.sub(member, #replica + 2)
+  if redis.call('ZSCORE', inflight, id) then
+    local at = now
+    local guarded = tonumber(redis.call('ZSCORE', guard, id) or '')
+    if guarded and guarded > now then
+      at = guarded
+    end
+    redis.call('ZADD', inflight, 'XX', string.format('%d', at), id)
+    redis.call('HSET', owner, id, label)
+  end
+  redis.call('HDEL', by, id)
+  redis.call('ZREM', held, member)
+end
+
+-- holdings returns up to limit members of replica's holdings in held.
+local function holdings(held, replica, limit)
+  return redis.call('ZRANGEBYLEX', held, '[' .. replica .. '/', '(' .. replica .. '0', 'LIMIT', 0, limit)
+end
+
+-- depart records that replica holds nothing any more: it leaves live for gone, where
+-- the other replicas learn that its wheel's entries have nobody to fire them
+-- (Liveness.TakeGone).
+local function depart(live, gone, replica, now)
+  redis.call('ZREM', live, replica)
+  redis.call('ZADD', gone, string.format('%d', now), replica)
+end

@@ -13,9 +13,10 @@
 -- cut off from every replica) opens a quiet window until Redis now + T: no take-over
 -- until then (wheel_claim_overdue.lua), so every replica has a whole period to beat again
 -- before any of them counts as lapsed.
--- Returns 1 when the replica had lapsed (its liveness ran out before this beat, or its
--- holdings were taken over: it is in gone), 0 when it was live, or is new. A replica that
--- lapsed keeps what was not taken over yet.
+-- Returns {lapsed, gone}: lapsed is 1 when the replica had lapsed (its liveness ran out
+-- before this beat, or its holdings were taken over: it is in gone), 0 when it was live,
+-- or is new; a replica that lapsed keeps what was not taken over yet. gone counts the
+-- replicas in gone (live_take_gone.lua takes them).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local period = tonumber(ARGV[2])
@@ -26,7 +27,8 @@ end
 redis.call('HSET', KEYS[2], 'last', string.format('%d', now))
 local was = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '')
 redis.call('ZADD', KEYS[1], string.format('%d', now + period), ARGV[1])
+local lapsed = 0
 if (was and was < now) or (not was and redis.call('ZSCORE', KEYS[3], ARGV[1])) then
-  return 1
+  lapsed = 1
 end
-return 0
+return {lapsed, redis.call('ZCARD', KEYS[3])}

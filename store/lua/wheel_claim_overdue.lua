@@ -85,24 +85,12 @@ if period > 0 then
   local lost = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', '(' .. string.format('%d', now), 'LIMIT', 0, 1)[1]
   if lost and last and now - last <= math.floor(period / 2) and not (quiet and now < quiet) then
     local batch = 5000
-    local members = redis.call('ZRANGEBYLEX', KEYS[9], '[' .. lost .. '/', '(' .. lost .. '0', 'LIMIT', 0, batch)
+    local members = holdings(KEYS[9], lost, batch)
     for _, member in ipairs(members) do
-      local id = string.sub(member, #lost + 2)
-      if redis.call('ZSCORE', KEYS[2], id) then
-        local at = now
-        local guard = tonumber(redis.call('ZSCORE', KEYS[13], id) or '')
-        if guard and guard > now then
-          at = guard
-        end
-        redis.call('ZADD', KEYS[2], 'XX', string.format('%d', at), id)
-        redis.call('HSET', KEYS[4], id, 'lapsed:' .. lost)
-      end
-      redis.call('HDEL', KEYS[8], id)
-      redis.call('ZREM', KEYS[9], member)
+      hand_over(KEYS[2], KEYS[4], KEYS[8], KEYS[9], KEYS[13], member, lost, 'lapsed:' .. lost, now)
     end
     if #members < batch then
-      redis.call('ZREM', KEYS[10], lost)
-      redis.call('ZADD', KEYS[14], string.format('%d', now), lost)
+      depart(KEYS[10], KEYS[14], lost, now)
     end
   end
 end
