@@ -227,6 +227,37 @@ func TestNoTakeOverInTheQuietWindow(t *testing.T) {
 	require.Equal(t, []string{"x"}, sweep(t, ws, 10, "rb/3"), "after the window, A's holdings move")
 }
 
+// TestQuietWindowSparesExpiredClaims: after a silence of every replica longer than T/2,
+// the claim of a replica that lapsed in it is not taken either when its lease ran out:
+// its lease is renewed until the quiet window ends (every replica gets a whole T to beat
+// again); then it is taken over.
+func TestQuietWindowSparesExpiredClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const period = 2 * time.Second
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: 50 * time.Millisecond, Liveness: period})
+	lv := ws.Liveness(nil)
+	_, err := lv.Beat(ctx, "ra")
+	require.NoError(t, err)
+	putDue(t, ws, redisNow(t, rdb).Add(-time.Second), "x")
+	claimAll(t, ws, "ra/1", "x")
+
+	waitLapsed(t, rdb, prefix, "ra") // and its lease ran out long before: nobody beat for T
+	_, err = lv.Beat(ctx, "rb")
+	require.NoError(t, err)
+	v, err := lv.View(ctx)
+	require.NoError(t, err)
+	require.False(t, v.QuietUntil.IsZero(), "B's beat opened a quiet window")
+	keepBeating(t, ws, "rb")
+	expired := leaseExpiry(t, rdb, prefix, "x")
+	require.Empty(t, sweep(t, ws, 10, "rb/1"), "an expired claim of a lapsed replica is not taken in the quiet window")
+	require.True(t, leaseExpiry(t, rdb, prefix, "x").After(expired), "its lease was renewed")
+	require.Equal(t, []string{"x"}, readHoldings(t, rdb, prefix).heldBy("ra"))
+
+	waitRedisPast(t, rdb, v.QuietUntil)
+	require.Equal(t, []string{"x"}, sweep(t, ws, 10, "rb/2"), "after the window, it is taken over")
+}
+
 // TestRevivedReplicaKeepsWhatWasNotTaken: a take-over moves 5000 holdings per sweep; a
 // replica that beats again in the middle of its take-over keeps the rest, and its claims
 // of them still work.

@@ -43,7 +43,9 @@
 -- owns). Once the replica holds nothing it leaves live for gone. The expired claims are
 -- then claimed as any others, in this same run. Expired guards are dropped. And an
 -- expired claim of a replica that is live is renewed instead of taken: liveness, not the
--- lease, tells that its holder is gone.
+-- lease, tells that its holder is gone; while a quiet window is open (or nobody beat for
+-- T/2), so is the expired claim of any replica, live or not: after a silence of Redis
+-- the replicas get a whole T to beat again before anything of theirs moves.
 -- Returns a flat array id, entry, tries, failure, parts, … of the claimed ids.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -78,12 +80,14 @@ if redis.call('EXISTS', KEYS[11]) == 1 then
 end
 
 local period = tonumber(ARGV[5])
+local calm = false -- liveness on, and no quiet window open: a lapse means a death
 if period > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', '(' .. string.format('%d', now))
   local last = tonumber(redis.call('HGET', KEYS[12], 'last') or '')
   local quiet = tonumber(redis.call('HGET', KEYS[12], 'quiet') or '')
+  calm = last ~= nil and now - last <= math.floor(period / 2) and not (quiet and now < quiet)
   local lost = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', '(' .. string.format('%d', now), 'LIMIT', 0, 1)[1]
-  if lost and last and now - last <= math.floor(period / 2) and not (quiet and now < quiet) then
+  if lost and calm then
     local batch = 5000
     local members = holdings(KEYS[9], lost, batch)
     for _, member in ipairs(members) do
@@ -95,11 +99,12 @@ if period > 0 then
   end
 end
 
--- spared reports whether id is held by a claim of a replica that is live.
+-- spared reports whether id is held by a claim of a replica that is live, or of any
+-- replica while it is not calm.
 local function spared(id)
   local owner = redis.call('HGET', KEYS[4], id)
   local by = redis.call('HGET', KEYS[8], id)
-  return owner and by and replica_of(owner) == by and not lapsed(KEYS[10], by, now)
+  return owner and by and replica_of(owner) == by and (not calm or not lapsed(KEYS[10], by, now))
 end
 
 local function take(id)
