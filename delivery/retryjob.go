@@ -379,7 +379,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 	case errors.Is(err, store.ErrNotHeld):
 		log.Warn("row taken over by another instance (or discarded, or its alert cancelled) before its send; not sent by this one")
 		return tryLost
-	case err != nil && ctx.Err() != nil:
+	case err != nil && (ctx.Err() != nil || errors.Is(err, notify.ErrStopping)):
 		return tryCut
 	}
 	// The outcome is recorded even if ctx ends now: the send has happened.

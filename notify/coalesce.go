@@ -216,6 +216,10 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, a Alert, m Message, 
 	}
 	q := t.queue
 	q.mu.Lock()
+	if s.stop.done() { // Stop has emptied the queue, or is about to
+		q.mu.Unlock()
+		return Sent{}, stopped(t.name)
+	}
 	if q.backlog && parkable(w) {
 		// The target is busy: park the alert for its next send, whichever replica makes it.
 		q.mu.Unlock()
@@ -223,6 +227,10 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, a Alert, m Message, 
 			return Sent{}, ErrParked
 		}
 		q.mu.Lock()
+		if s.stop.done() {
+			q.mu.Unlock()
+			return Sent{}, stopped(t.name)
+		}
 	}
 	q.seq++
 	w.seq = q.seq

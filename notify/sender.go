@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -144,6 +145,7 @@ type Sender struct {
 	sem     chan struct{}
 	targets map[string]*target
 	parking Parking // SetParking; nil: no sharing
+	stop    stopSignal
 }
 
 type target struct {
@@ -192,6 +194,7 @@ func New(opts Options, pool Pool, logger *slog.Logger, metrics *Metrics, now fun
 		now:     now,
 		sem:     make(chan struct{}, opts.MaxInFlight),
 		targets: make(map[string]*target, len(opts.Targets)),
+		stop:    stopSignal{c: make(chan struct{})},
 	}
 	for name, tc := range opts.Targets {
 		t, err := s.newTarget(name, tc)
@@ -274,6 +277,54 @@ func (s *Sender) newBreaker(target, robot string) *gobreaker.CircuitBreaker[Outc
 // Close releases the sender's idle HTTP connections. Sends still running are not
 // affected.
 func (s *Sender) Close() { s.client.Close() }
+
+// ErrStopping is wrapped by the transient Failure of a send that did not go because the
+// Sender stopped (Stop): no request carried it.
+var ErrStopping = errors.New("notify: the sender is stopping")
+
+// stopSignal is closed by Stop.
+type stopSignal struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (s *stopSignal) done() bool {
+	select {
+	case <-s.c:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopped is the Failure of a send that did not go because the Sender stopped.
+func stopped(target string) *Failure {
+	return &Failure{Class: ClassTransient, Target: target, Reason: "not sent: this replica is stopping", Err: ErrStopping}
+}
+
+// Stop ends every send that waits, at once and without a request: an alert waiting in
+// its target's queue or for a free robot, a send waiting out a backoff before its next
+// try; each returns a transient Failure wrapping ErrStopping, and so does every later
+// send. A request on the wire goes on to its answer. A replica calls it as it stops,
+// after it claims nothing more: what waited here is handed back to the other replicas,
+// rather than sent late or given back one by one.
+func (s *Sender) Stop() {
+	s.stop.once.Do(func() { close(s.stop.c) })
+	for _, t := range s.targets {
+		q := t.queue
+		q.mu.Lock()
+		ws := q.waiting
+		q.waiting, q.parked, q.expect = nil, false, 0
+		for _, w := range ws {
+			w.taken = true
+		}
+		q.mu.Unlock()
+		for _, w := range ws {
+			w.done <- stopped(t.name)
+		}
+		q.signal()
+	}
+}
 
 // SendBody sends body, as producers publish alerts, to target at once; an invalid body
 // is a *Failure of ClassPermanent wrapping ErrInvalidBody.
@@ -361,6 +412,9 @@ func (s *Sender) send(ctx context.Context, t *target, a Alert, m Message) (Sent,
 		}
 		s.metrics.failures.WithLabelValues(t.name, string(ClassPermanent)).Inc()
 		return Sent{}, err
+	}
+	if s.stop.done() {
+		return Sent{}, stopped(t.name)
 	}
 	sent := Sent{Merged: 1, Parts: len(parts)}
 	for i, p := range parts {
@@ -471,7 +525,7 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 					f.RetryAfter = pick.Wait
 					return "", f
 				}
-				if err := sleep(ctx, pick.Wait); err != nil {
+				if err := s.sleep(ctx, pick.Wait); err != nil {
 					return "", fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
 				}
 				waited += pick.Wait
@@ -560,7 +614,7 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 		}
 		s.logger.Info("send failed; retrying", "target", t.name, "robot", robot.Name, "attempt", attempts,
 			"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "backoff", d)
-		if err := sleep(ctx, d); err != nil {
+		if err := s.sleep(ctx, d); err != nil {
 			return "", fail(ClassTransient, "gave up: "+err.Error(), err)
 		}
 	}
@@ -659,8 +713,8 @@ func (s *Sender) backoff(attempt int) time.Duration {
 	return rand.N(ceil + 1)
 }
 
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d, or until ctx ends (its error), or the Sender stops (ErrStopping).
+func (s *Sender) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -668,6 +722,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.stop.c:
+		return ErrStopping
 	}
 }
 
