@@ -114,6 +114,12 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+	// The heartbeat has connections of its own: a beat never waits behind the hand-offs.
+	beatRdb, err := store.OpenBeatRedis(ctx, cfg.Redis)
+	if err != nil {
+		return err
+	}
+	defer beatRdb.Close()
 	// Every clock of the service is the reference clock: this replica's own clock corrected
 	// by its offset to Redis TIME, so a host whose clock is off neither sends early nor late.
 	schedMetrics := scheduler.NewMetrics(reg)
@@ -177,6 +183,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	schedOpts := scheduler.OptionsFromConfig(cfg)
 	schedOpts.Wheel.Clock = clock
 	schedOpts.CheckBody = snd.Check
+	schedOpts.Liveness = ws.Liveness(beatRdb)
 	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,6 @@ type WheelStage interface {
 	// TraceHop notes a broker hop in the alert's trace for operators (best effort).
 	TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
-	ExtendLease(ctx context.Context, claims []store.Claim) ([]string, error)
 	// Confirm and MarkFailed are the powers of a claim over its alert while it is sent
 	// (claim.go).
 	Confirm(ctx context.Context, c store.Claim, partsSent int) error
@@ -46,8 +46,8 @@ type WheelStage interface {
 	// Park and Adopt share a busy target's sends across replicas (share.go).
 	Park(ctx context.Context, target string, lease time.Duration, parked ...store.Parked) ([]string, error)
 	Adopt(ctx context.Context, target string, limit int, token string) (store.Claimed, int, error)
-	// Lease is how long a claim lasts; the scheduler extends the leases of the entries
-	// it holds three times per lease.
+	// Lease is the backstop of a claim (store.WheelStageOptions.Lease), and a park's
+	// lease; a claim that cannot reach Redis gives up after it.
 	Lease() time.Duration
 }
 
@@ -145,9 +145,14 @@ type Options struct {
 	ConsumeGoroutines int
 	// Wheel configures the in-process timing wheel; the zero value is the default.
 	Wheel timewheel.Config
-	// InstanceName tells this replica's RocketMQ clients apart from others in the same
-	// process. Default: hostname, pid and a random suffix.
+	// InstanceName is this replica's id: it tells its RocketMQ clients apart from others
+	// in the same process, its liveness from the other replicas', and starts its claims'
+	// tokens (InstanceName/n), so it holds no "/". Default: hostname, pid and a random
+	// suffix.
 	InstanceName string
+	// Liveness is this replica's heartbeat in the wheel stage (heartbeat.go), on a Redis
+	// client of its own. Required.
+	Liveness Liveness
 	// DLQCheckInterval is how often the group's dead-letter queue is measured (the
 	// rocketdelay_dlq_messages gauge). Default DefaultDLQCheckInterval.
 	DLQCheckInterval time.Duration
@@ -211,6 +216,7 @@ type Scheduler struct {
 	now      func() time.Time
 
 	life   lifecycle
+	heart  *heartbeat
 	broker brokerSide
 	wheel  *timewheel.Wheel
 	pool   *handoffPool
@@ -250,8 +256,12 @@ func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *
 		return nil, errors.New("scheduler: levels are required and the threshold must be at least the smallest level")
 	case opts.Horizon <= 0 || opts.KnownTarget == nil:
 		return nil, errors.New("scheduler: horizon and KnownTarget are required")
+	case opts.Liveness == nil || opts.Liveness.Period() <= 0:
+		return nil, errors.New("scheduler: a liveness with a period is required")
+	case strings.Contains(opts.InstanceName, "/"):
+		return nil, fmt.Errorf("scheduler: instance name %q holds a \"/\"", opts.InstanceName)
 	}
-	return &Scheduler{
+	s := &Scheduler{
 		opts:     opts.withDefaults(),
 		store:    ws,
 		delivery: d,
@@ -260,22 +270,29 @@ func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *
 		now:      now,
 		life:     lifecycle{running: make(chan struct{})},
 		broker:   brokerSide{traces: make(chan hopTrace, traceBuffer)},
-	}, nil
+	}
+	s.heart = &heartbeat{s: s, gone: make(chan struct{}, 1)}
+	return s, nil
 }
 
-// Start runs, in order: the wheel, the hand-off pool, the fire loop and the sweeper, the
-// due-soon entries of the wheel stage loaded into the wheel, the hop producer, the
-// topics and the route, the consumer, and the DLQ watch. It returns once the consumer
-// runs; a second call is a no-op. Stop undoes whatever ran, in reverse.
+// Start runs, in order: the heartbeat (its first beat lands before anything is claimed),
+// the wheel, the hand-off pool, the fire loop and the sweeper, the due-soon entries of
+// the wheel stage loaded into the wheel, the hop producer, the topics and the route, the
+// consumer, and the DLQ watch. It returns once the consumer runs; a second call is a
+// no-op. Stop undoes whatever ran.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.life.mu.Lock()
 	defer s.life.mu.Unlock()
 	if s.life.started {
 		return nil
 	}
+	if err := s.heart.first(ctx); err != nil {
+		return err
+	}
 	if err := s.startWheel(); err != nil {
 		return err
 	}
+	s.heart.start()
 	s.startPool()
 	loopCtx := s.startLoops()
 	for _, step := range []func(context.Context) error{s.loadDueSoon, s.startHopProducer, s.settleRoute, s.startConsumer} {
@@ -306,7 +323,7 @@ func (s *Scheduler) startWheel() error {
 
 // startPool runs the hand-off pool; from here on Stop undoes whatever ran.
 func (s *Scheduler) startPool() {
-	s.pool = newHandoffPool(s.opts, s.store, s.delivery, s.logger, s.metrics, s.now, s.wheel)
+	s.pool = newHandoffPool(s.opts, s.store, s.delivery, s.logger, s.metrics, s.now, s.wheel, s.heart)
 	s.pool.start()
 	s.life.started = true
 }
@@ -407,11 +424,12 @@ func (s *Scheduler) Running() bool {
 	}
 }
 
-// Stop undoes Start in reverse: stop consuming and wait for the running handlers; stop
-// the wheel (its keys stay in Redis) and the loops; let the hand-off pool finish what it
-// holds and give back what is still queued, its lease keeper keeping their claims alive
-// to the end; close the hop producer. ctx bounds the wait; past it, claimed entries are
-// left to their leases and the other replicas' sweepers. A second call is a no-op.
+// Stop undoes Start: stop consuming and wait for the running handlers; stop the wheel
+// (its keys stay in Redis) and the loops; let the hand-off pool finish what it holds and
+// give back what is still queued, this replica's liveness keeping its claims to the end;
+// stop beating; close the hop producer. ctx bounds the wait; past it, claimed entries
+// are taken over by the other replicas once this replica's liveness lapses. A second
+// call is a no-op.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.life.mu.Lock()
 	if !s.life.started || s.life.stopped {
@@ -427,6 +445,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.life.cancel()           // ends the sweeper and the DLQ watch
 	s.waitLoops(ctx)
 	s.pool.stop(ctx)
+	s.heart.stop()
 	if s.broker.producer != nil {
 		_ = s.broker.producer.Shutdown()
 	}

@@ -261,8 +261,8 @@ func TestStopGivesBackClaimedEntries(t *testing.T) {
 }
 
 // TestBacklogKeepsItsLeases makes one replica hold a backlog that takes longer than a
-// lease to hand off, while a second replica sweeps: the holder keeps extending its
-// leases, so the sweeper never takes an alert over and each is handed off once.
+// lease to hand off, while a second replica sweeps: the holder is live, so its claims
+// whose lease ran out are renewed, not taken over, and each alert is handed off once.
 func TestBacklogKeepsItsLeases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)

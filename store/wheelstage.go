@@ -30,9 +30,9 @@ const cancelMargin = 24 * time.Hour
 // WheelStageOptions tune a WheelStage. A zero or negative field takes its default.
 type WheelStageOptions struct {
 	// Lease is how long a claimed entry belongs to its claimer before the sweeper of any
-	// replica may claim it again. It must comfortably exceed the time from a claim to
-	// Release or GiveBack, or a backlog must be kept alive with ExtendLease.
-	// Default config scheduler.lease.
+	// replica may claim it again, unless the claimer is a live replica (with liveness on,
+	// an expired claim of a live replica is renewed instead: see ClaimOverdue); it is also
+	// a park's lease. Default config scheduler.lease.
 	Lease time.Duration
 	// DoneTTL is how long the done marker that Release leaves turns a later Put of the same
 	// id into a no-op. It must exceed the longest time a duplicate can still arrive: the
@@ -69,12 +69,12 @@ func (o WheelStageOptions) withDefaults() WheelStageOptions {
 }
 
 // WheelStageOptionsFromConfig takes the wheel stage's options from the service
-// configuration: the scheduler's lease and done TTL, and tombstones that outlive the
-// horizon.
+// configuration: the scheduler's lease, liveness and done TTL, and tombstones that
+// outlive the horizon.
 func WheelStageOptionsFromConfig(c config.Config) WheelStageOptions {
 	_, replicas, _ := config.ParseDurability(c.Redis.Durability) // validated
 	return WheelStageOptions{Lease: c.Scheduler.Lease, DoneTTL: c.Scheduler.DoneTTL, CancelTTL: c.Scheduler.Horizon + cancelMargin,
-		Replicas: replicas, WaitTimeout: c.Redis.WaitTimeout}
+		Replicas: replicas, WaitTimeout: c.Redis.WaitTimeout, Liveness: c.Scheduler.Liveness}
 }
 
 // Entry is one alert waiting in the wheel stage.
@@ -303,7 +303,6 @@ var (
 	wheelClaimOverdueScript  = holdingScript("wheel_claim_overdue.lua")
 	wheelReleaseScript       = holdingScript("wheel_release.lua")
 	wheelGiveBackScript      = holdingScript("wheel_give_back.lua")
-	wheelExtendLeaseScript   = script("wheel_extend_lease.lua")
 	wheelDueWithinScript     = script("wheel_due_within.lua")
 	wheelCancelScript        = script("wheel_cancel.lua")
 	wheelConfirmScript       = script("wheel_confirm.lua")
@@ -534,25 +533,6 @@ func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time, p
 		return false, w.fail("give back", err)
 	}
 	return n == 1, nil
-}
-
-// ExtendLease renews, in one round trip, the lease of every claim of claims that still
-// holds its entry to Options().Lease from Redis now, and returns the ids of those that no
-// longer do: the caller must forget them.
-func (w *WheelStage) ExtendLease(ctx context.Context, claims []Claim) (lost []string, err error) {
-	if len(claims) == 0 {
-		return nil, nil
-	}
-	args := make([]any, 0, 2*len(claims)+1)
-	args = append(args, w.opts.Lease.Milliseconds())
-	for _, c := range claims {
-		args = append(args, c.ID, c.Token)
-	}
-	lost, err = wheelExtendLeaseScript.Run(ctx, w.rdb, []string{w.inflight, w.keys.owner()}, args...).StringSlice()
-	if err != nil {
-		return nil, w.fail("extend lease", err)
-	}
-	return lost, nil
 }
 
 // guard is how long after a Confirm its send may still start, G = T/3 of the liveness

@@ -1,0 +1,60 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// freeze makes s look dead to the other replicas, as a SIGKILL would, while the test
+// keeps the process: it stops beating, firing its wheel and sweeping (a sweep would beat
+// again: a claim refused as lapsed beats and retries). Its consumer runs on; the test's
+// cleanup stops it.
+func freeze(s *Scheduler) {
+	s.heart.stop()
+	s.life.cancel()
+	s.wheel.Stop()
+}
+
+// TestSurvivorFiresDepartedReplicasDueSoon: entries that only a replica's wheel holds
+// (stored, unclaimed, due in seconds) are fired on time by a survivor once that replica
+// is gone: its liveness lapses, a sweep of the survivor takes over what it held (nothing)
+// and marks it gone, the survivor's beat learns it and loads the due-soon entries into
+// its own wheel, whose fire loop claims them at their due time. Without that load they
+// wait for the survivor's sweeper, past their due time plus the grace period.
+func TestSurvivorFiresDepartedReplicasDueSoon(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	h.setStage(h.lease, time.Second)
+	a, _ := h.start("departed-a")
+	_, mb := h.start("departed-b")
+
+	ctx := context.Background()
+	keys := ids("departed", 20)
+	now, err := h.ws.Time(ctx)
+	require.NoError(t, err)
+	due := map[string]time.Time{}
+	for i, id := range keys {
+		// Due after A's liveness lapsed (1s) and B's next sweep and beat, within the
+		// threshold and grace that B loads.
+		at := now.Add(3*time.Second + time.Duration(i)*50*time.Millisecond).Truncate(time.Millisecond)
+		_, err := h.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: at, Body: []byte("departed " + id)})
+		require.NoError(t, err)
+		require.NoError(t, a.wheel.Add(id, at)) // in A's wheel alone, as if A had consumed them
+		due[id] = at
+	}
+	freeze(a)
+
+	h.rec.waitAll(t, keys, 30*time.Second)
+	h.settle(keys, mb)
+	h.rec.latenessReport(t, due)
+	require.Equal(t, float64(len(keys)), testutil.ToFloat64(mb.claims.WithLabelValues("won")),
+		"B's fire loop claimed every entry A's wheel held")
+	require.Zero(t, testutil.ToFloat64(mb.recovered), "none waited for B's sweeper (due + grace)")
+	require.Equal(t, 1.0, testutil.ToFloat64(mb.departed), "B took A, gone")
+}
