@@ -74,8 +74,10 @@ type ServeOptions struct {
 
 // Serve runs the service — scheduler, chat and topic channels, failed-sends retry job, and the
 // HTTP endpoints — until ctx is cancelled, then shuts down gracefully within
-// cfg.ShutdownTimeout: readiness turns off first, then consuming stops, claimed alerts are
-// handed off or given back, the retry job and the HTTP server stop, and the stores close.
+// cfg.ShutdownTimeout: readiness turns off first, then the consumer leaves its group,
+// nothing more is claimed, and every claim and park is handed back to the other replicas
+// (the requests on the wire finish first; see scheduler.Stop) while the retry job hands
+// its rows back; then the HTTP server stops, and the stores close.
 // It returns an error when a dependency cannot be reached at start.
 func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	logger := opts.Logger
@@ -255,17 +257,21 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return fmt.Errorf("serve: http server: %w", err)
 	}
 
-	// Readiness off first; then stop consuming and hand off or give back what is claimed,
-	// stop the retry job, and close the HTTP server last, all within one deadline.
+	// Readiness off first; then, within one deadline: the scheduler leaves the consumer
+	// group, claims nothing more, and hands everything it holds back to the other
+	// replicas (sched.Stop), while the retry job hands its rows back; the HTTP server
+	// closes last.
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
 	h.drain()
 	var cancelDeadline context.CancelFunc
 	stopCtx, cancelDeadline = context.WithTimeout(stopCtx, cfg.ShutdownTimeout)
 	defer cancelDeadline()
+	jobStopped := make(chan struct{})
+	go func() { defer close(jobStopped); stopRetryJob() }()
 	if err := sched.Stop(stopCtx); err != nil {
 		logger.Warn("scheduler did not stop cleanly", "err", err)
 	}
-	stopRetryJob()
+	<-jobStopped
 	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("http server did not shut down cleanly", "err", err)
 	}

@@ -16,8 +16,8 @@
 // heartbeat.go (this replica's liveness, which keeps what it holds its own, and the
 // due-soon entries of replicas that are gone), refclock.go (this replica's clock
 // corrected by its offset to Redis TIME, which every replica schedules by), scheduler.go
-// (Start and Stop: the steps in order, and in reverse); producer.go is the producers'
-// API.
+// (Start and Stop: the steps in order; Stop hands everything back to the other
+// replicas); producer.go is the producers' API.
 //
 // It must not talk to DingTalk or Postgres, and it must never acknowledge a RocketMQ
 // message before the message's next home (a re-published hop, Redis, or a rejected row)

@@ -107,6 +107,8 @@ func (d *countingDelivery) Deliver(_ context.Context, a notify.Alert) (store.Rec
 
 func (d *countingDelivery) Reject(context.Context, delivery.Rejected) error { return nil }
 
+func (d *countingDelivery) Stop() {}
+
 func (d *countingDelivery) count(id string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,20 +35,22 @@ type handoffPool struct {
 	heart    *heartbeat       // beats when a claim found this replica lapsed
 
 	work    chan store.Entry
-	quit    chan struct{} // closed by stop: the workers give back what is queued, then end
+	quit    chan struct{} // closed by drop: the workers drop what is queued, then end
 	gate    *targetGate
 	workers sync.WaitGroup
-	// ctx is every hand-off's and every retried write's; stop cancels it at its deadline.
+	running handing // the ids whose hand-offs run
+	// ctx is every hand-off's and every retried write's; wait cancels it at its deadline.
 	ctx      context.Context
 	cancel   context.CancelFunc
-	stopping atomic.Bool // set by stop: queued entries are given back, not handed off
+	stopping atomic.Bool // set by drop: what is not handed off yet is dropped, to be handed back
 	adopting adoptions   // hand-offs of alerts adopted from a park (share.go)
 }
 
 func newHandoffPool(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, m *Metrics, now func() time.Time,
 	wheel *timewheel.Wheel, heart *heartbeat) *handoffPool {
 	p := &handoffPool{opts: opts, store: ws, delivery: d, logger: logger, metrics: m, now: now, wheel: wheel, heart: heart,
-		work: make(chan store.Entry, opts.ClaimBatch), quit: make(chan struct{}), gate: newTargetGate(opts.HandoffsPerTarget)}
+		work: make(chan store.Entry, opts.ClaimBatch), quit: make(chan struct{}), gate: newTargetGate(opts.HandoffsPerTarget),
+		running: handing{ids: map[string]int{}}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
 }
@@ -74,15 +78,29 @@ func (p *handoffPool) claim(ctx context.Context, op string, claim func(context.C
 	return c, err
 }
 
-// stop gives back the entries still queued, waits for the hand-offs in flight (their
-// claims this replica's while it beats) until ctx ends, then cancels them (they give
-// their entries back) and waits a little more. An entry enqueued after stop began is
-// given back by the queue's ctx.
-func (p *handoffPool) stop(ctx context.Context) {
+// drop begins the stop, once nothing is claimed any more: the workers drop what is
+// queued, and the Delivery ends the hand-offs that wait to be sent, which are dropped
+// too. The replica hands all of it back at once (Scheduler.Stop), rather than one
+// give-back per entry. It returns once the hand-offs it ended are over, or after
+// settleWait.
+func (p *handoffPool) drop() {
 	p.stopping.Store(true)
 	close(p.quit)
+	p.delivery.Stop()
+	p.running.settle(settleWait)
+}
+
+// settleWait bounds how long drop waits for the hand-offs the Delivery ended to return.
+const settleWait = 200 * time.Millisecond
+
+// handingOff lists the ids whose hand-offs still run.
+func (p *handoffPool) handingOff() []string { return p.running.list() }
+
+// wait waits for the hand-offs still running (requests on the wire) until ctx ends,
+// then cancels them and waits a little more.
+func (p *handoffPool) wait(ctx context.Context) {
 	done := make(chan struct{})
-	go func() { p.workers.Wait(); p.stopAdopting(); close(done) }()
+	go func() { p.workers.Wait(); p.adopting.running.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -97,16 +115,14 @@ func (p *handoffPool) stop(ctx context.Context) {
 	p.cancel()
 }
 
-// enqueue hands claimed entries to the workers; when ctx ends (stopping), it gives back
-// the rest.
+// enqueue hands claimed entries to the workers; when ctx ends (stopping), it drops the
+// rest: the replica hands them back as it stops.
 func (p *handoffPool) enqueue(ctx context.Context, entries []store.Entry) {
 	for i, e := range entries {
 		select {
 		case p.work <- e:
 		case <-ctx.Done():
-			for _, e := range entries[i:] {
-				p.giveBack(e, p.now(), e.PartsSent)
-			}
+			p.metrics.handoffs.WithLabelValues("stopping").Add(float64(len(entries) - i))
 			return
 		}
 	}
@@ -114,7 +130,7 @@ func (p *handoffPool) enqueue(ctx context.Context, entries []store.Entry) {
 
 // worker hands off what the queue holds, within each target's share of the workers
 // (see targetGate): after a hand-off it takes the next entry its target queued, if any.
-// Once stop began it gives back what it takes, and ends when the queue is empty.
+// Once stop began it drops what it takes, and ends when the queue is empty.
 func (p *handoffPool) worker() {
 	defer p.workers.Done()
 	for {
@@ -134,15 +150,15 @@ func (p *handoffPool) worker() {
 	}
 }
 
-// handle hands off e, and then what its target queued behind it, or gives them back
-// when stopping.
+// handle hands off e, and then what its target queued behind it, or drops them when
+// stopping.
 func (p *handoffPool) handle(e store.Entry) {
 	if !p.gate.enter(e) {
 		return // queued behind its target's hand-offs in flight
 	}
 	for ok := true; ok; e, ok = p.gate.leave(e.Target) {
 		if p.stopping.Load() {
-			p.giveBack(e, p.now(), e.PartsSent)
+			p.metrics.handoffs.WithLabelValues("stopping").Inc()
 			continue
 		}
 		p.deliver(e, false)
@@ -151,8 +167,11 @@ func (p *handoffPool) handle(e store.Entry) {
 
 // deliver hands one claimed entry to the Delivery and ends its claim: released when the
 // Delivery is done with it, given back (to be tried again after a backoff) when not,
-// dropped when the claim was lost on the way (another replica has the entry).
+// dropped when the claim was lost on the way (another replica has the entry), or when
+// the replica is stopping (it hands the entry back with everything else).
 func (p *handoffPool) deliver(e store.Entry, adopted bool) {
+	p.running.add(e.ID)
+	defer p.running.remove(e.ID)
 	if early := e.DueAt.Sub(p.now()); early > 0 {
 		// Not due yet by the reference clock as this replica knows it (the claim itself
 		// judged by Redis's): the offset moved since. Never early by either.
@@ -175,6 +194,9 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 		p.metrics.claimsLost.Inc()
 		p.logger.Warn("claim lost during the hand-off (this replica was paused or cut off from Redis "+
 			"longer than its liveness); the replica that holds it now delivers it", "rd_id", e.ID)
+		return
+	case err != nil && p.stopping.Load():
+		p.metrics.handoffs.WithLabelValues("stopping").Inc()
 		return
 	case err != nil:
 		p.metrics.handoffs.WithLabelValues("error").Inc()
@@ -306,4 +328,51 @@ func (o Options) retryDelay(tries int) time.Duration {
 		d *= 2
 	}
 	return min(d, o.RetryMaxDelay)
+}
+
+// handing is the set of ids whose hand-offs run.
+type handing struct {
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func (h *handing) add(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ids[id]++
+}
+
+func (h *handing) remove(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ids[id]--; h.ids[id] <= 0 {
+		delete(h.ids, id)
+	}
+}
+
+func (h *handing) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ids)
+}
+
+func (h *handing) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Collect(maps.Keys(h.ids))
+}
+
+// settle waits, at most for max, until the number of hand-offs running stops falling
+// for a moment: those the Delivery just ended have returned.
+func (h *handing) settle(max time.Duration) {
+	const step = 10 * time.Millisecond
+	deadline := time.Now().Add(max)
+	for n := h.len(); time.Now().Before(deadline); {
+		time.Sleep(step)
+		m := h.len()
+		if m == n {
+			return
+		}
+		n = m
+	}
 }

@@ -79,6 +79,7 @@ func TestDeliverDropsALostClaim(t *testing.T) {
 	p.deliver(store.Entry{ID: "a", DueAt: time.Now().Add(-time.Second), Token: "t"}, false)
 	require.Empty(t, stage.back)
 	require.Empty(t, stage.released)
+	require.Empty(t, p.handingOff(), "the hand-off is over")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.claimsLost))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.handoffs.WithLabelValues("claim_lost")))
 }

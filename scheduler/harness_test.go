@@ -211,6 +211,9 @@ func newRecorder() *recorder {
 	return &recorder{at: map[string][]time.Time{}, due: map[string]time.Time{}, notify: make(chan struct{}, 1)}
 }
 
+// Stop does nothing: nothing waits to be sent in a recorder.
+func (r *recorder) Stop() {}
+
 func (r *recorder) Reject(_ context.Context, rej delivery.Rejected) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -38,6 +38,7 @@ type Metrics struct {
 	lapses       prometheus.Counter
 	claimsLapsed prometheus.Counter
 	departed     prometheus.Counter
+	handedBack   prometheus.Counter
 
 	clockOffset      prometheus.Gauge
 	clockUncertainty prometheus.Gauge
@@ -71,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_handoffs_total",
-			Help: "Due alerts handed off, by result: ok (delivered), recorded (failure recorded in failed_sends), error (given back for a retry), claim_lost (another replica holds it now), not_due (claimed before its due time by this replica's clock; given back), parked (its target busy: parked for the target's next send on any replica).",
+			Help: "Due alerts handed off, by result: ok (delivered), recorded (failure recorded in failed_sends), error (given back for a retry), claim_lost (another replica holds it now), not_due (claimed before its due time by this replica's clock; given back), parked (its target busy: parked for the target's next send on any replica), stopping (not sent before this replica stopped: handed back to the others).",
 		}, []string{"result"}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rocketdelay_handoff_lateness_seconds",
@@ -167,7 +168,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "rocketdelay_liveness_departed_replicas_total",
 		Help: "Replicas gone (their holdings all taken over after their liveness lapsed, or handed back as they stopped) whose wheels' due-soon entries this replica loaded.",
 	})
-	reg.MustRegister(m.beats, m.beatGap, m.lapses, m.claimsLapsed, m.departed)
+	m.handedBack = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_handed_back_total",
+		Help: "Claims and parks this replica handed back to the others as it stopped.",
+	})
+	reg.MustRegister(m.beats, m.beatGap, m.lapses, m.claimsLapsed, m.departed, m.handedBack)
 	for _, r := range []string{"ok", "error"} {
 		m.beats.WithLabelValues(r)
 	}

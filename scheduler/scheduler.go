@@ -59,6 +59,11 @@ type Delivery interface {
 	// and the alert is dropped here; any other error gives it back for a later attempt.
 	// Deliver must honour ctx.
 	Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error)
+	// Stop ends, at once, every Deliver that waits to be sent (for a robot, a backoff)
+	// with an error, and every later one; a request on the wire goes on to its answer.
+	// Stop runs while the scheduler stops: what was not sent is handed back to the other
+	// replicas.
+	Stop()
 	// Reject records an input that can never be delivered. nil means it is recorded and
 	// the message is acknowledged; an error hands the message back to RocketMQ.
 	Reject(ctx context.Context, r delivery.Rejected) error
@@ -424,12 +429,17 @@ func (s *Scheduler) Running() bool {
 	}
 }
 
-// Stop undoes Start: stop consuming and wait for the running handlers; stop the wheel
-// (its keys stay in Redis) and the loops; let the hand-off pool finish what it holds and
-// give back what is still queued, this replica's liveness keeping its claims to the end;
-// stop beating; close the hop producer. ctx bounds the wait; past it, claimed entries
-// are taken over by the other replicas once this replica's liveness lapses. A second
-// call is a no-op.
+// Stop hands everything this replica holds back to the other replicas, in this order:
+// it stops consuming (leaving the consumer group, whose queues move to the others at
+// once) and waits for the running handlers; it claims nothing more (the wheel, whose
+// keys stay in Redis, the fire loop, the sweeper, adopts); it drops the hand-offs that
+// are queued and ends those that wait to be sent (Delivery.Stop); it hands back all it
+// holds but the hand-offs still running (a request on the wire), which the other
+// replicas' sweepers claim at their next run (store.Liveness.Leave); it waits for those
+// hand-offs, which release what they sent; it stops beating and hands back what is
+// left, and is gone: the others load its wheel's due-soon entries. ctx bounds the waits;
+// past it, hand-offs are cancelled, and whatever could not be handed back is taken over
+// once this replica's liveness lapses. A second call is a no-op.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.life.mu.Lock()
 	if !s.life.started || s.life.stopped {
@@ -443,14 +453,38 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.stopConsumer(ctx)
 	pending := s.wheel.Stop() // closes wheel.C, which ends the fire loop
 	s.life.cancel()           // ends the sweeper and the DLQ watch
+	s.pool.closeAdopting()
 	s.waitLoops(ctx)
-	s.pool.stop(ctx)
+	s.pool.drop()
+	s.leave(ctx, s.pool.handingOff()...)
+	s.pool.wait(ctx)
 	s.heart.stop()
+	s.leave(ctx)
 	if s.broker.producer != nil {
 		_ = s.broker.producer.Shutdown()
 	}
 	s.logger.Info("scheduler stopped", "wheel_keys_left_in_redis", len(pending))
 	return nil
+}
+
+// leaveTimeout bounds a hand-back at stop: past it, the others take over what is left
+// once this replica's liveness lapses.
+const leaveTimeout = 5 * time.Second
+
+// leave hands back what this replica holds but keep (store.Liveness.Leave), within
+// leaveTimeout even past ctx's deadline: it is what spares the alerts a wait for this
+// replica's liveness to lapse.
+func (s *Scheduler) leave(ctx context.Context, keep ...string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	defer cancel()
+	ended, left, err := s.opts.Liveness.Leave(ctx, s.opts.InstanceName, keep...)
+	if err != nil {
+		s.logger.Warn("stop: could not hand back what this replica holds; the other replicas take it over once its liveness lapses",
+			"handed_back", ended, "err", err, "liveness", s.opts.Liveness.Period().String())
+		return
+	}
+	s.metrics.handedBack.Add(float64(ended))
+	s.logger.Info("stop: handed back to the other replicas", "handed_back", ended, "kept_while_sending", left)
 }
 
 // waitLoops waits for the fire loop, the sweeper and the DLQ watch to end. Past ctx's

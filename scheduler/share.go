@@ -63,10 +63,10 @@ func (p *handoffPool) adopt(ctx context.Context, target string, limit int, token
 	return len(c.Entries), left, nil
 }
 
-// stopAdopting makes Adopt a no-op and waits for the adopted hand-offs in flight.
-func (p *handoffPool) stopAdopting() {
+// closeAdopting makes Adopt a no-op; the pool's wait waits for the adopted hand-offs in
+// flight.
+func (p *handoffPool) closeAdopting() {
 	p.adopting.mu.Lock()
 	p.adopting.closed = true
 	p.adopting.mu.Unlock()
-	p.adopting.running.Wait()
 }

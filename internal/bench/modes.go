@@ -313,6 +313,8 @@ type hopRecorder struct {
 
 func (r *hopRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
 
+func (r *hopRecorder) Stop() {}
+
 func (r *hopRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
 	l := time.Since(a.Due)
 	r.mu.Lock()

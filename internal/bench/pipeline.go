@@ -457,6 +457,8 @@ type latencyRecorder struct {
 
 func (r *latencyRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
 
+func (r *latencyRecorder) Stop() {}
+
 func (r *latencyRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
 	l := time.Since(a.Due)
 	r.mu.Lock()

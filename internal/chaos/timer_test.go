@@ -105,3 +105,5 @@ func (c chanDelivery) Deliver(_ context.Context, a notify.Alert) (store.Receipt,
 }
 
 func (c chanDelivery) Reject(context.Context, delivery.Rejected) error { return nil }
+
+func (c chanDelivery) Stop() {}
