@@ -15,9 +15,10 @@ import (
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// keepBeating beats for replica every tenth of the period until the test ends, as a
-// live replica does.
-func keepBeating(t *testing.T, ws *store.WheelStage, replica string) {
+// keepBeating beats for replica every tenth of the period until the test ends or the
+// returned stop is called, as a live replica does: a test whose replica must stay live
+// while it sets up its holdings does not depend on how fast the machine runs.
+func keepBeating(t *testing.T, ws *store.WheelStage, replica string) (stop func()) {
 	t.Helper()
 	lv := ws.Liveness(nil)
 	_, err := lv.Beat(context.Background(), replica)
@@ -38,7 +39,9 @@ func keepBeating(t *testing.T, ws *store.WheelStage, replica string) {
 			}
 		}
 	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return stop
 }
 
 // waitLapsed waits until Redis's clock is past the liveness of replica.
@@ -98,9 +101,7 @@ func TestTakeOverMovesEverythingOfALapsedReplica(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: time.Hour, Liveness: time.Second})
 	keepBeating(t, ws, "rb")
-	beat, err := ws.Liveness(nil).Beat(ctx, "ra")
-	require.NoError(t, err)
-	require.False(t, beat.Lapsed)
+	stopA := keepBeating(t, ws, "ra")
 
 	now := redisNow(t, rdb)
 	putDue(t, ws, now.Add(-10*time.Second), "o1")
@@ -126,6 +127,7 @@ func TestTakeOverMovesEverythingOfALapsedReplica(t *testing.T) {
 
 	require.Empty(t, sweep(t, ws, 100, "rb/1"), "A is live and the leases last an hour: nothing moves")
 
+	stopA()
 	waitLapsed(t, rdb, prefix, "ra")
 	require.Equal(t, all, sweep(t, ws, 100, "rb/2"), "the first sweep after A lapsed takes everything")
 	h := readHoldings(t, rdb, prefix)
@@ -144,7 +146,7 @@ func TestTakeOverMovesEverythingOfALapsedReplica(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, back)
 	require.ErrorIs(t, ws.MarkFailed(ctx, store.Claim{ID: "o1", Token: "ra/2"}, []byte("x")), store.ErrNotHeld)
-	beat, err = ws.Liveness(nil).Beat(ctx, "ra")
+	beat, err := ws.Liveness(nil).Beat(ctx, "ra")
 	require.NoError(t, err)
 	require.True(t, beat.Lapsed, "A's next beat learns it lapsed")
 	parked, err = ws.Park(ctx, "ops", time.Hour, store.Parked{Claim: store.Claim{ID: "d1", Token: "ra/4"}, DueAt: now})
@@ -266,11 +268,11 @@ func TestRevivedReplicaKeepsWhatWasNotTaken(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: time.Hour, Liveness: time.Second})
 	keepBeating(t, ws, "rb")
-	_, err := ws.Liveness(nil).Beat(ctx, "ra")
-	require.NoError(t, err)
+	stopA := keepBeating(t, ws, "ra")
 	held := idRange("h", 5003)
 	putDue(t, ws, redisNow(t, rdb).Add(-time.Second), held...)
 	claimAll(t, ws, "ra/1", held...)
+	stopA()
 
 	waitLapsed(t, rdb, prefix, "ra")
 	require.Len(t, sweep(t, ws, 10, "rb/1"), 10)
@@ -312,7 +314,8 @@ func TestSweepSparesALiveReplicasClaims(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, parked, 1)
 	expired := leaseExpiry(t, rdb, prefix, "x")
-	waitRedisPast(t, rdb, expired.Add(time.Millisecond))
+	// The park's lease began after the claim's: wait for both to run out.
+	waitRedisPast(t, rdb, leaseExpiry(t, rdb, prefix, "y").Add(time.Millisecond))
 
 	require.Equal(t, []string{"y"}, sweep(t, ws, 10, "rb/1"), "the park is taken, the claim is not")
 	require.True(t, leaseExpiry(t, rdb, prefix, "x").After(expired), "x's lease was renewed")
