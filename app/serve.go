@@ -139,6 +139,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	chatOpts.Fence = ws.Guard() // a request starts only while its confirm keeps the alert from a take-over
 	pool := store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window)
 	notifyMetrics := notify.NewMetrics(reg)
 	snd, err := notify.New(chatOpts, pool, logger.With("component", "sender"), notifyMetrics, now)
@@ -147,7 +148,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	defer snd.Close()
 	topics, err := relay.New(relay.Options{NameServers: cfg.RocketMQ.NameServers, SendTimeout: cfg.RocketMQ.SendTimeout,
-		MaxMessageSize: cfg.RocketMQ.MaxMessageSize},
+		MaxMessageSize: cfg.RocketMQ.MaxMessageSize, Fence: ws.Guard(), Now: now},
 		topic.Targets(cfg), store.NewTopicRate(rdb, cfg.Redis.KeyPrefix), logger, relay.NewMetrics(reg))
 	if err != nil {
 		return err

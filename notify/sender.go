@@ -87,6 +87,13 @@ type Options struct {
 	// PriorityMaxWait bounds how long an alert of low priority waits behind higher ones:
 	// past it, it goes ahead of every priority (config sender.priorityMaxWait).
 	PriorityMaxWait time.Duration
+	// Fence is how long after a claim's confirm is asked its request may still start:
+	// the wheel stage's guard (store.WheelStage.Guard, a third of scheduler.liveness), in
+	// which no other replica takes the alert over. A request that cannot start within it
+	// (this replica was paused, or its connection slow to open) is not sent: the claim is
+	// confirmed again and the send tried again, as one more attempt (fence.go). 0: no
+	// fence, for a sender whose claims no other replica takes over.
+	Fence time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -267,6 +274,8 @@ func (s *Sender) newBreaker(target, robot string) *gobreaker.CircuitBreaker[Outc
 		MaxRequests: 1,
 		Timeout:     s.opts.BreakerOpen,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		// A request stopped by its confirm fence never reached the robot.
+		IsExcluded: func(err error) bool { return errors.Is(err, ErrStaleConfirm) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			s.logger.Warn("robot circuit breaker changed state", "target", target, "robot", robot,
 				"from", from.String(), "to", to.String())
@@ -454,23 +463,29 @@ func (s *Sender) send(ctx context.Context, t *target, a Alert, m Message) (Sent,
 	return sent, nil
 }
 
+// source is what a send asks for right before every request: the message, and whether a
+// claim was confirmed for it (then the request must start within the confirm fence).
+type source func(context.Context) (m Message, confirmed bool, err error)
+
 // single is the message source of one alert sent alone: m, once confirm (if any) allows.
-func single(m Message, confirm func(context.Context) error) func(context.Context) (Message, error) {
-	return func(ctx context.Context) (Message, error) {
-		if confirm != nil {
-			if err := confirm(ctx); err != nil {
-				return Message{}, err
-			}
+func single(m Message, confirm func(context.Context) error) source {
+	return func(ctx context.Context) (Message, bool, error) {
+		if confirm == nil {
+			return m, false, nil
 		}
-		return m, nil
+		if err := confirm(ctx); err != nil {
+			return Message{}, false, err
+		}
+		return m, true, nil
 	}
 }
 
 // sendPicked delivers the message msg returns, which it asks for right before every
 // request (an error there ends the send without a request), and returns the robot that
 // accepted it; the error is always a *Failure. When first is not nil, the first robot is
-// already picked and holds an in-flight slot (the queue's drainer picked it).
-func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Context) (Message, error), first *store.Pick) (string, error) {
+// already picked and holds an in-flight slot (the queue's drainer picked it). A request
+// that cannot start within Options.Fence of its confirm is not made; msg is asked again.
+func (s *Sender) sendPicked(ctx context.Context, t *target, msg source, first *store.Pick) (string, error) {
 	observeWait := first == nil // the queue observes the wait of queued alerts
 	var (
 		attempts, throttles int
@@ -534,7 +549,8 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 		}
 		robot := t.robots[pick.Robot]
 		lastRobot = robot.Name
-		m, err := msg(ctx)
+		asked := s.now()
+		m, confirmed, err := msg(ctx)
 		if err != nil {
 			s.release()
 			s.giveSlotBack(ctx, t, pick)
@@ -544,8 +560,25 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 			return "", fail(ClassTransient, "not sent: "+err.Error(), err)
 		}
 		s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(pick.Limit))
-		o, berr := s.post(ctx, t, robot, m)
+		rctx := ctx
+		if confirmed && s.opts.Fence > 0 {
+			rctx = withFence(ctx, &fence{since: asked, limit: s.opts.Fence, now: s.now})
+		}
+		o, berr := s.post(rctx, t, robot, m)
 		s.release()
+		if errors.Is(berr, ErrStaleConfirm) {
+			// No request was made: the slot is not spent, and the claim is confirmed again.
+			s.giveSlotBack(ctx, t, pick)
+			s.metrics.requests.WithLabelValues(t.name, robot.Name, "stale_confirm").Inc()
+			attempts++
+			if attempts >= s.opts.Attempts {
+				return "", fail(ClassTransient, ErrStaleConfirm.Error(), ErrStaleConfirm)
+			}
+			s.logger.Warn("a request could not start within the fence of its claim's confirm (this replica was paused, "+
+				"or the connection slow to open): not sent; confirming again", "target", t.name, "robot", robot.Name,
+				"fence", s.opts.Fence.String(), "attempt", attempts)
+			continue
+		}
 		if berr == nil || errors.Is(berr, errTransientAnswer) {
 			// The request went out: count it from its answer, the platform's latest moment. An
 			// answer that is not a throttle says the robot is open (a probe's doubt is over).
@@ -668,6 +701,9 @@ func (s *Sender) post(ctx context.Context, t *target, robot Robot, m Message) (O
 	return t.breakers[robot.Name].Execute(func() (Outcome, error) {
 		start := s.now()
 		o := t.proto.Post(ctx, s.client, robot, m)
+		if f := fenceOf(ctx); f != nil && f.tripped.Load() {
+			return o, ErrStaleConfirm // no request: neither a duration nor a failure of the robot
+		}
 		s.metrics.duration.WithLabelValues(t.name).Observe(s.now().Sub(start).Seconds())
 		if !o.OK && o.Class == ClassTransient && ctx.Err() == nil {
 			return o, errTransientAnswer

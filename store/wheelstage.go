@@ -535,9 +535,10 @@ func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time, p
 	return n == 1, nil
 }
 
-// guard is how long after a Confirm its send may still start, G = T/3 of the liveness
-// period T (0 with liveness off): a take-over leaves a confirmed entry alone until then.
-func (w *WheelStage) guard() time.Duration { return w.opts.Liveness / 3 }
+// Guard is how long after a Confirm its send may still start, G = T/3 of the liveness
+// period T (0 with liveness off): a take-over leaves a confirmed entry alone until then,
+// and not longer, so a sender must not start a request later (notify.Options.Fence).
+func (w *WheelStage) Guard() time.Duration { return w.opts.Liveness / 3 }
 
 // ErrNotHeld is returned by Confirm and MarkFailed when the claim no longer holds its
 // entry: the caller must not send it, nor record it.
@@ -552,7 +553,7 @@ var ErrNotHeld = errors.New("the claim no longer holds the entry")
 // of c's replica leaves the entry alone until then, and not longer.
 func (w *WheelStage) Confirm(ctx context.Context, c Claim, partsSent int) error {
 	n, err := w.write(ctx, wheelConfirmScript, []string{w.inflight, w.keys.owner(), w.keys.parts(), w.keys.guard()},
-		w.opts.Lease.Milliseconds(), c.ID, c.Token, max(partsSent, 0), w.guard().Milliseconds()).Int()
+		w.opts.Lease.Milliseconds(), c.ID, c.Token, max(partsSent, 0), w.Guard().Milliseconds()).Int()
 	if err != nil {
 		return w.fail("confirm", err)
 	}
