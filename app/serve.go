@@ -134,7 +134,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	clockDone := make(chan struct{})
 	go func() { defer close(clockDone); clock.Run(clockCtx) }()
 	defer func() { stopClock(); <-clockDone }()
-	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{ClaimLease: cfg.FailedSends.ClaimLease})
+	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{ClaimLease: cfg.FailedSends.ClaimLease, Guard: ws.Guard()})
 	chatOpts, err := chatOptions(cfg)
 	if err != nil {
 		return err
@@ -182,7 +182,6 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
 	schedOpts := scheduler.OptionsFromConfig(cfg)
 	schedOpts.Wheel.Clock = clock
 	schedOpts.CheckBody = snd.Check
@@ -192,6 +191,11 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	snd.SetParking(sched) // a busy robot group's sends are one for the deployment
+	// The retry job's claims are this replica's: a survivor releases them once it departs.
+	retryOpts := delivery.RetryOptionsFromConfig(cfg.FailedSends)
+	retryOpts.Replica = sched.InstanceName()
+	job := delivery.NewRetryJob(deliverer, retryOpts)
+	sched.SetRetryJob(job)
 	// One deadline bounds the whole stop, set when the stop begins; Stop is idempotent,
 	// so this deferred call only matters when Serve returns early.
 	stopCtx, cancelStop := context.WithCancel(context.WithoutCancel(ctx))

@@ -51,6 +51,7 @@ type harness struct {
 	sim       *chatsim.Server // set by startSim
 	topics    map[string]topic.Target
 	log       slog.Handler // the schedulers' log; nil drops it (unless RD_TEST_LOG)
+	retry     RetryJob     // the replicas' retry job (SetRetryJob); nil: none
 }
 
 func newHarness(t testing.TB, threshold time.Duration) *harness {
@@ -151,6 +152,9 @@ func (h *harness) startWith(name string, handoff Delivery) (*Scheduler, *Metrics
 	}
 	s, err := New(h.options(name), h.ws, handoff, logger.With("replica", name), m, time.Now)
 	require.NoError(h.t, err)
+	if h.retry != nil {
+		s.SetRetryJob(h.retry)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(h.t, s.Start(ctx))

@@ -19,7 +19,8 @@ import (
 // each holding's lease. A claim refused because this replica lapsed (store.ErrLapsed:
 // it was paused or cut off past T) beats and claims again. A replica whose holdings were
 // all taken over, or that left, is gone: one survivor loads the entries its wheel held,
-// as a starting replica does, so they fire on time rather than once overdue.
+// as a starting replica does, so they fire on time rather than once overdue, and takes
+// over the failed-sends rows the departed one's retry job held (SetRetryJob).
 
 // Liveness is this replica's heartbeat in the wheel stage; *store.Liveness implements it.
 // It should reach Redis on connections of its own (store.OpenBeatRedis), so a beat never
@@ -170,6 +171,7 @@ func (h *heartbeat) goneLoop(ctx context.Context) {
 				break
 			}
 			s.metrics.departed.Inc()
+			h.takeOverRows(ctx, replica)
 			n, err := s.loadDue(ctx)
 			if errors.Is(err, timewheel.ErrStopped) {
 				return // stopping: this replica leaves too
@@ -182,6 +184,36 @@ func (h *heartbeat) goneLoop(ctx context.Context) {
 			s.logger.Info("a replica is gone (its holdings were taken over, or it left); loaded the entries its wheel held",
 				"replica", replica, "due_soon", n)
 		}
+	}
+}
+
+// takeOverRows hands the failed-sends rows that the retry job of replica, which is gone,
+// held to this replica's retry job, trying a few times; rows it cannot release wait for
+// their lease (failedSends.claimLease).
+func (h *heartbeat) takeOverRows(ctx context.Context, replica string) {
+	s := h.s
+	if s.retry == nil {
+		return
+	}
+	wait := beatRetry
+	for try := 1; ; try++ {
+		n, err := s.retry.TakeOver(ctx, replica)
+		if err == nil {
+			if n > 0 {
+				s.logger.Info("took over the failed sends a gone replica's retry job held", "replica", replica, "rows", n)
+			}
+			return
+		}
+		if try == 3 || ctx.Err() != nil {
+			s.logger.Warn("cannot take over the failed sends a gone replica's retry job held; they wait for their lease",
+				"replica", replica, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait *= 4
 	}
 }
 

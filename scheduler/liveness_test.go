@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,16 +23,39 @@ func freeze(s *Scheduler) {
 	s.wheel.Stop()
 }
 
+// takenOver is a retry job that records the replicas whose rows it was told to take over.
+type takenOver struct {
+	mu       sync.Mutex
+	replicas []string
+}
+
+func (r *takenOver) TakeOver(_ context.Context, replica string) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.replicas = append(r.replicas, replica)
+	return 0, nil
+}
+
+func (r *takenOver) taken() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.replicas)
+}
+
 // TestSurvivorFiresDepartedReplicasDueSoon: entries that only a replica's wheel holds
 // (stored, unclaimed, due in seconds) are fired on time by a survivor once that replica
 // is gone: its liveness lapses, a sweep of the survivor takes over what it held (nothing)
 // and marks it gone, the survivor's beat learns it and loads the due-soon entries into
 // its own wheel, whose fire loop claims them at their due time. Without that load they
-// wait for the survivor's sweeper, past their due time plus the grace period.
+// wait for the survivor's sweeper, past their due time plus the grace period. The
+// survivor also has its retry job take over the failed sends of the departed replica,
+// once.
 func TestSurvivorFiresDepartedReplicasDueSoon(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
 	h.setStage(h.lease, time.Second)
+	retry := &takenOver{}
+	h.retry = retry
 	a, _ := h.start("departed-a")
 	_, mb := h.start("departed-b")
 
@@ -57,4 +82,5 @@ func TestSurvivorFiresDepartedReplicasDueSoon(t *testing.T) {
 		"B's fire loop claimed every entry A's wheel held")
 	require.Zero(t, testutil.ToFloat64(mb.recovered), "none waited for B's sweeper (due + grace)")
 	require.Equal(t, 1.0, testutil.ToFloat64(mb.departed), "B took A, gone")
+	require.Equal(t, []string{a.InstanceName()}, retry.taken(), "B's retry job took over A's failed sends")
 }

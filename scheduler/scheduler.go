@@ -226,6 +226,7 @@ type Scheduler struct {
 	wheel  *timewheel.Wheel
 	pool   *handoffPool
 	claims atomic.Uint64 // claim tokens issued
+	retry  RetryJob      // SetRetryJob; nil: none
 }
 
 // lifecycle is what Start and Stop share.
@@ -279,6 +280,21 @@ func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *
 	s.heart = &heartbeat{s: s, gone: make(chan struct{}, 1)}
 	return s, nil
 }
+
+// InstanceName is this replica's id (Options.InstanceName, or the one made up for it).
+func (s *Scheduler) InstanceName() string { return s.opts.InstanceName }
+
+// RetryJob is this replica's failed-sends retry job; *delivery.RetryJob implements it.
+type RetryJob interface {
+	// TakeOver releases the rows that the retry job of replica, which departed, held,
+	// and returns how many.
+	TakeOver(ctx context.Context, replica string) (int, error)
+}
+
+// SetRetryJob has each replica that this one takes as gone (heartbeat.go) hand the
+// failed-sends rows its retry job held to j, so that they are tried again at once rather
+// than after their lease. j's claims must carry InstanceName. Call it before Start.
+func (s *Scheduler) SetRetryJob(j RetryJob) { s.retry = j }
 
 // Start runs, in order: the heartbeat (its first beat lands before anything is claimed),
 // the wheel, the hand-off pool, the fire loop and the sweeper, the due-soon entries of
