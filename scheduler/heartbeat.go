@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/store"
@@ -41,12 +44,14 @@ const beatRetry = 100 * time.Millisecond
 
 // heartbeat beats for the scheduler's replica.
 type heartbeat struct {
-	s      *Scheduler
-	mu     sync.Mutex // one beat at a time: the loop's, or one after a claim found this replica lapsed
-	last   time.Time  // the last beat that landed (monotonic)
-	gone   chan struct{}
-	cancel context.CancelFunc
-	done   sync.WaitGroup
+	s         *Scheduler
+	mu        sync.Mutex // one beat at a time: the loop's, or one after a claim found this replica lapsed
+	last      time.Time  // the last beat that landed (monotonic)
+	gone      chan struct{}
+	absent    atomic.Pointer[map[string]bool] // the other replicas the last beat reported absent
+	rebalance chan struct{}                   // the absent replicas changed
+	cancel    context.CancelFunc
+	done      sync.WaitGroup
 }
 
 // every is the time between two beats: T/6.
@@ -84,6 +89,34 @@ func (h *heartbeat) beat(ctx context.Context) error {
 		default:
 		}
 	}
+	h.noteAbsent(b.Absent)
+	return nil
+}
+
+// noteAbsent keeps the other replicas a beat reported absent, for the consumer's
+// allocation (allocate.go), and has the consumer rebalance when they changed.
+func (h *heartbeat) noteAbsent(replicas []string) {
+	absent := make(map[string]bool, len(replicas))
+	for _, r := range replicas {
+		if r != h.s.opts.InstanceName {
+			absent[r] = true
+		}
+	}
+	if old := h.absent.Load(); old != nil && maps.Equal(*old, absent) || old == nil && len(absent) == 0 {
+		return
+	}
+	h.absent.Store(&absent)
+	select {
+	case h.rebalance <- struct{}{}:
+	default:
+	}
+}
+
+// absentReplicas is what noteAbsent kept last.
+func (h *heartbeat) absentReplicas() map[string]bool {
+	if a := h.absent.Load(); a != nil {
+		return *a
+	}
 	return nil
 }
 
@@ -102,13 +135,33 @@ func (h *heartbeat) first(ctx context.Context) error {
 	}
 }
 
-// start runs the beat loop and the gone loop until stop.
+// start runs the beat loop, the gone loop and the rebalance loop until stop.
 func (h *heartbeat) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	h.done.Add(2)
+	h.done.Add(3)
 	go h.loop(ctx)
 	go h.goneLoop(ctx)
+	go h.rebalanceLoop(ctx)
+}
+
+// rebalanceLoop rebalances the consumer each time the absent replicas changed, so that
+// a lapsed or departed replica's queues move to the live consumers at once, and a
+// replica back from a pause gets its share again.
+func (h *heartbeat) rebalanceLoop(ctx context.Context) {
+	defer h.done.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.rebalance:
+		}
+		if h.s.broker.rebalanceNow() {
+			h.s.metrics.rebalances.Inc()
+			h.s.logger.Info("the replicas absent from the wheel stage's liveness changed; rebalanced the consumer group",
+				"absent", slices.Sorted(maps.Keys(h.absentReplicas())))
+		}
+	}
 }
 
 // stop ends the loops; the replica lapses a period after its last beat.

@@ -393,3 +393,52 @@ func TestBlipCausesNoTakeOver(t *testing.T) {
 			"longer than its liveness); the replica that holds it now delivers it"), "replica %d lost a claim", i)
 	}
 }
+
+// TestDeadConsumersQueuesMove measures how long the queues of a replica's consumer wait
+// for the survivor once that replica dies (SIGKILL: the kernel closes its connections and
+// the broker tells the group at once) or hangs (SIGSTOP: its connections stay open, and
+// the broker lists its consumer for about two minutes): alerts due at once, published
+// right after the fault round robin over the topic's queues (the dead consumer's too),
+// all reach DingTalk through the survivor, the hung replica's within about its liveness
+// (3s; allocate.go leaves its consumer out once it lapsed). The time from the fault to
+// the last of them is logged.
+func TestDeadConsumersQueuesMove(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []string{"SIGKILL", "SIGSTOP"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, 5*time.Second)
+			cfg := h.replicaConfig(t, h.startSim(t))
+			pg := testenv.MigratedPostgres(t)
+			a := h.startReplica(t, cfg, h.prefix, pg)
+			b := h.startReplica(t, cfg, h.prefix, pg)
+			h.ridOf(t, a)
+			h.ridOf(t, b)
+			warm, keys := make([]string, 16), make([]string, 16) // kill-0000…, kill-1000…
+			for i := range warm {
+				warm[i], keys[i] = fmt.Sprintf("kill-%04d", i), fmt.Sprintf("kill-%04d", 1000+i)
+			}
+			// One round over every queue: the group is balanced.
+			h.publishAll(warm, every(len(warm), 0), "warm")
+			h.rec.waitAll(t, warm, time.Minute)
+
+			at := time.Now()
+			if fault == "SIGKILL" {
+				a.kill()
+			} else {
+				require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
+				t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
+			}
+			h.publishAll(keys, every(len(keys), 0), "after")
+			h.rec.waitAll(t, keys, time.Minute) // the broker alone would keep a hung consumer's queues for two
+			got := h.acceptedAt()
+			var late []time.Duration
+			for _, id := range keys {
+				late = append(late, got[id][0].Sub(at))
+			}
+			q := quantile.Summarize(late)
+			t.Logf("%s of a replica: the %d alerts published after it reached DingTalk %s (median) to %s (max) after the %s (liveness %s)",
+				fault, len(keys), q.P50.Round(time.Millisecond), q.Max.Round(time.Millisecond), fault, h.liveness)
+		})
+	}
+}

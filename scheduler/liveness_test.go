@@ -84,3 +84,37 @@ func TestSurvivorFiresDepartedReplicasDueSoon(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(mb.departed), "B took A, gone")
 	require.Equal(t, []string{a.InstanceName()}, retry.taken(), "B's retry job took over A's failed sends")
 }
+
+// TestLapsedConsumersQueuesMove: replica A is paused as a SIGSTOP would pause it (its
+// beats, wheel and loops stop, and its consume handlers block) while its RocketMQ
+// client stays connected, so the broker keeps listing its consumer (for two minutes
+// after a real pause; here for good). Once A's liveness lapsed, B's beat reports A
+// absent, B's allocation leaves A's consumer out and B rebalances at once: every alert
+// published after the pause, those on A's queues too, is handed off by B, within
+// seconds. Without the allocation, A's queues stay A's, and their alerts wait.
+func TestLapsedConsumersQueuesMove(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	h.setStage(h.lease, time.Second)
+	a, _ := h.start("paused-a")
+	_, mb := h.start("paused-b")
+	warm := ids("warm", 16)
+	for _, id := range warm {
+		h.publish(id, 0, "warm "+id)
+	}
+	h.rec.waitAll(t, warm, 60*time.Second) // the group is balanced: A consumes its queues
+
+	freeze(a)
+	a.broker.handling.Lock() // A's consume handlers block, as in a paused process
+	t.Cleanup(a.broker.handling.Unlock)
+	paused := time.Now()
+	keys := ids("paused", 16) // round robin over the topic's queues: A's too
+	for _, id := range keys {
+		h.publish(id, 0, "paused "+id)
+	}
+	h.rec.waitAll(t, keys, 60*time.Second)
+	t.Logf("all %d alerts published after A's pause handed off by B %.1fs after the pause (liveness %s)",
+		len(keys), time.Since(paused).Seconds(), h.liveness)
+	require.Positive(t, testutil.ToFloat64(mb.rebalances), "B rebalanced on A's lapse")
+	h.settle(keys, mb)
+}

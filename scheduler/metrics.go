@@ -38,6 +38,7 @@ type Metrics struct {
 	lapses       prometheus.Counter
 	claimsLapsed prometheus.Counter
 	departed     prometheus.Counter
+	rebalances   prometheus.Counter
 	handedBack   prometheus.Counter
 
 	clockOffset      prometheus.Gauge
@@ -168,11 +169,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "rocketdelay_liveness_departed_replicas_total",
 		Help: "Replicas gone (their holdings all taken over after their liveness lapsed, or handed back as they stopped) whose wheels' due-soon entries this replica loaded.",
 	})
+	m.rebalances = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_liveness_rebalances_total",
+		Help: "Rebalances of the consumer group this replica made because the replicas absent from the liveness changed (a lapse, a departure, a return).",
+	})
 	m.handedBack = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "rocketdelay_handed_back_total",
 		Help: "Claims and parks this replica handed back to the others as it stopped.",
 	})
-	reg.MustRegister(m.beats, m.beatGap, m.lapses, m.claimsLapsed, m.departed, m.handedBack)
+	reg.MustRegister(m.beats, m.beatGap, m.lapses, m.claimsLapsed, m.departed, m.rebalances, m.handedBack)
 	for _, r := range []string{"ok", "error"} {
 		m.beats.WithLabelValues(r)
 	}

@@ -248,6 +248,21 @@ type brokerSide struct {
 	handling sync.RWMutex           // consume handlers hold it shared; Stop takes it to drain them
 	closing  bool                   // set under handling's write lock
 	traces   chan hopTrace          // hops to note in their alerts' traces (traceLoop)
+
+	rebalanceMu sync.Mutex                          // a rebalance of the heartbeat, or the consumer's stop
+	rebalancer  interface{ RebalanceIfNotPaused() } // the running consumer; nil before its start and from its stop
+}
+
+// rebalanceNow rebalances the running consumer at once (not while it is suspended), and
+// reports whether it did.
+func (b *brokerSide) rebalanceNow() bool {
+	b.rebalanceMu.Lock()
+	defer b.rebalanceMu.Unlock()
+	if b.rebalancer == nil {
+		return false
+	}
+	b.rebalancer.RebalanceIfNotPaused()
+	return true
 }
 
 // New returns a stopped Scheduler that keeps the wheel stage in ws and hands alerts to
@@ -277,7 +292,7 @@ func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *
 		life:     lifecycle{running: make(chan struct{})},
 		broker:   brokerSide{traces: make(chan hopTrace, traceBuffer)},
 	}
-	s.heart = &heartbeat{s: s, gone: make(chan struct{}, 1)}
+	s.heart = &heartbeat{s: s, gone: make(chan struct{}, 1), rebalance: make(chan struct{}, 1)}
 	return s, nil
 }
 
@@ -417,6 +432,8 @@ func (s *Scheduler) startConsumer(context.Context) error {
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithConsumeGoroutineNums(s.opts.ConsumeGoroutines),
 		consumer.WithConsumeMessageBatchMaxSize(1),
+		// Queues only to the consumers of live replicas (allocate.go).
+		consumer.WithStrategy(allocateLive(s.heart.absentReplicas)),
 		// Never to the dead-letter queue: a message handed back while Redis or Postgres is
 		// down comes back until they are up (see retryLevel).
 		consumer.WithMaxReconsumeTimes(math.MaxInt32),
@@ -429,6 +446,13 @@ func (s *Scheduler) startConsumer(context.Context) error {
 	}
 	if err := s.broker.consumer.Start(); err != nil {
 		return fmt.Errorf("scheduler: start consumer of topic %s, group %s: %w", s.opts.Topic, s.opts.Group, err)
+	}
+	if r, ok := s.broker.consumer.(interface{ RebalanceIfNotPaused() }); ok {
+		s.broker.rebalanceMu.Lock()
+		s.broker.rebalancer = r
+		s.broker.rebalanceMu.Unlock()
+	} else {
+		s.logger.Warn("this RocketMQ client cannot be asked to rebalance: the queues of a paused replica move at the client's next rebalance")
 	}
 	return nil
 }
@@ -524,6 +548,9 @@ func (s *Scheduler) waitLoops(ctx context.Context) {
 
 // stopConsumer stops consuming and waits, until ctx ends, for the handlers in progress.
 func (s *Scheduler) stopConsumer(ctx context.Context) {
+	s.broker.rebalanceMu.Lock() // no rebalance of the heartbeat from here
+	s.broker.rebalancer = nil
+	s.broker.rebalanceMu.Unlock()
 	if s.broker.consumer != nil {
 		// Suspend first: it stops new rebalances (another replica leaving triggers one),
 		// and the pause lets one already running finish, because rocketmq-client-go's

@@ -78,6 +78,7 @@ func (k keys) live() string                  { return k.stage() + "live" }
 func (k keys) liveMeta() string              { return k.stage() + "live-meta" }
 func (k keys) guard() string                 { return k.stage() + "guard" }
 func (k keys) gone() string                  { return k.stage() + "gone" }
+func (k keys) departed() string              { return k.stage() + "departed" }
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }
 func (k keys) cool(target string) string     { return k.pool(target) + "cool" }
 func (k keys) disabled(target string) string { return k.pool(target) + "disabled" }

@@ -13,7 +13,8 @@ import (
 
 // TestTakeGoneGivesEachDepartedReplicaOnce: once a take-over of A finished, the beats of
 // the others count A as gone, and one TakeGone of all those that race takes it; the next
-// beat counts none.
+// beat counts none. Beats report A absent from its lapse on, while it is gone, once it
+// departed, and no longer once it beats again.
 func TestTakeGoneGivesEachDepartedReplicaOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -29,10 +30,13 @@ func TestTakeGoneGivesEachDepartedReplicaOnce(t *testing.T) {
 
 	stopA()
 	waitLapsed(t, rdb, prefix, "ra")
+	beat, err = lv.Beat(ctx, "rb")
+	require.NoError(t, err)
+	require.Equal(t, store.BeatResult{Absent: []string{"ra"}}, beat, "A lapsed")
 	require.Equal(t, []string{"x"}, sweep(t, ws, 10, "rb/1"))
 	beat, err = lv.Beat(ctx, "rb")
 	require.NoError(t, err)
-	require.Equal(t, store.BeatResult{Gone: 1}, beat, "the take-over of A finished")
+	require.Equal(t, store.BeatResult{Gone: 1, Absent: []string{"ra"}}, beat, "the take-over of A finished")
 
 	got := make(chan string, 4)
 	for range cap(got) {
@@ -53,6 +57,12 @@ func TestTakeGoneGivesEachDepartedReplicaOnce(t *testing.T) {
 	beat, err = lv.Beat(ctx, "rb")
 	require.NoError(t, err)
 	require.Zero(t, beat.Gone)
+	require.Equal(t, []string{"ra"}, beat.Absent, "A departed: its consumer is left out for a while")
+	_, err = lv.Beat(ctx, "ra") // A was paused, and is back
+	require.NoError(t, err)
+	beat, err = lv.Beat(ctx, "rb")
+	require.NoError(t, err)
+	require.Empty(t, beat.Absent, "a replica that beats is not absent")
 }
 
 // TestLeaveHandsBackEverything: a replica that stops hands back, with leases of an hour,

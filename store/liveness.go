@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +63,17 @@ type BeatResult struct {
 	// Gone counts the replicas whose holdings were all taken over, or that left, and whose
 	// wheels' entries no survivor has loaded yet (TakeGone).
 	Gone int
+	// Absent are the replicas not live: lapsed, gone, or departed (taken by TakeGone)
+	// within DepartedFor; up to 64 of each kind. Their RocketMQ consumers may still look
+	// connected to the broker (a paused process, a lost host: up to two minutes), so the
+	// scheduler leaves their queues to the live consumers.
+	Absent []string
 }
+
+// DepartedFor is how long a beat reports a departed replica absent: past the broker's
+// expiry of a consumer connection that was not closed (channelExpiredTimeout 120 s, by a
+// scan every 10 s), after which the broker no longer lists it.
+const DepartedFor = 150 * time.Second
 
 // Beat renews the liveness of replica (its id: no "/", as a claim token is the replica's
 // id, "/", and more) until Redis now + the period, in one round trip whatever the replica
@@ -75,15 +86,24 @@ func (l *Liveness) Beat(ctx context.Context, replica string) (BeatResult, error)
 	if period == 0 {
 		return BeatResult{}, fmt.Errorf("store: beat: %w", errLivenessOff)
 	}
-	keys := []string{l.w.keys.live(), l.w.keys.liveMeta(), l.w.keys.gone()}
-	res, err := liveBeatScript.Run(ctx, l.rdb, keys, replica, period.Milliseconds()).Int64Slice()
+	keys := []string{l.w.keys.live(), l.w.keys.liveMeta(), l.w.keys.gone(), l.w.keys.departed()}
+	res, err := liveBeatScript.Run(ctx, l.rdb, keys, replica, period.Milliseconds(), DepartedFor.Milliseconds()).Slice()
 	if err != nil {
 		return BeatResult{}, l.w.fail("beat", err)
 	}
-	if len(res) != 2 {
-		return BeatResult{}, fmt.Errorf("store: beat: reply of %d items, want 2", len(res))
+	if len(res) != 3 {
+		return BeatResult{}, fmt.Errorf("store: beat: reply of %d items, want 3", len(res))
 	}
-	return BeatResult{Lapsed: res[0] == 1, Gone: int(res[1])}, nil
+	lapsed, _ := res[0].(int64)
+	gone, _ := res[1].(int64)
+	b := BeatResult{Lapsed: lapsed == 1, Gone: int(gone)}
+	absent, _ := res[2].([]any)
+	for _, a := range absent {
+		if r, ok := a.(string); ok && !slices.Contains(b.Absent, r) {
+			b.Absent = append(b.Absent, r)
+		}
+	}
+	return b, nil
 }
 
 // TakeGone takes the replica that became gone first (its holdings were all taken over,
@@ -91,7 +111,7 @@ func (l *Liveness) Beat(ctx context.Context, replica string) (BeatResult, error)
 // nobody else fires them before they are overdue. It returns "" when none is gone. Each
 // gone replica is taken once, by one survivor.
 func (l *Liveness) TakeGone(ctx context.Context) (string, error) {
-	replica, err := liveTakeGoneScript.Run(ctx, l.rdb, []string{l.w.keys.gone()}).Text()
+	replica, err := liveTakeGoneScript.Run(ctx, l.rdb, []string{l.w.keys.gone(), l.w.keys.departed()}).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "", nil
