@@ -55,18 +55,32 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // deployment (the same Redis key prefix, consumer group and topic).
 func startReplica(t *testing.T, cfg config.Config) string {
 	t.Helper()
+	base, stop := serveReplica(t, cfg, io.Discard)
+	t.Cleanup(func() { require.NoError(t, stop()) })
+	return base
+}
+
+// serveReplica runs Serve with cfg on a loopback port, its log (JSON) to log, waits
+// until it is ready, and returns its base URL and stop: it cancels Serve's context, as a
+// SIGTERM does, and returns what Serve returned (again when called again). It is called
+// when the test ends, if the test did not.
+func serveReplica(t *testing.T, cfg config.Config, log io.Writer) (base string, stop func() error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listener: ln})
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(log, nil)), Listener: ln})
 	}()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	base := "http://" + ln.Addr().String()
+	var once sync.Once
+	var served error
+	stop = func() error {
+		once.Do(func() { cancel(); served = <-done })
+		return served
+	}
+	t.Cleanup(func() { _ = stop() })
+	base = "http://" + ln.Addr().String()
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err == nil {
@@ -74,5 +88,5 @@ func startReplica(t *testing.T, cfg config.Config) string {
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond)
-	return base
+	return base, stop
 }

@@ -76,8 +76,10 @@ type ServeOptions struct {
 
 // Serve runs the service — scheduler, chat and topic channels, failed-sends retry job, and the
 // HTTP endpoints — until ctx is cancelled, then shuts down gracefully within
-// cfg.ShutdownTimeout: readiness turns off first, then consuming stops, claimed alerts are
-// handed off or given back, the retry job and the HTTP server stop, and the stores close.
+// cfg.ShutdownTimeout: readiness turns off first, then the consumer leaves its group,
+// nothing more is claimed, and every claim and park is handed back to the other replicas
+// (the requests on the wire finish first; see scheduler.Stop) while the retry job hands
+// its rows back; then the HTTP server stops, and the stores close.
 // It returns an error when a dependency cannot be reached at start.
 func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	logger := opts.Logger
@@ -116,6 +118,12 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+	// The heartbeat has connections of its own: a beat never waits behind the hand-offs.
+	beatRdb, err := store.OpenBeatRedis(ctx, cfg.Redis)
+	if err != nil {
+		return err
+	}
+	defer beatRdb.Close()
 	// Every clock of the service is the reference clock: this replica's own clock corrected
 	// by its offset to Redis TIME, so a host whose clock is off neither sends early nor late.
 	schedMetrics := scheduler.NewMetrics(reg)
@@ -128,11 +136,12 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	clockDone := make(chan struct{})
 	go func() { defer close(clockDone); clock.Run(clockCtx) }()
 	defer func() { stopClock(); <-clockDone }()
-	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{ClaimLease: cfg.FailedSends.ClaimLease})
+	failedSends := store.NewFailedSends(pg, store.FailedSendsOptions{ClaimLease: cfg.FailedSends.ClaimLease, Guard: ws.Guard()})
 	chatOpts, err := chatOptions(cfg)
 	if err != nil {
 		return err
 	}
+	chatOpts.Fence = ws.Guard() // a request starts only while its confirm keeps the alert from a take-over
 	pool := store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window)
 	notifyMetrics := notify.NewMetrics(reg)
 	snd, err := notify.New(chatOpts, pool, logger.With("component", "sender"), notifyMetrics, now)
@@ -141,7 +150,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	defer snd.Close()
 	topics, err := relay.New(relay.Options{NameServers: cfg.RocketMQ.NameServers, SendTimeout: cfg.RocketMQ.SendTimeout,
-		MaxMessageSize: cfg.RocketMQ.MaxMessageSize},
+		MaxMessageSize: cfg.RocketMQ.MaxMessageSize, Fence: ws.Guard(), Now: now},
 		topic.Targets(cfg), store.NewTopicRate(rdb, cfg.Redis.KeyPrefix), logger, relay.NewMetrics(reg))
 	if err != nil {
 		return err
@@ -178,15 +187,20 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	job := delivery.NewRetryJob(deliverer, delivery.RetryOptionsFromConfig(cfg.FailedSends))
 	schedOpts := scheduler.OptionsFromConfig(cfg)
 	schedOpts.Wheel.Clock = clock
 	schedOpts.CheckBody = snd.Check
+	schedOpts.Liveness = ws.Liveness(beatRdb)
 	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
 	if err != nil {
 		return err
 	}
 	snd.SetParking(sched) // a busy robot group's sends are one for the deployment
+	// The retry job's claims are this replica's: a survivor releases them once it departs.
+	retryOpts := delivery.RetryOptionsFromConfig(cfg.FailedSends)
+	retryOpts.Replica = sched.InstanceName()
+	job := delivery.NewRetryJob(deliverer, retryOpts)
+	sched.SetRetryJob(job)
 	// One deadline bounds the whole stop, set when the stop begins; Stop is idempotent,
 	// so this deferred call only matters when Serve returns early.
 	stopCtx, cancelStop := context.WithCancel(context.WithoutCancel(ctx))
@@ -253,17 +267,21 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return fmt.Errorf("serve: http server: %w", err)
 	}
 
-	// Readiness off first; then stop consuming and hand off or give back what is claimed,
-	// stop the retry job, and close the HTTP server last, all within one deadline.
+	// Readiness off first; then, within one deadline: the scheduler leaves the consumer
+	// group, claims nothing more, and hands everything it holds back to the other
+	// replicas (sched.Stop), while the retry job hands its rows back; the HTTP server
+	// closes last.
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
 	h.drain()
 	var cancelDeadline context.CancelFunc
 	stopCtx, cancelDeadline = context.WithTimeout(stopCtx, cfg.ShutdownTimeout)
 	defer cancelDeadline()
+	jobStopped := make(chan struct{})
+	go func() { defer close(jobStopped); stopRetryJob() }()
 	if err := sched.Stop(stopCtx); err != nil {
 		logger.Warn("scheduler did not stop cleanly", "err", err)
 	}
-	stopRetryJob()
+	<-jobStopped
 	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("http server did not shut down cleanly", "err", err)
 	}

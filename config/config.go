@@ -127,10 +127,17 @@ type Scheduler struct {
 	// replica's sweeper claims it (the replica holding it in its wheel goes first); it
 	// bounds the extra lateness when a replica dies. Default 2s.
 	Grace time.Duration `yaml:"grace" json:"grace"`
-	// Lease is how long a claimed entry belongs to the replica that claimed it; after
-	// that, if it was neither delivered nor given back (the replica died), any replica's
-	// sweeper claims it again. Default 30s.
+	// Lease is the backstop of a claim: how long a claimed entry belongs to its claim when
+	// nothing tells whether the claim's replica is live (a claim of a version without
+	// liveness), and how long a parked entry waits for an adopter; after that any
+	// replica's sweeper claims it again. Default 30s.
 	Lease time.Duration `yaml:"lease" json:"lease"`
+	// Liveness is the liveness period T of the replicas: each renews its liveness in Redis
+	// every T/6, and when one has not for T (it died, or was paused or cut off from Redis
+	// that long) the others take over everything it held at once. A silence of Redis
+	// itself (every replica cut off, a restart, a failover) takes nothing over: the
+	// replicas get a whole T to beat again after it. At least 500ms. Default 3s.
+	Liveness time.Duration `yaml:"liveness" json:"liveness"`
 	// DoneTTL is how long a delivered alert's done marker turns a later duplicate of the
 	// same RD_ID into a no-op: the dedupe window. It must be at least rocketmq.retention,
 	// the longest the broker can still redeliver a copy; an alert due longer ago than

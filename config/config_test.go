@@ -45,6 +45,7 @@ func TestLoadFillsDefaults(t *testing.T) {
 	require.Equal(t, DefaultHorizon, c.Scheduler.Horizon)
 	require.Equal(t, DefaultDoneTTL, c.Scheduler.DoneTTL)
 	require.Equal(t, DefaultLease, c.Scheduler.Lease)
+	require.Equal(t, DefaultLiveness, c.Scheduler.Liveness)
 	require.Equal(t, DefaultGrace, c.Scheduler.Grace)
 	require.Equal(t, 3*time.Second, c.Scheduler.Threshold)
 	require.Equal(t, DelayLevels{time.Second, 2 * time.Second, 3 * time.Second}, c.Scheduler.Levels)
@@ -80,6 +81,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 		Scheduler: Scheduler{
 			Levels:    DelayLevels{5 * time.Second},
 			Threshold: time.Second,
+			Liveness:  100 * time.Millisecond,
 		},
 		Redis:    Redis{URL: "http://:hunter2@x"},
 		Postgres: Postgres{URL: "mysql://u:pg-pass-42@x/db"},
@@ -88,7 +90,7 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 	require.Error(t, err)
 	msg := err.Error()
 	for _, key := range []string{"log.level", "http.addr", "rocketmq.nameServers[0]", "rocketmq.topic",
-		"scheduler.threshold", "redis.url", "postgres.url"} {
+		"scheduler.threshold", "scheduler.liveness", "redis.url", "postgres.url"} {
 		require.Contains(t, msg, "config: "+key+":")
 	}
 	require.NotContains(t, msg, "hunter2")

@@ -15,6 +15,7 @@ const (
 	DefaultHorizon         = 30 * 24 * time.Hour
 	DefaultGrace           = 2 * time.Second
 	DefaultLease           = 30 * time.Second
+	DefaultLiveness        = 3 * time.Second
 	DefaultDoneTTL         = 7 * 24 * time.Hour
 	DefaultRetention       = 72 * time.Hour
 	DefaultMaxMessageSize  = 4 << 20
@@ -71,6 +72,10 @@ const (
 	DefaultRotationPeriodDays = 7
 )
 
+// MinLiveness is the shortest scheduler.liveness: a beat every 80ms or less would spend
+// Redis round trips on nothing a replica's death needs.
+const MinLiveness = 500 * time.Millisecond
+
 // WithDefaults returns a copy of c with every unset field set to its default.
 func (c Config) WithDefaults() Config {
 	Default(&c.Log.Level, DefaultLogLevel)
@@ -86,6 +91,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Scheduler.Horizon, DefaultHorizon)
 	Default(&c.Scheduler.Grace, DefaultGrace)
 	Default(&c.Scheduler.Lease, DefaultLease)
+	Default(&c.Scheduler.Liveness, DefaultLiveness)
 	Default(&c.Scheduler.DoneTTL, DefaultDoneTTL)
 	Default(&c.RocketMQ.Retention, DefaultRetention)
 	Default(&c.RocketMQ.MaxMessageSize, DefaultMaxMessageSize)

@@ -210,6 +210,9 @@ func (s Scheduler) validate(bad badFunc, retention time.Duration) {
 	if s.Lease < time.Second {
 		bad("scheduler.lease", "must be at least 1s, got %s", s.Lease)
 	}
+	if s.Liveness < MinLiveness {
+		bad("scheduler.liveness", "must be at least %s, got %s", MinLiveness, s.Liveness)
+	}
 	if s.Horizon <= 0 {
 		bad("scheduler.horizon", "must be positive, got %s", s.Horizon)
 	}

@@ -141,6 +141,8 @@ func (d *Deliverer) Deliver(ctx context.Context, a notify.Alert) (store.Receipt,
 	switch {
 	case errors.Is(err, store.ErrNotHeld), errors.Is(err, ErrParked):
 		return store.Receipt{}, err
+	case errors.Is(err, notify.ErrStopping):
+		return store.Receipt{}, err // not sent, nothing failed: the caller hands it back
 	case !errors.As(err, &f) || ctx.Err() != nil:
 		return store.Receipt{}, err // stopping, or not a send failure: the caller retries
 	case errors.Is(err, store.ErrUnavailable):
@@ -153,6 +155,18 @@ func (d *Deliverer) Deliver(ctx context.Context, a notify.Alert) (store.Receipt,
 		}
 	}
 	return d.record(ctx, a, f)
+}
+
+// Stop ends, at once, every send that waits in a channel that can stop (the chat
+// Sender: notify.Sender.Stop), and every later one: their Deliver returns an error
+// wrapping notify.ErrStopping, and nothing was sent or recorded. Requests on the wire go
+// on. The scheduler calls it as it stops, once it claims nothing more.
+func (d *Deliverer) Stop() {
+	for _, ch := range d.senders {
+		if s, ok := ch.(interface{ Stop() }); ok {
+			s.Stop()
+		}
+	}
 }
 
 // record writes the final failure f of a's send to failed_sends.

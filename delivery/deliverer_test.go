@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,6 +147,39 @@ func TestDeliverKeepsAnAlertTheStoreFailed(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, rows)
 }
+
+// A send the channel ended because the replica is stopping (notify.ErrStopping) is no
+// failure: the alert is kept (an error), neither noted as failed nor recorded, for the
+// replica to hand it back. Deliverer.Stop stops the channels that can stop.
+func TestDeliverKeepsAnAlertNotSentWhileStopping(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	snd := &stoppable{fakeSender: newFakeSender(func(string) error {
+		return &notify.Failure{Class: notify.ClassTransient, Reason: "not sent: this replica is stopping", Err: notify.ErrStopping}
+	})}
+	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
+	d.Stop()
+	require.True(t, snd.stopped.Load(), "the channel was stopped")
+	a := claimed(t, fs, "a", "x")
+	_, err := d.Deliver(context.Background(), a)
+	require.ErrorIs(t, err, notify.ErrStopping)
+	rows, _, err := fs.List(context.Background(), store.Filter{})
+	require.NoError(t, err)
+	require.Empty(t, rows)
+	ws := stageFor(t, fs)
+	again, err := ws.Claim(context.Background(), []string{"a"}, heldBy(a).Token)
+	require.NoError(t, err)
+	require.Len(t, again.Entries, 1)
+	require.Nil(t, again.Entries[0].Failure, "no failure noted under the claim")
+}
+
+// stoppable is a fakeSender that can stop.
+type stoppable struct {
+	*fakeSender
+	stopped atomic.Bool
+}
+
+func (s *stoppable) Stop() { s.stopped.Store(true) }
 
 // TestRejectNamesTheRow: a rejected input is recorded under its RD_ID, or, when the id
 // itself is what is wrong, under its broker message key; whatever bytes it carries.

@@ -71,6 +71,11 @@ type RetryOptions struct {
 	PurgePassRows int
 	// PurgePause is the wait between two passes of a purge. Default DefaultPurgePause.
 	PurgePause time.Duration
+	// Replica is this replica's id (the scheduler's InstanceName), which starts the job's
+	// claim tokens (Replica/n), so that a survivor releases the rows the job held once
+	// this replica departed (TakeOver). Default: a name of the job's own (host name, pid
+	// and a random suffix), whose rows only their lease frees.
+	Replica string
 }
 
 // RetryOptionsFromConfig returns the retry job's options from the config's failedSends
@@ -138,17 +143,41 @@ type RetryJob struct {
 	now      func() time.Time
 	instance string
 	seq      atomic.Uint64
+	kick     chan struct{} // TakeOver: run a round now
 }
 
 // NewRetryJob returns the retry job of the rows d records; it sends through d's senders,
 // reports to d's metrics and reads d's clock.
 func NewRetryJob(d *Deliverer, opts RetryOptions) *RetryJob {
+	instance := opts.Replica
+	if instance == "" {
+		instance = instanceName()
+	}
 	return &RetryJob{store: d.failed, claims: d.claims, senders: d.senders, d: d, opts: opts.withDefaults(),
-		logger: d.logger.With("component", "failed-retry"), metrics: d.metrics, now: d.now, instance: instanceName()}
+		logger: d.logger.With("component", "failed-retry"), metrics: d.metrics, now: d.now, instance: instance,
+		kick: make(chan struct{}, 1)}
 }
 
-// Run runs a round every Interval, the first at once, until ctx ends; then it returns
-// nil. Every PurgeEvery it starts a purge of the rows whose retention is over, a bounded
+// TakeOver releases the rows that the retry job of replica held (store.FailedSends.
+// ReleaseReplica), once that replica departed (its liveness lapsed and its wheel-stage
+// holdings were taken over, or it left), and has Run start a round at once, rather than
+// leaving them to their lease and the next round. It returns how many rows it released.
+func (j *RetryJob) TakeOver(ctx context.Context, replica string) (int, error) {
+	n, err := j.store.ReleaseReplica(ctx, replica)
+	if err != nil {
+		return 0, fmt.Errorf("delivery: take over the failed sends of replica %s: %w", replica, err)
+	}
+	if n > 0 {
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
+	}
+	return n, nil
+}
+
+// Run runs a round every Interval, the first at once, and one at once after a TakeOver
+// released rows, until ctx ends; then it returns nil. Every PurgeEvery it starts a purge of the rows whose retention is over, a bounded
 // pass after each round, and while the purge has rows left the next round comes after
 // PurgePause: retries and passes take turns until a pass finds nothing left. Errors of a
 // round (Postgres unavailable) are logged and the next round tries again; a purge that
@@ -163,6 +192,8 @@ func (j *RetryJob) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-j.kick:
+			t.Stop()
 		}
 		if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			j.logger.Warn("retry round failed; trying again next round", "err", err, "next_in", j.opts.Interval.String())
@@ -379,7 +410,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 	case errors.Is(err, store.ErrNotHeld):
 		log.Warn("row taken over by another instance (or discarded, or its alert cancelled) before its send; not sent by this one")
 		return tryLost
-	case err != nil && ctx.Err() != nil:
+	case err != nil && (ctx.Err() != nil || errors.Is(err, notify.ErrStopping)):
 		return tryCut
 	}
 	// The outcome is recorded even if ctx ends now: the send has happened.

@@ -540,3 +540,45 @@ func TestOperatorRetryMidSendIsSentOnce(t *testing.T) {
 	require.Equal(t, []string{"mid"}, first.sends())
 	require.Empty(t, second.sends())
 }
+
+// TestTakeOverRunsARoundAtOnce: the retry job of replica ra claimed a row and went
+// silent mid-send (its send waits at a gate). The job of rb, between two rounds an hour
+// apart, takes over what ra's job held, as a survivor does once ra departed: rb's job
+// sends the row at once, and ra's send, when it goes on, fails its confirm and sends
+// nothing.
+func TestTakeOverRunsARoundAtOnce(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "m", Payload: []byte("row"), ErrorClass: "transient", NextAttemptAt: time.Now()})
+	require.NoError(t, err)
+	sndA, sndB := newGatedSender(), newGatedSender()
+	close(sndB.gate)
+	jobA := newJob(t, fs, sndA, delivery.RetryOptions{Replica: "ra"}, nil, time.Now)
+	roundA := make(chan delivery.Round, 1)
+	go func() {
+		r, _ := jobA.RunOnce(ctx)
+		roundA <- r
+	}()
+	require.Equal(t, "row", <-sndA.arrived, "ra's job holds the row")
+
+	reg := prometheus.NewRegistry()
+	jobB := newJob(t, fs, sndB, delivery.RetryOptions{Replica: "rb", Interval: time.Hour}, delivery.NewMetrics(reg), time.Now)
+	runB := make(chan error, 1)
+	go func() { runB <- jobB.Run(ctx) }()
+	require.Eventually(t, func() bool { return testenv.Metric(t, reg, "rocketdelay_failed_sends") == 1 },
+		10*time.Second, 10*time.Millisecond, "rb's first round never ran")
+	require.Empty(t, sndB.sends(), "rb's first round found the row held by ra")
+
+	n, err := jobB.TakeOver(ctx, "ra")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Eventually(t, func() bool { return len(sndB.sends()) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"rb's job did not send the row it took over before its next round, an hour away")
+	close(sndA.gate)
+	require.Equal(t, delivery.Round{Lost: 1}, <-roundA)
+	require.Empty(t, sndA.sends())
+	cancel()
+	require.NoError(t, <-runB)
+}

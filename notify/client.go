@@ -18,7 +18,9 @@ const maxAnswerBytes = 64 << 10
 
 // Client makes the HTTP requests of every chat platform: a JSON POST whose answer it
 // reads (at most 64 KiB), never following redirects (DingTalk answers a throttled robot
-// with one), and whose errors never show the URL (which holds a robot's token).
+// with one), and whose errors never show the URL (which holds a robot's token). It
+// speaks HTTP/1.1 only, one request per connection, so that a request whose confirm
+// fence no longer holds (fence.go) is stopped by closing its own connection.
 type Client struct {
 	timeout time.Duration
 	http    *http.Client
@@ -33,6 +35,8 @@ func NewClient(timeout time.Duration, now func() time.Time) *Client {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP1(true)
 	return &Client{
 		timeout: timeout,
 		now:     now,
@@ -61,10 +65,17 @@ type Answer struct {
 }
 
 // Post sends body, a JSON document, to rawURL, through robot r: r's secrets are redacted
-// from every error.
+// from every error. A send's confirm fence (fence.go) that no longer holds when the
+// request has its connection stops the request before any of it is written.
 func (c *Client) Post(ctx context.Context, r Robot, rawURL string, body []byte) Answer {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	if f := fenceOf(ctx); f != nil {
+		var stop context.CancelFunc
+		rctx, stop = context.WithCancel(rctx)
+		defer stop()
+		rctx = fenced(rctx, f, stop)
+	}
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
 		return Answer{Err: errors.New(r.Redact("build request: " + stripURL(err)))}
@@ -72,6 +83,9 @@ func (c *Client) Post(ctx context.Context, r Robot, rawURL string, body []byte) 
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if f := fenceOf(ctx); f != nil && f.tripped.Load() {
+			return Answer{Err: ErrStaleConfirm}
+		}
 		return Answer{Err: errors.New(r.Redact(c.describe(ctx, err)))}
 	}
 	defer resp.Body.Close()

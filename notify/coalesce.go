@@ -279,6 +279,10 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, a Alert, m Message, 
 	}
 	q := t.queue
 	q.mu.Lock()
+	if s.stop.done() { // Stop has emptied the queue, or is about to
+		q.mu.Unlock()
+		return Sent{}, stopped(t.name)
+	}
 	if q.busy && parkable(w) {
 		// The target is busy: park the alert for its next send, whichever replica makes it.
 		q.mu.Unlock()
@@ -286,6 +290,10 @@ func (s *Sender) sendQueued(ctx context.Context, t *target, a Alert, m Message, 
 			return Sent{}, ErrParked
 		}
 		q.mu.Lock()
+		if s.stop.done() {
+			q.mu.Unlock()
+			return Sent{}, stopped(t.name)
+		}
 	}
 	q.seq++
 	w.seq = q.seq
@@ -660,25 +668,27 @@ func (s *Sender) sendBatch(t *target, pick store.Pick, batch []*waiter) {
 	ctx, stop := batchContext(batch)
 	defer stop()
 	live := batch
-	msg := func(ctx context.Context) (Message, error) {
+	msg := func(ctx context.Context) (Message, bool, error) {
 		kept := make([]*waiter, 0, len(live))
+		confirmed := false
 		for _, w := range live {
 			if w.confirm != nil {
 				if err := w.confirm(ctx); err != nil {
 					w.done <- &Failure{Class: ClassTransient, Reason: "not sent: " + err.Error(), Target: t.name, Err: err}
 					continue
 				}
+				confirmed = true
 			}
 			kept = append(kept, w)
 		}
 		live = kept
 		switch len(live) {
 		case 0:
-			return Message{}, errNothingToSend
+			return Message{}, false, errNothingToSend
 		case 1:
-			return live[0].m, nil
+			return live[0].m, confirmed, nil
 		}
-		return mergeMessage(t.style, live), nil
+		return mergeMessage(t.style, live), confirmed, nil
 	}
 	robot, err := s.sendPicked(ctx, t, msg, &pick)
 	if len(live) > 1 {

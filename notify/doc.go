@@ -12,7 +12,8 @@
 // waits into one message), share.go (a busy target's alerts parked for, and adopted into,
 // the target's next send on any replica, through the Parking the scheduler provides),
 // client.go (the HTTP request every platform makes, and the classification by HTTP
-// status they share), robots.go (each robot's state in the pool for operators),
+// status they share), fence.go (a request starts only within the wheel stage's guard of
+// its claim's confirm, or not at all), robots.go (each robot's state in the pool for operators),
 // metrics.go.
 //
 // The platforms are packages of their own: dingtalk, wecom and feishu, each with its

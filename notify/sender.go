@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -86,6 +87,13 @@ type Options struct {
 	// PriorityMaxWait bounds how long an alert of low priority waits behind higher ones:
 	// past it, it goes ahead of every priority (config sender.priorityMaxWait).
 	PriorityMaxWait time.Duration
+	// Fence is how long after a claim's confirm is asked its request may still start:
+	// the wheel stage's guard (store.WheelStage.Guard, a third of scheduler.liveness), in
+	// which no other replica takes the alert over. A request that cannot start within it
+	// (this replica was paused, or its connection slow to open) is not sent: the claim is
+	// confirmed again and the send tried again, as one more attempt (fence.go). 0: no
+	// fence, for a sender whose claims no other replica takes over.
+	Fence time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -144,6 +152,7 @@ type Sender struct {
 	sem     chan struct{}
 	targets map[string]*target
 	parking Parking // SetParking; nil: no sharing
+	stop    stopSignal
 }
 
 type target struct {
@@ -194,6 +203,7 @@ func New(opts Options, pool Pool, logger *slog.Logger, metrics *Metrics, now fun
 		now:     now,
 		sem:     make(chan struct{}, opts.MaxInFlight),
 		targets: make(map[string]*target, len(opts.Targets)),
+		stop:    stopSignal{c: make(chan struct{})},
 	}
 	for name, tc := range opts.Targets {
 		t, err := s.newTarget(name, tc)
@@ -267,6 +277,8 @@ func (s *Sender) newBreaker(target, robot string) *gobreaker.CircuitBreaker[Outc
 		MaxRequests: 1,
 		Timeout:     s.opts.BreakerOpen,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		// A request stopped by its confirm fence never reached the robot.
+		IsExcluded: func(err error) bool { return errors.Is(err, ErrStaleConfirm) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			s.logger.Warn("robot circuit breaker changed state", "target", target, "robot", robot,
 				"from", from.String(), "to", to.String())
@@ -277,6 +289,54 @@ func (s *Sender) newBreaker(target, robot string) *gobreaker.CircuitBreaker[Outc
 // Close releases the sender's idle HTTP connections. Sends still running are not
 // affected.
 func (s *Sender) Close() { s.client.Close() }
+
+// ErrStopping is wrapped by the transient Failure of a send that did not go because the
+// Sender stopped (Stop): no request carried it.
+var ErrStopping = errors.New("notify: the sender is stopping")
+
+// stopSignal is closed by Stop.
+type stopSignal struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (s *stopSignal) done() bool {
+	select {
+	case <-s.c:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopped is the Failure of a send that did not go because the Sender stopped.
+func stopped(target string) *Failure {
+	return &Failure{Class: ClassTransient, Target: target, Reason: "not sent: this replica is stopping", Err: ErrStopping}
+}
+
+// Stop ends every send that waits, at once and without a request: an alert waiting in
+// its target's queue or for a free robot, a send waiting out a backoff before its next
+// try; each returns a transient Failure wrapping ErrStopping, and so does every later
+// send. A request on the wire goes on to its answer. A replica calls it as it stops,
+// after it claims nothing more: what waited here is handed back to the other replicas,
+// rather than sent late or given back one by one.
+func (s *Sender) Stop() {
+	s.stop.once.Do(func() { close(s.stop.c) })
+	for _, t := range s.targets {
+		q := t.queue
+		q.mu.Lock()
+		ws := q.waiting
+		q.waiting, q.parked, q.expect = nil, false, 0
+		for _, w := range ws {
+			w.taken = true
+		}
+		q.mu.Unlock()
+		for _, w := range ws {
+			w.done <- stopped(t.name)
+		}
+		q.signal()
+	}
+}
 
 // SendBody sends body, as producers publish alerts, to target at once; an invalid body
 // is a *Failure of ClassPermanent wrapping ErrInvalidBody.
@@ -365,6 +425,9 @@ func (s *Sender) send(ctx context.Context, t *target, a Alert, m Message) (Sent,
 		s.metrics.failures.WithLabelValues(t.name, string(ClassPermanent)).Inc()
 		return Sent{}, err
 	}
+	if s.stop.done() {
+		return Sent{}, stopped(t.name)
+	}
 	sent := Sent{Merged: 1, Parts: len(parts)}
 	for i, p := range parts {
 		if i < a.PartsSent {
@@ -403,23 +466,29 @@ func (s *Sender) send(ctx context.Context, t *target, a Alert, m Message) (Sent,
 	return sent, nil
 }
 
+// source is what a send asks for right before every request: the message, and whether a
+// claim was confirmed for it (then the request must start within the confirm fence).
+type source func(context.Context) (m Message, confirmed bool, err error)
+
 // single is the message source of one alert sent alone: m, once confirm (if any) allows.
-func single(m Message, confirm func(context.Context) error) func(context.Context) (Message, error) {
-	return func(ctx context.Context) (Message, error) {
-		if confirm != nil {
-			if err := confirm(ctx); err != nil {
-				return Message{}, err
-			}
+func single(m Message, confirm func(context.Context) error) source {
+	return func(ctx context.Context) (Message, bool, error) {
+		if confirm == nil {
+			return m, false, nil
 		}
-		return m, nil
+		if err := confirm(ctx); err != nil {
+			return Message{}, false, err
+		}
+		return m, true, nil
 	}
 }
 
 // sendPicked delivers the message msg returns, which it asks for right before every
 // request (an error there ends the send without a request), and returns the robot that
 // accepted it; the error is always a *Failure. When first is not nil, the first robot is
-// already picked and holds an in-flight slot (the queue's drainer picked it).
-func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Context) (Message, error), first *store.Pick) (string, error) {
+// already picked and holds an in-flight slot (the queue's drainer picked it). A request
+// that cannot start within Options.Fence of its confirm is not made; msg is asked again.
+func (s *Sender) sendPicked(ctx context.Context, t *target, msg source, first *store.Pick) (string, error) {
 	observeWait := first == nil // the queue observes the wait of queued alerts
 	var (
 		attempts, throttles int
@@ -474,7 +543,7 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 					f.RetryAfter = pick.Wait
 					return "", f
 				}
-				if err := sleep(ctx, pick.Wait); err != nil {
+				if err := s.sleep(ctx, pick.Wait); err != nil {
 					return "", fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
 				}
 				waited += pick.Wait
@@ -483,7 +552,8 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 		}
 		robot := t.robots[pick.Robot]
 		lastRobot = robot.Name
-		m, err := msg(ctx)
+		asked := s.now()
+		m, confirmed, err := msg(ctx)
 		if err != nil {
 			s.release()
 			s.giveSlotBack(ctx, t, pick)
@@ -493,8 +563,25 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 			return "", fail(ClassTransient, "not sent: "+err.Error(), err)
 		}
 		s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(pick.Limit))
-		o, berr := s.post(ctx, t, robot, m)
+		rctx := ctx
+		if confirmed && s.opts.Fence > 0 {
+			rctx = withFence(ctx, &fence{since: asked, limit: s.opts.Fence, now: s.now})
+		}
+		o, berr := s.post(rctx, t, robot, m)
 		s.release()
+		if errors.Is(berr, ErrStaleConfirm) {
+			// No request was made: the slot is not spent, and the claim is confirmed again.
+			s.giveSlotBack(ctx, t, pick)
+			s.metrics.requests.WithLabelValues(t.name, robot.Name, "stale_confirm").Inc()
+			attempts++
+			if attempts >= s.opts.Attempts {
+				return "", fail(ClassTransient, ErrStaleConfirm.Error(), ErrStaleConfirm)
+			}
+			s.logger.Warn("a request could not start within the fence of its claim's confirm (this replica was paused, "+
+				"or the connection slow to open): not sent; confirming again", "target", t.name, "robot", robot.Name,
+				"fence", s.opts.Fence.String(), "attempt", attempts)
+			continue
+		}
 		if berr == nil || errors.Is(berr, errTransientAnswer) {
 			// The request went out: count it from its answer, the platform's latest moment. An
 			// answer that is not a throttle says the robot is open (a probe's doubt is over).
@@ -563,7 +650,7 @@ func (s *Sender) sendPicked(ctx context.Context, t *target, msg func(context.Con
 		}
 		s.logger.Info("send failed; retrying", "target", t.name, "robot", robot.Name, "attempt", attempts,
 			"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "backoff", d)
-		if err := sleep(ctx, d); err != nil {
+		if err := s.sleep(ctx, d); err != nil {
 			return "", fail(ClassTransient, "gave up: "+err.Error(), err)
 		}
 	}
@@ -617,6 +704,9 @@ func (s *Sender) post(ctx context.Context, t *target, robot Robot, m Message) (O
 	return t.breakers[robot.Name].Execute(func() (Outcome, error) {
 		start := s.now()
 		o := t.proto.Post(ctx, s.client, robot, m)
+		if f := fenceOf(ctx); f != nil && f.tripped.Load() {
+			return o, ErrStaleConfirm // no request: neither a duration nor a failure of the robot
+		}
 		s.metrics.duration.WithLabelValues(t.name).Observe(s.now().Sub(start).Seconds())
 		if !o.OK && o.Class == ClassTransient && ctx.Err() == nil {
 			return o, errTransientAnswer
@@ -662,8 +752,8 @@ func (s *Sender) backoff(attempt int) time.Duration {
 	return rand.N(ceil + 1)
 }
 
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d, or until ctx ends (its error), or the Sender stops (ErrStopping).
+func (s *Sender) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -671,6 +761,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.stop.c:
+		return ErrStopping
 	}
 }
 

@@ -653,3 +653,35 @@ func TestSharedRobotsLimitsAreLearned(t *testing.T) {
 		})
 	}
 }
+
+// TestStopEndsWaitingSendsNotRequests: Stop ends at once, without a request, a send
+// that waits for a robot (the only one is spent for the minute), and every later send,
+// each with a transient Failure wrapping ErrStopping; a request on the wire at the stop
+// goes on to its answer and is delivered.
+func TestStopEndsWaitingSendsNotRequests(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, time.Minute, 0, robotSpec{})
+	s, reg := h.sender(h.options(1))
+	require.NoError(t, h.sim.Inject(h.token(0), chatsim.Fault{Kind: chatsim.FaultSlow, Delay: 500 * time.Millisecond, Count: 1}))
+	ctx := context.Background()
+	onTheWire := make(chan error, 1)
+	go func() { onTheWire <- send(s, ctx, "ops", text("on the wire")) }()
+	require.Eventually(t, func() bool { // picked and taken out of the queue: on the wire
+		return testenv.Metric(t, reg, "rocketdelay_sender_inflight_requests") == 1 &&
+			testenv.Metric(t, reg, "rocketdelay_sender_waiting_alerts") == 0
+	}, 10*time.Second, 5*time.Millisecond)
+	waiting := make(chan error, 1)
+	go func() { waiting <- send(s, ctx, "ops", text("waiting")) }()
+	require.Eventually(t, func() bool { return testenv.Metric(t, reg, "rocketdelay_sender_waiting_alerts") == 1 },
+		10*time.Second, 5*time.Millisecond)
+
+	s.Stop()
+	err := <-waiting
+	require.ErrorIs(t, err, notify.ErrStopping)
+	require.Equal(t, notify.ClassTransient, failure(t, err).Class)
+	require.ErrorIs(t, send(s, ctx, "ops", text("later")), notify.ErrStopping)
+	require.NoError(t, <-onTheWire, "the request on the wire was answered")
+	got := h.sim.Accepted()
+	require.Len(t, got, 1)
+	require.Contains(t, got[0].Text, "on the wire")
+}

@@ -46,29 +46,32 @@ func (b *blipAt) Deliver(ctx context.Context, a notify.Alert) (store.Receipt, er
 }
 
 // proxiedStage returns a wheel stage on prefix whose connections go through a proxy the
-// test can take down, with the lease given.
-func proxiedStage(t *testing.T, prefix string, lease time.Duration) (*store.WheelStage, *testenv.Proxy) {
+// test can take down, with the lease and the liveness given, and its heartbeat, through
+// the proxy too.
+func proxiedStage(t *testing.T, prefix string, lease, liveness time.Duration) (*store.WheelStage, *store.Liveness, *testenv.Proxy) {
 	t.Helper()
 	rdb, proxy := testenv.ProxiedRedis(t)
-	return store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Lease: lease}), proxy
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Lease: lease, Liveness: liveness})
+	return ws, heartOf(t, ws, proxy), proxy
 }
 
 // A release that fails because Redis is cut off right after a successful send is tried
 // again until it lands, while the claim is held: the alert is released, and another
-// replica's sweeper, which takes over expired leases, never sends it a second time.
-// Left to its lease (the old way), the other replica would have sent it again. The blip
-// (6s) outlasts go-redis's own retries (3 retries of 5 dials 100ms apart, with backoff:
-// about 3.5s), and is shorter than what is left of the lease when it starts (the lease
-// keeper renews it every third of a lease, so at least two thirds, 8s, are left). A blip
-// longer than that is an outage in which the claim is lost, and the other replica may
-// send again.
+// replica's sweeper, which takes over what a replica holds once its liveness lapses (or
+// a claim whose lease ran out), never sends it a second time. The blip (6s) outlasts
+// go-redis's own retries (3 retries of 5 dials 100ms apart, with backoff: about 3.5s)
+// and the lease (3s), and is shorter than the cut replica's liveness (10s), whose beats
+// it cuts too. A cut longer than the liveness is a death: the claim is taken over, and
+// the other replica may send again.
 func TestReleaseAfterABlipLands(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
-	ws, proxy := proxiedStage(t, h.prefix, 12*time.Second)
+	ws, heart, proxy := proxiedStage(t, h.prefix, 3*time.Second, 10*time.Second)
 	cut := &blipAt{recorder: h.rec, proxy: proxy, blip: 6 * time.Second}
 	ma := NewMetrics(prometheus.NewRegistry())
-	a, err := New(h.options("blip-a"), ws, cut, discardLogger(), ma, time.Now)
+	opts := h.options("blip-a")
+	opts.Liveness = heart
+	a, err := New(opts, ws, cut, discardLogger(), ma, time.Now)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -92,12 +95,14 @@ func TestGiveBackAfterABlipLands(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
 	const lease = 30 * time.Second
-	ws, proxy := proxiedStage(t, h.prefix, lease)
-	const blip = 6 * time.Second // outlasts go-redis's own retries (about 3.5s)
+	ws, heart, proxy := proxiedStage(t, h.prefix, lease, 10*time.Second)
+	const blip = 6 * time.Second // outlasts go-redis's own retries (about 3.5s), not the liveness
 	cut := &blipAt{recorder: h.rec, proxy: proxy, blip: blip, fail: true}
 	m := NewMetrics(prometheus.NewRegistry())
 	logs := &logLines{}
-	a, err := New(h.options("blip-gb"), ws, cut, slog.New(logs), m, time.Now)
+	opts := h.options("blip-gb")
+	opts.Liveness = heart
+	a, err := New(opts, ws, cut, slog.New(logs), m, time.Now)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -113,7 +118,8 @@ func TestGiveBackAfterABlipLands(t *testing.T) {
 		blip, DefaultRetryDelay, lease)
 	h.settle([]string{"cut-give-back"}, m)
 	require.Equal(t, 1, h.rec.count("cut-give-back"))
-	require.False(t, logs.has("give-back failed; the lease will expire and the sweeper retry"), "waited for the lease instead of the give-back")
+	require.False(t, logs.has("give-back failed; the entry is claimed again once this replica is gone, or its lease runs out"),
+		"waited for the lease instead of the give-back")
 	require.Positive(t, testutil.ToFloat64(m.storeRetries.WithLabelValues("give_back")), "the give-back never met the blip: the test proves nothing")
 }
 
@@ -133,6 +139,12 @@ func (l *logLines) Handle(_ context.Context, r slog.Record) error {
 func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *logLines) WithGroup(string) slog.Handler      { return l }
 
+func (l *logLines) add(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, msg)
+}
+
 // has reports whether a record with message msg was logged.
 func (l *logLines) has(msg string) bool {
 	l.mu.Lock()
@@ -150,6 +162,8 @@ func TestAdoptAfterALostReply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	due := time.Now().Add(-time.Second)
+	_, err := h.ws.Liveness(nil).Beat(ctx, "parker")
+	require.NoError(t, err)
 	ids := []string{"lost-adopt-1", "lost-adopt-2", "lost-adopt-3"}
 	var parked []store.Parked
 	for _, id := range ids {
@@ -160,7 +174,7 @@ func TestAdoptAfterALostReply(t *testing.T) {
 		require.Len(t, c.Entries, 1)
 		parked = append(parked, store.Parked{Claim: c.Entries[0].Claim(), DueAt: due})
 	}
-	_, err := h.ws.Park(ctx, "ops", time.Minute, parked...)
+	_, err = h.ws.Park(ctx, "ops", time.Minute, parked...)
 	require.NoError(t, err)
 
 	opts, err := redis.ParseURL(testenv.RedisURL(t))
@@ -170,7 +184,7 @@ func TestAdoptAfterALostReply(t *testing.T) {
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { rdb.Close() })
 	const lease = 30 * time.Second
-	a, err := New(h.options("lost-adopt"), store.NewWheelStage(rdb, h.prefix, store.WheelStageOptions{Lease: lease}), h.rec,
+	a, err := New(h.options("lost-adopt"), store.NewWheelStage(rdb, h.prefix, store.WheelStageOptions{Lease: lease, Liveness: h.liveness}), h.rec,
 		discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
 	require.NoError(t, err)
 	require.NoError(t, a.Start(ctx))

@@ -9,13 +9,15 @@
 // Its files follow a message: consumer.go (decode, hop or store), hoptrace.go (each hop
 // noted in the alert's trace for operators, off the consume path), plan.go and timer.go
 // (the hop rule, and the timer probe at start), fireloop.go (claim what the wheel fires),
-// sweeper.go (claim what is overdue or whose lease expired), handoff.go (the hand-off
+// sweeper.go (claim what is overdue, what a replica whose liveness lapsed held, or whose
+// lease expired), handoff.go (the hand-off
 // pool: hand each claimed entry to the Delivery, then release it or give it back, trying
 // again while Redis is cut off), gate.go (each target's share of the pool's workers),
-// leasekeeper.go (keep the pool's claims alive), refclock.go (this replica's clock
+// heartbeat.go (this replica's liveness, which keeps what it holds its own, and the
+// due-soon entries of replicas that are gone), refclock.go (this replica's clock
 // corrected by its offset to Redis TIME, which every replica schedules by), scheduler.go
-// (Start and Stop: the steps in order, and in reverse); producer.go is the producers'
-// API.
+// (Start and Stop: the steps in order; Stop hands everything back to the other
+// replicas); producer.go is the producers' API.
 //
 // It must not talk to DingTalk or Postgres, and it must never acknowledge a RocketMQ
 // message before the message's next home (a re-published hop, Redis, or a rejected row)

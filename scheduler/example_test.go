@@ -63,13 +63,14 @@ func TestProducerPublishAsTheREADMEShows(t *testing.T) {
 
 	// The same ID published twice, due in a second, to a running scheduler: one hand-off.
 	rdb, prefix := testenv.Redis(t)
-	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Liveness: 3 * time.Second})
 	handoffs := &countingDelivery{n: map[string]int{}}
 	reg := prometheus.NewRegistry()
 	s, err := scheduler.New(scheduler.Options{
 		NameServers: ns, Topic: topic, Group: testenv.Unique("rd_example_"), Brokers: []string{testenv.Brokers(t)},
 		Levels: testenv.Levels(t), Threshold: 5 * time.Second, Horizon: 24 * time.Hour,
 		KnownTarget: func(name string) bool { return name == "ops" }, InstanceName: testenv.Unique("example"),
+		Liveness: ws.Liveness(nil),
 	}, ws, handoffs, testenv.Logger(), scheduler.NewMetrics(reg), time.Now)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -105,6 +106,8 @@ func (d *countingDelivery) Deliver(_ context.Context, a notify.Alert) (store.Rec
 }
 
 func (d *countingDelivery) Reject(context.Context, delivery.Rejected) error { return nil }
+
+func (d *countingDelivery) Stop() {}
 
 func (d *countingDelivery) count(id string) int {
 	d.mu.Lock()

@@ -2,10 +2,12 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/timewheel"
 )
 
 // The fire loop claims what the timing wheel fires and queues it for the hand-off pool
@@ -15,23 +17,37 @@ import (
 // loadDueSoon puts the wheel stage's entries due within the threshold into the wheel, so
 // a restarted replica fires them on time rather than after the grace period.
 func (s *Scheduler) loadDueSoon(ctx context.Context) error {
-	due, err := s.store.DueWithin(ctx, s.opts.Threshold+s.opts.Grace, 1_000_000)
+	n, err := s.loadDue(ctx)
 	if err != nil {
 		return fmt.Errorf("scheduler: load due-soon entries: %w", err)
 	}
-	for _, d := range due {
-		if err := s.wheel.Add(d.ID, d.DueAt); err != nil {
-			s.logger.Warn("wheel refused a key; the sweeper will deliver it", "rd_id", d.ID, "err", err)
-		}
-	}
-	if len(due) > 0 {
-		s.logger.Info("loaded due-soon entries into the wheel", "count", len(due))
+	if n > 0 {
+		s.logger.Info("loaded due-soon entries into the wheel", "count", n)
 	}
 	return nil
 }
 
+// loadDue puts the wheel stage's entries due within the threshold (and the grace) into
+// the wheel and returns how many: at start, and when another replica is gone, whose
+// wheel held some of them. An entry already in the wheel keeps one place in it.
+func (s *Scheduler) loadDue(ctx context.Context) (int, error) {
+	due, err := s.store.DueWithin(ctx, s.opts.Threshold+s.opts.Grace, 1_000_000)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range due {
+		if err := s.wheel.Add(d.ID, d.DueAt); err != nil {
+			if errors.Is(err, timewheel.ErrStopped) {
+				return 0, err
+			}
+			s.logger.Warn("wheel refused a key; the sweeper will deliver it", "rd_id", d.ID, "err", err)
+		}
+	}
+	return len(due), nil
+}
+
 // claimToken returns a token no other claim of any replica uses: only the claim that
-// holds an entry can extend, give back, confirm or mark it.
+// holds an entry can give back, confirm, mark or park it.
 func (s *Scheduler) claimToken() string {
 	return s.opts.InstanceName + "/" + strconv.FormatUint(s.claims.Add(1), 36)
 }
@@ -43,7 +59,7 @@ func (s *Scheduler) fireLoop(ctx context.Context) {
 	defer s.life.loops.Done()
 	for batch := range s.wheel.C() {
 		token := s.claimToken()
-		c, err := s.claimRetrying(ctx, "claim", func(ctx context.Context) (store.Claimed, error) {
+		c, err := s.pool.claim(ctx, "claim", func(ctx context.Context) (store.Claimed, error) {
 			return s.store.Claim(ctx, batch, token)
 		})
 		if err != nil {
@@ -61,19 +77,4 @@ func (s *Scheduler) fireLoop(ctx context.Context) {
 		s.pool.quarantine(ctx, c.Corrupt)
 		s.pool.enqueue(ctx, c.Entries)
 	}
-}
-
-// claimRetrying runs a claim, and runs it again with the same token while Redis cannot
-// be reached: the claim may have landed with its reply lost, and a repeat returns what
-// it took, so the entries do not wait a whole lease for a claim nobody holds. It gives
-// up after one lease (the sweeper of any replica takes the entries by then) or when ctx
-// ends.
-func (s *Scheduler) claimRetrying(ctx context.Context, op string, claim func(context.Context) (store.Claimed, error)) (store.Claimed, error) {
-	var c store.Claimed
-	err := retryStore(ctx, s.metrics, op, s.store.Lease(), func(ctx context.Context) error {
-		var err error
-		c, err = claim(ctx)
-		return err
-	})
-	return c, err
 }

@@ -9,7 +9,7 @@ import (
 // targetGate keeps one target from taking every hand-off worker. A target whose alerts
 // wait for its robots (a flood, a throttled group, link cards that cannot be merged)
 // holds at most its share of the workers; the rest of its due alerts queue here, still
-// claimed (the lease keeper extends them), and the worker that finishes one of its
+// claimed (the replica's liveness keeps them), and the worker that finishes one of its
 // hand-offs takes the next. The other targets keep the remaining workers, so a flood
 // on one target does not make another's alerts late.
 type targetGate struct {

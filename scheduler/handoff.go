@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,9 +20,10 @@ import (
 )
 
 // handoffPool hands claimed entries to the Delivery: the work queue the fire loop and
-// the sweeper fill, each target's share of the workers (gate.go), the claims it holds
-// until they are released or given back and the lease keeper that keeps them alive
-// (leasekeeper.go), and the workers that hand each entry off and end its claim.
+// the sweeper fill, each target's share of the workers (gate.go), and the workers that
+// hand each entry off and end its claim. What it holds stays this replica's for as long
+// as the replica's liveness lasts (heartbeat.go): a backlog waiting for the sender never
+// loses its claims to another replica's sweeper, whatever the lease.
 type handoffPool struct {
 	opts     Options
 	store    WheelStage
@@ -29,50 +32,75 @@ type handoffPool struct {
 	metrics  *Metrics
 	now      func() time.Time
 	wheel    *timewheel.Wheel // given-back entries go back into it
+	heart    *heartbeat       // beats when a claim found this replica lapsed
 
-	work     chan store.Entry
-	quit     chan struct{} // closed by stop: the workers give back what is queued, then end
-	gate     *targetGate
-	held     heldClaims
-	workers  sync.WaitGroup
-	keeper   context.CancelFunc // stops the lease keeper
-	keptDone chan struct{}
-	// ctx is every hand-off's and every retried write's; stop cancels it at its deadline.
+	work    chan store.Entry
+	quit    chan struct{} // closed by drop: the workers drop what is queued, then end
+	gate    *targetGate
+	workers sync.WaitGroup
+	running handing // the ids whose hand-offs run
+	// ctx is every hand-off's and every retried write's; wait cancels it at its deadline.
 	ctx      context.Context
 	cancel   context.CancelFunc
-	stopping atomic.Bool // set by stop: queued entries are given back, not handed off
+	stopping atomic.Bool // set by drop: what is not handed off yet is dropped, to be handed back
 	adopting adoptions   // hand-offs of alerts adopted from a park (share.go)
 }
 
 func newHandoffPool(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, m *Metrics, now func() time.Time,
-	wheel *timewheel.Wheel) *handoffPool {
-	p := &handoffPool{opts: opts, store: ws, delivery: d, logger: logger, metrics: m, now: now, wheel: wheel,
+	wheel *timewheel.Wheel, heart *heartbeat) *handoffPool {
+	p := &handoffPool{opts: opts, store: ws, delivery: d, logger: logger, metrics: m, now: now, wheel: wheel, heart: heart,
 		work: make(chan store.Entry, opts.ClaimBatch), quit: make(chan struct{}), gate: newTargetGate(opts.HandoffsPerTarget),
-		held: heldClaims{m: map[string]string{}}, keptDone: make(chan struct{})}
+		running: handing{ids: map[string]int{}}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
 }
 
-// start runs the workers and the lease keeper.
+// start runs the workers.
 func (p *handoffPool) start() {
-	keeperCtx, stop := context.WithCancel(context.Background())
-	p.keeper = stop
-	go p.keepLeases(keeperCtx)
 	for range p.opts.HandoffWorkers {
 		p.workers.Add(1)
 		go p.worker()
 	}
 }
 
-// stop gives back the entries still queued, waits for the hand-offs in flight (their
-// claims kept alive to the end) until ctx ends, then cancels them (they give their
-// entries back) and waits a little more, and stops the lease keeper last. An entry
-// enqueued after stop began is given back by the queue's ctx, or left to its lease.
-func (p *handoffPool) stop(ctx context.Context) {
+// claim runs a claim, and runs it again with the same token while Redis cannot be
+// reached: the claim may have landed with its reply lost, and a repeat returns what it
+// took, so the entries are not left held by a claim nobody knows of. A claim refused
+// because this replica had lapsed beats and claims again. It gives up after one lease,
+// or when ctx ends.
+func (p *handoffPool) claim(ctx context.Context, op string, claim func(context.Context) (store.Claimed, error)) (store.Claimed, error) {
+	var c store.Claimed
+	err := retryStore(ctx, p.metrics, op, p.store.Lease(), func(ctx context.Context) error {
+		var err error
+		c, err = p.heart.claimLive(ctx, claim)
+		return err
+	})
+	return c, err
+}
+
+// drop begins the stop, once nothing is claimed any more: the workers drop what is
+// queued, and the Delivery ends the hand-offs that wait to be sent, which are dropped
+// too. The replica hands all of it back at once (Scheduler.Stop), rather than one
+// give-back per entry. It returns once the hand-offs it ended are over, or after
+// settleWait.
+func (p *handoffPool) drop() {
 	p.stopping.Store(true)
 	close(p.quit)
+	p.delivery.Stop()
+	p.running.settle(settleWait)
+}
+
+// settleWait bounds how long drop waits for the hand-offs the Delivery ended to return.
+const settleWait = 200 * time.Millisecond
+
+// handingOff lists the ids whose hand-offs still run.
+func (p *handoffPool) handingOff() []string { return p.running.list() }
+
+// wait waits for the hand-offs still running (requests on the wire) until ctx ends,
+// then cancels them and waits a little more.
+func (p *handoffPool) wait(ctx context.Context) {
 	done := make(chan struct{})
-	go func() { p.workers.Wait(); p.stopAdopting(); close(done) }()
+	go func() { p.workers.Wait(); p.adopting.running.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -81,27 +109,20 @@ func (p *handoffPool) stop(ctx context.Context) {
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
-			p.logger.Error("stop: a hand-off ignores cancellation; leaving it, its lease will expire")
+			p.logger.Error("stop: a hand-off ignores cancellation; leaving it to the other replicas once this one's liveness lapses")
 		}
 	}
 	p.cancel()
-	p.keeper()
-	<-p.keptDone
 }
 
-// enqueue hands claimed entries to the workers; when ctx ends (stopping), it gives back
-// the rest. Entries are held (their leases kept alive) from here until released or
-// given back, so a backlog waiting for the sender never loses its claim to another
-// replica's sweeper.
+// enqueue hands claimed entries to the workers; when ctx ends (stopping), it drops the
+// rest: the replica hands them back as it stops.
 func (p *handoffPool) enqueue(ctx context.Context, entries []store.Entry) {
-	p.held.add(entries)
 	for i, e := range entries {
 		select {
 		case p.work <- e:
 		case <-ctx.Done():
-			for _, e := range entries[i:] {
-				p.giveBack(e, p.now(), e.PartsSent)
-			}
+			p.metrics.handoffs.WithLabelValues("stopping").Add(float64(len(entries) - i))
 			return
 		}
 	}
@@ -109,7 +130,7 @@ func (p *handoffPool) enqueue(ctx context.Context, entries []store.Entry) {
 
 // worker hands off what the queue holds, within each target's share of the workers
 // (see targetGate): after a hand-off it takes the next entry its target queued, if any.
-// Once stop began it gives back what it takes, and ends when the queue is empty.
+// Once stop began it drops what it takes, and ends when the queue is empty.
 func (p *handoffPool) worker() {
 	defer p.workers.Done()
 	for {
@@ -129,15 +150,15 @@ func (p *handoffPool) worker() {
 	}
 }
 
-// handle hands off e, and then what its target queued behind it, or gives them back
-// when stopping.
+// handle hands off e, and then what its target queued behind it, or drops them when
+// stopping.
 func (p *handoffPool) handle(e store.Entry) {
 	if !p.gate.enter(e) {
 		return // queued behind its target's hand-offs in flight
 	}
 	for ok := true; ok; e, ok = p.gate.leave(e.Target) {
 		if p.stopping.Load() {
-			p.giveBack(e, p.now(), e.PartsSent)
+			p.metrics.handoffs.WithLabelValues("stopping").Inc()
 			continue
 		}
 		p.deliver(e, false)
@@ -146,8 +167,11 @@ func (p *handoffPool) handle(e store.Entry) {
 
 // deliver hands one claimed entry to the Delivery and ends its claim: released when the
 // Delivery is done with it, given back (to be tried again after a backoff) when not,
-// dropped when the claim was lost on the way (another replica has the entry).
+// dropped when the claim was lost on the way (another replica has the entry), or when
+// the replica is stopping (it hands the entry back with everything else).
 func (p *handoffPool) deliver(e store.Entry, adopted bool) {
+	p.running.add(e.ID)
+	defer p.running.remove(e.ID)
 	if early := e.DueAt.Sub(p.now()); early > 0 {
 		// Not due yet by the reference clock as this replica knows it (the claim itself
 		// judged by Redis's): the offset moved since. Never early by either.
@@ -164,13 +188,15 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 	switch {
 	case errors.Is(err, delivery.ErrParked):
 		p.metrics.handoffs.WithLabelValues("parked").Inc()
-		p.held.remove(e.ID)
 		return
 	case errors.Is(err, store.ErrNotHeld):
 		p.metrics.handoffs.WithLabelValues("claim_lost").Inc()
-		p.held.remove(e.ID)
+		p.metrics.claimsLost.Inc()
 		p.logger.Warn("claim lost during the hand-off (this replica was paused or cut off from Redis "+
-			"longer than the lease); the replica that holds it now delivers it", "rd_id", e.ID)
+			"longer than its liveness); the replica that holds it now delivers it", "rd_id", e.ID)
+		return
+	case err != nil && p.stopping.Load():
+		p.metrics.handoffs.WithLabelValues("stopping").Inc()
 		return
 	case err != nil:
 		p.metrics.handoffs.WithLabelValues("error").Inc()
@@ -202,10 +228,10 @@ func outcomeLabel(o store.Outcome) string {
 }
 
 // release ends the claim of a hand-off that is done: the entry leaves the wheel stage
-// and gets its done marker, and its trace the receipt. This replica knows the outcome, so a release that fails
-// (Redis cut off for a moment) is tried again until it lands, with the claim held and
-// its lease kept alive meanwhile: left to its lease, the alert would be sent again by
-// the replica that takes it over. Only a stop past its deadline gives up.
+// and gets its done marker, and its trace the receipt. This replica knows the outcome,
+// so a release that fails (Redis cut off for a moment) is tried again until it lands,
+// the claim held meanwhile (this replica is live): taken over, the alert would be sent
+// again. Only a stop past its deadline gives up.
 func (p *handoffPool) release(e store.Entry, receipt store.Receipt) {
 	var lost int
 	err := retryStore(p.ctx, p.metrics, "release", 0, func(ctx context.Context) error {
@@ -213,12 +239,11 @@ func (p *handoffPool) release(e store.Entry, receipt store.Receipt) {
 		lost, err = p.store.ReleaseReceipt(ctx, receipt, e.Claim())
 		return err
 	})
-	p.held.remove(e.ID)
 	switch {
 	case err != nil:
-		// Stopping past the deadline, or a Redis error that is not an outage: the lease
-		// will expire and the entry be claimed again; the done marker or the noted failure
-		// decides then (see delivery).
+		// Stopping past the deadline, or a Redis error that is not an outage: the entry is
+		// claimed again once this replica is gone (or its lease runs out); the done marker or
+		// the noted failure decides then (see delivery).
 		p.logger.Error("release after hand-off failed; the alert may be handed off again", "rd_id", e.ID, "err", err)
 	case lost > 0:
 		p.logger.Warn("released an alert whose claim had run out; it is done, and the replica that took it over will not send it",
@@ -229,21 +254,17 @@ func (p *handoffPool) release(e store.Entry, receipt store.Receipt) {
 // giveBack returns a claimed entry to the due index for retryAt, noting the parts of a
 // split alert delivered so far, if this claim still holds it, and puts it back in the
 // wheel. A give-back that fails because Redis cannot be reached is tried again while the
-// claim is held (the lease keeper keeps it alive), so a short outage costs about its own
-// length, not a lease.
+// claim is held (this replica is live), so a short outage costs about its own length.
 func (p *handoffPool) giveBack(e store.Entry, retryAt time.Time, partsSent int) {
 	var ok bool
 	err := retryStore(p.ctx, p.metrics, "give_back", 0, func(ctx context.Context) error {
-		if !p.held.has(e.ID) {
-			return backoff.Permanent(errClaimGone)
-		}
 		var err error
 		ok, err = p.store.GiveBack(ctx, e.Claim(), retryAt, partsSent)
 		return err
 	})
-	p.held.remove(e.ID)
 	if err != nil {
-		p.logger.Warn("give-back failed; the lease will expire and the sweeper retry", "rd_id", e.ID, "err", err)
+		p.logger.Warn("give-back failed; the entry is claimed again once this replica is gone, or its lease runs out",
+			"rd_id", e.ID, "err", err)
 		return
 	}
 	if ok && !p.stopping.Load() {
@@ -251,17 +272,12 @@ func (p *handoffPool) giveBack(e store.Entry, retryAt time.Time, partsSent int) 
 	}
 }
 
-// errClaimGone ends the retries of a give-back whose claim the lease keeper found taken
-// over.
-var errClaimGone = errors.New("the claim was taken over meanwhile")
-
 // quarantine records claimed entries whose record cannot be decoded as rejected inputs
 // (rejected_corrupt_entry, with the record as the payload) and releases them, so one
 // damaged record never blocks the rest of its batch nor comes back forever. One whose
 // rejection cannot be recorded now is given back for later.
 func (p *handoffPool) quarantine(ctx context.Context, corrupt []store.Corrupt) {
 	for _, c := range corrupt {
-		p.held.addClaim(c.Claim)
 		err := p.delivery.Reject(ctx, delivery.Rejected{Alert: notify.Alert{ID: c.Claim.ID, Body: c.Record},
 			Reason: rejectCorruptEntry, Detail: "the wheel stage's record of this alert cannot be decoded (" + c.Err.Error() +
 				"): it was damaged in Redis or written by an unknown version; the record is kept as this row's payload"})
@@ -312,4 +328,51 @@ func (o Options) retryDelay(tries int) time.Duration {
 		d *= 2
 	}
 	return min(d, o.RetryMaxDelay)
+}
+
+// handing is the set of ids whose hand-offs run.
+type handing struct {
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func (h *handing) add(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ids[id]++
+}
+
+func (h *handing) remove(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ids[id]--; h.ids[id] <= 0 {
+		delete(h.ids, id)
+	}
+}
+
+func (h *handing) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ids)
+}
+
+func (h *handing) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Collect(maps.Keys(h.ids))
+}
+
+// settle waits, at most for max, until the number of hand-offs running stops falling
+// for a moment: those the Delivery just ended have returned.
+func (h *handing) settle(max time.Duration) {
+	const step = 10 * time.Millisecond
+	deadline := time.Now().Add(max)
+	for n := h.len(); time.Now().Before(deadline); {
+		time.Sleep(step)
+		m := h.len()
+		if m == n {
+			return
+		}
+		n = m
+	}
 }

@@ -49,8 +49,7 @@ func TestDeliverRefusesWhatIsNotDueByTheReplicasClock(t *testing.T) {
 	rec := newRecorder()
 	m := NewMetrics(prometheus.NewRegistry())
 	p := newHandoffPool(Options{RetryDelay: time.Second, RetryMaxDelay: time.Minute}.withDefaults(), stage, rec,
-		discardLogger(), m, func() time.Time { return now }, wheel)
-	p.held.add([]store.Entry{{ID: "ahead", Token: "t"}, {ID: "due", Token: "t"}})
+		discardLogger(), m, func() time.Time { return now }, wheel, nil)
 
 	ahead := store.Entry{ID: "ahead", Target: "ops", DueAt: now.Add(3 * time.Second), Token: "t"}
 	p.deliver(ahead, false)
@@ -76,11 +75,11 @@ func (lostClaim) Deliver(context.Context, notify.Alert) (store.Receipt, error) {
 func TestDeliverDropsALostClaim(t *testing.T) {
 	stage := &givenBack{back: map[string]time.Time{}}
 	m := NewMetrics(prometheus.NewRegistry())
-	p := newHandoffPool(Options{}.withDefaults(), stage, lostClaim{newRecorder()}, discardLogger(), m, time.Now, nil)
-	p.held.add([]store.Entry{{ID: "a", Token: "t"}})
+	p := newHandoffPool(Options{}.withDefaults(), stage, lostClaim{newRecorder()}, discardLogger(), m, time.Now, nil, nil)
 	p.deliver(store.Entry{ID: "a", DueAt: time.Now().Add(-time.Second), Token: "t"}, false)
 	require.Empty(t, stage.back)
 	require.Empty(t, stage.released)
-	require.False(t, p.held.has("a"))
+	require.Empty(t, p.handingOff(), "the hand-off is over")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.claimsLost))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.handoffs.WithLabelValues("claim_lost")))
 }

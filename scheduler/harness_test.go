@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -37,17 +38,20 @@ type harness struct {
 	topic     string
 	group     string
 	ws        *store.WheelStage
-	prefix    string // the Redis key prefix of this test
+	rdb       redis.UniversalClient // ws's client
+	prefix    string                // the Redis key prefix of this test
 	levels    config.DelayLevels
 	threshold time.Duration
 	mode      string // scheduler.mode; "" is levels
 	lease     time.Duration
+	liveness  time.Duration // T of ws: the scheduler.liveness of the tests' replicas
 	producer  *wire.Producer
 	raw       rocketmq.Producer // sends messages as they are, outside the wire contract
 	rec       *recorder
 	sim       *chatsim.Server // set by startSim
 	topics    map[string]topic.Target
 	log       slog.Handler // the schedulers' log; nil drops it (unless RD_TEST_LOG)
+	retry     RetryJob     // the replicas' retry job (SetRetryJob); nil: none
 }
 
 func newHarness(t testing.TB, threshold time.Duration) *harness {
@@ -61,10 +65,12 @@ func newHarness(t testing.TB, threshold time.Duration) *harness {
 		levels:    testenv.Levels(t),
 		threshold: threshold,
 		lease:     3 * time.Second,
+		liveness:  config.DefaultLiveness,
 		rec:       newRecorder(),
 		prefix:    prefix,
+		rdb:       rdb,
 	}
-	h.ws = store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Lease: h.lease})
+	h.ws = store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Lease: h.lease, Liveness: h.liveness})
 	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: []string{h.ns}, Topic: h.topic})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
@@ -76,6 +82,13 @@ func newHarness(t testing.TB, threshold time.Duration) *harness {
 	t.Cleanup(func() { _ = raw.Shutdown() })
 	h.raw = raw
 	return h
+}
+
+// setStage makes lease and liveness the wheel stage's, and so the replicas' the harness
+// starts from here on (replicaConfig's too).
+func (h *harness) setStage(lease, liveness time.Duration) {
+	h.lease, h.liveness = lease, liveness
+	h.ws = store.NewWheelStage(h.rdb, h.prefix, store.WheelStageOptions{Lease: lease, Liveness: liveness})
 }
 
 func (h *harness) options(name string) Options {
@@ -93,7 +106,24 @@ func (h *harness) options(name string) Options {
 		Brokers:       []string{testenv.Brokers(h.t)},
 		SweepInterval: 200 * time.Millisecond,
 		InstanceName:  testenv.Unique(name),
+		Liveness:      heartOf(h.t, h.ws, nil),
 	}
+}
+
+// heartOf returns ws's heartbeat on a Redis client of its own, as a replica has (see
+// store.OpenBeatRedis): through proxy when it is not nil. The client is closed when the
+// test ends.
+func heartOf(t testing.TB, ws *store.WheelStage, proxy *testenv.Proxy) *store.Liveness {
+	t.Helper()
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	require.NoError(t, err)
+	if proxy != nil {
+		opts.Addr = proxy.Addr()
+	}
+	opts.PoolSize, opts.MaxRetries, opts.ContextTimeoutEnabled = 2, -1, true
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	return ws.Liveness(rdb)
 }
 
 // dingTalkBodies checks the bodies of every chat target of the tests (they are DingTalk
@@ -122,6 +152,9 @@ func (h *harness) startWith(name string, handoff Delivery) (*Scheduler, *Metrics
 	}
 	s, err := New(h.options(name), h.ws, handoff, logger.With("replica", name), m, time.Now)
 	require.NoError(h.t, err)
+	if h.retry != nil {
+		s.SetRetryJob(h.retry)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(h.t, s.Start(ctx))
@@ -181,6 +214,9 @@ type recorder struct {
 func newRecorder() *recorder {
 	return &recorder{at: map[string][]time.Time{}, due: map[string]time.Time{}, notify: make(chan struct{}, 1)}
 }
+
+// Stop does nothing: nothing waits to be sent in a recorder.
+func (r *recorder) Stop() {}
 
 func (r *recorder) Reject(_ context.Context, rej delivery.Rejected) error {
 	r.mu.Lock()

@@ -1,19 +1,26 @@
 package scheduler
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 )
@@ -22,13 +29,14 @@ import (
 type replica struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+	log  logLines // the messages of its log
 }
 
 func (h *harness) replicaConfig(t *testing.T, simURL string) string {
 	path := filepath.Join(t.TempDir(), "rocketdelay.yaml")
 	cfg := fmt.Sprintf(`log: {level: info, format: json}
 http: {addr: "127.0.0.1:0"}
-scheduler: {levels: %q, threshold: %s, grace: 1s, lease: %s}
+scheduler: {levels: %q, threshold: %s, grace: 1s, lease: %s, liveness: %s}
 targets:
   ops:
     robots:
@@ -37,7 +45,7 @@ targets:
       - {name: r3, token: kill-token-3}
 sender: {baseURL: %q, window: 1s, limit: 19}
 shutdownTimeout: 10s
-`, h.levels.String(), h.threshold, h.lease, simURL)
+`, h.levels.String(), h.threshold, h.lease, h.liveness, simURL)
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	return path
 }
@@ -87,21 +95,32 @@ func (h *harness) startSim(t *testing.T) string {
 	return url
 }
 
-func (h *harness) startReplica(t *testing.T, cfgPath, prefix, postgresURL string) *replica {
+// startReplica starts `rocketdelay serve` with the configuration at cfgPath, the
+// harness's topic and group, the key prefix and Postgres given, and env (KEY=value) on
+// top of the test's environment.
+func (h *harness) startReplica(t *testing.T, cfgPath, prefix, postgresURL string, env ...string) *replica {
 	t.Helper()
 	cmd := exec.Command(binary(t), "serve", "-f", cfgPath)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(),
 		"ROCKETDELAY_TOPIC="+h.topic,
 		"ROCKETDELAY_GROUP="+h.group,
 		"ROCKETDELAY_REDIS_KEY_PREFIX="+prefix,
 		"ROCKETDELAY_POSTGRES_URL="+postgresURL,
-	)
+	), env...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	r := &replica{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
+		lines := bufio.NewScanner(stderr)
+		lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for lines.Scan() {
+			var rec struct{ Msg string }
+			if json.Unmarshal(lines.Bytes(), &rec) == nil && rec.Msg != "" {
+				r.log.add(rec.Msg)
+			}
+		}
 		_, _ = io.Copy(io.Discard, stderr)
 	}()
 	t.Cleanup(func() { r.kill() })
@@ -205,4 +224,221 @@ func TestKilledReplicaLosesNothing(t *testing.T) {
 		n, duplicates, worst, bound, h.sim.Stats().OverLimit)
 	require.Less(t, worst, bound, "an alert waited longer than a takeover of a killed replica's work takes")
 	require.Zero(t, h.sim.Stats().OverLimit, "the robots' rate limit was exceeded")
+}
+
+// ridOf is the liveness id of the replica r (its instance name holds its pid), once it
+// beats.
+func (h *harness) ridOf(t *testing.T, r *replica) string {
+	t.Helper()
+	pid := fmt.Sprintf("-%d-", r.cmd.Process.Pid)
+	var rid string
+	require.Eventually(t, func() bool {
+		live, err := h.rdb.ZRange(context.Background(), "{"+h.prefix+"}:live", 0, -1).Result()
+		require.NoError(t, err)
+		for _, m := range live {
+			if strings.Contains(m, pid) {
+				rid = m
+			}
+		}
+		return rid != ""
+	}, 60*time.Second, 50*time.Millisecond, "replica %d never beat", r.cmd.Process.Pid)
+	return rid
+}
+
+// heldBy lists the ids the wheel stage says replica rid holds (claims and parks).
+func (h *harness) heldBy(t *testing.T, rid string) []string {
+	t.Helper()
+	members, err := h.rdb.ZRangeByLex(context.Background(), "{"+h.prefix+"}:held",
+		&redis.ZRangeBy{Min: "[" + rid + "/", Max: "(" + rid + "0"}).Result()
+	require.NoError(t, err)
+	for i, m := range members {
+		members[i] = strings.TrimPrefix(m, rid+"/")
+	}
+	return members
+}
+
+// acceptedAt is when DingTalk first accepted each alert, by id.
+func (h *harness) acceptedAt() map[string][]time.Time {
+	got := map[string][]time.Time{}
+	for _, m := range h.sim.Accepted() {
+		inMessage := map[string]bool{}
+		for _, id := range killID.FindAllString(m.Text, -1) {
+			inMessage[id] = true
+		}
+		for id := range inMessage {
+			got[id] = append(got[id], m.At)
+		}
+	}
+	for _, at := range got {
+		slices.SortFunc(at, time.Time.Compare)
+	}
+	return got
+}
+
+// TestKilledReplicaHoldingsMoveByLiveness: with leases of an hour, what a SIGKILLed
+// replica held (alerts claimed and waiting for slow robots, or in a request to them,
+// or parked) reaches DingTalk through the other replica within a minute of the kill,
+// each once (but one whose request DingTalk took just before the kill): only the
+// liveness of the dead replica, lapsed after 1s, can have moved them. The dead replica
+// ends gone, holding nothing. The time from the kill to the survivor's delivery of what
+// the dead one held is logged.
+func TestKilledReplicaHoldingsMoveByLiveness(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	h.setStage(time.Hour, time.Second)
+	cfg := h.replicaConfig(t, h.startSim(t))
+	pg := testenv.MigratedPostgres(t)
+	a := h.startReplica(t, cfg, h.prefix, pg)
+	b := h.startReplica(t, cfg, h.prefix, pg)
+	ridA, ridB := h.ridOf(t, a), h.ridOf(t, b)
+	robots := []string{"kill-token-1", "kill-token-2", "kill-token-3"}
+	for _, token := range robots { // every request takes 2s: the alerts wait at their replicas
+		require.NoError(t, h.sim.Inject(token, chatsim.Fault{Kind: chatsim.FaultSlow, Delay: 2 * time.Second}))
+	}
+
+	const n = 80
+	keys := ids("kill", n)
+	due := h.publishAll(keys, every(n, 3*time.Second), "kill")
+	var held []string
+	require.Eventually(t, func() bool { held = h.heldBy(t, ridA); return len(held) >= 5 }, 60*time.Second, 10*time.Millisecond,
+		"the replica to kill never held alerts")
+	killed := time.Now()
+	a.kill()
+	reaped := time.Now()
+	for _, token := range robots {
+		h.sim.ClearFaults(token)
+	}
+	h.rec.waitAll(t, keys, time.Minute) // the lease is an hour
+	h.settle(keys)
+
+	got := h.acceptedAt()
+	var late []time.Duration
+	for _, id := range held {
+		late = append(late, got[id][0].Sub(killed))
+	}
+	slices.Sort(late)
+	q := quantile.Summarize(late)
+	t.Logf("replica A held %d alerts at the kill; the survivor delivered them %s (median) to %s after it",
+		len(held), q.P50.Round(time.Millisecond), q.Max.Round(time.Millisecond))
+	for id, at := range got {
+		require.False(t, at[0].Before(due[id]), "alert %s accepted %s early", id, due[id].Sub(at[0]))
+		if len(at) > 1 {
+			require.False(t, at[0].After(reaped), "alert %s accepted at %s and again at %s: the first copy was not on the wire at the kill",
+				id, at[0].Format(time.StampMilli), at[1].Format(time.StampMilli))
+		}
+	}
+	require.Empty(t, h.heldBy(t, ridA), "the dead replica holds nothing")
+	by, err := h.rdb.HGetAll(context.Background(), "{"+h.prefix+"}:by").Result()
+	require.NoError(t, err)
+	for id, rid := range by {
+		require.NotEqual(t, ridA, rid, "%s still names the dead replica", id)
+	}
+	live, err := h.rdb.ZRange(context.Background(), "{"+h.prefix+"}:live", 0, -1).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{ridB}, live, "the dead replica is no longer live")
+}
+
+// TestBlipCausesNoTakeOver: both replicas are cut off Redis for 2.5s, two and a half
+// times their liveness (1s), while alerts are due, and one of them gets back 0.5s after
+// the other (its reconnect was slower): every replica's liveness runs out in the blip,
+// yet none takes over anything of another (Redis's silence opens a quiet window of T,
+// in which every replica beats again), no claim is lost, and DingTalk receives every
+// alert once.
+func TestBlipCausesNoTakeOver(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	h.setStage(3*time.Second, time.Second)
+	cfg := h.replicaConfig(t, h.startSim(t))
+	pg := testenv.MigratedPostgres(t)
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	require.NoError(t, err)
+	var proxies []*testenv.Proxy
+	var replicas []*replica
+	for range 2 {
+		proxy := testenv.StartProxy(t, opts.Addr)
+		u, err := url.Parse(testenv.RedisURL(t))
+		require.NoError(t, err)
+		u.Host = proxy.Addr()
+		proxies = append(proxies, proxy)
+		replicas = append(replicas, h.startReplica(t, cfg, h.prefix, pg, "ROCKETDELAY_REDIS_URL="+u.String()))
+	}
+	for _, r := range replicas {
+		h.ridOf(t, r)
+	}
+
+	const n = 150
+	keys := ids("kill", n)
+	start := time.Now()
+	due := h.publishAll(keys, randomDelays(n, 12*time.Second, 38), "kill")
+	time.Sleep(time.Until(start.Add(6 * time.Second)))
+	for _, p := range proxies {
+		p.Down()
+	}
+	time.Sleep(2500 * time.Millisecond)
+	proxies[0].Up()
+	time.Sleep(500 * time.Millisecond)
+	proxies[1].Up()
+	h.rec.waitAll(t, keys, 90*time.Second)
+	h.settle(keys)
+
+	got := h.acceptedAt()
+	for id := range due {
+		require.Len(t, got[id], 1, "alert %s accepted %d times", id, len(got[id]))
+	}
+	for i, r := range replicas {
+		require.True(t, r.log.has("beat failed; trying again"), "replica %d never met the blip: the test proves nothing", i)
+		require.False(t, r.log.has("a replica is gone (its holdings were taken over, or it left); loaded the entries its wheel held"),
+			"replica %d took another over", i)
+		require.False(t, r.log.has("claim lost during the hand-off (this replica was paused or cut off from Redis "+
+			"longer than its liveness); the replica that holds it now delivers it"), "replica %d lost a claim", i)
+	}
+}
+
+// TestDeadConsumersQueuesMove measures how long the queues of a replica's consumer wait
+// for the survivor once that replica dies (SIGKILL: the kernel closes its connections and
+// the broker tells the group at once) or hangs (SIGSTOP: its connections stay open, and
+// the broker lists its consumer for about two minutes): alerts due at once, published
+// right after the fault round robin over the topic's queues (the dead consumer's too),
+// all reach DingTalk through the survivor, the hung replica's within about its liveness
+// (3s; allocate.go leaves its consumer out once it lapsed). The time from the fault to
+// the last of them is logged.
+func TestDeadConsumersQueuesMove(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []string{"SIGKILL", "SIGSTOP"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, 5*time.Second)
+			cfg := h.replicaConfig(t, h.startSim(t))
+			pg := testenv.MigratedPostgres(t)
+			a := h.startReplica(t, cfg, h.prefix, pg)
+			b := h.startReplica(t, cfg, h.prefix, pg)
+			h.ridOf(t, a)
+			h.ridOf(t, b)
+			warm, keys := make([]string, 16), make([]string, 16) // kill-0000…, kill-1000…
+			for i := range warm {
+				warm[i], keys[i] = fmt.Sprintf("kill-%04d", i), fmt.Sprintf("kill-%04d", 1000+i)
+			}
+			// One round over every queue: the group is balanced.
+			h.publishAll(warm, every(len(warm), 0), "warm")
+			h.rec.waitAll(t, warm, time.Minute)
+
+			at := time.Now()
+			if fault == "SIGKILL" {
+				a.kill()
+			} else {
+				require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
+				t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
+			}
+			h.publishAll(keys, every(len(keys), 0), "after")
+			h.rec.waitAll(t, keys, time.Minute) // the broker alone would keep a hung consumer's queues for two
+			got := h.acceptedAt()
+			var late []time.Duration
+			for _, id := range keys {
+				late = append(late, got[id][0].Sub(at))
+			}
+			q := quantile.Summarize(late)
+			t.Logf("%s of a replica: the %d alerts published after it reached DingTalk %s (median) to %s (max) after the %s (liveness %s)",
+				fault, len(keys), q.P50.Round(time.Millisecond), q.Max.Round(time.Millisecond), fault, h.liveness)
+		})
+	}
 }

@@ -33,6 +33,14 @@ type Metrics struct {
 	storeRetries   *prometheus.CounterVec
 	tracesDropped  prometheus.Counter
 
+	beats        *prometheus.CounterVec
+	beatGap      prometheus.Histogram
+	lapses       prometheus.Counter
+	claimsLapsed prometheus.Counter
+	departed     prometheus.Counter
+	rebalances   prometheus.Counter
+	handedBack   prometheus.Counter
+
 	clockOffset      prometheus.Gauge
 	clockUncertainty prometheus.Gauge
 	clockSyncs       *prometheus.CounterVec
@@ -65,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_handoffs_total",
-			Help: "Due alerts handed off, by result: ok (delivered), recorded (failure recorded in failed_sends), error (given back for a retry), claim_lost (another replica holds it now), not_due (claimed before its due time by this replica's clock; given back), parked (its target busy: parked for the target's next send on any replica).",
+			Help: "Due alerts handed off, by result: ok (delivered), recorded (failure recorded in failed_sends), error (given back for a retry), claim_lost (another replica holds it now), not_due (claimed before its due time by this replica's clock; given back), parked (its target busy: parked for the target's next send on any replica), stopping (not sent before this replica stopped: handed back to the others).",
 		}, []string{"result"}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rocketdelay_handoff_lateness_seconds",
@@ -100,7 +108,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.claimsLost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "rocketdelay_claims_lost_total",
-		Help: "Claims this replica held that another replica took over after their lease ran out (this replica was paused or cut off from Redis).",
+		Help: "Hand-offs whose claim another replica had taken over (this replica was paused, or cut off from Redis, past its liveness): not sent by this one.",
 	})
 	m.dlq = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "rocketdelay_dlq_messages",
@@ -140,6 +148,39 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "rocketdelay_clock_syncs_total",
 		Help: "Measurements of the offset to Redis's clock, by result (ok, error).",
 	}, []string{"result"})
+	m.beats = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rocketdelay_liveness_beats_total",
+		Help: "Beats of this replica's liveness in Redis, by result (ok, error); a beat that failed is tried again after 100ms.",
+	}, []string{"result"})
+	m.beatGap = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "rocketdelay_liveness_beat_gap_seconds",
+		Help:    "Time between two beats of this replica that landed (scheduler.liveness/6 when all is well); one that reaches scheduler.liveness lets the others take over what this replica holds.",
+		Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30},
+	})
+	m.lapses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_liveness_lapses_total",
+		Help: "Beats that found this replica's liveness lapsed (it was paused, or cut off from Redis, past scheduler.liveness): the others may have taken over what it held.",
+	})
+	m.claimsLapsed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_liveness_claims_refused_total",
+		Help: "Claims refused because this replica's liveness had lapsed; each beat and claimed again.",
+	})
+	m.departed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_liveness_departed_replicas_total",
+		Help: "Replicas gone (their holdings all taken over after their liveness lapsed, or handed back as they stopped) whose wheels' due-soon entries this replica loaded.",
+	})
+	m.rebalances = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_liveness_rebalances_total",
+		Help: "Rebalances of the consumer group this replica made because the replicas absent from the liveness changed (a lapse, a departure, a return).",
+	})
+	m.handedBack = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_handed_back_total",
+		Help: "Claims and parks this replica handed back to the others as it stopped.",
+	})
+	reg.MustRegister(m.beats, m.beatGap, m.lapses, m.claimsLapsed, m.departed, m.rebalances, m.handedBack)
+	for _, r := range []string{"ok", "error"} {
+		m.beats.WithLabelValues(r)
+	}
 	reg.MustRegister(m.mode, m.received, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
 		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries,
 		m.quarantined, m.storeRetries, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)

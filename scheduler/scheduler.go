@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,6 @@ type WheelStage interface {
 	// TraceHop notes a broker hop in the alert's trace for operators (best effort).
 	TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
-	ExtendLease(ctx context.Context, claims []store.Claim) ([]string, error)
 	// Confirm and MarkFailed are the powers of a claim over its alert while it is sent
 	// (claim.go).
 	Confirm(ctx context.Context, c store.Claim, partsSent int) error
@@ -52,8 +52,8 @@ type WheelStage interface {
 	// Park and Adopt share a busy target's sends across replicas (share.go).
 	Park(ctx context.Context, target string, lease time.Duration, parked ...store.Parked) ([]string, error)
 	Adopt(ctx context.Context, target string, limit int, token string) (store.Claimed, int, error)
-	// Lease is how long a claim lasts; the scheduler extends the leases of the entries
-	// it holds three times per lease.
+	// Lease is the backstop of a claim (store.WheelStageOptions.Lease), and a park's
+	// lease; a claim that cannot reach Redis gives up after it.
 	Lease() time.Duration
 }
 
@@ -65,6 +65,11 @@ type Delivery interface {
 	// and the alert is dropped here; any other error gives it back for a later attempt.
 	// Deliver must honour ctx.
 	Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error)
+	// Stop ends, at once, every Deliver that waits to be sent (for a robot, a backoff)
+	// with an error, and every later one; a request on the wire goes on to its answer.
+	// Stop runs while the scheduler stops: what was not sent is handed back to the other
+	// replicas.
+	Stop()
 	// Reject records an input that can never be delivered. nil means it is recorded and
 	// the message is acknowledged; an error hands the message back to RocketMQ.
 	Reject(ctx context.Context, r delivery.Rejected) error
@@ -151,9 +156,14 @@ type Options struct {
 	ConsumeGoroutines int
 	// Wheel configures the in-process timing wheel; the zero value is the default.
 	Wheel timewheel.Config
-	// InstanceName tells this replica's RocketMQ clients apart from others in the same
-	// process. Default: hostname, pid and a random suffix.
+	// InstanceName is this replica's id: it tells its RocketMQ clients apart from others
+	// in the same process, its liveness from the other replicas', and starts its claims'
+	// tokens (InstanceName/n), so it holds no "/". Default: hostname, pid and a random
+	// suffix.
 	InstanceName string
+	// Liveness is this replica's heartbeat in the wheel stage (heartbeat.go), on a Redis
+	// client of its own. Required.
+	Liveness Liveness
 	// DLQCheckInterval is how often the group's dead-letter queue is measured (the
 	// rocketdelay_dlq_messages gauge). Default DefaultDLQCheckInterval.
 	DLQCheckInterval time.Duration
@@ -217,10 +227,12 @@ type Scheduler struct {
 	now      func() time.Time
 
 	life   lifecycle
+	heart  *heartbeat
 	broker brokerSide
 	wheel  *timewheel.Wheel
 	pool   *handoffPool
 	claims atomic.Uint64 // claim tokens issued
+	retry  RetryJob      // SetRetryJob; nil: none
 }
 
 // lifecycle is what Start and Stop share.
@@ -242,6 +254,21 @@ type brokerSide struct {
 	handling sync.RWMutex           // consume handlers hold it shared; Stop takes it to drain them
 	closing  bool                   // set under handling's write lock
 	traces   chan hopTrace          // hops to note in their alerts' traces (traceLoop)
+
+	rebalanceMu sync.Mutex                          // a rebalance of the heartbeat, or the consumer's stop
+	rebalancer  interface{ RebalanceIfNotPaused() } // the running consumer; nil before its start and from its stop
+}
+
+// rebalanceNow rebalances the running consumer at once (not while it is suspended), and
+// reports whether it did.
+func (b *brokerSide) rebalanceNow() bool {
+	b.rebalanceMu.Lock()
+	defer b.rebalanceMu.Unlock()
+	if b.rebalancer == nil {
+		return false
+	}
+	b.rebalancer.RebalanceIfNotPaused()
+	return true
 }
 
 // New returns a stopped Scheduler that keeps the wheel stage in ws and hands alerts to
@@ -256,8 +283,12 @@ func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *
 		return nil, errors.New("scheduler: levels are required and the threshold must be at least the smallest level")
 	case opts.Horizon <= 0 || opts.KnownTarget == nil:
 		return nil, errors.New("scheduler: horizon and KnownTarget are required")
+	case opts.Liveness == nil || opts.Liveness.Period() <= 0:
+		return nil, errors.New("scheduler: a liveness with a period is required")
+	case strings.Contains(opts.InstanceName, "/"):
+		return nil, fmt.Errorf("scheduler: instance name %q holds a \"/\"", opts.InstanceName)
 	}
-	return &Scheduler{
+	s := &Scheduler{
 		opts:     opts.withDefaults(),
 		store:    ws,
 		delivery: d,
@@ -266,22 +297,44 @@ func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *
 		now:      now,
 		life:     lifecycle{running: make(chan struct{})},
 		broker:   brokerSide{traces: make(chan hopTrace, traceBuffer)},
-	}, nil
+	}
+	s.heart = &heartbeat{s: s, gone: make(chan struct{}, 1), rebalance: make(chan struct{}, 1)}
+	return s, nil
 }
 
-// Start runs, in order: the wheel, the hand-off pool, the fire loop and the sweeper, the
-// due-soon entries of the wheel stage loaded into the wheel, the hop producer, the
-// topics and the route, the consumer, and the DLQ watch. It returns once the consumer
-// runs; a second call is a no-op. Stop undoes whatever ran, in reverse.
+// InstanceName is this replica's id (Options.InstanceName, or the one made up for it).
+func (s *Scheduler) InstanceName() string { return s.opts.InstanceName }
+
+// RetryJob is this replica's failed-sends retry job; *delivery.RetryJob implements it.
+type RetryJob interface {
+	// TakeOver releases the rows that the retry job of replica, which departed, held,
+	// and returns how many.
+	TakeOver(ctx context.Context, replica string) (int, error)
+}
+
+// SetRetryJob has each replica that this one takes as gone (heartbeat.go) hand the
+// failed-sends rows its retry job held to j, so that they are tried again at once rather
+// than after their lease. j's claims must carry InstanceName. Call it before Start.
+func (s *Scheduler) SetRetryJob(j RetryJob) { s.retry = j }
+
+// Start runs, in order: the heartbeat (its first beat lands before anything is claimed),
+// the wheel, the hand-off pool, the fire loop and the sweeper, the due-soon entries of
+// the wheel stage loaded into the wheel, the hop producer, the topics and the route, the
+// consumer, and the DLQ watch. It returns once the consumer runs; a second call is a
+// no-op. Stop undoes whatever ran.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.life.mu.Lock()
 	defer s.life.mu.Unlock()
 	if s.life.started {
 		return nil
 	}
+	if err := s.heart.first(ctx); err != nil {
+		return err
+	}
 	if err := s.startWheel(); err != nil {
 		return err
 	}
+	s.heart.start()
 	s.startPool()
 	loopCtx := s.startLoops()
 	for _, step := range []func(context.Context) error{s.loadDueSoon, s.startHopProducer, s.settleRoute, s.startConsumer} {
@@ -312,7 +365,7 @@ func (s *Scheduler) startWheel() error {
 
 // startPool runs the hand-off pool; from here on Stop undoes whatever ran.
 func (s *Scheduler) startPool() {
-	s.pool = newHandoffPool(s.opts, s.store, s.delivery, s.logger, s.metrics, s.now, s.wheel)
+	s.pool = newHandoffPool(s.opts, s.store, s.delivery, s.logger, s.metrics, s.now, s.wheel, s.heart)
 	s.pool.start()
 	s.life.started = true
 }
@@ -385,6 +438,8 @@ func (s *Scheduler) startConsumer(context.Context) error {
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithConsumeGoroutineNums(s.opts.ConsumeGoroutines),
 		consumer.WithConsumeMessageBatchMaxSize(1),
+		// Queues only to the consumers of live replicas (allocate.go).
+		consumer.WithStrategy(allocateLive(s.heart.absentReplicas)),
 		// Never to the dead-letter queue: a message handed back while Redis or Postgres is
 		// down comes back until they are up (see retryLevel).
 		consumer.WithMaxReconsumeTimes(math.MaxInt32),
@@ -397,6 +452,13 @@ func (s *Scheduler) startConsumer(context.Context) error {
 	}
 	if err := s.broker.consumer.Start(); err != nil {
 		return fmt.Errorf("scheduler: start consumer of topic %s, group %s: %w", s.opts.Topic, s.opts.Group, err)
+	}
+	if r, ok := s.broker.consumer.(interface{ RebalanceIfNotPaused() }); ok {
+		s.broker.rebalanceMu.Lock()
+		s.broker.rebalancer = r
+		s.broker.rebalanceMu.Unlock()
+	} else {
+		s.logger.Warn("this RocketMQ client cannot be asked to rebalance: the queues of a paused replica move at the client's next rebalance")
 	}
 	return nil
 }
@@ -413,11 +475,17 @@ func (s *Scheduler) Running() bool {
 	}
 }
 
-// Stop undoes Start in reverse: stop consuming and wait for the running handlers; stop
-// the wheel (its keys stay in Redis) and the loops; let the hand-off pool finish what it
-// holds and give back what is still queued, its lease keeper keeping their claims alive
-// to the end; close the hop producer. ctx bounds the wait; past it, claimed entries are
-// left to their leases and the other replicas' sweepers. A second call is a no-op.
+// Stop hands everything this replica holds back to the other replicas, in this order:
+// it stops consuming (leaving the consumer group, whose queues move to the others at
+// once) and waits for the running handlers; it claims nothing more (the wheel, whose
+// keys stay in Redis, the fire loop, the sweeper, adopts); it drops the hand-offs that
+// are queued and ends those that wait to be sent (Delivery.Stop); it hands back all it
+// holds but the hand-offs still running (a request on the wire), which the other
+// replicas' sweepers claim at their next run (store.Liveness.Leave); it waits for those
+// hand-offs, which release what they sent; it stops beating and hands back what is
+// left, and is gone: the others load its wheel's due-soon entries. ctx bounds the waits;
+// past it, hand-offs are cancelled, and whatever could not be handed back is taken over
+// once this replica's liveness lapses. A second call is a no-op.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.life.mu.Lock()
 	if !s.life.started || s.life.stopped {
@@ -431,13 +499,38 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.stopConsumer(ctx)
 	pending := s.wheel.Stop() // closes wheel.C, which ends the fire loop
 	s.life.cancel()           // ends the sweeper and the DLQ watch
+	s.pool.closeAdopting()
 	s.waitLoops(ctx)
-	s.pool.stop(ctx)
+	s.pool.drop()
+	s.leave(ctx, s.pool.handingOff()...)
+	s.pool.wait(ctx)
+	s.heart.stop()
+	s.leave(ctx)
 	if s.broker.producer != nil {
 		_ = s.broker.producer.Shutdown()
 	}
 	s.logger.Info("scheduler stopped", "wheel_keys_left_in_redis", len(pending))
 	return nil
+}
+
+// leaveTimeout bounds a hand-back at stop: past it, the others take over what is left
+// once this replica's liveness lapses.
+const leaveTimeout = 5 * time.Second
+
+// leave hands back what this replica holds but keep (store.Liveness.Leave), within
+// leaveTimeout even past ctx's deadline: it is what spares the alerts a wait for this
+// replica's liveness to lapse.
+func (s *Scheduler) leave(ctx context.Context, keep ...string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	defer cancel()
+	ended, left, err := s.opts.Liveness.Leave(ctx, s.opts.InstanceName, keep...)
+	if err != nil {
+		s.logger.Warn("stop: could not hand back what this replica holds; the other replicas take it over once its liveness lapses",
+			"handed_back", ended, "err", err, "liveness", s.opts.Liveness.Period().String())
+		return
+	}
+	s.metrics.handedBack.Add(float64(ended))
+	s.logger.Info("stop: handed back to the other replicas", "handed_back", ended, "kept_while_sending", left)
 }
 
 // waitLoops waits for the fire loop, the sweeper and the DLQ watch to end. Past ctx's
@@ -461,6 +554,9 @@ func (s *Scheduler) waitLoops(ctx context.Context) {
 
 // stopConsumer stops consuming and waits, until ctx ends, for the handlers in progress.
 func (s *Scheduler) stopConsumer(ctx context.Context) {
+	s.broker.rebalanceMu.Lock() // no rebalance of the heartbeat from here
+	s.broker.rebalancer = nil
+	s.broker.rebalanceMu.Unlock()
 	if s.broker.consumer != nil {
 		// Suspend first: it stops new rebalances (another replica leaving triggers one),
 		// and the pause lets one already running finish, because rocketmq-client-go's

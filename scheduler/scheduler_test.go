@@ -228,12 +228,14 @@ func (s slowHandoff) Deliver(ctx context.Context, a notify.Alert) (store.Receipt
 	return s.recorder.Deliver(ctx, a)
 }
 
-// TestStopGivesBackClaimedEntries stops a replica while claimed alerts still wait for a
-// slow hand-off: Stop finishes the running hand-offs, gives the queued ones back, and a
-// second replica delivers them; every alert exactly once.
-func TestStopGivesBackClaimedEntries(t *testing.T) {
+// TestStopHandsBackClaimedEntries stops a replica while claimed alerts still wait for a
+// slow hand-off: Stop finishes the running hand-offs and hands the queued ones back at
+// once (in flight, owned by no claim, claimable now: the lease is an hour), the replica
+// is gone, and a second replica's sweeper delivers them; every alert exactly once.
+func TestStopHandsBackClaimedEntries(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
+	h.setStage(time.Hour, h.liveness)
 	opts := h.options("stop-1")
 	opts.HandoffWorkers = 2
 	s, err := New(opts, h.ws, slowHandoff{h.rec, 200 * time.Millisecond}, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
@@ -250,19 +252,41 @@ func TestStopGivesBackClaimedEntries(t *testing.T) {
 	stop(t, s)
 	t.Logf("stopped in %s with %d of %d handed off", time.Since(stopped), len(h.rec.at), n)
 	require.Less(t, len(h.rec.at), n, "everything was handed off before Stop: the test proves nothing")
-	_, inflight, err := h.ws.Stats(context.Background())
+	ctx := context.Background()
+	require.Empty(t, h.heldBy(t, opts.InstanceName), "the stopped replica holds nothing")
+	owners, err := h.rdb.HGetAll(ctx, "{"+h.prefix+"}:owner").Result()
 	require.NoError(t, err)
-	require.Zero(t, inflight, "Stop left claimed entries in flight instead of giving them back")
+	require.NotEmpty(t, owners, "nothing was in flight at the stop: the test proves nothing")
+	now, err := h.ws.Time(ctx)
+	require.NoError(t, err)
+	for id, owner := range owners {
+		require.Equal(t, "left:"+opts.InstanceName, owner, "%s", id)
+		require.False(t, leaseEnd(t, h, id).After(now), "%s is claimable at once, not after its lease", id)
+	}
+	v, err := h.ws.Liveness(nil).View(ctx)
+	require.NoError(t, err)
+	require.Contains(t, v.Gone, opts.InstanceName)
+	require.NotContains(t, v.Live, opts.InstanceName)
 
 	_, m := h.start("stop-2")
 	h.rec.waitAll(t, keys, 30*time.Second)
 	h.settle(keys, m)
 	h.rec.latenessReport(t, due)
+	require.GreaterOrEqual(t, testutil.ToFloat64(m.recovered), float64(len(owners)),
+		"the second replica's sweeper claimed what was handed back")
+}
+
+// leaseEnd is when the in-flight entry id's claim expires, by the Redis clock.
+func leaseEnd(t *testing.T, h *harness, id string) time.Time {
+	t.Helper()
+	ms, err := h.rdb.ZScore(context.Background(), "{"+h.prefix+"}:inflight", id).Result()
+	require.NoError(t, err)
+	return time.UnixMilli(int64(ms))
 }
 
 // TestBacklogKeepsItsLeases makes one replica hold a backlog that takes longer than a
-// lease to hand off, while a second replica sweeps: the holder keeps extending its
-// leases, so the sweeper never takes an alert over and each is handed off once.
+// lease to hand off, while a second replica sweeps: the holder is live, so its claims
+// whose lease ran out are renewed, not taken over, and each alert is handed off once.
 func TestBacklogKeepsItsLeases(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)

@@ -40,17 +40,15 @@ func (p *handoffPool) adopt(ctx context.Context, target string, limit int, token
 	}
 	// Repeated with the same token while Redis cannot be reached: the adopt may have
 	// landed with its reply lost, and a repeat returns what it took.
-	var c store.Claimed
 	var left int
-	err := retryStore(ctx, p.metrics, "adopt", p.store.Lease(), func(ctx context.Context) error {
-		var err error
-		c, left, err = p.store.Adopt(ctx, target, limit, token)
-		return err
+	c, err := p.claim(ctx, "adopt", func(ctx context.Context) (store.Claimed, error) {
+		c, l, err := p.store.Adopt(ctx, target, limit, token)
+		left = l
+		return c, err
 	})
 	if err != nil {
 		return 0, 0, err
 	}
-	p.held.add(c.Entries)
 	p.metrics.claims.WithLabelValues("adopted").Add(float64(len(c.Entries) + len(c.Corrupt)))
 	if len(c.Corrupt) > 0 {
 		go p.quarantine(p.ctx, c.Corrupt)
@@ -65,10 +63,10 @@ func (p *handoffPool) adopt(ctx context.Context, target string, limit int, token
 	return len(c.Entries), left, nil
 }
 
-// stopAdopting makes Adopt a no-op and waits for the adopted hand-offs in flight.
-func (p *handoffPool) stopAdopting() {
+// closeAdopting makes Adopt a no-op; the pool's wait waits for the adopted hand-offs in
+// flight.
+func (p *handoffPool) closeAdopting() {
 	p.adopting.mu.Lock()
 	p.adopting.closed = true
 	p.adopting.mu.Unlock()
-	p.adopting.running.Wait()
 }

@@ -107,6 +107,8 @@ func TestBusyTargetIsOneQueueForAllReplicas(t *testing.T) {
 	require.Positive(t, parked, "a busy target's alerts are parked")
 	require.Equal(t, parked, adopted, "every parked alert was adopted by a send, none left to the park's lease")
 	require.True(t, crossed, "some replica sent alerts that other replicas had parked")
+	_, err := h.ws.Liveness(nil).Beat(ctx, "check")
+	require.NoError(t, err)
 	_, left, err := h.ws.Adopt(ctx, "ops", 0, "check")
 	require.NoError(t, err)
 	require.Zero(t, left, "the park is empty")

@@ -8,7 +8,9 @@ import (
 )
 
 // sweepLoop claims entries that are overdue past the grace period or whose lease
-// expired: those of a crashed replica, or whose claim failed.
+// expired, and, with them, everything a replica whose liveness lapsed held (the wheel
+// stage's ClaimOverdue takes it over first): those of a crashed replica, or whose claim
+// failed.
 func (s *Scheduler) sweepLoop(ctx context.Context) {
 	defer s.life.loops.Done()
 	t := time.NewTicker(s.opts.SweepInterval)
@@ -21,7 +23,7 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 		}
 		for {
 			token := s.claimToken()
-			c, err := s.claimRetrying(ctx, "sweep", func(ctx context.Context) (store.Claimed, error) {
+			c, err := s.pool.claim(ctx, "sweep", func(ctx context.Context) (store.Claimed, error) {
 				return s.store.ClaimOverdue(ctx, s.opts.Grace, s.opts.ClaimBatch, token)
 			})
 			if err != nil {

@@ -21,10 +21,15 @@ const connectTimeout = 10 * time.Second
 // OpenRedis connects to the Redis at rawURL and pings it. The error names the host, never
 // the URL's password.
 func OpenRedis(ctx context.Context, rawURL string) (*redis.Client, error) {
+	return openURL(ctx, rawURL, func(*redis.Options) {})
+}
+
+func openURL(ctx context.Context, rawURL string, tune func(*redis.Options)) (*redis.Client, error) {
 	opts, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("store: redis url: %s", scrub(err.Error(), rawURL))
 	}
+	tune(opts)
 	client := redis.NewClient(opts)
 	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -39,19 +44,49 @@ func OpenRedis(ctx context.Context, rawURL string) (*redis.Client, error) {
 // primary found through Sentinel, or a Cluster — and pings it. Errors never hold a
 // password.
 func OpenRedisConfig(ctx context.Context, c config.Redis) (redis.UniversalClient, error) {
+	return openConfig(ctx, c, connTuning{})
+}
+
+// OpenBeatRedis connects to the Redis that c describes as OpenRedisConfig does, for a
+// replica's heartbeat alone (WheelStage.Liveness): two connections, no retries of the
+// client's own (the heartbeat tries again itself, at once), and every command bounded
+// by its context, so that a beat stuck on a dead connection gives up in time for the
+// next try instead of after the client's read timeout.
+func OpenBeatRedis(ctx context.Context, c config.Redis) (redis.UniversalClient, error) {
+	return openConfig(ctx, c, connTuning{poolSize: 2, maxRetries: -1, contextTimeouts: true})
+}
+
+// connTuning are the settings of a client that differ from go-redis's defaults; zero
+// fields keep them.
+type connTuning struct {
+	poolSize, maxRetries int
+	contextTimeouts      bool
+}
+
+func openConfig(ctx context.Context, c config.Redis, tune connTuning) (redis.UniversalClient, error) {
 	var client redis.UniversalClient
 	var where string
 	switch {
 	case c.Sentinel != nil:
 		s := c.Sentinel
 		client = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.Addresses,
-			Password: s.Password.Reveal(), SentinelPassword: s.SentinelPassword.Reveal(), DB: s.DB})
+			Password: s.Password.Reveal(), SentinelPassword: s.SentinelPassword.Reveal(), DB: s.DB,
+			PoolSize: tune.poolSize, MaxRetries: tune.maxRetries, ContextTimeoutEnabled: tune.contextTimeouts})
 		where = fmt.Sprintf("primary %q through the sentinels %s", s.MasterName, strings.Join(s.Addresses, ","))
 	case c.Cluster != nil:
-		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Cluster.Addresses, Password: c.Cluster.Password.Reveal()})
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Cluster.Addresses, Password: c.Cluster.Password.Reveal(),
+			PoolSize: tune.poolSize, MaxRetries: tune.maxRetries, ContextTimeoutEnabled: tune.contextTimeouts})
 		where = "the cluster at " + strings.Join(c.Cluster.Addresses, ",")
 	default:
-		return OpenRedis(ctx, c.URL.Reveal())
+		return openURL(ctx, c.URL.Reveal(), func(o *redis.Options) {
+			if tune.poolSize > 0 {
+				o.PoolSize = tune.poolSize
+			}
+			if tune.maxRetries != 0 {
+				o.MaxRetries = tune.maxRetries
+			}
+			o.ContextTimeoutEnabled = o.ContextTimeoutEnabled || tune.contextTimeouts
+		})
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()

@@ -3,11 +3,13 @@ package store_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -95,4 +97,25 @@ func TestPostgresWrongPasswordErr(t *testing.T) {
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "not-the-pw-123")
 	require.Contains(t, err.Error(), "password authentication failed")
+}
+
+// TestBeatClientHonoursContextDeadlines: a command of the heartbeat's client gives up at
+// its context's deadline (a network timeout), as the heartbeat needs to try again in
+// time; the ordinary client waits for the command's own answer (here a blocking pop's
+// timeout, redis.Nil).
+func TestBeatClientHonoursContextDeadlines(t *testing.T) {
+	_, prefix := testenv.Redis(t)
+	c := config.Redis{URL: config.Secret(testenv.RedisURL(t))}
+	pop := func(open func(context.Context, config.Redis) (redis.UniversalClient, error)) error {
+		rdb, err := open(context.Background(), c)
+		require.NoError(t, err)
+		defer rdb.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		return rdb.BLPop(ctx, time.Second, prefix+":never").Err()
+	}
+	var timeout net.Error
+	require.ErrorAs(t, pop(store.OpenBeatRedis), &timeout)
+	require.True(t, timeout.Timeout(), "%v", timeout)
+	require.ErrorIs(t, pop(store.OpenRedisConfig), redis.Nil)
 }

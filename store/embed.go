@@ -17,6 +17,12 @@ func script(name string) *redis.Script {
 	return redis.NewScript(mustRead("lua/" + name))
 }
 
+// holdingScript loads the Lua script lua/name after the functions of lib_holding.lua,
+// which every script that changes who holds an id calls.
+func holdingScript(name string) *redis.Script {
+	return redis.NewScript(mustRead("lua/lib_holding.lua") + mustRead("lua/"+name))
+}
+
 // query loads the SQL query sql/name; a missing file is a build mistake.
 func query(name string) string { return mustRead("sql/" + name) }
 

@@ -213,6 +213,10 @@ type FailedSendsOptions struct {
 	// ClaimLease is how long a claim of ClaimDue holds a row without a Confirm or an
 	// ExtendClaims. Default config failedSends.claimLease.
 	ClaimLease time.Duration
+	// Guard is how long after a Confirm its request may still start: the wheel stage's
+	// guard (WheelStage.Guard), after which the replica's sender does not start it.
+	// ReleaseReplica leaves a row confirmed within it alone until it ends. 0: none.
+	Guard time.Duration
 	// StatementTimeout bounds every call whose context has no deadline. Default
 	// DefaultStatementTimeout.
 	StatementTimeout time.Duration
@@ -222,6 +226,7 @@ type FailedSendsOptions struct {
 type FailedSends struct {
 	pool    *pgxpool.Pool
 	lease   time.Duration
+	guard   time.Duration
 	timeout time.Duration
 }
 
@@ -229,7 +234,7 @@ type FailedSends struct {
 func NewFailedSends(pool *pgxpool.Pool, opts FailedSendsOptions) *FailedSends {
 	config.Default(&opts.ClaimLease, config.DefaultFailedSendsClaimLease)
 	config.Default(&opts.StatementTimeout, DefaultStatementTimeout)
-	return &FailedSends{pool: pool, lease: opts.ClaimLease, timeout: opts.StatementTimeout}
+	return &FailedSends{pool: pool, lease: opts.ClaimLease, guard: max(opts.Guard, 0), timeout: opts.StatementTimeout}
 }
 
 // bound gives ctx the statement timeout when it has no deadline of its own.
@@ -250,6 +255,7 @@ var (
 	qMarkRetry      = query("failed_mark_retry.sql")
 	qMarkDead       = query("failed_mark_dead.sql")
 	qRelease        = query("failed_release.sql")
+	qReleaseReplica = query("failed_release_replica.sql")
 	qList           = query("failed_list.sql")
 	qGet            = query("failed_get.sql")
 	qByMessage      = query("failed_by_message.sql")
@@ -336,7 +342,8 @@ func storableText(s string) string {
 // that are due by Postgres's clock and held by no other claim (never claimed, or their
 // lease ran out), oldest due first. The claim holds a row for the lease (Postgres's
 // clock); Confirm and ExtendClaims renew it; the claimer ends it with MarkDelivered,
-// MarkRetry, MarkDead or Release.
+// MarkRetry, MarkDead or Release. The token's replica, the part before its first "/"
+// (as for the wheel stage's claims), is noted with the row, for ReleaseReplica.
 func (s *FailedSends) ClaimDue(ctx context.Context, limit int, token string) ([]FailedSend, error) {
 	if limit <= 0 {
 		return nil, nil
@@ -352,6 +359,32 @@ func (s *FailedSends) ClaimDue(ctx context.Context, limit int, token string) ([]
 		return nil, pgErr(ctx, "claim due failed sends", err)
 	}
 	return out, nil
+}
+
+// ReleaseReplica releases, in one statement, every pending row that the claims of
+// replica hold, once it departed (its liveness in the wheel stage lapsed and its
+// holdings there were taken over, or it left): none of its claims can confirm or settle
+// them any more (ErrNotHeld), and the next ClaimDue of any replica takes them, at once,
+// or, for a row whose claim confirmed a request within the guard, once the guard ends.
+// It returns how many rows it released.
+func (s *FailedSends) ReleaseReplica(ctx context.Context, replica string) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, qReleaseReplica, replica, s.guard)
+	if err != nil {
+		return 0, pgErr(ctx, "release the failed sends of a departed replica", err)
+	}
+	released, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return 0, pgErr(ctx, "release the failed sends of a departed replica", err)
+	}
+	n := 0
+	for _, r := range released {
+		if r {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Confirm checks, right before a request of the retry job, that the claim token still

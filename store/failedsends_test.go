@@ -686,3 +686,67 @@ func TestFailedSendsCancel(t *testing.T) {
 	_, err = fs.Cancel(ctx, "c-never", store.CancelNote{})
 	require.ErrorIs(t, err, store.ErrInvalid, "who cancels is required")
 }
+
+// claimedReplica is the replica failed_sends notes for row id's claim ("" when none).
+func claimedReplica(t *testing.T, pool *pgxpool.Pool, id int64) string {
+	t.Helper()
+	var r *string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT claimed_replica FROM failed_sends WHERE id = $1", id).Scan(&r))
+	if r == nil {
+		return ""
+	}
+	return *r
+}
+
+// TestReleaseReplicaRows: once replica ra departed, one ReleaseReplica makes what its
+// retry job's claims held claimable by any replica: an unconfirmed row at once, a row
+// whose request was confirmed once the guard after that confirm ends; ra's claim can no
+// longer confirm or settle either, and a row of another replica's claim is left alone.
+func TestReleaseReplicaRows(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.FailedSends(t)
+	const guard = 2 * time.Second
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{Guard: guard})
+	ctx := context.Background()
+	now := time.Now()
+	a := record(t, fs, store.NewFailedSend{MessageID: "a", NextAttemptAt: now.Add(-3 * time.Minute)})
+	b := record(t, fs, store.NewFailedSend{MessageID: "b", NextAttemptAt: now.Add(-2 * time.Minute)})
+	c := record(t, fs, store.NewFailedSend{MessageID: "c", NextAttemptAt: now.Add(-time.Minute)})
+	got, err := fs.ClaimDue(ctx, 2, "ra/1")
+	require.NoError(t, err)
+	require.Equal(t, []int64{a, b}, rowIDs(got))
+	got, err = fs.ClaimDue(ctx, 10, "rb/1")
+	require.NoError(t, err)
+	require.Equal(t, []int64{c}, rowIDs(got))
+	require.Equal(t, "ra", claimedReplica(t, pool, a), "a claim notes its token's replica")
+	require.Equal(t, "rb", claimedReplica(t, pool, c))
+	require.NoError(t, fs.Confirm(ctx, b, "ra/1", 0)) // b's request may be about to start
+
+	n, err := fs.ReleaseReplica(ctx, "ra")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	got, err = fs.ClaimDue(ctx, 10, "rb/2")
+	require.NoError(t, err)
+	require.Equal(t, []int64{a}, rowIDs(got), "a at once; b waits for its guard; c is rb/1's")
+	require.Equal(t, "rb", claimedReplica(t, pool, a))
+	require.ErrorIs(t, fs.Confirm(ctx, b, "ra/1", 0), store.ErrNotHeld, "ra's claim is void")
+	require.ErrorIs(t, fs.MarkRetry(ctx, b, "ra/1", 1, 0, store.FailedAttempt{Class: "transient"}), store.ErrNotHeld)
+	rb, err := fs.Get(ctx, b)
+	require.NoError(t, err)
+	require.Equal(t, "lapsed:ra", *rb.ClaimedBy)
+	require.Equal(t, rb.ConfirmedAt.Add(guard), *rb.LeaseUntil, "b is released when the guard after its confirm ends")
+	require.Empty(t, claimedReplica(t, pool, b))
+	require.Eventually(t, func() bool {
+		got, err := fs.ClaimDue(ctx, 10, "rb/3")
+		require.NoError(t, err)
+		return len(got) == 1 && got[0].ID == b
+	}, 30*time.Second, 50*time.Millisecond)
+	require.False(t, dbNow(t, pool).Before(rb.ConfirmedAt.Add(guard)), "not before its guard ended")
+
+	n, err = fs.ReleaseReplica(ctx, "ra")
+	require.NoError(t, err)
+	require.Zero(t, n, "ra holds nothing any more")
+	rc, err := fs.Get(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, "rb/1", *rc.ClaimedBy, "another replica's claim is left alone")
+}

@@ -17,6 +17,10 @@ import (
 //	  {p}:inflight     sorted set  id → lease expiry, Unix ms by the Redis clock
 //	  {p}:entries      hash        id → encoded Entry
 //	  {p}:owner        hash        id → token of the claim holding it (in flight only)
+//	  {p}:by           hash        id → the replica responsible for it: the one whose claim
+//	                               holds it, or that parked it (lua/lib_holding.lua)
+//	  {p}:held         sorted set  "<replica>/<id>" of each id in by, all scores 0: one
+//	                               replica's holdings are a lexicographic range
 //	  {p}:tries        hash        id → hand-offs given back so far
 //	  {p}:failed       hash        id → the failure of its send, once decided
 //	  {p}:parts        hash        id → leading parts of a split alert delivered so far
@@ -34,6 +38,13 @@ import (
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	  {p}:park:<g>     sorted set  id → due time, Unix ms: target g's parked alerts (park.go)
 //	  {p}:adopt:<tok>  sorted set  id → due time, Unix ms: the ids one adopt took (lives one lease)
+//	  {p}:live         sorted set  replica → end of its liveness, Unix ms by the Redis clock
+//	                               (liveness.go)
+//	  {p}:live-meta    hash        last: the last beat of any replica; quiet: take-overs wait
+//	                               until then, Unix ms
+//	  {p}:guard        sorted set  id → until when a confirmed send of it may still be on the
+//	                               wire, Unix ms (liveness on only)
+//	  {p}:gone         sorted set  replica → when the take-over of its holdings finished, Unix ms
 //	robot pool, tag {p:g}, one per target:
 //	  {p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms
 //	  {p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
@@ -54,6 +65,8 @@ func (k keys) due() string                   { return k.stage() + "due" }
 func (k keys) inflight() string              { return k.stage() + "inflight" }
 func (k keys) entries() string               { return k.stage() + "entries" }
 func (k keys) owner() string                 { return k.stage() + "owner" }
+func (k keys) by() string                    { return k.stage() + "by" }
+func (k keys) held() string                  { return k.stage() + "held" }
 func (k keys) tries() string                 { return k.stage() + "tries" }
 func (k keys) failed() string                { return k.stage() + "failed" }
 func (k keys) parts() string                 { return k.stage() + "parts" }
@@ -69,6 +82,11 @@ func (k keys) episodesLive() string          { return k.stage() + "ep-live" }
 func (k keys) episodeOutbox() string         { return k.stage() + "ep-outbox" }
 func (k keys) epAlerts(key string) string    { return k.stage() + "ep-alerts:" + key }
 func (k keys) trace(id string) string        { return k.stage() + "trace:" + id }
+func (k keys) live() string                  { return k.stage() + "live" }
+func (k keys) liveMeta() string              { return k.stage() + "live-meta" }
+func (k keys) guard() string                 { return k.stage() + "guard" }
+func (k keys) gone() string                  { return k.stage() + "gone" }
+func (k keys) departed() string              { return k.stage() + "departed" }
 func (k keys) pool(target string) string     { return "{" + k.prefix + ":" + target + "}:" }
 func (k keys) cool(target string) string     { return k.pool(target) + "cool" }
 func (k keys) disabled(target string) string { return k.pool(target) + "disabled" }

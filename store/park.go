@@ -13,8 +13,8 @@ import (
 // park's token instead of a claim, in the target's park {p}:park:<g> by due time.
 
 var (
-	wheelParkScript  = script("wheel_park.lua")
-	wheelAdoptScript = script("wheel_adopt.lua")
+	wheelParkScript  = holdingScript("wheel_park.lua")
+	wheelAdoptScript = holdingScript("wheel_adopt.lua")
 )
 
 func (k keys) park(target string) string { return k.stage() + "park:" + target }
@@ -32,7 +32,8 @@ func parkToken(target string) string { return "parked:" + target }
 // claims it as an expired claim, so a parked entry whose adopters all died is still
 // delivered. Only the claim that holds an entry can park it; it returns the ids parked
 // (the others had been lost by their claims). A parked entry's former claim can no
-// longer confirm, extend, give back or mark it.
+// longer confirm, extend, give back or mark it; the claim's replica stays responsible
+// for it (a take-over of the replica moves its parked entries too).
 func (w *WheelStage) Park(ctx context.Context, target string, lease time.Duration, parked ...Parked) ([]string, error) {
 	if len(parked) == 0 {
 		return nil, nil
@@ -40,12 +41,13 @@ func (w *WheelStage) Park(ctx context.Context, target string, lease time.Duratio
 	if lease < time.Millisecond {
 		return nil, fmt.Errorf("store: park: lease %s is below 1ms", lease)
 	}
-	args := make([]any, 0, 3*len(parked)+2)
-	args = append(args, lease.Milliseconds(), parkToken(target))
+	args := make([]any, 0, 3*len(parked)+3)
+	args = append(args, lease.Milliseconds(), parkToken(target), w.opts.Liveness.Milliseconds())
 	for _, p := range parked {
 		args = append(args, p.Claim.ID, p.Claim.Token, p.DueAt.UnixMilli())
 	}
-	ids, err := w.write(ctx, wheelParkScript, []string{w.inflight, w.keys.owner(), w.keys.park(target)}, args...).StringSlice()
+	keys := []string{w.inflight, w.keys.owner(), w.keys.park(target), w.keys.by(), w.keys.held(), w.keys.live()}
+	ids, err := w.write(ctx, wheelParkScript, keys, args...).StringSlice()
 	if err != nil {
 		return nil, w.fail("park", err)
 	}
@@ -67,7 +69,7 @@ type Parked struct {
 // one lease), and takes nothing more.
 func (w *WheelStage) Adopt(ctx context.Context, target string, limit int, token string) (Claimed, int, error) {
 	res, err := w.write(ctx, wheelAdoptScript, append(w.claimKeys(), w.keys.park(target), w.keys.adopted(token)),
-		w.opts.Lease.Milliseconds(), token, parkToken(target), max(limit, 0)).Slice()
+		w.opts.Lease.Milliseconds(), token, parkToken(target), max(limit, 0), w.opts.Liveness.Milliseconds()).Slice()
 	if err != nil {
 		return Claimed{}, 0, w.fail("adopt", err)
 	}

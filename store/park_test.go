@@ -41,9 +41,6 @@ func TestParkAndAdopt(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"a", "b", "c"}, got)
 	require.ErrorIs(t, ws.Confirm(ctx, parked[0].Claim, 0), store.ErrNotHeld, "a parked entry's former claim no longer holds it")
-	lost, err := ws.ExtendLease(ctx, []store.Claim{parked[1].Claim})
-	require.NoError(t, err)
-	require.Equal(t, []string{"a"}, lost)
 
 	c, left, err := ws.Adopt(ctx, "ops", 2, "adopter")
 	require.NoError(t, err)

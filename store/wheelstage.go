@@ -30,9 +30,9 @@ const cancelMargin = 24 * time.Hour
 // WheelStageOptions tune a WheelStage. A zero or negative field takes its default.
 type WheelStageOptions struct {
 	// Lease is how long a claimed entry belongs to its claimer before the sweeper of any
-	// replica may claim it again. It must comfortably exceed the time from a claim to
-	// Release or GiveBack, or a backlog must be kept alive with ExtendLease.
-	// Default config scheduler.lease.
+	// replica may claim it again, unless the claimer is a live replica (with liveness on,
+	// an expired claim of a live replica is renewed instead: see ClaimOverdue); it is also
+	// a park's lease. Default config scheduler.lease.
 	Lease time.Duration
 	// DoneTTL is how long the done marker that Release leaves turns a later Put of the same
 	// id into a no-op. It must exceed the longest time a duplicate can still arrive: the
@@ -52,6 +52,11 @@ type WheelStageOptions struct {
 	Replicas int
 	// WaitTimeout bounds that WAIT. Default config redis.waitTimeout.
 	WaitTimeout time.Duration
+	// Liveness, when above 0, is the liveness period T of the replicas sharing the stage
+	// (liveness.go), at millisecond precision: a replica that has not beaten
+	// (Liveness.Beat) for T has lapsed. Default 0: liveness is off, and only leases tell
+	// a dead replica's holdings.
+	Liveness time.Duration
 }
 
 func (o WheelStageOptions) withDefaults() WheelStageOptions {
@@ -59,16 +64,17 @@ func (o WheelStageOptions) withDefaults() WheelStageOptions {
 	config.Default(&o.DoneTTL, config.DefaultDoneTTL)
 	config.Default(&o.CancelTTL, config.DefaultHorizon+cancelMargin)
 	config.Default(&o.WaitTimeout, config.DefaultWaitTimeout)
+	o.Liveness = max(o.Liveness, 0).Truncate(time.Millisecond)
 	return o
 }
 
 // WheelStageOptionsFromConfig takes the wheel stage's options from the service
-// configuration: the scheduler's lease and done TTL, and tombstones that outlive the
-// horizon.
+// configuration: the scheduler's lease, liveness and done TTL, and tombstones that
+// outlive the horizon.
 func WheelStageOptionsFromConfig(c config.Config) WheelStageOptions {
 	_, replicas, _ := config.ParseDurability(c.Redis.Durability) // validated
 	return WheelStageOptions{Lease: c.Scheduler.Lease, DoneTTL: c.Scheduler.DoneTTL, CancelTTL: c.Scheduler.Horizon + cancelMargin,
-		Replicas: replicas, WaitTimeout: c.Redis.WaitTimeout}
+		Replicas: replicas, WaitTimeout: c.Redis.WaitTimeout, Liveness: c.Scheduler.Liveness}
 }
 
 // Entry is one alert waiting in the wheel stage.
@@ -316,11 +322,10 @@ func (r CancelResult) String() string {
 
 var (
 	wheelPutScript           = script("wheel_put.lua")
-	wheelClaimScript         = script("wheel_claim.lua")
-	wheelClaimOverdueScript  = script("wheel_claim_overdue.lua")
-	wheelReleaseScript       = script("wheel_release.lua")
-	wheelGiveBackScript      = script("wheel_give_back.lua")
-	wheelExtendLeaseScript   = script("wheel_extend_lease.lua")
+	wheelClaimScript         = holdingScript("wheel_claim.lua")
+	wheelClaimOverdueScript  = holdingScript("wheel_claim_overdue.lua")
+	wheelReleaseScript       = holdingScript("wheel_release.lua")
+	wheelGiveBackScript      = holdingScript("wheel_give_back.lua")
 	wheelDueWithinScript     = script("wheel_due_within.lua")
 	wheelCancelScript        = script("wheel_cancel.lua")
 	wheelRescheduleScript    = script("wheel_reschedule.lua")
@@ -403,12 +408,16 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 // cancelled, delivered) are left out, so len(ids) minus what was returned were lost.
 // Claim can be repeated with the same token after an error (its reply may have been
 // lost with the entries in flight): the ids token holds already come back again.
+//
+// The replica of token (the part before its first "/") becomes responsible for what it
+// claims. With liveness on (Options().Liveness), a replica that is not live claims
+// nothing: the error wraps ErrLapsed. The same holds for ClaimOverdue, Adopt and Park.
 func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Claimed, error) {
 	if len(ids) == 0 {
 		return Claimed{}, nil
 	}
-	args := make([]any, 0, len(ids)+2)
-	args = append(args, w.opts.Lease.Milliseconds(), token)
+	args := make([]any, 0, len(ids)+3)
+	args = append(args, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds())
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -444,13 +453,21 @@ func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Cla
 // extend, give back, confirm or mark it. A limit below 1 is an error. Like Claim it can
 // be repeated with the same token after an error: a repeat returns what the first run
 // took (for one lease), and takes nothing more.
+//
+// With liveness on it first takes over the holdings of a replica that lapsed (the one
+// whose liveness ran out first), up to 5000 of them per call: their claims and parks end
+// (the old claims get ErrNotHeld), and they are claimed as expired ones, those confirmed
+// within the guard (see Confirm) once it ends. When the replica holds nothing more it is
+// gone (LivenessView.Gone). No take-over starts while a quiet window is open (see
+// Liveness). An expired claim of a live replica is renewed instead of taken.
 func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (Claimed, error) {
 	if limit < 1 {
 		return Claimed{}, fmt.Errorf("store: claim overdue: limit %d is not positive", limit)
 	}
 	grace = max(grace, 0)
-	res, err := w.write(ctx, wheelClaimOverdueScript, append(w.claimKeys(), w.keys.sweep(token)),
-		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token).Slice()
+	keys := append(w.claimKeys(), w.keys.sweep(token), w.keys.liveMeta(), w.keys.guard(), w.keys.gone())
+	res, err := w.write(ctx, wheelClaimOverdueScript, keys,
+		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds()).Slice()
 	if err != nil {
 		return Claimed{}, w.fail("claim overdue", err)
 	}
@@ -461,9 +478,14 @@ func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limi
 	return c, nil
 }
 
-func (w *WheelStage) claimKeys() []string {
-	return []string{w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed(), w.keys.parts()}
+// holdKeys are the keys of an entry's claim state, and who holds it (lib_holding.lua).
+func (w *WheelStage) holdKeys() []string {
+	return []string{w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed(), w.keys.parts(),
+		w.keys.by(), w.keys.held()}
 }
+
+// claimKeys are holdKeys and the replicas' liveness, which a claim checks.
+func (w *WheelStage) claimKeys() []string { return append(w.holdKeys(), w.keys.live()) }
 
 // Release records that the hand-offs of claims are done (outcome), in one round trip:
 // their entries and claim state are deleted, they leave the in-flight and due indexes,
@@ -503,8 +525,8 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 	case Withheld:
 		prefix = withheldPrefix
 	}
-	keys := make([]string, 0, 2*len(claims)+7)
-	keys = append(keys, w.claimKeys()...)
+	keys := make([]string, 0, 2*len(claims)+9)
+	keys = append(keys, w.holdKeys()...)
 	args := make([]any, 0, 6*len(claims)+2)
 	args = append(args, w.opts.DoneTTL.Milliseconds(), prefix)
 	count := func(n int) string {
@@ -532,7 +554,8 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 // back: it reports false, changing nothing else, when c no longer holds it (released,
 // cancelled, given back already, or claimed by another replica after c's lease ran out).
 func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time, partsSent int) (bool, error) {
-	n, err := w.write(ctx, wheelGiveBackScript, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries(), w.keys.parts()},
+	n, err := w.write(ctx, wheelGiveBackScript, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries(), w.keys.parts(),
+		w.keys.by(), w.keys.held()},
 		c.ID, c.Token, retryAt.UnixMilli(), max(partsSent, 0)).Int()
 	if err != nil {
 		return false, w.fail("give back", err)
@@ -540,24 +563,10 @@ func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time, p
 	return n == 1, nil
 }
 
-// ExtendLease renews, in one round trip, the lease of every claim of claims that still
-// holds its entry to Options().Lease from Redis now, and returns the ids of those that no
-// longer do: the caller must forget them.
-func (w *WheelStage) ExtendLease(ctx context.Context, claims []Claim) (lost []string, err error) {
-	if len(claims) == 0 {
-		return nil, nil
-	}
-	args := make([]any, 0, 2*len(claims)+1)
-	args = append(args, w.opts.Lease.Milliseconds())
-	for _, c := range claims {
-		args = append(args, c.ID, c.Token)
-	}
-	lost, err = wheelExtendLeaseScript.Run(ctx, w.rdb, []string{w.inflight, w.keys.owner()}, args...).StringSlice()
-	if err != nil {
-		return nil, w.fail("extend lease", err)
-	}
-	return lost, nil
-}
+// Guard is how long after a Confirm its send may still start, G = T/3 of the liveness
+// period T (0 with liveness off): a take-over leaves a confirmed entry alone until then,
+// and not longer, so a sender must not start a request later (notify.Options.Fence).
+func (w *WheelStage) Guard() time.Duration { return w.opts.Liveness / 3 }
 
 // ErrNotHeld is returned by Confirm and MarkFailed when the claim no longer holds its
 // entry: the caller must not send it, nor record it.
@@ -567,10 +576,12 @@ var ErrNotHeld = errors.New("the claim no longer holds the entry")
 // renews its lease so that the send has a whole lease to finish. partsSent is how many
 // leading parts of a split alert were delivered before this send; they are noted
 // whoever holds the entry (never lowered), so a later hand-off resumes after them. It
-// returns an error wrapping ErrNotHeld when c does not hold it any more.
+// returns an error wrapping ErrNotHeld when c does not hold it any more. With liveness on
+// (Options().Liveness = T), the send must start within G = T/3 of the call: a take-over
+// of c's replica leaves the entry alone until then, and not longer.
 func (w *WheelStage) Confirm(ctx context.Context, c Claim, partsSent int) error {
-	n, err := w.write(ctx, wheelConfirmScript, []string{w.inflight, w.keys.owner(), w.keys.parts()},
-		w.opts.Lease.Milliseconds(), c.ID, c.Token, max(partsSent, 0)).Int()
+	n, err := w.write(ctx, wheelConfirmScript, []string{w.inflight, w.keys.owner(), w.keys.parts(), w.keys.guard()},
+		w.opts.Lease.Milliseconds(), c.ID, c.Token, max(partsSent, 0), w.Guard().Milliseconds()).Int()
 	if err != nil {
 		return w.fail("confirm", err)
 	}
@@ -784,9 +795,18 @@ func (w *WheelStage) Stats(ctx context.Context) (waiting, inflight int64, err er
 	return dueCmd.Val(), inflightCmd.Val(), nil
 }
 
+// ErrLapsed is the error of Claim, ClaimOverdue, Adopt and Park by a replica that is not
+// live (its liveness ran out, or it never beat) while liveness is on: no holding is ever
+// created under a replica whose holdings others may be taking over. Nothing changed; the
+// replica beats (Liveness.Beat) before it claims again.
+var ErrLapsed = errors.New("the replica's liveness lapsed")
+
 // fail wraps err for operation op; errors of an unreachable or unready Redis also wrap
-// ErrUnavailable.
+// ErrUnavailable, a script's refusal of a lapsed replica ErrLapsed.
 func (w *WheelStage) fail(op string, err error) error {
+	if redis.HasErrorPrefix(err, "LAPSED") {
+		return fmt.Errorf("store: %s: %w: %s", op, ErrLapsed, strings.TrimPrefix(err.Error(), "LAPSED "))
+	}
 	if errors.Is(err, ErrUnavailable) {
 		return fmt.Errorf("store: %s: %w", op, err)
 	}

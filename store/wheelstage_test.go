@@ -661,37 +661,6 @@ func TestWheelStageTime(t *testing.T) {
 	require.False(t, got.After(after))
 }
 
-func TestWheelStageExtendLease(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: time.Hour})
-	for _, id := range []string{"a", "b", "c"} {
-		_, err := ws.Put(ctx, entryAt(id, time.Now()))
-		require.NoError(t, err)
-	}
-	_, err := entriesOf(ws.Claim(ctx, []string{"a", "b"}, tok))
-	require.NoError(t, err)
-	inflightKey := "{" + prefix + "}:inflight"
-	before, err := rdb.ZScore(ctx, inflightKey, "a").Result()
-	require.NoError(t, err)
-
-	waitRedisPast(t, rdb, redisNow(t, rdb).Add(time.Millisecond)) // the renewed expiry is later by Redis's clock
-	lost, err := ws.ExtendLease(ctx, claimsOf("a", "b", "c", "x"))
-	require.NoError(t, err)
-	require.Equal(t, []string{"c", "x"}, lost, "only the held claims are renewed")
-	after, err := rdb.ZScore(ctx, inflightKey, "a").Result()
-	require.NoError(t, err)
-	require.Greater(t, after, before)
-
-	// c is waiting and x does not exist: neither was added to inflight.
-	waiting, inflight, err := ws.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, [2]int64{1, 2}, [2]int64{waiting, inflight})
-	lost, err = ws.ExtendLease(ctx, nil)
-	require.NoError(t, err)
-	require.Empty(t, lost)
-}
-
 // A claim whose lease ran out and was taken over by another replica's sweeper can no
 // longer extend, give back, confirm or mark the entry; the new claim can. Release ends
 // both, and the next claim sees the tries and the failure noted on the way.
@@ -716,9 +685,6 @@ func TestWheelStageClaimsHaveOwners(t *testing.T) {
 	require.Len(t, taken, 1)
 	sweeper := taken[0].Claim()
 
-	lost, err := ws.ExtendLease(ctx, []store.Claim{zombie})
-	require.NoError(t, err)
-	require.Equal(t, []string{"a"}, lost)
 	require.ErrorIs(t, ws.Confirm(ctx, zombie, 0), store.ErrNotHeld)
 	require.ErrorIs(t, ws.MarkFailed(ctx, zombie, []byte("x")), store.ErrNotHeld)
 	ok, err := ws.GiveBack(ctx, zombie, time.Now(), 0)
@@ -975,8 +941,6 @@ func TestWheelStageRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	_, err = entriesOf(ws.Claim(ctx, []string{"warm"}, tok))
 	require.NoError(t, err)
-	_, err = ws.ExtendLease(ctx, claimsOf("warm"))
-	require.NoError(t, err)
 	require.NoError(t, giveBack(ctx, ws, "warm", time.Now()))
 	_, err = entriesOf(ws.ClaimOverdue(ctx, time.Hour, 1, newToken()))
 	require.NoError(t, err)
@@ -1001,11 +965,6 @@ func TestWheelStageRoundTrips(t *testing.T) {
 	counter.count(t, "Claim of 100", 1, func() error {
 		got, err := entriesOf(ws.Claim(ctx, batch, tok))
 		require.Len(t, got, 100)
-		return err
-	})
-	counter.count(t, "ExtendLease of 100", 1, func() error {
-		lost, err := ws.ExtendLease(ctx, claimsOf(batch...))
-		require.Empty(t, lost)
 		return err
 	})
 	counter.count(t, "Release of 100", 1, func() error { return release(ctx, ws, batch...) })

@@ -179,7 +179,7 @@ func runMode(ctx context.Context, out io.Writer, cfg config.Config, mode string,
 	opts.KnownTarget = func(string) bool { return true }
 	opts.InstanceName = "rd-bench-" + mode + "-" + suffix
 	rec := &hopRecorder{hops: map[string]int{}, late: map[string]time.Duration{}}
-	stop, err := startScheduler(ctx, opts, store.NewWheelStage(rdb, prefix, store.WheelStageOptions{}), rec, prometheus.NewRegistry())
+	stop, err := startScheduler(ctx, opts, store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Liveness: config.DefaultLiveness}), rec, prometheus.NewRegistry())
 	if err != nil {
 		return modeRun{}, err
 	}
@@ -312,6 +312,8 @@ type hopRecorder struct {
 }
 
 func (r *hopRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
+
+func (r *hopRecorder) Stop() {}
 
 func (r *hopRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
 	l := time.Since(a.Due)

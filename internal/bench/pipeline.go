@@ -345,7 +345,7 @@ type wheelRun struct {
 // Redis round trips per message (the hop stage's are its traces: one per hop).
 func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, stage string, n, concurrency int, suffix string, wr *wheelRun) (float64, float64, error) {
 	url := cfg.Redis.URL.Reveal()
-	var stageOpts store.WheelStageOptions
+	stageOpts := store.WheelStageOptions{Liveness: config.DefaultLiveness}
 	if wr != nil && wr.redisURL != "" {
 		url = wr.redisURL
 	}
@@ -372,6 +372,7 @@ func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, 
 	opts.KnownTarget = func(string) bool { return true }
 	opts.ConsumeGoroutines = concurrency
 	opts.InstanceName = "rd-bench-" + stage + "-" + suffix
+	opts.Liveness = ws.Liveness(nil)
 	var handoff scheduler.Delivery = &latencyRecorder{}
 	if wr != nil {
 		handoff = wr.rec
@@ -455,6 +456,8 @@ type latencyRecorder struct {
 }
 
 func (r *latencyRecorder) Reject(context.Context, delivery.Rejected) error { return nil }
+
+func (r *latencyRecorder) Stop() {}
 
 func (r *latencyRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
 	l := time.Since(a.Due)

@@ -216,6 +216,7 @@ func replicasOnce(ctx context.Context, cfg config.Config, o ReplicasOptions, n i
 		opts.Topic, opts.Group = topic, "rd_bench_replicas_"+suffix
 		opts.KnownTarget = func(t string) bool { return t == "bench" }
 		opts.InstanceName = fmt.Sprintf("rd-bench-replicas-%s-%d", suffix, i)
+		opts.Liveness = ws.Liveness(nil)
 		s, err := scheduler.New(opts, ws, d, quiet, scheduler.NewMetrics(reg), time.Now)
 		if err != nil {
 			return r, err

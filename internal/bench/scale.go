@@ -180,6 +180,7 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 // d and registering its metrics with reg; stop stops it.
 func startScheduler(ctx context.Context, opts scheduler.Options, ws *store.WheelStage, d scheduler.Delivery,
 	reg prometheus.Registerer) (stop func(), err error) {
+	opts.Liveness = ws.Liveness(nil)
 	s, err := scheduler.New(opts, ws, d, slog.New(slog.DiscardHandler), scheduler.NewMetrics(reg), time.Now)
 	if err != nil {
 		return nil, err

@@ -183,6 +183,7 @@ func newTopicRun(ctx context.Context, cfg config.Config, suffix string) (*topicR
 	opts := scheduler.OptionsFromConfig(cfg)
 	opts.Topic, opts.Group, opts.InstanceName = delayTopic, "rd_bench_topic_"+suffix, "rd-bench-topic-"+suffix
 	opts.KnownTarget = func(name string) bool { return name == "orders" }
+	opts.Liveness = ws.Liveness(nil)
 	opts.Topics = targets
 	stop, err := startScheduler(ctx, opts, ws, d, r.reg)
 	if err != nil {

@@ -34,12 +34,15 @@ func testContext(t *testing.T, want time.Duration) (context.Context, context.Can
 // (received by a consumer of the business topic; broker-topic, a broker restart during
 // their hand-off, runs in make chaos), SIGKILLs while a one-robot target far past its
 // budget is drained by both replicas' shared, merged sends, and kill-one and the storm
-// on a WeCom target and on a Feishu target (the storms in each platform's own answers).
+// on a WeCom target and on a Feishu target (the storms in each platform's own answers),
+// and a rolling update (each replica SIGTERMed and started again under a steady load).
 // Nothing may be lost,
 // duplicated past what its timeouts and faults explain (Row.TimeoutBound,
 // Row.CrashBound), delivered early by the simulator's clock, sent over a robot's limit
 // or dead-lettered; every malformed input must be rejected with its reason; the blips
-// cost at most their own length plus 2s at p99; kill-busy must have parked and adopted
+// cost at most their own length plus 2s at p99 and take nothing over; the kills' alerts
+// (those the killed replica held, or due within a liveness period of a kill) are at most
+// 5s late at p99; the rolling update delays nothing past 1s at p99; kill-busy must have parked and adopted
 // alerts, kill-one-topic must have batched its sends within the rate's burst and kept
 // to its ratePerSecond, no robot may have accepted more than its limit within a window
 // (a Feishu bot more than Feishu's 5 within a sixtieth of it) nor a robot of another
@@ -53,7 +56,7 @@ func TestChaosShort(t *testing.T) {
 	defer cancel()
 	scenarios := []string{ScenarioKillOne, ScenarioMalformed, ScenarioStorm, ScenarioRedisKill, ScenarioZombie,
 		ScenarioRedisOutage, ScenarioFastClock, ScenarioRedisBlips, ScenarioKillOneTopic, ScenarioKillBusy,
-		ScenarioKillOneWeCom, ScenarioKillOneFeishu, ScenarioStormWeCom, ScenarioStormFeishu}
+		ScenarioKillOneWeCom, ScenarioKillOneFeishu, ScenarioStormWeCom, ScenarioStormFeishu, ScenarioRolling}
 	rows, err := Run(ctx, Options{
 		Scenarios:   scenarios,
 		Alerts:      300,

@@ -35,10 +35,25 @@ func (e *env) checkMechanism(row *Row, got map[string][]acceptance) {
 		return
 	case e.name == ScenarioKillBusy:
 		e.checkShared(row)
+	case e.name == ScenarioRedisBlips:
+		e.checkNoTakeOver(row)
 	}
 	e.checkLimits(row)
 	if stormScenarios[e.name] {
 		e.checkStorm(row)
+	}
+}
+
+// checkNoTakeOver checks, from the replicas' metrics, that the Redis blips took nothing
+// over: every replica beat again within its liveness after each blip (the silence of
+// Redis opens a quiet window), so none departed and no claim was lost.
+func (e *env) checkNoTakeOver(row *Row) {
+	departed := int(e.counterLocked("rocketdelay_liveness_departed_replicas_total", nil))
+	lost := int(e.counterLocked("rocketdelay_claims_lost_total", nil))
+	lapses := int(e.counterLocked("rocketdelay_liveness_lapses_total", nil))
+	observe(row, "take-overs: %d replicas departed, %d claims lost; %d beats found their replica lapsed", departed, lost, lapses)
+	if departed > 0 || lost > 0 {
+		row.Problems = append(row.Problems, fmt.Sprintf("the blips caused take-overs: %d replicas departed, %d claims lost", departed, lost))
 	}
 }
 

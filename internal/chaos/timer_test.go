@@ -38,7 +38,7 @@ func TestTimerModeOnABrokerWithoutTimers(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, st.Stop(context.Background())) })
 
 	rdb, prefix := testenv.Redis(t)
-	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Liveness: config.DefaultLiveness})
 	levels, err := config.ParseDelayLevels(st.Env["ROCKETDELAY_LEVELS"])
 	require.NoError(t, err)
 	opts := scheduler.Options{
@@ -51,6 +51,7 @@ func TestTimerModeOnABrokerWithoutTimers(t *testing.T) {
 		Horizon:     24 * time.Hour,
 		KnownTarget: func(name string) bool { return name == "ops" },
 		Mode:        config.ModeTimer,
+		Liveness:    ws.Liveness(nil),
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	scheduler.RouteClientLog(logger)
@@ -104,3 +105,5 @@ func (c chanDelivery) Deliver(_ context.Context, a notify.Alert) (store.Receipt,
 }
 
 func (c chanDelivery) Reject(context.Context, delivery.Rejected) error { return nil }
+
+func (c chanDelivery) Stop() {}

@@ -1,13 +1,15 @@
 -- wheel_adopt.lua: claim the earliest parked entries of one target (wheel_park.lua).
 --
--- KEYS[1…7] as wheel_claim.lua: due, inflight, entries, owner, tries, failed, parts
--- KEYS[8]   {p}:park:<g>       sorted set: id -> due time (Unix ms), the target's parked ids
--- KEYS[9]   {p}:adopt:<token>  sorted set: id -> due time, the ids this claim adopted
+-- KEYS[1…10] as wheel_claim.lua: due, inflight, entries, owner, tries, failed, parts, by,
+--             held, live
+-- KEYS[11]  {p}:park:<g>       sorted set: id -> due time (Unix ms), the target's parked ids
+-- KEYS[12]  {p}:adopt:<token>  sorted set: id -> due time, the ids this claim adopted
 --                              (lives one lease)
 -- ARGV[1]   lease, ms
--- ARGV[2]   token of this claim
+-- ARGV[2]   token of this claim: "<replica>/<…>"
 -- ARGV[3]   the park's owner token ("parked:<target>")
 -- ARGV[4]   the most entries to claim
+-- ARGV[5]   liveness period, ms; "0": liveness is off
 --
 -- The earliest parked ids leave the park; each one still owned by the park moves to this
 -- claim with a fresh lease, as wheel_claim.lua's claims do. An id the park no longer owns
@@ -15,7 +17,9 @@
 -- released) only leaves the park. The ids adopted are noted under the token, so the same
 -- adopt run again (its reply was lost and the caller repeats it with the same token)
 -- returns what the first run took and the token still holds, with a renewed lease, and
--- takes nothing more, as wheel_claim_overdue.lua does.
+-- takes nothing more, as wheel_claim_overdue.lua does. The token's replica becomes
+-- responsible for each id adopted (by, held). With liveness on, a replica that is not
+-- live adopts nothing: the script fails with LAPSED.
 -- Returns {claimed, left}: claimed is {id, entry, tries, failure, parts, …} as
 -- wheel_claim.lua's, earliest due first; left the ids still parked.
 local t = redis.call('TIME')
@@ -23,6 +27,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expiry = string.format('%d', now + tonumber(ARGV[1]))
 local want = tonumber(ARGV[4])
 local claimed, n = {}, 0
+local replica = replica_of(ARGV[2])
+if ARGV[5] ~= '0' and lapsed(KEYS[10], replica, now) then
+  return lapsed_error(replica)
+end
 
 local function emit(id, entry)
   claimed[#claimed + 1] = id
@@ -33,33 +41,34 @@ local function emit(id, entry)
   n = n + 1
 end
 
-if redis.call('EXISTS', KEYS[9]) == 1 then
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[9], 0, -1)) do
+if redis.call('EXISTS', KEYS[12]) == 1 then
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[12], 0, -1)) do
     local entry = redis.call('HGET', KEYS[3], id)
     if entry and redis.call('HGET', KEYS[4], id) == ARGV[2] and redis.call('ZSCORE', KEYS[2], id) then
       redis.call('ZADD', KEYS[2], 'XX', expiry, id)
       emit(id, entry)
     end
   end
-  return {claimed, redis.call('ZCARD', KEYS[8])}
+  return {claimed, redis.call('ZCARD', KEYS[11])}
 end
 
 while n < want do
-  local parked = redis.call('ZRANGE', KEYS[8], 0, want - n - 1, 'WITHSCORES')
+  local parked = redis.call('ZRANGE', KEYS[11], 0, want - n - 1, 'WITHSCORES')
   if #parked == 0 then break end
   for i = 1, #parked, 2 do
     local id = parked[i]
-    redis.call('ZREM', KEYS[8], id)
+    redis.call('ZREM', KEYS[11], id)
     local entry = redis.call('HGET', KEYS[3], id)
     if entry and redis.call('HGET', KEYS[4], id) == ARGV[3] and redis.call('ZSCORE', KEYS[2], id) then
       redis.call('ZADD', KEYS[2], 'XX', expiry, id)
       redis.call('HSET', KEYS[4], id, ARGV[2])
-      redis.call('ZADD', KEYS[9], parked[i + 1], id)
+      hold(KEYS[8], KEYS[9], id, replica)
+      redis.call('ZADD', KEYS[12], parked[i + 1], id)
       emit(id, entry)
     end
   end
 end
 if n > 0 then
-  redis.call('PEXPIRE', KEYS[9], ARGV[1])
+  redis.call('PEXPIRE', KEYS[12], ARGV[1])
 end
-return {claimed, redis.call('ZCARD', KEYS[8])}
+return {claimed, redis.call('ZCARD', KEYS[11])}

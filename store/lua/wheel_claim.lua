@@ -7,9 +7,13 @@
 -- KEYS[5]  {p}:tries     hash: id -> hand-offs given back so far
 -- KEYS[6]  {p}:failed    hash: id -> the failure of its send, once decided
 -- KEYS[7]  {p}:parts     hash: id -> leading parts of a split alert delivered so far
+-- KEYS[8]  {p}:by        hash: id -> the replica responsible for it (lib_holding.lua)
+-- KEYS[9]  {p}:held      sorted set: "<replica>/<id>" of each id in by
+-- KEYS[10] {p}:live      sorted set: replica -> end of its liveness (Unix ms, Redis clock)
 -- ARGV[1]  lease, ms
--- ARGV[2]  token of this claim
--- ARGV[3…] ids to claim
+-- ARGV[2]  token of this claim: "<replica>/<…>"
+-- ARGV[3]  liveness period, ms; "0": liveness is off
+-- ARGV[4…] ids to claim
 --
 -- Every id in due whose due time has come by Redis's clock (score <= Redis now) moves to
 -- inflight with score = Redis now + lease, owned by the token. An id in due that is not
@@ -18,7 +22,9 @@
 -- lease, so a claim whose reply was lost (a cut connection; go-redis or the caller
 -- retries it with the same token) loses nothing. Other ids (claimed elsewhere,
 -- cancelled, delivered) are skipped; an id in due without an entry (never written by
--- these scripts) is dropped from due.
+-- these scripts) is dropped from due. The token's replica becomes responsible for each id
+-- claimed (by, held). With liveness on, a replica that is not live claims nothing: the
+-- script fails with LAPSED.
 -- Returns two arrays: {id, entry, tries, failure, parts, …} of the claimed ids in ARGV
 -- order (tries and parts "0", failure "" when there are none), and {id, ms until due, …}
 -- of the ids not due yet.
@@ -26,6 +32,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expiry = string.format('%d', now + tonumber(ARGV[1]))
 local claimed, early = {}, {}
+local replica = replica_of(ARGV[2])
+if ARGV[3] ~= '0' and lapsed(KEYS[10], replica, now) then
+  return lapsed_error(replica)
+end
 
 local function emit(id, entry)
   claimed[#claimed + 1] = id
@@ -35,7 +45,7 @@ local function emit(id, entry)
   claimed[#claimed + 1] = redis.call('HGET', KEYS[7], id) or '0'
 end
 
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local id = ARGV[i]
   local score = redis.call('ZSCORE', KEYS[1], id)
   if score then
@@ -49,6 +59,7 @@ for i = 3, #ARGV do
       if entry then
         redis.call('ZADD', KEYS[2], expiry, id)
         redis.call('HSET', KEYS[4], id, ARGV[2])
+        hold(KEYS[8], KEYS[9], id, replica)
         emit(id, entry)
       end
     end

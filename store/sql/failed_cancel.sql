@@ -4,6 +4,6 @@
 -- $1 ids (bigint[]), $2 cancelled_by, $3 cancel_reason
 UPDATE failed_sends
 SET status = 'cancelled', cancelled_by = $2, cancel_reason = $3, next_attempt_at = NULL,
-    claimed_by = NULL, lease_until = NULL, confirmed_at = NULL, updated_at = now()
+    claimed_by = NULL, claimed_replica = NULL, lease_until = NULL, confirmed_at = NULL, updated_at = now()
 WHERE id = ANY($1::bigint[]) AND status IN ('pending', 'dead', 'rejected', 'discarded')
 RETURNING id

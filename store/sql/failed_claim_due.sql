@@ -4,6 +4,8 @@
 -- over) last only for this statement; the claim outlives it in claimed_by and
 -- lease_until, which only the token's holder may renew or settle. A row taken over from a
 -- claim whose lease ran out is no longer being sent by it: confirmed_at starts over.
+-- claimed_replica is the token's replica, the part before its first "/"
+-- (failed_release_replica.sql).
 -- $1 claim token, $2 limit, $3 lease (interval)
 WITH due AS (
     SELECT id
@@ -15,7 +17,8 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE failed_sends f
-SET claimed_by = $1, lease_until = now() + $3::interval, confirmed_at = NULL, updated_at = now()
+SET claimed_by = $1, claimed_replica = split_part($1, '/', 1), lease_until = now() + $3::interval,
+    confirmed_at = NULL, updated_at = now()
 FROM due
 WHERE f.id = due.id
 RETURNING f.id, f.message_id, f.target, f.payload, f.properties, f.due_at, f.status,

@@ -5,5 +5,5 @@
 UPDATE failed_sends
 SET status = 'dead', attempts = $2, next_attempt_at = NULL, error_class = $3,
     last_error = $4, http_status = $5, errcode = $6, parts_sent = GREATEST(parts_sent, $7),
-    claimed_by = NULL, lease_until = NULL, confirmed_at = NULL, updated_at = now()
+    claimed_by = NULL, claimed_replica = NULL, lease_until = NULL, confirmed_at = NULL, updated_at = now()
 WHERE id = $1 AND status = 'pending' AND claimed_by = $8

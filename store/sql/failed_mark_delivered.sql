@@ -4,6 +4,6 @@
 -- that sent it had lost it); the claim ends.
 -- $1 id
 UPDATE failed_sends
-SET status = 'delivered', next_attempt_at = NULL, claimed_by = NULL, lease_until = NULL,
+SET status = 'delivered', next_attempt_at = NULL, claimed_by = NULL, claimed_replica = NULL, lease_until = NULL,
     confirmed_at = NULL, updated_at = now()
 WHERE id = $1 AND status <> 'delivered'

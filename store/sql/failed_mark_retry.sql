@@ -7,5 +7,5 @@
 UPDATE failed_sends
 SET attempts = $2, next_attempt_at = now() + $3::interval, error_class = $4, last_error = $5,
     http_status = $6, errcode = $7, parts_sent = GREATEST(parts_sent, $8),
-    claimed_by = NULL, lease_until = NULL, confirmed_at = NULL, updated_at = now()
+    claimed_by = NULL, claimed_replica = NULL, lease_until = NULL, confirmed_at = NULL, updated_at = now()
 WHERE id = $1 AND status = 'pending' AND claimed_by = $9

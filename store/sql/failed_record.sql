@@ -29,7 +29,7 @@ WITH final AS (
         last_error = EXCLUDED.last_error, http_status = EXCLUDED.http_status,
         errcode = EXCLUDED.errcode, next_attempt_at = EXCLUDED.next_attempt_at,
         parts_sent = EXCLUDED.parts_sent, attempts = 0, discard_reason = NULL,
-        claimed_by = NULL, lease_until = NULL, confirmed_at = NULL, created_at = now(),
+        claimed_by = NULL, claimed_replica = NULL, lease_until = NULL, confirmed_at = NULL, created_at = now(),
         updated_at = now()
     WHERE failed_sends.status IN ('dead', 'rejected')
     RETURNING id, (xmax = 0) AS inserted

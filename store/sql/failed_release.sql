@@ -3,5 +3,5 @@
 -- instance took over since are left alone.
 -- $1 ids (bigint[]), $2 claim token
 UPDATE failed_sends
-SET claimed_by = NULL, lease_until = NULL, confirmed_at = NULL, updated_at = now()
+SET claimed_by = NULL, claimed_replica = NULL, lease_until = NULL, confirmed_at = NULL, updated_at = now()
 WHERE id = ANY($1::bigint[]) AND claimed_by = $2

@@ -33,6 +33,7 @@ func main() {
 	flag.DurationVar(&opts.LongOutage, "long-outage", 5*time.Minute, "how long Redis or Postgres stays down in redis-outage and postgres-outage")
 	flag.DurationVar(&opts.Drain, "drain", 150*time.Second, "wait for every alert at most this long after the last was due")
 	flag.StringVar(&opts.StackDir, "stack-dir", "", "state directory of the private stack (kept); default a temporary one")
+	flag.StringVar(&opts.RepoRoot, "repo-root", "", "build the replicas, and start the stack, from this checkout (an earlier version, to compare); default this one")
 	flag.BoolVar(&opts.KeepStack, "keep-stack", false, "leave the private stack running")
 	flag.Uint64Var(&opts.Seed, "seed", 0, "seed of delays, kill moments and the combined schedule (a scenario run alone with a run's seed repeats its schedule); 0 random")
 	flag.DurationVar(&opts.CombinedFor, "combined-for", 5*time.Minute, "how long scenario combined publishes and injects faults")

@@ -157,17 +157,18 @@ func (b *batcher) failNext(n int, err error) {
 func (b *batcher) sendBatch(batch []*request) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.s.opts.SendTimeout)
 	defer cancel()
+	asked := b.s.opts.Now()
 	confirmed := b.confirm(ctx, batch)
 	if len(confirmed) == 0 {
 		return
 	}
-	err := b.sendNow(ctx, confirmed)
+	err := b.sendNow(ctx, confirmed, asked)
 	var f *notify.Failure
 	if len(confirmed) > 1 && errors.As(err, &f) && f.Class == notify.ClassPermanent {
 		// The broker refused the batch as a whole (one message in it is illegal); it stored
 		// none of it, so each message goes alone and only the bad one fails.
 		for _, r := range confirmed {
-			r.done <- b.sendNow(ctx, []*request{r})
+			r.done <- b.sendNow(ctx, []*request{r}, asked)
 		}
 		return
 	}
@@ -206,10 +207,18 @@ func (b *batcher) confirm(ctx context.Context, batch []*request) []*request {
 // synchronously, whose operator asked for that durability; the message is sent again
 // (it may then reach consumers twice, which its RD_ID key lets them notice) rather than
 // counted as stored with less durability than asked for.
-func (b *batcher) sendNow(ctx context.Context, batch []*request) error {
+// The send does not start unless it is within the fence of the confirms, asked at asked.
+func (b *batcher) sendNow(ctx context.Context, batch []*request, asked time.Time) error {
 	msgs := make([]*primitive.Message, len(batch))
+	claimed := false
 	for i, r := range batch {
 		msgs[i] = r.msg
+		claimed = claimed || r.confirm != nil
+	}
+	if fence := b.s.opts.Fence; claimed && fence > 0 && b.s.opts.Now().Sub(asked) > fence {
+		return &notify.Failure{Class: notify.ClassTransient, Target: b.target.Target, Err: notify.ErrStaleConfirm,
+			Reason: fmt.Sprintf("not sent to topic %s: the send could not start within %s of its claims' confirms "+
+				"(this replica was paused, or slow); confirmed again at the next attempt", b.topic, fence)}
 	}
 	start := time.Now()
 	res, err := b.s.producer.SendSync(ctx, msgs...)

@@ -60,6 +60,14 @@ type Options struct {
 	// BackoffBase and BackoffMax shape the exponential backoff, with full jitter, between
 	// two attempts. Default DefaultBackoffBase and DefaultBackoffMax.
 	BackoffBase, BackoffMax time.Duration
+	// Fence is how long after its claims' confirms a send may still start: the wheel
+	// stage's guard (store.WheelStage.Guard), in which no other replica takes them over.
+	// A send that cannot start within it (this replica was paused) is not made; it is a
+	// transient failure wrapping notify.ErrStaleConfirm, and the next attempt confirms
+	// again. 0: no fence.
+	Fence time.Duration
+	// Now is the clock of the fence; nil: time.Now.
+	Now func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +78,9 @@ func (o Options) withDefaults() Options {
 	config.Default(&o.Attempts, DefaultAttempts)
 	config.Default(&o.BackoffBase, DefaultBackoffBase)
 	config.Default(&o.BackoffMax, DefaultBackoffMax)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return o
 }
 

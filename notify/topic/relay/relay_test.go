@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,6 +148,47 @@ func TestAMessageWhoseClaimIsLostIsNotSent(t *testing.T) {
 	require.NoError(t, err)
 	c.WaitAll(t, []string{"after"}, 30*time.Second)
 	require.Zero(t, c.Copies("lost"))
+}
+
+// TestStaleConfirmSendsNothingToTheTopic: a send must start within the fence of its
+// claims' confirms. The relay's clock is aged past the fence by the confirm itself, as
+// if this replica were paused right after it: the batch send is not made (the broker
+// sees no send, the topic no message), and each attempt confirms again. Paused after
+// every confirm, the message fails, transiently, wrapping notify.ErrStaleConfirm; paused
+// once, the next attempt's confirm is fresh and the message arrives once.
+func TestStaleConfirmSendsNothingToTheTopic(t *testing.T) {
+	t.Parallel()
+	s, _, c, reg := newRelay(t, 0)
+	const fence = time.Second
+	var skew atomic.Int64 // how far the relay's clock is ahead
+	s.opts.Fence = fence
+	s.opts.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	pause := func() { skew.Add(int64(fence + time.Second)) }
+	ctx := context.Background()
+
+	var confirms atomic.Int32
+	_, err := s.Send(ctx, notify.Alert{ID: "stale", Target: "orders", Body: []byte("x"),
+		Claim: notify.ConfirmFunc(func(context.Context, int) error { confirms.Add(1); pause(); return nil })})
+	require.ErrorIs(t, err, notify.ErrStaleConfirm)
+	var f *notify.Failure
+	require.ErrorAs(t, err, &f)
+	require.Equal(t, notify.ClassTransient, f.Class)
+	require.EqualValues(t, s.opts.Attempts, confirms.Load(), "each attempt confirmed again")
+
+	confirms.Store(0)
+	_, err = s.Send(ctx, notify.Alert{ID: "paused-once", Target: "orders", Body: []byte("y"),
+		Claim: notify.ConfirmFunc(func(context.Context, int) error {
+			if confirms.Add(1) == 1 {
+				pause()
+			}
+			return nil
+		})})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, confirms.Load())
+	c.WaitAll(t, []string{"paused-once"}, 30*time.Second)
+	require.Equal(t, uint64(1), histogramCount(t, reg), "one send reached the broker: the fresh one")
+	require.Equal(t, 1, c.Copies("paused-once"))
+	require.Zero(t, c.Copies("stale"))
 }
 
 // A broker that cannot be reached is a transient failure (the hand-off retries it, then
