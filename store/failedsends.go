@@ -627,20 +627,7 @@ func (s *FailedSends) Cancel(ctx context.Context, id string, note CancelNote) (R
 	var out RowsCancel
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = RowsCancel{}
-		rows, err := tx.Query(ctx, qCancelRows, id)
-		if err != nil {
-			return err
-		}
-		type row struct {
-			id      int64
-			status  FailedStatus
-			sending bool
-		}
-		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-			var x row
-			err := r.Scan(&x.id, &x.status, &x.sending)
-			return x, err
-		})
+		found, err := alertRows(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -796,4 +783,24 @@ func unavailable(err error) bool {
 	return errors.As(err, &connE) || errors.As(err, &netE) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded) ||
 		strings.Contains(err.Error(), "closed pool")
+}
+
+// alertRow is one failed_sends row of an alert as a cancel or a reschedule sees it.
+type alertRow struct {
+	id      int64
+	status  FailedStatus
+	sending bool // a retry-job claim on it was confirmed: its request may be in flight
+}
+
+// alertRows locks and reads the rows of the alert id (qCancelRows) within tx.
+func alertRows(ctx context.Context, tx pgx.Tx, id string) ([]alertRow, error) {
+	rows, err := tx.Query(ctx, qCancelRows, id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (alertRow, error) {
+		var x alertRow
+		err := r.Scan(&x.id, &x.status, &x.sending)
+		return x, err
+	})
 }

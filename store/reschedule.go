@@ -342,20 +342,7 @@ func (s *FailedSends) Reschedule(ctx context.Context, id string, dueAt time.Time
 	var out Rescheduled
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = Rescheduled{}
-		rows, err := tx.Query(ctx, qCancelRows, id)
-		if err != nil {
-			return err
-		}
-		type row struct {
-			id      int64
-			status  FailedStatus
-			sending bool
-		}
-		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-			var x row
-			err := r.Scan(&x.id, &x.status, &x.sending)
-			return x, err
-		})
+		found, err := alertRows(ctx, tx, id)
 		if err != nil {
 			return err
 		}

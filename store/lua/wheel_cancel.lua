@@ -39,13 +39,7 @@ if redis.call('ZREM', KEYS[1], id) == 1 then
 end
 local marker = redis.call('GET', KEYS[4])
 if marker then
-  if string.sub(marker, 1, 9) == 'recorded:' then
-    return 5
-  end
-  if string.sub(marker, 1, 9) == 'withheld:' then
-    return 7
-  end
-  return 3
+  return done_code(marker)
 end
 redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
 return 4

@@ -86,13 +86,7 @@ if redis.call('ZSCORE', KEYS[1], id) then
 end
 local marker = redis.call('GET', KEYS[4])
 if marker then
-  if string.sub(marker, 1, 9) == 'recorded:' then
-    return {5, 0}
-  end
-  if string.sub(marker, 1, 9) == 'withheld:' then
-    return {7, 0}
-  end
-  return {3, 0}
+  return {done_code(marker), 0}
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return {4, 0}
