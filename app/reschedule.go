@@ -111,20 +111,7 @@ the id when the alert was moved.`,
 		default:
 			failure = fmt.Errorf("reschedule %s: %s", id, res.Result.Explain())
 		}
-		switch {
-		case out.is(outJSON): // the answer whatever it is; the exit code says it too
-			if err := writeJSON(c.OutOrStdout(), answer); err != nil {
-				return err
-			}
-			return failure
-		case failure != nil:
-			return failure
-		case out.is(outName):
-			_, err = fmt.Fprintln(c.OutOrStdout(), id)
-		default:
-			_, err = fmt.Fprintf(c.OutOrStdout(), "rescheduled %s to %s: %s\n", id, res.DueAt.Format(time.RFC3339Nano), res.Result.Explain())
-		}
-		return err
+		return printAnswer(c, out, answer, failure, id, fmt.Sprintf("rescheduled %s to %s: %s\n", id, res.DueAt.Format(time.RFC3339Nano), res.Result.Explain()))
 	}
 	configFlag(cmd, &path)
 	f := cmd.Flags()

@@ -359,20 +359,7 @@ already_delivered or recorded. With -o name it prints the id when the alert is c
 		case !res.Cancelled():
 			failure = fmt.Errorf("cancel %s: %s", id, res.Explain())
 		}
-		switch {
-		case out.is(outJSON): // the answer whatever it is; the exit code says it too
-			if err := writeJSON(c.OutOrStdout(), answer); err != nil {
-				return err
-			}
-			return failure
-		case failure != nil:
-			return failure
-		case out.is(outName):
-			_, err = fmt.Fprintln(c.OutOrStdout(), id)
-		default:
-			_, err = fmt.Fprintf(c.OutOrStdout(), "cancelled %s: %s\n", id, res.Explain())
-		}
-		return err
+		return printAnswer(c, out, answer, failure, id, fmt.Sprintf("cancelled %s: %s\n", id, res.Explain()))
 	}
 	configFlag(cmd, &path)
 	cmd.Flags().StringVar(&reason, "reason", "", "why it is cancelled, kept with a cancelled failed_sends row")
@@ -399,4 +386,25 @@ func traced(ctx context.Context, stage *store.WheelStage, rows *store.FailedSend
 	}
 	rs, err := rows.ByMessageID(ctx, id)
 	return len(rs) > 0, err
+}
+
+// printAnswer prints the answer of a command that acts on one alert (cancel,
+// reschedule): with -o json the answer whatever it is (the exit code says it too), else
+// the failure if any, with -o name the id, else text. It returns failure.
+func printAnswer(c *cobra.Command, out *output, answer any, failure error, id, text string) error {
+	switch {
+	case out.is(outJSON):
+		if err := writeJSON(c.OutOrStdout(), answer); err != nil {
+			return err
+		}
+		return failure
+	case failure != nil:
+		return failure
+	case out.is(outName):
+		_, err := fmt.Fprintln(c.OutOrStdout(), id)
+		return err
+	default:
+		_, err := fmt.Fprint(c.OutOrStdout(), text)
+		return err
+	}
 }
