@@ -125,7 +125,8 @@ func Pipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io
 	}
 	rec := &latencyRecorder{}
 	var cmds atomic.Int64
-	res.wheel, res.roundTrips, err = runScheduler(ctx, out, cfg, wheelTopic, "wheel", n, concurrency, suffix, &wheelRun{rec: rec, cmds: &cmds})
+	wheel := &wheelRun{rec: rec, cmds: &cmds}
+	res.wheel, res.roundTrips, err = runScheduler(ctx, out, cfg, wheelTopic, "wheel", n, concurrency, suffix, wheel)
 	if err != nil {
 		return err
 	}
@@ -142,6 +143,7 @@ func Pipeline(ctx context.Context, cfg config.Config, n, concurrency int, out io
 	}
 	fmt.Fprintf(out, "\nRedis round trips per wheel-stage message: %.2f (target ≤ 3)\n", res.roundTrips)
 	fmt.Fprintf(out, "Redis round trips per hop: %.2f (its trace for operators, one write; the rest is the sweeper's background share)\n", res.hopRoundTrips)
+	fmt.Fprintf(out, "Redis round trips per replica-second of liveness: %.2f (its beats, whatever it holds; counted in the figures above)\n", wheel.beatsPerSecond)
 	fmt.Fprintf(out, "lateness due → hand-off over %d/%d alerts: p50 %s, p99 %s, max %s (target p99 ≤ 50ms)\n",
 		res.handedOff, res.expected, res.p50.Round(10*time.Microsecond), res.p99.Round(10*time.Microsecond), res.worst.Round(10*time.Microsecond))
 	return durabilityStages(ctx, out, cfg, p, n, concurrency, suffix, res.wheel)
@@ -338,6 +340,9 @@ type wheelRun struct {
 	cmds     *atomic.Int64
 	redisURL string
 	replicas int
+	// beatsPerSecond is the replica's liveness beats a second over the run, filled by
+	// runScheduler: one round trip each, whatever the replica holds.
+	beatsPerSecond float64
 }
 
 // runScheduler runs an in-process scheduler on topic until n messages went through the
@@ -426,6 +431,7 @@ func runScheduler(ctx context.Context, out io.Writer, cfg config.Config, topic, 
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond) // let the last releases finish
+	wr.beatsPerSecond = sumMetric(reg, "rocketdelay_liveness_beats_total") / time.Since(started).Seconds()
 	return rate, float64(wr.cmds.Load()) / float64(n), nil
 }
 
