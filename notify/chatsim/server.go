@@ -489,6 +489,9 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) 
 		return
 	}
 	token := rules.Credential(r)
+	// A platform's gateway counts a request against the robot's limits when it arrives:
+	// a slow answer (FaultSlow) is late, not counted late.
+	arrived := s.opts.Now()
 
 	s.mu.Lock()
 	s.stats.Requests++
@@ -520,7 +523,7 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) 
 	if fault != nil && s.fault(w, r, rules, *fault) {
 		return
 	}
-	now := s.opts.Now()
+	now := arrived
 	got, refusal := rules.Check(rs.Robot, r, body, now, s.opts.Skew)
 	if refusal != nil {
 		s.reject(w, r, *refusal)
