@@ -230,6 +230,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		check{"redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
 		check{"postgres", func(ctx context.Context) error { return pg.Ping(ctx) }},
 	)
+	templates, err := newRenderer(cfg)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", h.live)
 	mux.HandleFunc("GET /readyz", h.ready)
@@ -247,7 +251,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.EscalationsPath+"/", ingressAPI)
 	mux.Handle(escalation.AckPath, esc.AckHandler(logger))
 	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller, Rescheduler: rescheduler}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
-		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, cfg.Admin.Token, logger))
+		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, templates, cfg.Admin.Token, logger))
 
 	ln := opts.Listener
 	if ln == nil {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/console"
 	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/notify"
 )
@@ -57,27 +59,16 @@ body.`,
 		if _, ok := cfg.Targets[target]; !ok {
 			return usageError(c, "--target %q is not a target of this configuration (known: %s)", target, targetNames(cfg))
 		}
-		m, err := ingress.Render(cfg, target, n)
+		r, err := newRenderer(cfg)
 		if err != nil {
 			return err
 		}
-		chat, err := bodyChecker(cfg)
+		m, body, err := r.render(target, n)
 		if err != nil {
 			return err
-		}
-		body, err := chat.Body(target, m)
-		if err == nil {
-			err = chat.Check(target, body)
-		}
-		if err != nil {
-			return fmt.Errorf("target %q: the platform would refuse the rendered message: %w", target, err)
 		}
 		if out.is(outJSON) {
-			var indented bytes.Buffer
-			if err := json.Indent(&indented, body, "", "  "); err != nil {
-				return err
-			}
-			_, err := fmt.Fprintln(c.OutOrStdout(), indented.String())
+			_, err := fmt.Fprintln(c.OutOrStdout(), body)
 			return err
 		}
 		return writeRendered(c.OutOrStdout(), m)
@@ -110,19 +101,86 @@ func readNotification(stdin io.Reader, file string) (ingress.Notification, error
 	return n, nil
 }
 
+// renderer renders Alertmanager notifications with the targets' templates, as the
+// receiver does: for `template render` and the console's template page
+// (console.Renderer).
+type renderer struct {
+	cfg  config.Config
+	chat *notify.Sender // checks the rendered body as the platform would
+}
+
+func newRenderer(cfg config.Config) (renderer, error) {
+	chat, err := bodyChecker(cfg)
+	if err != nil {
+		return renderer{}, err
+	}
+	return renderer{cfg: cfg, chat: chat}, nil
+}
+
+// render renders n with target's template and mention rules, and returns the message and
+// the platform's message JSON, indented; it fails when the template fails on n or the
+// platform would refuse the body.
+func (r renderer) render(target string, n ingress.Notification) (notify.Message, string, error) {
+	m, err := ingress.Render(r.cfg, target, n)
+	if err != nil {
+		return notify.Message{}, "", err
+	}
+	body, err := r.chat.Body(target, m)
+	if err == nil {
+		err = r.chat.Check(target, body)
+	}
+	if err != nil {
+		return notify.Message{}, "", fmt.Errorf("target %q: the platform would refuse the rendered message: %w", target, err)
+	}
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, body, "", "  "); err != nil {
+		return notify.Message{}, "", err
+	}
+	return m, indented.String(), nil
+}
+
+// Targets are the chat targets, sorted.
+func (r renderer) Targets() []string {
+	var names []string
+	for name, t := range r.cfg.Targets {
+		if t.Topic == nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Render is render for the console: notification is the JSON Alertmanager posts.
+func (r renderer) Render(target string, notification []byte) (console.Rendered, error) {
+	var n ingress.Notification
+	if err := json.Unmarshal(notification, &n); err != nil {
+		return console.Rendered{}, fmt.Errorf("not the JSON of an Alertmanager notification: %w", err)
+	}
+	m, body, err := r.render(target, n)
+	if err != nil {
+		return console.Rendered{}, err
+	}
+	return console.Rendered{Title: m.Title, Mentions: mentions(m), Text: m.Text, Body: body}, nil
+}
+
 // writeRendered prints a rendered message for a person: its title, whom it mentions, its
 // text.
 func writeRendered(w io.Writer, m notify.Message) error {
-	mentions := "nobody"
+	_, err := fmt.Fprintf(w, "title: %s\nmentions: %s\ntext:\n%s\n", m.Title, mentions(m), m.Text)
+	return err
+}
+
+// mentions says whom m mentions: "nobody", or everyone, user ids and mobiles.
+func mentions(m notify.Message) string {
 	var who []string
 	if m.Mentions.All {
 		who = append(who, "everyone")
 	}
 	who = append(who, m.Mentions.Users...)
 	who = append(who, m.Mentions.Mobiles...)
-	if len(who) > 0 {
-		mentions = strings.Join(who, ", ")
+	if len(who) == 0 {
+		return "nobody"
 	}
-	_, err := fmt.Fprintf(w, "title: %s\nmentions: %s\ntext:\n%s\n", m.Title, mentions, m.Text)
-	return err
+	return strings.Join(who, ", ")
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
 )
 
 // `template render` prints what the receiver renders for a notification: the title,
@@ -92,4 +94,29 @@ func TestTemplateRender(t *testing.T) {
 	require.NoError(t, os.WriteFile(empty, []byte(`{"version": "3"}`), 0o600))
 	_, _, err = run(t, nil, "template", "render", "-f", file, "--target", "ops", "--notification", empty)
 	require.ErrorContains(t, err, `not an Alertmanager webhook payload of version 4 (version "3"`)
+}
+
+// The console's template page renders through the same renderer as `template render`:
+// the chat targets only, the built-in template's title, and a pasted text that is not a
+// notification said as such.
+func TestRendererOfTheConsole(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rd.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`targets:
+  ops: {robots: [{name: r1, token: t1}]}
+  chat-eu: {kind: wecom, robots: [{name: w1, token: k1}]}
+  orders: {topic: {name: biz}}
+`), 0o600))
+	cfg, err := config.Load(file, func(string) string { return "" }, config.SectionLog, config.SectionTargets, config.SectionSender)
+	require.NoError(t, err)
+	r, err := newRenderer(cfg)
+	require.NoError(t, err)
+	require.Equal(t, []string{"chat-eu", "ops"}, r.Targets())
+	notification, err := os.ReadFile("../ingress/testdata/firing.json")
+	require.NoError(t, err)
+	out, err := r.Render("chat-eu", notification)
+	require.NoError(t, err)
+	require.Equal(t, "[FIRING:1] DiskFull", out.Title)
+	require.Contains(t, out.Body, `"msgtype": "markdown"`)
+	_, err = r.Render("chat-eu", []byte("firing"))
+	require.ErrorContains(t, err, "not the JSON of an Alertmanager notification")
 }

@@ -1,7 +1,8 @@
 // Package console is the operators' web console that `serve` mounts under /ui/: the
 // failed sends (filter, page, open a row, retry or discard it, the stats), the
-// scheduler's state (the wheel stage, the robot pool, recent lateness) and the live
-// escalation episodes (their next step and its due time; acknowledge one). It is plain
+// scheduler's state (the wheel stage, the robot pool, recent lateness), the live
+// escalation episodes (their next step and its due time; acknowledge one) and a page that
+// renders an Alertmanager notification with a target's template. It is plain
 // server-rendered HTML from embedded templates, with no JavaScript and no asset from
 // outside the binary.
 //
@@ -92,7 +93,8 @@ type Console struct {
 	alerts   Alerts
 	state    StateFunc
 	episodes Escalations
-	key      []byte // signs sessions and CSRF tokens; empty when the console is off
+	renderer Renderer // nil: no template page
+	key      []byte   // signs sessions and CSRF tokens; empty when the console is off
 	token    [32]byte
 	pages    map[string]*template.Template
 	logger   *slog.Logger
@@ -100,12 +102,12 @@ type Console struct {
 }
 
 // Handler returns the console for the failed_sends table failedSends (each row's target
-// described by targets), the alerts (found and cancelled by id), the scheduler state and
-// the escalation episodes; with no token it answers 503 on every page, saying how to
-// turn it on.
-func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, state StateFunc, episodes Escalations, token config.Secret,
-	logger *slog.Logger) http.Handler {
-	c := &Console{failed: failedSends, targets: targets, alerts: alerts, state: state, episodes: episodes, pages: parsePages(),
+// described by targets), the alerts (found and cancelled by id), the scheduler state,
+// the escalation episodes and the targets' templates (renderer, nil for none); with no
+// token it answers 503 on every page, saying how to turn it on.
+func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, state StateFunc, episodes Escalations, renderer Renderer,
+	token config.Secret, logger *slog.Logger) http.Handler {
+	c := &Console{failed: failedSends, targets: targets, alerts: alerts, state: state, episodes: episodes, renderer: renderer, pages: parsePages(),
 		logger: logger.With("component", "console"), now: time.Now}
 	if token != "" {
 		k := sha256.Sum256([]byte("rocketdelay console session key\x00" + token.Reveal()))
@@ -134,6 +136,8 @@ func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, st
 	mux.HandleFunc("GET "+Prefix+"scheduler", c.authed(c.scheduler))
 	mux.HandleFunc("GET "+Prefix+"escalations", c.authed(c.escalations))
 	mux.HandleFunc("POST "+Prefix+"escalations/ack", c.authed(c.ack))
+	mux.HandleFunc("GET "+Prefix+"template", c.authed(c.templatePage))
+	mux.HandleFunc("POST "+Prefix+"template", c.authed(c.templatePage))
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "There is no page "+r.URL.Path+".")
 	})
@@ -322,7 +326,7 @@ func parsePages() map[string]*template.Template {
 		"query": pageQuery,
 	}
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler", "alert", "cancel", "bulk", "escalations"} {
+	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler", "alert", "cancel", "bulk", "escalations", "template"} {
 		pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html"))
 	}
 	return pages

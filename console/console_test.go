@@ -66,7 +66,7 @@ func newSite(t *testing.T, tok config.Secret) *site {
 	eps := store.NewEpisodes(rdb, prefix, time.Hour)
 	esc := escalation.New(escalation.Options{Policies: testPolicies, CarryLater: true}, eps, nil, nil, nil,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), nil, time.Now)
-	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, esc, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, esc, testRenderer{}, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
 	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws, eps: eps}
 }

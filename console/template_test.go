@@ -1,0 +1,81 @@
+package console_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/console"
+)
+
+// testRenderer renders a notification's common alertname as the title and its first
+// alert's summary as the text; app's renderer (the receiver's templates) has tests of
+// its own.
+type testRenderer struct{}
+
+func (testRenderer) Targets() []string { return []string{"ops", "wecom-ops"} }
+
+func (testRenderer) Render(target string, notification []byte) (console.Rendered, error) {
+	var n struct {
+		CommonLabels map[string]string `json:"commonLabels"`
+		Alerts       []struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"alerts"`
+	}
+	if err := json.Unmarshal(notification, &n); err != nil {
+		return console.Rendered{}, errors.New("not the JSON of an Alertmanager notification")
+	}
+	if len(n.Alerts) == 0 {
+		return console.Rendered{}, errors.New("template: the notification has no alert")
+	}
+	return console.Rendered{Title: n.CommonLabels["alertname"], Mentions: "nobody", Text: n.Alerts[0].Annotations["summary"],
+		Body: `{"msgtype": "markdown", "target": "` + target + `"}`}, nil
+}
+
+// The template page renders a pasted notification with the chosen target's template and
+// shows the result escaped (a summary with markup is text, not markup); a notification
+// that is not one, a template error and an unknown target are each said, with the form
+// kept; without the form's CSRF token nothing is rendered.
+func TestTemplatePage(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	resp, page := s.get("/ui/template?target=wecom-ops")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "<option>ops</option><option selected>wecom-ops</option>")
+	csrf := s.csrf(page)
+
+	const notification = `{"version": "4", "commonLabels": {"alertname": "DiskFull"},
+		"alerts": [{"status": "firing", "annotations": {"summary": "<script>alert(1)</script> disk 91% full"}}]}`
+	resp, page = s.post("/ui/template", url.Values{"csrf": {csrf}, "target": {"wecom-ops"}, "notification": {notification}}, s.srv.URL)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, `<dd id="rendered-title">DiskFull</dd>`)
+	require.Contains(t, page, `<pre id="rendered-text">&lt;script&gt;alert(1)&lt;/script&gt; disk 91% full</pre>`)
+	require.NotContains(t, page, "<script>")
+	require.Contains(t, page, `&#34;target&#34;: &#34;wecom-ops&#34;`, "the body of the chosen target")
+	require.Contains(t, page, "&lt;script&gt;alert(1)&lt;/script&gt; disk 91% full&#34;}}]}</textarea>", "the form keeps the notification")
+
+	for _, tc := range []struct {
+		target, notification string
+		status               int
+		says                 string
+	}{
+		{"wecom-ops", `{"alerts": [`, http.StatusUnprocessableEntity, "not the JSON of an Alertmanager notification"},
+		{"ops", `{"alerts": []}`, http.StatusUnprocessableEntity, "template: the notification has no alert"},
+		{"orders", notification, http.StatusBadRequest, "Choose one of the targets listed."},
+		{"ops", "", http.StatusBadRequest, "Paste the JSON of an Alertmanager notification."},
+	} {
+		resp, page = s.post("/ui/template", url.Values{"csrf": {csrf}, "target": {tc.target}, "notification": {tc.notification}}, s.srv.URL)
+		require.Equal(t, tc.status, resp.StatusCode, tc.says)
+		require.Contains(t, page, `<p class="error" id="error">`+tc.says, tc.says)
+		require.NotContains(t, page, `id="rendered"`)
+	}
+
+	resp, page = s.post("/ui/template", url.Values{"csrf": {strings.Repeat("0", len(csrf))}, "target": {"ops"}, "notification": {notification}}, s.srv.URL)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.NotContains(t, page, `id="rendered"`)
+}
