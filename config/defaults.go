@@ -25,6 +25,8 @@ const (
 	DefaultKeyPrefix       = "rd"
 	DefaultDurability      = DurabilityWrite
 	DefaultWaitTimeout     = time.Second
+	DefaultShards          = 1
+	MaxShards              = 1024
 	DefaultShutdownTimeout = 30 * time.Second
 
 	DefaultSenderLimit           = 19
@@ -104,6 +106,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Redis.KeyPrefix, DefaultKeyPrefix)
 	Default(&c.Redis.Durability, DefaultDurability)
 	Default(&c.Redis.WaitTimeout, DefaultWaitTimeout)
+	Default(&c.Redis.Shards, DefaultShards)
 	Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	Default(&c.Sender.Limit, DefaultSenderLimit)
 	Default(&c.Sender.Window, DefaultSenderWindow)

@@ -254,6 +254,9 @@ func (r Redis) validate(bad badFunc) {
 	if r.WaitTimeout <= 0 {
 		bad("redis.waitTimeout", "must be positive, got %s", r.WaitTimeout)
 	}
+	if r.Shards < 1 || r.Shards > MaxShards {
+		bad("redis.shards", "must be 1 to %d, got %d", MaxShards, r.Shards)
+	}
 	if strings.ContainsAny(r.KeyPrefix, "{} \t\n") {
 		bad("redis.keyPrefix", "%q must not contain braces or whitespace", r.KeyPrefix)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -10,9 +11,21 @@ import (
 
 // Every Redis key rocketdelay writes is built here. p is the configured key prefix
 // (config redis.keyPrefix), g a target's name. Keys of one component share a hash tag, so
-// every script's keys sit in one Redis Cluster slot:
+// every script's keys sit in one Redis Cluster slot.
 //
-//	wheel stage, tag {p}:
+// The wheel stage is split into shards (config redis.shards, WheelStageOptions.Shards): an
+// alert id belongs to shard FNV-1a-32(id) mod shards, and every key of the table below
+// that names an id, or holds ids, exists once per shard under the shard's tag: {p} for
+// shard 0, {p/i} for shard i > 0 (so one shard is today's single-tag layout, and "/"
+// keeps the tags apart from the robot pools' {p:g}). A script only ever touches one
+// shard's keys, so each shard's slot may sit on another Redis Cluster primary. The
+// liveness keys (live, live-meta, guard, gone, departed) are kept in every shard, as the
+// scripts check them in their own slot. The escalation episodes (ep…, episodes.go) and the
+// at-once dedupe (once:, dedupe.go) are not sharded: they stay under shard 0's tag {p}.
+// Changing the number of shards of a running deployment moves ids to other shards: drain
+// first (docs/design.md, "Shards").
+//
+//	wheel stage, tag {p} (shard 0) or {p/i} (shard i), shown as {p}:
 //	  {p}:due          sorted set  id → next due time, Unix ms
 //	  {p}:inflight     sorted set  id → lease expiry, Unix ms by the Redis clock
 //	  {p}:entries      hash        id → encoded Entry
@@ -31,10 +44,6 @@ import (
 //	                               arrival of the alert is routed by (wheel_reschedule.lua)
 //	  {p}:gen:<id>     hash        generation record of an alert a reschedule sent back to the
 //	                               broker: live, decided, next (wheel_requeue.lua)
-//	  {p}:once:<key>   string      the id the first copy of a notification picked (dedupe.go)
-//	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
-//	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
-//	                               {p}:ep-alerts:<key>, the set of alerts it saw firing
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	  {p}:park:<g>     sorted set  id → due time, Unix ms: target g's parked alerts (park.go)
 //	  {p}:adopt:<tok>  sorted set  id → due time, Unix ms: the ids one adopt took (lives one lease)
@@ -45,22 +54,42 @@ import (
 //	  {p}:guard        sorted set  id → until when a confirmed send of it may still be on the
 //	                               wire, Unix ms (liveness on only)
 //	  {p}:gone         sorted set  replica → when the take-over of its holdings finished, Unix ms
+//	  {p}:departed     sorted set  gone replica → when a survivor took it, Unix ms
+//	escalation episodes and dedupe, tag {p} only (shard 0's):
+//	  {p}:once:<key>   string      the id the first copy of a notification picked (dedupe.go)
+//	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
+//	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
+//	                               {p}:ep-alerts:<key>, the set of alerts it saw firing
 //	robot pool, tag {p:g}, one per target:
 //	  {p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms
 //	  {p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
 //	  {p:g}:disabled     sorted set  robot → end of its disable, Unix ms (+inf: until Enable)
 //	topic rate, tag {p:g}, one per topic target with a ratePerSecond:
 //	  {p:g}:rate         string      theoretical arrival time of its next token, Unix µs
-type keys struct{ prefix string }
+//
+// A keys value builds the keys of one wheel-stage shard (shard 0's, from newKeys), and
+// those of the episodes, the dedupe and the robot pools.
+type keys struct {
+	prefix string
+	tag    string // "{p}:" or "{p/i}:", the start of every key of the shard
+}
 
 func newKeys(prefix string) keys {
 	if prefix == "" {
 		panic("store: empty key prefix")
 	}
-	return keys{prefix: prefix}
+	return keys{prefix: prefix, tag: "{" + prefix + "}:"}
 }
 
-func (k keys) stage() string                 { return "{" + k.prefix + "}:" }
+// shard returns the keys of wheel-stage shard i: shard 0's tag is {p}, shard i's {p/i}.
+func (k keys) shard(i int) keys {
+	if i == 0 {
+		return newKeys(k.prefix)
+	}
+	return keys{prefix: k.prefix, tag: "{" + k.prefix + "/" + strconv.Itoa(i) + "}:"}
+}
+
+func (k keys) stage() string                 { return k.tag }
 func (k keys) due() string                   { return k.stage() + "due" }
 func (k keys) inflight() string              { return k.stage() + "inflight" }
 func (k keys) entries() string               { return k.stage() + "entries" }
@@ -98,7 +127,7 @@ func (k keys) window(target, robot string) string {
 }
 
 // DeleteKeys deletes every key of the deployment whose key prefix is prefix (the wheel
-// stage and every target's robot pool) and returns how many it deleted. Tests and
+// stage's shards and every target's robot pool) and returns how many it deleted. Tests and
 // benchmarks clean up with it; a production deployment never needs it.
 func DeleteKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) (int, error) {
 	c, ok := rdb.(*redis.ClusterClient)
@@ -120,7 +149,7 @@ func DeleteKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) (
 
 func deleteKeys(ctx context.Context, rdb redis.Cmdable, prefix string) (int, error) {
 	n := 0
-	for _, pattern := range []string{"{" + prefix + "}:*", "{" + prefix + ":*"} {
+	for _, pattern := range []string{"{" + prefix + "}:*", "{" + prefix + ":*", "{" + prefix + "/*"} {
 		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 		for iter.Next(ctx) {
 			if err := rdb.Del(ctx, iter.Val()).Err(); err != nil {

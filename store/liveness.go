@@ -23,6 +23,11 @@ import (
 // restarted, failed over, or cut off from every replica) opens a quiet window of T from
 // the first beat after it, in which nothing is taken over: a blip of Redis, however long,
 // moves nothing of the replicas that beat again within T of its end.
+//
+// With several shards (WheelStageOptions.Shards) every shard keeps its own liveness keys,
+// as each script checks liveness in its own slot: a beat renews the replica in every
+// shard, a take-over or a leave runs in each shard on that shard's holdings, and a
+// replica is gone in each shard once it holds nothing there.
 
 var (
 	liveBeatScript     = script("live_beat.lua")
@@ -77,7 +82,11 @@ const DepartedFor = 150 * time.Second
 
 // Beat renews the liveness of replica (its id: no "/", as a claim token is the replica's
 // id, "/", and more) until Redis now + the period, in one round trip whatever the replica
-// holds, and tells whether it had lapsed and whether replicas are gone.
+// holds, and tells whether it had lapsed and whether replicas are gone. With several
+// shards it beats in every shard at once, one round trip each: the replica had lapsed
+// when it had in any shard, Gone is the most any shard counts, and Absent joins the
+// shards' lists. When a shard's beat fails the call fails, and the replica may have
+// lapsed in that shard: the caller beats again.
 func (l *Liveness) Beat(ctx context.Context, replica string) (BeatResult, error) {
 	if err := checkReplica(replica); err != nil {
 		return BeatResult{}, fmt.Errorf("store: beat: %w", err)
@@ -86,21 +95,39 @@ func (l *Liveness) Beat(ctx context.Context, replica string) (BeatResult, error)
 	if period == 0 {
 		return BeatResult{}, fmt.Errorf("store: beat: %w", errLivenessOff)
 	}
-	keys := []string{l.w.keys.live(), l.w.keys.liveMeta(), l.w.keys.gone(), l.w.keys.departed()}
-	res, err := liveBeatScript.Run(ctx, l.rdb, keys, replica, period.Milliseconds(), DepartedFor.Milliseconds()).Slice()
+	parts := make([]BeatResult, len(l.w.shards))
+	err := l.w.each(func(i int, s *shard) error {
+		keys := []string{s.keys.live(), s.keys.liveMeta(), s.keys.gone(), s.keys.departed()}
+		res, err := liveBeatScript.Run(ctx, l.rdb, keys, replica, period.Milliseconds(), DepartedFor.Milliseconds()).Slice()
+		if err != nil {
+			return l.w.fail("beat", err)
+		}
+		if len(res) != 3 {
+			return fmt.Errorf("store: beat: reply of %d items, want 3", len(res))
+		}
+		lapsed, _ := res[0].(int64)
+		gone, _ := res[1].(int64)
+		b := BeatResult{Lapsed: lapsed == 1, Gone: int(gone)}
+		absent, _ := res[2].([]any)
+		for _, a := range absent {
+			if r, ok := a.(string); ok && !slices.Contains(b.Absent, r) {
+				b.Absent = append(b.Absent, r)
+			}
+		}
+		parts[i] = b
+		return nil
+	})
 	if err != nil {
-		return BeatResult{}, l.w.fail("beat", err)
+		return BeatResult{}, err
 	}
-	if len(res) != 3 {
-		return BeatResult{}, fmt.Errorf("store: beat: reply of %d items, want 3", len(res))
-	}
-	lapsed, _ := res[0].(int64)
-	gone, _ := res[1].(int64)
-	b := BeatResult{Lapsed: lapsed == 1, Gone: int(gone)}
-	absent, _ := res[2].([]any)
-	for _, a := range absent {
-		if r, ok := a.(string); ok && !slices.Contains(b.Absent, r) {
-			b.Absent = append(b.Absent, r)
+	b := parts[0]
+	for _, p := range parts[1:] {
+		b.Lapsed = b.Lapsed || p.Lapsed
+		b.Gone = max(b.Gone, p.Gone)
+		for _, r := range p.Absent {
+			if !slices.Contains(b.Absent, r) {
+				b.Absent = append(b.Absent, r)
+			}
 		}
 	}
 	return b, nil
@@ -110,8 +137,41 @@ func (l *Liveness) Beat(ctx context.Context, replica string) (BeatResult, error)
 // or it left), for this replica to load the entries the departed one's wheel held:
 // nobody else fires them before they are overdue. It returns "" when none is gone. Each
 // gone replica is taken once, by one survivor.
+//
+// With several shards a replica becomes gone in each shard on its own. TakeGone looks at
+// the shards in order, one round trip each, until one has a gone replica, and takes that
+// replica from the shards where it is gone too (one more round trip each, at once). A
+// shard where its take-over had not finished yet reports it gone later, and a survivor
+// takes it again then: loading the due entries and taking over its failed-sends rows
+// again is harmless.
 func (l *Liveness) TakeGone(ctx context.Context) (string, error) {
-	replica, err := liveTakeGoneScript.Run(ctx, l.rdb, []string{l.w.keys.gone(), l.w.keys.departed()}).Text()
+	for i, s := range l.w.shards {
+		replica, err := l.takeGone(ctx, s, "")
+		if err != nil || replica == "" {
+			if err != nil {
+				return "", err
+			}
+			continue
+		}
+		err = l.w.each(func(j int, s *shard) error {
+			if j == i {
+				return nil
+			}
+			_, err := l.takeGone(ctx, s, replica)
+			return err
+		})
+		return replica, err
+	}
+	return "", nil
+}
+
+// takeGone takes from shard s the replica gone first, or replica when it is gone there.
+func (l *Liveness) takeGone(ctx context.Context, s *shard, replica string) (string, error) {
+	var args []any
+	if replica != "" {
+		args = append(args, replica)
+	}
+	replica, err := liveTakeGoneScript.Run(ctx, l.rdb, []string{s.keys.gone(), s.keys.departed()}, args...).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "", nil
@@ -132,13 +192,36 @@ const leaveBatch = 5000
 // how many replica still holds (the kept ones). Once it holds nothing, replica is no
 // longer live, and gone (TakeGone): the others load its wheel's due-soon entries. A
 // replica that stops calls it once with the ids of its hand-offs still running, and
-// again, with none, after they ended (or at its deadline).
+// again, with none, after they ended (or at its deadline). With several shards it leaves
+// every shard at once, each with the kept ids of that shard, and sums what they report;
+// the replica is gone in each shard where it holds nothing.
 func (l *Liveness) Leave(ctx context.Context, replica string, keep ...string) (ended, left int, err error) {
 	if err := checkReplica(replica); err != nil {
 		return 0, 0, fmt.Errorf("store: leave: %w", err)
 	}
-	keys := []string{l.w.inflight, l.w.keys.owner(), l.w.keys.by(), l.w.keys.held(), l.w.keys.live(), l.w.keys.guard(),
-		l.w.keys.gone()}
+	groups := l.w.group(len(keep), func(k int) string { return keep[k] })
+	endeds := make([]int, len(l.w.shards))
+	lefts := make([]int, len(l.w.shards))
+	err = l.w.each(func(i int, s *shard) error {
+		kept := make([]string, len(groups[i]))
+		for j, k := range groups[i] {
+			kept[j] = keep[k]
+		}
+		var err error
+		endeds[i], lefts[i], err = l.leave(ctx, s, replica, kept)
+		return err
+	})
+	for i := range endeds {
+		ended += endeds[i]
+		left += lefts[i]
+	}
+	return ended, left, err
+}
+
+// leave is Leave in shard s.
+func (l *Liveness) leave(ctx context.Context, s *shard, replica string, keep []string) (ended, left int, err error) {
+	keys := []string{s.inflight, s.keys.owner(), s.keys.by(), s.keys.held(), s.keys.live(), s.keys.guard(),
+		s.keys.gone()}
 	args := make([]any, 0, len(keep)+2)
 	args = append(args, replica, leaveBatch)
 	for _, id := range keep {
@@ -186,17 +269,65 @@ type LivenessView struct {
 }
 
 // View reads the liveness keys, in one round trip and read only, for metrics, the
-// console and tests.
+// console and tests. With several shards it reads every shard at once and merges the
+// views: Now is shard 0's; a replica is lapsed when it is in any shard, and live when it
+// is live in every shard that lists it; LastBeat and QuietUntil are the latest; Gone joins
+// the shards' lists, shard 0's first.
 func (l *Liveness) View(ctx context.Context) (LivenessView, error) {
-	res, err := liveViewScript.Run(ctx, l.rdb, []string{l.w.keys.live(), l.w.keys.liveMeta(), l.w.keys.gone()}).Slice()
+	parts := make([]LivenessView, len(l.w.shards))
+	err := l.w.each(func(i int, s *shard) error {
+		res, err := liveViewScript.Run(ctx, l.rdb, []string{s.keys.live(), s.keys.liveMeta(), s.keys.gone()}).Slice()
+		if err != nil {
+			return l.w.fail("liveness view", err)
+		}
+		if parts[i], err = decodeLivenessView(res); err != nil {
+			return fmt.Errorf("store: liveness view: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return LivenessView{}, l.w.fail("liveness view", err)
+		return LivenessView{}, err
 	}
-	v, err := decodeLivenessView(res)
-	if err != nil {
-		return LivenessView{}, fmt.Errorf("store: liveness view: %w", err)
+	if len(parts) == 1 {
+		return parts[0], nil
 	}
-	return v, nil
+	return mergeLivenessViews(parts), nil
+}
+
+// mergeLivenessViews merges the views of several shards (see View).
+func mergeLivenessViews(parts []LivenessView) LivenessView {
+	v := LivenessView{Now: parts[0].Now}
+	lapsed := map[string]bool{}
+	var listed []string
+	for _, p := range parts {
+		for _, r := range p.Lapsed {
+			lapsed[r] = true
+		}
+		for _, r := range slices.Concat(p.Live, p.Lapsed) {
+			if !slices.Contains(listed, r) {
+				listed = append(listed, r)
+			}
+		}
+		if p.LastBeat.After(v.LastBeat) {
+			v.LastBeat = p.LastBeat
+		}
+		if p.QuietUntil.After(v.QuietUntil) {
+			v.QuietUntil = p.QuietUntil
+		}
+		for _, r := range p.Gone {
+			if !slices.Contains(v.Gone, r) {
+				v.Gone = append(v.Gone, r)
+			}
+		}
+	}
+	for _, r := range listed {
+		if lapsed[r] {
+			v.Lapsed = append(v.Lapsed, r)
+		} else {
+			v.Live = append(v.Live, r)
+		}
+	}
+	return v
 }
 
 func decodeLivenessView(res []any) (LivenessView, error) {

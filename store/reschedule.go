@@ -184,8 +184,9 @@ type Requeue struct {
 // looked at: the service reschedules through failed.Rescheduler, which asks the
 // failed_sends rows too.
 func (w *WheelStage) Reschedule(ctx context.Context, id string, dueAt time.Time, reach time.Duration) (Rescheduled, error) {
-	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.trace(id), w.keys.resched(id),
-		w.keys.gen(id), w.keys.parts()}
+	s := w.shardOf(id)
+	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
+		s.keys.gen(id), s.keys.parts()}
 	res, err := w.write(ctx, wheelRescheduleScript, keys, id, dueAt.UnixMilli(), reach.Milliseconds(),
 		w.opts.CancelTTL.Milliseconds()).Slice()
 	if err != nil {
@@ -238,8 +239,9 @@ func (w *WheelStage) SettleRequeue(ctx context.Context, id string, gen int64, du
 	if commit {
 		mode = "commit"
 	}
-	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.trace(id), w.keys.resched(id),
-		w.keys.gen(id), w.keys.tries(), w.keys.failed(), w.keys.parts()}
+	s := w.shardOf(id)
+	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
+		s.keys.gen(id), s.keys.tries(), s.keys.failed(), s.keys.parts()}
 	res, err := w.write(ctx, wheelRequeueScript, keys, id, gen, dueAt.UnixMilli(), mode, w.opts.CancelTTL.Milliseconds()).Slice()
 	if err != nil {
 		return Rescheduled{}, w.fail("settle requeue", err)
@@ -281,9 +283,10 @@ type Routing struct {
 func (w *WheelStage) Routing(ctx context.Context, id string) (Routing, error) {
 	var due *redis.StringCmd
 	var gens *redis.SliceCmd
+	s := w.shardOf(id)
 	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		due = p.Get(ctx, w.keys.resched(id))
-		gens = p.HMGet(ctx, w.keys.gen(id), "live", "decided")
+		due = p.Get(ctx, s.keys.resched(id))
+		gens = p.HMGet(ctx, s.keys.gen(id), "live", "decided")
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -315,7 +318,7 @@ func (w *WheelStage) Routing(ctx context.Context, id string) (Routing, error) {
 // when the alert was not rescheduled while hopping. The scheduler asks it when a hop
 // arrives, and routes the alert by it.
 func (w *WheelStage) RescheduledDue(ctx context.Context, id string) (time.Time, bool, error) {
-	ms, err := w.rdb.Get(ctx, w.keys.resched(id)).Int64()
+	ms, err := w.rdb.Get(ctx, w.shardOf(id).keys.resched(id)).Int64()
 	if errors.Is(err, redis.Nil) {
 		return time.Time{}, false, nil
 	}

@@ -22,7 +22,8 @@ var traceHopScript = script("trace_hop.lua")
 // record's, if it has one). It is one round trip and changes nothing else; a trace of an alert
 // that is done already (a late copy) is left alone.
 func (w *WheelStage) TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error {
-	err := traceHopScript.Run(ctx, w.rdb, []string{w.keys.trace(id), w.keys.resched(id)}, due.UnixMilli(), target, hops, delay.Milliseconds(),
+	s := w.shardOf(id)
+	err := traceHopScript.Run(ctx, w.rdb, []string{s.keys.trace(id), s.keys.resched(id)}, due.UnixMilli(), target, hops, delay.Milliseconds(),
 		w.opts.CancelTTL.Milliseconds()).Err()
 	if err != nil {
 		return w.fail("trace hop", err)
@@ -86,20 +87,21 @@ type AlertState struct {
 // the alert id: its trace, its place in the wheel stage, its claim, its done marker and
 // its cancel tombstone.
 func (w *WheelStage) Inspect(ctx context.Context, id string) (AlertState, error) {
+	sh := w.shardOf(id)
 	var (
 		trace                      *redis.MapStringStringCmd
 		due, inflight              *redis.FloatCmd
 		owner, tries, parts        *redis.StringCmd
 		failed                     *redis.BoolCmd
 		done, cancel               *redis.StringCmd
-		stage, ownerKey, triesKey  = w.keys.trace(id), w.keys.owner(), w.keys.tries()
-		failedKey, partsKey        = w.keys.failed(), w.keys.parts()
-		doneKey, cancelKey, dueKey = w.keys.done(id), w.keys.cancel(id), w.due
+		stage, ownerKey, triesKey  = sh.keys.trace(id), sh.keys.owner(), sh.keys.tries()
+		failedKey, partsKey        = sh.keys.failed(), sh.keys.parts()
+		doneKey, cancelKey, dueKey = sh.keys.done(id), sh.keys.cancel(id), sh.due
 	)
 	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		trace = p.HGetAll(ctx, stage)
 		due = p.ZScore(ctx, dueKey, id)
-		inflight = p.ZScore(ctx, w.inflight, id)
+		inflight = p.ZScore(ctx, sh.inflight, id)
 		owner = p.HGet(ctx, ownerKey, id)
 		tries = p.HGet(ctx, triesKey, id)
 		failed = p.HExists(ctx, failedKey, id)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,10 +19,13 @@ import (
 )
 
 // The wheel stage keeps, in Redis, every alert whose remaining delay is below the
-// scheduler's hop threshold, under the hash tag {p} (see keys.go). An id that has an
-// entry is in exactly one of the due and in-flight indexes. All entries share one hash
-// rather than a key each so that the sweeper's script, which finds its ids in the sorted
-// sets, reads only keys it was given in KEYS.
+// scheduler's hop threshold, under the hash tag {p} (see keys.go), or, split into shards
+// (WheelStageOptions.Shards), under one tag per shard: {p} for shard 0, {p/i} for shard
+// i. An id belongs to one shard, by a hash of the id, and every key that concerns it sits
+// in its shard. An id that has an entry is in exactly one of the due and in-flight
+// indexes of its shard. All entries of a shard share one hash rather than a key each so
+// that the sweeper's script, which finds its ids in the sorted sets, reads only keys it
+// was given in KEYS.
 
 // cancelMargin is how much longer than the longest accepted delay a cancel tombstone
 // lives.
@@ -57,6 +61,12 @@ type WheelStageOptions struct {
 	// (Liveness.Beat) for T has lapsed. Default 0: liveness is off, and only leases tell
 	// a dead replica's holdings.
 	Liveness time.Duration
+	// Shards is how many shards the stage is split into, each under a hash tag of its own
+	// (keys.go), so that a Redis Cluster spreads the stage over its primaries; an id's
+	// shard is FNV-1a-32(id) mod Shards. Every replica of a deployment must use the same
+	// number, and changing it needs a drain (docs/design.md). Default 1 (config
+	// redis.shards): one tag, {p}, the layout of a stage that was never sharded.
+	Shards int
 }
 
 func (o WheelStageOptions) withDefaults() WheelStageOptions {
@@ -65,16 +75,17 @@ func (o WheelStageOptions) withDefaults() WheelStageOptions {
 	config.Default(&o.CancelTTL, config.DefaultHorizon+cancelMargin)
 	config.Default(&o.WaitTimeout, config.DefaultWaitTimeout)
 	o.Liveness = max(o.Liveness, 0).Truncate(time.Millisecond)
+	o.Shards = max(o.Shards, 1)
 	return o
 }
 
 // WheelStageOptionsFromConfig takes the wheel stage's options from the service
-// configuration: the scheduler's lease, liveness and done TTL, and tombstones that
-// outlive the horizon.
+// configuration: the scheduler's lease, liveness and done TTL, tombstones that outlive
+// the horizon, and Redis's durability and shards.
 func WheelStageOptionsFromConfig(c config.Config) WheelStageOptions {
 	_, replicas, _ := config.ParseDurability(c.Redis.Durability) // validated
 	return WheelStageOptions{Lease: c.Scheduler.Lease, DoneTTL: c.Scheduler.DoneTTL, CancelTTL: c.Scheduler.Horizon + cancelMargin,
-		Replicas: replicas, WaitTimeout: c.Redis.WaitTimeout, Liveness: c.Scheduler.Liveness}
+		Replicas: replicas, WaitTimeout: c.Redis.WaitTimeout, Liveness: c.Scheduler.Liveness, Shards: c.Redis.Shards}
 }
 
 // Entry is one alert waiting in the wheel stage.
@@ -346,27 +357,97 @@ var (
 // script whose reply was lost; every script tolerates that (a repeated Put reports
 // PutDuplicate; a repeated Claim, ClaimOverdue or Adopt with the same token returns what
 // the first run took).
+//
+// With several shards (Options().Shards), a method that names ids runs one script per
+// shard of its ids, and one that looks over the stage (ClaimOverdue, DueWithin, Stats)
+// runs one per shard, at once, and merges the answers; each script is still atomic
+// within its shard, not across shards. With one shard every method is one round trip as
+// described.
 type WheelStage struct {
-	rdb  redis.UniversalClient
-	opts WheelStageOptions
-	keys keys
+	rdb    redis.UniversalClient
+	opts   WheelStageOptions
+	shards []*shard
+}
 
+// shard is one shard of the wheel stage: its keys, and the names of those every claim
+// uses.
+type shard struct {
+	keys                   keys
 	due, inflight, entries string
 }
 
 // NewWheelStage returns the wheel stage whose keys start with "{prefix}:" (prefix is the
-// configured key prefix, config redis.keyPrefix). It panics when prefix is empty, as the
-// keys would then not share a hash tag.
+// configured key prefix, config redis.keyPrefix), and, for shard i > 0 of
+// opts.Shards, with "{prefix/i}:". It panics when prefix is empty, as the keys would then
+// not share a hash tag.
 func NewWheelStage(rdb redis.UniversalClient, prefix string, opts WheelStageOptions) *WheelStage {
+	w := &WheelStage{rdb: rdb, opts: opts.withDefaults()}
 	k := newKeys(prefix)
-	return &WheelStage{
-		rdb:      rdb,
-		opts:     opts.withDefaults(),
-		keys:     k,
-		due:      k.due(),
-		inflight: k.inflight(),
-		entries:  k.entries(),
+	for i := range w.opts.Shards {
+		sk := k.shard(i)
+		w.shards = append(w.shards, &shard{keys: sk, due: sk.due(), inflight: sk.inflight(), entries: sk.entries()})
 	}
+	return w
+}
+
+// shardIndex is the shard of id among n: FNV-1a-32 of id, mod n.
+func shardIndex(id string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return int(h % uint32(n))
+}
+
+// shardOf returns the shard that holds id.
+func (w *WheelStage) shardOf(id string) *shard { return w.shards[shardIndex(id, len(w.shards))] }
+
+// group returns, for each shard, the positions in 0…n-1 whose id (id(k)) it holds, in
+// order.
+func (w *WheelStage) group(n int, id func(k int) string) [][]int {
+	out := make([][]int, len(w.shards))
+	if len(w.shards) == 1 {
+		out[0] = make([]int, n)
+		for k := range n {
+			out[0][k] = k
+		}
+		return out
+	}
+	for k := range n {
+		i := shardIndex(id(k), len(w.shards))
+		out[i] = append(out[i], k)
+	}
+	return out
+}
+
+// each runs f for every shard i, each in a goroutine of its own when there are several
+// (on a Redis Cluster, each shard's calls go to its own primary), and returns the error
+// of the first shard, in shard order, that failed. With one shard f runs in the caller's
+// goroutine.
+func (w *WheelStage) each(f func(i int, s *shard) error) error {
+	if len(w.shards) == 1 {
+		return f(0, w.shards[0])
+	}
+	errs := make([]error, len(w.shards))
+	var wg sync.WaitGroup
+	for i, s := range w.shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i, s)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Options returns the options in effect, defaults filled in.
@@ -385,8 +466,9 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 	if e.ID == "" {
 		return 0, errors.New("store: put: empty id")
 	}
-	keys := []string{w.due, w.inflight, w.entries, w.keys.done(e.ID), w.keys.cancel(e.ID), w.keys.trace(e.ID),
-		w.keys.resched(e.ID), w.keys.gen(e.ID)}
+	s := w.shardOf(e.ID)
+	keys := []string{s.due, s.inflight, s.entries, s.keys.done(e.ID), s.keys.cancel(e.ID), s.keys.trace(e.ID),
+		s.keys.resched(e.ID), s.keys.gen(e.ID)}
 	code, err := w.write(ctx, wheelPutScript, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e), e.Target, e.Hops,
 		w.opts.CancelTTL.Milliseconds(), e.Gen).Int()
 	if err != nil {
@@ -412,16 +494,53 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 // The replica of token (the part before its first "/") becomes responsible for what it
 // claims. With liveness on (Options().Liveness), a replica that is not live claims
 // nothing: the error wraps ErrLapsed. The same holds for ClaimOverdue, Adopt and Park.
+//
+// With several shards, the ids of each shard are claimed by one script of that shard,
+// the shards at once, and the answers merged (entries in shard order). When one shard
+// fails the call fails, though other shards may have claimed theirs: a repeat with the
+// same token returns them, or their lease runs out.
 func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Claimed, error) {
 	if len(ids) == 0 {
 		return Claimed{}, nil
 	}
-	args := make([]any, 0, len(ids)+3)
-	args = append(args, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds())
-	for _, id := range ids {
-		args = append(args, id)
+	groups := w.group(len(ids), func(k int) string { return ids[k] })
+	parts := make([]Claimed, len(w.shards))
+	err := w.each(func(i int, s *shard) error {
+		if len(groups[i]) == 0 {
+			return nil
+		}
+		var err error
+		parts[i], err = w.claim(ctx, s, groups[i], ids, token)
+		return err
+	})
+	if err != nil {
+		return Claimed{}, err
 	}
-	res, err := w.write(ctx, wheelClaimScript, w.claimKeys(), args...).Slice()
+	return mergeClaimed(parts), nil
+}
+
+// mergeClaimed joins the claims of several shards, in shard order.
+func mergeClaimed(parts []Claimed) Claimed {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	var c Claimed
+	for _, p := range parts {
+		c.Entries = append(c.Entries, p.Entries...)
+		c.Corrupt = append(c.Corrupt, p.Corrupt...)
+		c.NotDue = append(c.NotDue, p.NotDue...)
+	}
+	return c
+}
+
+// claim claims for token the ids at positions at of ids, all of shard s: Claim's script.
+func (w *WheelStage) claim(ctx context.Context, s *shard, at []int, ids []string, token string) (Claimed, error) {
+	args := make([]any, 0, len(at)+3)
+	args = append(args, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds())
+	for _, k := range at {
+		args = append(args, ids[k])
+	}
+	res, err := w.write(ctx, wheelClaimScript, s.claimKeys(), args...).Slice()
 	if err != nil {
 		return Claimed{}, w.fail("claim", err)
 	}
@@ -460,32 +579,45 @@ func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Cla
 // within the guard (see Confirm) once it ends. When the replica holds nothing more it is
 // gone (LivenessView.Gone). No take-over starts while a quiet window is open (see
 // Liveness). An expired claim of a live replica is renewed instead of taken.
+//
+// With several shards, every shard runs the sweeper's script at once, each with the
+// whole limit, so that each shard's take-overs and overdue entries move at every call:
+// limit is per shard, and a call claims up to Options().Shards × limit entries (a shard
+// that returns limit may have more). The answers are merged in shard order; when one
+// shard fails the call fails, and a repeat with the same token returns what the others
+// took.
 func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (Claimed, error) {
 	if limit < 1 {
 		return Claimed{}, fmt.Errorf("store: claim overdue: limit %d is not positive", limit)
 	}
 	grace = max(grace, 0)
-	keys := append(w.claimKeys(), w.keys.sweep(token), w.keys.liveMeta(), w.keys.guard(), w.keys.gone())
-	res, err := w.write(ctx, wheelClaimOverdueScript, keys,
-		grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds()).Slice()
+	parts := make([]Claimed, len(w.shards))
+	err := w.each(func(i int, s *shard) error {
+		keys := append(s.claimKeys(), s.keys.sweep(token), s.keys.liveMeta(), s.keys.guard(), s.keys.gone())
+		res, err := w.write(ctx, wheelClaimOverdueScript, keys,
+			grace.Milliseconds(), limit, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds()).Slice()
+		if err != nil {
+			return w.fail("claim overdue", err)
+		}
+		if parts[i], err = decodeClaimed(res, token); err != nil {
+			return fmt.Errorf("store: claim overdue: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Claimed{}, w.fail("claim overdue", err)
+		return Claimed{}, err
 	}
-	c, err := decodeClaimed(res, token)
-	if err != nil {
-		return Claimed{}, fmt.Errorf("store: claim overdue: %w", err)
-	}
-	return c, nil
+	return mergeClaimed(parts), nil
 }
 
 // holdKeys are the keys of an entry's claim state, and who holds it (lib_holding.lua).
-func (w *WheelStage) holdKeys() []string {
-	return []string{w.due, w.inflight, w.entries, w.keys.owner(), w.keys.tries(), w.keys.failed(), w.keys.parts(),
-		w.keys.by(), w.keys.held()}
+func (s *shard) holdKeys() []string {
+	return []string{s.due, s.inflight, s.entries, s.keys.owner(), s.keys.tries(), s.keys.failed(), s.keys.parts(),
+		s.keys.by(), s.keys.held()}
 }
 
 // claimKeys are holdKeys and the replicas' liveness, which a claim checks.
-func (w *WheelStage) claimKeys() []string { return append(w.holdKeys(), w.keys.live()) }
+func (s *shard) claimKeys() []string { return append(s.holdKeys(), s.keys.live()) }
 
 // Release records that the hand-offs of claims are done (outcome), in one round trip:
 // their entries and claim state are deleted, they leave the in-flight and due indexes,
@@ -495,7 +627,9 @@ func (w *WheelStage) claimKeys() []string { return append(w.holdKeys(), w.keys.l
 // again, including a replica that claimed it after this claim's lease ran out (its
 // Confirm then fails). It returns how many of the claims had been lost that way. A done
 // marker that says delivered is never downgraded by a Recorded release. Release can be
-// repeated after an error: a repeat changes nothing but the markers' lifetimes.
+// repeated after an error: a repeat changes nothing but the markers' lifetimes. With
+// several shards, the claims of each shard are released by one script of that shard, the
+// shards at once.
 func (w *WheelStage) Release(ctx context.Context, outcome Outcome, claims ...Claim) (lost int, err error) {
 	return w.ReleaseReceipt(ctx, Receipt{Outcome: outcome}, claims...)
 }
@@ -525,25 +659,42 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 	case Withheld:
 		prefix = withheldPrefix
 	}
-	keys := make([]string, 0, 2*len(claims)+9)
-	keys = append(keys, w.holdKeys()...)
-	args := make([]any, 0, 6*len(claims)+2)
-	args = append(args, w.opts.DoneTTL.Milliseconds(), prefix)
 	count := func(n int) string {
 		if n <= 0 {
 			return ""
 		}
 		return strconv.Itoa(n)
 	}
-	for _, c := range claims {
-		keys = append(keys, w.keys.done(c.ID), w.keys.trace(c.ID))
-		args = append(args, c.ID, c.Token, r.Robot, count(r.Merged), count(r.Parts), r.Replica)
-	}
-	n, err := w.write(ctx, wheelReleaseScript, keys, args...).Int()
+	groups := w.group(len(claims), func(k int) string { return claims[k].ID })
+	losts := make([]int, len(w.shards))
+	err = w.each(func(i int, s *shard) error {
+		at := groups[i]
+		if len(at) == 0 {
+			return nil
+		}
+		keys := make([]string, 0, 2*len(at)+9)
+		keys = append(keys, s.holdKeys()...)
+		args := make([]any, 0, 6*len(at)+2)
+		args = append(args, w.opts.DoneTTL.Milliseconds(), prefix)
+		for _, k := range at {
+			c := claims[k]
+			keys = append(keys, s.keys.done(c.ID), s.keys.trace(c.ID))
+			args = append(args, c.ID, c.Token, r.Robot, count(r.Merged), count(r.Parts), r.Replica)
+		}
+		n, err := w.write(ctx, wheelReleaseScript, keys, args...).Int()
+		if err != nil {
+			return w.fail("release", err)
+		}
+		losts[i] = n
+		return nil
+	})
 	if err != nil {
-		return 0, w.fail("release", err)
+		return 0, err
 	}
-	return n, nil
+	for _, n := range losts {
+		lost += n
+	}
+	return lost, nil
 }
 
 // GiveBack returns an in-flight entry whose hand-off did not finish to the due index
@@ -554,8 +705,9 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 // back: it reports false, changing nothing else, when c no longer holds it (released,
 // cancelled, given back already, or claimed by another replica after c's lease ran out).
 func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time, partsSent int) (bool, error) {
-	n, err := w.write(ctx, wheelGiveBackScript, []string{w.due, w.inflight, w.keys.owner(), w.keys.tries(), w.keys.parts(),
-		w.keys.by(), w.keys.held()},
+	s := w.shardOf(c.ID)
+	n, err := w.write(ctx, wheelGiveBackScript, []string{s.due, s.inflight, s.keys.owner(), s.keys.tries(), s.keys.parts(),
+		s.keys.by(), s.keys.held()},
 		c.ID, c.Token, retryAt.UnixMilli(), max(partsSent, 0)).Int()
 	if err != nil {
 		return false, w.fail("give back", err)
@@ -580,7 +732,8 @@ var ErrNotHeld = errors.New("the claim no longer holds the entry")
 // (Options().Liveness = T), the send must start within G = T/3 of the call: a take-over
 // of c's replica leaves the entry alone until then, and not longer.
 func (w *WheelStage) Confirm(ctx context.Context, c Claim, partsSent int) error {
-	n, err := w.write(ctx, wheelConfirmScript, []string{w.inflight, w.keys.owner(), w.keys.parts(), w.keys.guard()},
+	s := w.shardOf(c.ID)
+	n, err := w.write(ctx, wheelConfirmScript, []string{s.inflight, s.keys.owner(), s.keys.parts(), s.keys.guard()},
 		w.opts.Lease.Milliseconds(), c.ID, c.Token, max(partsSent, 0), w.Guard().Milliseconds()).Int()
 	if err != nil {
 		return w.fail("confirm", err)
@@ -596,7 +749,8 @@ func (w *WheelStage) Confirm(ctx context.Context, c Claim, partsSent int) error 
 // hands the entry off next only records the failure and never sends it again. It returns
 // an error wrapping ErrNotHeld when c does not hold the entry any more.
 func (w *WheelStage) MarkFailed(ctx context.Context, c Claim, failure []byte) error {
-	n, err := w.write(ctx, wheelMarkFailedScript, []string{w.inflight, w.keys.owner(), w.keys.failed()},
+	s := w.shardOf(c.ID)
+	n, err := w.write(ctx, wheelMarkFailedScript, []string{s.inflight, s.keys.owner(), s.keys.failed()},
 		c.ID, c.Token, failure).Int()
 	if err != nil {
 		return w.fail("mark failed", err)
@@ -611,7 +765,7 @@ func (w *WheelStage) MarkFailed(ctx context.Context, c Claim, failure []byte) er
 // delivered outside the wheel stage (by the failed-sends retry job).
 func (w *WheelStage) MarkDelivered(ctx context.Context, id string) error {
 	now := time.Now().UnixMilli()
-	if err := w.write(ctx, wheelMarkDeliveredScript, []string{w.keys.done(id)}, now, w.opts.DoneTTL.Milliseconds()).Err(); err != nil {
+	if err := w.write(ctx, wheelMarkDeliveredScript, []string{w.shardOf(id).keys.done(id)}, now, w.opts.DoneTTL.Milliseconds()).Err(); err != nil {
 		return w.fail("mark delivered", err)
 	}
 	return nil
@@ -669,9 +823,10 @@ func (w *WheelStage) write(ctx context.Context, s *redis.Script, keys []string, 
 }
 
 // Time reads Redis's clock, the one every wheel-stage script judges by (on a Redis
-// Cluster, the clock of the primary that runs them).
+// Cluster, the clock of the primary that runs them: with several shards, that of shard
+// 0's primary).
 func (w *WheelStage) Time(ctx context.Context) (time.Time, error) {
-	res, err := wheelTimeScript.Run(ctx, w.rdb, []string{w.due}).Slice()
+	res, err := wheelTimeScript.Run(ctx, w.rdb, []string{w.shards[0].due}).Slice()
 	if err != nil {
 		return time.Time{}, w.fail("time", err)
 	}
@@ -689,7 +844,7 @@ func (w *WheelStage) Time(ctx context.Context) (time.Time, error) {
 // IsDelivered reports whether id's done marker says it was delivered (by a hand-off, or
 // by MarkDelivered), as opposed to recorded as failed or unknown.
 func (w *WheelStage) IsDelivered(ctx context.Context, id string) (bool, error) {
-	v, err := w.rdb.Get(ctx, w.keys.done(id)).Result()
+	v, err := w.rdb.Get(ctx, w.shardOf(id).keys.done(id)).Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
@@ -701,27 +856,42 @@ func (w *WheelStage) IsDelivered(ctx context.Context, id string) (bool, error) {
 
 // DueWithin lists, read only and earliest first, up to limit ids of the due index whose
 // due time is at most Redis now + window, including those already overdue. A starting
-// replica loads them into its wheel. A limit below 1 is an error.
+// replica loads them into its wheel. A limit below 1 is an error. With several shards
+// each shard lists up to limit at once (by its own primary's clock), and the lists are
+// merged by due time, ties in shard order, to the first limit.
 func (w *WheelStage) DueWithin(ctx context.Context, window time.Duration, limit int) ([]Due, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("store: due within: limit %d is not positive", limit)
 	}
-	res, err := wheelDueWithinScript.Run(ctx, w.rdb, []string{w.due}, window.Milliseconds(), limit).StringSlice()
-	if err != nil {
-		return nil, w.fail("due within", err)
-	}
-	if len(res)%2 != 0 {
-		return nil, errors.New("store: due within: odd reply length")
-	}
-	out := make([]Due, 0, len(res)/2)
-	for i := 0; i < len(res); i += 2 {
-		score, err := strconv.ParseFloat(res[i+1], 64)
+	parts := make([][]Due, len(w.shards))
+	err := w.each(func(i int, s *shard) error {
+		res, err := wheelDueWithinScript.Run(ctx, w.rdb, []string{s.due}, window.Milliseconds(), limit).StringSlice()
 		if err != nil {
-			return nil, fmt.Errorf("store: due within: score of %q: %w", res[i], err)
+			return w.fail("due within", err)
 		}
-		out = append(out, Due{ID: res[i], DueAt: time.UnixMilli(int64(score))})
+		if len(res)%2 != 0 {
+			return errors.New("store: due within: odd reply length")
+		}
+		out := make([]Due, 0, len(res)/2)
+		for i := 0; i < len(res); i += 2 {
+			score, err := strconv.ParseFloat(res[i+1], 64)
+			if err != nil {
+				return fmt.Errorf("store: due within: score of %q: %w", res[i], err)
+			}
+			out = append(out, Due{ID: res[i], DueAt: time.UnixMilli(int64(score))})
+		}
+		parts[i] = out
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	out := slices.Concat(parts...)
+	slices.SortStableFunc(out, func(a, b Due) int { return a.DueAt.Compare(b.DueAt) })
+	return out[:min(len(out), limit)], nil
 }
 
 // Peek returns, read only, the entries of ids still in the wheel stage (an id claimed,
@@ -731,9 +901,38 @@ func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	recs, err := w.rdb.HMGet(ctx, w.entries, ids...).Result()
-	if err != nil {
-		return nil, w.fail("peek", err)
+	var recs []any
+	if len(w.shards) == 1 {
+		var err error
+		if recs, err = w.rdb.HMGet(ctx, w.shards[0].entries, ids...).Result(); err != nil {
+			return nil, w.fail("peek", err)
+		}
+	} else {
+		// One pipeline: on a Redis Cluster, go-redis sends each shard's HMGET to its node.
+		groups := w.group(len(ids), func(k int) string { return ids[k] })
+		cmds := make([]*redis.SliceCmd, len(w.shards))
+		_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, at := range groups {
+				if len(at) == 0 {
+					continue
+				}
+				fields := make([]string, len(at))
+				for j, k := range at {
+					fields[j] = ids[k]
+				}
+				cmds[i] = p.HMGet(ctx, w.shards[i].entries, fields...)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, w.fail("peek", err)
+		}
+		recs = make([]any, len(ids))
+		for i, at := range groups {
+			for j, k := range at {
+				recs[k] = cmds[i].Val()[j]
+			}
+		}
 	}
 	out := make([]Entry, 0, len(ids))
 	for i, rec := range recs {
@@ -758,7 +957,8 @@ func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
 // Options().CancelTTL. Only the wheel stage is looked at: an alert may also wait in
 // failed_sends, so the service cancels through failed.Canceller, which asks both.
 func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error) {
-	keys := []string{w.due, w.inflight, w.entries, w.keys.done(id), w.keys.cancel(id), w.keys.tries(), w.keys.failed(), w.keys.parts()}
+	s := w.shardOf(id)
+	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.tries(), s.keys.failed(), s.keys.parts()}
 	code, err := wheelCancelScript.Run(ctx, w.rdb, keys, id, w.opts.CancelTTL.Milliseconds()).Int()
 	if err != nil {
 		return 0, w.fail("cancel", err)
@@ -773,26 +973,33 @@ func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error
 // IsCancelled reports whether id has a cancel tombstone. The scheduler does not ask on
 // hops (Put refuses a tombstoned id); operators and tests do.
 func (w *WheelStage) IsCancelled(ctx context.Context, id string) (bool, error) {
-	n, err := w.rdb.Exists(ctx, w.keys.cancel(id)).Result()
+	n, err := w.rdb.Exists(ctx, w.shardOf(id).keys.cancel(id)).Result()
 	if err != nil {
 		return false, w.fail("is cancelled", err)
 	}
 	return n == 1, nil
 }
 
-// Stats returns the number of entries waiting in the due index and in flight, in one
-// round trip.
+// Stats returns the number of entries waiting in the due indexes and in flight, in one
+// pipeline (with several shards, the sums over the shards).
 func (w *WheelStage) Stats(ctx context.Context) (waiting, inflight int64, err error) {
-	var dueCmd, inflightCmd *redis.IntCmd
+	dueCmds := make([]*redis.IntCmd, len(w.shards))
+	inflightCmds := make([]*redis.IntCmd, len(w.shards))
 	_, err = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		dueCmd = p.ZCard(ctx, w.due)
-		inflightCmd = p.ZCard(ctx, w.inflight)
+		for i, s := range w.shards {
+			dueCmds[i] = p.ZCard(ctx, s.due)
+			inflightCmds[i] = p.ZCard(ctx, s.inflight)
+		}
 		return nil
 	})
 	if err != nil {
 		return 0, 0, w.fail("stats", err)
 	}
-	return dueCmd.Val(), inflightCmd.Val(), nil
+	for i := range w.shards {
+		waiting += dueCmds[i].Val()
+		inflight += inflightCmds[i].Val()
+	}
+	return waiting, inflight, nil
 }
 
 // ErrLapsed is the error of Claim, ClaimOverdue, Adopt and Park by a replica that is not

@@ -1022,7 +1022,7 @@ func TestWheelStageUnavailable(t *testing.T) {
 func TestWheelStageOptionsAndNames(t *testing.T) {
 	t.Parallel()
 	ws := store.NewWheelStage(redis.NewClient(&redis.Options{}), "rd", store.WheelStageOptions{DoneTTL: time.Hour})
-	require.Equal(t, store.WheelStageOptions{Lease: 30 * time.Second, DoneTTL: time.Hour, CancelTTL: 31 * 24 * time.Hour, WaitTimeout: time.Second}, ws.Options())
+	require.Equal(t, store.WheelStageOptions{Lease: 30 * time.Second, DoneTTL: time.Hour, CancelTTL: 31 * 24 * time.Hour, WaitTimeout: time.Second, Shards: 1}, ws.Options())
 	require.Panics(t, func() { store.NewWheelStage(redis.NewClient(&redis.Options{}), "", store.WheelStageOptions{}) })
 
 	for r, want := range map[fmt.Stringer]string{

@@ -7,9 +7,20 @@
 --                        live_leave.lua)
 -- KEYS[2]  {p}:departed  sorted set: replica -> when a survivor took it (Unix ms), which
 --                        beats report as absent for a while (live_beat.lua)
+-- ARGV[1]  optional: the replica to take, when it is in gone (a sharded stage takes a
+--          replica that one shard gave from the other shards too)
 --
--- Returns the replica, which leaves gone for departed, or false when gone is empty.
-local first = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+-- Returns the replica, which leaves gone for departed, or false when gone is empty (or
+-- does not hold ARGV[1]).
+local first
+if ARGV[1] then
+  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+    return false
+  end
+  first = ARGV[1]
+else
+  first = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+end
 if not first then
   return false
 end
