@@ -138,38 +138,61 @@ func (l *Liveness) Beat(ctx context.Context, replica string) (BeatResult, error)
 // nobody else fires them before they are overdue. It returns "" when none is gone. Each
 // gone replica is taken once, by one survivor.
 //
-// With several shards a replica becomes gone in each shard on its own. TakeGone looks at
-// the shards in order, one round trip each, until one has a gone replica, and takes that
-// replica from the shards where it is gone too (one more round trip each, at once). A
-// shard where its take-over had not finished yet reports it gone later, and a survivor
-// takes it again then: loading the due entries and taking over its failed-sends rows
-// again is harmless.
+// With several shards a replica becomes gone in each shard on its own, and shard 0's
+// departed set records which replicas a survivor took. TakeGone looks at the shards in
+// order until one has a gone replica not taken yet (shard 0 first, one round trip each);
+// a replica found in another shard is taken only if shard 0 says nobody took it yet (one
+// more round trip), and is then taken from the other shards too (one round trip each, at
+// once). So concurrent survivors take a replica once. A shard whose take-over of the
+// replica ends after a survivor took it drops it from its gone set, unless that was so
+// long after (DepartedFor) that shard 0 forgot: then it is taken again, and loading the
+// due entries and taking over its failed-sends rows again is harmless.
 func (l *Liveness) TakeGone(ctx context.Context) (string, error) {
-	for i, s := range l.w.shards {
-		replica, err := l.takeGone(ctx, s, "")
-		if err != nil || replica == "" {
-			if err != nil {
-				return "", err
+	shards := l.w.shards
+	if len(shards) == 1 {
+		return l.takeGone(ctx, shards[0], "", false)
+	}
+	for i, s := range shards {
+		for {
+			replica, err := l.takeGone(ctx, s, "", i == 0)
+			if err != nil || replica == "" {
+				if err != nil {
+					return "", err
+				}
+				break
 			}
-			continue
+			if i > 0 {
+				first, err := l.takeGone(ctx, shards[0], replica, true)
+				if err != nil {
+					return "", err
+				}
+				if first == "" {
+					continue // another survivor took it
+				}
+			}
+			err = l.w.each(func(j int, s *shard) error {
+				if j == 0 || j == i {
+					return nil
+				}
+				_, err := l.takeGone(ctx, s, replica, false)
+				return err
+			})
+			return replica, err
 		}
-		err = l.w.each(func(j int, s *shard) error {
-			if j == i {
-				return nil
-			}
-			_, err := l.takeGone(ctx, s, replica)
-			return err
-		})
-		return replica, err
 	}
 	return "", nil
 }
 
-// takeGone takes from shard s the replica gone first, or replica when it is gone there.
-func (l *Liveness) takeGone(ctx context.Context, s *shard, replica string) (string, error) {
+// takeGone takes from shard s the replica gone first, or replica when it is gone there
+// (live_take_gone.lua); with once, not a replica taken before, and replica even when it
+// is not gone there.
+func (l *Liveness) takeGone(ctx context.Context, s *shard, replica string, once bool) (string, error) {
 	var args []any
-	if replica != "" {
+	if replica != "" || once {
 		args = append(args, replica)
+	}
+	if once {
+		args = append(args, "once")
 	}
 	replica, err := liveTakeGoneScript.Run(ctx, l.rdb, []string{s.keys.gone(), s.keys.departed()}, args...).Text()
 	switch {

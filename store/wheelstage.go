@@ -496,7 +496,7 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 // nothing: the error wraps ErrLapsed. The same holds for ClaimOverdue, Adopt and Park.
 //
 // With several shards, the ids of each shard are claimed by one script of that shard,
-// the shards at once, and the answers merged (entries in shard order). When one shard
+// the shards at once, and the answers merged in the order of ids. When one shard
 // fails the call fails, though other shards may have claimed theirs: a repeat with the
 // same token returns them, or their lease runs out.
 func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Claimed, error) {
@@ -516,7 +516,20 @@ func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Cla
 	if err != nil {
 		return Claimed{}, err
 	}
-	return mergeClaimed(parts), nil
+	c := mergeClaimed(parts)
+	if len(parts) > 1 {
+		// In the order of ids, as one script returns them.
+		at := make(map[string]int, len(ids))
+		for k, id := range ids {
+			if _, ok := at[id]; !ok {
+				at[id] = k
+			}
+		}
+		slices.SortStableFunc(c.Entries, func(a, b Entry) int { return at[a.ID] - at[b.ID] })
+		slices.SortStableFunc(c.Corrupt, func(a, b Corrupt) int { return at[a.Claim.ID] - at[b.Claim.ID] })
+		slices.SortStableFunc(c.NotDue, func(a, b NotDue) int { return at[a.ID] - at[b.ID] })
+	}
+	return c, nil
 }
 
 // mergeClaimed joins the claims of several shards, in shard order.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,10 +23,18 @@ import (
 )
 
 // newWheelStage returns a wheel stage on the local Redis under a prefix of its own; its
-// keys are deleted when the test ends (testenv.Redis).
+// keys are deleted when the test ends (testenv.Redis). Unless opts names a number of
+// shards, ROCKETDELAY_TEST_SHARDS, when set, does: the tests that reach the stage only
+// through its methods then run on a sharded stage (those that read its keys directly
+// expect shard 0's tag).
 func newWheelStage(t testing.TB, opts store.WheelStageOptions) (redis.UniversalClient, string, *store.WheelStage) {
 	t.Helper()
 	rdb, prefix := testenv.Redis(t)
+	if v := os.Getenv("ROCKETDELAY_TEST_SHARDS"); v != "" && opts.Shards == 0 {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "ROCKETDELAY_TEST_SHARDS")
+		opts.Shards = n
+	}
 	return rdb, prefix, store.NewWheelStage(rdb, prefix, opts)
 }
 

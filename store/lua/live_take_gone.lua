@@ -7,22 +7,39 @@
 --                        live_leave.lua)
 -- KEYS[2]  {p}:departed  sorted set: replica -> when a survivor took it (Unix ms), which
 --                        beats report as absent for a while (live_beat.lua)
--- ARGV[1]  optional: the replica to take, when it is in gone (a sharded stage takes a
---          replica that one shard gave from the other shards too)
+-- ARGV[1]  optional, for a stage of several shards (store/liveness.go): the replica to
+--          take instead of the one gone first ("" for that one)
+-- ARGV[2]  optional, "once": a replica already in departed (another shard gave it to a
+--          survivor) is not taken again, only dropped from gone; and ARGV[1] is taken
+--          even when it is not in gone (shard 0 records there who took a replica)
 --
 -- Returns the replica, which leaves gone for departed, or false when gone is empty (or
--- does not hold ARGV[1]).
+-- holds no replica to take).
+local once = ARGV[2] == 'once'
+local function taken(r)
+  return once and redis.call('ZSCORE', KEYS[2], r)
+end
 local first
-if ARGV[1] then
-  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+if ARGV[1] and ARGV[1] ~= '' then
+  first = ARGV[1]
+  if not once and not redis.call('ZSCORE', KEYS[1], first) then
     return false
   end
-  first = ARGV[1]
+  if taken(first) then
+    redis.call('ZREM', KEYS[1], first)
+    return false
+  end
 else
-  first = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-end
-if not first then
-  return false
+  while true do
+    first = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+    if not first then
+      return false
+    end
+    if not taken(first) then
+      break
+    end
+    redis.call('ZREM', KEYS[1], first)
+  end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
