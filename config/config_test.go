@@ -649,3 +649,17 @@ func TestIngressPublicURLAndWindows(t *testing.T) {
 	require.Equal(t, 5*time.Minute, cfg.Ingress.DedupeWindow)
 	require.Equal(t, 24*time.Hour, cfg.Ingress.AckLinkTTL)
 }
+
+func TestRedisShards(t *testing.T) {
+	c, err := Load(writeFile(t, validYAML), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, DefaultShards, c.Redis.Shards)
+	c, err = Load(writeFile(t, strings.Replace(validYAML, "redis:\n", "redis:\n  shards: 16\n", 1)), noEnv)
+	require.NoError(t, err)
+	require.Equal(t, 16, c.Redis.Shards)
+	for _, n := range []string{"-1", "1025"} {
+		_, err := Load(writeFile(t, strings.Replace(validYAML, "redis:\n", "redis:\n  shards: "+n+"\n", 1)), noEnv)
+		require.ErrorContains(t, err, "redis.shards", n)
+		require.ErrorContains(t, err, "must be 1 to 1024", n)
+	}
+}

@@ -2,10 +2,13 @@ package store
 
 import (
 	"errors"
+	"hash/fnv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
 )
 
 // The entry record survives every value, and a damaged record is an error, never a panic.
@@ -49,4 +52,22 @@ func FuzzDecodeWheelEntry(f *testing.F) {
 		require.Equal(t, e.Target, again.Target)
 		require.Equal(t, e.Props, again.Props)
 	})
+}
+
+func TestWheelStageOptionsFromConfigShards(t *testing.T) {
+	c := config.Config{Redis: config.Redis{Durability: config.DurabilityWrite, Shards: 4}}
+	require.Equal(t, 4, WheelStageOptionsFromConfig(c).Shards)
+	require.Equal(t, 1, WheelStageOptions{}.withDefaults().Shards)
+	require.Equal(t, 1, WheelStageOptions{Shards: -3}.withDefaults().Shards)
+}
+
+func TestShardIndexIsStable(t *testing.T) {
+	for _, id := range []string{"", "a", "alert-1", "日本", "{p}"} {
+		h := fnv.New32a()
+		h.Write([]byte(id))
+		for _, n := range []int{2, 3, 7, 1024} {
+			require.Equal(t, int(h.Sum32()%uint32(n)), shardIndex(id, n), "%q of %d", id, n)
+		}
+		require.Zero(t, shardIndex(id, 1))
+	}
 }
