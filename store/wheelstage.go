@@ -435,11 +435,7 @@ func (w *WheelStage) each(f func(i int, s *shard) error) error {
 	errs := make([]error, len(w.shards))
 	var wg sync.WaitGroup
 	for i, s := range w.shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(i, s)
-		}()
+		wg.Go(func() { errs[i] = f(i, s) })
 	}
 	wg.Wait()
 	for _, err := range errs {
