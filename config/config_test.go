@@ -662,4 +662,8 @@ func TestRedisShards(t *testing.T) {
 		require.ErrorContains(t, err, "redis.shards", n)
 		require.ErrorContains(t, err, "must be 1 to 1024", n)
 	}
+	// A shard's tag is {prefix/i}: a prefix with a slash could name another deployment's shard.
+	_, err = Load(writeFile(t, strings.Replace(validYAML, "redis:\n", "redis:\n  keyPrefix: rd/1\n", 1)), noEnv)
+	require.ErrorContains(t, err, "redis.keyPrefix")
+	require.ErrorContains(t, err, "slashes")
 }

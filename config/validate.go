@@ -257,8 +257,9 @@ func (r Redis) validate(bad badFunc) {
 	if r.Shards < 1 || r.Shards > MaxShards {
 		bad("redis.shards", "must be 1 to %d, got %d", MaxShards, r.Shards)
 	}
-	if strings.ContainsAny(r.KeyPrefix, "{} \t\n") {
-		bad("redis.keyPrefix", "%q must not contain braces or whitespace", r.KeyPrefix)
+	if strings.ContainsAny(r.KeyPrefix, "{}/ \t\n") {
+		// a slash would let one deployment's prefix name another's shard ({p/i}, redis.shards)
+		bad("redis.keyPrefix", "%q must not contain braces, slashes or whitespace", r.KeyPrefix)
 	}
 }
 
