@@ -216,10 +216,11 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 func newBenchScaleCmd(stdio IO) *cobra.Command {
 	var path string
 	o := bench.ScaleOptions{Topology: bench.LocalTopology(stdio.Getenv)}
-	cmd := &cobra.Command{Use: "scale", Short: "Hand-off throughput, lateness and lost claims with 1, 2, 4 replicas, per Redis topology",
+	cmd := &cobra.Command{Use: "scale", Short: "Hand-off throughput, lateness, lost claims and each Redis primary's share with 1, 2, 4 replicas, per Redis topology and shard count",
 		Long: bench.ScaleDoc, Args: exactArgs(0),
 		Example: `  rocketdelay bench scale -f deploy/local/rocketdelay.yaml
-  rocketdelay bench scale --replicas 1,2 --redis config,cluster -n 2000`,
+  rocketdelay bench scale --replicas 1,2 --redis config,cluster -n 2000
+  rocketdelay bench scale --replicas 2 --redis cluster --shards 1,3`,
 		RunE: withConfig(stdio, &path, nil, func(c *cobra.Command, cfg config.Config) error {
 			return bench.Scale(c.Context(), cfg, o, c.OutOrStdout())
 		}),
@@ -227,6 +228,7 @@ func newBenchScaleCmd(stdio IO) *cobra.Command {
 	configFlag(cmd, &path)
 	cmd.Flags().IntSliceVar(&o.Replicas, "replicas", []int{1, 2, 4}, "replica counts")
 	cmd.Flags().StringSliceVar(&o.Topologies, "redis", []string{"config"}, "Redis topologies: config, sentinel, cluster")
+	cmd.Flags().IntSliceVar(&o.Shards, "shards", []int{1}, "shard counts of the wheel stage (redis.shards)")
 	cmd.Flags().IntVarP(&o.N, "alerts", "n", 4000, "alerts per run")
 	return cmd
 }

@@ -73,10 +73,17 @@ the broker and Postgres.`
 	// ScaleDoc describes Scale.
 	ScaleDoc = `scale runs -n alerts, falling due at one instant, through 1, 2, 4… in-process
 schedulers (--replicas) in one consumer group on a topic of 8 queues, once per Redis
-(--redis: config, and the local stack's sentinel and cluster), and prints hand-off
-throughput and its ratio to the first replica count, lateness p50/p99/max, and the claims
-lost to another replica and the sweeper's recoveries per alert (a claim storm shows
-there). The replicas share this machine's cores.`
+(--redis: config, and the local stack's sentinel and cluster) and shard count of the
+wheel stage (--shards, redis.shards), and prints hand-off throughput and its ratio to the
+first replica count, lateness p50/p99/max, and the claims lost to another replica and the
+sweeper's recoveries per alert (a claim storm shows there). The replicas share this
+machine's cores.
+
+A second table shows each run's Redis primaries (every master of a cluster): the
+commands each served from the publishing to the last confirmed hand-off (INFO
+commandstats, which count the commands a script runs, and any other client's), and the
+memory the stage's keys hold on it once every alert is delivered (MEMORY USAGE: the done
+markers and traces), each with its share of the run's total.`
 	// ModesDoc describes Modes.
 	ModesDoc = `modes delivers one delay mix, in one run on the configured broker and Redis, through an
 in-process scheduler in levels mode, then in timer mode, then as plain timer messages

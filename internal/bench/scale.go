@@ -30,6 +30,8 @@ type ScaleOptions struct {
 	Topologies []string
 	// Topology returns the Redis configuration of a topology name other than "config".
 	Topology func(name string) (config.Redis, error)
+	// Shards are the wheel stage's shard counts (redis.shards) to measure. Default 1.
+	Shards []int
 	// N is the number of alerts per run. Default 4000.
 	N int
 }
@@ -37,17 +39,23 @@ type ScaleOptions struct {
 type scaleRun struct {
 	topology        string
 	replicas        int
+	shards          int
 	rate            float64 // alerts handed off per second, first due to last hand-off
 	p50, p99, worst time.Duration
 	lostPerMsg      float64 // claims lost to another replica, per alert
 	recoveredPerMsg float64 // alerts the sweepers took, per alert
+	primaries       []primaryLoad
 }
 
 // Scale runs N alerts, falling due at one instant, through 1, 2, 4… in-process
-// schedulers in one consumer group on a topic of 8 queues, for each Redis topology, and
-// prints hand-off throughput, lateness and the claims lost per alert: more replicas must
-// not collapse into claim storms. All replicas share this machine's cores, so the table
-// shows contention, not the growth separate machines would give.
+// schedulers in one consumer group on a topic of 8 queues, for each Redis topology and
+// each shard count of the wheel stage, and prints hand-off throughput, lateness and the
+// claims lost per alert: more replicas must not collapse into claim storms. All replicas
+// share this machine's cores, so the table shows contention, not the growth separate
+// machines would give. A second table shows, per primary of each run's Redis, the
+// commands it served during the run and the memory the stage's keys hold on it at the
+// end (the done markers and traces of the delivered alerts), and their shares: how
+// evenly the shards spread the stage over a Redis Cluster's primaries.
 func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer) error {
 	if len(o.Replicas) == 0 {
 		o.Replicas = []int{1, 2, 4}
@@ -55,14 +63,17 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 	if len(o.Topologies) == 0 {
 		o.Topologies = []string{"config"}
 	}
+	if len(o.Shards) == 0 {
+		o.Shards = []int{1}
+	}
 	config.Default(&o.N, 4000)
 	if len(cfg.RocketMQ.Brokers) == 0 {
 		return fmt.Errorf("bench: set rocketmq.brokers (ROCKETDELAY_BROKERS) so the benchmark can create its topics")
 	}
 	scheduler.RouteClientLog(slog.New(slog.DiscardHandler))
 	store.RouteRedisLog(slog.New(slog.DiscardHandler)) // the failover client logs every sentinel it asks
-	fmt.Fprintf(out, "rocketdelay scale benchmark: %d alerts per run due at one instant, replicas %v, Redis %s, %d CPUs, %s\n\n",
-		o.N, o.Replicas, strings.Join(o.Topologies, ", "), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(out, "rocketdelay scale benchmark: %d alerts per run due at one instant, replicas %v, shards %v, Redis %s, %d CPUs, %s\n\n",
+		o.N, o.Replicas, o.Shards, strings.Join(o.Topologies, ", "), runtime.NumCPU(), runtime.Version())
 	var runs []scaleRun
 	for _, topo := range o.Topologies {
 		rc := cfg.Redis
@@ -73,30 +84,63 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 			}
 		}
 		for _, k := range o.Replicas {
-			r, err := scaleOnce(ctx, cfg, rc, topo, k, o.N)
-			if err != nil {
-				return fmt.Errorf("bench: %s, %d replicas: %w", topo, k, err)
+			for _, shards := range o.Shards {
+				r, err := scaleOnce(ctx, cfg, rc, topo, k, shards, o.N)
+				if err != nil {
+					return fmt.Errorf("bench: %s, %d replicas, %d shards: %w", topo, k, shards, err)
+				}
+				fmt.Fprintf(out, "%s, %d replicas, %d shards: %.0f alerts/s\n", topo, k, shards, r.rate)
+				runs = append(runs, r)
 			}
-			fmt.Fprintf(out, "%s, %d replicas: %.0f alerts/s\n", topo, k, r.rate)
-			runs = append(runs, r)
 		}
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "redis\treplicas\talerts/s\tvs 1 replica\tp50 late\tp99 late\tmax late\tclaims lost/alert\tsweeper/alert\t")
-	var base float64
+	fmt.Fprintln(tw, "redis\treplicas\tshards\talerts/s\tvs 1 replica\tp50 late\tp99 late\tmax late\tclaims lost/alert\tsweeper/alert\t")
+	base := map[string]float64{} // the rate of the first replica count, per Redis and shard count
 	for _, r := range runs {
+		key := r.topology + "/" + strconv.Itoa(r.shards)
 		if r.replicas == o.Replicas[0] {
-			base = r.rate
+			base[key] = r.rate
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t%.4f\t%.4f\t\n", r.topology, r.replicas, r.rate, r.rate/base,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t%.4f\t%.4f\t\n", r.topology, r.replicas, r.shards, r.rate, r.rate/base[key],
 			ms(r.p50), ms(r.p99), ms(r.worst), r.lostPerMsg, r.recoveredPerMsg)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "redis\treplicas\tshards\tprimary\tcommands\t% of commands\tstage memory\t% of memory\t")
+	for _, r := range runs {
+		var commands, memory int64
+		for _, p := range r.primaries {
+			commands += p.commands
+			memory += p.memory
+		}
+		for _, p := range r.primaries {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t\n", r.topology, r.replicas, r.shards, p.addr,
+				p.commands, percent(p.commands, commands), kib(p.memory), percent(p.memory, memory))
+		}
 	}
 	return tw.Flush()
 }
 
-// scaleOnce runs one topology and replica count.
-func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo string, replicas, n int) (scaleRun, error) {
+// percent is part's share of whole, or "-" when whole is 0.
+func percent(part, whole int64) string {
+	if whole == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
+
+// kib is a number of bytes in KiB.
+func kib(b int64) string {
+	return fmt.Sprintf("%.1f KiB", float64(b)/1024)
+}
+
+// scaleOnce runs one topology, replica count and shard count.
+func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo string, replicas, shards, n int) (scaleRun, error) {
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	topic := "rd_bench_scale_" + suffix
 	if err := createTopic(ctx, cfg, topic); err != nil {
@@ -110,6 +154,9 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 	prefix := "rdbench" + suffix
 	defer func() { _, _ = store.DeleteKeys(context.WithoutCancel(ctx), rdb, prefix) }()
 	rec := &latencyRecorder{}
+	stageOpts := store.WheelStageOptionsFromConfig(cfg)
+	stageOpts.Shards = shards
+	stage := store.NewWheelStage(rdb, prefix, stageOpts) // for its counts; each replica has its own
 	var regs []*prometheus.Registry
 	for i := range replicas {
 		reg := prometheus.NewRegistry()
@@ -118,7 +165,7 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 		opts.Topic, opts.Group = topic, "rd_bench_scale_"+suffix
 		opts.KnownTarget = func(string) bool { return true }
 		opts.InstanceName = fmt.Sprintf("rd-bench-scale-%s-%d", suffix, i)
-		stop, err := startScheduler(ctx, opts, store.NewWheelStage(rdb, prefix, store.WheelStageOptionsFromConfig(cfg)), rec, reg)
+		stop, err := startScheduler(ctx, opts, store.NewWheelStage(rdb, prefix, stageOpts), rec, reg)
 		if err != nil {
 			return scaleRun{}, err
 		}
@@ -132,6 +179,10 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 	// Every alert falls due at one instant, 5s from now, after all are published: the
 	// rate from then to the last hand-off is what the replicas can hand off.
 	firstDue := time.Now().Add(5 * time.Second).Truncate(time.Millisecond)
+	cmdsBefore, err := commandCounts(ctx, rdb)
+	if err != nil {
+		return scaleRun{}, err
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var pubErr error
@@ -165,7 +216,35 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 		}
 	}
 	end := time.Now()
-	r := scaleRun{topology: topo, replicas: replicas, rate: float64(n) / end.Sub(firstDue).Seconds()}
+	// The commands and memory are taken once the stage is empty, every hand-off
+	// confirmed: what is left are the delivered alerts' done markers and traces.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		waiting, inflight, err := stage.Stats(ctx)
+		if err != nil {
+			return scaleRun{}, err
+		}
+		if waiting+inflight == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return scaleRun{}, fmt.Errorf("%d waiting and %d in flight 30s after the last hand-off", waiting, inflight)
+		}
+		select {
+		case <-ctx.Done():
+			return scaleRun{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cmdsAfter, err := commandCounts(ctx, rdb)
+	if err != nil {
+		return scaleRun{}, err
+	}
+	mem, err := stageMemory(ctx, rdb, prefix)
+	if err != nil {
+		return scaleRun{}, err
+	}
+	r := scaleRun{topology: topo, replicas: replicas, shards: shards, rate: float64(n) / end.Sub(firstDue).Seconds(),
+		primaries: primaryLoads(cmdsBefore, cmdsAfter, mem)}
 	r.p50, r.p99, r.worst, _ = rec.percentiles()
 	var lost, recovered float64
 	for _, reg := range regs {

@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// primaryLoad is what one Redis primary did for a run of the scale benchmark.
+type primaryLoad struct {
+	addr string
+	// commands is the commands it served during the run: the growth of the calls of its
+	// INFO commandstats, which count every command a script runs besides the script
+	// itself (and whatever other clients sent meanwhile).
+	commands int64
+	// memory is the MEMORY USAGE of the run's wheel-stage keys on it at the end of the run,
+	// in bytes.
+	memory int64
+}
+
+// forEachPrimary calls fn, at once for every primary, with each primary of rdb and its
+// address: every master of a Redis Cluster, or rdb itself, whose address is the one its
+// connection reached (CLIENT INFO's laddr; through Sentinel, the primary of the moment).
+func forEachPrimary(ctx context.Context, rdb redis.UniversalClient, fn func(ctx context.Context, addr string, c redis.Cmdable) error) error {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			return fn(ctx, node.Options().Addr, node)
+		})
+	}
+	addr := "primary"
+	if info, err := rdb.ClientInfo(ctx).Result(); err == nil && info.LAddr != "" {
+		addr = info.LAddr
+	}
+	return fn(ctx, addr, rdb)
+}
+
+// commandCounts returns the commands each primary of rdb has served since it started
+// (or since CONFIG RESETSTAT): the sum of the calls of its INFO commandstats.
+func commandCounts(ctx context.Context, rdb redis.UniversalClient) (map[string]int64, error) {
+	var mu sync.Mutex
+	counts := map[string]int64{}
+	err := forEachPrimary(ctx, rdb, func(ctx context.Context, addr string, c redis.Cmdable) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return fmt.Errorf("bench: INFO commandstats of %s: %w", addr, err)
+		}
+		n, err := commandCalls(info)
+		if err != nil {
+			return fmt.Errorf("bench: INFO commandstats of %s: %w", addr, err)
+		}
+		mu.Lock()
+		counts[addr] = n
+		mu.Unlock()
+		return nil
+	})
+	return counts, err
+}
+
+// commandCalls sums the calls of the lines "cmdstat_<name>:calls=N,usec=…" of INFO
+// commandstats.
+func commandCalls(info string) (int64, error) {
+	var sum int64
+	for line := range strings.Lines(info) {
+		line = strings.TrimSpace(line)
+		_, stats, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		for field := range strings.SplitSeq(stats, ",") {
+			if v, ok := strings.CutPrefix(field, "calls="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("line %q: %w", line, err)
+				}
+				sum += n
+			}
+		}
+	}
+	return sum, nil
+}
+
+// stageMemory returns, per primary of rdb, the sum of MEMORY USAGE of the wheel-stage keys
+// of prefix that it holds (every shard's, {prefix}:… and {prefix/i}:…; the robot pools'
+// {prefix:g} are not the stage's), in bytes.
+func stageMemory(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]int64, error) {
+	var mu sync.Mutex
+	mem := map[string]int64{}
+	err := forEachPrimary(ctx, rdb, func(ctx context.Context, addr string, c redis.Cmdable) error {
+		var sum int64
+		for _, pattern := range []string{"{" + prefix + "}:*", "{" + prefix + "/*"} {
+			var cursor uint64
+			for {
+				keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+				if err != nil {
+					return fmt.Errorf("bench: scan %s of %s: %w", pattern, addr, err)
+				}
+				n, err := memoryUsage(ctx, c, keys)
+				if err != nil {
+					return fmt.Errorf("bench: memory of %s on %s: %w", pattern, addr, err)
+				}
+				sum += n
+				if cursor = next; cursor == 0 {
+					break
+				}
+			}
+		}
+		mu.Lock()
+		mem[addr] = sum
+		mu.Unlock()
+		return nil
+	})
+	return mem, err
+}
+
+// memoryUsage sums MEMORY USAGE … SAMPLES 0 (every element counted) of keys, in one
+// pipeline; a key gone meanwhile counts 0.
+func memoryUsage(ctx context.Context, c redis.Cmdable, keys []string) (int64, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	cmds := make([]*redis.IntCmd, len(keys))
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.MemoryUsage(ctx, k, 0)
+		}
+		return nil
+	})
+	var sum int64
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return 0, err
+		}
+		sum += cmd.Val()
+	}
+	return sum, nil
+}
+
+// primaryLoads joins the command counts before and after a run and the memory at its end
+// into one primaryLoad per primary, ordered by address.
+func primaryLoads(before, after, mem map[string]int64) []primaryLoad {
+	var loads []primaryLoad
+	for addr, n := range after {
+		loads = append(loads, primaryLoad{addr: addr, commands: n - before[addr], memory: mem[addr]})
+	}
+	slices.SortFunc(loads, func(a, b primaryLoad) int { return strings.Compare(a.addr, b.addr) })
+	return loads
+}
