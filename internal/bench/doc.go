@@ -83,7 +83,9 @@ A second table shows each run's Redis primaries (every master of a cluster): the
 commands each served from the publishing to the last confirmed hand-off (INFO
 commandstats, which count the commands a script runs, and any other client's), and the
 memory the stage's keys hold on it once every alert is delivered (MEMORY USAGE: the done
-markers and traces), each with its share of the run's total.`
+markers and traces), each with its share of the run's total, and how many of the stage's
+shards have keys on it: a shard's hash tag decides its slot, so with few shards two may
+share a primary.`
 	// ModesDoc describes Modes.
 	ModesDoc = `modes delivers one delay mix, in one run on the configured broker and Redis, through an
 in-process scheduler in levels mode, then in timer mode, then as plain timer messages

@@ -22,6 +22,8 @@ type primaryLoad struct {
 	// memory is the MEMORY USAGE of the run's wheel-stage keys on it at the end of the run,
 	// in bytes.
 	memory int64
+	// shards is how many of the stage's shards have keys on it (the hash tags seen).
+	shards int
 }
 
 // forEachPrimary calls fn, at once for every primary, with each primary of rdb and its
@@ -85,14 +87,21 @@ func commandCalls(info string) (int64, error) {
 	return sum, nil
 }
 
-// stageMemory returns, per primary of rdb, the sum of MEMORY USAGE of the wheel-stage keys
-// of prefix that it holds (every shard's, {prefix}:… and {prefix/i}:…; the robot pools'
-// {prefix:g} are not the stage's), in bytes.
-func stageMemory(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]int64, error) {
+// stageKeys is what the wheel-stage keys of a prefix hold on one primary.
+type stageKeys struct {
+	memory int64 // the sum of their MEMORY USAGE, bytes
+	shards int   // the number of shards (hash tags) they belong to
+}
+
+// stageMemory returns, per primary of rdb, the memory the wheel-stage keys of prefix hold
+// on it (every shard's, {prefix}:… and {prefix/i}:…; the robot pools' {prefix:g} are not
+// the stage's) and how many shards they belong to.
+func stageMemory(ctx context.Context, rdb redis.UniversalClient, prefix string) (map[string]stageKeys, error) {
 	var mu sync.Mutex
-	mem := map[string]int64{}
+	mem := map[string]stageKeys{}
 	err := forEachPrimary(ctx, rdb, func(ctx context.Context, addr string, c redis.Cmdable) error {
 		var sum int64
+		tags := map[string]bool{}
 		for _, pattern := range []string{"{" + prefix + "}:*", "{" + prefix + "/*"} {
 			var cursor uint64
 			for {
@@ -105,13 +114,17 @@ func stageMemory(ctx context.Context, rdb redis.UniversalClient, prefix string) 
 					return fmt.Errorf("bench: memory of %s on %s: %w", pattern, addr, err)
 				}
 				sum += n
+				for _, k := range keys {
+					tag, _, _ := strings.Cut(k, "}")
+					tags[tag] = true
+				}
 				if cursor = next; cursor == 0 {
 					break
 				}
 			}
 		}
 		mu.Lock()
-		mem[addr] = sum
+		mem[addr] = stageKeys{memory: sum, shards: len(tags)}
 		mu.Unlock()
 		return nil
 	})
@@ -143,10 +156,10 @@ func memoryUsage(ctx context.Context, c redis.Cmdable, keys []string) (int64, er
 
 // primaryLoads joins the command counts before and after a run and the memory at its end
 // into one primaryLoad per primary, ordered by address.
-func primaryLoads(before, after, mem map[string]int64) []primaryLoad {
+func primaryLoads(before, after map[string]int64, mem map[string]stageKeys) []primaryLoad {
 	var loads []primaryLoad
 	for addr, n := range after {
-		loads = append(loads, primaryLoad{addr: addr, commands: n - before[addr], memory: mem[addr]})
+		loads = append(loads, primaryLoad{addr: addr, commands: n - before[addr], memory: mem[addr].memory, shards: mem[addr].shards})
 	}
 	slices.SortFunc(loads, func(a, b primaryLoad) int { return strings.Compare(a.addr, b.addr) })
 	return loads

@@ -48,10 +48,13 @@ func TestStageMemoryAndCommandCounts(t *testing.T) {
 	mem, err := stageMemory(ctx, rdb, prefix)
 	require.NoError(t, err)
 	var got int64
-	for _, n := range mem {
-		got += n
+	var shards int
+	for _, m := range mem {
+		got += m.memory
+		shards += m.shards
 	}
 	require.Equal(t, want, got)
+	require.Equal(t, 3, shards, "{p}, {p/1} and {p/2}")
 
 	after, err := commandCounts(ctx, rdb)
 	require.NoError(t, err)

@@ -111,7 +111,7 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 	}
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "redis\treplicas\tshards\tprimary\tcommands\t% of commands\tstage memory\t% of memory\t")
+	fmt.Fprintln(tw, "redis\treplicas\tshards\tprimary\tshards on it\tcommands\t% of commands\tstage memory\t% of memory\t")
 	for _, r := range runs {
 		var commands, memory int64
 		for _, p := range r.primaries {
@@ -119,8 +119,8 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 			memory += p.memory
 		}
 		for _, p := range r.primaries {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t\n", r.topology, r.replicas, r.shards, p.addr,
-				p.commands, percent(p.commands, commands), kib(p.memory), percent(p.memory, memory))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t\n", r.topology, r.replicas, r.shards, p.addr,
+				p.shards, p.commands, percent(p.commands, commands), kib(p.memory), percent(p.memory, memory))
 		}
 	}
 	return tw.Flush()
