@@ -66,6 +66,11 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 	if len(o.Shards) == 0 {
 		o.Shards = []int{1}
 	}
+	for _, s := range o.Shards {
+		if s < 1 || s > config.MaxShards {
+			return fmt.Errorf("bench: %d shards: want 1 to %d", s, config.MaxShards)
+		}
+	}
 	config.Default(&o.N, 4000)
 	if len(cfg.RocketMQ.Brokers) == 0 {
 		return fmt.Errorf("bench: set rocketmq.brokers (ROCKETDELAY_BROKERS) so the benchmark can create its topics")
