@@ -520,18 +520,33 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) 
 		s.reject(w, r, rules.Answer(Answer{Kind: AnswerUnknown}))
 		return
 	}
-	if fault != nil && s.fault(w, r, rules, *fault) {
+	// A slow answer (FaultSlow) is judged and counted at its arrival like any other, and
+	// answered late; a client that gives up meanwhile leaves its slot unused and nothing
+	// accepted. Judged when the wait ended, a request that came first was counted after
+	// those that came during its wait, against sends later than itself.
+	var slow time.Duration
+	if fault != nil && fault.Kind == FaultSlow {
+		slow = fault.Delay
+	} else if fault != nil && s.fault(w, r, rules, *fault) {
 		return
 	}
 	now := arrived
 	got, refusal := rules.Check(rs.Robot, r, body, now, s.opts.Skew)
 	if refusal != nil {
-		s.reject(w, r, *refusal)
+		if s.wait(r, slow) {
+			s.reject(w, r, *refusal)
+		}
 		return
 	}
 	reply, ok := s.count(rs, now)
 	if !ok {
-		write(w, r, reply)
+		if s.wait(r, slow) {
+			write(w, r, reply)
+		}
+		return
+	}
+	if !s.wait(r, slow) {
+		s.uncount(rs, now)
 		return
 	}
 	s.mu.Lock()
@@ -542,17 +557,33 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) 
 	write(w, r, rules.Answer(Answer{Kind: AnswerOK}))
 }
 
-// fault answers with an injected fault and reports whether it did (a slow fault only
-// waits, then the request goes on).
+// wait waits d before a request's answer and reports whether its client still waits.
+func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	select {
+	case <-time.After(d):
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// uncount takes back the send count counted at at, for a request whose client gave up
+// before its answer: nothing was accepted.
+func (s *Server) uncount(rs *robotState, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.IndexFunc(rs.sends, func(t time.Time) bool { return t.Equal(at) }); i >= 0 {
+		rs.sends = slices.Delete(rs.sends, i, i+1)
+	}
+}
+
+// fault answers with an injected fault other than a slow one (serveSend waits for that
+// itself) and reports whether it did.
 func (s *Server) fault(w http.ResponseWriter, r *http.Request, rules Rules, f Fault) bool {
 	switch f.Kind {
-	case FaultSlow:
-		select {
-		case <-time.After(f.Delay):
-		case <-r.Context().Done():
-			return true
-		}
-		return false
 	case FaultErrcode:
 		write(w, r, rules.Answer(Answer{Kind: AnswerCode, Code: f.Errcode}))
 	case FaultStatus:
@@ -623,7 +654,9 @@ func (s *Server) count(rs *robotState, now time.Time) (Reply, bool) {
 		s.opts.Logger.Debug("robot over its limit", "robot", rs.Name, "kind", rs.Kind)
 		return rs.rules.Answer(over), false
 	}
-	rs.sends = append(rs.sends, now)
+	// in time order: two requests may reach this lock in another order than they arrived
+	at, _ := slices.BinarySearchFunc(rs.sends, now, time.Time.Compare)
+	rs.sends = slices.Insert(rs.sends, at, now)
 	return Reply{}, true
 }
 

@@ -1,6 +1,7 @@
 package chatsim_test
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,4 +124,50 @@ func TestSimulator(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	require.Equal(t, 310000, post(t, c, base, "t2", "", now, msg).errcode)
+}
+
+// A slow answer counts at its request's arrival, as a platform's gateway counts: with a
+// limit of 1, a slowed request that arrived first is accepted, and one that arrived
+// during its wait is over the limit (judged when the wait ended, the first was counted
+// after the second, against a send later than itself, and refused). A slowed request
+// whose client gives up leaves nothing accepted and its slot free.
+func TestSlowAnswersCountAtArrival(t *testing.T) {
+	var clock atomic.Int64
+	t0 := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	clock.Store(t0.UnixNano())
+	sim, base := testenv.DingTalkSim(t, chatsim.Options{
+		Robots: []chatsim.Robot{{Token: "t1"}}, Limit: 1, Window: time.Minute, Throttle: time.Nanosecond,
+		Now: func() time.Time { return time.Unix(0, clock.Load()) },
+	})
+	c := noRedirects()
+	defer c.CloseIdleConnections()
+	msg := `{"msgtype":"text","text":{"content":"an alert"}}`
+
+	require.NoError(t, sim.Inject("t1", chatsim.Fault{Kind: chatsim.FaultSlow, Delay: time.Second, Count: 1}))
+	first := make(chan answer)
+	go func() { first <- post(t, c, base, "t1", "", t0, msg) }()
+	// The first request is in (counted a few microseconds after this count): the second
+	// arrives a second later by the simulator's clock.
+	require.Eventually(t, func() bool { return sim.Stats().Requests == 1 }, 10*time.Second, time.Millisecond)
+	clock.Store(t0.Add(time.Second).UnixNano())
+	require.Equal(t, 130101, post(t, c, base, "t1", "", t0, msg).errcode, "the second is over the limit")
+	require.Equal(t, 0, (<-first).errcode, "the first, slow, is accepted")
+	require.Len(t, sim.Accepted(), 1)
+	require.True(t, sim.Accepted()[0].At.Equal(t0), "accepted at its arrival")
+	require.Equal(t, 1, sim.Stats().OverLimit)
+
+	// A minute later the window is empty; a slowed request whose client gives up takes
+	// nothing.
+	clock.Store(t0.Add(2 * time.Minute).UnixNano())
+	require.NoError(t, sim.Inject("t1", chatsim.Fault{Kind: chatsim.FaultSlow, Delay: time.Minute, Count: 1}))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"?access_token=t1", strings.NewReader(msg))
+	require.NoError(t, err)
+	_, err = c.Do(req)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Eventually(t, func() bool {
+		return post(t, c, base, "t1", "", t0, msg).errcode == 0
+	}, 10*time.Second, 10*time.Millisecond, "the given-up request left its slot free")
+	require.Len(t, sim.Accepted(), 2)
 }
