@@ -45,6 +45,7 @@ type harness struct {
 	mode      string // scheduler.mode; "" is levels
 	lease     time.Duration
 	liveness  time.Duration // T of ws: the scheduler.liveness of the tests' replicas
+	shards    int           // ws's shards (redis.shards); 0 is 1
 	producer  *wire.Producer
 	raw       rocketmq.Producer // sends messages as they are, outside the wire contract
 	rec       *recorder
@@ -88,7 +89,14 @@ func newHarness(t testing.TB, threshold time.Duration) *harness {
 // starts from here on (replicaConfig's too).
 func (h *harness) setStage(lease, liveness time.Duration) {
 	h.lease, h.liveness = lease, liveness
-	h.ws = store.NewWheelStage(h.rdb, h.prefix, store.WheelStageOptions{Lease: lease, Liveness: liveness})
+	h.ws = store.NewWheelStage(h.rdb, h.prefix, store.WheelStageOptions{Lease: lease, Liveness: liveness, Shards: h.shards})
+}
+
+// setShards splits the wheel stage of the replicas the harness starts from here on into n
+// shards.
+func (h *harness) setShards(n int) {
+	h.shards = n
+	h.setStage(h.lease, h.liveness)
 }
 
 func (h *harness) options(name string) Options {

@@ -66,6 +66,42 @@ func TestTwoReplicasNoDuplicates(t *testing.T) {
 	require.Equal(t, float64(n), a+b)
 }
 
+// TestTwoReplicasOnShards runs two replicas on a wheel stage split into three shards (on
+// one Redis): every alert is handed off exactly once, the alerts spread over the shards
+// (each shard's tag holds done markers), and a cancel finds its alert's shard from the id.
+func TestTwoReplicasOnShards(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	h.setShards(3)
+	_, ma := h.start("shard-a")
+	_, mb := h.start("shard-b")
+
+	const n = 200
+	keys := ids("shard", n)
+	// Cancelled while it hops (due in 15s, threshold 5s): the tombstone lies in its shard,
+	// where its arrival's put finds it.
+	cancelled := "shard-cancelled"
+	h.publish(cancelled, 15*time.Second, "never")
+	r, err := h.ws.Cancel(context.Background(), cancelled)
+	require.NoError(t, err)
+	require.True(t, r.Cancelled(), "cancel answered %s", r)
+	due := h.publishAll(keys, randomDelays(n, 20*time.Second, 7), "alert")
+	h.rec.waitAll(t, keys, 60*time.Second)
+	h.settle(keys, ma, mb)
+	p50, p99, worst := h.rec.latenessReport(t, due)
+	a := testutil.ToFloat64(ma.handoffs.WithLabelValues("ok"))
+	b := testutil.ToFloat64(mb.handoffs.WithLabelValues("ok"))
+	t.Logf("3 shards: replica a handed off %.0f, b %.0f; lateness p50 %s, p99 %s, max %s", a, b, p50, p99, worst)
+	require.Equal(t, float64(n), a+b, "each alert once, the cancelled one never")
+	require.Zero(t, h.rec.count(cancelled), "the cancelled alert was handed off")
+	for i, tag := range []string{"{" + h.prefix + "}", "{" + h.prefix + "/1}", "{" + h.prefix + "/2}"} {
+		done, err := h.rdb.Keys(context.Background(), tag+":done:*").Result()
+		require.NoError(t, err)
+		require.NotEmpty(t, done, "shard %d (%s) delivered nothing", i, tag)
+		require.Less(t, len(done), n, "shard %d holds every alert", i)
+	}
+}
+
 // TestRestartDeliversWheelStageEntries stops a replica while its alerts wait in the
 // wheel stage; a new replica loads them from Redis and delivers them.
 func TestRestartDeliversWheelStageEntries(t *testing.T) {
