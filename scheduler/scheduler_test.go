@@ -94,7 +94,8 @@ func TestTwoReplicasOnShards(t *testing.T) {
 	t.Logf("3 shards: replica a handed off %.0f, b %.0f; lateness p50 %s, p99 %s, max %s", a, b, p50, p99, worst)
 	require.Equal(t, float64(n), a+b, "each alert once, the cancelled one never")
 	require.Zero(t, h.rec.count(cancelled), "the cancelled alert was handed off")
-	for i, tag := range []string{"{" + h.prefix + "}", "{" + h.prefix + "/1}", "{" + h.prefix + "/2}"} {
+	for i := range 3 {
+		tag := "{" + store.ShardTag(h.prefix, i, 3) + "}"
 		done, err := h.rdb.Keys(context.Background(), tag+":done:*").Result()
 		require.NoError(t, err)
 		require.NotEmpty(t, done, "shard %d (%s) delivered nothing", i, tag)

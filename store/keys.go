@@ -16,8 +16,9 @@ import (
 // The wheel stage is split into shards (config redis.shards, WheelStageOptions.Shards): an
 // alert id belongs to shard FNV-1a-32(id) mod shards, and every key of the table below
 // that names an id, or holds ids, exists once per shard under the shard's tag: {p} for
-// shard 0, {p/i} for shard i > 0 (so one shard is today's single-tag layout, and "/"
-// keeps the tags apart from the robot pools' {p:g}). A script only ever touches one
+// shard 0, {p/i} or {p/i.k} for shard i > 0 (ShardTag: tags spread over a cluster's
+// slots), so one shard is today's single-tag layout, and "/" keeps the tags apart from
+// the robot pools' {p:g}. A script only ever touches one
 // shard's keys, so each shard's slot may sit on another Redis Cluster primary. The
 // liveness keys (live, live-meta, guard, gone, departed) are kept in every shard, as the
 // scripts check them in their own slot. The escalation episodes (ep…, episodes.go) and the
@@ -81,13 +82,70 @@ func newKeys(prefix string) keys {
 	return keys{prefix: prefix, tag: "{" + prefix + "}:"}
 }
 
-// shard returns the keys of wheel-stage shard i: shard 0's tag is {p}, shard i's {p/i}.
-func (k keys) shard(i int) keys {
+// shard returns the keys of wheel-stage shard i of n, under the tag ShardTag names.
+func (k keys) shard(i, n int) keys {
 	if i == 0 {
 		return newKeys(k.prefix)
 	}
-	return keys{prefix: k.prefix, tag: "{" + k.prefix + "/" + strconv.Itoa(i) + "}:"}
+	return keys{prefix: k.prefix, tag: "{" + ShardTag(k.prefix, i, n) + "}:"}
 }
+
+// clusterSlots is the number of a Redis Cluster's hash slots.
+const clusterSlots = 16384
+
+// ShardTag is the hash tag (without braces) of shard i of a wheel stage of n shards whose
+// key prefix is prefix: prefix itself for shard 0 (the layout of a stage that was never
+// sharded), and for shard i > 0 prefix/i, or prefix/i.k with the smallest k that places
+// it, in a Redis Cluster, at about i/n of the way round the slot ring from shard 0's
+// slot (within the first 32nd of that part of the ring, at least 4 slots). A cluster whose primaries own
+// equal ranges of slots, as redis-cli --cluster create makes them, then carries about
+// n/primaries shards each, where tags placed by chance often put two of three shards on
+// one primary. The tags depend on n: changing it needs a drain (docs/design.md, Shards).
+func ShardTag(prefix string, i, n int) string {
+	base := prefix + "/" + strconv.Itoa(i)
+	if i <= 0 || n <= 1 {
+		return prefix
+	}
+	part := clusterSlots / n
+	from := (slot(prefix) + i*clusterSlots/n) % clusterSlots
+	width := max(part/32, 4)
+	for k := 0; k < 1<<16; k++ {
+		tag := base
+		if k > 0 {
+			tag += "." + strconv.Itoa(k)
+		}
+		if (slot(tag)-from+clusterSlots)%clusterSlots < width {
+			return tag
+		}
+	}
+	return base // not met within 65536 tries (never for n up to 1024): placed by chance
+}
+
+// slot is the Redis Cluster hash slot of a key whose hash tag is tag: CRC16 (XMODEM, as
+// Redis computes it) mod 16384.
+func slot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^tag[i]]
+	}
+	return int(crc) % clusterSlots
+}
+
+// crc16Table is CRC16-XMODEM's table (polynomial 0x1021) by the top byte.
+var crc16Table = func() (t [256]uint16) {
+	for b := range t {
+		crc := uint16(b) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+		t[b] = crc
+	}
+	return t
+}()
 
 func (k keys) stage() string                 { return k.tag }
 func (k keys) due() string                   { return k.stage() + "due" }

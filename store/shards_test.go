@@ -16,12 +16,10 @@ import (
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// shardTag is the hash tag of shard i of prefix's wheel stage (keys.go), with its ":".
-func shardTag(prefix string, i int) string {
-	if i == 0 {
-		return "{" + prefix + "}:"
-	}
-	return "{" + prefix + "/" + strconv.Itoa(i) + "}:"
+// shardTag is the hash tag of shard i of prefix's wheel stage of n shards (keys.go), with
+// its braces and ":".
+func shardTag(prefix string, i, n int) string {
+	return "{" + store.ShardTag(prefix, i, n) + "}:"
 }
 
 // shardOf is the shard of id among n, computed apart from the store's own hash.
@@ -60,7 +58,7 @@ func TestShardsSpreadIDs(t *testing.T) {
 
 	total := int64(0)
 	for i := range n {
-		held, err := rdb.HLen(ctx, shardTag(prefix, i)+"entries").Result()
+		held, err := rdb.HLen(ctx, shardTag(prefix, i, n)+"entries").Result()
 		require.NoError(t, err)
 		require.Positive(t, held, "shard %d holds some", i)
 		require.Less(t, held, int64(len(all)), "shard %d does not hold all", i)
@@ -70,11 +68,11 @@ func TestShardsSpreadIDs(t *testing.T) {
 	for _, id := range all {
 		want := shardOf(id, n)
 		for i := range n {
-			ok, err := rdb.HExists(ctx, shardTag(prefix, i)+"entries", id).Result()
+			ok, err := rdb.HExists(ctx, shardTag(prefix, i, n)+"entries", id).Result()
 			require.NoError(t, err)
 			require.Equal(t, i == want, ok, "%s in shard %d", id, i)
 		}
-		ms, err := rdb.ZScore(ctx, shardTag(prefix, want)+"due", id).Result()
+		ms, err := rdb.ZScore(ctx, shardTag(prefix, want, n)+"due", id).Result()
 		require.NoError(t, err)
 		require.Positive(t, ms)
 	}
@@ -131,7 +129,7 @@ func TestShardsRoundTrip(t *testing.T) {
 	require.Len(t, c.NotDue, 1)
 	require.Equal(t, later, c.NotDue[0].ID)
 	for _, id := range all {
-		owner, err := rdb.HGet(ctx, shardTag(prefix, shardOf(id, n))+"owner", id).Result()
+		owner, err := rdb.HGet(ctx, shardTag(prefix, shardOf(id, n), n)+"owner", id).Result()
 		require.NoError(t, err)
 		require.Equal(t, "r/1", owner)
 		st, err := ws.Inspect(ctx, id)
@@ -183,7 +181,7 @@ func TestShardsRoundTrip(t *testing.T) {
 		ok, err := ws.IsDelivered(ctx, id)
 		require.NoError(t, err)
 		require.True(t, ok, id)
-		exists, err := rdb.Exists(ctx, shardTag(prefix, shardOf(id, n))+"done:"+id).Result()
+		exists, err := rdb.Exists(ctx, shardTag(prefix, shardOf(id, n), n)+"done:"+id).Result()
 		require.NoError(t, err)
 		require.Equal(t, int64(1), exists)
 		r, err := ws.Put(ctx, entryAt(id, now))
@@ -208,7 +206,7 @@ func TestShardsRoundTrip(t *testing.T) {
 		yes, err := ws.IsCancelled(ctx, id)
 		require.NoError(t, err)
 		require.True(t, yes)
-		exists, err := rdb.Exists(ctx, shardTag(prefix, shardOf(id, n))+"cancel:"+id).Result()
+		exists, err := rdb.Exists(ctx, shardTag(prefix, shardOf(id, n), n)+"cancel:"+id).Result()
 		require.NoError(t, err)
 		require.Equal(t, int64(1), exists, id)
 		put, err := ws.Put(ctx, entryAt(id, now))
@@ -232,8 +230,8 @@ func TestShardsRoundTrip(t *testing.T) {
 	routing, err := ws.Routing(ctx, moving)
 	require.NoError(t, err)
 	require.Equal(t, due, routing.Due)
-	exists, err := rdb.Exists(ctx, shardTag(prefix, shardOf(moving, n))+"resched:"+moving,
-		shardTag(prefix, shardOf(moving, n))+"trace:"+moving).Result()
+	exists, err := rdb.Exists(ctx, shardTag(prefix, shardOf(moving, n), n)+"resched:"+moving,
+		shardTag(prefix, shardOf(moving, n), n)+"trace:"+moving).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(2), exists)
 }
@@ -297,7 +295,7 @@ func TestShardsTakeOverInEveryShard(t *testing.T) {
 	putDue(t, ws, redisNow(t, rdb).Add(-time.Second), all...)
 	claimAll(t, ws, "ra/1", all...)
 	for i := range n {
-		held, err := rdb.ZCard(ctx, shardTag(prefix, i)+"held").Result()
+		held, err := rdb.ZCard(ctx, shardTag(prefix, i, n)+"held").Result()
 		require.NoError(t, err)
 		require.Equal(t, int64(4), held, "shard %d", i)
 	}
@@ -305,7 +303,7 @@ func TestShardsTakeOverInEveryShard(t *testing.T) {
 
 	stopA()
 	for i := range n {
-		ms, err := rdb.ZScore(ctx, shardTag(prefix, i)+"live", "ra").Result()
+		ms, err := rdb.ZScore(ctx, shardTag(prefix, i, n)+"live", "ra").Result()
 		require.NoError(t, err)
 		waitRedisPast(t, rdb, time.UnixMilli(int64(ms)).Add(time.Millisecond))
 	}
@@ -321,7 +319,7 @@ func TestShardsTakeOverInEveryShard(t *testing.T) {
 	require.Empty(t, v.Lapsed)
 	require.Equal(t, []string{"ra"}, v.Gone)
 	for i := range n {
-		gone, err := rdb.ZRange(ctx, shardTag(prefix, i)+"gone", 0, -1).Result()
+		gone, err := rdb.ZRange(ctx, shardTag(prefix, i, n)+"gone", 0, -1).Result()
 		require.NoError(t, err)
 		require.Equal(t, []string{"ra"}, gone, "shard %d", i)
 	}
@@ -351,7 +349,7 @@ func TestShardsTakeOverInEveryShard(t *testing.T) {
 	slices.Sort(taken)
 	require.Equal(t, []string{"", "", "", "ra"}, taken, "one survivor takes A, from every shard")
 	for i := range n {
-		gone, err := rdb.ZCard(ctx, shardTag(prefix, i)+"gone").Result()
+		gone, err := rdb.ZCard(ctx, shardTag(prefix, i, n)+"gone").Result()
 		require.NoError(t, err)
 		require.Zero(t, gone, "shard %d", i)
 	}
@@ -390,7 +388,7 @@ func TestShardIndexIsFNV1a(t *testing.T) {
 	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: n})
 	for _, id := range []string{"a", "alert-1", "{x}", "日本", "a/b:c"} {
 		require.NoError(t, ws.MarkDelivered(ctx, id))
-		exists, err := rdb.Exists(ctx, shardTag(prefix, shardOf(id, n))+"done:"+id).Result()
+		exists, err := rdb.Exists(ctx, shardTag(prefix, shardOf(id, n), n)+"done:"+id).Result()
 		require.NoError(t, err)
 		require.Equal(t, int64(1), exists, id)
 	}
@@ -406,7 +404,7 @@ func TestShardsTakeGoneOnceWhenShardsFinishApart(t *testing.T) {
 	lv := ws.Liveness(nil)
 	gone := func(i int, replica string) {
 		t.Helper()
-		require.NoError(t, rdb.ZAdd(ctx, shardTag(prefix, i)+"gone", redis.Z{Score: 1, Member: replica}).Err())
+		require.NoError(t, rdb.ZAdd(ctx, shardTag(prefix, i, n)+"gone", redis.Z{Score: 1, Member: replica}).Err())
 	}
 	gone(1, "rx")
 	took, err := lv.TakeGone(ctx)
@@ -418,7 +416,7 @@ func TestShardsTakeGoneOnceWhenShardsFinishApart(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, took, "shard 0 knows rx was taken")
 	for i := range n {
-		left, err := rdb.ZCard(ctx, shardTag(prefix, i)+"gone").Result()
+		left, err := rdb.ZCard(ctx, shardTag(prefix, i, n)+"gone").Result()
 		require.NoError(t, err)
 		require.Zero(t, left, "shard %d", i)
 	}

@@ -384,7 +384,7 @@ func NewWheelStage(rdb redis.UniversalClient, prefix string, opts WheelStageOpti
 	w := &WheelStage{rdb: rdb, opts: opts.withDefaults()}
 	k := newKeys(prefix)
 	for i := range w.opts.Shards {
-		sk := k.shard(i)
+		sk := k.shard(i, w.opts.Shards)
 		w.shards = append(w.shards, &shard{keys: sk, due: sk.due(), inflight: sk.inflight(), entries: sk.entries()})
 	}
 	return w
