@@ -38,21 +38,7 @@ func TestTakeGoneGivesEachDepartedReplicaOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.BeatResult{Gone: 1, Absent: []string{"ra"}}, beat, "the take-over of A finished")
 
-	got := make(chan string, 4)
-	for range cap(got) {
-		go func() {
-			r, err := lv.TakeGone(ctx)
-			if err != nil {
-				r = "error: " + err.Error()
-			}
-			got <- r
-		}()
-	}
-	var taken []string
-	for range cap(got) {
-		taken = append(taken, <-got)
-	}
-	slices.Sort(taken)
+	taken := takeGoneAtOnce(ctx, lv, 4)
 	require.Equal(t, []string{"", "", "", "ra"}, taken, "one survivor takes A")
 	beat, err = lv.Beat(ctx, "rb")
 	require.NoError(t, err)
@@ -128,4 +114,25 @@ func TestLeaveHandsBackEverything(t *testing.T) {
 	waitRedisPast(t, rdb, leaseExpiry(t, rdb, prefix, "sending"))
 	require.ElementsMatch(t, []string{"confirmed", "sending"}, sweep(t, ws, 100, "rb/4"), "after their guards")
 	requireInStep(t, readHoldings(t, rdb, prefix), nil)
+}
+
+// takeGoneAtOnce runs n TakeGone calls at once, as n survivors would, and returns their
+// answers sorted ("error: …" for a failed one).
+func takeGoneAtOnce(ctx context.Context, lv *store.Liveness, n int) []string {
+	got := make(chan string, n)
+	for range n {
+		go func() {
+			r, err := lv.TakeGone(ctx)
+			if err != nil {
+				r = "error: " + err.Error()
+			}
+			got <- r
+		}()
+	}
+	var taken []string
+	for range n {
+		taken = append(taken, <-got)
+	}
+	slices.Sort(taken)
+	return taken
 }

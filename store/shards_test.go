@@ -332,21 +332,7 @@ func TestShardsTakeOverInEveryShard(t *testing.T) {
 	beat, err := lv.Beat(ctx, "ra")
 	require.NoError(t, err)
 	require.True(t, beat.Lapsed, "A's next beat learns it lapsed")
-	got := make(chan string, 4)
-	for range cap(got) {
-		go func() {
-			r, err := lv.TakeGone(ctx)
-			if err != nil {
-				r = "error: " + err.Error()
-			}
-			got <- r
-		}()
-	}
-	var taken []string
-	for range cap(got) {
-		taken = append(taken, <-got)
-	}
-	slices.Sort(taken)
+	taken := takeGoneAtOnce(ctx, lv, 4)
 	require.Equal(t, []string{"", "", "", "ra"}, taken, "one survivor takes A, from every shard")
 	for i := range n {
 		gone, err := rdb.ZCard(ctx, shardTag(prefix, i, n)+"gone").Result()
