@@ -753,7 +753,10 @@ func runRedisFailover(ctx context.Context, e *env) error {
 
 // kill-busy: a cluster of alerts falls due at once for the target "other", whose one
 // robot takes 19 a second: far past its budget, so both replicas park the alerts they
-// hold and each send, on either replica, adopts what both parked, merged. The robot
+// hold and each send, on either replica, adopts what both parked, merged. Merged, 50 to a
+// message, the cluster needs at least 12 × OtherAlerts / 50 messages, over a window's
+// budget: with 4 × OtherAlerts it needed about 10 in the short suite, half the budget, and
+// when the hand-offs came spread out the bucket kept up and nothing parked. The robot
 // answers slowly (1s) while the cluster drains, so merged sends carrying adopted alerts
 // are in flight when one replica is SIGKILLed, twice, and restarted after 1-2s: the
 // alerts it had adopted come back through their lease, the ones it had parked are the
@@ -762,7 +765,7 @@ func runRedisFailover(ctx context.Context, e *env) error {
 // parked and adopted (checkShared), or the scenario proves nothing about them.
 func runKillBusy(ctx context.Context, e *env) error {
 	o := e.r.opts
-	cluster := max(o.OtherAlerts*4, 400)
+	cluster := max(o.OtherAlerts*12, 1200)
 	due := time.Now().Add(o.PublishOver/2 + 6*time.Second).Truncate(time.Millisecond)
 	other := otherRobot(e.tokenPrefix()).Token
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
