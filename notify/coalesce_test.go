@@ -417,6 +417,38 @@ func TestABurstGoesInTheFewestMessages(t *testing.T) {
 	require.Zero(t, h.sim.Stats().OverLimit)
 }
 
+// A flood of more full messages than the token bucket lets out at once (a sixth of 19 per
+// minute: 3 sends) goes out as fast as the robot's window allows: a full message carries
+// no more by waiting for a token, so none reserves one. With pacing alone the fourth
+// full message waited one token's time (3.2 s), the fifth two, and so on.
+func TestFullMessagesDoNotWaitForTokens(t *testing.T) {
+	const burst = 250 // 5 full messages with coalesceMax 50
+	h := newHarness(t, time.Minute, 20, robotSpec{signed: true})
+	s, _ := h.sender(h.options(19))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, err := range trickle(burst, func(i int) error {
+		return sendAlert(s, ctx, notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i)})
+	}) {
+		require.NoError(t, err)
+	}
+	seen := map[string]int{}
+	messages := 0
+	for _, m := range h.sim.Accepted() {
+		messages++
+		for _, id := range ids(t, m) {
+			seen[id]++
+		}
+	}
+	require.Len(t, seen, burst, "every alert arrives")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "%s arrived %d times", id, n)
+	}
+	require.LessOrEqual(t, messages, burst/50+2, "full messages, but for the first and the last")
+	require.Zero(t, h.picks.reserved.Load(), "no full message waited for a token")
+	require.Zero(t, h.sim.Stats().OverLimit)
+}
+
 // parkingClaim is a claim whose Park only counts (the alert would wait in the wheel
 // stage's park); noAdoption is a park that never has anything to adopt.
 type parkingClaim struct{ parks *atomic.Int64 }
