@@ -232,6 +232,11 @@ const (
 	// bucket's size is the burst that goes out at once while the recent rate is
 	// sustainable.
 	Paced
+	// Full is a pick for a full message: it takes a token when the bucket holds one, like
+	// Paced, and otherwise goes whenever a robot has room in its window, like Burst,
+	// without reserving: a message that can carry no more gains nothing by waiting, and
+	// the tokens left are for what may still ride along.
+	Full
 )
 
 // BucketShare is the part of a target's capacity per window (the sum of the limits in

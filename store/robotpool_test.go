@@ -289,6 +289,35 @@ func TestRobotPoolPacesPicks(t *testing.T) {
 	require.Equal(t, "a", p.Robot, "a burst pick (a reserved token come due) ignores the bucket")
 }
 
+// A pick for a full message (store.Full) takes a token while the bucket has one, like a
+// paced pick, and goes on the robots' windows without reserving once it has none; the
+// bucket it leaves is what the next paced pick finds (still empty: it reserves).
+func TestRobotPoolFullPicks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, pool := newRobotPool(t, 10*time.Minute) // a token takes a minute: none refills here
+	robots := poolRobots(12, "a")                 // a bucket of 2 tokens
+	for i := range 4 {
+		p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Full})
+		require.NoError(t, err)
+		require.Equal(t, "a", p.Robot, "full pick %d goes (2 with the bucket's tokens, 2 on the window)", i+1)
+		require.False(t, p.Reserved)
+	}
+	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Paced})
+	require.NoError(t, err)
+	require.Empty(t, p.Robot, "the full picks spent the bucket")
+	require.True(t, p.Reserved)
+	for range 12 - 4 {
+		p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Full})
+		require.NoError(t, err)
+		require.Equal(t, "a", p.Robot)
+	}
+	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Full})
+	require.NoError(t, err)
+	require.Empty(t, p.Robot, "the robot's window is full: the limit holds")
+	require.False(t, p.Reserved)
+}
+
 // A throttle while the robot's window held fewer sends than its configured limit teaches
 // a lower limit (no more than the count that went through; its siblings take the count
 // too), once per episode; a further throttle lowers it by a quarter; after the cool-down

@@ -11,7 +11,9 @@
 -- KEYS[4+i]    {p:g}:win:<robot i>  sorted set: one member per send, score = send time (Unix ms)
 -- ARGV[1]      window, ms
 -- ARGV[2]      nonce: a random string that makes this call's window member unique
--- ARGV[3]      pacing: 0 none (burst), 1 paced (a pick needs a token: wait for one)
+-- ARGV[3]      pacing: 0 none (burst), 1 paced (a pick needs a token: wait for one),
+--              2 a full message (it takes a token when the bucket has one, and goes on the
+--              robots' windows when it has none: it would carry no more by waiting)
 -- ARGV[4]      the bucket's share of the capacity: it holds capacity/share tokens and
 --              refills at the rest of the capacity per window
 -- ARGV[5]      second window, ms: the window of each robot's per-second limit
@@ -141,7 +143,10 @@ if pacing > 0 and capacity > 0 then
     tokens = tokens - debt
     redis.call('HDEL', KEYS[3], 'debt')
   end
-  if tokens < 1 then
+  if tokens < 1 and pacing == 2 then
+    pacing = 0 -- a full message goes without a token; the bucket keeps its refill and debt
+    keepTokens()
+  elseif tokens < 1 then
     -- Reserve the next token: the caller waits until it is due and then picks without the
     -- bucket. Reservations queue up, so replicas waiting on one target take turns instead
     -- of racing for each token.
