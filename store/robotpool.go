@@ -233,9 +233,9 @@ const (
 	// sustainable.
 	Paced
 	// Full is a pick for a full message: it takes a token when the bucket holds one, like
-	// Paced, and otherwise goes whenever a robot has room in its window, like Burst,
-	// without reserving: a message that can carry no more gains nothing by waiting, and
-	// the tokens left are for what may still ride along.
+	// Paced; when it holds none, it goes if a robot has room in its window now, without a
+	// token (a message that can carry no more gains nothing by waiting), and reserves the
+	// next token like Paced if no robot has: the target is busy, and its alerts park.
 	Full
 )
 

@@ -290,16 +290,21 @@ func TestRobotPoolPacesPicks(t *testing.T) {
 }
 
 // A pick for a full message (store.Full) takes a token while the bucket has one, like a
-// paced pick, and goes on the robots' windows without reserving once it has none; the
-// bucket it leaves is what the next paced pick finds (still empty: it reserves).
+// paced pick; once it has none, it goes while a robot has room in its window, without
+// reserving, and reserves the next token like a paced pick when no robot has (the target
+// is busy: its alerts park). The bucket it leaves is what a paced pick finds.
 func TestRobotPoolFullPicks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, _, pool := newRobotPool(t, 10*time.Minute) // a token takes a minute: none refills here
 	robots := poolRobots(12, "a")                 // a bucket of 2 tokens
+	var first time.Time                           // Redis's clock at the first pick: the bucket refills from there
 	for i := range 4 {
 		p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Full})
 		require.NoError(t, err)
+		if i == 0 {
+			first = p.At
+		}
 		require.Equal(t, "a", p.Robot, "full pick %d goes (2 with the bucket's tokens, 2 on the window)", i+1)
 		require.False(t, p.Reserved)
 	}
@@ -315,7 +320,8 @@ func TestRobotPoolFullPicks(t *testing.T) {
 	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{Pacing: store.Full})
 	require.NoError(t, err)
 	require.Empty(t, p.Robot, "the robot's window is full: the limit holds")
-	require.False(t, p.Reserved)
+	require.True(t, p.Reserved, "with no robot free, a full message reserves a token")
+	require.InDelta(t, 2*60_000, (p.Wait + p.At.Sub(first)).Milliseconds(), 1, "the token after the one the paced pick reserved")
 }
 
 // A throttle while the robot's window held fewer sends than its configured limit teaches

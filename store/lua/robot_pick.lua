@@ -12,8 +12,9 @@
 -- ARGV[1]      window, ms
 -- ARGV[2]      nonce: a random string that makes this call's window member unique
 -- ARGV[3]      pacing: 0 none (burst), 1 paced (a pick needs a token: wait for one),
---              2 a full message (it takes a token when the bucket has one, and goes on the
---              robots' windows when it has none: it would carry no more by waiting)
+--              2 a full message (it takes a token when the bucket has one; when it has
+--              none it goes if a robot has room now, as it would carry no more by
+--              waiting, and reserves the next token like a paced pick if none has)
 -- ARGV[4]      the bucket's share of the capacity: it holds capacity/share tokens and
 --              refills at the rest of the capacity per window
 -- ARGV[5]      second window, ms: the window of each robot's per-second limit
@@ -112,9 +113,20 @@ end
 
 local pacing = tonumber(ARGV[3])
 local tokens, size, rate = 0, 0, 0
+local fullWithout = false -- a full message's pick that found no token: it goes only if a robot has room
 local function keepTokens()
   redis.call('HSET', KEYS[3], 'tokens', tostring(tokens), 'ts', string.format('%d', now))
   redis.call('PEXPIRE', KEYS[3], 2 * window + 1000)
+end
+-- reserve reserves the next token: the caller waits until it is due and then picks
+-- without the bucket. Reservations queue up, so replicas waiting on one target take turns
+-- instead of racing for each token.
+local function reserve()
+  local w = math.ceil((1 - tokens) / rate)
+  if w < 1 then w = 1 end
+  tokens = tokens - 1
+  keepTokens()
+  return {0, w, now, 1}
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
@@ -144,17 +156,13 @@ if pacing > 0 and capacity > 0 then
     redis.call('HDEL', KEYS[3], 'debt')
   end
   if tokens < 1 and pacing == 2 then
-    pacing = 0 -- a full message goes without a token; the bucket keeps its refill and debt
+    -- a full message goes without a token if a robot has room now (below), and reserves
+    -- one like a paced pick if none has; the bucket keeps its refill and debt
+    pacing = 0
+    fullWithout = true
     keepTokens()
   elseif tokens < 1 then
-    -- Reserve the next token: the caller waits until it is due and then picks without the
-    -- bucket. Reservations queue up, so replicas waiting on one target take turns instead
-    -- of racing for each token.
-    local w = math.ceil((1 - tokens) / rate)
-    if w < 1 then w = 1 end
-    tokens = tokens - 1
-    keepTokens()
-    return {0, w, now, 1}
+    return reserve()
   end
 end
 
@@ -252,6 +260,9 @@ if best then
     redis.call('HSET', KEYS[4], 'probe:' .. ARGV[8 + 3 * best], string.format('%d', now + probeTTL))
   end
   return {1, ARGV[8 + 3 * best], bestCount + 1, now, member, bestLimit, probe}
+end
+if fullWithout then
+  return reserve()
 end
 if pacing > 0 and rate > 0 then
   keepTokens()
