@@ -345,7 +345,7 @@ func TestSenderDefaultsAndValidation(t *testing.T) {
 	c, err := Load(writeFile(t, validYAML), noEnv)
 	require.NoError(t, err)
 	require.Equal(t, Sender{
-		Limit: 19, Window: time.Minute, Cooldown: 10 * time.Minute, DisableFor: time.Hour,
+		Limit: 19, Window: time.Minute, WindowGuard: time.Second, Cooldown: 10 * time.Minute, DisableFor: time.Hour,
 		HTTPTimeout: 5 * time.Second, Attempts: 5, BackoffBase: 500 * time.Millisecond,
 		BackoffMax: 30 * time.Second, BaseURL: "https://oapi.dingtalk.com/robot/send", MaxInFlight: 32,
 		BreakerFailures: 5, BreakerOpen: 30 * time.Second, Coalesce: "auto", CoalesceMax: 50, Pacing: "auto", RobotLimits: "learn",
@@ -638,6 +638,8 @@ func TestIngressPublicURLAndWindows(t *testing.T) {
 		{"ingress:\n  publicURL: https://user:pw@x.example\n  token: ingest-token-0123456789\n", "ingress.publicURL"},
 		{"ingress:\n  publicURL: https://x.example\n", "ingress.publicURL"},
 		{"ingress:\n  dedupeWindow: -1s\n", "ingress.dedupeWindow"},
+		{"sender:\n  windowGuard: 31s\n", "sender.windowGuard"},
+		{"sender:\n  windowGuard: -1s\n", "sender.windowGuard"},
 		{"ingress:\n  ackLinkTTL: -1s\n", "ingress.ackLinkTTL"},
 	} {
 		_, err := Load(writeFile(t, validYAML+c.yaml), noEnv)

@@ -353,6 +353,9 @@ func (s Sender) validate(bad badFunc) {
 	case s.Window < time.Minute && err == nil && u.Host == "oapi.dingtalk.com":
 		bad("sender.window", "DingTalk counts per minute: the window must be at least 60s against %s, got %s", u.Host, s.Window)
 	}
+	if s.WindowGuard < 0 || s.WindowGuard > s.Window/2 {
+		bad("sender.windowGuard", "must be between 0 and half of sender.window (%s), got %s", s.Window/2, s.WindowGuard)
+	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration

@@ -86,16 +86,18 @@ import (
 //   - Full messages: a section's size is an upper bound (its JSON length); once the
 //     rendered message is the judge, a message takes the following alerts too while they
 //     fit (fill), so WeCom's 4096 bytes of markdown carry as many as they can.
-//   - Full messages do not wait for tokens: while the queue holds a full message's worth,
-//     the pick (store.Full) takes a token if the bucket has one and otherwise goes on the
-//     robots' windows without reserving, so a flood goes out in full messages as fast as
-//     the windows allow instead of one token's time apart. Pacing exists to let what
+//   - Full messages do not wait for tokens: while the queue holds a full message's worth
+//     and the target is not busy (no pick reserved a token since the queue was last
+//     empty), the pick (store.Full) takes a token if the bucket has one and otherwise goes
+//     on the robots' windows without reserving, so a flood goes out in full messages as
+//     fast as the windows allow instead of one token's time apart. Pacing exists to let what
 //     comes next ride along; a full message can carry no more, and holding it back only
 //     makes it late (a flood of 200 groups into one WeCom robot, whose 4096 bytes carry
 //     13: 16 messages over 48 s, paced). The robots' windows remain the limit; what
 //     arrives after such a flood waits for room in them, as it would have waited behind
-//     the flood in the queue. A message that is not full still reserves a token when the
-//     bucket is empty, and that is what parks a busy target's alerts (share.go).
+//     the flood in the queue. When no robot has room, a full message reserves a token like
+//     any other: the target is busy, its alerts park (share.go), and from then on every
+//     pick is paced, so the replicas share the target's sends one token at a time.
 //   - Parking (share.go) starts only when a pick found the bucket empty and reserved a
 //     token (the target is busy), not when a robot has to wait for its window, such as
 //     Feishu's per-second one: those alerts wait here, with those that come meanwhile,
@@ -387,7 +389,7 @@ func (s *Sender) drain(t *target) {
 			pacing, paid = store.Burst, false
 		case pacing == store.Paced && q.credit && s.now().Before(q.quietSend.Add(t.tokenTime)):
 			pacing, q.credit = store.Burst, false // a quiet pool's first send's token (see Bursts above)
-		case pacing == store.Paced && fullMessage(q.waiting, s.opts.CoalesceMax, t.mergeRoom):
+		case pacing == store.Paced && !q.busy && fullMessage(q.waiting, s.opts.CoalesceMax, t.mergeRoom):
 			pacing = store.Full // a full message gains nothing by waiting (see Bursts above)
 		}
 		q.mu.Unlock()

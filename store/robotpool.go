@@ -100,6 +100,7 @@ type RobotPool struct {
 	rdb    redis.UniversalClient
 	keys   keys
 	window time.Duration
+	guard  time.Duration
 }
 
 // NewRobotPool returns the pool whose keys start with "{prefix:" (prefix is the
@@ -110,6 +111,17 @@ func NewRobotPool(rdb redis.UniversalClient, prefix string, window time.Duration
 		panic("store: NewRobotPool: window below 1ms")
 	}
 	return &RobotPool{rdb: rdb, keys: newKeys(prefix), window: window}
+}
+
+// WithGuard makes every send count in its robot's window for window + guard, and returns
+// p (config sender.windowGuard). Pick records a send at Redis now, but the platform counts
+// it when the request arrives, a moment later: without a guard, a slot that frees at the
+// end of the pick's window can be taken by a request that reaches the platform before the
+// platform's own slot is free, once the pick-to-arrival delay of the earlier request was
+// the longer one. Call it before the first Pick.
+func (p *RobotPool) WithGuard(guard time.Duration) *RobotPool {
+	p.guard = max(guard, 0)
+	return p
 }
 
 // Window returns the length of the sliding window.
@@ -136,7 +148,7 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 	args := make([]any, 0, 2*len(robots)+7)
 	args = append(args, p.window.Milliseconds(), nonce(), int(opts.Pacing), BucketShare, p.secondWindow().Milliseconds(),
 		boolArg(opts.Learn), max(opts.ProbeTimeout, DefaultProbeTimeout).Milliseconds(),
-		opts.Busy.Every.Milliseconds(), opts.Busy.For.Milliseconds(), max(opts.Busy.PerSecond, 0))
+		opts.Busy.Every.Milliseconds(), opts.Busy.For.Milliseconds(), max(opts.Busy.PerSecond, 0), p.guard.Milliseconds())
 	for _, r := range robots {
 		if r.Name == "" || r.Limit < 1 || r.LimitPerSecond < 0 {
 			return Pick{}, fmt.Errorf("store: pick robot of %q: robot %q needs a name and a limit of at least 1", target, r.Name)
@@ -185,7 +197,7 @@ func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick, accepte
 		return false, nil
 	}
 	n, err := robotTouchScript.Run(ctx, p.rdb, []string{p.keys.window(target, pick.Robot), p.keys.learn(target)},
-		pick.Member, p.window.Milliseconds(), pick.Robot, boolArg(accepted)).Int()
+		pick.Member, (p.window + p.guard).Milliseconds(), pick.Robot, boolArg(accepted)).Int()
 	if err != nil {
 		return false, redisFail("touch robot window", err)
 	}

@@ -249,6 +249,33 @@ func TestRobotPoolTouchMovesTheSendToNow(t *testing.T) {
 	require.Greater(t, again.Wait, time.Second-again.At.Sub(p.At)+250*time.Millisecond)
 }
 
+// With a guard, a send holds its robot's slot for the window plus the guard: the pick
+// records it at Redis now, and the platform counts it when the request arrives.
+func TestRobotPoolGuardHoldsTheSlotLonger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	const window, guard = 10 * time.Minute, 2 * time.Minute // long: no pause of the machine matters
+	pool := store.NewRobotPool(rdb, prefix, window).WithGuard(guard)
+	robots := poolRobots(1, "a")
+	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot)
+	again, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	require.NoError(t, err)
+	require.Empty(t, again.Robot)
+	// The wait counts from the first pick on Redis's clock.
+	require.InDelta(t, (window + guard).Milliseconds(), (again.Wait + again.At.Sub(p.At)).Milliseconds(), 1,
+		"the slot frees one window and the guard after the pick")
+
+	unguarded := store.NewRobotPool(rdb, prefix, window)
+	p, err = unguarded.Pick(ctx, "other", robots, store.PickOptions{})
+	require.NoError(t, err)
+	again, err = unguarded.Pick(ctx, "other", robots, store.PickOptions{})
+	require.NoError(t, err)
+	require.InDelta(t, window.Milliseconds(), (again.Wait + again.At.Sub(p.At)).Milliseconds(), 1, "no guard: one window")
+}
+
 // Paced picks spend a target's budget evenly: the bucket holds capacity/6 tokens and
 // refills at the rest of the capacity per window, so after the bucket's burst a paced
 // pick waits one token's time; a burst pick ignores the bucket.

@@ -753,16 +753,24 @@ func runRedisFailover(ctx context.Context, e *env) error {
 
 // kill-busy: a cluster of alerts falls due at once for the target "other", whose one
 // robot takes 19 a second: far past its budget, so both replicas park the alerts they
-// hold and each send, on either replica, adopts what both parked, merged. Merged, 50 to a
-// message, the cluster needs at least 12 × OtherAlerts / 50 messages, over a window's
-// budget: with 4 × OtherAlerts it needed about 10 in the short suite, half the budget, and
-// when the hand-offs came spread out the bucket kept up and nothing parked. The robot
+// hold and each send, on either replica, adopts what both parked, merged. Each alert's
+// body is about busyBodyBytes, an Alertmanager notification's size, so a message of
+// DingTalk's 20000 bytes carries about ten and the cluster of 12 × OtherAlerts needs
+// about 140 messages, seven windows' budget. (With bodies of a few bytes, merged 50 to a
+// message, it needed about 29, and full messages go as fast as the robot's window allows:
+// when the hand-offs came spread out over a couple of seconds the window kept up and
+// nothing parked.) The robot
 // answers slowly (1s) while the cluster drains, so merged sends carrying adopted alerts
 // are in flight when one replica is SIGKILLed, twice, and restarted after 1-2s: the
 // alerts it had adopted come back through their lease, the ones it had parked are the
 // other replica's to adopt, and none may be lost or sent twice but where a kill cut a
 // send whose request DingTalk had accepted. The replicas' metrics must show alerts
 // parked and adopted (checkShared), or the scenario proves nothing about them.
+// busyBodyBytes is about the size of each kill-busy alert's body; busyFiller pads it.
+const busyBodyBytes = 1800
+
+var busyFiller = strings.Repeat("lorem ", busyBodyBytes/len("lorem "))
+
 func runKillBusy(ctx context.Context, e *env) error {
 	o := e.r.opts
 	cluster := max(o.OtherAlerts*12, 1200)
@@ -771,7 +779,7 @@ func runKillBusy(ctx context.Context, e *env) error {
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
 		for i := range cluster {
 			id := fmt.Sprintf("%s-%05d", e.idPrefix, 90000+i)
-			body := fmt.Sprintf("chaos %s", id)
+			body := fmt.Sprintf("chaos %s %s", id, busyFiller)
 			if err := e.publishOne(ctx, wire.Publication{Target: "other", At: due, ID: id, Body: []byte(body)}); err != nil {
 				return err
 			}

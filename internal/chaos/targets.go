@@ -43,6 +43,9 @@ func kindOf(scenario string) string {
 // sixtieth of it.
 const senderWindow = time.Second
 
+// senderWindowGuard is sender.windowGuard of the replicas (configData.WindowGuard).
+const senderWindowGuard = 100 * time.Millisecond
+
 // senderLimits are the replicas' limits per robot and window, by kind: the defaults of
 // sender.limit, sender.wecom.limit and sender.feishu.limit, one below DingTalk's and
 // WeCom's 20 and five below Feishu's 100. The simulator holds each robot to its kind's:
@@ -102,6 +105,10 @@ type configData struct {
 	BizTopic                         string
 	TopicRate                        int
 	Window                           time.Duration
+	// WindowGuard is sender.windowGuard: the platforms' minute is compressed to a second,
+	// but the time from a pick to the request's arrival is not, and on a loaded machine it
+	// varies by tens of milliseconds, past the default of a sixtieth of the window.
+	WindowGuard time.Duration
 	// URLs are the base URL of each kind at the replica's own address of the simulator.
 	URLs            map[string]string
 	Limits          map[string]int
@@ -127,6 +134,7 @@ targets:
 sender:
   baseURL: {{printf "%q" (index .URLs "dingtalk")}}
   window: {{.Window}}
+  windowGuard: {{.WindowGuard}}
   limit: {{index .Limits "dingtalk"}}
   wecom: {baseURL: {{printf "%q" (index .URLs "wecom")}}, limit: {{index .Limits "wecom"}}, cooldown: 1s}
   feishu: {baseURL: {{printf "%q" (index .URLs "feishu")}}, limit: {{index .Limits "feishu"}}, limitPerSecond: {{.FeishuPerSecond}}, cooldown: 1s}
@@ -157,7 +165,7 @@ func (e *env) simRobots() []chatsim.Robot {
 // simulator is root, and returns its path.
 func (e *env) writeConfig(instance, root string) (string, error) {
 	d := configData{Levels: e.r.stack.Env["ROCKETDELAY_LEVELS"], Lease: e.tuning.lease, RetryMaxDelay: e.tuning.retryMaxDelay,
-		ClaimLease: e.tuning.claimLease, BizTopic: e.bizTopic(), TopicRate: topicRate, Window: senderWindow,
+		ClaimLease: e.tuning.claimLease, BizTopic: e.bizTopic(), TopicRate: topicRate, Window: senderWindow, WindowGuard: senderWindowGuard,
 		URLs: map[string]string{}, Limits: senderLimits, FeishuPerSecond: feishuPerSecond}
 	for _, kind := range chatKinds {
 		d.Targets = append(d.Targets, configTarget{Name: chatTargets[kind], Kind: kind, Robots: chatRobots(e.tokenPrefix(), kind)})

@@ -24,9 +24,13 @@
 -- ARGV[9]      …and last this many ms from each multiple of ARGV[8] since the epoch…
 -- ARGV[10]     …during which a robot's per-second limit is at most this (Feishu asks
 --              senders to avoid :00 and :30, when it refuses more readily)
--- ARGV[8+3i]   name of robot i (i = 1 … n, in the order of KEYS[4+i])
--- ARGV[9+3i]   configured limit of robot i: sends allowed per window
--- ARGV[10+3i]  per-second limit of robot i: sends allowed per second window, 0 for none
+-- ARGV[11]     guard, ms: a send counts in its robot's window for window + guard (the
+--              pick records it at Redis now; the platform counts it when the request
+--              arrives, a little later, and a slot that freed at the pick's window end
+--              could be taken by a request that arrives before the platform's slot frees)
+-- ARGV[9+3i]   name of robot i (i = 1 … n, in the order of KEYS[4+i])
+-- ARGV[10+3i]  configured limit of robot i: sends allowed per window
+-- ARGV[11+3i]  per-second limit of robot i: sends allowed per second window, 0 for none
 --              (Feishu's 5 per second beside its 100 per minute)
 --
 -- Learning: a robot DingTalk throttled below its configured limit has a learned limit
@@ -56,7 +60,7 @@
 -- windows are enforced as ever: pacing only shapes.
 --
 -- A disabled robot is skipped and not waited for. A robot is eligible when it is not disabled, not cooling down, and has fewer than its
--- limit of sends in the window (now - window, now] and, with a per-second limit, fewer than
+-- limit of sends in the window with its guard (now - window - guard, now] and, with a per-second limit, fewer than
 -- that many in the second window (now - second window, now]. Among the eligible robots the one with
 -- the most sends in the window wins with learning (the fewest without: a round robin);
 -- ties go to the one whose last send is oldest, then to the first in ARGV order. Its window gets the member "<now>-<nonce>" with score now,
@@ -72,6 +76,7 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[1])
+local guard = tonumber(ARGV[11])
 local n = #KEYS - 4
 local learn = ARGV[6] == '1'
 local probeTTL = tonumber(ARGV[7])
@@ -134,8 +139,8 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 -- The robots' limits in effect, and the capacity the bucket paces.
 local limits, capacity = {}, 0
 for i = 1, n do
-  local name = ARGV[8 + 3 * i]
-  limits[i] = effective(name, tonumber(ARGV[9 + 3 * i]))
+  local name = ARGV[9 + 3 * i]
+  limits[i] = effective(name, tonumber(ARGV[10 + 3 * i]))
   if not redis.call('ZSCORE', KEYS[2], name) then
     capacity = capacity + limits[i]
   end
@@ -179,9 +184,9 @@ local best, bestCount, bestLast, bestLimit, bestProbe = nil, nil, nil, nil, fals
 local scout, scoutCount, scoutLimit, scoutProbe = nil, nil, nil, false
 local wait = nil
 for i = 1, n do
-  local name = ARGV[8 + 3 * i]
+  local name = ARGV[9 + 3 * i]
   local limit = limits[i]
-  local perSecond = tonumber(ARGV[10 + 3 * i])
+  local perSecond = tonumber(ARGV[11 + 3 * i])
   if busyPerSecond > 0 and (perSecond == 0 or busyPerSecond < perSecond) then
     perSecond = busyPerSecond -- the platform's busy moment: spread the sends
   end
@@ -203,7 +208,7 @@ for i = 1, n do
       local w = tonumber(cool) - now
       if not wait or w < wait then wait = w end
     else
-      redis.call('ZREMRANGEBYSCORE', win, '-inf', now - window)
+      redis.call('ZREMRANGEBYSCORE', win, '-inf', now - window - guard)
       local count = redis.call('ZCARD', win)
       local recent = 0
       if perSecond > 0 then
@@ -230,7 +235,7 @@ for i = 1, n do
       else
         -- the slot of the (count - limit + 1)-th oldest send frees up first
         local oldest = redis.call('ZRANGE', win, count - limit, count - limit, 'WITHSCORES')
-        local w = tonumber(oldest[2]) + window - now
+        local w = tonumber(oldest[2]) + window + guard - now
         if not wait or w < wait then wait = w end
       end
     end
@@ -242,14 +247,14 @@ if not best and scout then
   if scoutCount + 1 >= scoutLimit then
     -- the scout takes its configured limit in this window: proven (a throttle of this
     -- send takes the proof back)
-    redis.call('HSET', KEYS[4], 'proven:' .. ARGV[8 + 3 * scout], string.format('%d', now))
+    redis.call('HSET', KEYS[4], 'proven:' .. ARGV[9 + 3 * scout], string.format('%d', now))
   end
 end
 if best then
   local win = KEYS[4 + best]
   local member = string.format('%d', now) .. '-' .. ARGV[2]
   redis.call('ZADD', win, now, member)
-  redis.call('PEXPIRE', win, window + 1000)
+  redis.call('PEXPIRE', win, window + guard + 1000)
   if pacing > 0 and rate > 0 then
     tokens = tokens - 1
     keepTokens()
@@ -257,9 +262,9 @@ if best then
   local probe = 0
   if bestProbe then
     probe = 1
-    redis.call('HSET', KEYS[4], 'probe:' .. ARGV[8 + 3 * best], string.format('%d', now + probeTTL))
+    redis.call('HSET', KEYS[4], 'probe:' .. ARGV[9 + 3 * best], string.format('%d', now + probeTTL))
   end
-  return {1, ARGV[8 + 3 * best], bestCount + 1, now, member, bestLimit, probe}
+  return {1, ARGV[9 + 3 * best], bestCount + 1, now, member, bestLimit, probe}
 end
 if fullWithout then
   return reserve()
