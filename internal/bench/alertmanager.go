@@ -352,7 +352,8 @@ func amKinds(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out 
 	fmt.Fprintf(out, "run %s; lateness: a notification's arrival at serve → the simulator accepted the message carrying its group;\n"+
 		"groups/msg: the most groups one merged message carries by the platform's size rule and coalesceMax, on the bodies serve renders;\n"+
 		"min msgs: ⌈groups / groups/msg⌉; paced limit: when the last of min msgs may leave one robot under sender.pacing auto "+
-		"(a bucket of limit/%d tokens, refilled at the rest of the limit per minute) or burst (the limit at once, then the limit a window); "+
+		"(full messages at once while the robot's window has room, the last one, not full, one token's time after the bucket of "+
+		"limit/%d tokens is spent) or burst (the limit at once, then the limit a window); "+
 		"the platform itself takes up to its limit at once;\n"+
 		"over-limit: DingTalk 130101 and redirects, WeCom 45009, Feishu 9499; busy: Feishu's 11232 of its busy moments.\n",
 		elapsed.Round(time.Second), store.BucketShare)

@@ -129,17 +129,19 @@ func physicalLimit(m, robots, limit, perSecond int, window time.Duration) time.D
 	return d
 }
 
-// pacedLimit is the least time before the m-th message of a burst may leave through a
-// pool of capacity messages per window, paced as robot_pick.lua paces it: a bucket of
-// capacity/store.BucketShare tokens, full at the burst's start, refilled at the rest of
-// the capacity per window.
+// pacedLimit is the least time before the last of the m fewest messages of a burst may
+// leave through a pool of capacity messages per window under sender.pacing auto: the
+// first m-1 are full, and a full message does not wait for a token (it goes while a
+// robot's window has room: capacity a window); the last may not be, and once the bucket
+// of capacity/store.BucketShare tokens is spent it waits one token's time (the rest of
+// the capacity refills per window).
 func pacedLimit(m, capacity int, window time.Duration) time.Duration {
 	size := max(float64(capacity)/store.BucketShare, 1)
 	rate := max(float64(capacity)-size, float64(capacity)/store.BucketShare) / float64(window)
 	if float64(m) <= size {
 		return 0
 	}
-	return time.Duration((float64(m) - size) / rate)
+	return max(burstLimit(m-1, capacity, window), time.Duration(1/rate))
 }
 
 // burstLimit is when the last of m messages may leave one robot of the given capacity a
@@ -254,8 +256,8 @@ func Kinds(ctx context.Context, rdb *redis.Client, keyPrefix string, o KindsOpti
 		"min msgs × (window/60) / (robots × per-second));\n"+
 		"(a fresh pool could send robots × limit at once: a burst that fits one window's budget has no floor but the "+
 		"requests' own time)\n"+
-		"paced limit: when the last of min msgs may leave under sender.pacing auto (a bucket of capacity/%d tokens, "+
-		"refilled at the rest of the capacity per window);\n"+
+		"paced limit: when the last of min msgs may leave under sender.pacing auto (full messages at once while the "+
+		"robots' windows have room, the last one, not full, one token's time after the bucket of capacity/%d tokens is spent);\n"+
 		"lateness: due → the simulator accepted the message carrying the alert; peak: the most messages one robot's "+
 		"window (second window) accepted;\n"+
 		"over-limit: answers over a robot's limits (DingTalk 130101 and redirects, WeCom 45009, Feishu 9499); "+
