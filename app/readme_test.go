@@ -18,6 +18,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // checkedMarker precedes each README block TestReadmeCommands runs.
@@ -84,6 +85,16 @@ func normalize(output string, timed bool) string {
 // matches, for at most 30 s, as what a running service shows lags (a "sleep N;" before it
 // in the README says so to a reader); a command that changes something (publish, cancel)
 // runs once. "eval $(deploy/local/env)" is the environment the test already set.
+// published is the id a publish command's output names ("published ID to TARGET, …").
+func published(out string) (string, bool) {
+	rest, ok := strings.CutPrefix(out, "published ")
+	if !ok {
+		return "", false
+	}
+	id, _, ok := strings.Cut(rest, " to ")
+	return id, ok
+}
+
 func TestReadmeCommands(t *testing.T) {
 	const file = "../deploy/local/rocketdelay.yaml"
 	simFile, err := os.ReadFile("../deploy/local/chat-sim.yaml")
@@ -92,7 +103,7 @@ func TestReadmeCommands(t *testing.T) {
 	require.NoError(t, err)
 	sim, simRoot := testenv.ChatSim(t, simPlatforms, simOpts)
 
-	_, prefix := testenv.Redis(t)
+	rdb, prefix := testenv.Redis(t)
 	env := map[string]string{
 		"ROCKETDELAY_NAMESRV":          testenv.NameServer(t),
 		"ROCKETDELAY_BROKERS":          testenv.Brokers(t),
@@ -170,6 +181,15 @@ func TestReadmeCommands(t *testing.T) {
 			got, err := run()
 			require.NoError(t, err, "%s: %s", c.line, got)
 			require.Equal(t, want, normalize(strings.TrimSuffix(got, "\n")+"\n", timed), "%s", c.line)
+			if id, ok := published(got); ok {
+				// The next command is the reader's, who types it after serve received the
+				// alert (until then, cancel rightly answers that no alert of the id is known).
+				stage := store.NewWheelStage(rdb, prefix, store.WheelStageOptionsFromConfig(cfg))
+				require.Eventually(t, func() bool {
+					s, err := stage.Inspect(ctx, id)
+					return err == nil && s.Traced
+				}, 30*time.Second, 20*time.Millisecond, "%s: serve never received %s", c.line, id)
+			}
 			continue
 		}
 		var got string

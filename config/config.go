@@ -444,6 +444,14 @@ const (
 	RobotLimitsFixed = "fixed"
 )
 
+// Guard is the window guard in effect: WindowGuard, or Window/60 when it is 0.
+func (s Sender) Guard() time.Duration {
+	if s.WindowGuard != 0 {
+		return s.WindowGuard
+	}
+	return s.Window / 60
+}
+
 // MaxCoalesceMax is the largest sender.coalesceMax Validate accepts.
 const MaxCoalesceMax = 1000
 
@@ -462,7 +470,7 @@ type Sender struct {
 	// arrives, a moment later, so a slot freed at the very end of a window could be taken
 	// by a request that arrives before the platform's slot is free. It covers the time
 	// from the pick to the request's arrival (confirming the alerts' claims, rendering,
-	// the network). Default Window/60: 1s of a 60s window.
+	// the network). 0 (the default) means Window/60: 1s of a 60s window; see Guard.
 	WindowGuard time.Duration `yaml:"windowGuard" json:"windowGuard"`
 	// Cooldown is how long a robot DingTalk throttled (130101, 410100, a redirect) stays
 	// out of rotation. Default 10m.

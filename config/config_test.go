@@ -345,7 +345,7 @@ func TestSenderDefaultsAndValidation(t *testing.T) {
 	c, err := Load(writeFile(t, validYAML), noEnv)
 	require.NoError(t, err)
 	require.Equal(t, Sender{
-		Limit: 19, Window: time.Minute, WindowGuard: time.Second, Cooldown: 10 * time.Minute, DisableFor: time.Hour,
+		Limit: 19, Window: time.Minute, Cooldown: 10 * time.Minute, DisableFor: time.Hour,
 		HTTPTimeout: 5 * time.Second, Attempts: 5, BackoffBase: 500 * time.Millisecond,
 		BackoffMax: 30 * time.Second, BaseURL: "https://oapi.dingtalk.com/robot/send", MaxInFlight: 32,
 		BreakerFailures: 5, BreakerOpen: 30 * time.Second, Coalesce: "auto", CoalesceMax: 50, Pacing: "auto", RobotLimits: "learn",

@@ -110,7 +110,6 @@ func (c Config) WithDefaults() Config {
 	Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	Default(&c.Sender.Limit, DefaultSenderLimit)
 	Default(&c.Sender.Window, DefaultSenderWindow)
-	Default(&c.Sender.WindowGuard, c.Sender.Window/60)
 	Default(&c.Sender.Cooldown, DefaultSenderCooldown)
 	Default(&c.Sender.DisableFor, DefaultSenderDisableFor)
 	Default(&c.Sender.HTTPTimeout, DefaultSenderHTTPTimeout)

@@ -353,8 +353,8 @@ func (s Sender) validate(bad badFunc) {
 	case s.Window < time.Minute && err == nil && u.Host == "oapi.dingtalk.com":
 		bad("sender.window", "DingTalk counts per minute: the window must be at least 60s against %s, got %s", u.Host, s.Window)
 	}
-	if s.WindowGuard < 0 || s.WindowGuard > s.Window/2 {
-		bad("sender.windowGuard", "must be between 0 and half of sender.window (%s), got %s", s.Window/2, s.WindowGuard)
+	if g := s.Guard(); g < 0 || g > s.Window/2 {
+		bad("sender.windowGuard", "must be between 0 and half of sender.window (%s), got %s", s.Window/2, g)
 	}
 	for _, d := range []struct {
 		key string
