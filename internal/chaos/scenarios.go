@@ -46,7 +46,11 @@ func runBaseline(ctx context.Context, e *env) error {
 // kill-one: SIGKILL one replica (chosen at random) at random moments while alerts are
 // published and due, 1.5s into a moment of slow robots (so that it holds alerts),
 // restarting it each time after 1–3s. The kills' alerts (those the killed replica held,
-// or due within a liveness period of a kill) are delivered within 5s at p99.
+// or due within a liveness period of a kill) are delivered within 5s at p99. Kills are
+// at least killGap apart: one kill's alerts are recovered before the next kill's slow
+// robots begin, so no alert is held by a replica killed while it was recovering another
+// kill's alerts (that alert waits out two liveness periods, past the bound; kill-both
+// stages two replicas down at once).
 func runKillOne(ctx context.Context, e *env) error {
 	o := e.r.opts
 	// What a killed replica held moves by its liveness (3s), not by the lease.
@@ -59,6 +63,9 @@ func runKillOne(ctx context.Context, e *env) error {
 		moments = append(moments, 3*time.Second+time.Duration(e.faultRNG.Int64N(int64(span))))
 	}
 	slices.Sort(moments)
+	for k := 1; k < len(moments); k++ {
+		moments[k] = max(moments[k], moments[k-1]+killGap)
+	}
 	start := time.Now()
 	return concurrently(ctx, e.publishDefault(o.Alerts), func(ctx context.Context) error {
 		for k, at := range moments {
@@ -86,6 +93,11 @@ func runKillOne(ctx context.Context, e *env) error {
 		return nil
 	})
 }
+
+// killGap is the least time between two kill-one moments: the 5s bound of the first
+// kill's alerts, 1.5s of the second's slow robots before it, and 1.5s to spare (the
+// killed replica is back by then: down at most 3s).
+const killGap = 8 * time.Second
 
 // slowRobots has every robot of the scenario answer after d, until ClearFaults.
 func (e *env) slowRobots(d time.Duration) error {
