@@ -455,6 +455,41 @@ func TestFullMessagesDoNotWaitForTokens(t *testing.T) {
 	require.Zero(t, h.sim.Stats().OverLimit)
 }
 
+// Full messages skip the bucket only while the target is not busy. Once a pick found no
+// robot with room and reserved a token, the target is busy (its alerts park for whichever
+// replica sends next) and every later pick is paced, so that the replicas share its
+// sends one token at a time. Here one robot's window (19 in a second) takes 19 full
+// messages at once; the 20th reserves a token, and the 10 after it are paced.
+func TestFullMessagesArePacedOnceTheTargetIsBusy(t *testing.T) {
+	const burst = 1500 // 30 full messages with coalesceMax 50
+	h := newHarness(t, time.Second, 20, robotSpec{})
+	s, reg := h.sender(h.options(19))
+	var wg sync.WaitGroup
+	h.picks.hold()
+	for i := range burst {
+		wg.Go(func() {
+			require.NoError(t, sendAlert(s, context.Background(), notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i)}))
+		})
+	}
+	require.Eventually(t, func() bool { return testenv.Metric(t, reg, "rocketdelay_sender_waiting_alerts") == burst },
+		30*time.Second, time.Millisecond)
+	h.picks.release()
+	wg.Wait()
+	seen := map[string]int{}
+	for _, m := range h.sim.Accepted() {
+		for _, id := range ids(t, m) {
+			seen[id]++
+		}
+	}
+	require.Len(t, seen, burst, "every alert arrives")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "%s arrived %d times", id, n)
+	}
+	require.Positive(t, h.picks.reserved.Load(), "the robot's window ran out: a pick reserved a token")
+	require.Zero(t, h.picks.fullWhenBusy.Load(), "no full message skipped the bucket once the target was busy")
+	require.Zero(t, h.sim.Stats().OverLimit)
+}
+
 // parkingClaim is a claim whose Park only counts (the alert would wait in the wheel
 // stage's park); noAdoption is a park that never has anything to adopt.
 type parkingClaim struct{ parks *atomic.Int64 }

@@ -67,6 +67,9 @@ type latchedPool struct {
 	mu       sync.Mutex
 	open     chan struct{} // closed, or nil, when picks go through
 	reserved atomic.Int64  // picks that found the bucket empty and reserved a token
+	// fullWhenBusy counts the picks of full messages (store.Full) made after a pick had
+	// reserved a token: the target was busy, and those picks must be paced.
+	fullWhenBusy atomic.Int64
 }
 
 // hold makes every Pick from now on wait for release.
@@ -96,6 +99,9 @@ func (p *latchedPool) Pick(ctx context.Context, target string, robots []store.Po
 		case <-ctx.Done():
 			return store.Pick{}, ctx.Err()
 		}
+	}
+	if opts.Pacing == store.Full && p.reserved.Load() > 0 {
+		p.fullWhenBusy.Add(1)
 	}
 	pick, err := p.RobotPool.Pick(ctx, target, robots, opts)
 	if pick.Reserved {
