@@ -31,7 +31,7 @@ func newRobotsCmd(stdio IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, err := notify.RobotStatuses(c.Context(), store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window).WithGuard(cfg.Sender.Guard()),
+			rows, err := notify.RobotStatuses(c.Context(), store.RobotPoolFor(rdb, cfg.Redis.KeyPrefix, cfg.Sender),
 				opts.Targets, cfg.Sender.Limit)
 			if err != nil {
 				return err

@@ -142,7 +142,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	chatOpts.Fence = ws.Guard() // a request starts only while its confirm keeps the alert from a take-over
-	pool := store.NewRobotPool(rdb, cfg.Redis.KeyPrefix, cfg.Sender.Window).WithGuard(cfg.Sender.Guard())
+	pool := store.RobotPoolFor(rdb, cfg.Redis.KeyPrefix, cfg.Sender)
 	notifyMetrics := notify.NewMetrics(reg)
 	snd, err := notify.New(chatOpts, pool, logger.With("component", "sender"), notifyMetrics, now)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rocketdelay/rocketdelay/config"
 )
 
 // The robot pool keeps, in Redis, the rate-limit state of the DingTalk robots of every
@@ -111,6 +112,12 @@ func NewRobotPool(rdb redis.UniversalClient, prefix string, window time.Duration
 		panic("store: NewRobotPool: window below 1ms")
 	}
 	return &RobotPool{rdb: rdb, keys: newKeys(prefix), window: window}
+}
+
+// RobotPoolFor returns the pool the sender settings s configure: NewRobotPool with
+// s.Window, WithGuard with the guard in effect (s.Guard).
+func RobotPoolFor(rdb redis.UniversalClient, prefix string, s config.Sender) *RobotPool {
+	return NewRobotPool(rdb, prefix, s.Window).WithGuard(s.Guard())
 }
 
 // WithGuard makes every send count in its robot's window for window + guard, and returns

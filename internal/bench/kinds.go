@@ -310,7 +310,7 @@ func kindsOnce(ctx context.Context, rdb *redis.Client, keyPrefix string, o Kinds
 		BackoffBase: 10 * time.Millisecond,
 		BackoffMax:  200 * time.Millisecond,
 		CoalesceMax: o.CoalesceMax,
-	}, store.NewRobotPool(rdb, prefix, o.Window).WithGuard(config.Sender{Window: o.Window}.Guard()), slog.New(slog.DiscardHandler), notify.NewMetrics(prometheus.NewRegistry()), time.Now)
+	}, store.RobotPoolFor(rdb, prefix, config.Sender{Window: o.Window}), slog.New(slog.DiscardHandler), notify.NewMetrics(prometheus.NewRegistry()), time.Now)
 	if err != nil {
 		return r, err
 	}

@@ -193,7 +193,7 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 	}
 	defer stop()
 	url := sim.URL(root, k.name)
-	pool := store.NewRobotPool(rdb, prefix, run.window).WithGuard(config.Sender{Window: run.window}.Guard())
+	pool := store.RobotPoolFor(rdb, prefix, config.Sender{Window: run.window})
 	quiet := slog.New(slog.DiscardHandler)
 	var senders []*notify.Sender
 	for range run.senders {

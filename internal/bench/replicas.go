@@ -206,7 +206,7 @@ func replicasOnce(ctx context.Context, cfg config.Config, o ReplicasOptions, n i
 		regs = append(regs, reg)
 		snd, err := notify.New(notify.Options{Targets: map[string]notify.Target{"bench": {Protocol: dingtalk.New(url), Robots: robots}}, Limit: o.Limit,
 			HTTPTimeout: 2 * time.Second, Cooldown: 10 * o.Window},
-			store.NewRobotPool(rdb, prefix, o.Window).WithGuard(config.Sender{Window: o.Window}.Guard()), quiet, notify.NewMetrics(reg), time.Now)
+			store.RobotPoolFor(rdb, prefix, config.Sender{Window: o.Window}), quiet, notify.NewMetrics(reg), time.Now)
 		if err != nil {
 			return r, err
 		}

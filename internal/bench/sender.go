@@ -211,7 +211,7 @@ func benchAlert(i int) string { return fmt.Sprintf("bench-alert-%06d", i) }
 // benchSenders runs the burst through o.Senders Senders sharing one pool.
 func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots []notify.Robot, baseURL, coalesce string,
 	o SenderOptions, logger *slog.Logger) (int, bool) {
-	pool := store.NewRobotPool(rdb, prefix, o.Window).WithGuard(config.Sender{Window: o.Window}.Guard())
+	pool := store.RobotPoolFor(rdb, prefix, config.Sender{Window: o.Window})
 	var senders []*notify.Sender
 	for range o.Senders {
 		s, err := notify.New(notify.Options{
