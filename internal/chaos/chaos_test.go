@@ -42,7 +42,8 @@ func testContext(t *testing.T, want time.Duration) (context.Context, context.Can
 // or dead-lettered; every malformed input must be rejected with its reason; the blips
 // cost at most their own length plus 2s at p99 and take nothing over; the kills' alerts
 // (those the killed replica held, or due within a liveness period of a kill) are at most
-// 5s late at p99; the rolling update delays nothing past 1s at p99; kill-busy must have parked and adopted
+// 5s late at p99 (kill-one-topic: 5s plus its cluster's time at the target's rate); the
+// rolling update delays nothing past 1s at p99; kill-busy must have parked and adopted
 // alerts, kill-one-topic must have batched its sends within the rate's burst and kept
 // to its ratePerSecond, no robot may have accepted more than its limit within a window
 // (a Feishu bot more than Feishu's 5 within a sixtieth of it) nor a robot of another
