@@ -399,6 +399,34 @@ func TestABurstGoesInTheFewestMessages(t *testing.T) {
 	}) {
 		require.NoError(t, err)
 	}
+	require.Equal(t, []int{1, 50, 50, 20}, onceEach(t, h, burst+1), "the lone alert, then the burst in ⌈%d/50⌉ messages", burst)
+	require.Zero(t, h.picks.reserved.Load(), "no send waited for a token")
+	require.Zero(t, h.sim.Stats().OverLimit)
+}
+
+// flood sends n alerts (alert-0000, …) to target ops through a sender of h at 19 a
+// window, every one queued before a robot is picked for any (the pool's picks are
+// held until then, so that they find the flood whole), and waits until all were sent.
+func flood(t *testing.T, h *harness, n int) {
+	t.Helper()
+	s, reg := h.sender(h.options(19))
+	var wg sync.WaitGroup
+	h.picks.hold()
+	for i := range n {
+		wg.Go(func() {
+			require.NoError(t, sendAlert(s, context.Background(), notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i)}))
+		})
+	}
+	require.Eventually(t, func() bool { return testenv.Metric(t, reg, "rocketdelay_sender_waiting_alerts") == float64(n) },
+		30*time.Second, time.Millisecond)
+	h.picks.release()
+	wg.Wait()
+}
+
+// onceEach checks that the simulator accepted each of n alerts exactly once, and returns
+// how many alerts each accepted message carried, in order.
+func onceEach(t *testing.T, h *harness, n int) []int {
+	t.Helper()
 	var sizes []int
 	seen := map[string]int{}
 	for _, m := range h.sim.Accepted() {
@@ -408,13 +436,11 @@ func TestABurstGoesInTheFewestMessages(t *testing.T) {
 			seen[id]++
 		}
 	}
-	require.Len(t, seen, burst+1, "every alert arrives")
-	for id, n := range seen {
-		require.Equal(t, 1, n, "%s arrived %d times", id, n)
+	require.Len(t, seen, n, "every alert arrives")
+	for id, k := range seen {
+		require.Equal(t, 1, k, "%s arrived %d times", id, k)
 	}
-	require.Equal(t, []int{1, 50, 50, 20}, sizes, "the lone alert, then the burst in ⌈%d/50⌉ messages", burst)
-	require.Zero(t, h.picks.reserved.Load(), "no send waited for a token")
-	require.Zero(t, h.sim.Stats().OverLimit)
+	return sizes
 }
 
 // A flood of more full messages than the token bucket lets out at once (a sixth of 19 per
@@ -424,33 +450,8 @@ func TestABurstGoesInTheFewestMessages(t *testing.T) {
 func TestFullMessagesDoNotWaitForTokens(t *testing.T) {
 	const burst = 250 // 5 full messages with coalesceMax 50
 	h := newHarness(t, time.Minute, 20, robotSpec{signed: true})
-	s, reg := h.sender(h.options(19))
-	var wg sync.WaitGroup
-	// The flood queues while the pool's picks are held, so that the picks find it whole.
-	h.picks.hold()
-	for i := range burst {
-		wg.Go(func() {
-			require.NoError(t, sendAlert(s, context.Background(), notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i)}))
-		})
-	}
-	require.Eventually(t, func() bool { return testenv.Metric(t, reg, "rocketdelay_sender_waiting_alerts") == burst },
-		30*time.Second, time.Millisecond)
-	h.picks.release()
-	wg.Wait()
-	seen := map[string]int{}
-	var sizes []int
-	for _, m := range h.sim.Accepted() {
-		in := ids(t, m)
-		sizes = append(sizes, len(in))
-		for _, id := range in {
-			seen[id]++
-		}
-	}
-	require.Len(t, seen, burst, "every alert arrives")
-	for id, n := range seen {
-		require.Equal(t, 1, n, "%s arrived %d times", id, n)
-	}
-	require.Equal(t, []int{50, 50, 50, 50, 50}, sizes, "full messages")
+	flood(t, h, burst)
+	require.Equal(t, []int{50, 50, 50, 50, 50}, onceEach(t, h, burst), "full messages")
 	require.Zero(t, h.picks.reserved.Load(), "no full message waited for a token")
 	require.Zero(t, h.sim.Stats().OverLimit)
 }
@@ -463,28 +464,8 @@ func TestFullMessagesDoNotWaitForTokens(t *testing.T) {
 func TestFullMessagesArePacedOnceTheTargetIsBusy(t *testing.T) {
 	const burst = 1500 // 30 full messages with coalesceMax 50
 	h := newHarness(t, time.Second, 20, robotSpec{})
-	s, reg := h.sender(h.options(19))
-	var wg sync.WaitGroup
-	h.picks.hold()
-	for i := range burst {
-		wg.Go(func() {
-			require.NoError(t, sendAlert(s, context.Background(), notify.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i)}))
-		})
-	}
-	require.Eventually(t, func() bool { return testenv.Metric(t, reg, "rocketdelay_sender_waiting_alerts") == burst },
-		30*time.Second, time.Millisecond)
-	h.picks.release()
-	wg.Wait()
-	seen := map[string]int{}
-	for _, m := range h.sim.Accepted() {
-		for _, id := range ids(t, m) {
-			seen[id]++
-		}
-	}
-	require.Len(t, seen, burst, "every alert arrives")
-	for id, n := range seen {
-		require.Equal(t, 1, n, "%s arrived %d times", id, n)
-	}
+	flood(t, h, burst)
+	onceEach(t, h, burst)
 	require.Positive(t, h.picks.reserved.Load(), "the robot's window ran out: a pick reserved a token")
 	require.Zero(t, h.picks.fullWhenBusy.Load(), "no full message skipped the bucket once the target was busy")
 	require.Zero(t, h.sim.Stats().OverLimit)
