@@ -138,7 +138,7 @@ func (e *env) checkShared(row *Row) {
 		return int(e.counterLocked("rocketdelay_sender_shared_alerts_total", map[string]string{"target": "other", "way": w}))
 	}
 	parked, adopted := way("parked"), way("adopted")
-	row.Observed = fmt.Sprintf("alerts of target other parked %d, adopted %d (rocketdelay_sender_shared_alerts_total)", parked, adopted)
+	observe(row, "alerts of target other parked %d, adopted %d (rocketdelay_sender_shared_alerts_total)", parked, adopted)
 	if parked == 0 {
 		row.Problems = append(row.Problems, "no alert was parked: the cluster never took the target past its budget")
 	}
@@ -165,7 +165,7 @@ func (e *env) checkTopic(row *Row, got map[string][]acceptance) {
 	}
 	slices.SortFunc(stored, time.Time.Compare)
 	peak, worst := rateOf(stored)
-	row.Observed = fmt.Sprintf("%d batch sends, %d of 2-%d messages, %d of more; %.1fs waited for the rate; at most %d messages stored in 1s (ratePerSecond %d, burst %d)",
+	observe(row, "%d batch sends, %d of 2-%d messages, %d of more; %.1fs waited for the rate; at most %d messages stored in 1s (ratePerSecond %d, burst %d)",
 		h.count, upToBurst-single, topicBurst, h.count-upToBurst, waited, peak, topicRate, topicBurst)
 	switch {
 	case h.count == 0:
