@@ -39,7 +39,7 @@ import (
 type Episodes interface {
 	FireCopies(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies store.Copies) (store.Fire, error)
 	StepDue(ctx context.Context, key string, seq int64, k int, target string, next int) (bool, string, error)
-	Resolve(ctx context.Context, key string, resolution []byte) (store.Ended, error)
+	ResolveCopies(ctx context.Context, key string, resolution []byte, copies store.Copies) (store.Ended, error)
 	Ack(ctx context.Context, key string, seq int64, by string) (store.Ended, error)
 	Done(ctx context.Context, key string, seq int64, action string, step int) (bool, error)
 	Get(ctx context.Context, key string) (store.Episode, error)
@@ -151,7 +151,8 @@ func parseDelayPolicy(name string) (target string, delay time.Duration, ok bool)
 type Fired struct {
 	// Result is "started", "updated" (the episode runs: its content is the new one),
 	// "acknowledged" (absorbed: someone is on it), "already_resolved" (absorbed: a late
-	// copy of a firing of the episode, which resolved since; FireCopies) or "busy" (the
+	// copy of a firing of the episode, which resolved since; FireCopies), "stale_copy"
+	// (absorbed: a late copy of a firing of an earlier episode; FireCopies) or "busy" (the
 	// last episode of the key is still being wound up by another replica: try again in a
 	// moment).
 	Result string
@@ -197,6 +198,8 @@ func (e *Escalator) FireCopies(ctx context.Context, key, policy string, c Conten
 		out.Result = "acknowledged"
 	case "resolved":
 		out.Result = "already_resolved"
+	case "stale":
+		out.Result = "stale_copy"
 	}
 	if f.Publish >= 0 {
 		if err := e.Carry(ctx, key); err != nil {
@@ -209,8 +212,9 @@ func (e *Escalator) FireCopies(ctx context.Context, key, policy string, c Conten
 // Ended is what a resolve or an acknowledgement did.
 type Ended struct {
 	// Result is "resolved" or "acknowledged" (this call ended the episode), "already"
-	// (it had ended so; By is who acknowledged), "none" (no such episode runs) or
-	// "resolved_before" (an acknowledgement of an episode that had resolved).
+	// (it had ended so; By is who acknowledged), "none" (no such episode runs),
+	// "resolved_before" (an acknowledgement of an episode that had resolved) or
+	// "stale_copy" (ResolveCopies: a late copy of an earlier episode's resolve).
 	Result string
 	Seq    int64
 	// Sent counts the steps that were sent: a resolution or an announcement follows
@@ -223,8 +227,15 @@ type Ended struct {
 // the resolution (c, to the last step's target; none when c is empty) is published.
 // Both are carried out before it answers.
 func (e *Escalator) Resolve(ctx context.Context, key string, c Content) (Ended, error) {
+	return e.ResolveCopies(ctx, key, c, store.Copies{})
+}
+
+// ResolveCopies is Resolve for a resolve that names its alerts (store.Copies: an
+// Alertmanager notification does): a late copy of the resolve of an earlier episode of
+// key ends nothing ("stale_copy").
+func (e *Escalator) ResolveCopies(ctx context.Context, key string, c Content, copies store.Copies) (Ended, error) {
 	resolution, _ := json.Marshal(c) // plain fields: cannot fail
-	end, err := e.episodes.Resolve(ctx, key, resolution)
+	end, err := e.episodes.ResolveCopies(ctx, key, resolution, copies)
 	if err != nil {
 		return Ended{}, err
 	}
@@ -260,6 +271,8 @@ func (e *Escalator) ended(ctx context.Context, key string, end store.Ended, what
 		}
 	case "other":
 		out.Result = "resolved_before"
+	case "stale":
+		out.Result = "stale_copy"
 	}
 	return out, nil
 }

@@ -166,26 +166,30 @@ type group struct{ target, receiver, key string }
 // receiver and Alertmanager's group key.
 func (g group) episode(policy string) string { return "am-" + hashHex(policy, g.receiver, g.key) }
 
-// immediateID is the RD_ID of a notification delivered at once. Alertmanager's own
-// notification log tells one notification from the next by its group, its receiver, and
-// the sets of its firing and resolved alerts — not by their times, which each
-// Alertmanager of a cluster sets its own way and a Prometheus re-send moves — and so does
-// this: the first of two replicas or two Alertmanagers to see the notification picks its
-// id, for ingress.dedupeWindow, and every copy within it gets that id, which the wheel
-// stage delivers once. A repeat_interval re-send after the window is delivered again.
+// immediateID is the RD_ID of a notification delivered at once. Alertmanager tells one
+// notification of a group from the next by what its alerts are (its DedupStage and
+// notification log); an alert is its fingerprint and its episode, the start Prometheus
+// gave it, the same at both members of an HA pair. So is this: the group, the receiver,
+// and each firing and each resolved alert as fingerprint@start name the notification. A
+// copy of it (the HA peer's, a retry, a second replica's) names the same, and the first
+// copy picks the id that every copy within ingress.dedupeWindow gets, which the wheel
+// stage delivers once; an alert that resolves and fires again starts a new episode, and
+// so a new notification, whatever the window. Only a repeat (Alertmanager's
+// repeat_interval) names what an earlier notification named: it is delivered again once
+// the window, judged by the service's clock, has passed since the first copy.
 func (in *Ingress) immediateID(ctx context.Context, g group, n Notification) (string, error) {
 	var firing, resolved []string
 	for _, a := range n.Alerts {
 		if a.Status == "resolved" {
-			resolved = append(resolved, a.Fingerprint)
+			resolved = append(resolved, a.named())
 		} else {
-			firing = append(firing, a.Fingerprint)
+			firing = append(firing, a.named())
 		}
 	}
 	slices.Sort(firing)
 	slices.Sort(resolved)
 	key := hashHex(g.target, g.receiver, g.key, strings.Join(firing, ","), "|", strings.Join(resolved, ","))
-	return in.deps.Dedupe.Once(ctx, "am-"+key, "am-"+key+"-"+randomHex(4), in.cfg.Ingress.DedupeWindow)
+	return in.deps.Dedupe.Once(ctx, "am-"+key, "am-"+key+"-"+randomHex(4), in.deps.Now(), in.cfg.Ingress.DedupeWindow)
 }
 
 func hashHex(parts ...string) string {
@@ -220,9 +224,12 @@ func (in *Ingress) priority(alerts Alerts) string {
 var errBusy = errors.New("busy")
 
 // escalate hands a notification of a group whose receiver escalates (?policy=, ?delay=)
-// to its episode: a firing one starts it or updates what its steps say (a late copy of a
-// firing of the episode that resolved since is absorbed: escalation_already_resolved), a
-// resolved one resolves it (its resolution is sent only if a step was, and sendResolved).
+// to its episode: a firing one starts it or updates what its steps say, a resolved one
+// resolves it (its resolution is sent only if a step was, and sendResolved). An alert
+// that resolves and fires again has a new start, so its firing starts a new episode; a
+// late copy of an earlier episode's firing or resolve (the slow member of an HA pair
+// whose gossip failed) changes nothing: escalation_already_resolved or
+// escalation_stale_copy for a firing, resolve_stale_copy for a resolve.
 func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notification, m notify.Message, sendResolved bool) (string, error) {
 	key := g.episode(policy)
 	c := escalation.Content{Title: m.Title, Text: m.Text}
@@ -230,7 +237,7 @@ func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notif
 		// The second member of an Alertmanager HA pair whose gossip failed sends each
 		// notification late: within the window of the copies of a notification, one
 		// that only repeats what the episode saw firing after it resolved is a copy.
-		copies := store.Copies{Alerts: firingAlerts(n), Window: in.cfg.Ingress.DedupeWindow}
+		copies := store.Copies{Alerts: namedAlerts(n.Alerts.Firing()), Window: in.cfg.Ingress.DedupeWindow}
 		f, err := in.deps.Escalations.FireCopies(ctx, key, policy, c, copies)
 		switch {
 		case err != nil:
@@ -243,11 +250,13 @@ func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notif
 	if !sendResolved {
 		c = escalation.Content{}
 	}
-	end, err := in.deps.Escalations.Resolve(ctx, key, c)
+	end, err := in.deps.Escalations.ResolveCopies(ctx, key, c, store.Copies{Alerts: namedAlerts(n.Alerts.Resolved())})
 	if err != nil {
 		return "", err
 	}
 	switch {
+	case end.Result == "stale_copy":
+		return "resolve_stale_copy", nil
 	case end.Result != "resolved":
 		return "resolved_nothing_pending", nil
 	case end.Sent == 0:
@@ -258,19 +267,24 @@ func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notif
 	return "resolution_published", nil
 }
 
-// firingAlerts names each firing alert of n once for good, as both members of an
-// Alertmanager HA pair name it: its fingerprint and its start (Prometheus's, the same
-// to both). None when an alert lacks either: such a firing is never taken for a late
-// copy.
-func firingAlerts(n Notification) []string {
+// namedAlerts names each alert once for good (Alert.named). None when an alert lacks its
+// fingerprint or its start: such a firing or resolve is never taken for a late copy.
+func namedAlerts(as Alerts) []string {
 	var out []string
-	for _, a := range n.Alerts.Firing() {
+	for _, a := range as {
 		if a.Fingerprint == "" || a.StartsAt.IsZero() {
 			return nil
 		}
-		out = append(out, a.Fingerprint+"@"+strconv.FormatInt(a.StartsAt.UnixMilli(), 10))
+		out = append(out, a.named())
 	}
 	return out
+}
+
+// named names the alert once for good, as both members of an Alertmanager HA pair name
+// it: its fingerprint (its labels) and its start (Prometheus's, the episode of the
+// alert), fingerprint@start in Unix ms.
+func (a Alert) named() string {
+	return a.Fingerprint + "@" + strconv.FormatInt(a.StartsAt.UnixMilli(), 10)
 }
 
 // randomHex is n random bytes, in hex.

@@ -57,8 +57,9 @@ func (s *site) stepDue(id string) (bool, []byte) {
 // publishes its step, due delay later; a second one updates what the step will say (the
 // same step, the same due time); a resolve before the step cancels it and sends nothing;
 // a late copy of the firing (the same alerts with the same starts, from the other member
-// of an HA pair) is absorbed; the next firing starts a new episode, due delay after its
-// own start. Once the step was sent, further firings update nothing that pages, and the
+// of an HA pair) is absorbed; the next firing (a new start) starts a new episode, due
+// delay after its own start, which late copies of the first episode's firing and resolve
+// leave alone. Once the step was sent, further firings update nothing that pages, and the
 // resolve is sent a moment later; a step that falls due after its episode resolved is
 // withheld.
 func TestAlertmanagerDelayedEscalation(t *testing.T) {
@@ -128,8 +129,18 @@ func TestAlertmanagerDelayedEscalation(t *testing.T) {
 	require.Contains(t, string(body), "DiskFull")
 	code, out = s.notify("/ops?delay=10m", notification(t, "firing", g.key))
 	require.Equal(t, http.StatusOK, code, out)
-	require.Equal(t, "escalation_updated", out["outcome"], "a repeat after the step")
+	require.Equal(t, "escalation_stale_copy", out["outcome"], "a late copy of the first episode's firing")
 	code, out = s.notify("/ops?delay=10m", notification(t, "resolved", g.key))
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, "resolve_stale_copy", out["outcome"], "a late copy of the first episode's resolve")
+	code, out = s.notify("/ops?delay=10m", again)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, "escalation_updated", out["outcome"], "a repeat after the step")
+	resolved := notification(t, "resolved", g.key)
+	for i := range resolved.Alerts {
+		resolved.Alerts[i].StartsAt = again.Alerts[i].StartsAt
+	}
+	code, out = s.notify("/ops?delay=10m", resolved)
 	require.Equal(t, http.StatusOK, code, out)
 	require.Equal(t, "resolution_published", out["outcome"])
 	resolution := escalation.ResolutionID(key, ep2.Seq)
@@ -155,17 +166,16 @@ func TestAlertmanagerDelayedEscalation(t *testing.T) {
 }
 
 // Without a delay every notification is published at once; the same notification sent
-// twice (a retry, or two Alertmanagers) gets the same RD_ID, so the wheel stage keeps
-// one; resolves are forwarded unless sendResolved=false.
+// twice (a retry, or two Alertmanagers: the same alerts with the same starts) gets the
+// same RD_ID, so the wheel stage keeps one; an alert that fired again (a new start) is a
+// new notification with an id of its own, within the window too; resolves are forwarded
+// unless sendResolved=false.
 func TestAlertmanagerImmediate(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken)
 	n := notification(t, "firing", "{}:{alertname=\"Now\"}")
 	var id string
 	for i := range 2 {
-		n := n
-		n.Alerts = slices.Clone(n.Alerts)
-		n.Alerts[0].StartsAt = n.Alerts[0].StartsAt.Add(time.Duration(i) * time.Second) // each Alertmanager's own times
 		code, out := s.notify("/ops", n)
 		require.Equal(t, http.StatusOK, code, out)
 		require.Equal(t, "published", out["outcome"])
@@ -174,6 +184,12 @@ func TestAlertmanagerImmediate(t *testing.T) {
 		}
 		require.Equal(t, id, out["id"], "a copy of the notification gets the first one's id")
 	}
+	again := n
+	again.Alerts = slices.Clone(n.Alerts)
+	again.Alerts[0].StartsAt = again.Alerts[0].StartsAt.Add(time.Minute) // fired again
+	code, out := s.notify("/ops", again)
+	require.Equal(t, http.StatusOK, code, out)
+	require.NotEqual(t, id, out["id"], "an alert that fired again is a new notification")
 	props, body := s.published(id)
 	due, _ := strconv.ParseInt(props[wire.PropDeliverAt], 10, 64)
 	require.Equal(t, s.clock.Now().UnixMilli(), due)
@@ -181,7 +197,7 @@ func TestAlertmanagerImmediate(t *testing.T) {
 	require.Eventually(t, func() bool { return s.stored.Copies(id) == 2 }, 10*time.Second, 10*time.Millisecond,
 		"both sends of the notification carry the same RD_ID")
 
-	_, out := s.notify("/ops?sendResolved=false", notification(t, "resolved", n.GroupKey))
+	_, out = s.notify("/ops?sendResolved=false", notification(t, "resolved", n.GroupKey))
 	require.Equal(t, "resolved_not_sent", out["outcome"])
 	_, out = s.notify("/ops", notification(t, "resolved", n.GroupKey))
 	require.Equal(t, "published", out["outcome"])
@@ -195,7 +211,7 @@ func TestAlertmanagerImmediate(t *testing.T) {
 		code, out := s.notify(path, n)
 		require.Equal(t, want, code, "%s: %v", path, out)
 	}
-	code, out := s.do("POST", AlertmanagerPath+"/ops", []byte(`{"version":"3","status":"firing","groupKey":"x"}`))
+	code, out = s.do("POST", AlertmanagerPath+"/ops", []byte(`{"version":"3","status":"firing","groupKey":"x"}`))
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Equal(t, "bad_payload", out["reason"])
 }

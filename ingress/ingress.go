@@ -48,14 +48,16 @@ type Escalations interface {
 	Fire(ctx context.Context, key, policy string, c escalation.Content) (escalation.Fired, error)
 	FireCopies(ctx context.Context, key, policy string, c escalation.Content, copies store.Copies) (escalation.Fired, error)
 	Resolve(ctx context.Context, key string, c escalation.Content) (escalation.Ended, error)
+	ResolveCopies(ctx context.Context, key string, c escalation.Content, copies store.Copies) (escalation.Ended, error)
 	Ack(ctx context.Context, key string, seq int64, by string) (escalation.Ended, error)
 	Status(ctx context.Context, key string) (escalation.Status, error)
 	Live(ctx context.Context, limit int) ([]escalation.Status, error)
 }
 
-// Dedupe picks one id for the copies of a notification; *store.Dedupe implements it.
+// Dedupe picks one id for the copies of a notification within a window judged by now;
+// *store.Dedupe implements it.
 type Dedupe interface {
-	Once(ctx context.Context, key, id string, window time.Duration) (string, error)
+	Once(ctx context.Context, key, id string, now time.Time, window time.Duration) (string, error)
 }
 
 type Deps struct {

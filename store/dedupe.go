@@ -2,11 +2,12 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+var dedupeOnceScript = script("dedupe_once.lua")
 
 // Dedupe tells the copies of one event apart from the next event: the first of them to
 // ask picks the id every copy gets for a window. It is safe for concurrent use.
@@ -20,16 +21,14 @@ func NewDedupe(rdb redis.UniversalClient, prefix string) *Dedupe {
 	return &Dedupe{rdb: rdb, keys: newKeys(prefix)}
 }
 
-// Once returns the id of the event key: id when this is its first copy within window
-// (the record is set, to live window), else the id its first copy picked. It is one
-// SET NX GET, so two callers at once get the same answer.
-func (d *Dedupe) Once(ctx context.Context, key, id string, window time.Duration) (string, error) {
-	prev, err := d.rdb.SetArgs(ctx, d.keys.once(key), id, redis.SetArgs{Mode: "NX", Get: true, TTL: window}).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return id, nil
-	case err != nil:
+// Once returns the id of the event key: id when no copy of it came within window before
+// now, else the id its first copy picked. The window is judged by now (the caller's
+// clock, the service's reference clock), so a clock the caller injects decides it. It is
+// one script, so two callers at once get the same answer.
+func (d *Dedupe) Once(ctx context.Context, key, id string, now time.Time, window time.Duration) (string, error) {
+	got, err := dedupeOnceScript.Run(ctx, d.rdb, []string{d.keys.once(key)}, id, now.UnixMilli(), window.Milliseconds()).Text()
+	if err != nil {
 		return "", redisFail("dedupe", err)
 	}
-	return prev, nil
+	return got, nil
 }

@@ -100,7 +100,9 @@ type Fire struct {
 	// Result is "started" (a new episode: its step 0 is to be published), "pending" (it
 	// runs; Publish, when not -1, is a step still to be published), "acked" (acknowledged:
 	// absorbed), "resolved" (a late copy of a firing of the episode, which resolved
-	// since: absorbed) or "busy" (the last episode's outbox is not done: try again).
+	// since: absorbed), "stale" (a late copy of a firing of an earlier episode, while
+	// this one runs: absorbed, its content kept) or "busy" (the last episode's outbox is
+	// not done: try again).
 	Result string
 	Seq    int64
 	// Publish is the step to publish now, -1 for none.
@@ -110,8 +112,9 @@ type Fire struct {
 // Ended is the answer of Episodes.Resolve and Episodes.Ack.
 type Ended struct {
 	// Result is "resolved" or "acked" (this call ended the episode), "already" (it had
-	// ended that way), "other" (an acknowledgement of an episode resolved before), or
-	// "none" (no such episode runs).
+	// ended that way), "other" (an acknowledgement of an episode resolved before),
+	// "stale" (ResolveCopies: a late copy of an earlier episode's resolve; nothing
+	// changed), or "none" (no such episode runs).
 	Result string
 	Seq    int64
 	// Step is the step that was next (to cancel, when this call ended a running
@@ -134,12 +137,15 @@ func NewEpisodes(rdb redis.UniversalClient, prefix string, retention time.Durati
 	return &Episodes{rdb: rdb, keys: newKeys(prefix), retention: retention}
 }
 
-// Copies tell the late copies of an episode's firings from new firings. Alerts name the
-// alerts firing, each once for good (an Alertmanager alert: its fingerprint and its
-// start); the episode keeps those it saw, and for Window after it resolved a firing
-// whose alerts it all saw firing is a late copy of one of its own (the second member of
-// an Alertmanager HA pair whose gossip failed sends what it has not seen sent, late),
-// not a new firing. The zero value tells none: every firing after a resolve is new.
+// Copies tell the late copies of an episode's firings and resolves from new ones. Alerts
+// name the alerts firing (or resolved), each once for good as "<fingerprint>@<start in
+// Unix ms>" (an Alertmanager alert: its labels and its episode); the episode keeps those
+// it saw firing. For Window after it resolved, a firing whose alerts it all saw firing is
+// a late copy of one of its own (the second member of an Alertmanager HA pair whose
+// gossip failed sends what it has not seen sent, late), not a new firing; while it runs,
+// a firing with an alert it saw start later is a late copy of an earlier episode's, and a
+// resolve of none of the alerts it saw is an earlier episode's too. The zero value tells
+// none: every firing after a resolve is new, every resolve ends what runs.
 type Copies struct {
 	Alerts []string
 	Window time.Duration
@@ -153,8 +159,9 @@ func (s *Episodes) Fire(ctx context.Context, key, policy string, content []byte,
 	return s.FireCopies(ctx, key, policy, content, reackAfter, Copies{})
 }
 
-// FireCopies is Fire for a firing that may be a late copy of one of the episode's own:
-// after the episode resolved, such a copy (copies) is absorbed ("resolved").
+// FireCopies is Fire for a firing that may be a late copy (Copies): of the episode's
+// own after it resolved, absorbed ("resolved"); of an earlier episode's while this one
+// runs, absorbed ("stale").
 func (s *Episodes) FireCopies(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies Copies) (Fire, error) {
 	args := make([]any, 0, 5+len(copies.Alerts))
 	args = append(args, key, policy, content, reackAfter.Milliseconds(), copies.Window.Milliseconds())
@@ -200,6 +207,15 @@ func (s *Episodes) Resolve(ctx context.Context, key string, resolution []byte) (
 	return s.end(ctx, key, "resolve", "", string(resolution))
 }
 
+// ResolveCopies is Resolve for a resolve that names its alerts (copies.Alerts, named as
+// the firings named them; the window is not used): when the running episode saw alerts
+// firing and none of these, the resolve is a late copy of an earlier episode's
+// ("stale", the slow member of an Alertmanager HA pair whose gossip failed) and ends
+// nothing.
+func (s *Episodes) ResolveCopies(ctx context.Context, key string, resolution []byte, copies Copies) (Ended, error) {
+	return s.end(ctx, key, "resolve", "", string(resolution), copies.Alerts...)
+}
+
 // Ack acknowledges episode number seq of key for by: it stops; when a step was sent,
 // the acknowledgement is to be announced. An acknowledgement of another episode of the
 // key than the one that runs changes nothing ("none").
@@ -207,9 +223,14 @@ func (s *Episodes) Ack(ctx context.Context, key string, seq int64, by string) (E
 	return s.end(ctx, key, "ack", strconv.FormatInt(seq, 10), by)
 }
 
-func (s *Episodes) end(ctx context.Context, key, how, seq, arg string) (Ended, error) {
+func (s *Episodes) end(ctx context.Context, key, how, seq, arg string, alerts ...string) (Ended, error) {
+	args := make([]any, 0, 5+len(alerts))
+	args = append(args, key, how, seq, arg, s.retention.Milliseconds())
+	for _, a := range alerts {
+		args = append(args, a)
+	}
 	res, err := episodeEndScript.Run(ctx, s.rdb, []string{s.keys.episode(key), s.keys.episodesLive(), s.keys.episodeOutbox(), s.keys.epAlerts(key)},
-		key, how, seq, arg, s.retention.Milliseconds()).StringSlice()
+		args...).StringSlice()
 	if err != nil {
 		return Ended{}, redisFail(how+" an episode", err)
 	}

@@ -313,6 +313,84 @@ type episodeEvent struct {
 	start, end int64 // when the call began and ended, as one counter for both actors
 }
 
+// While a later episode of the key runs, a late copy of an earlier episode's firing or
+// resolve (the slow member of an HA pair whose gossip failed, sending a peer timeout
+// behind: fire, resolve, fire again within its lag) changes nothing: the firing names an
+// alert the running episode saw start later ("stale", its content kept), the resolve
+// names only alerts it did not see ("stale", it keeps running). A resolve of an alert it
+// saw ends it, and a resolve without alerts (the API) ends whatever runs.
+func TestEpisodeLateCopiesOfAnEarlierEpisode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	s := store.NewEpisodes(rdb, prefix, time.Hour)
+	copies := func(alerts ...string) store.Copies { return store.Copies{Alerts: alerts, Window: 5 * time.Minute} }
+	done := func(seq int64, action string, step int) {
+		t.Helper()
+		ok, err := s.Done(ctx, "g1", seq, action, step)
+		require.NoError(t, err)
+		require.True(t, ok, action)
+	}
+
+	f, err := s.FireCopies(ctx, "g1", "db", []byte("one"), time.Hour, copies("fa@1000", "fb@1500"))
+	require.NoError(t, err)
+	first := f.Seq
+	done(first, store.ActionPublish, 0)
+	end, err := s.ResolveCopies(ctx, "g1", nil, copies("fa@1000", "fb@1500"))
+	require.NoError(t, err)
+	require.Equal(t, "resolved", end.Result)
+	done(first, store.ActionCancel, 0)
+
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("two"), time.Hour, copies("fa@9000"))
+	require.NoError(t, err)
+	require.Equal(t, "started", f.Result, "fa fired again: a new episode")
+	second := f.Seq
+
+	for _, late := range [][]string{{"fa@1000"}, {"fa@1000", "fb@1500"}} {
+		f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies(late...))
+		require.NoError(t, err)
+		require.Equal(t, store.Fire{Result: "stale", Seq: second, Publish: -1}, f, "a late copy of the first episode's firing %v", late)
+		end, err = s.ResolveCopies(ctx, "g1", nil, copies(late...))
+		require.NoError(t, err)
+		require.Equal(t, "stale", end.Result, "a late copy of the first episode's resolve %v", late)
+	}
+	e, err := s.Get(ctx, "g1")
+	require.NoError(t, err)
+	require.Equal(t, second, e.Seq)
+	require.Equal(t, store.EpisodePending, e.State)
+	require.Equal(t, "two", string(e.Content), "a late copy changes nothing")
+	n, err := rdb.SCard(ctx, "{"+prefix+"}:ep-alerts:g1").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "a late copy adds no alert to those the episode saw")
+
+	// The same alerts, or a new one beside them, update the running episode.
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("two, fb too"), time.Hour, copies("fa@9000", "fb@9500"))
+	require.NoError(t, err)
+	require.Equal(t, "pending", f.Result)
+
+	// Acknowledged, the episode absorbs the late copies the same way.
+	_, err = s.Ack(ctx, "g1", second, "ana")
+	require.NoError(t, err)
+	f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@1000"))
+	require.NoError(t, err)
+	require.Equal(t, "stale", f.Result)
+	end, err = s.ResolveCopies(ctx, "g1", nil, copies("fb@1500"))
+	require.NoError(t, err)
+	require.Equal(t, "stale", end.Result)
+
+	end, err = s.ResolveCopies(ctx, "g1", nil, copies("fb@9500"))
+	require.NoError(t, err)
+	require.Equal(t, "resolved", end.Result, "a resolve of an alert the episode saw ends it")
+	require.Equal(t, second, end.Seq)
+
+	// An episode that saw no alerts (started through the API) is ended by any resolve.
+	f, err = s.Fire(ctx, "api", "db", []byte("x"), time.Hour)
+	require.NoError(t, err)
+	end, err = s.ResolveCopies(ctx, "api", nil, copies("fz@1"))
+	require.NoError(t, err)
+	require.Equal(t, "resolved", end.Result)
+}
+
 // TestEpisodesAreLinearizable: two actors (two replicas, or two Alertmanagers) fire,
 // resolve, acknowledge, see steps fall due and carry out outboxes on one group at the
 // same time, on the real Redis. Every run must be explained by one order of the calls

@@ -57,7 +57,7 @@ import (
 //	  {p}:gone         sorted set  replica → when the take-over of its holdings finished, Unix ms
 //	  {p}:departed     sorted set  gone replica → when a survivor took it, Unix ms
 //	escalation episodes and dedupe, tag {p} only (shard 0's):
-//	  {p}:once:<key>   string      the id the first copy of a notification picked (dedupe.go)
+//	  {p}:once:<key>   string      "<id>|<until>": the id the first copy of a notification picked, and when its window ends (dedupe.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
 //	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
 //	                               {p}:ep-alerts:<key>, the set of alerts it saw firing

@@ -696,6 +696,6 @@ func startNaiveForwarder(simURL, robotToken string) (string, func(), error) {
 // notifications: each is rendered once, so each is its own first copy.
 type firstCopy struct{}
 
-func (firstCopy) Once(_ context.Context, _, id string, _ time.Duration) (string, error) {
+func (firstCopy) Once(_ context.Context, _, id string, _ time.Time, _ time.Duration) (string, error) {
 	return id, nil
 }

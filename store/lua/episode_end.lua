@@ -12,6 +12,8 @@
 --          current one); an acknowledgement of another episode changes nothing
 -- ARGV[4]  who acknowledged (ack), or the resolution's content (resolve)
 -- ARGV[5]  how long an ended episode is kept for the record, ms
+-- ARGV[6…] resolve: the alerts resolved, each named once for good as the firings named
+--          them (an Alertmanager alert: "<fingerprint>@<start>"); none from the API
 --
 -- Resolve: a running or acknowledged episode becomes resolved; when a step was sent, its
 -- resolution is to be published (ob_resolution). Ack: a running episode becomes
@@ -21,7 +23,9 @@
 -- Returns {result, seq, step, sent, by}: result 'resolved' or 'acked' (this call ended
 -- it), 'already' (it had ended that way: by is who acknowledged), 'none' (no such episode:
 -- nothing runs, or the acknowledgement is for another one), 'other' (it ended the other
--- way before: an acknowledged episode is still resolved by a resolve).
+-- way before: an acknowledged episode is still resolved by a resolve), 'stale' (a resolve
+-- that names alerts, none of which the running episode saw firing, while it saw some: a
+-- late copy of the resolve of an earlier episode of the key; nothing changes).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ep = redis.call('HMGET', KEYS[1], 'state', 'seq', 'step', 'sent', 'acked_by')
@@ -30,6 +34,16 @@ if not state or (ARGV[3] ~= '' and seq ~= ARGV[3]) then
   return {'none', seq or '', '', '', ''}
 end
 local ack = ARGV[2] == 'ack'
+if not ack and state ~= 'resolved' and #ARGV >= 6 and redis.call('SCARD', KEYS[4]) > 0 then
+  local saw = false
+  for i = 6, #ARGV do
+    if redis.call('SISMEMBER', KEYS[4], ARGV[i]) == 1 then
+      saw = true
+      break
+    end
+  end
+  if not saw then return {'stale', seq, step, tostring(sent), by} end
+end
 if state == 'resolved' then
   if ack then return {'other', seq, step, tostring(sent), by} end
   return {'already', seq, step, tostring(sent), by}

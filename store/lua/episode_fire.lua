@@ -22,6 +22,9 @@
 --   'pending', its number, the step waiting to be published ('' when none): the episode
 --              runs; its content is now ARGV[3];
 --   'acked',   its number, '': acknowledged; the content is kept for the record;
+--   'stale',   its number, '': the episode runs (pending or acknowledged) and saw a later
+--              start of one of ARGV[6…]'s alerts: a late copy of a firing of an earlier
+--              episode of the key (the slow member of an HA pair); the content is kept;
 --   'resolved', its number, '': a late copy of a firing of the episode, which resolved
 --              less than ARGV[5] ago: it saw every alert of ARGV[6…] firing, and each of
 --              them has ended since (the second member of an Alertmanager HA pair whose
@@ -38,6 +41,24 @@ local function saw()
   for i = 6, #ARGV, 1000 do
     redis.call('SADD', KEYS[5], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
+end
+-- one of the alerts firing has a later start among those the episode saw: it is from
+-- an earlier episode of the alert (each alert is named "<fingerprint>@<start, Unix ms>")
+local function older()
+  if #ARGV < 6 then return false end
+  local latest = {}
+  for _, a in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+    local fp, at = string.match(a, '^(.*)@(%-?%d+)$')
+    if fp and (not latest[fp] or tonumber(at) > latest[fp]) then latest[fp] = tonumber(at) end
+  end
+  for i = 6, #ARGV do
+    local fp, at = string.match(ARGV[i], '^(.*)@(%-?%d+)$')
+    if fp and latest[fp] and tonumber(at) < latest[fp] then return true end
+  end
+  return false
+end
+if (state == 'pending' or state == 'acked') and older() then
+  return {'stale', seq, ''}
 end
 if state == 'pending' then
   redis.call('HSET', KEYS[1], 'content', ARGV[3])
