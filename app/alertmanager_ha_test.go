@@ -2,7 +2,6 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // An Alertmanager HA pair in front of two replicas of the service (issue 36): each member
@@ -275,20 +273,7 @@ func (w *haWorld) run(t *testing.T, name string, pair *amPair, nNow int) {
 	if soon := time.Now().Add(2 * time.Second); due.Before(soon) {
 		due = soon
 	}
-	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: w.cfg.RocketMQ.NameServers, Topic: w.cfg.RocketMQ.Topic})
-	require.NoError(t, err)
-	defer p.Close()
-	sentinel := "sentinel-" + name
-	_, err = p.Publish(context.Background(), wire.Publication{Target: "ops", At: due, Body: []byte(sentinel)})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		for _, m := range w.sim.Accepted() {
-			if strings.Contains(m.Text, sentinel) {
-				return true
-			}
-		}
-		return false
-	}, time.Until(due)+30*time.Second, 100*time.Millisecond, "the sentinel was not delivered")
+	deliverSentinel(t, w.cfg, w.sim, "sentinel-"+name, due)
 
 	rec := haRecord(w.sim.Accepted())
 	judge := haJudge{}
