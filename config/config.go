@@ -591,9 +591,11 @@ type Ingress struct {
 	// critical, error → high, warning → normal, info → low.
 	Priorities map[string]string `yaml:"priorities" json:"priorities,omitempty"`
 	// DedupeWindow is how long copies of one Alertmanager notification (the same group,
-	// receiver and firing and resolved alerts — from both members of an Alertmanager HA
-	// pair, or a retry) are delivered once. A repeat_interval re-send after it is
-	// delivered again. For a receiver that escalates, it is how long after an episode
+	// receiver and firing and resolved alerts, each by fingerprint and startsAt — from
+	// both members of an Alertmanager HA pair, or a retry) are delivered once. An alert
+	// that fired again has a new startsAt, so its notification is never held back; a
+	// repeat_interval re-send is delivered once the window has passed, so it must be
+	// shorter than the routes' repeat_interval. For a receiver that escalates, it is how long after an episode
 	// resolved a late copy of one of its firings (the same alerts with the same starts)
 	// is absorbed instead of starting a new episode. Default 5m.
 	DedupeWindow time.Duration `yaml:"dedupeWindow" json:"dedupeWindow"`
