@@ -24,6 +24,9 @@ import (
 //	{p}:ep-live      sorted set  key -> started: the episodes not resolved
 //	{p}:ep-outbox    sorted set  key -> when its outbox was set: the episodes with actions
 //	                             to carry out
+//	{p}:ep-alerts-prev:<key> set the alerts the key's previous episode saw, kept as long
+//	                             as the episode (a late copy of its firing or resolve is
+//	                             told by them)
 //	{p}:ep-alerts:<key>  set     the alerts the episode saw firing (Copies.Alerts), kept
 //	                             as long as the episode
 //
@@ -143,9 +146,10 @@ func NewEpisodes(rdb redis.UniversalClient, prefix string, retention time.Durati
 // it saw firing. For Window after it resolved, a firing whose alerts it all saw firing is
 // a late copy of one of its own (the second member of an Alertmanager HA pair whose
 // gossip failed sends what it has not seen sent, late), not a new firing; while it runs,
-// a firing with an alert it saw start later is a late copy of an earlier episode's, and a
-// resolve of none of the alerts it saw is an earlier episode's too. The zero value tells
-// none: every firing after a resolve is new, every resolve ends what runs.
+// a firing or a resolve whose alerts are all the previous episode's and none its own is
+// a late copy of the previous episode's. Names must match exactly, so a source whose
+// starts move is never taken for a copy: the event acts as without Copies. The zero value
+// tells none: every firing after a resolve is new, every resolve ends what runs.
 type Copies struct {
 	Alerts []string
 	Window time.Duration
@@ -160,7 +164,7 @@ func (s *Episodes) Fire(ctx context.Context, key, policy string, content []byte,
 }
 
 // FireCopies is Fire for a firing that may be a late copy (Copies): of the episode's
-// own after it resolved, absorbed ("resolved"); of an earlier episode's while this one
+// own after it resolved, absorbed ("resolved"); of the previous episode's while this one
 // runs, absorbed ("stale").
 func (s *Episodes) FireCopies(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies Copies) (Fire, error) {
 	args := make([]any, 0, 5+len(copies.Alerts))
@@ -169,7 +173,7 @@ func (s *Episodes) FireCopies(ctx context.Context, key, policy string, content [
 		args = append(args, a)
 	}
 	res, err := episodeFireScript.Run(ctx, s.rdb,
-		[]string{s.keys.episode(key), s.keys.episodeSeq(), s.keys.episodesLive(), s.keys.episodeOutbox(), s.keys.epAlerts(key)},
+		[]string{s.keys.episode(key), s.keys.episodeSeq(), s.keys.episodesLive(), s.keys.episodeOutbox(), s.keys.epAlerts(key), s.keys.epAlertsPrev(key)},
 		args...).StringSlice()
 	if err != nil {
 		return Fire{}, redisFail("fire an episode", err)
@@ -208,10 +212,10 @@ func (s *Episodes) Resolve(ctx context.Context, key string, resolution []byte) (
 }
 
 // ResolveCopies is Resolve for a resolve that names its alerts (copies.Alerts, named as
-// the firings named them; the window is not used): when the running episode saw alerts
-// firing and none of these, the resolve is a late copy of an earlier episode's
-// ("stale", the slow member of an Alertmanager HA pair whose gossip failed) and ends
-// nothing.
+// the firings named them; the window is not used): when they are all alerts the key's
+// previous episode saw and none the running one saw, the resolve is a late copy of the
+// previous episode's ("stale", the slow member of an Alertmanager HA pair whose gossip
+// failed) and ends nothing.
 func (s *Episodes) ResolveCopies(ctx context.Context, key string, resolution []byte, copies Copies) (Ended, error) {
 	return s.end(ctx, key, "resolve", "", string(resolution), copies.Alerts...)
 }
@@ -229,7 +233,7 @@ func (s *Episodes) end(ctx context.Context, key, how, seq, arg string, alerts ..
 	for _, a := range alerts {
 		args = append(args, a)
 	}
-	res, err := episodeEndScript.Run(ctx, s.rdb, []string{s.keys.episode(key), s.keys.episodesLive(), s.keys.episodeOutbox(), s.keys.epAlerts(key)},
+	res, err := episodeEndScript.Run(ctx, s.rdb, []string{s.keys.episode(key), s.keys.episodesLive(), s.keys.episodeOutbox(), s.keys.epAlerts(key), s.keys.epAlertsPrev(key)},
 		args...).StringSlice()
 	if err != nil {
 		return Ended{}, redisFail(how+" an episode", err)

@@ -313,12 +313,12 @@ type episodeEvent struct {
 	start, end int64 // when the call began and ended, as one counter for both actors
 }
 
-// While a later episode of the key runs, a late copy of an earlier episode's firing or
+// While a later episode of the key runs, a late copy of the previous episode's firing or
 // resolve (the slow member of an HA pair whose gossip failed, sending a peer timeout
-// behind: fire, resolve, fire again within its lag) changes nothing: the firing names an
-// alert the running episode saw start later ("stale", its content kept), the resolve
-// names only alerts it did not see ("stale", it keeps running). A resolve of an alert it
-// saw ends it, and a resolve without alerts (the API) ends whatever runs.
+// behind: fire, resolve, fire again within its lag) changes nothing: its alerts are all
+// the previous episode's and none the running one's ("stale": the content is kept, the
+// episode runs on). Any other resolve ends it — one naming an alert neither saw (a source
+// whose starts move), or one without alerts (the API).
 func TestEpisodeLateCopiesOfAnEarlierEpisode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -378,9 +378,9 @@ func TestEpisodeLateCopiesOfAnEarlierEpisode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "stale", end.Result)
 
-	end, err = s.ResolveCopies(ctx, "g1", nil, copies("fb@9500"))
+	end, err = s.ResolveCopies(ctx, "g1", nil, copies("fa@1000", "fa@5000"))
 	require.NoError(t, err)
-	require.Equal(t, "resolved", end.Result, "a resolve of an alert the episode saw ends it")
+	require.Equal(t, "resolved", end.Result, "a resolve naming an alert the previous episode did not see ends it (a source whose starts move)")
 	require.Equal(t, second, end.Seq)
 
 	// An episode that saw no alerts (started through the API) is ended by any resolve.

@@ -60,7 +60,8 @@ import (
 //	  {p}:once:<key>   string      "<id>|<until>": the id the first copy of a notification picked, and when its window ends (dedupe.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
 //	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
-//	                               {p}:ep-alerts:<key>, the set of alerts it saw firing
+//	                               {p}:ep-alerts:<key>, the set of alerts it saw firing;
+//	                               {p}:ep-alerts-prev:<key>, its previous episode's
 //	robot pool, tag {p:g}, one per target:
 //	  {p:g}:win:<robot>  sorted set  one member per send, score = send time, Unix ms
 //	  {p:g}:cool         sorted set  robot → end of its cool-down, Unix ms
@@ -147,27 +148,30 @@ var crc16Table = func() (t [256]uint16) {
 	return t
 }()
 
-func (k keys) stage() string                 { return k.tag }
-func (k keys) due() string                   { return k.stage() + "due" }
-func (k keys) inflight() string              { return k.stage() + "inflight" }
-func (k keys) entries() string               { return k.stage() + "entries" }
-func (k keys) owner() string                 { return k.stage() + "owner" }
-func (k keys) by() string                    { return k.stage() + "by" }
-func (k keys) held() string                  { return k.stage() + "held" }
-func (k keys) tries() string                 { return k.stage() + "tries" }
-func (k keys) failed() string                { return k.stage() + "failed" }
-func (k keys) parts() string                 { return k.stage() + "parts" }
-func (k keys) sweep(token string) string     { return k.stage() + "sweep:" + token }
-func (k keys) done(id string) string         { return k.stage() + "done:" + id }
-func (k keys) cancel(id string) string       { return k.stage() + "cancel:" + id }
-func (k keys) resched(id string) string      { return k.stage() + "resched:" + id }
-func (k keys) gen(id string) string          { return k.stage() + "gen:" + id }
-func (k keys) once(key string) string        { return k.stage() + "once:" + key }
-func (k keys) episode(key string) string     { return k.stage() + "ep:" + key }
-func (k keys) episodeSeq() string            { return k.stage() + "ep-seq" }
-func (k keys) episodesLive() string          { return k.stage() + "ep-live" }
-func (k keys) episodeOutbox() string         { return k.stage() + "ep-outbox" }
-func (k keys) epAlerts(key string) string    { return k.stage() + "ep-alerts:" + key }
+func (k keys) stage() string              { return k.tag }
+func (k keys) due() string                { return k.stage() + "due" }
+func (k keys) inflight() string           { return k.stage() + "inflight" }
+func (k keys) entries() string            { return k.stage() + "entries" }
+func (k keys) owner() string              { return k.stage() + "owner" }
+func (k keys) by() string                 { return k.stage() + "by" }
+func (k keys) held() string               { return k.stage() + "held" }
+func (k keys) tries() string              { return k.stage() + "tries" }
+func (k keys) failed() string             { return k.stage() + "failed" }
+func (k keys) parts() string              { return k.stage() + "parts" }
+func (k keys) sweep(token string) string  { return k.stage() + "sweep:" + token }
+func (k keys) done(id string) string      { return k.stage() + "done:" + id }
+func (k keys) cancel(id string) string    { return k.stage() + "cancel:" + id }
+func (k keys) resched(id string) string   { return k.stage() + "resched:" + id }
+func (k keys) gen(id string) string       { return k.stage() + "gen:" + id }
+func (k keys) once(key string) string     { return k.stage() + "once:" + key }
+func (k keys) episode(key string) string  { return k.stage() + "ep:" + key }
+func (k keys) episodeSeq() string         { return k.stage() + "ep-seq" }
+func (k keys) episodesLive() string       { return k.stage() + "ep-live" }
+func (k keys) episodeOutbox() string      { return k.stage() + "ep-outbox" }
+func (k keys) epAlerts(key string) string { return k.stage() + "ep-alerts:" + key }
+func (k keys) epAlertsPrev(key string) string {
+	return k.stage() + "ep-alerts-prev:" + key
+}
 func (k keys) trace(id string) string        { return k.stage() + "trace:" + id }
 func (k keys) live() string                  { return k.stage() + "live" }
 func (k keys) liveMeta() string              { return k.stage() + "live-meta" }

@@ -6,6 +6,8 @@
 -- KEYS[3]  {p}:ep-outbox    sorted set: key -> when its outbox was last set (Unix ms)
 -- KEYS[4]  {p}:ep-alerts:<key>  set: the alerts the episode saw firing (kept as long as
 --          the episode)
+-- KEYS[5]  {p}:ep-alerts-prev:<key>  set: the alerts the key's previous episode saw (kept
+--          as long as the episode)
 -- ARGV[1]  the episode's key
 -- ARGV[2]  'resolve' or 'ack'
 -- ARGV[3]  the episode's number (seq) an acknowledgement is for ('' for a resolve: the
@@ -24,8 +26,8 @@
 -- it), 'already' (it had ended that way: by is who acknowledged), 'none' (no such episode:
 -- nothing runs, or the acknowledgement is for another one), 'other' (it ended the other
 -- way before: an acknowledged episode is still resolved by a resolve), 'stale' (a resolve
--- that names alerts, none of which the running episode saw firing, while it saw some: a
--- late copy of the resolve of an earlier episode of the key; nothing changes).
+-- of alerts that are all the previous episode's and none this one's: a late copy of the
+-- previous episode's resolve; nothing changes).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ep = redis.call('HMGET', KEYS[1], 'state', 'seq', 'step', 'sent', 'acked_by')
@@ -34,15 +36,15 @@ if not state or (ARGV[3] ~= '' and seq ~= ARGV[3]) then
   return {'none', seq or '', '', '', ''}
 end
 local ack = ARGV[2] == 'ack'
-if not ack and state ~= 'resolved' and #ARGV >= 6 and redis.call('SCARD', KEYS[4]) > 0 then
-  local saw = false
+if not ack and state ~= 'resolved' and #ARGV >= 6 then
+  local earlier = true
   for i = 6, #ARGV do
-    if redis.call('SISMEMBER', KEYS[4], ARGV[i]) == 1 then
-      saw = true
+    if redis.call('SISMEMBER', KEYS[5], ARGV[i]) == 0 or redis.call('SISMEMBER', KEYS[4], ARGV[i]) == 1 then
+      earlier = false
       break
     end
   end
-  if not saw then return {'stale', seq, step, tostring(sent), by} end
+  if earlier then return {'stale', seq, step, tostring(sent), by} end
 end
 if state == 'resolved' then
   if ack then return {'other', seq, step, tostring(sent), by} end
@@ -67,6 +69,7 @@ redis.call('ZADD', KEYS[3], now, ARGV[1])
 if not ack then
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
+  redis.call('PEXPIRE', KEYS[5], ARGV[5])
 end
 local result = 'resolved'
 if ack then result = 'acked' end

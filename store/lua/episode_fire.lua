@@ -6,6 +6,7 @@
 -- KEYS[3]  {p}:ep-live      sorted set: key -> started (Unix ms), the episodes not ended
 -- KEYS[4]  {p}:ep-outbox    sorted set: key -> when its outbox was last set (Unix ms)
 -- KEYS[5]  {p}:ep-alerts:<key>  set: the alerts the episode saw firing
+-- KEYS[6]  {p}:ep-alerts-prev:<key>  set: the alerts the key's previous episode saw
 -- ARGV[1]  the episode's key (<key>)
 -- ARGV[2]  the policy's name
 -- ARGV[3]  the content (the notification as the steps render it)
@@ -22,9 +23,10 @@
 --   'pending', its number, the step waiting to be published ('' when none): the episode
 --              runs; its content is now ARGV[3];
 --   'acked',   its number, '': acknowledged; the content is kept for the record;
---   'stale',   its number, '': the episode runs (pending or acknowledged) and saw a later
---              start of one of ARGV[6…]'s alerts: a late copy of a firing of an earlier
---              episode of the key (the slow member of an HA pair); the content is kept;
+--   'stale',   its number, '': the episode runs (pending or acknowledged), and every alert
+--              of ARGV[6…] is one the key's previous episode saw and this one did not: a
+--              late copy of a firing of the previous episode (the slow member of an HA
+--              pair); the content is kept;
 --   'resolved', its number, '': a late copy of a firing of the episode, which resolved
 --              less than ARGV[5] ago: it saw every alert of ARGV[6…] firing, and each of
 --              them has ended since (the second member of an Alertmanager HA pair whose
@@ -42,22 +44,17 @@ local function saw()
     redis.call('SADD', KEYS[5], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
 end
--- one of the alerts firing has a later start among those the episode saw: it is from
--- an earlier episode of the alert (each alert is named "<fingerprint>@<start, Unix ms>")
-local function older()
+-- every alert of the firing is one the previous episode saw and this one did not
+local function earlier()
   if #ARGV < 6 then return false end
-  local latest = {}
-  for _, a in ipairs(redis.call('SMEMBERS', KEYS[5])) do
-    local fp, at = string.match(a, '^(.*)@(%-?%d+)$')
-    if fp and (not latest[fp] or tonumber(at) > latest[fp]) then latest[fp] = tonumber(at) end
-  end
   for i = 6, #ARGV do
-    local fp, at = string.match(ARGV[i], '^(.*)@(%-?%d+)$')
-    if fp and latest[fp] and tonumber(at) < latest[fp] then return true end
+    if redis.call('SISMEMBER', KEYS[6], ARGV[i]) == 0 or redis.call('SISMEMBER', KEYS[5], ARGV[i]) == 1 then
+      return false
+    end
   end
-  return false
+  return true
 end
-if (state == 'pending' or state == 'acked') and older() then
+if (state == 'pending' or state == 'acked') and earlier() then
   return {'stale', seq, ''}
 end
 if state == 'pending' then
@@ -86,7 +83,11 @@ if state and (ep[4] or ep[5] or ep[6] or ep[7]) then
   return {'busy', seq, ''}
 end
 local n = redis.call('INCR', KEYS[2])
-redis.call('DEL', KEYS[1], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[6])
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  redis.call('RENAME', KEYS[5], KEYS[6])
+  redis.call('PERSIST', KEYS[6])
+end
 redis.call('HSET', KEYS[1], 'seq', n, 'state', 'pending', 'policy', ARGV[2], 'started', string.format('%d', now),
   'step', 0, 'sent', 0, 'content', ARGV[3], 'ob_publish', 0)
 saw()
