@@ -50,7 +50,7 @@ test-short: ## only the tests that need no server (go test -short)
 
 bench: ## the Go benchmarks of every package, the timing wheel table, the pipeline benchmark
 	deploy/local/up --profile test >/dev/null
-	eval "$$(deploy/local/env)"; go test -run '^$$' -bench . -benchmem ./store/ ./notify/
+	eval "$$(deploy/local/env)"; go test -run '^$$' -bench . -benchmem ./store/ ./sender/
 	go test -short -run '^$$' -bench . -benchtime 1x ./timewheel/
 	$(MAKE) bench-timewheel bench-pipeline bench-sender bench-modes bench-topic bench-alertmanager
 
@@ -88,7 +88,7 @@ chaos: build ## fault suite on a private stack (2 serve replicas; kills, Redis/P
 	eval "$$(deploy/local/env)"; \
 	for t in FuzzAlertBody FuzzDecomposition FuzzDelayLevels FuzzConfigDecode FuzzConfigLoad FuzzAdminParams FuzzAdminAPI; do \
 	  go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZ_TIME) -parallel 2 ./internal/chaos/ || exit 1; done
-	go test -run '^$$' -fuzz '^FuzzParseBody$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./notify/dingtalk/
+	go test -run '^$$' -fuzz '^FuzzParseBody$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./sender/dingtalk/
 	go test -run '^$$' -fuzz '^FuzzDecodeWheelEntry$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./store/
 	go test -run '^$$' -fuzz '^FuzzModel$$' -fuzztime $(FUZZ_TIME) -parallel 2 ./timewheel/
 

@@ -15,7 +15,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/amref"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 

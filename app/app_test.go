@@ -26,9 +26,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -559,10 +559,10 @@ targets:
 
 	out, _, err := run(t, env, "robots", "-f", file, "-o", "json")
 	require.NoError(t, err)
-	var rows []notify.RobotStatus
+	var rows []sender.RobotStatus
 	require.NoError(t, json.Unmarshal([]byte(out), &rows))
 	require.Len(t, rows, 2)
-	require.Equal(t, notify.RobotStatus{Target: "ops", Kind: "dingtalk", Robot: "r1", Limit: 19, LearnedLimit: 3}, rows[0], "r2's sibling takes its count")
+	require.Equal(t, sender.RobotStatus{Target: "ops", Kind: "dingtalk", Robot: "r1", Limit: 19, LearnedLimit: 3}, rows[0], "r2's sibling takes its count")
 	require.Equal(t, "r2", rows[1].Robot)
 	require.Equal(t, 10, rows[1].Limit)
 	require.Equal(t, 3, rows[1].LearnedLimit, "3 went through")

@@ -6,19 +6,19 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
-	"github.com/rocketdelay/rocketdelay/notify/feishu"
-	"github.com/rocketdelay/rocketdelay/notify/wecom"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/wecom"
 )
 
 // chatOptions builds the chat sender's options from the configuration: every target
 // of kind dingtalk, wecom or feishu, with its platform, its robots' credentials and
 // limits, and its cool-downs.
-func chatOptions(c config.Config) (notify.Options, error) {
+func chatOptions(c config.Config) (sender.Options, error) {
 	s := c.Sender
-	o := notify.Options{
-		Targets:     map[string]notify.Target{},
+	o := sender.Options{
+		Targets:     map[string]sender.Target{},
 		Limit:       s.Limit,
 		HTTPTimeout: s.HTTPTimeout,
 		Cooldown:    s.Cooldown,
@@ -42,7 +42,7 @@ func chatOptions(c config.Config) (notify.Options, error) {
 			continue
 		}
 		kind := t.Channel()
-		target := notify.Target{Cooldown: s.Cooldown}
+		target := sender.Target{Cooldown: s.Cooldown}
 		limit, perSecond := s.Limit, 0
 		switch kind {
 		case config.KindWeCom:
@@ -59,9 +59,9 @@ func chatOptions(c config.Config) (notify.Options, error) {
 		for i, r := range t.Robots {
 			tok, err := r.Credential(kind)
 			if err != nil {
-				return notify.Options{}, fmt.Errorf("targets.%s.robots[%d].token: %w", name, i, err)
+				return sender.Options{}, fmt.Errorf("targets.%s.robots[%d].token: %w", name, i, err)
 			}
-			robot := notify.Robot{Name: r.Name, Token: tok, SigningSecret: r.SigningSecret, Keyword: r.Keyword,
+			robot := sender.Robot{Name: r.Name, Token: tok, SigningSecret: r.SigningSecret, Keyword: r.Keyword,
 				Limit: r.Limit, LimitPerSecond: perSecond}
 			if robot.Limit == 0 {
 				robot.Limit = limit
@@ -75,7 +75,7 @@ func chatOptions(c config.Config) (notify.Options, error) {
 
 // channels routes every target of the configuration to its channel: chat targets to
 // the chat sender, topic targets to the topic relay.
-func channels(c config.Config, chat, topics notify.Channel) delivery.Channels {
+func channels(c config.Config, chat, topics sender.Channel) delivery.Channels {
 	out := delivery.Channels{}
 	for name, t := range c.Targets {
 		if t.Chat() {
@@ -89,10 +89,10 @@ func channels(c config.Config, chat, topics notify.Channel) delivery.Channels {
 
 // bodyChecker is a chat sender without a pool, for the commands that check and render
 // bodies of the configuration's chat targets without sending them.
-func bodyChecker(c config.Config) (*notify.Sender, error) {
+func bodyChecker(c config.Config) (*sender.Chat, error) {
 	opts, err := chatOptions(c)
 	if err != nil {
 		return nil, err
 	}
-	return notify.New(opts, nil, slog.New(slog.DiscardHandler), nil, nil)
+	return sender.NewChat(opts, nil, slog.New(slog.DiscardHandler), nil, nil)
 }

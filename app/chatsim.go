@@ -8,10 +8,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
-	"github.com/rocketdelay/rocketdelay/notify/feishu"
-	"github.com/rocketdelay/rocketdelay/notify/wecom"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/wecom"
 )
 
 // simPlatforms are the platforms `rocketdelay chat-sim` serves, DingTalk first (the kind

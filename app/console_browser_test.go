@@ -19,7 +19,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/failed"
-	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/oncall"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -22,7 +22,7 @@ const episodeRetention = 7 * 24 * time.Hour
 // escalator builds the escalation runtime: episodes in Redis, steps published through
 // pub, cancelled through cancels (noted as the escalation's), rendered by snd.
 func escalator(cfg config.Config, rdb redis.UniversalClient, pub escalation.Publisher, cancels failed.Canceller,
-	snd *notify.Sender, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*escalation.Escalator, error) {
+	snd *sender.Chat, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*escalation.Escalator, error) {
 	rotations, err := oncall.NewRotations(cfg.Rotations)
 	if err != nil {
 		return nil, err // validated with the configuration: only a bug reaches this

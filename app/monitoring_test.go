@@ -14,9 +14,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/ingress"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 )
 
 // describer is a Registerer that keeps what every collector describes: metric names and
@@ -65,7 +65,7 @@ var (
 func TestMonitoringUsesRealMetrics(t *testing.T) {
 	known := describer{}
 	scheduler.NewMetrics(known)
-	notify.NewMetrics(known)
+	sender.NewMetrics(known)
 	delivery.NewMetrics(known)
 	relay.NewMetrics(known)
 	ingress.NewMetrics(known)

@@ -5,7 +5,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -31,7 +31,7 @@ func newRobotsCmd(stdio IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, err := notify.RobotStatuses(c.Context(), store.RobotPoolFor(rdb, cfg.Redis.KeyPrefix, cfg.Sender),
+			rows, err := sender.RobotStatuses(c.Context(), store.RobotPoolFor(rdb, cfg.Redis.KeyPrefix, cfg.Sender),
 				opts.Targets, cfg.Sender.Limit)
 			if err != nil {
 				return err
@@ -39,7 +39,7 @@ func newRobotsCmd(stdio IO) *cobra.Command {
 			if out.is(outJSON) {
 				return writeJSON(c.OutOrStdout(), rows)
 			}
-			return notify.WriteRobotStatuses(c.OutOrStdout(), rows)
+			return sender.WriteRobotStatuses(c.OutOrStdout(), rows)
 		})
 	}
 	configFlag(cmd, &path)

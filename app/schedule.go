@@ -16,8 +16,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
-	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -263,7 +263,7 @@ func (d *destinationFlags) none() error {
 	return nil
 }
 
-func publishBody(chat *notify.Sender, target, text, markdownFile, title, jsonFile string) ([]byte, error) {
+func publishBody(chat *sender.Chat, target, text, markdownFile, title, jsonFile string) ([]byte, error) {
 	given := 0
 	for _, s := range []string{text, markdownFile, jsonFile} {
 		if s != "" {
@@ -284,7 +284,7 @@ func publishBody(chat *notify.Sender, target, text, markdownFile, title, jsonFil
 		if err != nil {
 			return nil, fmt.Errorf("publish: %w", err)
 		}
-		return chat.Body(target, notify.Message{Format: notify.FormatMarkdown, Title: title, Text: string(md)})
+		return chat.Body(target, sender.Message{Format: sender.FormatMarkdown, Title: title, Text: string(md)})
 	default:
 		return os.ReadFile(jsonFile)
 	}

@@ -23,10 +23,10 @@ import (
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/migrations"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
-	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 	"github.com/rocketdelay/rocketdelay/wire"
@@ -143,8 +143,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	chatOpts.Fence = ws.Guard() // a request starts only while its confirm keeps the alert from a take-over
 	pool := store.RobotPoolFor(rdb, cfg.Redis.KeyPrefix, cfg.Sender)
-	notifyMetrics := notify.NewMetrics(reg)
-	snd, err := notify.New(chatOpts, pool, logger.With("component", "sender"), notifyMetrics, now)
+	chatMetrics := sender.NewMetrics(reg)
+	snd, err := sender.NewChat(chatOpts, pool, logger.With("component", "sender"), chatMetrics, now)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	defer topics.Close()
 	for name := range topic.Targets(cfg) {
-		notifyMetrics.Target(name, config.KindTopic)
+		chatMetrics.Target(name, config.KindTopic)
 	}
 	deliverer := delivery.New(channels(cfg, snd, topics), ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
 		logger, delivery.NewMetrics(reg), now)

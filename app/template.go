@@ -14,7 +14,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/console"
 	"github.com/rocketdelay/rocketdelay/ingress"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 )
 
 // newTemplateCmd is `rocketdelay template …`: the Alertmanager templates of the robot
@@ -106,7 +106,7 @@ func readNotification(stdin io.Reader, file string) (ingress.Notification, error
 // (console.Renderer).
 type renderer struct {
 	cfg  config.Config
-	chat *notify.Sender // checks the rendered body as the platform would
+	chat *sender.Chat // checks the rendered body as the platform would
 }
 
 func newRenderer(cfg config.Config) (renderer, error) {
@@ -120,21 +120,21 @@ func newRenderer(cfg config.Config) (renderer, error) {
 // render renders n with target's template and mention rules, and returns the message and
 // the platform's message JSON, indented; it fails when the template fails on n or the
 // platform would refuse the body.
-func (r renderer) render(target string, n ingress.Notification) (notify.Message, string, error) {
+func (r renderer) render(target string, n ingress.Notification) (sender.Message, string, error) {
 	m, err := ingress.Render(r.cfg, target, n)
 	if err != nil {
-		return notify.Message{}, "", err
+		return sender.Message{}, "", err
 	}
 	body, err := r.chat.Body(target, m)
 	if err == nil {
 		err = r.chat.Check(target, body)
 	}
 	if err != nil {
-		return notify.Message{}, "", fmt.Errorf("target %q: the platform would refuse the rendered message: %w", target, err)
+		return sender.Message{}, "", fmt.Errorf("target %q: the platform would refuse the rendered message: %w", target, err)
 	}
 	var indented bytes.Buffer
 	if err := json.Indent(&indented, body, "", "  "); err != nil {
-		return notify.Message{}, "", err
+		return sender.Message{}, "", err
 	}
 	return m, indented.String(), nil
 }
@@ -166,13 +166,13 @@ func (r renderer) Render(target string, notification []byte) (console.Rendered, 
 
 // writeRendered prints a rendered message for a person: its title, whom it mentions, its
 // text.
-func writeRendered(w io.Writer, m notify.Message) error {
+func writeRendered(w io.Writer, m sender.Message) error {
 	_, err := fmt.Fprintf(w, "title: %s\nmentions: %s\ntext:\n%s\n", m.Title, mentions(m), m.Text)
 	return err
 }
 
 // mentions says whom m mentions: "nobody", or everyone, user ids and mobiles.
-func mentions(m notify.Message) string {
+func mentions(m sender.Message) string {
 	var who []string
 	if m.Mentions.All {
 		who = append(who, "everyone")

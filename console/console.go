@@ -37,7 +37,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 )
 
 // Prefix is the path the console is served under; mount Handler on it.
@@ -64,7 +64,7 @@ type State struct {
 	// Due lists the entries due soonest, with their target.
 	Due []Due
 	// Robots is the shared robot pool.
-	Robots []notify.RobotStatus
+	Robots []sender.RobotStatus
 	// Lateness is the recent hand-off lateness (due → sender) of this replica.
 	Lateness Lateness
 }

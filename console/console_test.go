@@ -22,8 +22,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -55,7 +55,7 @@ func newSite(t *testing.T, tok config.Secret) *site {
 	rdb, prefix := testenv.Redis(t)
 	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
 	src := console.Sources{Wheel: ws, Pool: store.NewRobotPool(rdb, prefix, time.Minute),
-		Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1"}, {Name: "r2", Limit: 10}}}}, Limit: 19,
+		Targets: map[string]sender.Target{"ops": {Protocol: dingtalk.New(""), Robots: []sender.Robot{{Name: "r1"}, {Name: "r2", Limit: 10}}}}, Limit: 19,
 		Mode: func() string { return "timer" }, Lateness: func() (uint64, time.Duration, time.Duration) {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -16,7 +16,7 @@ type Sources struct {
 	Wheel *store.WheelStage
 	Pool  *store.RobotPool
 	// Targets are the configured chat targets; Limit the default limit per window.
-	Targets map[string]notify.Target
+	Targets map[string]sender.Target
 	Limit   int
 	// Mode says how hops cross the broker; Lateness summarises hand-off lateness.
 	Mode     func() string
@@ -46,7 +46,7 @@ func (s Sources) State(ctx context.Context) (State, error) {
 	for _, e := range entries {
 		st.Due = append(st.Due, Due{ID: e.ID, Target: e.Target, At: e.DueAt})
 	}
-	if st.Robots, err = notify.RobotStatuses(ctx, s.Pool, s.Targets, s.Limit); err != nil {
+	if st.Robots, err = sender.RobotStatuses(ctx, s.Pool, s.Targets, s.Limit); err != nil {
 		return State{}, err
 	}
 	st.Lateness.Count, st.Lateness.P50, st.Lateness.P99 = s.Lateness()

@@ -19,10 +19,10 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
-	"github.com/rocketdelay/rocketdelay/notify/feishu"
-	"github.com/rocketdelay/rocketdelay/notify/wecom"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/wecom"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -152,7 +152,7 @@ type body struct {
 
 // parsers read a chat target's body, by its kind (a row whose target is unknown is read
 // as DingTalk's).
-var parsers = map[string]notify.Protocol{config.KindDingTalk: dingtalk.New(""), config.KindWeCom: wecom.New(""),
+var parsers = map[string]sender.Protocol{config.KindDingTalk: dingtalk.New(""), config.KindWeCom: wecom.New(""),
 	config.KindFeishu: feishu.New("")}
 
 // renderBody shows text as text, markdown rendered (goldmark, which leaves raw HTML
@@ -167,9 +167,9 @@ func renderBody(payload []byte, kind string) *body {
 		return &body{Kind: "raw", Text: string(payload), Error: err.Error()}
 	}
 	switch m.Format {
-	case notify.FormatText:
+	case sender.FormatText:
 		return &body{Kind: "text", Text: m.Text}
-	case notify.FormatMarkdown:
+	case sender.FormatMarkdown:
 		var b bytes.Buffer
 		if err := goldmark.Convert([]byte(m.Text), &b); err != nil {
 			return &body{Kind: "raw", Text: m.Text, Error: "markdown: " + err.Error()}

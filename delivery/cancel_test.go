@@ -16,9 +16,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -36,7 +36,7 @@ type simJob struct {
 // confirmHook is a Sender that runs before and after around every confirm of the
 // sender it wraps (each nil: nothing), to put a step of a test exactly there.
 type confirmHook struct {
-	notify.Channel
+	sender.Channel
 	mu            sync.Mutex
 	before, after func()
 }
@@ -47,12 +47,12 @@ func (h *confirmHook) set(before, after func()) {
 	h.before, h.after = before, after
 }
 
-func (h *confirmHook) Send(ctx context.Context, a notify.Alert) (notify.Sent, error) {
+func (h *confirmHook) Send(ctx context.Context, a sender.Alert) (sender.Sent, error) {
 	h.mu.Lock()
 	before, after := h.before, h.after
 	h.mu.Unlock()
 	claim := a.Claim
-	a.Claim = notify.ConfirmFunc(func(ctx context.Context, partsSent int) error {
+	a.Claim = sender.ConfirmFunc(func(ctx context.Context, partsSent int) error {
 		if before != nil {
 			before()
 		}
@@ -75,9 +75,9 @@ func newSimJob(t *testing.T) *simJob {
 	rdb, prefix := testenv.Redis(t)
 	sim, url := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: "cancel-token"}},
 		Limit: 10000})
-	snd, err := notify.New(notify.Options{Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(url),
-		Robots: []notify.Robot{{Name: "r1", Token: config.Secret("cancel-token")}}}}, Limit: 10000, HTTPTimeout: 5 * time.Second},
-		store.NewRobotPool(rdb, prefix, time.Minute), discardLogger(), notify.NewMetrics(prometheus.NewRegistry()), nil)
+	snd, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{"ops": {Protocol: dingtalk.New(url),
+		Robots: []sender.Robot{{Name: "r1", Token: config.Secret("cancel-token")}}}}, Limit: 10000, HTTPTimeout: 5 * time.Second},
+		store.NewRobotPool(rdb, prefix, time.Minute), discardLogger(), sender.NewMetrics(prometheus.NewRegistry()), nil)
 	require.NoError(t, err)
 	t.Cleanup(snd.Close)
 	hook := &confirmHook{Channel: snd}

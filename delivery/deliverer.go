@@ -9,18 +9,18 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // ErrParked is Deliver's answer for an alert parked for its robot group's next send
-// (notify.Claim.Park): the caller no longer holds it and forgets it.
-var ErrParked = notify.ErrParked
+// (sender.Claim.Park): the caller no longer holds it and forgets it.
+var ErrParked = sender.ErrParked
 
 // Rejected is an input that can never be delivered as it is.
 type Rejected struct {
 	// Alert is the input decoded as far as it could be.
-	Alert notify.Alert
+	Alert sender.Alert
 	// Properties are the message's properties as received.
 	Properties map[string]string
 	// MessageKey is the broker's unique key of the message; it names the row when the
@@ -37,16 +37,16 @@ type Rejected struct {
 // then named after the message key.
 const ReasonBadID = "bad_id"
 
-// Channels are where due alerts go, by target name: the chat sender (notify.Sender) for
+// Channels are where due alerts go, by target name: the chat sender (sender.Chat) for
 // robot targets of every platform, the topic relay (relay.Sender) for topic targets.
-// Every error a channel returns is a *notify.Failure, or notify.ErrParked.
-type Channels map[string]notify.Channel
+// Every error a channel returns is a *sender.Failure, or sender.ErrParked.
+type Channels map[string]sender.Channel
 
 // send sends a through its target's channel.
-func (c Channels) send(ctx context.Context, a notify.Alert) (notify.Sent, error) {
+func (c Channels) send(ctx context.Context, a sender.Alert) (sender.Sent, error) {
 	ch, ok := c[a.Target]
 	if !ok {
-		return notify.Sent{}, &notify.Failure{Class: notify.ClassPermanent, Target: a.Target,
+		return sender.Sent{}, &sender.Failure{Class: sender.ClassPermanent, Target: a.Target,
 			Reason: fmt.Sprintf("target %q is not configured", a.Target)}
 	}
 	return ch.Send(ctx, a)
@@ -65,7 +65,7 @@ type Claims interface {
 // an escalation's step is sent only while its episode runs, rendered then (package
 // escalation implements it). send false withholds the alert for good.
 type Gate interface {
-	Due(ctx context.Context, a notify.Alert) (out notify.Alert, send bool, err error)
+	Due(ctx context.Context, a sender.Alert) (out sender.Alert, send bool, err error)
 }
 
 // Options tune a Deliverer. A zero field takes its default.
@@ -115,7 +115,7 @@ func (d *Deliverer) SetGate(g Gate) { d.gate = g }
 // delivered nor recorded (stopping, Redis or Postgres unreachable): the caller keeps it
 // and tries again later. A failed send is noted under the claim (Claim.MarkFailed)
 // before it is recorded, so a later try only records it and never sends it twice.
-func (d *Deliverer) Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error) {
+func (d *Deliverer) Deliver(ctx context.Context, a sender.Alert) (store.Receipt, error) {
 	if a.Noted != nil {
 		f, err := decodeFailure(a.Noted)
 		if err != nil {
@@ -137,11 +137,11 @@ func (d *Deliverer) Deliver(ctx context.Context, a notify.Alert) (store.Receipt,
 	if err == nil {
 		return store.Receipt{Outcome: store.Delivered, Robot: sent.Robot, Merged: sent.Merged, Parts: sent.Parts}, nil
 	}
-	var f *notify.Failure
+	var f *sender.Failure
 	switch {
 	case errors.Is(err, store.ErrNotHeld), errors.Is(err, ErrParked):
 		return store.Receipt{}, err
-	case errors.Is(err, notify.ErrStopping):
+	case errors.Is(err, sender.ErrStopping):
 		return store.Receipt{}, err // not sent, nothing failed: the caller hands it back
 	case !errors.As(err, &f) || ctx.Err() != nil:
 		return store.Receipt{}, err // stopping, or not a send failure: the caller retries
@@ -158,8 +158,8 @@ func (d *Deliverer) Deliver(ctx context.Context, a notify.Alert) (store.Receipt,
 }
 
 // Stop ends, at once, every send that waits in a channel that can stop (the chat
-// Sender: notify.Sender.Stop), and every later one: their Deliver returns an error
-// wrapping notify.ErrStopping, and nothing was sent or recorded. Requests on the wire go
+// Sender: sender.Chat.Stop), and every later one: their Deliver returns an error
+// wrapping sender.ErrStopping, and nothing was sent or recorded. Requests on the wire go
 // on. The scheduler calls it as it stops, once it claims nothing more.
 func (d *Deliverer) Stop() {
 	for _, ch := range d.senders {
@@ -170,7 +170,7 @@ func (d *Deliverer) Stop() {
 }
 
 // record writes the final failure f of a's send to failed_sends.
-func (d *Deliverer) record(ctx context.Context, a notify.Alert, f *notify.Failure) (store.Receipt, error) {
+func (d *Deliverer) record(ctx context.Context, a sender.Alert, f *sender.Failure) (store.Receipt, error) {
 	// The claim must still be ours: a replica that lost it must not record over the row of
 	// an alert the new holder delivered.
 	if a.Claim != nil {
@@ -217,7 +217,7 @@ func (d *Deliverer) record(ctx context.Context, a notify.Alert, f *notify.Failur
 // delivered (0 when err is nil, not a send failure, or of an alert sent whole): a later
 // hand-off sends from the part after them.
 func PartsSent(err error) int {
-	var f *notify.Failure
+	var f *sender.Failure
 	if errors.As(err, &f) {
 		return f.PartsSent()
 	}
@@ -236,7 +236,7 @@ func recordLabel(r store.RecordResult) string {
 
 // noted is a failed send as MarkFailed keeps it in Redis.
 type noted struct {
-	Class      notify.Class  `json:"class"`
+	Class      sender.Class  `json:"class"`
 	Reason     string        `json:"reason"`
 	HTTPStatus int           `json:"http,omitempty"`
 	Errcode    int           `json:"errcode,omitempty"`
@@ -245,18 +245,18 @@ type noted struct {
 	Parts      int           `json:"parts,omitempty"`
 }
 
-func encodeFailure(f *notify.Failure) []byte {
+func encodeFailure(f *sender.Failure) []byte {
 	b, _ := json.Marshal(noted{Class: f.Class, Reason: f.Reason, HTTPStatus: f.HTTPStatus, Errcode: f.Code,
 		RetryAfter: f.RetryAfter, Part: f.Part, Parts: f.Parts}) // cannot fail: plain fields
 	return b
 }
 
-func decodeFailure(b []byte) (*notify.Failure, error) {
+func decodeFailure(b []byte) (*sender.Failure, error) {
 	var n noted
 	if err := json.Unmarshal(b, &n); err != nil {
 		return nil, err
 	}
-	return &notify.Failure{Class: n.Class, Reason: n.Reason, HTTPStatus: n.HTTPStatus, Code: n.Errcode,
+	return &sender.Failure{Class: n.Class, Reason: n.Reason, HTTPStatus: n.HTTPStatus, Code: n.Errcode,
 		RetryAfter: n.RetryAfter, Part: n.Part, Parts: n.Parts}, nil
 }
 

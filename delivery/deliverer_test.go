@@ -13,7 +13,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -26,10 +26,10 @@ func TestDeliverRecordsWhatTheSenderGivesUp(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	failures := map[string]error{
-		"throttled": &notify.Failure{Class: notify.ClassThrottled, Reason: "send too fast", Code: 130101},
-		"breakers":  &notify.Failure{Class: notify.ClassTransient, Reason: "every breaker open", RetryAfter: time.Hour},
-		"too-big":   &notify.Failure{Class: notify.ClassPermanent, Reason: "too long", Code: 460101},
-		"split":     &notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503", Part: 3, Parts: 5},
+		"throttled": &sender.Failure{Class: sender.ClassThrottled, Reason: "send too fast", Code: 130101},
+		"breakers":  &sender.Failure{Class: sender.ClassTransient, Reason: "every breaker open", RetryAfter: time.Hour},
+		"too-big":   &sender.Failure{Class: sender.ClassPermanent, Reason: "too long", Code: 460101},
+		"split":     &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503", Part: 3, Parts: 5},
 	}
 	snd := newFakeSender(func(p string) error { return failures[p] })
 	d := newDeliverer(t, fs, snd, delivery.Options{FirstRetry: time.Minute}, nil, func() time.Time { return now })
@@ -74,7 +74,7 @@ func TestDeliverRecordsANotedFailureWithoutSendingAgain(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
-	snd := newFakeSender(func(string) error { return &notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503"} })
+	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"} })
 	deadPool, deadFS := testenv.FailedSends(t)
 	deadPool.Close()
 	ws := stageFor(t, fs)
@@ -119,9 +119,9 @@ func TestDeliverWithALostClaimDoesNothing(t *testing.T) {
 	require.Empty(t, delivered)
 
 	// Nor does it record the failure of a send it made before losing the claim.
-	failing := newFakeSender(func(string) error { return &notify.Failure{Class: notify.ClassThrottled, Reason: "too fast"} })
+	failing := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassThrottled, Reason: "too fast"} })
 	b := claimed(t, fs, "b", "y")
-	noted, err := json(&notify.Failure{Class: notify.ClassThrottled, Reason: "too fast"})
+	noted, err := json(&sender.Failure{Class: sender.ClassThrottled, Reason: "too fast"})
 	require.NoError(t, err)
 	b.Noted, b.Claim = noted, lostClaim(b.Claim)
 	_, err = newDeliverer(t, fs, failing, delivery.Options{}, nil, time.Now).Deliver(ctx, b)
@@ -138,7 +138,7 @@ func TestDeliverKeepsAnAlertTheStoreFailed(t *testing.T) {
 	_, fs := testenv.FailedSends(t)
 	storeDown := fmt.Errorf("store: pick robot: dial tcp: %w", store.ErrUnavailable)
 	snd := newFakeSender(func(string) error {
-		return &notify.Failure{Class: notify.ClassTransient, Reason: "robot pool: down", Err: storeDown}
+		return &sender.Failure{Class: sender.ClassTransient, Reason: "robot pool: down", Err: storeDown}
 	})
 	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
 	_, err := d.Deliver(context.Background(), claimed(t, fs, "a", "x"))
@@ -148,21 +148,21 @@ func TestDeliverKeepsAnAlertTheStoreFailed(t *testing.T) {
 	require.Empty(t, rows)
 }
 
-// A send the channel ended because the replica is stopping (notify.ErrStopping) is no
+// A send the channel ended because the replica is stopping (sender.ErrStopping) is no
 // failure: the alert is kept (an error), neither noted as failed nor recorded, for the
 // replica to hand it back. Deliverer.Stop stops the channels that can stop.
 func TestDeliverKeepsAnAlertNotSentWhileStopping(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	snd := &stoppable{fakeSender: newFakeSender(func(string) error {
-		return &notify.Failure{Class: notify.ClassTransient, Reason: "not sent: this replica is stopping", Err: notify.ErrStopping}
+		return &sender.Failure{Class: sender.ClassTransient, Reason: "not sent: this replica is stopping", Err: sender.ErrStopping}
 	})}
 	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
 	d.Stop()
 	require.True(t, snd.stopped.Load(), "the channel was stopped")
 	a := claimed(t, fs, "a", "x")
 	_, err := d.Deliver(context.Background(), a)
-	require.ErrorIs(t, err, notify.ErrStopping)
+	require.ErrorIs(t, err, sender.ErrStopping)
 	rows, _, err := fs.List(context.Background(), store.Filter{})
 	require.NoError(t, err)
 	require.Empty(t, rows)
@@ -190,15 +190,15 @@ func TestRejectNamesTheRow(t *testing.T) {
 	d := newDeliverer(t, fs, newFakeSender(nil), delivery.Options{}, nil, time.Now)
 	due := time.Now().Add(time.Minute).Truncate(time.Millisecond)
 	require.NoError(t, d.Reject(ctx, delivery.Rejected{
-		Alert:      notify.Alert{ID: "order-1", Target: "nobody", Due: due, Body: []byte("hi")},
+		Alert:      sender.Alert{ID: "order-1", Target: "nobody", Due: due, Body: []byte("hi")},
 		Properties: map[string]string{"RD_TARGET": "nobody"}, MessageKey: "K1",
 		Reason: "unknown_target", Detail: `RD_TARGET "nobody" is not a target`,
 	}))
 	require.NoError(t, d.Reject(ctx, delivery.Rejected{
-		Alert: notify.Alert{ID: "has space"}, MessageKey: "K2", Reason: delivery.ReasonBadID, Detail: "bad id",
+		Alert: sender.Alert{ID: "has space"}, MessageKey: "K2", Reason: delivery.ReasonBadID, Detail: "bad id",
 	}))
 	require.NoError(t, d.Reject(ctx, delivery.Rejected{
-		Alert:      notify.Alert{ID: "nul\x00id", Target: "bad\xffutf8", Body: []byte("\x00\xff")},
+		Alert:      sender.Alert{ID: "nul\x00id", Target: "bad\xffutf8", Body: []byte("\x00\xff")},
 		Properties: map[string]string{"RD_ID": "nul\x00id", "RD_TARGET": "bad\xffutf8", "k\x00": "v\xfe"},
 		MessageKey: "K3\x00", Reason: delivery.ReasonBadID, Detail: "RD_ID must be printable",
 	}))
@@ -232,7 +232,7 @@ func TestRejectNeverOverwritesAnotherRow(t *testing.T) {
 	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "order-7", Target: "ops", Payload: []byte("real alert"),
 		ErrorClass: "transient", LastError: "HTTP 503", NextAttemptAt: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
-	bad := delivery.Rejected{Alert: notify.Alert{ID: "order-7", Target: "ops", Body: []byte("{not json")},
+	bad := delivery.Rejected{Alert: sender.Alert{ID: "order-7", Target: "ops", Body: []byte("{not json")},
 		MessageKey: "KEY-7", Reason: "bad_body", Detail: "the body is not valid JSON"}
 	for range 2 { // a redelivery of the same message records nothing more
 		require.NoError(t, d.Reject(ctx, bad))
@@ -259,7 +259,7 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
 	ctx := context.Background()
-	snd := newFakeSender(func(string) error { return &notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503"} })
+	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"} })
 	d := newDeliverer(t, fs, snd, delivery.Options{}, nil, time.Now)
 	a := claimed(t, fs, "late", "disk full")
 	outcome, err := d.Deliver(ctx, a)
@@ -273,7 +273,7 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 	// The stale copy: the same alert, its failure noted, handed off once more by a
 	// replica whose claim outlived the retry job's delivery.
 	stale := a
-	stale.Noted, err = json(&notify.Failure{Class: notify.ClassTransient, Reason: "HTTP 503"})
+	stale.Noted, err = json(&sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"})
 	require.NoError(t, err)
 	outcome, err = d.Deliver(ctx, stale)
 	require.NoError(t, err)
@@ -298,19 +298,19 @@ func TestStaleRecordLeavesADeliveredRowAlone(t *testing.T) {
 
 // claimed2 claims an entry already in ws again and returns it as the scheduler hands it
 // off.
-func claimed2(t testing.TB, ws *store.WheelStage, id string) notify.Alert {
+func claimed2(t testing.TB, ws *store.WheelStage, id string) sender.Alert {
 	t.Helper()
 	got, err := ws.Claim(context.Background(), []string{id}, "second-claim")
 	require.NoError(t, err)
 	require.Len(t, got.Entries, 1)
 	e := got.Entries[0]
-	return notify.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Claim: stageClaim{ws, e.Claim()},
+	return sender.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Claim: stageClaim{ws, e.Claim()},
 		Noted: e.Failure, PartsSent: e.PartsSent}
 }
 
 // json encodes f as a noted failure, the way Deliver notes it (a round trip through the
 // wheel stage would do the same).
-func json(f *notify.Failure) ([]byte, error) {
+func json(f *sender.Failure) ([]byte, error) {
 	if f == nil {
 		return nil, errors.New("nil failure")
 	}

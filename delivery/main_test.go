@@ -14,7 +14,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -39,13 +39,13 @@ func newFakeSender(fail func(payload string) error) *fakeSender {
 	return &fakeSender{fail: fail, delivered: map[string]int{}}
 }
 
-func (s *fakeSender) Send(ctx context.Context, a notify.Alert) (notify.Sent, error) {
+func (s *fakeSender) Send(ctx context.Context, a sender.Alert) (sender.Sent, error) {
 	if err := ctx.Err(); err != nil {
-		return notify.Sent{}, err
+		return sender.Sent{}, err
 	}
 	if a.Claim != nil {
 		if err := a.Claim.Confirm(ctx, a.PartsSent); err != nil {
-			return notify.Sent{}, &notify.Failure{Class: notify.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
+			return sender.Sent{}, &sender.Failure{Class: sender.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
 		}
 	}
 	payload := a.Body
@@ -55,11 +55,11 @@ func (s *fakeSender) Send(ctx context.Context, a notify.Alert) (notify.Sent, err
 	if s.fail != nil {
 		if err := s.fail(string(payload)); err != nil {
 			s.failures++
-			return notify.Sent{}, err
+			return sender.Sent{}, err
 		}
 	}
 	s.delivered[string(payload)]++
-	return notify.Sent{Merged: 1, Parts: 1}, nil
+	return sender.Sent{Merged: 1, Parts: 1}, nil
 }
 
 func (s *fakeSender) snapshot() (map[string]int, int) {
@@ -93,20 +93,20 @@ func stageFor(t testing.TB, fs *store.FailedSends) *store.WheelStage {
 
 // newDeliverer returns a Deliverer on fs and its wheel stage that sends through snd, the
 // channel of target ops and of the rows the tests record without a target.
-func newDeliverer(t testing.TB, fs *store.FailedSends, snd notify.Channel, opts delivery.Options, m *delivery.Metrics, now func() time.Time) *delivery.Deliverer {
+func newDeliverer(t testing.TB, fs *store.FailedSends, snd sender.Channel, opts delivery.Options, m *delivery.Metrics, now func() time.Time) *delivery.Deliverer {
 	t.Helper()
 	return delivery.New(delivery.Channels{"ops": snd, "": snd}, stageFor(t, fs), fs, opts, discardLogger(), m, now)
 }
 
 // newJob returns a retry job on fs that sends through snd.
-func newJob(t testing.TB, fs *store.FailedSends, snd notify.Channel, opts delivery.RetryOptions, m *delivery.Metrics, now func() time.Time) *delivery.RetryJob {
+func newJob(t testing.TB, fs *store.FailedSends, snd sender.Channel, opts delivery.RetryOptions, m *delivery.Metrics, now func() time.Time) *delivery.RetryJob {
 	t.Helper()
 	return delivery.NewRetryJob(newDeliverer(t, fs, snd, delivery.Options{}, m, now), opts)
 }
 
 // claimed puts an alert due now into fs's wheel stage, claims it, and returns the alert
 // as the scheduler hands it off.
-func claimed(t testing.TB, fs *store.FailedSends, id, body string) notify.Alert {
+func claimed(t testing.TB, fs *store.FailedSends, id, body string) sender.Alert {
 	t.Helper()
 	ws := stageFor(t, fs)
 	ctx := context.Background()
@@ -117,7 +117,7 @@ func claimed(t testing.TB, fs *store.FailedSends, id, body string) notify.Alert 
 	require.NoError(t, err)
 	require.Len(t, got.Entries, 1)
 	e := got.Entries[0]
-	return notify.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Claim: stageClaim{ws, e.Claim()},
+	return sender.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Claim: stageClaim{ws, e.Claim()},
 		Noted: e.Failure, PartsSent: e.PartsSent}
 }
 
@@ -134,13 +134,13 @@ func (s stageClaim) Confirm(ctx context.Context, parts int) error {
 func (s stageClaim) MarkFailed(ctx context.Context, f []byte) error {
 	return s.ws.MarkFailed(ctx, s.c, f)
 }
-func (stageClaim) Park(context.Context) error { return notify.ErrNoPark }
+func (stageClaim) Park(context.Context) error { return sender.ErrNoPark }
 
 // heldBy is the wheel-stage claim that holds a.
-func heldBy(a notify.Alert) store.Claim { return a.Claim.(stageClaim).c }
+func heldBy(a sender.Alert) store.Claim { return a.Claim.(stageClaim).c }
 
 // lostClaim is c as held by another replica's token: this one lost it.
-func lostClaim(c notify.Claim) notify.Claim {
+func lostClaim(c sender.Claim) sender.Claim {
 	sc := c.(stageClaim)
 	sc.c.Token = "someone-else"
 	return sc

@@ -15,9 +15,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -25,7 +25,7 @@ import (
 // proxy, and the DingTalk simulator, which cuts that proxy once, for cut, right after it
 // accepted the first part of a split alert: the pick of the second part fails.
 type splitWorld struct {
-	snd      *notify.Sender
+	snd      *sender.Chat
 	sim      *chatsim.Server
 	restored sync.WaitGroup
 }
@@ -49,8 +49,8 @@ func newSplitWorld(t *testing.T, cut time.Duration) *splitWorld {
 	}))
 	t.Cleanup(ts.Close)
 	var err error
-	w.snd, err = notify.New(notify.Options{Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(ts.URL + dingtalk.SimPath),
-		Robots: []notify.Robot{{Name: "r1", Token: config.Secret("tok-split")}}}}, Limit: 19, HTTPTimeout: 2 * time.Second, Attempts: 3,
+	w.snd, err = sender.NewChat(sender.Options{Targets: map[string]sender.Target{"ops": {Protocol: dingtalk.New(ts.URL + dingtalk.SimPath),
+		Robots: []sender.Robot{{Name: "r1", Token: config.Secret("tok-split")}}}}, Limit: 19, HTTPTimeout: 2 * time.Second, Attempts: 3,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
 		store.NewRobotPool(rdb, prefix, time.Minute), discardLogger(), nil, nil)
 	require.NoError(t, err)

@@ -15,7 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -380,9 +380,9 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 		}
 		return tryDelivered
 	}
-	a := notify.Alert{ID: row.MessageID, Target: row.Target, Body: row.Payload, Props: row.Properties,
+	a := sender.Alert{ID: row.MessageID, Target: row.Target, Body: row.Payload, Props: row.Properties,
 		PartsSent: row.PartsSent,
-		Claim: notify.ConfirmFunc(func(ctx context.Context, partsSent int) error {
+		Claim: sender.ConfirmFunc(func(ctx context.Context, partsSent int) error {
 			return j.store.Confirm(ctx, row.ID, token, partsSent)
 		})}
 	if g := j.d.gate; g != nil {
@@ -410,7 +410,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 	case errors.Is(err, store.ErrNotHeld):
 		log.Warn("row taken over by another instance (or discarded, or its alert cancelled) before its send; not sent by this one")
 		return tryLost
-	case err != nil && (ctx.Err() != nil || errors.Is(err, notify.ErrStopping)):
+	case err != nil && (ctx.Err() != nil || errors.Is(err, sender.ErrStopping)):
 		return tryCut
 	}
 	// The outcome is recorded even if ctx ends now: the send has happened.
@@ -471,7 +471,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 		return tryDead
 	}
 	wait := Backoff(attempts, j.opts.BackoffBase, j.opts.BackoffCap)
-	if sf := (*notify.Failure)(nil); errors.As(err, &sf) && sf.RetryAfter > wait {
+	if sf := (*sender.Failure)(nil); errors.As(err, &sf) && sf.RetryAfter > wait {
 		wait = sf.RetryAfter // e.g. every robot's circuit breaker is open for a while
 	}
 	err = settle(func(ctx context.Context) error { return j.store.MarkRetry(ctx, row.ID, token, attempts, wait, f) })
@@ -543,16 +543,16 @@ func (j *RetryJob) refreshMetrics(ctx context.Context) error {
 
 // permanent reports whether trying err's send again cannot succeed.
 func permanent(err error) bool {
-	var f *notify.Failure
+	var f *sender.Failure
 	return errors.As(err, &f) && !f.Class.Retryable()
 }
 
 // attemptOf describes a failed attempt for its row: the failure's class (transient when
-// err is not a *notify.Failure), a bounded readable message, the platform's answer, and the
+// err is not a *sender.Failure), a bounded readable message, the platform's answer, and the
 // parts of a split alert delivered so far (sent before the attempt, or by it).
 func attemptOf(err error, sent int) store.FailedAttempt {
-	a := store.FailedAttempt{Class: string(notify.ClassTransient), LastError: truncate(err.Error(), maxLastError), PartsSent: sent}
-	var f *notify.Failure
+	a := store.FailedAttempt{Class: string(sender.ClassTransient), LastError: truncate(err.Error(), maxLastError), PartsSent: sent}
+	var f *sender.Failure
 	if errors.As(err, &f) {
 		if f.Class != "" {
 			a.Class = string(f.Class)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -48,7 +48,7 @@ func TestJobBacksOffThenGivesUpAfterMaxAttempts(t *testing.T) {
 		ErrorClass: "transient", NextAttemptAt: time.Now()})
 	require.NoError(t, err)
 
-	snd := newFakeSender(func(string) error { return &notify.Failure{Class: notify.ClassTransient, HTTPStatus: 503} })
+	snd := newFakeSender(func(string) error { return &sender.Failure{Class: sender.ClassTransient, HTTPStatus: 503} })
 	job := newJob(t, fs, snd, delivery.RetryOptions{MaxAttempts: 4, BackoffBase: time.Minute, BackoffCap: 3 * time.Minute},
 		nil, time.Now)
 	get := func() store.FailedSend {
@@ -97,12 +97,12 @@ func TestJobDeadAtOnceOnPermanentFailureOrMaxAge(t *testing.T) {
 		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: id, Payload: []byte(id), ErrorClass: "transient", NextAttemptAt: now})
 		require.NoError(t, err)
 	}
-	tooBig := &notify.Failure{Class: notify.ClassPermanent, Target: "ops", Code: 460101, Reason: "message too long"}
+	tooBig := &sender.Failure{Class: sender.ClassPermanent, Target: "ops", Code: 460101, Reason: "message too long"}
 	snd := newFakeSender(func(p string) error {
 		if p == "too-big" {
 			return fmt.Errorf("send: %w", tooBig)
 		}
-		return &notify.Failure{Class: notify.ClassThrottled}
+		return &sender.Failure{Class: sender.ClassThrottled}
 	})
 	// 25h later, "old" is past the 24h max age after one more failed attempt.
 	later := now.Add(25 * time.Hour)
@@ -160,10 +160,10 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 
 type blockingSender struct{ started chan struct{} }
 
-func (s blockingSender) Send(ctx context.Context, _ notify.Alert) (notify.Sent, error) {
+func (s blockingSender) Send(ctx context.Context, _ sender.Alert) (sender.Sent, error) {
 	s.started <- struct{}{}
 	<-ctx.Done()
-	return notify.Sent{}, errBlocked
+	return sender.Sent{}, errBlocked
 }
 
 // Two retry jobs run side by side through an outage: every send fails until the
@@ -183,7 +183,7 @@ func TestTwoJobsThroughAnOutageDeliverEachRowExactlyOnce(t *testing.T) {
 	down.Store(true)
 	outage := func(string) error {
 		if down.Load() {
-			return &notify.Failure{Class: notify.ClassTransient, HTTPStatus: 503}
+			return &sender.Failure{Class: sender.ClassTransient, HTTPStatus: 503}
 		}
 		return nil
 	}
@@ -310,7 +310,7 @@ func TestJobHonoursRetryAfter(t *testing.T) {
 		ErrorClass: "transient", NextAttemptAt: time.Now()})
 	require.NoError(t, err)
 	snd := newFakeSender(func(string) error {
-		return &notify.Failure{Class: notify.ClassTransient, Reason: "every circuit breaker is open", RetryAfter: 30 * time.Second}
+		return &sender.Failure{Class: sender.ClassTransient, Reason: "every circuit breaker is open", RetryAfter: 30 * time.Second}
 	})
 	job := newJob(t, fs, snd, delivery.RetryOptions{BackoffBase: time.Second, BackoffCap: time.Minute},
 		nil, time.Now)
@@ -374,7 +374,7 @@ func TestJobWritesTheOutcomeOncePostgresIsBack(t *testing.T) {
 		wantRound  delivery.Round
 		wantStatus store.FailedStatus
 	}{
-		{"failed attempt", &notify.Failure{Class: notify.ClassTransient, HTTPStatus: 503}, delivery.Round{Retried: 1}, store.StatusPending},
+		{"failed attempt", &sender.Failure{Class: sender.ClassTransient, HTTPStatus: 503}, delivery.Round{Retried: 1}, store.StatusPending},
 		{"delivered", nil, delivery.Round{Delivered: 1}, store.StatusDelivered},
 	} {
 		id := "pg-back-" + strings.ReplaceAll(tc.name, " ", "-")
@@ -432,20 +432,20 @@ func newGatedSender() *gatedSender {
 	return &gatedSender{arrived: make(chan string, 16), gate: make(chan struct{})}
 }
 
-func (s *gatedSender) Send(ctx context.Context, a notify.Alert) (notify.Sent, error) {
+func (s *gatedSender) Send(ctx context.Context, a sender.Alert) (sender.Sent, error) {
 	s.arrived <- string(a.Body)
 	select {
 	case <-s.gate:
 	case <-ctx.Done():
-		return notify.Sent{}, &notify.Failure{Class: notify.ClassTransient, Reason: "gave up", Err: ctx.Err()}
+		return sender.Sent{}, &sender.Failure{Class: sender.ClassTransient, Reason: "gave up", Err: ctx.Err()}
 	}
 	if err := a.Claim.Confirm(ctx, 0); err != nil {
-		return notify.Sent{}, &notify.Failure{Class: notify.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
+		return sender.Sent{}, &sender.Failure{Class: sender.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sent = append(s.sent, string(a.Body))
-	return notify.Sent{Merged: 1, Parts: 1}, nil
+	return sender.Sent{Merged: 1, Parts: 1}, nil
 }
 
 func (s *gatedSender) sends() []string {

@@ -11,9 +11,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
-	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -44,7 +44,7 @@ func TestTopicMessageRecordedThenSentByTheRetryJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got.Entries, 1)
 	e := got.Entries[0]
-	out, err := d.Deliver(ctx, notify.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Props: e.Props, Claim: stageClaim{ws, e.Claim()}})
+	out, err := d.Deliver(ctx, sender.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Props: e.Props, Claim: stageClaim{ws, e.Claim()}})
 	require.NoError(t, err)
 	require.Equal(t, store.Recorded, out.Outcome)
 	rows, _, err := fs.List(ctx, store.Filter{Limit: 10})

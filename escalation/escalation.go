@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/oncall"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -57,10 +57,10 @@ type Canceller interface {
 	Cancel(ctx context.Context, id string) (store.CancelResult, error)
 }
 
-// Bodies render a message as the body a chat target's platform takes; *notify.Sender
+// Bodies render a message as the body a chat target's platform takes; *sender.Chat
 // implements it.
 type Bodies interface {
-	Body(target string, m notify.Message) ([]byte, error)
+	Body(target string, m sender.Message) ([]byte, error)
 	Kind(target string) string
 }
 
@@ -399,7 +399,7 @@ func (e *Escalator) announce(ctx context.Context, ep store.Episode, id string, c
 	if ep.LastTarget == "" {
 		return nil
 	}
-	body, err := e.render(ep.LastTarget, notify.Message{Format: notify.FormatMarkdown, Title: c.Title, Text: c.Text})
+	body, err := e.render(ep.LastTarget, sender.Message{Format: sender.FormatMarkdown, Title: c.Title, Text: c.Text})
 	if err != nil {
 		return fmt.Errorf("escalation: render %s: %w", id, err)
 	}
@@ -411,12 +411,12 @@ func (e *Escalator) announce(ctx context.Context, ep store.Episode, id string, c
 
 // render is m as the body target takes: its chat platform's message, or m as JSON for a
 // topic target.
-func (e *Escalator) render(target string, m notify.Message) ([]byte, error) {
+func (e *Escalator) render(target string, m sender.Message) ([]byte, error) {
 	if e.bodies.Kind(target) == "" {
 		return json.Marshal(struct {
 			Title    string          `json:"title"`
 			Text     string          `json:"text"`
-			Mentions notify.Mentions `json:"mentions,omitzero"`
+			Mentions sender.Mentions `json:"mentions,omitzero"`
 		}{m.Title, m.Text, m.Mentions})
 	}
 	return e.bodies.Body(target, m)
@@ -428,7 +428,7 @@ func (e *Escalator) render(target string, m notify.Message) ([]byte, error) {
 // mentions (a rotation's person on duty now) and its acknowledgement link. The next step
 // is named for publishing, and published before Due answers. send false means the step is
 // withheld: its episode ended.
-func (e *Escalator) Due(ctx context.Context, a notify.Alert) (notify.Alert, bool, error) {
+func (e *Escalator) Due(ctx context.Context, a sender.Alert) (sender.Alert, bool, error) {
 	mark := a.Props[wire.PropEpisode]
 	if mark == "" {
 		return a, true, nil
@@ -503,7 +503,7 @@ func (e *Escalator) stepBody(ep store.Episode, seq int64, k int, step config.Esc
 		fmt.Fprintf(&b, "\n\n[Acknowledge](%s)", e.opts.Links.URL(ep.Key, seq, now))
 	}
 	title := fmt.Sprintf("[ESCALATION %d] %s", k+1, c.Title)
-	return e.render(step.Target, notify.Message{Format: notify.FormatMarkdown, Title: title, Text: b.String(), Mentions: mentions})
+	return e.render(step.Target, sender.Message{Format: sender.FormatMarkdown, Title: title, Text: b.String(), Mentions: mentions})
 }
 
 // Run carries out, every second until ctx ends, the outboxes a replica named and left

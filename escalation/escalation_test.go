@@ -14,10 +14,10 @@ import (
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
-	"github.com/rocketdelay/rocketdelay/notify/feishu"
 	"github.com/rocketdelay/rocketdelay/oncall"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender/feishu"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -73,7 +73,7 @@ type world struct {
 	ws       *store.WheelStage
 	pub      *recorder
 	cancels  failed.Canceller
-	bodies   *notify.Sender
+	bodies   *sender.Chat
 	clock    *clock
 	opts     escalation.Options
 }
@@ -89,9 +89,9 @@ func newWorld(t *testing.T, policies map[string]config.Policy, rotations map[str
 	t.Cleanup(func() { _ = p.Close() })
 	_, fs := testenv.FailedSends(t)
 	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
-	bodies, err := notify.New(notify.Options{Targets: map[string]notify.Target{
-		"ops":        {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}},
-		"ops-feishu": {Protocol: feishu.New(""), Robots: []notify.Robot{{Name: "f1", Token: "t"}}},
+	bodies, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{
+		"ops":        {Protocol: dingtalk.New(""), Robots: []sender.Robot{{Name: "r1", Token: "t"}}},
+		"ops-feishu": {Protocol: feishu.New(""), Robots: []sender.Robot{{Name: "f1", Token: "t"}}},
 	}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
 	rots, err := oncall.NewRotations(rotations)
@@ -118,7 +118,7 @@ func (w *world) escalator(reg prometheus.Registerer, change ...func(*escalation.
 // is sent, and its body.
 func due(t *testing.T, e *escalation.Escalator, pub wire.Publication) (bool, []byte) {
 	t.Helper()
-	a, send, err := e.Due(context.Background(), notify.Alert{ID: pub.ID, Target: pub.Target, Body: pub.Body,
+	a, send, err := e.Due(context.Background(), sender.Alert{ID: pub.ID, Target: pub.Target, Body: pub.Body,
 		Props: map[string]string{wire.PropEpisode: pub.Episode}})
 	require.NoError(t, err)
 	return send, a.Body

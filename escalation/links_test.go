@@ -22,8 +22,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -129,8 +129,8 @@ func newAckSite(t *testing.T, brokenRows bool) *ackSite {
 	}
 	cancels := failed.Canceller{Stage: store.NewWheelStage(rdb, prefix, store.WheelStageOptions{}), Rows: fs,
 		Note: store.CancelNote{By: "escalation"}}
-	chat, err := notify.New(notify.Options{Targets: map[string]notify.Target{
-		"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
+	chat, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{
+		"ops": {Protocol: dingtalk.New(""), Robots: []sender.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
 	links := escalation.NewLinks("https://rd.example.com", "ingest-secret", time.Hour)
 	policies := map[string]config.Policy{"db": {Steps: []config.EscalationStep{

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 

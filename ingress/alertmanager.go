@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/escalation"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -230,7 +230,7 @@ var errBusy = errors.New("busy")
 // late copy of an earlier episode's firing or resolve (the slow member of an HA pair
 // whose gossip failed) changes nothing: escalation_already_resolved or
 // escalation_stale_copy for a firing, resolve_stale_copy for a resolve.
-func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notification, m notify.Message, sendResolved bool) (string, error) {
+func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notification, m sender.Message, sendResolved bool) (string, error) {
 	key := g.episode(policy)
 	c := escalation.Content{Title: m.Title, Text: m.Text}
 	if n.Status == "firing" {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/escalation"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
@@ -47,7 +47,7 @@ func (s *site) stepDue(id string) (bool, []byte) {
 	s.t.Helper()
 	props, body := s.published(id)
 	require.NotEmpty(s.t, props[wire.PropEpisode], "%s is a step of an escalation", id)
-	a, send, err := s.esc.Due(context.Background(), notify.Alert{ID: id, Target: props[wire.PropTarget], Body: body,
+	a, send, err := s.esc.Due(context.Background(), sender.Alert{ID: id, Target: props[wire.PropTarget], Body: body,
 		Props: map[string]string{wire.PropEpisode: props[wire.PropEpisode]}})
 	require.NoError(s.t, err)
 	return send, a.Body

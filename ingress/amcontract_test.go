@@ -19,8 +19,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/amref"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -43,8 +43,8 @@ func TestAlertmanagerContractModel(t *testing.T) {
 	cfg := config.Config{Targets: map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "t"}}}}}
 	cfg.Ingress.Token = ingestToken
 	cfg = cfg.WithDefaults()
-	chat, err := notify.New(notify.Options{Targets: map[string]notify.Target{
-		"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
+	chat, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{
+		"ops": {Protocol: dingtalk.New(""), Robots: []sender.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
 	var groups atomic.Int64
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
@@ -148,7 +148,7 @@ func (in *Ingress) publication(req PublishRequest) (wire.Publication, string, er
 			return bad(wire.RejectBadBody, "a markdown alert needs markdown.title and markdown.text")
 		}
 		var err error
-		if pub.Body, err = in.deps.Chat.Body(req.Target, notify.Message{Format: notify.FormatMarkdown,
+		if pub.Body, err = in.deps.Chat.Body(req.Target, sender.Message{Format: sender.FormatMarkdown,
 			Title: req.Markdown.Title, Text: req.Markdown.Text}); err != nil {
 			return bad(wire.RejectBadBody, "%v", err)
 		}

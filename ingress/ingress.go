@@ -12,7 +12,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -69,7 +69,7 @@ type Deps struct {
 	Escalations Escalations
 	Dedupe      Dedupe
 	// Chat checks and renders the bodies of chat targets, by their platform;
-	// *notify.Sender implements it.
+	// *sender.Chat implements it.
 	Chat   Chat
 	Logger *slog.Logger
 	// Now is the clock due times are computed by (the service's reference clock).
@@ -81,7 +81,7 @@ type Chat interface {
 	// Check checks a body for a chat target as its platform would.
 	Check(target string, body []byte) error
 	// Body is the body a producer publishes to a chat target for m.
-	Body(target string, m notify.Message) ([]byte, error)
+	Body(target string, m sender.Message) ([]byte, error)
 }
 
 // Ingress serves the HTTP ways in.

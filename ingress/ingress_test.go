@@ -24,9 +24,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -103,8 +103,8 @@ func newSite(t *testing.T, token config.Secret) *site {
 	s := &site{t: t, ws: ws, fs: fs, stored: stored, cfg: cfg, clock: &clock{now: time.Now().Truncate(time.Millisecond)},
 		episodes: store.NewEpisodes(rdb, prefix, time.Hour), metrics: NewMetrics(nil)}
 	cancels := failed.Canceller{Stage: ws, Rows: fs, Note: store.CancelNote{By: "ingress"}}
-	chat, err := notify.New(notify.Options{Targets: map[string]notify.Target{
-		"ops": {Protocol: dingtalk.New(""), Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
+	chat, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{
+		"ops": {Protocol: dingtalk.New(""), Robots: []sender.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
 	s.esc = escalation.New(escalation.Options{Policies: cfg.Escalations}, s.episodes, p, cancels, chat, testenv.Logger(), nil, s.clock.Now)
 	moves := failed.Rescheduler{Stage: ws, Rows: fs, Publisher: p, Reach: cfg.Scheduler.Threshold, Horizon: cfg.Scheduler.Horizon}

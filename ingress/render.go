@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 )
 
 //go:embed templates/*.tmpl
@@ -44,27 +44,27 @@ func (n Notification) Check() error {
 // Render renders notification n for the robot group target of cfg exactly as the
 // Alertmanager receiver does: with the target's template (targets.NAME.alertmanager,
 // or its platform's built-in one) and its mention rules. The target's platform turns
-// the message into the body published (notify.Sender.Body). Its error says which
+// the message into the body published (sender.Chat.Body). Its error says which
 // target is unknown or not a robot group, which notification is not one, or where the
 // template failed.
-func Render(cfg config.Config, target string, n Notification) (notify.Message, error) {
+func Render(cfg config.Config, target string, n Notification) (sender.Message, error) {
 	t, ok := cfg.Targets[target]
 	switch {
 	case !ok:
-		return notify.Message{}, fmt.Errorf("%q is not a target of the configuration", target)
+		return sender.Message{}, fmt.Errorf("%q is not a target of the configuration", target)
 	case !t.Chat():
-		return notify.Message{}, fmt.Errorf("%q is a %s target: Alertmanager notifications go to robot groups", target, t.Channel())
+		return sender.Message{}, fmt.Errorf("%q is a %s target: Alertmanager notifications go to robot groups", target, t.Channel())
 	}
 	if err := n.Check(); err != nil {
-		return notify.Message{}, err
+		return sender.Message{}, err
 	}
 	r, err := newRenderer(target, t.Channel(), t.Alertmanager)
 	if err != nil {
-		return notify.Message{}, err
+		return sender.Message{}, err
 	}
 	m, err := r.render(n)
 	if err != nil {
-		return notify.Message{}, fmt.Errorf("the template of target %q failed on this notification: %w", target, err)
+		return sender.Message{}, fmt.Errorf("the template of target %q failed on this notification: %w", target, err)
 	}
 	return m, nil
 }
@@ -165,15 +165,15 @@ func newRenderer(target, kind string, t *config.AlertmanagerTarget) (*renderer, 
 
 // render returns the markdown message for n, with the mentions of a firing
 // notification; the target's platform makes it the body producers publish.
-func (r *renderer) render(n Notification) (notify.Message, error) {
+func (r *renderer) render(n Notification) (sender.Message, error) {
 	var title, text bytes.Buffer
 	if err := r.tmpl.ExecuteTemplate(&title, r.title, n); err != nil {
-		return notify.Message{}, fmt.Errorf("render the title: %w", err)
+		return sender.Message{}, fmt.Errorf("render the title: %w", err)
 	}
 	if err := r.tmpl.ExecuteTemplate(&text, r.text, n); err != nil {
-		return notify.Message{}, fmt.Errorf("render the text: %w", err)
+		return sender.Message{}, fmt.Errorf("render the text: %w", err)
 	}
-	m := notify.Message{Format: notify.FormatMarkdown, Title: strings.TrimSpace(title.String()), Text: strings.TrimSpace(text.String())}
+	m := sender.Message{Format: sender.FormatMarkdown, Title: strings.TrimSpace(title.String()), Text: strings.TrimSpace(text.String())}
 	if n.Status == "firing" {
 		m.Mentions = r.mentionsOf(n.Alerts.Firing())
 	}
@@ -184,13 +184,13 @@ func (r *renderer) render(n Notification) (notify.Message, error) {
 }
 
 // mentionsOf returns whom the mention rules name for alerts.
-func (r *renderer) mentionsOf(alerts Alerts) notify.Mentions {
-	var out notify.Mentions
+func (r *renderer) mentionsOf(alerts Alerts) sender.Mentions {
+	var out sender.Mentions
 	for _, rule := range r.mentions {
 		if !slices.ContainsFunc(alerts, func(a Alert) bool { return matches(rule.Match, a.Labels) }) {
 			continue
 		}
-		out = out.Add(notify.Mentions{All: rule.AtAll, Users: rule.UserIDs, Mobiles: rule.Mobiles})
+		out = out.Add(sender.Mentions{All: rule.AtAll, Users: rule.UserIDs, Mobiles: rule.Mobiles})
 	}
 	return out
 }

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 )
 
 // OnDuty is the member of a rotation a step mentioned.
@@ -23,8 +23,8 @@ type OnDuty struct {
 // member of rotations[m.Rotation] on duty at t by their id for kind
 // (config.Member.MentionID: DingTalk's or WeCom's user id, else the mobile number;
 // Feishu's open_id only). Each id appears once.
-func Mentions(m config.StepMention, kind string, rotations map[string]Rotation, t time.Time) (notify.Mentions, OnDuty) {
-	out := notify.Mentions{}.Add(notify.Mentions{All: m.All, Users: m.Users, Mobiles: m.Mobiles})
+func Mentions(m config.StepMention, kind string, rotations map[string]Rotation, t time.Time) (sender.Mentions, OnDuty) {
+	out := sender.Mentions{}.Add(sender.Mentions{All: m.All, Users: m.Users, Mobiles: m.Mobiles})
 	rot, ok := rotations[m.Rotation]
 	if m.Rotation == "" || !ok {
 		return out, OnDuty{}
@@ -34,6 +34,6 @@ func Mentions(m config.StepMention, kind string, rotations map[string]Rotation, 
 	if user == "" && mobile == "" {
 		return out, OnDuty{Member: member}
 	}
-	out = out.Add(notify.Mentions{Users: []string{user}, Mobiles: []string{mobile}}) // Add skips the empty one
+	out = out.Add(sender.Mentions{Users: []string{user}, Mobiles: []string{mobile}}) // Add skips the empty one
 	return out, OnDuty{Member: member, Mentioned: true}
 }

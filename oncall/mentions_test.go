@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 )
 
 func TestMentions(t *testing.T) {
@@ -30,29 +30,29 @@ func TestMentions(t *testing.T) {
 		mention config.StepMention
 		kind    string
 		onDuty  string
-		want    notify.Mentions
+		want    sender.Mentions
 		duty    OnDuty
 	}{
 		{"DingTalk by mobile without a DingTalk id", rot, config.KindDingTalk, "alice",
-			notify.Mentions{Mobiles: []string{"13800000001"}}, OnDuty{alice, true}},
+			sender.Mentions{Mobiles: []string{"13800000001"}}, OnDuty{alice, true}},
 		{"DingTalk by user id first", rot, config.KindDingTalk, "bob",
-			notify.Mentions{Users: []string{"bob01"}}, OnDuty{bob, true}},
-		{"DingTalk: neither", rot, config.KindDingTalk, "carol", notify.Mentions{}, OnDuty{carol, false}},
-		{"WeCom by user id first", rot, config.KindWeCom, "bob", notify.Mentions{Users: []string{"bob"}}, OnDuty{bob, true}},
+			sender.Mentions{Users: []string{"bob01"}}, OnDuty{bob, true}},
+		{"DingTalk: neither", rot, config.KindDingTalk, "carol", sender.Mentions{}, OnDuty{carol, false}},
+		{"WeCom by user id first", rot, config.KindWeCom, "bob", sender.Mentions{Users: []string{"bob"}}, OnDuty{bob, true}},
 		{"WeCom by mobile without a WeCom id", rot, config.KindWeCom, "alice",
-			notify.Mentions{Mobiles: []string{"13800000001"}}, OnDuty{alice, true}},
-		{"Feishu by open_id", rot, config.KindFeishu, "alice", notify.Mentions{Users: []string{"ou_alice"}}, OnDuty{alice, true}},
-		{"Feishu never by mobile", rot, config.KindFeishu, "bob", notify.Mentions{}, OnDuty{bob, false}},
-		{"a topic mentions nobody", rot, config.KindTopic, "bob", notify.Mentions{}, OnDuty{bob, false}},
+			sender.Mentions{Mobiles: []string{"13800000001"}}, OnDuty{alice, true}},
+		{"Feishu by open_id", rot, config.KindFeishu, "alice", sender.Mentions{Users: []string{"ou_alice"}}, OnDuty{alice, true}},
+		{"Feishu never by mobile", rot, config.KindFeishu, "bob", sender.Mentions{}, OnDuty{bob, false}},
+		{"a topic mentions nobody", rot, config.KindTopic, "bob", sender.Mentions{}, OnDuty{bob, false}},
 		{"everyone, people and the rotation, each id once",
 			config.StepMention{All: true, Users: []string{"lead", "bob01"}, Mobiles: []string{"13900000000"}, Rotation: "primary"},
 			config.KindDingTalk, "bob",
-			notify.Mentions{All: true, Users: []string{"lead", "bob01"}, Mobiles: []string{"13900000000"}}, OnDuty{bob, true}},
+			sender.Mentions{All: true, Users: []string{"lead", "bob01"}, Mobiles: []string{"13900000000"}}, OnDuty{bob, true}},
 		{"the others stay when the member has no id", config.StepMention{All: true, Rotation: "primary"}, config.KindFeishu, "carol",
-			notify.Mentions{All: true}, OnDuty{carol, false}},
+			sender.Mentions{All: true}, OnDuty{carol, false}},
 		{"no rotation", config.StepMention{Users: []string{"lead"}}, config.KindWeCom, "alice",
-			notify.Mentions{Users: []string{"lead"}}, OnDuty{}},
-		{"a rotation not given", config.StepMention{Rotation: "secondary"}, config.KindWeCom, "alice", notify.Mentions{}, OnDuty{}},
+			sender.Mentions{Users: []string{"lead"}}, OnDuty{}},
+		{"a rotation not given", config.StepMention{Rotation: "secondary"}, config.KindWeCom, "alice", sender.Mentions{}, OnDuty{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, duty := Mentions(tc.mention, tc.kind, rotations, day[tc.onDuty])

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -32,7 +32,7 @@ type blipAt struct {
 	restore sync.WaitGroup
 }
 
-func (b *blipAt) Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error) {
+func (b *blipAt) Deliver(ctx context.Context, a sender.Alert) (store.Receipt, error) {
 	cut := false
 	b.once.Do(func() {
 		cut = true

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // heldEntry is the wheel stage's claim on an entry this replica hands off, as the alert
-// carries it to its channel (notify.Claim): the channel confirms it before every
+// carries it to its channel (sender.Claim): the channel confirms it before every
 // request, may park it while its target is busy, and delivery notes a final failure
 // under it.
 type heldEntry struct {
@@ -32,7 +32,7 @@ func (h heldEntry) MarkFailed(ctx context.Context, failure []byte) error {
 // resumed part by part, is never merged, so never parked.
 func (h heldEntry) Park(ctx context.Context) error {
 	if h.e.Failure != nil || h.e.PartsSent > 0 {
-		return notify.ErrNoPark
+		return sender.ErrNoPark
 	}
 	ids, err := h.p.store.Park(ctx, h.e.Target, h.p.store.Lease(), store.Parked{Claim: h.e.Claim(), DueAt: h.e.DueAt})
 	if err != nil {

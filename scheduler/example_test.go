@@ -14,8 +14,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -98,7 +98,7 @@ type countingDelivery struct {
 	n  map[string]int
 }
 
-func (d *countingDelivery) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
+func (d *countingDelivery) Deliver(_ context.Context, a sender.Alert) (store.Receipt, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.n[a.ID]++

@@ -13,7 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 	"github.com/rocketdelay/rocketdelay/wire"
@@ -181,7 +181,7 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 		p.giveBack(e, e.DueAt, e.PartsSent)
 		return
 	}
-	a := notify.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
+	a := sender.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
 		Priority: wire.PriorityOf(e.Props), Noted: e.Failure, PartsSent: e.PartsSent, Claim: heldEntry{p: p, e: e}, Adopted: adopted}
 	start := p.now()
 	receipt, err := p.delivery.Deliver(p.ctx, a)
@@ -278,7 +278,7 @@ func (p *handoffPool) giveBack(e store.Entry, retryAt time.Time, partsSent int) 
 // rejection cannot be recorded now is given back for later.
 func (p *handoffPool) quarantine(ctx context.Context, corrupt []store.Corrupt) {
 	for _, c := range corrupt {
-		err := p.delivery.Reject(ctx, delivery.Rejected{Alert: notify.Alert{ID: c.Claim.ID, Body: c.Record},
+		err := p.delivery.Reject(ctx, delivery.Rejected{Alert: sender.Alert{ID: c.Claim.ID, Body: c.Record},
 			Reason: rejectCorruptEntry, Detail: "the wheel stage's record of this alert cannot be decoded (" + c.Err.Error() +
 				"): it was damaged in Redis or written by an unknown version; the record is kept as this row's payload"})
 		entry := store.Entry{ID: c.Claim.ID, Token: c.Claim.Token}

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 )
@@ -66,7 +66,7 @@ func TestDeliverRefusesWhatIsNotDueByTheReplicasClock(t *testing.T) {
 // lostClaim is a Delivery whose every hand-off finds its claim gone.
 type lostClaim struct{ *recorder }
 
-func (lostClaim) Deliver(context.Context, notify.Alert) (store.Receipt, error) {
+func (lostClaim) Deliver(context.Context, sender.Alert) (store.Receipt, error) {
 	return store.Receipt{}, store.ErrNotHeld
 }
 

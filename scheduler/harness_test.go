@@ -22,10 +22,10 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -138,8 +138,8 @@ func heartOf(t testing.TB, ws *store.WheelStage, proxy *testenv.Proxy) *store.Li
 // robot groups) as the service checks them.
 func dingTalkBodies(t testing.TB) func(target string, body []byte) error {
 	t.Helper()
-	s, err := notify.New(notify.Options{Targets: map[string]notify.Target{"any": {Protocol: dingtalk.New(""),
-		Robots: []notify.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
+	s, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{"any": {Protocol: dingtalk.New(""),
+		Robots: []sender.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
 	return func(_ string, body []byte) error { return s.Check("any", body) }
 }
@@ -233,7 +233,7 @@ func (r *recorder) Reject(_ context.Context, rej delivery.Rejected) error {
 	return nil
 }
 
-func (r *recorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
+func (r *recorder) Deliver(_ context.Context, a sender.Alert) (store.Receipt, error) {
 	now := time.Now()
 	r.mu.Lock()
 	r.at[a.ID] = append(r.at[a.ID], now)

@@ -17,7 +17,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 )
 
 // javaExamples is where the Java examples of docs/channels.md live.

@@ -22,7 +22,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
 )
 
 // replica is a `rocketdelay serve` subprocess.

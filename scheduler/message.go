@@ -6,8 +6,8 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
@@ -33,8 +33,8 @@ type alert struct {
 }
 
 // forDelivery is a as the Delivery records it when it is rejected.
-func (a alert) forDelivery() notify.Alert {
-	return notify.Alert{ID: a.ID, Target: a.Target, Due: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props}
+func (a alert) forDelivery() sender.Alert {
+	return sender.Alert{ID: a.ID, Target: a.Target, Due: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props}
 }
 
 // decodeRules are what decode checks a message against.

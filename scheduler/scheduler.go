@@ -21,8 +21,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 )
@@ -64,7 +64,7 @@ type Delivery interface {
 	// wheel stage; an error wrapping store.ErrNotHeld means the claim was lost on the way
 	// and the alert is dropped here; any other error gives it back for a later attempt.
 	// Deliver must honour ctx.
-	Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error)
+	Deliver(ctx context.Context, a sender.Alert) (store.Receipt, error)
 	// Stop ends, at once, every Deliver that waits to be sent (for a robot, a backoff)
 	// with an error, and every later one; a request on the wire goes on to its answer.
 	// Stop runs while the scheduler stops: what was not sent is handed back to the other
@@ -120,7 +120,7 @@ type Options struct {
 	// rejected on arrival. Default none.
 	Topics map[string]topic.Target
 	// CheckBody checks the body of an alert for the chat target target as its platform
-	// would (notify.Sender.Check); a body it refuses is rejected on arrival. Default: every
+	// would (sender.Chat.Check); a body it refuses is rejected on arrival. Default: every
 	// body is accepted here, and one the platform refuses is recorded at its due time.
 	CheckBody func(target string, body []byte) error
 	// Brokers, when set, are broker addresses on which the topic is created if the name

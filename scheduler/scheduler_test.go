@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/notify"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -260,7 +260,7 @@ type slowHandoff struct {
 	delay time.Duration
 }
 
-func (s slowHandoff) Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error) {
+func (s slowHandoff) Deliver(ctx context.Context, a sender.Alert) (store.Receipt, error) {
 	time.Sleep(s.delay)
 	return s.recorder.Deliver(ctx, a)
 }
@@ -359,7 +359,7 @@ type floodDelivery struct {
 	ahead map[string]int64 // by id of an alert of another target
 }
 
-func (f *floodDelivery) Deliver(ctx context.Context, a notify.Alert) (store.Receipt, error) {
+func (f *floodDelivery) Deliver(ctx context.Context, a sender.Alert) (store.Receipt, error) {
 	if a.Target == "flood" {
 		f.begun.Add(1)
 		select {

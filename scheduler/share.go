@@ -7,7 +7,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// Sharing a busy robot group's sends across replicas (notify's share.go): the hand-off
+// Sharing a busy robot group's sends across replicas (package sender's share.go): the hand-off
 // lets the sender park an alert's claim in the wheel stage (heldEntry.Park, claim.go),
 // and the sender of any replica adopts parked alerts of the target into its next send
 // (Adopt): they are claimed by this replica and handed off as the fire loop's claims

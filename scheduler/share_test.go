@@ -14,9 +14,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -46,9 +46,9 @@ func TestBusyTargetIsOneQueueForAllReplicas(t *testing.T) {
 	var senders []*prometheus.Registry
 	for i := range 3 {
 		reg := prometheus.NewRegistry()
-		snd, err := notify.New(notify.Options{Targets: map[string]notify.Target{"ops": {Protocol: dingtalk.New(url),
-			Robots: []notify.Robot{{Name: "r1", Token: config.Secret("share-token")}}}}, Limit: limit, HTTPTimeout: 2 * time.Second},
-			store.NewRobotPool(rdb, h.prefix, window), discardLogger(), notify.NewMetrics(reg), nil)
+		snd, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{"ops": {Protocol: dingtalk.New(url),
+			Robots: []sender.Robot{{Name: "r1", Token: config.Secret("share-token")}}}}, Limit: limit, HTTPTimeout: 2 * time.Second},
+			store.NewRobotPool(rdb, h.prefix, window), discardLogger(), sender.NewMetrics(reg), nil)
 		require.NoError(t, err)
 		t.Cleanup(snd.Close)
 		d := delivery.New(delivery.Channels{"ops": snd}, h.ws, fs, delivery.Options{}, discardLogger(), nil, time.Now)

@@ -16,8 +16,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
-	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )

@@ -726,7 +726,7 @@ func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time, p
 
 // Guard is how long after a Confirm its send may still start, G = T/3 of the liveness
 // period T (0 with liveness off): a take-over leaves a confirmed entry alone until then,
-// and not longer, so a sender must not start a request later (notify.Options.Fence).
+// and not longer, so a sender must not start a request later (sender.Options.Fence).
 func (w *WheelStage) Guard() time.Duration { return w.opts.Liveness / 3 }
 
 // ErrNotHeld is returned by Confirm and MarkFailed when the claim no longer holds its

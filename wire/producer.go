@@ -38,7 +38,7 @@ type ProducerOptions struct {
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// CheckBody, when set, checks the body of an alert for a chat target as its platform
-	// would (notify.Sender.Check), so Publish refuses what the scheduler would reject.
+	// would (sender.Chat.Check), so Publish refuses what the scheduler would reject.
 	// Default: bodies are checked on arrival only.
 	CheckBody func(target string, body []byte) error
 }

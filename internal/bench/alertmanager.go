@@ -30,9 +30,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/internal/localstack"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -376,8 +376,8 @@ func latest(a, b time.Time) time.Time {
 // notifications in bodies, by group, replayed into an ingress of the same
 // configuration), one merged message of platform k carries at most.
 func amPerMessage(cfg config.Config, t amTarget, k chatKind, bodies map[string][]byte) (int, error) {
-	robots := []notify.Robot{{Name: "r1", Token: "render-only", Limit: k.limit, LimitPerSecond: k.perSecond}}
-	chat, err := notify.New(notify.Options{Targets: map[string]notify.Target{t.name: k.target("http://127.0.0.1/", robots, time.Minute)}},
+	robots := []sender.Robot{{Name: "r1", Token: "render-only", Limit: k.limit, LimitPerSecond: k.perSecond}}
+	chat, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{t.name: k.target("http://127.0.0.1/", robots, time.Minute)}},
 		nil, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		return 0, err
@@ -392,7 +392,7 @@ func amPerMessage(cfg config.Config, t amTarget, k chatKind, bodies map[string][
 		return 0, err
 	}
 	h := in.Handler()
-	var ms []notify.Message
+	var ms []sender.Message
 	for _, g := range slices.Sorted(maps.Keys(bodies)) {
 		req := httptest.NewRequest(http.MethodPost, ingress.AlertmanagerPath+"/"+t.name, bytes.NewReader(bodies[g]))
 		req.Header.Set("Authorization", "Bearer "+c.Ingress.Token.Reveal())
@@ -655,9 +655,9 @@ func lastLines(s string, n int) string {
 // notification is one markdown request to one robot; DingTalk's errcode 0 is answered
 // 200, anything else 400 (the send failed, and Alertmanager does not retry a 4xx).
 func startNaiveForwarder(simURL, robotToken string) (string, func(), error) {
-	client := notify.NewClient(5*time.Second, time.Now)
+	client := sender.NewClient(5*time.Second, time.Now)
 	channel := dingtalk.New(simURL)
-	robot := notify.Robot{Name: "r1", Token: config.Secret(robotToken)}
+	robot := sender.Robot{Name: "r1", Token: config.Secret(robotToken)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
 		var n struct {
@@ -676,7 +676,7 @@ func startNaiveForwarder(simURL, robotToken string) (string, func(), error) {
 		for _, a := range n.Alerts {
 			fmt.Fprintf(&text, "- %s group=%s: %s\n", a.Labels["alertname"], a.Labels["group"], a.Annotations["summary"])
 		}
-		m := notify.Message{Format: notify.FormatMarkdown, Title: "alert", Text: text.String()}
+		m := sender.Message{Format: sender.FormatMarkdown, Title: "alert", Text: text.String()}
 		if o := channel.Post(r.Context(), client, robot, m); !o.OK {
 			http.Error(w, "send failed", http.StatusBadRequest)
 			return

@@ -20,11 +20,11 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
-	"github.com/rocketdelay/rocketdelay/notify/feishu"
-	"github.com/rocketdelay/rocketdelay/notify/wecom"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/wecom"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -33,7 +33,7 @@ import (
 type chatKind struct {
 	name      string
 	rules     chatsim.Rules
-	channel   func(base string) notify.Protocol
+	channel   func(base string) sender.Protocol
 	limit     int  // config's default per window
 	perSecond int  // config's default per second; 0: none
 	signs     bool // its robots may sign
@@ -44,13 +44,13 @@ type chatKind struct {
 // chatKinds are the chat platforms, by kind.
 var chatKinds = map[string]chatKind{
 	config.KindDingTalk: {name: config.KindDingTalk, rules: dingtalk.SimRules{}, signs: true,
-		channel: func(b string) notify.Protocol { return dingtalk.New(b) },
+		channel: func(b string) sender.Protocol { return dingtalk.New(b) },
 		limit:   config.DefaultSenderLimit, cooldown: config.DefaultSenderCooldown},
 	config.KindWeCom: {name: config.KindWeCom, rules: wecom.SimRules{},
-		channel: func(b string) notify.Protocol { return wecom.New(b) },
+		channel: func(b string) sender.Protocol { return wecom.New(b) },
 		limit:   config.DefaultWeComLimit, cooldown: config.DefaultPlatformCooldown},
 	config.KindFeishu: {name: config.KindFeishu, rules: feishu.SimRules{}, signs: true,
-		channel: func(b string) notify.Protocol { return feishu.New(b) },
+		channel: func(b string) sender.Protocol { return feishu.New(b) },
 		limit:   config.DefaultFeishuLimit, perSecond: config.DefaultFeishuLimitPerSecond, cooldown: config.DefaultPlatformCooldown},
 }
 
@@ -77,11 +77,11 @@ func scaled(d, window time.Duration) time.Duration {
 
 // robots returns n robots of the platform, named r1…, with credentials made of tag and
 // rocketdelay's default limits, and what the simulator is told of them.
-func (k chatKind) robots(tag string, n int) ([]notify.Robot, []chatsim.Robot) {
-	var robots []notify.Robot
+func (k chatKind) robots(tag string, n int) ([]sender.Robot, []chatsim.Robot) {
+	var robots []sender.Robot
 	var sim []chatsim.Robot
 	for i := range n {
-		r := notify.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-%s-%s-%d", k.name, tag, i+1)),
+		r := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-%s-%s-%d", k.name, tag, i+1)),
 			Limit: k.limit, LimitPerSecond: k.perSecond}
 		if k.signs && i%2 == 0 {
 			r.SigningSecret = config.Secret(fmt.Sprintf("SECbench-%s-%d", tag, i+1))
@@ -94,8 +94,8 @@ func (k chatKind) robots(tag string, n int) ([]notify.Robot, []chatsim.Robot) {
 
 // target is the platform's target of robots at base, its cool-downs the platform's (as
 // config applies them) scaled to a window of length window.
-func (k chatKind) target(base string, robots []notify.Robot, window time.Duration) notify.Target {
-	t := notify.Target{Protocol: k.channel(base), Robots: robots,
+func (k chatKind) target(base string, robots []sender.Robot, window time.Duration) sender.Target {
+	t := sender.Target{Protocol: k.channel(base), Robots: robots,
 		Cooldown: time.Duration(float64(k.cooldown) * float64(window) / float64(time.Minute))}
 	if k.cooldown < config.DefaultSenderCooldown {
 		t.CooldownMax = 10 * window // sender.cooldown, scaled
@@ -106,12 +106,12 @@ func (k chatKind) target(base string, robots []notify.Robot, window time.Duratio
 // perMessage is how many alerts of ms, in order, the platform's merged message can carry
 // at most, by its size rule (Protocol.Room of the merged message) and coalesceMax; 1 when
 // they are not mergeable (the platform's own messages go alone).
-func perMessage(p notify.Protocol, ms []notify.Message, coalesceMax int) int {
+func perMessage(p sender.Protocol, ms []sender.Message, coalesceMax int) int {
 	if !ms[0].Mergeable() {
 		return 1
 	}
 	n := 1
-	for n < min(coalesceMax, len(ms)) && p.Room(notify.Merge(p.Style(), ms[:n+1])) >= 0 {
+	for n < min(coalesceMax, len(ms)) && p.Room(sender.Merge(p.Style(), ms[:n+1])) >= 0 {
 		n++
 	}
 	return n
@@ -288,7 +288,7 @@ func kindsOnce(ctx context.Context, rdb *redis.Client, keyPrefix string, o Kinds
 	defer stopSim()
 	target := k.target(sim.URL(root, k.name), robots, o.Window)
 
-	ms := make([]notify.Message, min(o.Alerts, o.CoalesceMax))
+	ms := make([]sender.Message, min(o.Alerts, o.CoalesceMax))
 	for i := range ms {
 		if ms[i], err = target.Protocol.Parse([]byte(kindsAlert(i))); err != nil {
 			return r, err
@@ -302,15 +302,15 @@ func kindsOnce(ctx context.Context, rdb *redis.Client, keyPrefix string, o Kinds
 
 	prefix := fmt.Sprintf("%s:bench-kinds-%s-%s", keyPrefix, k.name, tag)
 	defer func() { _, _ = store.DeleteKeys(context.WithoutCancel(ctx), rdb, prefix) }()
-	s, err := notify.New(notify.Options{
-		Targets:     map[string]notify.Target{"bench": target},
+	s, err := sender.NewChat(sender.Options{
+		Targets:     map[string]sender.Target{"bench": target},
 		HTTPTimeout: 2 * time.Second,
 		Cooldown:    10 * o.Window,
 		Attempts:    5,
 		BackoffBase: 10 * time.Millisecond,
 		BackoffMax:  200 * time.Millisecond,
 		CoalesceMax: o.CoalesceMax,
-	}, store.RobotPoolFor(rdb, prefix, config.Sender{Window: o.Window}), slog.New(slog.DiscardHandler), notify.NewMetrics(prometheus.NewRegistry()), time.Now)
+	}, store.RobotPoolFor(rdb, prefix, config.Sender{Window: o.Window}), slog.New(slog.DiscardHandler), sender.NewMetrics(prometheus.NewRegistry()), time.Now)
 	if err != nil {
 		return r, err
 	}
@@ -328,7 +328,7 @@ func kindsOnce(ctx context.Context, rdb *redis.Client, keyPrefix string, o Kinds
 				if i >= o.Alerts {
 					return
 				}
-				if _, err := s.Send(ctx, notify.Alert{Target: "bench", Body: []byte(kindsAlert(i)), Due: due}); err != nil {
+				if _, err := s.Send(ctx, sender.Alert{Target: "bench", Body: []byte(kindsAlert(i)), Due: due}); err != nil {
 					failed.Add(1)
 				}
 			}

@@ -22,8 +22,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
-	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -315,7 +315,7 @@ func (r *hopRecorder) Reject(context.Context, delivery.Rejected) error { return 
 
 func (r *hopRecorder) Stop() {}
 
-func (r *hopRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
+func (r *hopRecorder) Deliver(_ context.Context, a sender.Alert) (store.Receipt, error) {
 	l := time.Since(a.Due)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -18,9 +18,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -179,9 +179,9 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 	r := simResult{alerts: len(run.dues)}
 	k := chatKinds[cmp.Or(run.kind, config.KindDingTalk)]
 	var simRobots []chatsim.Robot
-	var robots []notify.Robot
+	var robots []sender.Robot
 	for i := range run.robots {
-		rb := notify.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1)),
+		rb := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1)),
 			Limit: run.limit, LimitPerSecond: k.perSecond}
 		robots = append(robots, rb)
 		simRobots = append(simRobots, chatsim.Robot{Name: rb.Name, Kind: k.name, Token: rb.Token.Reveal(), Limit: run.simLimit})
@@ -195,14 +195,14 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 	url := sim.URL(root, k.name)
 	pool := store.RobotPoolFor(rdb, prefix, config.Sender{Window: run.window})
 	quiet := slog.New(slog.DiscardHandler)
-	var senders []*notify.Sender
+	var senders []*sender.Chat
 	for range run.senders {
-		s, err := notify.New(notify.Options{
-			Targets: map[string]notify.Target{"bench": {Protocol: k.channel(url), Robots: robots}}, Limit: run.limit,
+		s, err := sender.NewChat(sender.Options{
+			Targets: map[string]sender.Target{"bench": {Protocol: k.channel(url), Robots: robots}}, Limit: run.limit,
 			HTTPTimeout: 2 * time.Second, Cooldown: run.cooldown, Attempts: 5,
 			BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 			Coalesce: config.CoalesceAuto, Pacing: run.pacing, RobotLimits: run.robotLimits, MaxInFlight: 32,
-		}, pool, quiet, notify.NewMetrics(prometheus.NewRegistry()), time.Now)
+		}, pool, quiet, sender.NewMetrics(prometheus.NewRegistry()), time.Now)
 		if err != nil {
 			return r, err
 		}
@@ -224,7 +224,7 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 		due[id] = at
 		time.Sleep(time.Until(at))
 		wg.Go(func() {
-			_, _ = senders[i%len(senders)].Send(sendCtx, notify.Alert{Target: "bench", Body: []byte(id), Due: at})
+			_, _ = senders[i%len(senders)].Send(sendCtx, sender.Alert{Target: "bench", Body: []byte(id), Due: at})
 		})
 	}
 	wg.Wait()

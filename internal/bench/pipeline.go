@@ -23,8 +23,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/localstack"
-	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -465,7 +465,7 @@ func (r *latencyRecorder) Reject(context.Context, delivery.Rejected) error { ret
 
 func (r *latencyRecorder) Stop() {}
 
-func (r *latencyRecorder) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
+func (r *latencyRecorder) Deliver(_ context.Context, a sender.Alert) (store.Receipt, error) {
 	l := time.Since(a.Due)
 	r.mu.Lock()
 	r.late = append(r.late, l)

@@ -17,10 +17,10 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -185,9 +185,9 @@ func replicasOnce(ctx context.Context, cfg config.Config, o ReplicasOptions, n i
 	fs := store.NewFailedSends(pg, store.FailedSendsOptions{})
 
 	var simRobots []chatsim.Robot
-	var robots []notify.Robot
+	var robots []sender.Robot
 	for i := range o.Robots {
-		rb := notify.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
+		rb := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
 		robots = append(robots, rb)
 		simRobots = append(simRobots, chatsim.Robot{Name: rb.Name, Token: rb.Token.Reveal()})
 	}
@@ -204,9 +204,9 @@ func replicasOnce(ctx context.Context, cfg config.Config, o ReplicasOptions, n i
 	for i := range n {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
-		snd, err := notify.New(notify.Options{Targets: map[string]notify.Target{"bench": {Protocol: dingtalk.New(url), Robots: robots}}, Limit: o.Limit,
+		snd, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{"bench": {Protocol: dingtalk.New(url), Robots: robots}}, Limit: o.Limit,
 			HTTPTimeout: 2 * time.Second, Cooldown: 10 * o.Window},
-			store.RobotPoolFor(rdb, prefix, config.Sender{Window: o.Window}), quiet, notify.NewMetrics(reg), time.Now)
+			store.RobotPoolFor(rdb, prefix, config.Sender{Window: o.Window}), quiet, sender.NewMetrics(reg), time.Now)
 		if err != nil {
 			return r, err
 		}

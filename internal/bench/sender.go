@@ -20,9 +20,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -69,9 +69,9 @@ func (o SenderOptions) Validate() error {
 func Sender(ctx context.Context, rdb *redis.Client, keyPrefix string, o SenderOptions, out io.Writer) error {
 	quiet := slog.New(slog.DiscardHandler)
 	var simRobots []chatsim.Robot
-	var robots []notify.Robot
+	var robots []sender.Robot
 	for i := range o.Robots {
-		r := notify.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
+		r := sender.Robot{Name: fmt.Sprintf("r%d", i+1), Token: config.Secret(fmt.Sprintf("bench-token-%d", i+1))}
 		if i%2 == 0 {
 			r.SigningSecret = config.Secret(fmt.Sprintf("SECbench-%d", i+1))
 		}
@@ -209,13 +209,13 @@ func tally(accepted []chatsim.Message, window time.Duration) (messages, peak, de
 func benchAlert(i int) string { return fmt.Sprintf("bench-alert-%06d", i) }
 
 // benchSenders runs the burst through o.Senders Senders sharing one pool.
-func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots []notify.Robot, baseURL, coalesce string,
+func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots []sender.Robot, baseURL, coalesce string,
 	o SenderOptions, logger *slog.Logger) (int, bool) {
 	pool := store.RobotPoolFor(rdb, prefix, config.Sender{Window: o.Window})
-	var senders []*notify.Sender
+	var senders []*sender.Chat
 	for range o.Senders {
-		s, err := notify.New(notify.Options{
-			Targets:     map[string]notify.Target{"bench": {Protocol: dingtalk.New(baseURL), Robots: robots}},
+		s, err := sender.NewChat(sender.Options{
+			Targets:     map[string]sender.Target{"bench": {Protocol: dingtalk.New(baseURL), Robots: robots}},
 			Limit:       o.Limit,
 			HTTPTimeout: 2 * time.Second,
 			Cooldown:    10 * o.Window,
@@ -224,7 +224,7 @@ func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots 
 			BackoffMax:  200 * time.Millisecond,
 			Coalesce:    coalesce,
 			CoalesceMax: o.CoalesceMax,
-		}, pool, logger, notify.NewMetrics(prometheus.NewRegistry()), time.Now)
+		}, pool, logger, sender.NewMetrics(prometheus.NewRegistry()), time.Now)
 		if err != nil {
 			return o.Alerts, false
 		}
@@ -244,7 +244,7 @@ func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots 
 					return
 				}
 				due := base.Add(time.Duration(i) * time.Millisecond)
-				if _, err := senders[g%len(senders)].Send(ctx, notify.Alert{Target: "bench", Body: []byte(benchAlert(i)), Due: due}); err != nil {
+				if _, err := senders[g%len(senders)].Send(ctx, sender.Alert{Target: "bench", Body: []byte(benchAlert(i)), Due: due}); err != nil {
 					failed.Add(1)
 				}
 			}
@@ -257,23 +257,23 @@ func benchSenders(ctx context.Context, rdb *redis.Client, prefix string, robots 
 // naiveClient posts to DingTalk robots, one request at a time, with nothing around it:
 // the naive strategies' client.
 type naiveClient struct {
-	http    *notify.Client
+	http    *sender.Client
 	channel *dingtalk.Channel
 }
 
 func newNaiveClient(baseURL string) naiveClient {
-	return naiveClient{http: notify.NewClient(2*time.Second, time.Now), channel: dingtalk.New(baseURL)}
+	return naiveClient{http: sender.NewClient(2*time.Second, time.Now), channel: dingtalk.New(baseURL)}
 }
 
 // benchPost sends one text alert through robot, signed when it has a secret, and says
 // whether DingTalk accepted it.
-func benchPost(ctx context.Context, client naiveClient, robot notify.Robot, alert string) bool {
-	return client.channel.Post(ctx, client.http, robot, notify.Message{Format: notify.FormatText, Text: alert}).OK
+func benchPost(ctx context.Context, client naiveClient, robot sender.Robot, alert string) bool {
+	return client.channel.Post(ctx, client.http, robot, sender.Message{Format: sender.FormatText, Text: alert}).OK
 }
 
 // benchNaiveSleep is the fixed-sleep strategy: one worker per robot, window/20 after
 // every send (sleep(3s) against DingTalk's 20 per minute). A refused alert is sent again.
-func benchNaiveSleep(ctx context.Context, robots []notify.Robot, baseURL string, o SenderOptions) (int, bool) {
+func benchNaiveSleep(ctx context.Context, robots []sender.Robot, baseURL string, o SenderOptions) (int, bool) {
 	ctx, cancel := context.WithTimeout(ctx, o.NaiveTimeout)
 	defer cancel()
 	client := newNaiveClient(baseURL)
@@ -302,13 +302,13 @@ func benchNaiveSleep(ctx context.Context, robots []notify.Robot, baseURL string,
 // counts a robot's sends in the window with ZCOUNT and, when under the limit, records
 // its send with ZADD — two round trips, nothing atomic — then posts. When every robot
 // looks full it polls again after window/60. A refused alert is sent again.
-func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, robots []notify.Robot, baseURL string, o SenderOptions) (int, bool) {
+func benchNaiveZcount(ctx context.Context, rdb *redis.Client, prefix string, robots []sender.Robot, baseURL string, o SenderOptions) (int, bool) {
 	ctx, cancel := context.WithTimeout(ctx, o.NaiveTimeout)
 	defer cancel()
 	client := newNaiveClient(baseURL)
 	defer client.http.Close()
 	work := newNaiveWork(o.Alerts)
-	key := func(r notify.Robot) string { return "{" + prefix + ":naive}:win:" + r.Name }
+	key := func(r sender.Robot) string { return "{" + prefix + ":naive}:win:" + r.Name }
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {

@@ -21,9 +21,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink"
-	"github.com/rocketdelay/rocketdelay/notify/topic"
-	"github.com/rocketdelay/rocketdelay/notify/topic/relay"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/sender/topic/relay"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )

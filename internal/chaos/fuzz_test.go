@@ -21,9 +21,9 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -46,7 +46,7 @@ func FuzzAlertBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		m, err := dingtalk.ParseBody(body)
 		if err != nil {
-			require.ErrorIs(t, err, notify.ErrInvalidBody)
+			require.ErrorIs(t, err, sender.ErrInvalidBody)
 			return
 		}
 		out, err := dingtalk.MarshalMessage(m)

@@ -26,8 +26,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/internal/netproxy"
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/topicsink"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )

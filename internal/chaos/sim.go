@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
-	"github.com/rocketdelay/rocketdelay/notify/dingtalk"
-	"github.com/rocketdelay/rocketdelay/notify/feishu"
-	"github.com/rocketdelay/rocketdelay/notify/wecom"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/wecom"
 )
 
 // simPlatforms are the platforms the suite's simulator serves, each at its path.

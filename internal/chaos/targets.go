@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
 )
 
 // The replicas' targets: a chat target of each kind with four robots, all served by the

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
-	"github.com/rocketdelay/rocketdelay/notify/feishu"
-	"github.com/rocketdelay/rocketdelay/notify/wecom"
+	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/wecom"
 )
 
 // A replica's configuration loads as rocketdelay serve loads it: a chat target of each

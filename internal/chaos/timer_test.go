@@ -15,8 +15,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
-	"github.com/rocketdelay/rocketdelay/notify"
 	"github.com/rocketdelay/rocketdelay/scheduler"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -55,7 +55,7 @@ func TestTimerModeOnABrokerWithoutTimers(t *testing.T) {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	scheduler.RouteClientLog(logger)
-	got := make(chan notify.Alert, 4)
+	got := make(chan sender.Alert, 4)
 	d := chanDelivery(got)
 
 	s, err := scheduler.New(opts, ws, d, logger, scheduler.NewMetrics(prometheus.NewRegistry()), time.Now)
@@ -97,9 +97,9 @@ rocketdelay_scheduler_mode{mode="levels"} 1
 }
 
 // chanDelivery hands every due alert to its channel and counts it delivered.
-type chanDelivery chan notify.Alert
+type chanDelivery chan sender.Alert
 
-func (c chanDelivery) Deliver(_ context.Context, a notify.Alert) (store.Receipt, error) {
+func (c chanDelivery) Deliver(_ context.Context, a sender.Alert) (store.Receipt, error) {
 	c <- a
 	return store.Receipt{Outcome: store.Delivered}, nil
 }

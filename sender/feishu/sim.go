@@ -1,0 +1,143 @@
+package feishu
+
+import (
+	"crypto/hmac"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+)
+
+// SimPath is where the simulator's Feishu bots receive messages: SimPath + token.
+const SimPath = "/open-apis/bot/v2/hook/"
+
+// Feishu's busy moments in the simulator: the first SimHotSeconds seconds after the top
+// and the half of the hour (of every 30 windows, with the simulator's window), when it
+// accepts at most SimHotPerSecond messages per second and bot and answers 11232 past it.
+const (
+	SimHotSeconds   = 10
+	SimHotPerSecond = 3
+)
+
+// SimRules are Feishu's rules in the simulator (package chatsim): the token as the last
+// path element, the signature in the body (timestamp in seconds, within the skew), the
+// keyword, the 20 KB body; 100 messages per minute and 5 per second, answered over them
+// with HTTP 400 and code 9499, no lock-out; 11232 more readily at the top and the half of
+// the hour.
+type SimRules struct{}
+
+// NewSim returns a simulator of Feishu bots only.
+func NewSim(opts chatsim.Options) *chatsim.Server {
+	opts.Platforms = []chatsim.Rules{SimRules{}}
+	return chatsim.New(opts)
+}
+
+// Kind is config.KindFeishu.
+func (SimRules) Kind() string { return "feishu" }
+
+// Path is SimPath.
+func (SimRules) Path() string { return SimPath }
+
+// Credential is the path's last element.
+func (SimRules) Credential(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, SimPath) }
+
+// Limits are 100 per minute, 5 per second, 3 per second in the busy moments, no
+// lock-out.
+func (SimRules) Limits() chatsim.Limits {
+	return chatsim.Limits{PerWindow: 100, PerSecond: 5, HotPerSecond: SimHotPerSecond, Hot: hot}
+}
+
+// hot reports whether now is within SimHotSeconds second-windows of a multiple of 30
+// windows: 10 seconds after :00 and :30 with a one-minute window.
+func hot(now time.Time, window time.Duration) bool {
+	period := 30 * window
+	return time.Duration(now.UnixNano())%period < SimHotSeconds*max(window/60, time.Millisecond)
+}
+
+type simAnswer struct {
+	Code int            `json:"code"`
+	Msg  string         `json:"msg"`
+	Data map[string]any `json:"data"`
+}
+
+func refuse(status, code int, msg string) *chatsim.Reply {
+	return &chatsim.Reply{Status: status, JSON: simAnswer{Code: code, Msg: msg, Data: map[string]any{}}}
+}
+
+// Answer is Feishu's answer: {"code":…,"msg":…,"data":{}}, HTTP 400 for 9499.
+func (SimRules) Answer(a chatsim.Answer) chatsim.Reply {
+	switch a.Kind {
+	case chatsim.AnswerOK:
+		return *refuse(0, 0, "success")
+	case chatsim.AnswerUnknown:
+		return *refuse(0, CodeParamInvalid, "param invalid: incoming webhook access token invalid")
+	case chatsim.AnswerOverLimit, chatsim.AnswerOverSecond, chatsim.AnswerLocked:
+		return *refuse(http.StatusBadRequest, CodeTooManyRequest, "too many request")
+	case chatsim.AnswerBusy:
+		return *refuse(0, CodeFreqLimited, "frequency limited")
+	}
+	return *refuse(0, a.Code, "injected fault")
+}
+
+// Check checks the signature and its timestamp, the body's size and shape, and the
+// keyword.
+func (SimRules) Check(rb chatsim.Robot, _ *http.Request, body []byte, now time.Time, skew time.Duration) (chatsim.Received, *chatsim.Reply) {
+	if len(body) > MaxBodyBytes {
+		return chatsim.Received{}, refuse(0, CodeParamInvalid, "param invalid: the request body is larger than 20 KB")
+	}
+	var e envelope
+	if err := json.Unmarshal(body, &e); err != nil {
+		return chatsim.Received{}, refuse(http.StatusBadRequest, CodeParamInvalid, "param invalid: body is not JSON")
+	}
+	if rb.Secret != "" {
+		ts, err := strconv.ParseInt(e.Timestamp, 10, 64)
+		d := now.Sub(time.Unix(ts, 0))
+		if err != nil || d > skew || d < -skew || !hmac.Equal([]byte(e.Sign), []byte(Sign(rb.Secret, ts))) {
+			return chatsim.Received{}, refuse(0, CodeSignInvalid, "sign match fail or timestamp is not within one hour from current time")
+		}
+	}
+	text, ok := simText(e)
+	if !ok {
+		return chatsim.Received{}, refuse(0, CodeParamInvalid, "param invalid: the message has no content of its msg_type")
+	}
+	if rb.Keyword != "" && !strings.Contains(string(e.Content)+string(e.Card), rb.Keyword) {
+		return chatsim.Received{}, refuse(0, CodeKeywordMissing, "Key Words Not Found")
+	}
+	return chatsim.Received{MsgType: e.MsgType, Text: text}, nil
+}
+
+// simText is what a bot would show of e: a text's text, a card's header and markdown, a
+// post's title; false when e has no content of its type.
+func simText(e envelope) (string, bool) {
+	switch e.MsgType {
+	case TypeText:
+		var c struct {
+			Text string `json:"text"`
+		}
+		return c.Text, json.Unmarshal(e.Content, &c) == nil && c.Text != ""
+	case TypeInteractive:
+		var card struct {
+			Header struct {
+				Title struct{ Content string } `json:"title"`
+			} `json:"header"`
+			Elements []struct {
+				Tag     string `json:"tag"`
+				Content string `json:"content"`
+			} `json:"elements"`
+		}
+		if json.Unmarshal(e.Card, &card) != nil || len(card.Elements) == 0 {
+			return "", false
+		}
+		parts := []string{card.Header.Title.Content}
+		for _, el := range card.Elements {
+			parts = append(parts, el.Content)
+		}
+		return strings.TrimSpace(strings.Join(parts, "\n")), true
+	case TypePost, TypeImage, TypeShareChat:
+		return string(e.Content), len(e.Content) > 0
+	}
+	return "", false
+}

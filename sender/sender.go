@@ -1,0 +1,774 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// Pool is the shared rate-limit state of the robots; *store.RobotPool implements it.
+type Pool interface {
+	Pick(ctx context.Context, target string, robots []store.PoolRobot, opts store.PickOptions) (store.Pick, error)
+	Touch(ctx context.Context, target string, pick store.Pick, accepted bool) (bool, error)
+	Throttled(ctx context.Context, target string, pick store.Pick, robots []store.PoolRobot, opts store.ThrottleOptions) (store.Throttle, error)
+	Return(ctx context.Context, target string, pick store.Pick) (bool, error)
+	Cool(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
+	Disable(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
+}
+
+// Target is one chat target: a pool of robots of one platform.
+type Target struct {
+	// Protocol is the robots' platform.
+	Protocol Protocol
+	// Robots share the target's load; at least one.
+	Robots []Robot
+	// Cooldown is how long a robot the platform throttled rests at first; 0 takes
+	// Options.Cooldown.
+	Cooldown time.Duration
+	// CooldownMax, when above Cooldown, lets the rest grow: a robot throttled again by the
+	// first request after its rest (the platform's lock-out was longer) rests twice as
+	// long, up to CooldownMax, until a request goes through. For platforms whose lock-out
+	// after a throttle is not documented (WeCom, Feishu): it is learned. 0: Cooldown.
+	CooldownMax time.Duration
+}
+
+// Options configure a Chat. Zero fields take the defaults of the matching config keys
+// (config.DefaultSender…).
+type Options struct {
+	// Targets are the chat targets by name.
+	Targets map[string]Target
+	// Limit is the sends per Window of a robot whose own Limit is 0 (config sender.limit).
+	Limit int
+	// HTTPTimeout bounds one request (config sender.httpTimeout).
+	HTTPTimeout time.Duration
+	// Cooldown is how long a throttled robot rests when its target does not say
+	// (config sender.cooldown).
+	Cooldown time.Duration
+	// DisableFor is how long a broken robot stays out of rotation (config
+	// sender.disableFor).
+	DisableFor time.Duration
+	// Attempts bounds the tries on transient errors (config sender.attempts).
+	Attempts int
+	// BackoffBase and BackoffMax shape the backoff (config sender.backoffBase,
+	// sender.backoffMax).
+	BackoffBase, BackoffMax time.Duration
+	// MaxInFlight bounds concurrent requests (config sender.maxInFlight).
+	MaxInFlight int
+	// MaxWait bounds the wait for a free robot; 0 means no bound but ctx (config
+	// sender.maxWait).
+	MaxWait time.Duration
+	// BreakerFailures and BreakerOpen tune the per-robot circuit breakers (config
+	// sender.breakerFailures, sender.breakerOpen).
+	BreakerFailures uint32
+	BreakerOpen     time.Duration
+	// Coalesce is config.CoalesceAuto (the default) or config.CoalesceOff; see
+	// coalesce.go (config sender.coalesce).
+	Coalesce string
+	// CoalesceMax is the most alerts one merged message carries (config
+	// sender.coalesceMax).
+	CoalesceMax int
+	// Pacing is config.PacingAuto (the default) or config.PacingBurst; see coalesce.go
+	// (config sender.pacing). It applies when coalescing is on.
+	Pacing string
+	// RobotLimits is config.RobotLimitsLearn (the default: a robot the platform throttles
+	// below its configured limit gets a lower, learned one, and a robot out of a cool-down
+	// takes one probe at a time) or config.RobotLimitsFixed (config sender.robotLimits).
+	RobotLimits string
+	// PriorityMaxWait bounds how long an alert of low priority waits behind higher ones:
+	// past it, it goes ahead of every priority (config sender.priorityMaxWait).
+	PriorityMaxWait time.Duration
+	// Fence is how long after a claim's confirm is asked its request may still start:
+	// the wheel stage's guard (store.WheelStage.Guard, a third of scheduler.liveness), in
+	// which no other replica takes the alert over. A request that cannot start within it
+	// (this replica was paused, or its connection slow to open) is not sent: the claim is
+	// confirmed again and the send tried again, as one more attempt (fence.go). 0: no
+	// fence, for a sender whose claims no other replica takes over.
+	Fence time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.Limit <= 0 {
+		o.Limit = config.DefaultSenderLimit
+	}
+	def(&o.HTTPTimeout, config.DefaultSenderHTTPTimeout)
+	def(&o.Cooldown, config.DefaultSenderCooldown)
+	def(&o.DisableFor, config.DefaultSenderDisableFor)
+	def(&o.BackoffBase, config.DefaultSenderBackoffBase)
+	def(&o.BackoffMax, config.DefaultSenderBackoffMax)
+	def(&o.BreakerOpen, config.DefaultSenderBreakerOpen)
+	if o.Attempts <= 0 {
+		o.Attempts = config.DefaultSenderAttempts
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = config.DefaultSenderMaxInFlight
+	}
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = config.DefaultSenderBreakerFailures
+	}
+	if o.Coalesce == "" {
+		o.Coalesce = config.DefaultSenderCoalesce
+	}
+	if o.CoalesceMax <= 0 {
+		o.CoalesceMax = config.DefaultSenderCoalesceMax
+	}
+	config.Default(&o.Pacing, config.DefaultSenderPacing)
+	config.Default(&o.RobotLimits, config.DefaultSenderRobotLimits)
+	def(&o.PriorityMaxWait, config.DefaultSenderPriorityMaxWait)
+	return o
+}
+
+// errTransientAnswer marks, for the circuit breaker, a request that failed transiently.
+var errTransientAnswer = errors.New("transient failure")
+
+// Chat delivers messages to the robots of a target: it picks a free robot from the
+// shared pool (waiting exactly as long as the pool says when none is), signs and posts
+// the message, and handles every class of failure: a throttled robot cools down and the
+// message moves on at once, a broken robot is taken out of rotation, transient failures
+// are retried with exponential backoff and full jitter, and payload failures are not
+// retried. Each robot has a circuit breaker in this process, and requests in flight are
+// bounded. A Chat is safe for concurrent use.
+type Chat struct {
+	opts    Options
+	pool    Pool
+	client  *Client // every platform's requests
+	logger  *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
+	sem     chan struct{}
+	targets map[string]*target
+	parking Parking // SetParking; nil: no sharing
+	stop    stopSignal
+}
+
+type target struct {
+	name        string
+	proto       Protocol
+	style       MergeStyle
+	robots      map[string]Robot
+	order       []store.PoolRobot
+	breakers    map[string]*gobreaker.CircuitBreaker[Outcome]
+	reserve     int // room the longest keyword needs
+	mergeRoom   int // bytes a merged message has for its sections
+	cooldown    time.Duration
+	cooldownMax time.Duration
+	busy        store.Busy // the platform's busy moments (BusyMoments)
+	queue       *alertQueue
+	spacing     time.Duration // the pool's window over the target's capacity
+	gap         time.Duration // spacing/burstGap: two alerts this close start a burst (linger)
+	tokenTime   time.Duration // how long the target's token bucket takes to gain a token
+}
+
+// NewChat returns a Chat. pool is the shared robot pool; it may be nil for a Chat that
+// only checks and renders bodies (Check, Body), whose sends fail. metrics may come from
+// NewMetrics(nil) in tests; now is the clock of signatures and metrics (nil: time.Now).
+// Waits use the time package's timers, so a test can fake them with testing/synctest.
+func NewChat(opts Options, pool Pool, logger *slog.Logger, metrics *Metrics, now func() time.Time) (*Chat, error) {
+	opts = opts.withDefaults()
+	if now == nil {
+		now = time.Now
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	if opts.Coalesce != config.CoalesceAuto && opts.Coalesce != config.CoalesceOff {
+		return nil, fmt.Errorf("sender: coalesce must be %q or %q, got %q", config.CoalesceAuto, config.CoalesceOff, opts.Coalesce)
+	}
+	if opts.Pacing != config.PacingAuto && opts.Pacing != config.PacingBurst {
+		return nil, fmt.Errorf("sender: pacing must be %q or %q, got %q", config.PacingAuto, config.PacingBurst, opts.Pacing)
+	}
+	if opts.RobotLimits != config.RobotLimitsLearn && opts.RobotLimits != config.RobotLimitsFixed {
+		return nil, fmt.Errorf("sender: robotLimits must be %q or %q, got %q", config.RobotLimitsLearn, config.RobotLimitsFixed, opts.RobotLimits)
+	}
+	s := &Chat{
+		opts:    opts,
+		pool:    pool,
+		client:  NewClient(opts.HTTPTimeout, now),
+		logger:  logger,
+		metrics: metrics,
+		now:     now,
+		sem:     make(chan struct{}, opts.MaxInFlight),
+		targets: make(map[string]*target, len(opts.Targets)),
+		stop:    stopSignal{c: make(chan struct{})},
+	}
+	for name, tc := range opts.Targets {
+		t, err := s.newTarget(name, tc)
+		if err != nil {
+			return nil, err
+		}
+		s.targets[name] = t
+		metrics.Target(name, tc.Protocol.Kind())
+	}
+	return s, nil
+}
+
+// newTarget checks and prepares the chat target name.
+func (s *Chat) newTarget(name string, tc Target) (*target, error) {
+	if tc.Protocol == nil {
+		return nil, fmt.Errorf("sender: target %q has no platform", name)
+	}
+	if len(tc.Robots) == 0 {
+		return nil, fmt.Errorf("sender: target %q has no robot", name)
+	}
+	t := &target{name: name, proto: tc.Protocol, style: tc.Protocol.Style(), robots: map[string]Robot{},
+		breakers: map[string]*gobreaker.CircuitBreaker[Outcome]{}, queue: newAlertQueue(),
+		cooldown: tc.Cooldown, cooldownMax: tc.CooldownMax}
+	if t.cooldown <= 0 {
+		t.cooldown = s.opts.Cooldown
+	}
+	t.cooldownMax = max(t.cooldownMax, t.cooldown)
+	for _, r := range tc.Robots {
+		if r.Name == "" || r.Token == "" {
+			return nil, fmt.Errorf("sender: target %q: every robot needs a name and a token", name)
+		}
+		if _, dup := t.robots[r.Name]; dup {
+			return nil, fmt.Errorf("sender: target %q: robot %q appears twice", name, r.Name)
+		}
+		if r.Limit <= 0 {
+			r.Limit = s.opts.Limit
+		}
+		t.robots[r.Name] = r
+		t.order = append(t.order, store.PoolRobot{Name: r.Name, Limit: r.Limit, LimitPerSecond: r.LimitPerSecond})
+		t.reserve = max(t.reserve, tc.Protocol.KeywordRoom(r.Keyword))
+		t.breakers[r.Name] = s.newBreaker(name, r.Name)
+	}
+	// What the sections of a merged message may take: the room of one with a heading and
+	// the longest title, less a keyword's.
+	skeleton := Message{Format: FormatMarkdown, Title: fmt.Sprintf("%d alerts: %s", s.opts.CoalesceMax,
+		strings.Repeat("字", maxTitleRunes)), Text: t.style.Heading(s.opts.CoalesceMax)}
+	t.mergeRoom = tc.Protocol.Room(skeleton) - t.reserve
+	t.spacing = pacing(s.pool, t.order)
+	if b, ok := tc.Protocol.(BusyMoments); ok {
+		if w, ok := s.pool.(windowed); ok {
+			busy := b.Busy(w.Window())
+			t.busy = store.Busy{Every: busy.Every, For: busy.For, PerSecond: busy.PerSecond}
+		}
+	}
+	t.gap, t.tokenTime = t.spacing/burstGap, tokenTime(s.pool, t.order)
+	return t, nil
+}
+
+// Kind returns the platform of the chat target name, "" when it is not one of s's.
+func (s *Chat) Kind(name string) string {
+	if t, ok := s.targets[name]; ok {
+		return t.proto.Kind()
+	}
+	return ""
+}
+
+func (s *Chat) newBreaker(target, robot string) *gobreaker.CircuitBreaker[Outcome] {
+	failures := s.opts.BreakerFailures
+	return gobreaker.NewCircuitBreaker[Outcome](gobreaker.Settings{
+		Name:        target + "/" + robot,
+		MaxRequests: 1,
+		Timeout:     s.opts.BreakerOpen,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		// A request stopped by its confirm fence never reached the robot.
+		IsExcluded: func(err error) bool { return errors.Is(err, ErrStaleConfirm) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			s.logger.Warn("robot circuit breaker changed state", "target", target, "robot", robot,
+				"from", from.String(), "to", to.String())
+		},
+	})
+}
+
+// Close releases the sender's idle HTTP connections. Sends still running are not
+// affected.
+func (s *Chat) Close() { s.client.Close() }
+
+// ErrStopping is wrapped by the transient Failure of a send that did not go because the
+// Chat stopped (Stop): no request carried it.
+var ErrStopping = errors.New("sender: the sender is stopping")
+
+// stopSignal is closed by Stop.
+type stopSignal struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (s *stopSignal) done() bool {
+	select {
+	case <-s.c:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopped is the Failure of a send that did not go because the Chat stopped.
+func stopped(target string) *Failure {
+	return &Failure{Class: ClassTransient, Target: target, Reason: "not sent: this replica is stopping", Err: ErrStopping}
+}
+
+// Stop ends every send that waits, at once and without a request: an alert waiting in
+// its target's queue or for a free robot, a send waiting out a backoff before its next
+// try; each returns a transient Failure wrapping ErrStopping, and so does every later
+// send. A request on the wire goes on to its answer. A replica calls it as it stops,
+// after it claims nothing more: what waited here is handed back to the other replicas,
+// rather than sent late or given back one by one.
+func (s *Chat) Stop() {
+	s.stop.once.Do(func() { close(s.stop.c) })
+	for _, t := range s.targets {
+		q := t.queue
+		q.mu.Lock()
+		ws := q.waiting
+		q.waiting, q.parked, q.expect = nil, false, 0
+		for _, w := range ws {
+			w.taken = true
+		}
+		q.mu.Unlock()
+		for _, w := range ws {
+			w.done <- stopped(t.name)
+		}
+		q.signal()
+	}
+}
+
+// SendBody sends body, as producers publish alerts, to target at once; an invalid body
+// is a *Failure of ClassPermanent wrapping ErrInvalidBody.
+func (s *Chat) SendBody(ctx context.Context, target string, body []byte) error {
+	_, err := s.Send(ctx, Alert{Target: target, Body: body})
+	return err
+}
+
+// Send parses a.Body with its target's platform (Protocol.Parse) and sends it: a text or
+// markdown message over the platform's size limit goes as numbered parts, in order,
+// starting after a.PartsSent; any other type over the limit is refused. Unless
+// Options.Coalesce is off, the alert waits for a robot in its target's queue, and under
+// backlog it may go out merged with other waiting alerts of the target (see
+// coalesce.go), or be parked for the target's next send on any replica (a.Claim.Park;
+// Send then returns ErrParked). Right before every request that carries it, a.Claim (if
+// any) confirms it. It returns how the alert went once the platform accepted every
+// part, or a *Failure: a Failure of a later part means the earlier parts were
+// delivered; a merged message's failure is every one of its alerts' failure. When ctx
+// ends, Send returns a transient Failure wrapping ctx.Err().
+func (s *Chat) Send(ctx context.Context, a Alert) (Sent, error) {
+	t, ok := s.targets[a.Target]
+	if !ok {
+		f := &Failure{Class: ClassPermanent, Target: a.Target, Reason: fmt.Sprintf("target %q is not a chat target of the configuration", a.Target)}
+		s.metrics.failures.WithLabelValues(a.Target, string(f.Class)).Inc()
+		return Sent{}, f
+	}
+	m, err := t.proto.Parse(a.Body)
+	if err != nil {
+		f := &Failure{Class: ClassPermanent, Target: a.Target, Reason: err.Error(), Err: err}
+		s.metrics.failures.WithLabelValues(a.Target, string(f.Class)).Inc()
+		return Sent{}, f
+	}
+	return s.send(ctx, t, a, m)
+}
+
+// errNoPool is the failure of a send by a Chat made without a pool.
+var errNoPool = errors.New("sender: this sender has no robot pool: it only checks and renders bodies")
+
+// Check checks body as the chat target target's platform would, when it is published:
+// nil, or an error that says what is wrong (wrapping ErrInvalidBody for a body the
+// platform would refuse).
+func (s *Chat) Check(target string, body []byte) error {
+	t, ok := s.targets[target]
+	if !ok {
+		return fmt.Errorf("target %q is not a chat target of the configuration", target)
+	}
+	m, err := t.proto.Parse(body)
+	if err != nil {
+		return err
+	}
+	_, err = Split(t.proto, m, t.reserve)
+	return err
+}
+
+// Body is the body a producer publishes to the chat target target for m: its platform's
+// message JSON.
+func (s *Chat) Body(target string, m Message) ([]byte, error) {
+	t, ok := s.targets[target]
+	if !ok {
+		return nil, fmt.Errorf("target %q is not a chat target of the configuration", target)
+	}
+	return t.proto.Body(m)
+}
+
+// SendMessage sends m to target as an alert that was due at due (zero: the moment of
+// the call), with no claim.
+func (s *Chat) SendMessage(ctx context.Context, target string, m Message, due time.Time) error {
+	t, ok := s.targets[target]
+	if !ok {
+		return &Failure{Class: ClassPermanent, Target: target, Reason: fmt.Sprintf("target %q is not a chat target of the configuration", target)}
+	}
+	_, err := s.send(ctx, t, Alert{Target: target, Due: due}, m)
+	return err
+}
+
+func (s *Chat) send(ctx context.Context, t *target, a Alert, m Message) (Sent, error) {
+	if s.pool == nil {
+		return Sent{}, &Failure{Class: ClassTransient, Target: t.name, Reason: errNoPool.Error(), Err: errNoPool}
+	}
+	parts, err := Split(t.proto, m, t.reserve)
+	if err != nil {
+		var f *Failure
+		if errors.As(err, &f) {
+			f.Target = t.name
+		}
+		s.metrics.failures.WithLabelValues(t.name, string(ClassPermanent)).Inc()
+		return Sent{}, err
+	}
+	if s.stop.done() {
+		return Sent{}, stopped(t.name)
+	}
+	sent := Sent{Merged: 1, Parts: len(parts)}
+	for i, p := range parts {
+		if i < a.PartsSent {
+			continue // delivered by an earlier send
+		}
+		var confirm func(context.Context) error
+		if a.Claim != nil {
+			confirm = func(ctx context.Context) error { return a.Claim.Confirm(ctx, i) }
+		}
+		var err error
+		var part Sent
+		if s.opts.Coalesce == config.CoalesceOff {
+			part.Robot, err = s.sendPicked(ctx, t, single(p, confirm), nil)
+		} else {
+			part, err = s.sendQueued(ctx, t, a, p, len(parts) > 1 || !p.Mergeable(), confirm)
+		}
+		if errors.Is(err, ErrParked) {
+			return Sent{}, err
+		}
+		sent.Robot, sent.Merged = part.Robot, max(sent.Merged, part.Merged)
+		if err != nil {
+			var f *Failure
+			if errors.As(err, &f) && f.Parts == 0 { // a merged message's Failure is shared and set already
+				f.Part, f.Parts = i+1, len(parts)
+			}
+			s.metrics.failures.WithLabelValues(t.name, string(f.Class)).Inc()
+			s.logger.Warn("send failed", "target", t.name, "kind", t.proto.Kind(), "part", i+1, "parts", len(parts),
+				"class", string(f.Class), "robot", f.Robot, "http_status", f.HTTPStatus,
+				"code", f.Code, "attempts", f.Attempts, "reason", f.Reason)
+			return Sent{}, err
+		}
+	}
+	if !a.Due.IsZero() {
+		s.metrics.lateness.WithLabelValues(t.name).Observe(max(s.now().Sub(a.Due), 0).Seconds())
+	}
+	return sent, nil
+}
+
+// source is what a send asks for right before every request: the message, and whether a
+// claim was confirmed for it (then the request must start within the confirm fence).
+type source func(context.Context) (m Message, confirmed bool, err error)
+
+// single is the message source of one alert sent alone: m, once confirm (if any) allows.
+func single(m Message, confirm func(context.Context) error) source {
+	return func(ctx context.Context) (Message, bool, error) {
+		if confirm == nil {
+			return m, false, nil
+		}
+		if err := confirm(ctx); err != nil {
+			return Message{}, false, err
+		}
+		return m, true, nil
+	}
+}
+
+// sendPicked delivers the message msg returns, which it asks for right before every
+// request (an error there ends the send without a request), and returns the robot that
+// accepted it; the error is always a *Failure. When first is not nil, the first robot is
+// already picked and holds an in-flight slot (the queue's drainer picked it). A request
+// that cannot start within Options.Fence of its confirm is not made; msg is asked again.
+func (s *Chat) sendPicked(ctx context.Context, t *target, msg source, first *store.Pick) (string, error) {
+	observeWait := first == nil // the queue observes the wait of queued alerts
+	var (
+		attempts, throttles int
+		waited              time.Duration
+		last                Outcome
+		lastRobot           string
+	)
+	fail := func(class Class, reason string, err error) *Failure {
+		return &Failure{Class: class, Reason: reason, Target: t.name, Robot: lastRobot,
+			HTTPStatus: last.HTTPStatus, Code: last.Code, Attempts: attempts, Err: err}
+	}
+	defer func() {
+		if observeWait {
+			s.metrics.wait.WithLabelValues(t.name).Observe(waited.Seconds())
+		}
+	}()
+	for {
+		var pick store.Pick
+		if first != nil {
+			pick, first = *first, nil
+		} else {
+			if err := ctx.Err(); err != nil {
+				return "", fail(ClassTransient, "gave up: "+err.Error(), err)
+			}
+			robots := s.closedCircuits(t)
+			if len(robots) == 0 {
+				f := fail(ClassTransient, "the circuit breaker of every robot is open", nil)
+				f.RetryAfter = s.opts.BreakerOpen
+				return "", f
+			}
+			// Hold an in-flight slot from the pick to the answer, so that a picked send goes
+			// out at once and the platform sees the pool's spacing.
+			if err := s.acquire(ctx); err != nil {
+				return "", fail(ClassTransient, "gave up: "+err.Error(), err)
+			}
+			var err error
+			pick, err = s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, store.Burst)) // a retry: it waited already
+			if err != nil {
+				s.release()
+				if errors.Is(err, store.ErrNoRobot) {
+					return "", fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
+				}
+				if ctx.Err() != nil {
+					return "", fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+				}
+				return "", fail(ClassTransient, "robot pool: "+err.Error(), err)
+			}
+			if pick.Robot == "" {
+				s.release()
+				if s.opts.MaxWait > 0 && waited+pick.Wait > s.opts.MaxWait {
+					f := fail(ClassTransient, fmt.Sprintf("no robot free within %s", s.opts.MaxWait), nil)
+					f.RetryAfter = pick.Wait
+					return "", f
+				}
+				if err := s.sleep(ctx, pick.Wait); err != nil {
+					return "", fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
+				}
+				waited += pick.Wait
+				continue
+			}
+		}
+		robot := t.robots[pick.Robot]
+		lastRobot = robot.Name
+		asked := s.now()
+		m, confirmed, err := msg(ctx)
+		if err != nil {
+			s.release()
+			s.giveSlotBack(ctx, t, pick)
+			if ctx.Err() != nil {
+				return "", fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+			}
+			return "", fail(ClassTransient, "not sent: "+err.Error(), err)
+		}
+		s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(pick.Limit))
+		rctx := ctx
+		if confirmed && s.opts.Fence > 0 {
+			rctx = withFence(ctx, &fence{since: asked, limit: s.opts.Fence, now: s.now})
+		}
+		o, berr := s.post(rctx, t, robot, m)
+		s.release()
+		if errors.Is(berr, ErrStaleConfirm) {
+			// No request was made: the slot is not spent, and the claim is confirmed again.
+			s.giveSlotBack(ctx, t, pick)
+			s.metrics.requests.WithLabelValues(t.name, robot.Name, "stale_confirm").Inc()
+			attempts++
+			if attempts >= s.opts.Attempts {
+				return "", fail(ClassTransient, ErrStaleConfirm.Error(), ErrStaleConfirm)
+			}
+			s.logger.Warn("a request could not start within the fence of its claim's confirm (this replica was paused, "+
+				"or the connection slow to open): not sent; confirming again", "target", t.name, "robot", robot.Name,
+				"fence", s.opts.Fence.String(), "attempt", attempts)
+			continue
+		}
+		if berr == nil || errors.Is(berr, errTransientAnswer) {
+			// The request went out: count it from its answer, the platform's latest moment. An
+			// answer that is not a throttle says the robot is open (a probe's doubt is over).
+			open := o.OK || o.Class == ClassPermanent
+			if _, err := s.pool.Touch(context.WithoutCancel(ctx), t.name, pick, open); err != nil {
+				s.logger.Warn("could not move a send to its answer time in the robot's window",
+					"target", t.name, "robot", robot.Name, "error", err.Error())
+			}
+		}
+		if errors.Is(berr, gobreaker.ErrOpenState) || errors.Is(berr, gobreaker.ErrTooManyRequests) {
+			s.giveSlotBack(ctx, t, pick) // no request was made: the slot is not spent
+			s.metrics.requests.WithLabelValues(t.name, robot.Name, "circuit_open").Inc()
+			continue // the breaker opened since closedCircuits; the next pick skips the robot
+		}
+		if o.OK {
+			s.metrics.requests.WithLabelValues(t.name, robot.Name, "ok").Inc()
+			s.metrics.delivered.WithLabelValues(t.name).Inc()
+			return robot.Name, nil
+		}
+		last = o
+		s.metrics.requests.WithLabelValues(t.name, robot.Name, string(o.Class)).Inc()
+		if ctx.Err() != nil {
+			return "", fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+		}
+		switch o.Class {
+		case ClassPermanent:
+			return "", fail(ClassPermanent, o.Reason, nil)
+		case ClassThrottled:
+			throttles++
+			if throttles > 3*len(t.order) { // robots that keep throttling despite cool-downs
+				attempts++
+				if attempts >= s.opts.Attempts {
+					return "", fail(ClassThrottled, o.Reason, nil)
+				}
+			}
+			s.throttled(ctx, t, robot, pick, o)
+			continue
+		case ClassRobotBroken:
+			until, err := s.pool.Disable(ctx, t.name, robot.Name, s.opts.DisableFor)
+			s.metrics.disabled.WithLabelValues(t.name, robot.Name, "broken").Inc()
+			s.logger.Error("robot broken; taken out of rotation", "target", t.name, "kind", t.proto.Kind(), "robot", robot.Name,
+				"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "until", until, "disable_error", errString(err))
+			continue
+		case ClassOutOfQuota:
+			// Out of rotation until the quota period ends: a retry through it is in vain.
+			until, err := s.pool.Disable(ctx, t.name, robot.Name, max(o.Until.Sub(s.now()), time.Minute))
+			s.metrics.disabled.WithLabelValues(t.name, robot.Name, "out_of_quota").Inc()
+			s.logger.Error("robot out of its quota; taken out of rotation until the quota period ends", "target", t.name,
+				"kind", t.proto.Kind(), "robot", robot.Name, "code", o.Code, "reason", o.Reason, "until", until,
+				"disable_error", errString(err))
+			continue
+		}
+		// ClassTransient
+		attempts++
+		if attempts >= s.opts.Attempts {
+			return "", fail(ClassTransient, o.Reason, nil)
+		}
+		d := s.backoff(attempts)
+		if o.RetryAfter > d {
+			if o.RetryAfter > s.opts.BackoffMax {
+				f := fail(ClassTransient, o.Reason, nil)
+				f.RetryAfter = o.RetryAfter
+				return "", f
+			}
+			d = o.RetryAfter
+		}
+		s.logger.Info("send failed; retrying", "target", t.name, "robot", robot.Name, "attempt", attempts,
+			"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "backoff", d)
+		if err := s.sleep(ctx, d); err != nil {
+			return "", fail(ClassTransient, "gave up: "+err.Error(), err)
+		}
+	}
+}
+
+// learn reports whether robot limits are learned (sender.robotLimits learn).
+func (s *Chat) learn() bool { return s.opts.RobotLimits == config.RobotLimitsLearn }
+
+// pickOptions are the options of a pick with pacing.
+func (s *Chat) pickOptions(t *target, pacing store.Pacing) store.PickOptions {
+	return store.PickOptions{Pacing: pacing, Learn: s.learn(), ProbeTimeout: s.opts.HTTPTimeout + time.Second, Busy: t.busy}
+}
+
+// throttled records that the platform throttled robot: it cools down, and, when it was
+// below its configured limit, gets a lower learned one; the start of such an episode is
+// logged once, by the replica that saw it, with what the operator may want to know.
+func (s *Chat) throttled(ctx context.Context, t *target, robot Robot, pick store.Pick, o Outcome) {
+	th, err := s.pool.Throttled(context.WithoutCancel(ctx), t.name, pick, t.order,
+		store.ThrottleOptions{Cooldown: t.cooldown, CooldownMax: t.cooldownMax, Learn: s.learn() && !o.Busy})
+	s.metrics.cooldowns.WithLabelValues(t.name, robot.Name).Inc()
+	if err != nil {
+		s.logger.Warn("robot throttled; could not record it", "target", t.name, "kind", t.proto.Kind(), "robot", robot.Name,
+			"http_status", o.HTTPStatus, "code", o.Code, "error", err.Error())
+		return
+	}
+	s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(th.Limit))
+	if th.Started {
+		s.logger.Warn("robot throttled below its configured limit: is it shared with another sender? "+
+			"rocketdelay now sends at most the learned limit through it, and raises it again by one per window without a throttle",
+			"target", t.name, "robot", robot.Name, "sends_in_window", th.InWindow, "configured_limit", robot.Limit,
+			"learned_limit", th.Limit, "cooling_until", th.CoolingUntil)
+		return
+	}
+	s.logger.Info("robot throttled; cooling it down", "target", t.name, "kind", t.proto.Kind(), "robot", robot.Name,
+		"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "until", th.CoolingUntil, "limit", th.Limit)
+}
+
+// giveSlotBack frees the window slot of a pick that made no request.
+func (s *Chat) giveSlotBack(ctx context.Context, t *target, pick store.Pick) {
+	if pick.Probe { // the probe was not made: let another go
+		_, _ = s.pool.Touch(context.WithoutCancel(ctx), t.name, pick, false)
+	}
+	if _, err := s.pool.Return(context.WithoutCancel(ctx), t.name, pick); err != nil {
+		s.logger.Warn("could not free the window slot of a send that was not made",
+			"target", t.name, "robot", pick.Robot, "error", err.Error())
+	}
+}
+
+// post makes one request through robot's circuit breaker.
+func (s *Chat) post(ctx context.Context, t *target, robot Robot, m Message) (Outcome, error) {
+	return t.breakers[robot.Name].Execute(func() (Outcome, error) {
+		start := s.now()
+		o := t.proto.Post(ctx, s.client, robot, m)
+		if f := fenceOf(ctx); f != nil && f.tripped.Load() {
+			return o, ErrStaleConfirm // no request: neither a duration nor a failure of the robot
+		}
+		s.metrics.duration.WithLabelValues(t.name).Observe(s.now().Sub(start).Seconds())
+		if !o.OK && o.Class == ClassTransient && ctx.Err() == nil {
+			return o, errTransientAnswer
+		}
+		return o, nil
+	})
+}
+
+// closedCircuits lists the robots of t whose circuit breaker lets requests through.
+func (s *Chat) closedCircuits(t *target) []store.PoolRobot {
+	out := make([]store.PoolRobot, 0, len(t.order))
+	for _, r := range t.order {
+		if t.breakers[r.Name].State() != gobreaker.StateOpen {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *Chat) acquire(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+		s.metrics.inflight.Inc()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Chat) release() {
+	s.metrics.inflight.Dec()
+	<-s.sem
+}
+
+// backoff is the wait before retry number attempt (1 for the first retry): exponential
+// with full jitter, a random duration in [0, min(BackoffMax, BackoffBase·2^(attempt-1))].
+func (s *Chat) backoff(attempt int) time.Duration {
+	ceil := s.opts.BackoffBase
+	for i := 1; i < attempt && ceil < s.opts.BackoffMax; i++ {
+		ceil *= 2
+	}
+	ceil = min(ceil, s.opts.BackoffMax)
+	return rand.N(ceil + 1)
+}
+
+// sleep waits d, or until ctx ends (its error), or the Chat stops (ErrStopping).
+func (s *Chat) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stop.c:
+		return ErrStopping
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
