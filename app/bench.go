@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/bench"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -192,7 +193,7 @@ func newBenchSenderCmd(stdio IO) *cobra.Command {
 	f.IntVar(&o.Senders, "senders", 4, "Sender instances (replicas) sharing the robot pool")
 	f.IntVar(&o.Robots, "robots", 5, "robots of the target group")
 	f.IntVar(&o.Limit, "limit", 19, "sends per robot per window the pool allows (the simulator allows 20)")
-	f.IntVar(&o.NaiveLimit, "naive-limit", config.MaxRobotLimit, "sends per robot per window the naive ZCOUNT+ZADD check allows (DingTalk's documented 20)")
+	f.IntVar(&o.NaiveLimit, "naive-limit", dingtalk.Platform.Config.MaxLimit, "sends per robot per window the naive ZCOUNT+ZADD check allows (DingTalk's documented 20)")
 	durationVar(f, &o.Window, "window", 2*time.Second, "rate-limit window, standing for DingTalk's minute")
 	f.IntVarP(&o.Alerts, "alerts", "n", 1000, "alerts in the burst")
 	f.IntVar(&o.Callers, "callers", 200, "goroutines handing alerts to the senders")

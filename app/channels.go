@@ -7,13 +7,11 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
-	"github.com/rocketdelay/rocketdelay/sender/feishu"
-	"github.com/rocketdelay/rocketdelay/sender/wecom"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 )
 
-// chatOptions builds the chat sender's options from the configuration: every target
-// of kind dingtalk, wecom or feishu, with its platform, its robots' credentials and
+// chatOptions builds the chat core's options from the configuration: every robot group,
+// with its platform (from the registry, platforms.Of), its robots' credentials and
 // limits, and its cool-downs.
 func chatOptions(c config.Config) (sender.Options, error) {
 	s := c.Sender
@@ -41,30 +39,26 @@ func chatOptions(c config.Config) (sender.Options, error) {
 		if !t.Chat() {
 			continue
 		}
-		kind := t.Channel()
-		target := sender.Target{Cooldown: s.Cooldown}
-		limit, perSecond := s.Limit, 0
-		switch kind {
-		case config.KindWeCom:
-			target.Protocol = wecom.New(s.WeCom.BaseURL)
-			target.Cooldown, target.CooldownMax = s.WeCom.Cooldown, s.Cooldown
-			limit = s.WeCom.Limit
-		case config.KindFeishu:
-			target.Protocol = feishu.New(s.Feishu.BaseURL)
-			target.Cooldown, target.CooldownMax = s.Feishu.Cooldown, s.Cooldown
-			limit, perSecond = s.Feishu.Limit, s.Feishu.LimitPerSecond
-		default:
-			target.Protocol = dingtalk.New(s.BaseURL)
+		p, ok := platforms.Of(t.Channel())
+		if !ok {
+			return sender.Options{}, fmt.Errorf("targets.%s.kind: %q is not a chat platform", name, t.Channel())
+		}
+		settings := s.Settings(p.Config)
+		target := sender.Target{Protocol: p.New(settings.BaseURL), Cooldown: settings.Cooldown}
+		if p.Config.Section != "" {
+			// A platform that documents no lock-out: its robots rest settings.Cooldown
+			// at first, doubling up to sender.cooldown while they stay refused.
+			target.CooldownMax = s.Cooldown
 		}
 		for i, r := range t.Robots {
-			tok, err := r.Credential(kind)
+			tok, err := r.Credential(p.Kind())
 			if err != nil {
 				return sender.Options{}, fmt.Errorf("targets.%s.robots[%d].token: %w", name, i, err)
 			}
 			robot := sender.Robot{Name: r.Name, Token: tok, SigningSecret: r.SigningSecret, Keyword: r.Keyword,
-				Limit: r.Limit, LimitPerSecond: perSecond}
+				Limit: r.Limit, LimitPerSecond: settings.LimitPerSecond}
 			if robot.Limit == 0 {
-				robot.Limit = limit
+				robot.Limit = settings.Limit
 			}
 			target.Robots = append(target.Robots, robot)
 		}

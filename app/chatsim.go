@@ -4,23 +4,18 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
-	"github.com/rocketdelay/rocketdelay/sender/feishu"
-	"github.com/rocketdelay/rocketdelay/sender/wecom"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 )
 
-// simPlatforms are the platforms `rocketdelay chat-sim` serves, DingTalk first (the kind
-// of a robot that names none).
-var simPlatforms = []chatsim.Rules{dingtalk.SimRules{}, wecom.SimRules{}, feishu.SimRules{}}
-
-// newChatSimCmd is `rocketdelay chat-sim`: the DingTalk, WeCom and Feishu robot
-// simulator as a program, for demos and for pointing a local rocketdelay at (config
-// sender.baseURL, sender.wecom.baseURL, sender.feishu.baseURL).
+// newChatSimCmd is `rocketdelay chat-sim`: the robot simulator of every chat platform
+// (platforms.All) as a program, for demos and for pointing a local rocketdelay at
+// (config sender.baseURL, sender.KIND.baseURL).
 func newChatSimCmd(stdio IO) *cobra.Command {
 	var (
 		addr, robots, file string
@@ -31,21 +26,15 @@ func newChatSimCmd(stdio IO) *cobra.Command {
 		Example: `  rocketdelay chat-sim --robots t1=SEC1,wecom:k1,feishu:h1=fs1
   rocketdelay chat-sim -f sim.yaml --addr 127.0.0.1:18090 --throttle 30s`,
 		Aliases: []string{"dingtalk-sim"},
-		Short:   "Run a DingTalk, WeCom and Feishu robot webhook simulator (rate limits, signatures, faults)",
+		Short:   "Run a robot webhook simulator of every chat platform (rate limits, signatures, faults)",
 		Long: `chat-sim serves simulated chat-robot webhooks on --addr, each platform at its own path,
 with its documented behaviour:
 
-  DingTalk  /robot/send?access_token=T       signature (timestamp ms, within 1h), keyword,
-            20000-byte body; 20 per minute, then errcode 130101 once and, for --throttle
-            (default 10m), HTTP 302 to a page that is not JSON
-  WeCom     /cgi-bin/webhook/send?key=K       text ≤ 2048 bytes, markdown ≤ 4096; 20 per
-            minute, errcode 45009 over it, no lock-out
-  Feishu    /open-apis/bot/v2/hook/T          signature in the body (timestamp s, within 1h),
-            keyword, 20 KB body; 100 per minute and 5 per second, HTTP 400 code 9499 over
-            them; code 11232 past 3 per second in the 10 s after :00 and :30
+` + simSummaries() + `
 
-Robots come from --robots ([KIND:]TOKEN[=SECRET], comma-separated; KIND is dingtalk,
-wecom or feishu, default dingtalk; named robot1, robot2, …) or from a YAML --config file:
+Robots come from --robots ([KIND:]TOKEN[=SECRET], comma-separated; KIND is one of
+` + strings.Join(platforms.Kinds(), ", ") + `, default dingtalk; named robot1, robot2, …) or from a
+YAML --config file:
 
   robots:
     - {name: r1, token: t1, secret: SEC1, keyword: alert}
@@ -58,7 +47,6 @@ POST /_sim/faults?token=T with {"kind":"errcode","errcode":-1,"count":3} (kinds:
 status, slow, drop, malformed, throttle), DELETE /_sim/faults, POST /_sim/reset.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Platforms = simPlatforms
 			if file != "" {
 				data, err := os.ReadFile(file)
 				if err != nil {
@@ -92,9 +80,11 @@ status, slow, drop, malformed, throttle), DELETE /_sim/faults, POST /_sim/reset.
 			return sim.ListenAndServe(c.Context(), addr, func(a net.Addr) {
 				// Tokens and secrets are not printed.
 				root := "http://" + a.String()
-				fmt.Fprintf(c.OutOrStdout(), "chat-sim: %d robots, window %s; DingTalk %s, WeCom %s, Feishu %s\n",
-					len(opts.Robots), opts.Window, sim.URL(root, config.KindDingTalk), sim.URL(root, config.KindWeCom),
-					sim.URL(root, config.KindFeishu))
+				var where []string
+				for _, p := range platforms.All {
+					where = append(where, p.Config.Name+" "+sim.URL(root, p.Kind()))
+				}
+				fmt.Fprintf(c.OutOrStdout(), "chat-sim: %d robots, window %s; %s\n", len(opts.Robots), opts.Window, strings.Join(where, ", "))
 			})
 		},
 	}
@@ -102,8 +92,20 @@ status, slow, drop, malformed, throttle), DELETE /_sim/faults, POST /_sim/reset.
 	f.StringVar(&addr, "addr", "127.0.0.1:18090", "host:port to listen on")
 	f.StringVar(&robots, "robots", "", "robots as [KIND:]TOKEN[=SECRET], comma-separated")
 	f.StringVarP(&file, "config", "f", "", "YAML file with robots (name, kind, token, secret, keyword, limit), limit, window, throttle")
-	f.IntVar(&opts.Limit, "limit", 0, "messages a robot accepts per window (default: each platform's: 20, 20, 100)")
+	f.IntVar(&opts.Limit, "limit", 0, "messages a robot accepts per window (default: each platform's)")
 	durationVar(f, &opts.Window, "window", chatsim.DefaultWindow, "the rate limits' sliding window (the per-second limits count in a sixtieth of it)")
-	durationVar(f, &opts.Throttle, "throttle", 0, "how long a robot over its limit stays throttled (default: each platform's: DingTalk 10m, none for WeCom and Feishu)")
+	durationVar(f, &opts.Throttle, "throttle", 0, "how long a robot over its limit stays throttled (default: each platform's: DingTalk 10m, none for the others)")
 	return cmd
+}
+
+// simSummaries are the simulator's help lines of every platform, its kind first.
+func simSummaries() string {
+	var b strings.Builder
+	for i, p := range platforms.All {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "  %-9s %s", p.Config.Name, p.Sim.Summary())
+	}
+	return b.String()
 }

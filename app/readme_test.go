@@ -18,6 +18,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -101,7 +102,7 @@ func TestReadmeCommands(t *testing.T) {
 	require.NoError(t, err)
 	simOpts, err := chatsim.DecodeOptions(simFile)
 	require.NoError(t, err)
-	sim, simRoot := testenv.ChatSim(t, simPlatforms, simOpts)
+	sim, simRoot := testenv.ChatSim(t, platforms.All, simOpts)
 
 	rdb, prefix := testenv.Redis(t)
 	env := map[string]string{

@@ -10,11 +10,9 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -264,9 +262,9 @@ type Postgres struct {
 // platform that share the load of one group chat (Robots), or a RocketMQ business topic
 // (Topic). A target has exactly one of the two.
 type Target struct {
-	// Kind is the target's channel: "dingtalk", "wecom" or "feishu" for a group of that
-	// platform's robots, "topic" for a RocketMQ topic. Default "topic" when Topic is set,
-	// "dingtalk" otherwise.
+	// Kind is the target's channel: a chat channel's kind ("dingtalk", "wecom", "feishu",
+	// "slack") for a group of that platform's robots, "topic" for a RocketMQ topic.
+	// Default "topic" when Topic is set, "dingtalk" otherwise.
 	Kind string `yaml:"kind" json:"kind,omitempty"`
 	// Robots of a robot group, all of Kind's platform; at least one when Topic is not set.
 	Robots []Robot `yaml:"robots" json:"robots"`
@@ -303,20 +301,15 @@ type Mention struct {
 	UserIDs []string `yaml:"userIds" json:"userIds,omitempty"`
 }
 
-// The kinds of target, as Target.Kind names them.
+// The kinds of target that config itself knows, as Target.Kind names them; the chat
+// channels' kinds come from their registry (Kinds, ChatChannels).
 const (
-	// KindDingTalk is a group of DingTalk custom robots.
-	KindDingTalk = "dingtalk"
-	// KindWeCom is a group of WeCom (企业微信) group robots.
-	KindWeCom = "wecom"
-	// KindFeishu is a group of Feishu (飞书, Lark) custom bots.
-	KindFeishu = "feishu"
 	// KindTopic is a RocketMQ business topic.
 	KindTopic = "topic"
+	// KindDingTalk is the kind of a robot group that names none: DingTalk custom robots,
+	// the first chat channel rocketdelay had.
+	KindDingTalk = "dingtalk"
 )
-
-// Kinds lists every kind of target.
-var Kinds = []string{KindDingTalk, KindWeCom, KindFeishu, KindTopic}
 
 // Channel returns the target's kind: Kind, or when it is empty KindTopic for a topic
 // target and KindDingTalk for robots.
@@ -375,49 +368,21 @@ type Robot struct {
 	// uses one; the sender makes sure every message contains it. Default none.
 	Keyword string `yaml:"keyword" json:"keyword"`
 	// Limit is how many messages the robot may send per sender.window; 0 takes the
-	// default of its kind (sender.limit, sender.wecom.limit, sender.feishu.limit). At
-	// most the platform's own limit (MaxRobotLimits).
+	// default of its kind (sender.limit for DingTalk, sender.KIND.limit for the others).
+	// At most the platform's own limit.
 	Limit int `yaml:"limit" json:"limit"`
 }
 
 // Credential returns the robot's credential for a robot of kind: Token itself, or the
-// credential taken from Token when it is a webhook URL (DingTalk's access_token
-// parameter, WeCom's key parameter, the last path element after Feishu's /hook/). The
-// error never contains the token.
+// credential its channel takes from Token when it is a webhook URL (DingTalk's
+// access_token parameter, WeCom's key parameter, …). The error never contains the token.
 func (r Robot) Credential(kind string) (Secret, error) {
-	v := strings.TrimSpace(r.Token.Reveal())
-	if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
-		return Secret(v), nil
+	c, ok := ChatChannelOf(kind)
+	if !ok {
+		return "", fmt.Errorf("%q is not a chat channel", kind)
 	}
-	u, err := url.Parse(v)
-	if err != nil {
-		return "", errors.New("the webhook URL does not parse")
-	}
-	var tok, where string
-	switch kind {
-	case KindWeCom:
-		tok, where = u.Query().Get("key"), "key parameter"
-	case KindFeishu:
-		_, tok, _ = strings.Cut(u.Path, "/hook/")
-		where = "/hook/TOKEN path"
-	default:
-		tok, where = u.Query().Get("access_token"), "access_token parameter"
-	}
-	if tok == "" || strings.Contains(tok, "/") {
-		return "", fmt.Errorf("the webhook URL has no %s", where)
-	}
-	return Secret(tok), nil
+	return c.credential(r.Token)
 }
-
-// MaxRobotLimit is DingTalk's and WeCom's limit on a robot: 20 messages per minute.
-const MaxRobotLimit = 20
-
-// MaxRobotLimits are the platforms' own limits on one robot, messages per minute: a
-// configured limit above its kind's is refused.
-var MaxRobotLimits = map[string]int{KindDingTalk: MaxRobotLimit, KindWeCom: 20, KindFeishu: 100}
-
-// MaxFeishuPerSecond is Feishu's second limit on one bot: 5 messages per second.
-const MaxFeishuPerSecond = 5
 
 // Values of sender.coalesce.
 const (
@@ -538,27 +503,27 @@ type Sender struct {
 	// (RD_PRIORITY) when a target's budget is short: past it, it goes ahead of every
 	// priority. Default 60s.
 	PriorityMaxWait time.Duration `yaml:"priorityMaxWait" json:"priorityMaxWait"`
-	// WeCom configures WeCom group robots (targets of kind wecom).
-	WeCom Platform `yaml:"wecom" json:"wecom"`
-	// Feishu configures Feishu custom bots (targets of kind feishu).
-	Feishu Platform `yaml:"feishu" json:"feishu"`
+	// Platforms configure the robots of each chat channel besides DingTalk, by its
+	// section: sender.wecom, sender.feishu, sender.slack (a channel's Section).
+	Platforms map[string]Platform `yaml:",inline" json:"platforms,omitempty"`
 }
 
-// Platform configures the robots of one chat platform besides DingTalk, whose settings
-// are sender's own keys.
+// Platform configures the robots of one chat channel besides DingTalk, whose settings
+// are sender's own keys. The defaults and bounds are the channel's (ChatChannel).
 type Platform struct {
 	// BaseURL is the webhook endpoint without the robot's credential: WeCom's
 	// "https://qyapi.weixin.qq.com/cgi-bin/webhook/send" (the key goes in its query),
 	// Feishu's "https://open.feishu.cn/open-apis/bot/v2/hook" (the token follows it in the
-	// path). Point it at `rocketdelay chat-sim` for tests and demos. Default the
-	// platform's.
+	// path), Slack's "https://hooks.slack.com/services" (its T…/B…/… path follows it).
+	// Point it at `rocketdelay chat-sim` for tests and demos. Default the platform's.
 	BaseURL string `yaml:"baseURL" json:"baseURL"`
 	// Limit is how many messages each robot may send per sender.window: at most the
-	// platform's (20 for WeCom, 100 for Feishu). Default 19 for WeCom, 95 for Feishu.
+	// platform's (20 for WeCom, 100 for Feishu, 60 for Slack). Default 19 for WeCom, 95
+	// for Feishu, 50 for Slack.
 	Limit int `yaml:"limit" json:"limit"`
 	// LimitPerSecond is how many messages each robot may send per second too (a sixtieth
-	// of sender.window): Feishu's 5 per second; 0 for WeCom, which has none. Default 4 for
-	// Feishu.
+	// of sender.window): Feishu's 5 per second, Slack's about 1; 0 for WeCom, which has
+	// none. Default 4 for Feishu, 1 for Slack.
 	LimitPerSecond int `yaml:"limitPerSecond" json:"limitPerSecond"`
 	// Cooldown is how long a robot the platform throttled rests at first. The platform
 	// documents no lock-out, so rocketdelay learns it: a robot throttled again by the

@@ -1,9 +1,11 @@
-package config
+package config_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	. "github.com/rocketdelay/rocketdelay/config"
+	_ "github.com/rocketdelay/rocketdelay/sender/platforms"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -350,9 +352,12 @@ func TestSenderDefaultsAndValidation(t *testing.T) {
 		BackoffMax: 30 * time.Second, BaseURL: "https://oapi.dingtalk.com/robot/send", MaxInFlight: 32,
 		BreakerFailures: 5, BreakerOpen: 30 * time.Second, Coalesce: "auto", CoalesceMax: 50, Pacing: "auto", RobotLimits: "learn",
 		PriorityMaxWait: time.Minute,
-		WeCom:           Platform{BaseURL: "https://qyapi.weixin.qq.com/cgi-bin/webhook/send", Limit: 19, Cooldown: 5 * time.Second},
-		Feishu: Platform{BaseURL: "https://open.feishu.cn/open-apis/bot/v2/hook", Limit: 95, LimitPerSecond: 4,
-			Cooldown: 5 * time.Second},
+		Platforms: map[string]Platform{
+			"wecom": {BaseURL: "https://qyapi.weixin.qq.com/cgi-bin/webhook/send", Limit: 19, Cooldown: 5 * time.Second},
+			"feishu": {BaseURL: "https://open.feishu.cn/open-apis/bot/v2/hook", Limit: 95, LimitPerSecond: 4,
+				Cooldown: 5 * time.Second},
+			"slack": {BaseURL: "https://hooks.slack.com/services", Limit: 50, LimitPerSecond: 1, Cooldown: 5 * time.Second},
+		},
 	}, c.Sender)
 
 	_, err = Load(writeFile(t, validYAML+`
@@ -587,7 +592,7 @@ targets:
     topic: {name: order-events}
 `), noEnv)
 	require.NoError(t, err)
-	for name, kind := range map[string]string{"ding": KindDingTalk, "wc": KindWeCom, "fs": KindFeishu, "orders": KindTopic} {
+	for name, kind := range map[string]string{"ding": KindDingTalk, "wc": "wecom", "fs": "feishu", "orders": KindTopic} {
 		require.Equal(t, kind, c.Targets[name].Channel(), name)
 		require.Equal(t, kind != KindTopic, c.Targets[name].Chat(), name)
 	}
@@ -599,7 +604,7 @@ targets:
 
 	_, err = Load(writeFile(t, validYAML+`
 targets:
-  a: {kind: slack, robots: [{name: r, token: t}]}
+  a: {kind: teams, robots: [{name: r, token: t}]}
   b: {kind: wecom, robots: [{name: r, token: t, signingSecret: s, keyword: k, limit: 21}]}
   c: {kind: feishu, robots: [{name: r, token: "https://open.feishu.cn/open-apis/bot/v2/hook/"}, {name: s, token: t, limit: 101}],
       alertmanager: {mentions: [{mobiles: ["138"]}]}}
@@ -611,18 +616,18 @@ sender:
 `), noEnv)
 	require.Error(t, err)
 	for _, key := range []string{
-		"targets.a.kind: must be one of dingtalk, wecom, feishu, topic",
+		"targets.a.kind: must be one of dingtalk, wecom, feishu, slack, topic",
 		"targets.b.robots[0].signingSecret: WeCom robots do not sign",
 		"targets.b.robots[0].keyword: WeCom robots have no keyword",
-		"targets.b.robots[0].limit: must be between 1 and 20 (wecom's limit",
+		"targets.b.robots[0].limit: must be between 1 and 20 (WeCom's limit",
 		"targets.c.robots[0].token: the webhook URL has no /hook/TOKEN path",
-		"targets.c.robots[1].limit: must be between 1 and 100 (feishu's limit",
-		"targets.c.alertmanager.mentions[0].mobiles: Feishu's custom bots mention by open_id",
+		"targets.c.robots[1].limit: must be between 1 and 100 (Feishu's limit",
+		"targets.c.alertmanager.mentions[0].mobiles: Feishu mentions by user id (userIds: its feishuOpenId)",
 		"targets.d: a target has robots or a topic, not both",
 		"targets.e.topic: a target of kind wecom has robots, not a topic",
 		"sender.feishu.limit: must be between 1 and 100",
 		"sender.feishu.limitPerSecond: must be between 1 and 5",
-		"sender.wecom.limitPerSecond: wecom has no per-second limit",
+		"sender.wecom.limitPerSecond: WeCom has no per-second limit",
 		"sender.wecom.baseURL:",
 	} {
 		require.ErrorContains(t, err, "config: "+key)

@@ -1,6 +1,8 @@
-package config
+package config_test
 
 import (
+	. "github.com/rocketdelay/rocketdelay/config"
+	_ "github.com/rocketdelay/rocketdelay/sender/platforms"
 	"strings"
 	"testing"
 	"time"

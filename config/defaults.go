@@ -46,13 +46,6 @@ const (
 	DefaultSenderPacing          = PacingAuto
 	DefaultSenderRobotLimits     = RobotLimitsLearn
 	DefaultSenderPriorityMaxWait = 60 * time.Second
-	// WeCom's and Feishu's settings (sender.wecom, sender.feishu).
-	DefaultWeComBaseURL         = "https://qyapi.weixin.qq.com/cgi-bin/webhook/send"
-	DefaultWeComLimit           = 19
-	DefaultFeishuBaseURL        = "https://open.feishu.cn/open-apis/bot/v2/hook"
-	DefaultFeishuLimit          = 95
-	DefaultFeishuLimitPerSecond = 4
-	DefaultPlatformCooldown     = 5 * time.Second
 
 	DefaultFailedSendsInterval    = 30 * time.Second
 	DefaultFailedSendsMaxAttempts = 20
@@ -128,13 +121,7 @@ func (c Config) WithDefaults() Config {
 	if c.Ingress.Priorities == nil {
 		c.Ingress.Priorities = map[string]string{"critical": "critical", "error": "high", "warning": "normal", "info": "low"}
 	}
-	Default(&c.Sender.WeCom.BaseURL, DefaultWeComBaseURL)
-	Default(&c.Sender.WeCom.Limit, DefaultWeComLimit)
-	Default(&c.Sender.WeCom.Cooldown, DefaultPlatformCooldown)
-	Default(&c.Sender.Feishu.BaseURL, DefaultFeishuBaseURL)
-	Default(&c.Sender.Feishu.Limit, DefaultFeishuLimit)
-	Default(&c.Sender.Feishu.LimitPerSecond, DefaultFeishuLimitPerSecond)
-	Default(&c.Sender.Feishu.Cooldown, DefaultPlatformCooldown)
+	c.Sender = c.Sender.withDefaults()
 	Default(&c.FailedSends.Interval, DefaultFailedSendsInterval)
 	Default(&c.FailedSends.MaxAttempts, DefaultFailedSendsMaxAttempts)
 	Default(&c.FailedSends.MaxAge, DefaultFailedSendsMaxAge)

@@ -146,37 +146,32 @@ type Member struct {
 	// Name identifies the member in the rotation's overrides and in messages. Required,
 	// unique within the rotation.
 	Name string `yaml:"name" json:"name"`
-	// Mobile is the member's mobile number, which DingTalk and WeCom mention when the
-	// member has no user id of theirs. Default none.
+	// Mobile is the member's mobile number, which the platforms that mention by mobile
+	// number (DingTalk, WeCom) use when the member has no user id of theirs. Default none.
 	Mobile string `yaml:"mobile,omitempty" json:"mobile,omitempty"`
-	// DingTalkUserID is the member's DingTalk userId. Default none.
-	DingTalkUserID string `yaml:"dingtalkUserId,omitempty" json:"dingtalkUserId,omitempty"`
-	// WeComUserID is the member's WeCom userid. Default none.
-	WeComUserID string `yaml:"wecomUserId,omitempty" json:"wecomUserId,omitempty"`
-	// FeishuOpenID is the member's Feishu open_id, the only id Feishu's bots mention by.
-	// Default none.
-	FeishuOpenID string `yaml:"feishuOpenId,omitempty" json:"feishuOpenId,omitempty"`
+	// IDs are the member's user ids on the chat platforms, each under its channel's
+	// member key (ChatChannel.MemberID): dingtalkUserId (DingTalk's userId), wecomUserId
+	// (WeCom's userid), feishuOpenId (Feishu's open_id, the only id its bots mention by),
+	// slackUserId (Slack's member id, U…). Default none.
+	IDs map[string]string `yaml:",inline" json:"ids,omitempty"`
 }
 
 // MentionID returns how a target of kind mentions m: by a user id or by a mobile number,
-// at most one of the two set, both empty when m has no id that kind can mention. DingTalk
-// and WeCom take the member's user id on their platform, else the mobile number; Feishu's
-// bots mention by open_id only; a topic mentions nobody.
+// at most one of the two set, both empty when m has no id that kind can mention. A chat
+// channel takes the member's id under its member key, else, if it mentions by mobile
+// number, the mobile number; a topic mentions nobody.
 func (m Member) MentionID(kind string) (userID, mobile string) {
-	switch kind {
-	case KindDingTalk:
-		userID = m.DingTalkUserID
-	case KindWeCom:
-		userID = m.WeComUserID
-	case KindFeishu:
-		return m.FeishuOpenID, ""
-	default:
+	c, ok := ChatChannelOf(kind)
+	if !ok {
 		return "", ""
 	}
-	if userID != "" {
-		return userID, ""
+	if id := m.IDs[c.MemberID]; c.MemberID != "" && id != "" {
+		return id, ""
 	}
-	return "", m.Mobile
+	if c.Mobiles {
+		return "", m.Mobile
+	}
+	return "", ""
 }
 
 // Override puts Member on duty from From until To.
@@ -286,26 +281,28 @@ func (s EscalationStep) validateTarget(bad badFunc, key string, c Config) {
 		return
 	}
 	kind := t.Channel()
+	ch, _ := ChatChannelOf(kind)
 	switch {
 	case kind == KindTopic && !m.Empty():
 		bad(key+".mention", "target %q is a topic, where nobody can be mentioned", s.Target)
 		return
-	case kind == KindFeishu && len(m.Mobiles) > 0:
-		bad(key+".mention.mobiles", "Feishu's custom bots mention by open_id (users), not by mobile number")
+	case kind != KindTopic && !ch.Mobiles && len(m.Mobiles) > 0:
+		bad(key+".mention.mobiles", "%s mentions by user id (users: its %s), not by mobile number", ch.Name, ch.MemberID)
 	}
 	for i, mem := range members {
 		if id, mobile := mem.MentionID(kind); id == "" && mobile == "" {
 			bad(key+".mention.rotation", "rotations.%s.members[%d] (%q) has no id target %q (%s) can mention it by (%s)",
-				m.Rotation, i, mem.Name, s.Target, kind, mentionIDs[kind])
+				m.Rotation, i, mem.Name, s.Target, kind, ch.mentionIDs())
 		}
 	}
 }
 
-// mentionIDs names the member ids a target of each chat kind mentions by.
-var mentionIDs = map[string]string{
-	KindDingTalk: "dingtalkUserId or mobile",
-	KindWeCom:    "wecomUserId or mobile",
-	KindFeishu:   "feishuOpenId",
+// mentionIDs names the member keys c mentions by, for errors.
+func (c ChatChannel) mentionIDs() string {
+	if c.Mobiles {
+		return c.MemberID + " or mobile"
+	}
+	return c.MemberID
 }
 
 // mentionable reports whether id may be a mobile number or a user id in a mention.
@@ -326,19 +323,33 @@ func (r Rotation) validate(bad badFunc, key string) {
 			bad(mkey+".name", "%q is used twice in this rotation", m.Name)
 		}
 		names[m.Name] = true
+		keys := []string{"mobile"}
+		for _, c := range ChatChannels() {
+			if c.MemberID != "" {
+				keys = append(keys, c.MemberID)
+			}
+		}
 		ids := 0
-		for _, id := range []struct{ key, v string }{{"mobile", m.Mobile}, {"dingtalkUserId", m.DingTalkUserID},
-			{"wecomUserId", m.WeComUserID}, {"feishuOpenId", m.FeishuOpenID}} {
-			if id.v == "" {
+		for _, k := range slices.Sorted(maps.Keys(m.IDs)) {
+			if !slices.Contains(keys, k) {
+				bad(mkey+"."+k, "unknown key (a member's ids are %s)", strings.Join(keys, ", "))
+			}
+		}
+		for _, k := range keys {
+			v := m.Mobile
+			if k != "mobile" {
+				v = m.IDs[k]
+			}
+			if v == "" {
 				continue
 			}
 			ids++
-			if !mentionable(id.v) {
-				bad(mkey+"."+id.key, "%q is not a mobile number or user id", id.v)
+			if !mentionable(v) {
+				bad(mkey+"."+k, "%q is not a mobile number or user id", v)
 			}
 		}
 		if ids == 0 {
-			bad(mkey, "a member needs at least one of mobile, dingtalkUserId, wecomUserId, feishuOpenId")
+			bad(mkey, "a member needs at least one of %s", strings.Join(keys, ", "))
 		}
 	}
 	if r.Timezone == "Local" {

@@ -1,6 +1,8 @@
-package config
+package config_test
 
 import (
+	. "github.com/rocketdelay/rocketdelay/config"
+	_ "github.com/rocketdelay/rocketdelay/sender/platforms"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +146,7 @@ escalations:
     steps:
       - {target: fei, mention: {mobiles: ["13800000000"], users: ["a b", ""]}}
 `, []string{
-			"escalations.db.steps[0].mention.mobiles: Feishu's custom bots mention by open_id",
+			"escalations.db.steps[0].mention.mobiles: Feishu mentions by user id (users: its feishuOpenId)",
 			`escalations.db.steps[0].mention.users[0]: "a b" is not a mobile number or user id`,
 			`escalations.db.steps[0].mention.users[1]: "" is not a mobile number or user id`,
 		}},
@@ -212,7 +214,7 @@ rotations:
 			`rotations.primary.start: "2025-13-01" is not a date YYYY-MM-DD`,
 			`rotations.primary.handoff: "9am" is not a time of day HH:MM`,
 			"rotations.primary.periodDays: must be at least 1, got -7",
-			"rotations.primary.members[0]: a member needs at least one of mobile, dingtalkUserId, wecomUserId, feishuOpenId",
+			"rotations.primary.members[0]: a member needs at least one of mobile, dingtalkUserId, wecomUserId, feishuOpenId, slackUserId",
 			`rotations.primary.members[1].name: "alice" is used twice in this rotation`,
 			`rotations.primary.members[1].mobile: "138 0000" is not a mobile number or user id`,
 			"rotations.primary.members[2].name: required",

@@ -1,6 +1,8 @@
-package config
+package config_test
 
 import (
+	. "github.com/rocketdelay/rocketdelay/config"
+	_ "github.com/rocketdelay/rocketdelay/sender/platforms"
 	"os"
 	"reflect"
 	"regexp"
@@ -79,7 +81,21 @@ func configKeys(typ reflect.Type, prefix string) []string {
 	var keys []string
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		tag := f.Tag.Get("yaml")
+		name := strings.Split(tag, ",")[0]
+		if tag == ",inline" && f.Type.Kind() == reflect.Map {
+			// The chat channels' keys: their sections (sender.wecom) or their ids
+			// (members[].wecomUserId).
+			for _, c := range ChatChannels() {
+				switch {
+				case f.Type.Elem().Kind() == reflect.Struct && c.Section != "":
+					keys = append(keys, configKeys(f.Type.Elem(), prefix+c.Section+".")...)
+				case f.Type.Elem().Kind() == reflect.String && c.MemberID != "":
+					keys = append(keys, prefix+c.MemberID)
+				}
+			}
+			continue
+		}
 		if name == "" || name == "-" {
 			continue
 		}
@@ -131,6 +147,14 @@ func lookup(v reflect.Value, key string) (reflect.Value, bool) {
 			if strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0] == name {
 				v, found = v.Field(i), true
 				break
+			}
+		}
+		for i := 0; !found && i < v.NumField(); i++ {
+			if f := v.Field(i); v.Type().Field(i).Tag.Get("yaml") == ",inline" && f.Kind() == reflect.Map {
+				if v = f.MapIndex(reflect.ValueOf(name)); !v.IsValid() {
+					v = reflect.Zero(f.Type().Elem())
+				}
+				found = true
 			}
 		}
 		if !found {
@@ -247,11 +271,6 @@ func TestConfigurationReference(t *testing.T) {
 
 	// Where Validate bounds a value, the row's range says the bound.
 	bounds := map[string][]string{
-		"sender.limit":                     {strconv.Itoa(MaxRobotLimit)},
-		"sender.wecom.limit":               {strconv.Itoa(MaxRobotLimits[KindWeCom])},
-		"sender.feishu.limit":              {strconv.Itoa(MaxRobotLimits[KindFeishu])},
-		"sender.feishu.limitPerSecond":     {strconv.Itoa(MaxFeishuPerSecond)},
-		"targets.NAME.robots[].limit":      {strconv.Itoa(MaxRobotLimit), strconv.Itoa(MaxRobotLimits[KindFeishu])},
 		"sender.coalesceMax":               {strconv.Itoa(MaxCoalesceMax)},
 		"failedSends.batchSize":            {strconv.Itoa(MaxFailedSendsBatchSize)},
 		"targets.NAME.topic.ratePerSecond": {strconv.Itoa(MaxTopicRate)},
@@ -265,6 +284,17 @@ func TestConfigurationReference(t *testing.T) {
 		"failedSends.claimLease":           {"1s"},
 		"failedSends.retention":            {"1h"},
 		"sender.window":                    {"1s", "60s"},
+	}
+	for _, c := range ChatChannels() { // each chat channel's own bounds
+		section := "sender."
+		if c.Section != "" {
+			section += c.Section + "."
+		}
+		bounds[section+"limit"] = []string{strconv.Itoa(c.MaxLimit)}
+		if c.MaxPerSecond > 0 {
+			bounds[section+"limitPerSecond"] = []string{strconv.Itoa(c.MaxPerSecond)}
+		}
+		bounds["targets.NAME.robots[].limit"] = append(bounds["targets.NAME.robots[].limit"], strconv.Itoa(c.MaxLimit))
 	}
 	for _, r := range rows {
 		for _, key := range r.keys {

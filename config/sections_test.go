@@ -1,7 +1,9 @@
-package config
+package config_test
 
 import (
 	"errors"
+	. "github.com/rocketdelay/rocketdelay/config"
+	_ "github.com/rocketdelay/rocketdelay/sender/platforms"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,15 +59,6 @@ func TestLoadValidatesOnlyTheSectionsGiven(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Load(secrets, noEnv)
 	require.ErrorContains(t, err, "admin.token")
-}
-
-func TestSectionOf(t *testing.T) {
-	for key, want := range map[string]Section{
-		"redis": "redis", "redis.url": "redis", "targets.ops.robots[0].token": "targets",
-		"rocketmq.nameServers[1]": "rocketmq", "shutdownTimeout": "shutdownTimeout",
-	} {
-		require.Equal(t, want, sectionOf(key), key)
-	}
 }
 
 // A command finds its configuration file without -f: $ROCKETDELAY_CONFIG, else

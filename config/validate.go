@@ -101,6 +101,15 @@ func (c Config) Validate() error {
 	}
 	c.validateOnCall(bad)
 	c.Sender.validate(bad)
+	used := map[string]bool{}
+	for _, t := range c.Targets {
+		used[t.Channel()] = true
+	}
+	for _, ch := range ChatChannels() {
+		if used[ch.Kind] || ch.Section == "" {
+			c.Sender.windowFor(bad, ch)
+		}
+	}
 	if tok := c.Admin.Token.Reveal(); tok != "" && (len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n")) {
 		bad("admin.token", "must be at least %d characters without whitespace", MinAdminTokenLen)
 	}
@@ -270,10 +279,11 @@ func (t Target) validate(bad badFunc, name string) {
 		bad(key, "a target name may hold letters, digits, %%, -, _ and | only")
 	}
 	kind := t.Channel()
-	if !slices.Contains(Kinds, kind) {
-		bad(key+".kind", "must be one of %s, got %q", strings.Join(Kinds, ", "), t.Kind)
+	if !slices.Contains(Kinds(), kind) {
+		bad(key+".kind", "must be one of %s, got %q", strings.Join(Kinds(), ", "), t.Kind)
 		return
 	}
+	ch, _ := ChatChannelOf(kind)
 	if t.Alertmanager != nil {
 		if !t.Chat() {
 			bad(key+".alertmanager", "only a robot group renders Alertmanager notifications")
@@ -284,9 +294,9 @@ func (t Target) validate(bad badFunc, name string) {
 					bad(fmt.Sprintf("%s.alertmanager.mentions[%d]", key, i), "%q is not a mobile number or user id", id)
 				}
 			}
-			if kind == KindFeishu && len(m.Mobiles) > 0 {
+			if kind != KindTopic && !ch.Mobiles && len(m.Mobiles) > 0 {
 				bad(fmt.Sprintf("%s.alertmanager.mentions[%d].mobiles", key, i),
-					"Feishu's custom bots mention by open_id (userIds), not by mobile number")
+					"%s mentions by user id (userIds: its %s), not by mobile number", ch.Name, ch.MemberID)
 			}
 		}
 	}
@@ -318,40 +328,33 @@ func (t Target) validate(bad badFunc, name string) {
 		}
 		seen[r.Name] = true
 		if r.Token == "" {
-			bad(rkey+".token", "required (the robot webhook's %s)", credentialName[kind])
-		} else if tok, err := r.Credential(kind); err != nil {
+			bad(rkey+".token", "required (the robot webhook's %s)", ch.CredentialName)
+		} else if tok, err := ch.credential(r.Token); err != nil {
 			bad(rkey+".token", "%v", err)
-		} else if strings.ContainsAny(tok.Reveal(), " \t\r\n&?#/") {
-			bad(rkey+".token", "the %s holds whitespace or URL punctuation", credentialName[kind])
+		} else if !ch.goodCredential(tok.Reveal()) {
+			bad(rkey+".token", "the %s holds whitespace or URL punctuation", ch.CredentialName)
 		}
-		if kind == KindWeCom && r.SigningSecret != "" {
-			bad(rkey+".signingSecret", "WeCom robots do not sign: the key is their only credential")
+		if !ch.Signs && r.SigningSecret != "" {
+			bad(rkey+".signingSecret", "%s robots do not sign: the %s is their only credential", ch.Name, ch.CredentialName)
 		}
-		if kind == KindWeCom && r.Keyword != "" {
-			bad(rkey+".keyword", "WeCom robots have no keyword setting")
+		if !ch.Keywords && r.Keyword != "" {
+			bad(rkey+".keyword", "%s robots have no keyword setting", ch.Name)
 		}
-		if most := MaxRobotLimits[kind]; r.Limit < 0 || r.Limit > most {
-			bad(rkey+".limit", "must be between 1 and %d (%s's limit per minute), or 0 for the default; got %d", most, kind, r.Limit)
+		if r.Limit < 0 || r.Limit > ch.MaxLimit {
+			bad(rkey+".limit", "must be between 1 and %d (%s's limit per minute), or 0 for the default; got %d", ch.MaxLimit, ch.Name, r.Limit)
 		}
 	}
 }
 
-// credentialName names the credential in a robot's webhook, by kind.
-var credentialName = map[string]string{KindDingTalk: "access_token", KindWeCom: "key", KindFeishu: "hook token"}
-
 func (s Sender) validate(bad badFunc) {
-	if s.Limit < 1 || s.Limit > MaxRobotLimit {
-		bad("sender.limit", "must be between 1 and %d (DingTalk's limit per robot), got %d", MaxRobotLimit, s.Limit)
+	for _, c := range ChatChannels() {
+		if c.Section == "" {
+			s.Settings(c).validate(bad, "sender", c)
+		}
 	}
-	u, err := url.Parse(s.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-		bad("sender.baseURL", "%q must be an http:// or https:// URL without a query", s.BaseURL)
-	}
-	switch {
-	case s.Window < time.Second:
+	s.validatePlatforms(bad)
+	if s.Window < time.Second {
 		bad("sender.window", "must be at least 1s, got %s", s.Window)
-	case s.Window < time.Minute && err == nil && u.Host == "oapi.dingtalk.com":
-		bad("sender.window", "DingTalk counts per minute: the window must be at least 60s against %s, got %s", u.Host, s.Window)
 	}
 	if g := s.Guard(); g < 0 || g > s.Window/2 {
 		bad("sender.windowGuard", "must be between 0 and half of sender.window (%s), got %s", s.Window/2, g)
@@ -390,29 +393,6 @@ func (s Sender) validate(bad badFunc) {
 	}
 	if s.PriorityMaxWait <= 0 {
 		bad("sender.priorityMaxWait", "must be positive, got %s", s.PriorityMaxWait)
-	}
-	s.WeCom.validate(bad, "sender.wecom", KindWeCom, 0)
-	s.Feishu.validate(bad, "sender.feishu", KindFeishu, MaxFeishuPerSecond)
-}
-
-// validate checks the section key of the platform kind, whose robots may send at most
-// perSecond messages per second (0: the platform has no such limit).
-func (p Platform) validate(bad badFunc, key, kind string, perSecond int) {
-	u, err := url.Parse(p.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-		bad(key+".baseURL", "%q must be an http:// or https:// URL without a query", p.BaseURL)
-	}
-	if most := MaxRobotLimits[kind]; p.Limit < 1 || p.Limit > most {
-		bad(key+".limit", "must be between 1 and %d (%s's limit per robot and minute), got %d", most, kind, p.Limit)
-	}
-	switch {
-	case perSecond == 0 && p.LimitPerSecond != 0:
-		bad(key+".limitPerSecond", "%s has no per-second limit; leave it 0", kind)
-	case p.LimitPerSecond < 0 || p.LimitPerSecond > perSecond:
-		bad(key+".limitPerSecond", "must be between 1 and %d (%s's limit per robot and second), got %d", perSecond, kind, p.LimitPerSecond)
-	}
-	if p.Cooldown <= 0 {
-		bad(key+".cooldown", "must be positive, got %s", p.Cooldown)
 	}
 }
 

@@ -20,9 +20,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/sender"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
-	"github.com/rocketdelay/rocketdelay/sender/feishu"
-	"github.com/rocketdelay/rocketdelay/sender/wecom"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -150,19 +148,15 @@ type body struct {
 	Error string        // why the payload is not a valid body of its platform
 }
 
-// parsers read a chat target's body, by its kind (a row whose target is unknown is read
-// as DingTalk's).
-var parsers = map[string]sender.Protocol{config.KindDingTalk: dingtalk.New(""), config.KindWeCom: wecom.New(""),
-	config.KindFeishu: feishu.New("")}
-
 // renderBody shows text as text, markdown rendered (goldmark, which leaves raw HTML
-// out, so a <script> in an alert stays inert), and the other message types as JSON.
+// out, so a <script> in an alert stays inert), and the other message types as JSON. The
+// body is read by its target's platform (a row whose target is unknown as DingTalk's).
 func renderBody(payload []byte, kind string) *body {
-	p, ok := parsers[kind]
+	p, ok := platforms.Of(kind)
 	if !ok {
-		p = parsers[config.KindDingTalk]
+		p, _ = platforms.Of(config.KindDingTalk)
 	}
-	m, err := p.Parse(payload)
+	m, err := p.New("").Parse(payload)
 	if err != nil {
 		return &body{Kind: "raw", Text: string(payload), Error: err.Error()}
 	}
@@ -193,7 +187,7 @@ type raw struct {
 }
 
 // rawBody returns the body of a topic target's row (kind config.KindTopic); nil for
-// other kinds, whose body is a DingTalk message.
+// other kinds, whose body is a chat platform's message.
 func rawBody(payload []byte, kind string) *raw {
 	if kind != config.KindTopic {
 		return nil

@@ -35,7 +35,7 @@ func newSplitWorld(t *testing.T, cut time.Duration) *splitWorld {
 	rdb, proxy := testenv.ProxiedRedis(t)
 	_, prefix := testenv.Redis(t)
 
-	w := &splitWorld{sim: dingtalk.NewSim(chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: "tok-split"}},
+	w := &splitWorld{sim: chatsim.New(chatsim.Options{Platforms: []sender.Platform{dingtalk.Platform}, Robots: []chatsim.Robot{{Name: "r1", Token: "tok-split"}},
 		Limit: 19, Window: time.Minute})}
 	var once sync.Once
 	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

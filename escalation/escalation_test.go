@@ -148,8 +148,8 @@ func TestStepsFollowThePolicyAndTheRotation(t *testing.T) {
 		Repeat: &config.Repeat{Every: 10 * time.Minute, Growth: 2, Limit: 2},
 	}}, map[string]config.Rotation{"primary": {
 		Members: []config.Member{
-			{Name: "ana", Mobile: "13800000001", FeishuOpenID: "ou_ana"},
-			{Name: "bo", Mobile: "13800000002", FeishuOpenID: "ou_bo"},
+			{Name: "ana", Mobile: "13800000001", IDs: map[string]string{"feishuOpenId": "ou_ana"}},
+			{Name: "bo", Mobile: "13800000002", IDs: map[string]string{"feishuOpenId": "ou_bo"}},
 		},
 		Timezone: "Asia/Shanghai", Start: "2026-12-01", Handoff: "09:00", PeriodDays: 1,
 	}})

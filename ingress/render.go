@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"bytes"
-	"embed"
 	"fmt"
 	"maps"
 	"os"
@@ -13,10 +12,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 )
-
-//go:embed templates/*.tmpl
-var templates embed.FS
 
 // Notification is Alertmanager's webhook payload (version 4), the data of a template.
 type Notification struct {
@@ -109,7 +106,8 @@ type renderer struct {
 	mentions    []config.Mention
 }
 
-// funcs are the functions templates may call, besides text/template's own.
+// funcs are the functions templates may call, besides text/template's own and escape
+// (the platform's).
 var funcs = template.FuncMap{
 	"toUpper": strings.ToUpper,
 	"toLower": strings.ToLower,
@@ -133,13 +131,17 @@ var funcs = template.FuncMap{
 	"date": func(layout string, t time.Time) string { return t.UTC().Format(layout) },
 }
 
-// newRenderer parses the built-in template of kind (templates/KIND.tmpl) and, when t
-// names one, the target's own file on top of it (its definitions replace the built-in
-// ones). The title and text are the templates "title" and "text", or "KIND.title" and
-// "KIND.text" when the target's file defines those.
+// newRenderer parses the built-in template of the platform kind (its Platform's
+// Template) and, when t names one, the target's own file on top of it (its definitions
+// replace the built-in ones). The title and text are the templates "title" and "text",
+// or "KIND.title" and "KIND.text" when the target's file defines those. Both may call
+// escape, the platform's escaping of label text in its markup.
 func newRenderer(target, kind string, t *config.AlertmanagerTarget) (*renderer, error) {
-	file := kind + ".tmpl"
-	base, err := template.New(file).Funcs(funcs).Option("missingkey=zero").ParseFS(templates, "templates/"+file)
+	p, ok := platforms.Of(kind)
+	if !ok {
+		return nil, fmt.Errorf("targets.%s: %q is not a chat platform", target, kind)
+	}
+	base, err := template.New(kind).Funcs(funcs).Funcs(template.FuncMap{"escape": p.Escape}).Option("missingkey=zero").Parse(p.Template)
 	if err != nil {
 		return nil, fmt.Errorf("ingress: the built-in template of %s: %w", kind, err) // a build mistake
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/slack"
 	"github.com/rocketdelay/rocketdelay/sender/wecom"
 )
 
@@ -117,15 +118,16 @@ func TestRenderLargeNotification(t *testing.T) {
 	require.Greater(t, len(m.Markdown.Text), 20000)
 }
 
-// The built-in templates of WeCom and Feishu render the same notification in each
-// platform's markdown; the platform's channel makes it the body it accepts: WeCom
+// The built-in templates of WeCom, Feishu and Slack render the same notification in each
+// platform's markup; the platform's channel makes it the body it accepts: WeCom
 // markdown (mentions as <@userid>, or text with mention lists when everyone or a mobile
-// is mentioned), a Feishu card (the title as its header, mentions as <at id>).
+// is mentioned), a Feishu card (the title as its header, mentions as <at id>), Slack
+// mrkdwn text (mentions as <@U…>, every label escaped).
 func TestRenderBuiltInTemplateOfEveryKind(t *testing.T) {
 	mentions := &config.AlertmanagerTarget{Mentions: []config.Mention{
 		{Match: map[string]string{"team": "db"}, UserIDs: []string{"dba-lead"}},
 	}}
-	for _, kind := range []string{config.KindWeCom, config.KindFeishu} {
+	for _, kind := range []string{wecom.Kind, feishu.Kind, slack.Kind} {
 		t.Run(kind, func(t *testing.T) {
 			r, err := newRenderer("ops", kind, mentions)
 			require.NoError(t, err)
@@ -136,18 +138,23 @@ func TestRenderBuiltInTemplateOfEveryKind(t *testing.T) {
 			golden(t, "firing."+kind+".md", msg.Text)
 			var body []byte
 			switch kind {
-			case config.KindWeCom:
+			case wecom.Kind:
 				body, err = wecom.New("").Body(msg)
 				require.NoError(t, err)
 				require.Contains(t, string(body), `"msgtype":"markdown"`)
 				require.Contains(t, string(body), `<@dba-lead>`)
-			case config.KindFeishu:
+			case feishu.Kind:
 				body, err = feishu.New("").Body(msg)
 				require.NoError(t, err)
 				require.Contains(t, string(body), `"msg_type":"interactive"`)
 				require.Contains(t, string(body), `<at id=dba-lead></at>`)
 				require.Contains(t, string(body), `"content":"[FIRING:1] DiskFull"`)
 				require.NotContains(t, msg.Text, "###", "Feishu's card markdown has no headings")
+			case slack.Kind:
+				body, err = slack.New("").Body(msg)
+				require.NoError(t, err)
+				require.Contains(t, string(body), `<@dba-lead>`)
+				require.NotContains(t, msg.Text, "**", "Slack's mrkdwn bolds with one star")
 			}
 		})
 	}
@@ -169,7 +176,7 @@ func TestRenderForATarget(t *testing.T) {
 		"own":     {Robots: []config.Robot{{Name: "r1", Token: "t1"}}, Alertmanager: &config.AlertmanagerTarget{Template: own}},
 		"broken":  {Robots: []config.Robot{{Name: "r1", Token: "t1"}}, Alertmanager: &config.AlertmanagerTarget{Template: broken}},
 		"orders":  {Topic: &config.TopicTarget{Name: "biz"}},
-		"feishu1": {Kind: config.KindFeishu, Robots: []config.Robot{{Name: "f1", Token: "h1"}}},
+		"feishu1": {Kind: feishu.Kind, Robots: []config.Robot{{Name: "f1", Token: "h1"}}},
 	}}
 	n := sample(t, "firing.json")
 

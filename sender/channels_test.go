@@ -16,26 +16,44 @@ import (
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
+	"github.com/rocketdelay/rocketdelay/sender/slack"
 	"github.com/rocketdelay/rocketdelay/sender/wecom"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// platform is one chat platform as the tests drive it: its simulator rules, its
-// channel, and the limits rocketdelay applies by default.
+// platform is one chat platform as the tests drive it: its descriptor, and the limits
+// rocketdelay applies by default.
 type platform struct {
 	kind      string
-	rules     chatsim.Rules
-	channel   func(base string) sender.Protocol
+	desc      sender.Platform
 	limit     int
 	perSecond int
 }
 
-var platforms = []platform{
-	{kind: config.KindWeCom, rules: wecom.SimRules{}, channel: func(b string) sender.Protocol { return wecom.New(b) },
-		limit: config.DefaultWeComLimit},
-	{kind: config.KindFeishu, rules: feishu.SimRules{}, channel: func(b string) sender.Protocol { return feishu.New(b) },
-		limit: config.DefaultFeishuLimit, perSecond: config.DefaultFeishuLimitPerSecond},
+// platformsUnderTest are the registry's platforms but DingTalk, whose own tests are the
+// core's (sender_test.go), in the registry's order: WeCom, Feishu, ….
+var platformsUnderTest = func() []platform {
+	var out []platform
+	for _, p := range platforms.All {
+		if p.Kind() != dingtalk.Kind {
+			out = append(out, platform{kind: p.Kind(), desc: p, limit: p.Config.Defaults.Limit, perSecond: p.Config.Defaults.LimitPerSecond})
+		}
+	}
+	return out
+}()
+
+// platformOf returns the platform under test of kind.
+func platformOf(t *testing.T, kind string) platform {
+	for _, p := range platformsUnderTest {
+		if p.kind == kind {
+			return p
+		}
+	}
+	t.Fatalf("no platform %q", kind)
+	return platform{}
 }
 
 // chatWorld is a simulator of one platform, a robot pool on the local Redis, and the
@@ -55,7 +73,7 @@ func newChatWorld(t *testing.T, p platform, window time.Duration, sim chatsim.Op
 	for _, r := range robots {
 		sim.Robots = append(sim.Robots, chatsim.Robot{Name: r.Name, Kind: p.kind, Token: r.Token.Reveal(), Secret: r.SigningSecret.Reveal(), Keyword: r.Keyword})
 	}
-	s, root := testenv.ChatSim(t, []chatsim.Rules{p.rules}, sim)
+	s, root := testenv.ChatSim(t, []sender.Platform{p.desc}, sim)
 	for i := range robots {
 		robots[i].Limit, robots[i].LimitPerSecond = p.limit, p.perSecond
 	}
@@ -65,7 +83,7 @@ func newChatWorld(t *testing.T, p platform, window time.Duration, sim chatsim.Op
 // sender is a sender of the world's target with options o (its targets replaced).
 func (w *chatWorld) sender(t *testing.T, o sender.Options, target sender.Target, reg prometheus.Registerer) *sender.Chat {
 	t.Helper()
-	target.Protocol, target.Robots = w.p.channel(w.base), w.robots
+	target.Protocol, target.Robots = w.p.desc.New(w.base), w.robots
 	o.Targets = map[string]sender.Target{"ops": target}
 	logger := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
@@ -83,11 +101,11 @@ func fastOptions() sender.Options {
 }
 
 // A burst far past the budget of three robots, from two senders sharing the pool, on
-// WeCom and on Feishu: every alert arrives exactly once, merged under each platform's
+// every platform but DingTalk (WeCom, Feishu, Slack): every alert arrives exactly once, merged under each platform's
 // size rule, and no robot goes over either of its platform's limits (judged at the
 // simulator, whose per-second window is a sixtieth of its window).
 func TestBurstsStayUnderEveryPlatformsLimits(t *testing.T) {
-	for _, p := range platforms {
+	for _, p := range platformsUnderTest {
 		t.Run(p.kind, func(t *testing.T) {
 			t.Parallel()
 			const alerts = 400
@@ -97,8 +115,8 @@ func TestBurstsStayUnderEveryPlatformsLimits(t *testing.T) {
 				sender.Robot{Name: "r1", Token: config.Secret("tok-1-" + p.kind), SigningSecret: "sec-1"},
 				sender.Robot{Name: "r2", Token: config.Secret("tok-2-" + p.kind)},
 				sender.Robot{Name: "r3", Token: config.Secret("tok-3-" + p.kind)})
-			if p.kind == config.KindWeCom {
-				w.robots[0].SigningSecret = "" // WeCom does not sign
+			if !p.desc.Config.Signs {
+				w.robots[0].SigningSecret = "" // WeCom and Slack do not sign
 			}
 			senders := []*sender.Chat{w.sender(t, fastOptions(), sender.Target{}, nil), w.sender(t, fastOptions(), sender.Target{}, nil)}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -140,7 +158,7 @@ func TestBurstsStayUnderEveryPlatformsLimits(t *testing.T) {
 // not document, learned here: WeCom's and Feishu's) rests twice as long each time, until
 // a request goes through; a fixed rest would knock at every rest's end.
 func TestAnUndocumentedLockOutIsLearned(t *testing.T) {
-	for _, p := range platforms {
+	for _, p := range platformsUnderTest {
 		t.Run(p.kind, func(t *testing.T) {
 			t.Parallel()
 			const window = 2 * time.Second
@@ -149,7 +167,7 @@ func TestAnUndocumentedLockOutIsLearned(t *testing.T) {
 			// The simulator knows the robot shares its budget: 3 per window are left.
 			w.sim = nil
 			rdb, prefix := testenv.Redis(t)
-			sim, root := testenv.ChatSim(t, []chatsim.Rules{p.rules}, chatsim.Options{Window: window, Throttle: lockout,
+			sim, root := testenv.ChatSim(t, []sender.Platform{p.desc}, chatsim.Options{Window: window, Throttle: lockout,
 				Robots: []chatsim.Robot{{Name: "r1", Kind: p.kind, Token: "tok-lock-" + p.kind, Limit: 3}}})
 			w.sim, w.base, w.pool = sim, sim.URL(root, p.kind), store.NewRobotPool(rdb, prefix, window)
 			rest := window / 10
@@ -176,7 +194,7 @@ func TestAnUndocumentedLockOutIsLearned(t *testing.T) {
 // A robot whose credential the platform refuses (WeCom's 93000, Feishu's 19001 "token
 // invalid") is taken out of rotation; the alert goes through another robot.
 func TestABrokenCredentialTakesTheRobotOut(t *testing.T) {
-	for _, p := range platforms {
+	for _, p := range platformsUnderTest {
 		t.Run(p.kind, func(t *testing.T) {
 			t.Parallel()
 			w := newChatWorld(t, p, time.Minute, chatsim.Options{}, sender.Robot{Name: "good", Token: config.Secret("tok-good-" + p.kind)})
@@ -232,9 +250,10 @@ func targetInfo(t *testing.T, reg *prometheus.Registry, kind string) prometheus.
 
 // Mentions and signing reach the platform in its own syntax: a signed Feishu bot with a
 // keyword gets a card whose markdown mentions by <at id>; a WeCom markdown message that
-// mentions everyone goes as text with WeCom's mention list.
+// mentions everyone goes as text with WeCom's mention list; a Slack webhook gets mrkdwn
+// text that ends with <!channel> and <@U…>.
 func TestMentionsInEachPlatformsSyntax(t *testing.T) {
-	fs := newChatWorld(t, platforms[1], time.Minute, chatsim.Options{},
+	fs := newChatWorld(t, platformOf(t, feishu.Kind), time.Minute, chatsim.Options{},
 		sender.Robot{Name: "f1", Token: "tok-f1", SigningSecret: "fs-secret", Keyword: "告警"})
 	s := fs.sender(t, fastOptions(), sender.Target{}, nil)
 	require.NoError(t, s.SendMessage(context.Background(), "ops", sender.Message{Format: sender.FormatMarkdown, Title: "CPU",
@@ -245,7 +264,7 @@ func TestMentionsInEachPlatformsSyntax(t *testing.T) {
 	require.Contains(t, got[0].Text, "<at id=ou_7></at>")
 	require.Contains(t, got[0].Text, "告警", "the keyword is added")
 
-	wc := newChatWorld(t, platforms[0], time.Minute, chatsim.Options{}, sender.Robot{Name: "w1", Token: "tok-w1"})
+	wc := newChatWorld(t, platformOf(t, wecom.Kind), time.Minute, chatsim.Options{}, sender.Robot{Name: "w1", Token: "tok-w1"})
 	s = wc.sender(t, fastOptions(), sender.Target{}, nil)
 	require.NoError(t, s.SendMessage(context.Background(), "ops", sender.Message{Format: sender.FormatMarkdown, Title: "CPU",
 		Text: "**high**", Mentions: sender.Mentions{All: true}}, time.Time{}))
@@ -253,6 +272,14 @@ func TestMentionsInEachPlatformsSyntax(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "text", got[0].MsgType)
 	require.Contains(t, string(got[0].Body), `"mentioned_list":["@all"]`)
+
+	sl := newChatWorld(t, platformOf(t, slack.Kind), time.Minute, chatsim.Options{}, sender.Robot{Name: "s1", Token: "T1/B1/tok-s1"})
+	s = sl.sender(t, fastOptions(), sender.Target{}, nil)
+	require.NoError(t, s.SendMessage(context.Background(), "ops", sender.Message{Format: sender.FormatMarkdown, Title: "CPU",
+		Text: "*high*", Mentions: sender.Mentions{All: true, Users: []string{"U7"}}}, time.Time{}))
+	got = sl.sim.Accepted()
+	require.Len(t, got, 1)
+	require.Equal(t, "*CPU*\n*high*\n<!channel> <@U7>", got[0].Text)
 }
 
 // Feishu's 11232 is the platform busy at its busy moments (the top and the half of the
@@ -260,8 +287,7 @@ func TestMentionsInEachPlatformsSyntax(t *testing.T) {
 // learning a limit from it would hold a healthy bot at one message per window.
 func TestFeishuBusyMomentTeachesNoLimit(t *testing.T) {
 	t.Parallel()
-	p := platforms[1]
-	require.Equal(t, config.KindFeishu, p.kind)
+	p := platformOf(t, feishu.Kind)
 	w := newChatWorld(t, p, 2*time.Second, chatsim.Options{}, sender.Robot{Name: "r1", Token: "tok-busy-moment"})
 	require.NoError(t, w.sim.Inject("tok-busy-moment", chatsim.Fault{Kind: chatsim.FaultErrcode, Errcode: feishu.CodeFreqLimited, Count: 1}))
 	reg := prometheus.NewRegistry()
@@ -304,7 +330,7 @@ func effectiveLimit(t *testing.T, reg *prometheus.Registry, target, robot string
 // sections (WeCom: 4096 bytes of markdown; Feishu: 20 KB of body, so coalesceMax), each
 // full but the last, with no robot over either of its platform's limits.
 func TestABurstGoesInTheFewestMessagesBySize(t *testing.T) {
-	for _, p := range platforms {
+	for _, p := range platformsUnderTest {
 		t.Run(p.kind, func(t *testing.T) {
 			t.Parallel()
 			w := newChatWorld(t, p, time.Minute, chatsim.Options{}, sender.Robot{Name: "r1", Token: config.Secret("tok-burst-" + p.kind)})
@@ -316,7 +342,7 @@ func TestABurstGoesInTheFewestMessagesBySize(t *testing.T) {
 					"is dirty; scenario <i>full-history-scan</i>, owner <i>data-platform</i>, runbook <https://runbook.example/dc>", i, i)
 			}
 			// k: the most of these one merged message carries on this platform
-			proto := p.channel(w.base)
+			proto := p.desc.New(w.base)
 			var ms []sender.Message
 			for i := range config.DefaultSenderCoalesceMax {
 				m, err := proto.Parse(body(i + 1))

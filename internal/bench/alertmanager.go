@@ -220,14 +220,14 @@ func amKinds(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out 
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	var targets []amTarget
 	var simRobots []chatsim.Robot
-	var rules []chatsim.Rules
+	var served []sender.Platform
 	for _, k := range o.Kinds {
 		r := chatsim.Robot{Name: k + "-r1", Kind: k, Token: fmt.Sprintf("am-bench-%s-%s-1", suffix, k)}
 		targets = append(targets, amTarget{name: "ops-" + k, kind: k, robots: []chatsim.Robot{r}})
 		simRobots = append(simRobots, r)
-		rules = append(rules, chatKinds[k].rules)
+		served = append(served, chatKinds[k].platform)
 	}
-	sim := chatsim.New(chatsim.Options{Platforms: rules, Robots: simRobots, Window: time.Minute})
+	sim := chatsim.New(chatsim.Options{Platforms: served, Robots: simRobots, Window: time.Minute})
 	root, stopSim, err := serveChatSim(ctx, sim)
 	if err != nil {
 		return err
@@ -496,7 +496,7 @@ func amFlood(ctx context.Context, cfg config.Config, o AlertmanagerOptions, way 
 	for i := range robots {
 		simRobots = append(simRobots, chatsim.Robot{Name: fmt.Sprintf("r%d", i+1), Token: fmt.Sprintf("am-bench-%s-%d", suffix, i+1)})
 	}
-	sim := dingtalk.NewSim(chatsim.Options{Robots: simRobots, Limit: config.MaxRobotLimit, Window: time.Minute, Throttle: 10 * time.Minute})
+	sim := chatsim.New(chatsim.Options{Platforms: []sender.Platform{dingtalk.Platform}, Robots: simRobots, Limit: dingtalk.Platform.Config.MaxLimit, Window: time.Minute, Throttle: 10 * time.Minute})
 	root, stopSim, err := serveChatSim(ctx, sim)
 	if err != nil {
 		return r, err
@@ -587,11 +587,11 @@ scheduler: {levels: %q, threshold: %s}
 redis: {url: %q, keyPrefix: %s}
 postgres: {url: %q}
 ingress: {token: %s}
-sender: {pacing: %s, baseURL: %q, wecom: {baseURL: %q}, feishu: {baseURL: %q}}
+sender: {pacing: %s, %s}
 targets:
 %s`, addr, strings.Join(cfg.RocketMQ.NameServers, ", "), strings.Join(cfg.RocketMQ.Brokers, ", "), suffix, suffix,
 		cfg.Scheduler.Levels.String(), cfg.Scheduler.Threshold, cfg.Redis.URL.Reveal(), prefix, cfg.Postgres.URL.Reveal(),
-		token, pacing, sim.URL(root, config.KindDingTalk), sim.URL(root, config.KindWeCom), sim.URL(root, config.KindFeishu), tb.String())
+		token, pacing, sim.SenderKeys(root), tb.String())
 	path := filepath.Join(dir, "rocketdelay.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		os.RemoveAll(dir)

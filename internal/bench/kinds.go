@@ -22,17 +22,15 @@ import (
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
-	"github.com/rocketdelay/rocketdelay/sender/feishu"
-	"github.com/rocketdelay/rocketdelay/sender/wecom"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// chatKind is one chat platform as the benchmarks drive it: its simulator rules, its
-// channel, and the limits rocketdelay applies to its robots by default.
+// chatKind is one chat platform as the benchmarks drive it: its descriptor (simulator
+// rules, channel) and the limits rocketdelay applies to its robots by default.
 type chatKind struct {
 	name      string
-	rules     chatsim.Rules
+	platform  sender.Platform
 	channel   func(base string) sender.Protocol
 	limit     int  // config's default per window
 	perSecond int  // config's default per second; 0: none
@@ -41,21 +39,19 @@ type chatKind struct {
 	cooldown time.Duration
 }
 
-// chatKinds are the chat platforms, by kind.
-var chatKinds = map[string]chatKind{
-	config.KindDingTalk: {name: config.KindDingTalk, rules: dingtalk.SimRules{}, signs: true,
-		channel: func(b string) sender.Protocol { return dingtalk.New(b) },
-		limit:   config.DefaultSenderLimit, cooldown: config.DefaultSenderCooldown},
-	config.KindWeCom: {name: config.KindWeCom, rules: wecom.SimRules{},
-		channel: func(b string) sender.Protocol { return wecom.New(b) },
-		limit:   config.DefaultWeComLimit, cooldown: config.DefaultPlatformCooldown},
-	config.KindFeishu: {name: config.KindFeishu, rules: feishu.SimRules{}, signs: true,
-		channel: func(b string) sender.Protocol { return feishu.New(b) },
-		limit:   config.DefaultFeishuLimit, perSecond: config.DefaultFeishuLimitPerSecond, cooldown: config.DefaultPlatformCooldown},
-}
+// chatKinds are the chat platforms of the registry, by kind.
+var chatKinds = func() map[string]chatKind {
+	out := map[string]chatKind{}
+	for _, p := range platforms.All {
+		d := p.Config.Defaults
+		out[p.Kind()] = chatKind{name: p.Kind(), platform: p, channel: p.New, limit: d.Limit, perSecond: d.LimitPerSecond,
+			signs: p.Config.Signs, cooldown: d.Cooldown}
+	}
+	return out
+}()
 
-// ChatKinds lists the chat platforms the benchmarks run, in their usual order.
-var ChatKinds = []string{config.KindDingTalk, config.KindWeCom, config.KindFeishu}
+// ChatKinds lists the chat platforms the benchmarks run, in the registry's order.
+var ChatKinds = platforms.Kinds()
 
 // CheckKinds names the first of kinds that is not a chat platform.
 func CheckKinds(kinds []string) error {
@@ -226,7 +222,7 @@ func Kinds(ctx context.Context, rdb *redis.Client, keyPrefix string, o KindsOpti
 	fmt.Fprintln(tw, "kind\trobots×limit (platform)\talerts/msg\tmin msgs\tmessages\tdelivered\tpeak/window/robot\tpeak/s/robot\t"+
 		"over-limit\tbusy\tp50 late\tp99 late\tphysical\tp99/physical\tpaced limit\tp99 (60s)\tphysical (60s)\t")
 	for _, r := range runs {
-		k, sim := r.kind, r.kind.rules.Limits()
+		k, sim := r.kind, r.kind.platform.Sim.Limits()
 		perSecond := "-"
 		if k.perSecond > 0 {
 			perSecond = fmt.Sprintf("%d/%d", r.peakSecond, sim.PerSecond)
@@ -276,8 +272,8 @@ func kindsOnce(ctx context.Context, rdb *redis.Client, keyPrefix string, o Kinds
 	r := kindsRun{kind: k}
 	tag := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	robots, simRobots := k.robots(tag, o.Robots)
-	simOpts := chatsim.Options{Platforms: []chatsim.Rules{k.rules}, Robots: simRobots, Window: o.Window}
-	if k.rules.Limits().Lockout > 0 {
+	simOpts := chatsim.Options{Platforms: []sender.Platform{k.platform}, Robots: simRobots, Window: o.Window}
+	if k.platform.Sim.Limits().Lockout > 0 {
 		simOpts.Throttle = 10 * o.Window // DingTalk's ten minutes, scaled
 	}
 	sim := chatsim.New(simOpts)
@@ -296,7 +292,7 @@ func kindsOnce(ctx context.Context, rdb *redis.Client, keyPrefix string, o Kinds
 	}
 	r.perMessage = perMessage(target.Protocol, ms, o.CoalesceMax)
 	r.minMessages = (o.Alerts + r.perMessage - 1) / r.perMessage
-	limits := k.rules.Limits()
+	limits := k.platform.Sim.Limits()
 	r.physical = physicalLimit(r.minMessages, o.Robots, limits.PerWindow, limits.PerSecond, o.Window)
 	r.paced = pacedLimit(r.minMessages, o.Robots*k.limit, o.Window)
 

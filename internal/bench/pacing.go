@@ -186,7 +186,7 @@ func runOnSim(ctx context.Context, rdb *redis.Client, prefix string, run simRun)
 		robots = append(robots, rb)
 		simRobots = append(simRobots, chatsim.Robot{Name: rb.Name, Kind: k.name, Token: rb.Token.Reveal(), Limit: run.simLimit})
 	}
-	sim := chatsim.New(chatsim.Options{Platforms: []chatsim.Rules{k.rules}, Robots: simRobots, Window: run.window, Throttle: run.throttle})
+	sim := chatsim.New(chatsim.Options{Platforms: []sender.Platform{k.platform}, Robots: simRobots, Window: run.window, Throttle: run.throttle})
 	root, stop, err := serveChatSim(ctx, sim)
 	if err != nil {
 		return r, err

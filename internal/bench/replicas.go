@@ -191,7 +191,7 @@ func replicasOnce(ctx context.Context, cfg config.Config, o ReplicasOptions, n i
 		robots = append(robots, rb)
 		simRobots = append(simRobots, chatsim.Robot{Name: rb.Name, Token: rb.Token.Reveal()})
 	}
-	sim := dingtalk.NewSim(chatsim.Options{Robots: simRobots, Window: o.Window, Throttle: 10 * o.Window})
+	sim := chatsim.New(chatsim.Options{Platforms: []sender.Platform{dingtalk.Platform}, Robots: simRobots, Window: o.Window, Throttle: 10 * o.Window})
 	url, stopSim, err := serveSim(ctx, sim)
 	if err != nil {
 		return r, err

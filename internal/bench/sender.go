@@ -53,8 +53,8 @@ func (o SenderOptions) Validate() error {
 	switch {
 	case o.Senders < 1 || o.Robots < 1 || o.Alerts < 1 || o.Callers < 1:
 		return errors.New("--senders, --robots, --alerts and --callers must be at least 1")
-	case o.Limit < 1 || o.Limit > config.MaxRobotLimit || o.NaiveLimit < 1 || o.NaiveLimit > config.MaxRobotLimit:
-		return fmt.Errorf("--limit and --naive-limit must be between 1 and %d", config.MaxRobotLimit)
+	case o.Limit < 1 || o.Limit > dingtalk.Platform.Config.MaxLimit || o.NaiveLimit < 1 || o.NaiveLimit > dingtalk.Platform.Config.MaxLimit:
+		return fmt.Errorf("--limit and --naive-limit must be between 1 and %d", dingtalk.Platform.Config.MaxLimit)
 	case o.Window < 100*time.Millisecond:
 		return errors.New("--window must be at least 100ms")
 	case o.CoalesceMax < 2 || o.CoalesceMax > config.MaxCoalesceMax:
@@ -78,7 +78,7 @@ func Sender(ctx context.Context, rdb *redis.Client, keyPrefix string, o SenderOp
 		robots = append(robots, r)
 		simRobots = append(simRobots, chatsim.Robot{Name: r.Name, Token: r.Token.Reveal(), Secret: r.SigningSecret.Reveal()})
 	}
-	sim := dingtalk.NewSim(chatsim.Options{Robots: simRobots, Limit: config.MaxRobotLimit, Window: o.Window, Throttle: 10 * o.Window})
+	sim := chatsim.New(chatsim.Options{Platforms: []sender.Platform{dingtalk.Platform}, Robots: simRobots, Limit: dingtalk.Platform.Config.MaxLimit, Window: o.Window, Throttle: 10 * o.Window})
 	baseURL, stopSim, err := serveSim(ctx, sim)
 	if err != nil {
 		return err
@@ -88,7 +88,7 @@ func Sender(ctx context.Context, rdb *redis.Client, keyPrefix string, o SenderOp
 	capacity := o.Robots * o.Limit
 	fmt.Fprintf(out, "rocketdelay sender benchmark: a burst of %d alerts to one target of %d robots\n", o.Alerts, o.Robots)
 	fmt.Fprintf(out, "window %s (DingTalk's minute, scaled), pool limit %d per robot per window (simulator: %d, then throttled for %s)\n",
-		o.Window, o.Limit, config.MaxRobotLimit, 10*o.Window)
+		o.Window, o.Limit, dingtalk.Platform.Config.MaxLimit, 10*o.Window)
 	fmt.Fprintf(out, "pool capacity: %d robots × %d = %d messages per window\n", o.Robots, o.Limit, capacity)
 	fmt.Fprintf(out, "rocketdelay: %d Sender instances sharing the Redis pool, %d calling goroutines, coalesceMax %d\n",
 		o.Senders, o.Callers, o.CoalesceMax)

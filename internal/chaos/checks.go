@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 )
 
 // A scenario that stages a mechanism checks, from the replicas' metrics and what was
@@ -66,12 +66,18 @@ func observe(row *Row, format string, args ...any) {
 }
 
 // stormScenarios are the scenarios that run storms of their platform (runStorm).
-var stormScenarios = map[string]bool{ScenarioStorm: true, ScenarioStormWeCom: true, ScenarioStormFeishu: true}
+var stormScenarios = func() map[string]bool {
+	out := map[string]bool{}
+	for _, kind := range chatKinds {
+		out[stormOf(kind)] = true
+	}
+	return out
+}()
 
 // checkLimits checks, in what the simulator accepted, that every message went through
 // a robot of the scenario's kind, and that no robot accepted more than its limit within
-// any window (senderLimits) nor, on Feishu, more than Feishu's own
-// config.MaxFeishuPerSecond within any sixtieth of it: the simulator refuses either
+// any window (senderLimits) nor, on a platform with a limit per second (Feishu's 5),
+// more than that within any sixtieth of it: the simulator refuses either
 // (Stats.OverLimit), and this counts again, from the record, what it let through.
 func (e *env) checkLimits(row *Row) {
 	byRobot := map[string][]time.Time{}
@@ -86,6 +92,8 @@ func (e *env) checkLimits(row *Row) {
 		}
 	}
 	second := senderWindow / 60
+	p, _ := platforms.Of(e.kind)
+	perSecond := p.Config.MaxPerSecond
 	var peakWindow, peakSecond int
 	for _, rb := range e.robots {
 		ts := byRobot[rb.Name]
@@ -95,16 +103,16 @@ func (e *env) checkLimits(row *Row) {
 		if w > rb.Limit {
 			row.Problems = append(row.Problems, fmt.Sprintf("robot %s accepted %d messages within %s: over its limit %d", rb.Name, w, senderWindow, rb.Limit))
 		}
-		if e.kind == config.KindFeishu && s > config.MaxFeishuPerSecond {
-			row.Problems = append(row.Problems, fmt.Sprintf("bot %s accepted %d messages within %s (a sixtieth of the window): over Feishu's %d per second",
-				rb.Name, s, second.Round(100*time.Microsecond), config.MaxFeishuPerSecond))
+		if perSecond > 0 && s > perSecond {
+			row.Problems = append(row.Problems, fmt.Sprintf("robot %s accepted %d messages within %s (a sixtieth of the window): over %s's %d per second",
+				rb.Name, s, second.Round(100*time.Microsecond), p.Config.Name, perSecond))
 		}
 	}
 	observe(row, "%d messages accepted by %d %s robots, at most %d by one within a window (limit %d)",
 		kinds[e.kind], len(e.robots), e.kind, peakWindow, senderLimits[e.kind])
-	if e.kind == config.KindFeishu {
-		observe(row, "at most %d within a sixtieth of it, Feishu's second (its limit %d, the sender's limitPerSecond %d)",
-			peakSecond, config.MaxFeishuPerSecond, feishuPerSecond)
+	if perSecond > 0 {
+		observe(row, "at most %d within a sixtieth of it, %s's second (its limit %d, the sender's limitPerSecond %d)",
+			peakSecond, p.Config.Name, perSecond, p.Config.Defaults.LimitPerSecond)
 	}
 }
 

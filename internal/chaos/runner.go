@@ -28,6 +28,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/internal/topicsink"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -68,27 +69,35 @@ const (
 	// (19) a cluster far past a one-robot target's budget: both replicas park and adopt
 	// each other's alerts into slow merged sends, and one is SIGKILLed twice meanwhile
 	ScenarioKillBusy = "kill-busy"
-	// (20)-(23) kill-one and storm with every alert for the WeCom target and for the
-	// Feishu target: their robots' limits held at the simulator (Feishu's per second
-	// too), the storms in each platform's own answers
-	ScenarioKillOneWeCom  = "kill-one-wecom"
-	ScenarioKillOneFeishu = "kill-one-feishu"
-	ScenarioStormWeCom    = "storm-wecom"
-	ScenarioStormFeishu   = "storm-feishu"
-	// (24) a rolling update under a steady load: each replica in turn stopped with SIGTERM
+	// (20) a rolling update under a steady load: each replica in turn stopped with SIGTERM
 	// and started again, ready before the next one stops
 	ScenarioRolling   = "rolling"
 	ScenarioBaseline  = "baseline" // no fault: the reference row
 	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
-// AllScenarios lists every scenario in the order Run runs them.
-var AllScenarios = []string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedisKill, ScenarioPostgres,
+// AllScenarios lists every scenario in the order Run runs them: (21) and on, a kill-one
+// and a storm with every alert for the target of each chat platform but DingTalk
+// (ChannelScenarios), their robots' limits held at the simulator (per second too, where
+// the platform has such a limit), the storms in each platform's own answers.
+var AllScenarios = append([]string{ScenarioKillOne, ScenarioKillBoth, ScenarioRedisKill, ScenarioPostgres,
 	ScenarioStorm, ScenarioBroker, ScenarioMalformed, ScenarioZombie, ScenarioFastClock,
 	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisBlips, ScenarioRetryJobZombie,
 	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined, ScenarioKillOneTopic, ScenarioBrokerTopic,
-	ScenarioKillBusy, ScenarioKillOneWeCom, ScenarioKillOneFeishu, ScenarioStormWeCom, ScenarioStormFeishu,
-	ScenarioRolling}
+	ScenarioKillBusy, ScenarioRolling}, ChannelScenarios()...)
+
+// ChannelScenarios are the kill-one and the storm of every chat platform's target but
+// DingTalk's (whose are kill-one and storm), in the registry's order: kill-one-wecom,
+// storm-wecom, kill-one-feishu, ….
+func ChannelScenarios() []string {
+	var out []string
+	for _, kind := range chatKinds {
+		if kind != dingtalk.Kind {
+			out = append(out, killOneOf(kind), stormOf(kind))
+		}
+	}
+	return out
+}
 
 // topicScenarios deliver every alert to the topic target "orders" instead of a robot
 // group: what counts as an acceptance is a distinct message a consumer of the business
@@ -436,11 +445,13 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioKillOneTopic:   withTopicCluster(runKillOne),
 	ScenarioBrokerTopic:    withTopicCluster(runBroker),
 	ScenarioKillBusy:       runKillBusy,
-	ScenarioKillOneWeCom:   runKillOne,
-	ScenarioKillOneFeishu:  runKillOne,
 	ScenarioRolling:        runRolling,
-	ScenarioStormWeCom:     runStorm,
-	ScenarioStormFeishu:    runStorm,
+}
+
+func init() {
+	for _, kind := range chatKinds {
+		scenarios[killOneOf(kind)], scenarios[stormOf(kind)] = runKillOne, runStorm
+	}
 }
 
 // env is one scenario's world.

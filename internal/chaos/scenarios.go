@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
-	"github.com/rocketdelay/rocketdelay/sender/feishu"
-	"github.com/rocketdelay/rocketdelay/sender/wecom"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -636,42 +635,56 @@ func (p stormPhase) met(before, after chatsim.Stats) int {
 	return after.Faults - before.Faults
 }
 
-// storms are each platform's storm: the same trouble in the platform's own answers.
-// Its throttling answers make a robot rest and the alert move on (DingTalk's 130101 and
-// lock-out redirects; WeCom's 45009; Feishu's 9499, which comes with HTTP 400, and
-// 11232); its answer for a broken robot takes the robot out of rotation for
-// sender.disableFor (WeCom's 93000 invalid key, Feishu's 19021 signature), so only half
-// the robots get it; "busy" is retried (-1: DingTalk's and WeCom's system busy).
-var storms = map[string][]stormPhase{
-	config.KindDingTalk: {
-		{"HTTP 503 on every robot", []chatsim.Fault{stormStatus(503)}, false},
-		{"errcode 130101 then throttling on half the robots", []chatsim.Fault{stormCode(dingtalk.ErrcodeSendTooFast, 2)}, true},
-		{"10s answers on every robot", []chatsim.Fault{stormSlow}, false},
-		{"dropped connections on every robot", []chatsim.Fault{stormDrops}, false},
-		{"throttled (302) on half the robots", []chatsim.Fault{stormThrottle}, true},
-		{"HTTP 429 with Retry-After 1s and errcode -1", []chatsim.Fault{stormTooMany, stormCode(dingtalk.ErrcodeBusy, 2)}, false},
-		{"malformed answers on every robot", []chatsim.Fault{stormMalformed}, false},
-	},
-	config.KindWeCom: {
-		{"HTTP 503 on every robot", []chatsim.Fault{stormStatus(503)}, false},
-		{"errcode 45009 on half the robots", []chatsim.Fault{stormCode(wecom.ErrcodeFreqOutOfLimit, 2)}, true},
-		{"10s answers on every robot", []chatsim.Fault{stormSlow}, false},
-		{"dropped connections on every robot", []chatsim.Fault{stormDrops}, false},
-		{"throttled (45009 for 3s) on half the robots", []chatsim.Fault{stormThrottle}, true},
-		{"errcode 93000 (invalid key) on half the robots", []chatsim.Fault{stormCode(wecom.ErrcodeInvalidKey, 2)}, true},
-		{"HTTP 429 with Retry-After 1s and errcode -1", []chatsim.Fault{stormTooMany, stormCode(wecom.ErrcodeBusy, 2)}, false},
-		{"malformed answers on every robot", []chatsim.Fault{stormMalformed}, false},
-	},
-	config.KindFeishu: {
-		{"HTTP 503 on every bot", []chatsim.Fault{stormStatus(503)}, false},
-		{"HTTP 400 with code 9499 (throttled for 3s) on half the bots", []chatsim.Fault{stormThrottle}, true},
-		{"code 11232 (frequency limited) on half the bots", []chatsim.Fault{stormCode(feishu.CodeFreqLimited, 2)}, true},
-		{"10s answers on every bot", []chatsim.Fault{stormSlow}, false},
-		{"dropped connections on every bot", []chatsim.Fault{stormDrops}, false},
-		{"code 19021 (signature) on half the bots", []chatsim.Fault{stormCode(feishu.CodeSignInvalid, 2)}, true},
-		{"HTTP 429 with Retry-After 1s", []chatsim.Fault{stormTooMany}, false},
-		{"malformed answers on every bot", []chatsim.Fault{stormMalformed}, false},
-	},
+// storms are each platform's storm: the same trouble in the platform's own answers,
+// read from its failure table (sender.Failures). Its throttling answer makes a robot rest
+// and the alert move on (DingTalk's 130101, WeCom's 45009, Feishu's 9499, Slack's 429),
+// as does the simulator's lock-out (DingTalk's redirects, the others' throttle answer);
+// its busy moments' answer (Feishu's 11232) likewise; its answer for a broken robot
+// takes the robot out of rotation for sender.disableFor, so only half the robots get it;
+// its "busy" (DingTalk's and WeCom's -1) is retried.
+var storms = func() map[string][]stormPhase {
+	out := map[string][]stormPhase{}
+	for _, p := range platforms.All {
+		out[p.Kind()] = stormOfPlatform(p)
+	}
+	return out
+}()
+
+// stormOfPlatform is p's storm.
+func stormOfPlatform(p sender.Platform) []stormPhase {
+	f := p.Failures
+	code := func(c int) string { return fmt.Sprintf("%s %d", f.CodeName, c) }
+	phases := []stormPhase{{"HTTP 503 on every robot", []chatsim.Fault{stormStatus(503)}, false}}
+	if c, ok := firstCode(f, sender.ClassThrottled, f.Busy); ok {
+		phases = append(phases, stormPhase{code(c) + " (throttled) on half the robots", []chatsim.Fault{stormCode(c, 2)}, true})
+	}
+	if f.Busy != 0 {
+		phases = append(phases, stormPhase{code(f.Busy) + " (busy moments) on half the robots", []chatsim.Fault{stormCode(f.Busy, 2)}, true})
+	}
+	phases = append(phases,
+		stormPhase{"10s answers on every robot", []chatsim.Fault{stormSlow}, false},
+		stormPhase{"dropped connections on every robot", []chatsim.Fault{stormDrops}, false},
+		stormPhase{"locked out on half the robots", []chatsim.Fault{stormThrottle}, true})
+	if c, ok := firstCode(f, sender.ClassRobotBroken, 0); ok {
+		phases = append(phases, stormPhase{code(c) + " (broken robot) on half the robots", []chatsim.Fault{stormCode(c, 2)}, true})
+	}
+	tooMany := stormPhase{"HTTP 429 with Retry-After 1s", []chatsim.Fault{stormTooMany}, false}
+	if c, ok := firstCode(f, sender.ClassTransient, 0); ok {
+		tooMany.name += " and " + code(c)
+		tooMany.faults = append(tooMany.faults, stormCode(c, 2))
+	}
+	return append(phases, tooMany, stormPhase{"malformed answers on every robot", []chatsim.Fault{stormMalformed}, false})
+}
+
+// firstCode is the lowest code of f's table of class, other than not.
+func firstCode(f sender.Failures, class sender.Class, not int) (int, bool) {
+	codes := slices.Sorted(maps.Keys(f.Codes))
+	for _, c := range codes {
+		if f.Codes[c] == class && c != not {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // The faults of the storms.

@@ -12,15 +12,10 @@ import (
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
-	"github.com/rocketdelay/rocketdelay/sender/feishu"
-	"github.com/rocketdelay/rocketdelay/sender/wecom"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 )
 
-// simPlatforms are the platforms the suite's simulator serves, each at its path.
-var simPlatforms = []chatsim.Rules{dingtalk.SimRules{}, wecom.SimRules{}, feishu.SimRules{}}
-
-// simulator is a chat simulator of DingTalk, WeCom and Feishu robots on loopback ports
+// simulator is a chat simulator of every chat platform's robots on loopback ports
 // that also records every request to a robot: which replica instance sent it (each has
 // an address of its own), when it arrived and when it was answered, the alert ids it
 // carried, and whether the client gave up on it before reading the answer (an HTTP
@@ -49,7 +44,7 @@ type simRequest struct {
 // throttle.
 func startSimulator(robots []chatsim.Robot, throttle time.Duration, ids *regexp.Regexp) *simulator {
 	return &simulator{
-		Server:   chatsim.New(chatsim.Options{Platforms: simPlatforms, Robots: robots, Window: senderWindow, Throttle: throttle}),
+		Server:   chatsim.New(chatsim.Options{Robots: robots, Window: senderWindow, Throttle: throttle}),
 		ids:      ids,
 		requests: map[string][]*simRequest{},
 	}
@@ -75,7 +70,8 @@ func (s *simulator) listen(instance string) (string, error) {
 // robotPath reports whether path is where a platform's robots receive messages (a path
 // that ends in "/" takes the robot's credential after it: Feishu's hook).
 func robotPath(path string) bool {
-	for _, p := range simPlatforms {
+	for _, pl := range platforms.All {
+		p := pl.Sim
 		if path == p.Path() || strings.HasSuffix(p.Path(), "/") && strings.HasPrefix(path, p.Path()) {
 			return true
 		}

@@ -8,8 +8,10 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 )
 
 // The replicas' targets: a chat target of each kind with four robots, all served by the
@@ -17,25 +19,42 @@ import (
 // target "orders" (the topic scenarios). A scenario sends its alerts to one of them: the
 // chat target of its kind (scenarioKinds), or "orders".
 
-// chatTargets names the chat target of each kind.
-var chatTargets = map[string]string{config.KindDingTalk: "ops", config.KindWeCom: "ops-wecom", config.KindFeishu: "ops-feishu"}
+// chatKinds lists the kinds of chat target, in the order of the registry
+// (platforms.All): every chat platform has its target, its kill-one and its storm.
+var chatKinds = platforms.Kinds()
 
-// chatKinds lists the kinds of chat target, in the order the configuration lists them.
-var chatKinds = []string{config.KindDingTalk, config.KindWeCom, config.KindFeishu}
+// chatTargets names the chat target of each kind: "ops" for DingTalk's, "ops-KIND" for
+// the others.
+var chatTargets = func() map[string]string {
+	out := map[string]string{}
+	for _, kind := range chatKinds {
+		out[kind] = "ops-" + kind
+	}
+	out[dingtalk.Kind] = "ops"
+	return out
+}()
 
-// scenarioKinds says which scenarios send every alert to the chat target of another kind
-// than DingTalk's; every other scenario but the topic scenarios uses "ops".
-var scenarioKinds = map[string]string{
-	ScenarioKillOneWeCom: config.KindWeCom, ScenarioStormWeCom: config.KindWeCom,
-	ScenarioKillOneFeishu: config.KindFeishu, ScenarioStormFeishu: config.KindFeishu,
+// killOneOf and stormOf name the kill-one and the storm of kind's target: kill-one and
+// storm for DingTalk's, kill-one-KIND and storm-KIND for the others.
+func killOneOf(kind string) string { return scenarioOf(ScenarioKillOne, kind) }
+func stormOf(kind string) string   { return scenarioOf(ScenarioStorm, kind) }
+
+func scenarioOf(base, kind string) string {
+	if kind == dingtalk.Kind {
+		return base
+	}
+	return base + "-" + kind
 }
 
-// kindOf is the kind of the chat target of scenario's alerts.
+// kindOf is the kind of the chat target of scenario's alerts: the platform a kill-one or
+// a storm is of; DingTalk's for every other scenario but the topic scenarios.
 func kindOf(scenario string) string {
-	if k, ok := scenarioKinds[scenario]; ok {
-		return k
+	for _, kind := range chatKinds {
+		if scenario == killOneOf(kind) || scenario == stormOf(kind) {
+			return kind
+		}
 	}
-	return config.KindDingTalk
+	return dingtalk.Kind
 }
 
 // senderWindow is sender.window of the replicas and the simulator's window: the
@@ -47,35 +66,30 @@ const senderWindow = time.Second
 const senderWindowGuard = 100 * time.Millisecond
 
 // senderLimits are the replicas' limits per robot and window, by kind: the defaults of
-// sender.limit, sender.wecom.limit and sender.feishu.limit, one below DingTalk's and
-// WeCom's 20 and five below Feishu's 100. The simulator holds each robot to its kind's:
-// one request over it fails the scenario.
-var senderLimits = map[string]int{
-	config.KindDingTalk: config.DefaultSenderLimit,
-	config.KindWeCom:    config.DefaultWeComLimit,
-	config.KindFeishu:   config.DefaultFeishuLimit,
-}
-
-// feishuPerSecond is sender.feishu.limitPerSecond, the default: one below Feishu's own
-// config.MaxFeishuPerSecond, which the simulator enforces (its rules) and checkLimits
-// checks in what it accepted.
-const feishuPerSecond = config.DefaultFeishuLimitPerSecond
+// sender.limit and sender.KIND.limit (one below DingTalk's and WeCom's 20, five below
+// Feishu's 100, …). The simulator holds each robot to its kind's: one request over it
+// fails the scenario.
+var senderLimits = func() map[string]int {
+	out := map[string]int{}
+	for _, p := range platforms.All {
+		out[p.Kind()] = p.Config.Defaults.Limit
+	}
+	return out
+}()
 
 // chatRobots are the four robots of the chat target of kind, their tokens made from
-// prefix: DingTalk's first signs; WeCom's do not sign (WeCom has no signing); Feishu's
-// first signs and its second has a keyword, which no alert's text contains, so the
-// sender adds it.
+// prefix: on a platform whose robots sign, the first signs; on one with keywords, the
+// second has one, which no alert's text contains, so the sender adds it.
 func chatRobots(prefix, kind string) []chatsim.Robot {
+	p, _ := platforms.Of(kind)
 	out := make([]chatsim.Robot, 4)
 	for i := range out {
-		rb := chatsim.Robot{Name: fmt.Sprintf("%s%d", robotLetters[kind], i+1), Kind: kind,
+		rb := chatsim.Robot{Name: fmt.Sprintf("%s%d", robotLetter(kind), i+1), Kind: kind,
 			Token: fmt.Sprintf("%s-%s-%d", prefix, kind, i+1), Limit: senderLimits[kind]}
 		switch {
-		case kind == config.KindDingTalk && i == 0:
+		case p.Config.Signs && i == 0:
 			rb.Secret = "SEC" + prefix
-		case kind == config.KindFeishu && i == 0:
-			rb.Secret = "fsec-" + prefix
-		case kind == config.KindFeishu && i == 1:
+		case p.Config.Keywords && i == 1:
 			rb.Keyword = "alert"
 		}
 		out[i] = rb
@@ -85,11 +99,17 @@ func chatRobots(prefix, kind string) []chatsim.Robot {
 
 // otherRobot is the one robot of the DingTalk target "other".
 func otherRobot(prefix string) chatsim.Robot {
-	return chatsim.Robot{Name: "o1", Kind: config.KindDingTalk, Token: prefix + "-other-1", Limit: senderLimits[config.KindDingTalk]}
+	return chatsim.Robot{Name: "o1", Kind: dingtalk.Kind, Token: prefix + "-other-1", Limit: senderLimits[dingtalk.Kind]}
 }
 
-// robotLetters start the names of each kind's robots: r1…r4 (DingTalk), w1…w4, f1…f4.
-var robotLetters = map[string]string{config.KindDingTalk: "r", config.KindWeCom: "w", config.KindFeishu: "f"}
+// robotLetter starts the names of kind's robots: r1…r4 (DingTalk), then the kind's
+// first letter: w1…w4 (WeCom), f1…f4, s1…s4.
+func robotLetter(kind string) string {
+	if kind == dingtalk.Kind {
+		return "r"
+	}
+	return kind[:1]
+}
 
 // configTarget is a chat target of the configuration.
 type configTarget struct {
@@ -110,9 +130,16 @@ type configData struct {
 	// varies by tens of milliseconds, past the default of a sixtieth of the window.
 	WindowGuard time.Duration
 	// URLs are the base URL of each kind at the replica's own address of the simulator.
-	URLs            map[string]string
-	Limits          map[string]int
-	FeishuPerSecond int
+	URLs   map[string]string
+	Limits map[string]int
+	// Sections are the chat platforms with a section of their own under sender.
+	Sections []configSection
+}
+
+// configSection is a chat platform's section under sender.
+type configSection struct {
+	Name, URL        string
+	Limit, PerSecond int
 }
 
 // configTemplate is a replica's configuration. Each replica instance has one of its own,
@@ -136,8 +163,9 @@ sender:
   window: {{.Window}}
   windowGuard: {{.WindowGuard}}
   limit: {{index .Limits "dingtalk"}}
-  wecom: {baseURL: {{printf "%q" (index .URLs "wecom")}}, limit: {{index .Limits "wecom"}}, cooldown: 1s}
-  feishu: {baseURL: {{printf "%q" (index .URLs "feishu")}}, limit: {{index .Limits "feishu"}}, limitPerSecond: {{.FeishuPerSecond}}, cooldown: 1s}
+{{- range .Sections}}
+  {{.Name}}: {baseURL: {{printf "%q" .URL}}, limit: {{.Limit}}, limitPerSecond: {{.PerSecond}}, cooldown: 1s}
+{{- end}}
   httpTimeout: 3s
   attempts: 4
   backoffBase: 200ms
@@ -166,12 +194,17 @@ func (e *env) simRobots() []chatsim.Robot {
 func (e *env) writeConfig(instance, root string) (string, error) {
 	d := configData{Levels: e.r.stack.Env["ROCKETDELAY_LEVELS"], Lease: e.tuning.lease, RetryMaxDelay: e.tuning.retryMaxDelay,
 		ClaimLease: e.tuning.claimLease, BizTopic: e.bizTopic(), TopicRate: topicRate, Window: senderWindow, WindowGuard: senderWindowGuard,
-		URLs: map[string]string{}, Limits: senderLimits, FeishuPerSecond: feishuPerSecond}
-	for _, kind := range chatKinds {
+		URLs: map[string]string{}, Limits: senderLimits}
+	for _, p := range platforms.All {
+		kind := p.Kind()
 		d.Targets = append(d.Targets, configTarget{Name: chatTargets[kind], Kind: kind, Robots: chatRobots(e.tokenPrefix(), kind)})
 		d.URLs[kind] = e.sim.URL(root, kind)
+		if p.Config.Section != "" {
+			d.Sections = append(d.Sections, configSection{Name: p.Config.Section, URL: d.URLs[kind], Limit: senderLimits[kind],
+				PerSecond: p.Config.Defaults.LimitPerSecond})
+		}
 	}
-	d.Targets = append(d.Targets, configTarget{Name: "other", Kind: config.KindDingTalk, Robots: []chatsim.Robot{otherRobot(e.tokenPrefix())}})
+	d.Targets = append(d.Targets, configTarget{Name: "other", Kind: dingtalk.Kind, Robots: []chatsim.Robot{otherRobot(e.tokenPrefix())}})
 	var b strings.Builder
 	if err := configTemplate.Execute(&b, d); err != nil {
 		return "", err
@@ -181,17 +214,16 @@ func (e *env) writeConfig(instance, root string) (string, error) {
 }
 
 // alertBody is the body of valid alert i with id: plain text, or every third one the
-// JSON message of the platform of kind (DingTalk's and WeCom's markdown, a Feishu card
-// with a markdown element, which goes as it is).
+// markdown message of the platform of kind, as its protocol publishes it.
 func alertBody(kind, scenario, id string, i int) []byte {
 	if i%3 != 1 {
 		return []byte("chaos " + id)
 	}
-	switch kind {
-	case config.KindWeCom:
-		return fmt.Appendf(nil, `{"msgtype":"markdown","markdown":{"content":"### chaos %s\nrun %s"}}`, id, scenario)
-	case config.KindFeishu:
-		return fmt.Appendf(nil, `{"msg_type":"interactive","card":{"header":{"title":{"tag":"plain_text","content":"chaos %s"}},"elements":[{"tag":"markdown","content":"**chaos %s**\nrun %s"}]}}`, id, id, scenario)
+	p, _ := platforms.Of(kind)
+	b, err := p.New("").Body(sender.Message{Format: sender.FormatMarkdown, Title: "chaos " + id,
+		Text: fmt.Sprintf("### chaos %s\nrun %s", id, scenario)})
+	if err != nil {
+		panic(err) // a markdown message of two short lines: every platform takes it
 	}
-	return fmt.Appendf(nil, `{"msgtype":"markdown","markdown":{"title":"chaos %s","text":"### chaos %s\nrun %s"}}`, id, id, scenario)
+	return b
 }

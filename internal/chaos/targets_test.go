@@ -2,12 +2,14 @@ package chaos
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 	"github.com/rocketdelay/rocketdelay/sender/wecom"
 )
 
@@ -16,7 +18,7 @@ import (
 // address of the simulator, and the limits the simulator holds the robots to.
 func TestReplicaConfigLoads(t *testing.T) {
 	e := &env{r: &runner{work: t.TempDir(), stack: &Stack{Env: map[string]string{"ROCKETDELAY_LEVELS": "1s 2s 3s 4s 5s 6s"}}},
-		name: ScenarioKillOneFeishu, idPrefix: "abc123-" + ScenarioKillOneFeishu, topic: "rd_chaos_x", tuning: tuningOf(ScenarioKillOneFeishu)}
+		name: killOneOf(feishu.Kind), idPrefix: "abc123-" + killOneOf(feishu.Kind), topic: "rd_chaos_x", tuning: tuningOf(killOneOf(feishu.Kind))}
 	e.sim = startSimulator(e.simRobots(), 0, regexp.MustCompile(scenarioIDPattern))
 	const root = "http://127.0.0.1:1"
 	path, err := e.writeConfig("kill-one-feishu-r0-1", root)
@@ -27,13 +29,16 @@ func TestReplicaConfigLoads(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Equal(t, root+"/robot/send", c.Sender.BaseURL)
-	require.Equal(t, root+wecom.SimPath, c.Sender.WeCom.BaseURL)
-	require.Equal(t, root+feishu.SimPath, c.Sender.Feishu.BaseURL+"/")
 	require.Equal(t, senderWindow, c.Sender.Window)
 	require.Equal(t, senderLimits[config.KindDingTalk], c.Sender.Limit)
-	require.Equal(t, senderLimits[config.KindWeCom], c.Sender.WeCom.Limit)
-	require.Equal(t, senderLimits[config.KindFeishu], c.Sender.Feishu.Limit)
-	require.Equal(t, feishuPerSecond, c.Sender.Feishu.LimitPerSecond)
+	for _, p := range platforms.All {
+		settings := c.Sender.Settings(p.Config)
+		require.Equal(t, root+strings.TrimSuffix(p.Sim.Path(), "/"), settings.BaseURL, p.Kind())
+		require.Equal(t, senderLimits[p.Kind()], settings.Limit, p.Kind())
+		if p.Config.Section != "" {
+			require.Equal(t, p.Config.Defaults.LimitPerSecond, settings.LimitPerSecond, p.Kind())
+		}
+	}
 	for _, kind := range chatKinds {
 		target, ok := c.Targets[chatTargets[kind]]
 		require.True(t, ok, kind)
@@ -49,7 +54,7 @@ func TestReplicaConfigLoads(t *testing.T) {
 	}
 	require.Equal(t, otherRobot(e.tokenPrefix()).Token, c.Targets["other"].Robots[0].Token.Reveal())
 	require.Equal(t, config.KindTopic, c.Targets["orders"].Channel())
-	require.Equal(t, config.KindFeishu, kindOf(ScenarioStormFeishu))
-	require.Equal(t, config.KindWeCom, kindOf(ScenarioKillOneWeCom))
+	require.Equal(t, feishu.Kind, kindOf("storm-feishu"))
+	require.Equal(t, wecom.Kind, kindOf("kill-one-wecom"))
 	require.Equal(t, config.KindDingTalk, kindOf(ScenarioKillOne))
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/localstack"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -210,14 +211,14 @@ var RocketMQStragglers = []goleak.Option{
 // it with its base URL (the webhook endpoint), ready for config sender.baseURL.
 func DingTalkSim(t testing.TB, opts chatsim.Options) (*chatsim.Server, string) {
 	t.Helper()
-	s, root := ChatSim(t, append([]chatsim.Rules{dingtalk.SimRules{}}, opts.Platforms...), opts)
+	s, root := ChatSim(t, append([]sender.Platform{dingtalk.Platform}, opts.Platforms...), opts)
 	return s, root + dingtalk.SimPath
 }
 
 // ChatSim starts a chat-robot simulator (package chatsim) of platforms and the robots of
 // opts on a loopback port for the test and returns it with its root URL
 // ("http://127.0.0.1:port"); Server.URL gives each platform's webhook base.
-func ChatSim(t testing.TB, platforms []chatsim.Rules, opts chatsim.Options) (*chatsim.Server, string) {
+func ChatSim(t testing.TB, platforms []sender.Platform, opts chatsim.Options) (*chatsim.Server, string) {
 	t.Helper()
 	opts.Platforms = platforms
 	s := chatsim.New(opts)

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 )
 
 // DecodeOptions reads Options from YAML strictly (an unknown key is an error naming its
@@ -52,7 +54,11 @@ func (o Options) Validate() error {
 	}
 	seen := map[string]bool{}
 	kinds := map[string]bool{}
-	for _, p := range o.Platforms {
+	served := o.Platforms
+	if len(served) == 0 {
+		served = platforms.All
+	}
+	for _, p := range served {
 		kinds[p.Kind()] = true
 	}
 	for i, r := range o.Robots {

@@ -12,9 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
-	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
+	"github.com/rocketdelay/rocketdelay/sender/slack"
 	"github.com/rocketdelay/rocketdelay/sender/wecom"
 )
 
@@ -51,7 +53,7 @@ func postJSON(t *testing.T, url, body string) reply {
 func TestWeComRules(t *testing.T) {
 	now := time.Date(2026, 12, 4, 10, 7, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	sim, root := testenv.ChatSim(t, []chatsim.Rules{wecom.SimRules{}},
+	sim, root := testenv.ChatSim(t, []sender.Platform{wecom.Platform},
 		chatsim.Options{Robots: []chatsim.Robot{{Name: "w1", Token: "key-1"}}, Now: clock})
 	base := sim.URL(root, "wecom")
 	require.Equal(t, root+wecom.SimPath, base)
@@ -76,13 +78,63 @@ func TestWeComRules(t *testing.T) {
 	require.Equal(t, "wecom", sim.Accepted()[0].Kind)
 }
 
+// Slack's webhooks: the path after /services/, 404 no_service for one it does not know,
+// 400 for a body without text or not JSON, "ok" on success; 2 a second and 60 a minute,
+// answered 429 rate_limited with a Retry-After past them, and no lock-out.
+func TestSlackRules(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 7, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	sim, root := testenv.ChatSim(t, []sender.Platform{slack.Platform},
+		chatsim.Options{Robots: []chatsim.Robot{{Name: "s1", Token: "T1/B1/x1"}}, Now: clock})
+	base := sim.URL(root, "slack")
+	require.Equal(t, root+strings.TrimSuffix(slack.SimPath, "/"), base)
+	post := func(path, body string) (int, string, string) {
+		t.Helper()
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b), resp.Header.Get("Retry-After")
+	}
+	code, word, _ := post("/T1/B1/nope", `{"text":"x"}`)
+	require.Equal(t, []any{404, "no_service"}, []any{code, word})
+	code, word, _ = post("/T1/B1/x1", `{"username":"x"}`)
+	require.Equal(t, []any{400, "no_text"}, []any{code, word})
+	code, word, _ = post("/T1/B1/x1", `{"text":`)
+	require.Equal(t, []any{400, "invalid_payload"}, []any{code, word})
+	sent := 0
+	for i := range 60 {
+		if i%2 == 0 && i > 0 {
+			now = now.Add(time.Second) // 2 a second
+		}
+		code, word, _ = post("/T1/B1/x1", `{"text":"x"}`)
+		require.Equal(t, []any{200, "ok"}, []any{code, word}, "message %d", i)
+		sent++
+		if i == 1 {
+			code, word, retry := post("/T1/B1/x1", `{"text":"a third in one second"}`)
+			require.Equal(t, []any{429, "rate_limited", "1"}, []any{code, word, retry})
+		}
+	}
+	now = now.Add(time.Second)
+	code, word, retry := post("/T1/B1/x1", `{"text":"the 61st within a minute"}`)
+	require.Equal(t, []any{429, "rate_limited", "31"}, []any{code, word, retry}, "when the first of the minute leaves it")
+	now = now.Add(time.Minute)
+	code, _, _ = post("/T1/B1/x1", `{"text":"a minute later"}`)
+	require.Equal(t, 200, code, "no lock-out")
+	st := sim.Stats()
+	require.Equal(t, 2, st.OverLimit)
+	require.Equal(t, sent+1, st.Accepted)
+	require.Equal(t, "slack", sim.Accepted()[0].Kind)
+}
+
 // Feishu's bots: the token in the path, the signature in the body, the keyword, 100 per
 // minute and 5 per second answered 9499 with HTTP 400, and 11232 past 3 per second in
 // the ten seconds after :00 and :30.
 func TestFeishuRules(t *testing.T) {
 	now := time.Date(2026, 12, 4, 10, 7, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	sim, root := testenv.ChatSim(t, []chatsim.Rules{feishu.SimRules{}}, chatsim.Options{Robots: []chatsim.Robot{
+	sim, root := testenv.ChatSim(t, []sender.Platform{feishu.Platform}, chatsim.Options{Robots: []chatsim.Robot{
 		{Name: "f1", Token: "hook-1", Secret: "fs-secret"}, {Name: "f2", Token: "hook-2", Keyword: "告警"}}, Now: clock})
 	base := sim.URL(root, "feishu")
 	signed := func(ts int64, text string) string {
@@ -119,7 +171,7 @@ func TestFeishuRules(t *testing.T) {
 
 // One server serves the three platforms at once, each robot at its platform's path.
 func TestOneServerForEveryPlatform(t *testing.T) {
-	sim, root := testenv.ChatSim(t, []chatsim.Rules{dingtalk.SimRules{}, wecom.SimRules{}, feishu.SimRules{}},
+	sim, root := testenv.ChatSim(t, platforms.All,
 		chatsim.Options{Robots: []chatsim.Robot{{Token: "t"}, {Kind: "wecom", Token: "t"}, {Kind: "feishu", Token: "t"}}})
 	require.Equal(t, reply{200, 0}, postJSON(t, sim.URL(root, "dingtalk")+"?access_token=t", `{"msgtype":"text","text":{"content":"d"}}`))
 	require.Equal(t, reply{200, 0}, postJSON(t, sim.URL(root, "wecom")+"?key=t", `{"msgtype":"text","text":{"content":"w"}}`))

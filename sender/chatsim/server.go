@@ -4,9 +4,11 @@
 // what every platform shares: robots by credential, the per-robot rate limits (a
 // per-minute window, and a per-second one where the platform has it), the lock-out that
 // follows going over them, injected faults, the record of every accepted message and the
-// control API. Each channel package gives its platform's rules (Rules): where its robots
-// listen, how a request names its robot, what the platform checks (signature and its
-// window, keyword, size, the message's shape) and how it answers.
+// control API. Each platform's rules come from its descriptor (sender.Platform's Sim,
+// the sender.SimRules of its channel package): where its robots listen, how a request
+// names its robot, what the platform checks (signature and its window, keyword, size,
+// the message's shape) and how it answers. The platforms served are those of the
+// registry (package sender/platforms) unless Options say otherwise.
 //
 // It is a simulator: it must never be pointed at by a production configuration, and it
 // keeps everything in memory.
@@ -27,90 +29,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/platforms"
 )
-
-// Rules are one platform's side of the simulator. The channel packages provide them
-// (dingtalk.SimRules, wecom.SimRules, feishu.SimRules).
-type Rules interface {
-	// Kind names the platform, as a target's kind does ("dingtalk").
-	Kind() string
-	// Path is where the platform's robots receive messages; a path that ends in "/"
-	// takes the robot's credential as its last element (Feishu's hook).
-	Path() string
-	// Credential is the robot credential a request carries.
-	Credential(r *http.Request) string
-	// Limits are the platform's limits on one robot.
-	Limits() Limits
-	// Check judges a request to robot rb: signature and its time window, keyword, size
-	// and the message's shape. It returns what the robot would post in its group, or the
-	// platform's refusal.
-	Check(rb Robot, r *http.Request, body []byte, now time.Time, skew time.Duration) (Received, *Reply)
-	// Answer is the platform's answer of kind a.
-	Answer(a Answer) Reply
-}
-
-// Limits are a platform's documented limits on one robot.
-type Limits struct {
-	// PerWindow is how many messages a robot accepts per window (a minute).
-	PerWindow int
-	// PerSecond, when above 0, is how many it accepts per sixtieth of the window too.
-	PerSecond int
-	// HotPerSecond, when above 0, is the per-second limit during the platform's busy
-	// moments (Hot); past it the answer is AnswerBusy.
-	HotPerSecond int
-	// Hot, when set, reports whether now is one of the platform's busy moments (Feishu:
-	// the top and the half of the hour).
-	Hot func(now time.Time, window time.Duration) bool
-	// Lockout is how long a robot that went over its limit stays throttled (answering
-	// AnswerLocked); 0: the platform documents none, and answers over the limit only.
-	Lockout time.Duration
-}
-
-// AnswerKind is a kind of answer every platform gives in its own words.
-type AnswerKind int
-
-// The kinds of answers.
-const (
-	// AnswerOK accepts the message.
-	AnswerOK AnswerKind = iota
-	// AnswerUnknown refuses a credential the platform does not know.
-	AnswerUnknown
-	// AnswerOverLimit refuses a message over the robot's per-window limit.
-	AnswerOverLimit
-	// AnswerOverSecond refuses a message over the robot's per-second limit.
-	AnswerOverSecond
-	// AnswerBusy refuses a message over the busy moments' per-second limit.
-	AnswerBusy
-	// AnswerLocked refuses any message while the robot is locked out.
-	AnswerLocked
-	// AnswerCode answers with the platform's error code Answer.Code (an injected fault).
-	AnswerCode
-)
-
-// Answer is what a platform is to answer.
-type Answer struct {
-	Kind AnswerKind
-	// Code is the error code of AnswerCode.
-	Code int
-}
-
-// Reply is an HTTP answer of the simulator.
-type Reply struct {
-	// Status is the HTTP status; 0 means 200.
-	Status int
-	// JSON is the body, encoded as JSON; nil for none.
-	JSON any
-	// Location, when set, makes the reply a redirect there.
-	Location string
-}
-
-// Received is a message a platform accepted, as its group would show it.
-type Received struct {
-	// MsgType is the message's type ("text", "markdown", "interactive", …).
-	MsgType string
-	// Text is its text: the content, or the title and text of the other types.
-	Text string
-}
 
 // Robot is one simulated robot.
 type Robot struct {
@@ -140,8 +62,9 @@ const (
 
 // Options configure a Server. Zero fields take their defaults.
 type Options struct {
-	// Platforms are the platforms served, each at its path. Required.
-	Platforms []Rules `yaml:"-"`
+	// Platforms are the platforms served, each at its path. Default every platform of
+	// the registry (platforms.All).
+	Platforms []sender.Platform `yaml:"-"`
 	// Robots are the known robots.
 	Robots []Robot `yaml:"robots"`
 	// Limit, when set, is the messages every robot accepts per Window instead of its
@@ -248,8 +171,9 @@ type RobotStats struct {
 
 type robotState struct {
 	Robot
-	rules          Rules
-	limits         Limits
+	platform       sender.Platform
+	rules          sender.SimRules
+	limits         sender.SimLimits
 	sends          []time.Time // accepted-or-counted requests within the window
 	throttledUntil time.Time
 	// injected: the throttle was injected (FaultThrottle), not earned by going over the
@@ -262,7 +186,7 @@ type robotState struct {
 // `rocketdelay chat-sim` command runs it as a program.
 type Server struct {
 	opts  Options
-	paths map[string]Rules // by path
+	paths map[string]sender.Platform // by path
 
 	mu       sync.Mutex
 	robots   map[string]*robotState // by kind and token
@@ -275,7 +199,7 @@ type Server struct {
 // platform not served.
 func New(opts Options) *Server {
 	if len(opts.Platforms) == 0 {
-		panic("chatsim: no platform")
+		opts.Platforms = platforms.All
 	}
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
@@ -289,10 +213,10 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, robots: map[string]*robotState{}, paths: map[string]Rules{}}
-	kinds := map[string]Rules{}
+	s := &Server{opts: opts, robots: map[string]*robotState{}, paths: map[string]sender.Platform{}}
+	kinds := map[string]sender.Platform{}
 	for _, p := range opts.Platforms {
-		s.paths[p.Path()] = p
+		s.paths[p.Sim.Path()] = p
 		kinds[p.Kind()] = p
 	}
 	for i, r := range opts.Robots {
@@ -302,7 +226,7 @@ func New(opts Options) *Server {
 		if r.Kind == "" {
 			r.Kind = opts.Platforms[0].Kind()
 		}
-		rules, ok := kinds[r.Kind]
+		platform, ok := kinds[r.Kind]
 		if !ok {
 			panic(fmt.Sprintf("chatsim: robot %d is of kind %q, which is not served", i+1, r.Kind))
 		}
@@ -312,7 +236,7 @@ func New(opts Options) *Server {
 		if r.Name == "" {
 			r.Name = "robot" + strconv.Itoa(i+1)
 		}
-		limits := rules.Limits()
+		limits := platform.Sim.Limits()
 		if opts.Limit > 0 {
 			limits.PerWindow = opts.Limit
 		}
@@ -322,7 +246,7 @@ func New(opts Options) *Server {
 		if opts.Throttle > 0 {
 			limits.Lockout = opts.Throttle
 		}
-		s.robots[r.Kind+"/"+r.Token] = &robotState{Robot: r, rules: rules, limits: limits}
+		s.robots[r.Kind+"/"+r.Token] = &robotState{Robot: r, platform: platform, rules: platform.Sim, limits: limits}
 	}
 	return s
 }
@@ -336,6 +260,22 @@ func (s *Server) URL(root, kind string) string {
 		}
 	}
 	return ""
+}
+
+// SenderKeys are the keys of a configuration's sender section that point every platform
+// served at this server, whose root is root, as YAML flow mapping entries:
+// baseURL: "…", wecom: {baseURL: "…"}, ….
+func (s *Server) SenderKeys(root string) string {
+	var keys []string
+	for _, p := range s.opts.Platforms {
+		u := strconv.Quote(s.URL(root, p.Kind()))
+		if p.Config.Section == "" {
+			keys = append(keys, "baseURL: "+u)
+		} else {
+			keys = append(keys, p.Config.Section+": {baseURL: "+u+"}")
+		}
+	}
+	return strings.Join(keys, ", ")
 }
 
 // find returns the robot with token; the caller holds s.mu.
@@ -459,7 +399,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/_sim/reset" && r.Method == http.MethodPost:
 		s.Reset()
 		w.WriteHeader(http.StatusNoContent)
-	case r.URL.Path == ThrottledPath:
+	case r.URL.Path == sender.SimThrottledPath:
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = io.WriteString(w, "<html><body>访问过于频繁 (too many requests)</body></html>")
 	default:
@@ -467,23 +407,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// ThrottledPath is the page a throttled DingTalk robot's redirect leads to: not JSON.
-const ThrottledPath = "/throttled"
-
 // rulesOf returns the platform whose robots listen at path.
-func (s *Server) rulesOf(path string) (Rules, bool) {
-	if rules, ok := s.paths[path]; ok && !strings.HasSuffix(path, "/") {
-		return rules, true
+func (s *Server) rulesOf(path string) (sender.Platform, bool) {
+	if p, ok := s.paths[path]; ok && !strings.HasSuffix(path, "/") {
+		return p, true
 	}
-	for p, rules := range s.paths {
-		if strings.HasSuffix(p, "/") && strings.HasPrefix(path, p) && len(path) > len(p) {
-			return rules, true
+	for prefix, p := range s.paths {
+		if strings.HasSuffix(prefix, "/") && strings.HasPrefix(path, prefix) && len(path) > len(prefix) {
+			return p, true
 		}
 	}
-	return nil, false
+	return sender.Platform{}, false
 }
 
-func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) {
+func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, platform sender.Platform) {
+	rules := platform.Sim
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
 		return
@@ -495,7 +433,7 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) 
 
 	s.mu.Lock()
 	s.stats.Requests++
-	rs, known := s.robots[rules.Kind()+"/"+token]
+	rs, known := s.robots[platform.Kind()+"/"+token]
 	var fault *Fault
 	if known && len(rs.faults) > 0 {
 		f := *rs.faults[0]
@@ -513,11 +451,11 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) 
 	s.mu.Unlock()
 
 	if r.Method != http.MethodPost {
-		s.reject(w, r, Reply{Status: http.StatusMethodNotAllowed})
+		s.reject(w, r, sender.SimReply{Status: http.StatusMethodNotAllowed})
 		return
 	}
 	if !known {
-		s.reject(w, r, rules.Answer(Answer{Kind: AnswerUnknown}))
+		s.reject(w, r, rules.Answer(sender.SimAnswer{Kind: sender.SimUnknown}))
 		return
 	}
 	// A slow answer (FaultSlow) is judged and counted at its arrival like any other, and
@@ -531,7 +469,7 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) 
 		return
 	}
 	now := arrived
-	got, refusal := rules.Check(rs.Robot, r, body, now, s.opts.Skew)
+	got, refusal := rules.Check(sender.SimRequest{Secret: rs.Secret, Keyword: rs.Keyword, Request: r, Body: body, Now: now, Skew: s.opts.Skew})
 	if refusal != nil {
 		if s.wait(r, slow) {
 			s.reject(w, r, *refusal)
@@ -551,10 +489,10 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, rules Rules) 
 	}
 	s.mu.Lock()
 	s.stats.Accepted++
-	s.accepted = append(s.accepted, Message{Seq: len(s.accepted) + 1, Robot: rs.Name, Kind: rules.Kind(), At: now,
+	s.accepted = append(s.accepted, Message{Seq: len(s.accepted) + 1, Robot: rs.Name, Kind: platform.Kind(), At: now,
 		MsgType: got.MsgType, Text: got.Text, Body: json.RawMessage(bytes.Clone(body))})
 	s.mu.Unlock()
-	write(w, r, rules.Answer(Answer{Kind: AnswerOK}))
+	write(w, r, rules.Answer(sender.SimAnswer{Kind: sender.SimOK}))
 }
 
 // wait waits d before a request's answer and reports whether its client still waits.
@@ -582,10 +520,10 @@ func (s *Server) uncount(rs *robotState, at time.Time) {
 
 // fault answers with an injected fault other than a slow one (serveSend waits for that
 // itself) and reports whether it did.
-func (s *Server) fault(w http.ResponseWriter, r *http.Request, rules Rules, f Fault) bool {
+func (s *Server) fault(w http.ResponseWriter, r *http.Request, rules sender.SimRules, f Fault) bool {
 	switch f.Kind {
 	case FaultErrcode:
-		write(w, r, rules.Answer(Answer{Kind: AnswerCode, Code: f.Errcode}))
+		write(w, r, rules.Answer(sender.SimAnswer{Kind: sender.SimCode, Code: f.Errcode}))
 	case FaultStatus:
 		if f.RetryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter.Round(time.Second)/time.Second)))
@@ -608,7 +546,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request, rules Rules, f Fa
 
 // count applies rs's limits to a request at now: it returns the refusal and false when
 // the robot is locked out or over a limit, and counts the send otherwise.
-func (s *Server) count(rs *robotState, now time.Time) (Reply, bool) {
+func (s *Server) count(rs *robotState, now time.Time) (sender.SimReply, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := rs.limits
@@ -619,7 +557,7 @@ func (s *Server) count(rs *robotState, now time.Time) (Reply, bool) {
 			s.stats.OverLimit++
 		}
 		s.countRobot(rs.Name, func(c *RobotStats) { c.Redirects++ })
-		return rs.rules.Answer(Answer{Kind: AnswerLocked}), false
+		return rs.rules.Answer(sender.SimAnswer{Kind: sender.SimLocked, RetryAfter: rs.throttledUntil.Sub(now)}), false
 	}
 	cut := now.Add(-s.opts.Window)
 	i := 0
@@ -634,16 +572,16 @@ func (s *Server) count(rs *robotState, now time.Time) (Reply, bool) {
 			recent++
 		}
 	}
-	over := Answer{Kind: -1}
+	over := sender.SimAnswer{Kind: -1}
 	switch {
 	case len(rs.sends) >= l.PerWindow:
-		over = Answer{Kind: AnswerOverLimit}
+		over = sender.SimAnswer{Kind: sender.SimOverLimit, RetryAfter: rs.sends[0].Add(s.opts.Window).Sub(now)}
 	case l.PerSecond > 0 && recent >= l.PerSecond:
-		over = Answer{Kind: AnswerOverSecond}
+		over = sender.SimAnswer{Kind: sender.SimOverSecond, RetryAfter: max(s.opts.Window/60, time.Millisecond)}
 	case l.HotPerSecond > 0 && l.Hot != nil && l.Hot(now, s.opts.Window) && recent >= l.HotPerSecond:
 		// The platform is busy: it refuses more readily, but the robot kept its limits.
 		s.stats.Busy++
-		return rs.rules.Answer(Answer{Kind: AnswerBusy}), false
+		return rs.rules.Answer(sender.SimAnswer{Kind: sender.SimBusy, RetryAfter: max(s.opts.Window/60, time.Millisecond)}), false
 	}
 	if over.Kind >= 0 {
 		s.stats.OverLimit++
@@ -657,10 +595,10 @@ func (s *Server) count(rs *robotState, now time.Time) (Reply, bool) {
 	// in time order: two requests may reach this lock in another order than they arrived
 	at, _ := slices.BinarySearchFunc(rs.sends, now, time.Time.Compare)
 	rs.sends = slices.Insert(rs.sends, at, now)
-	return Reply{}, true
+	return sender.SimReply{}, true
 }
 
-func (s *Server) reject(w http.ResponseWriter, r *http.Request, reply Reply) {
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, reply sender.SimReply) {
 	s.mu.Lock()
 	s.stats.Rejected++
 	s.mu.Unlock()
@@ -668,22 +606,25 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, reply Reply) {
 }
 
 // write sends reply.
-func write(w http.ResponseWriter, r *http.Request, reply Reply) {
+func write(w http.ResponseWriter, r *http.Request, reply sender.SimReply) {
+	status := reply.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if reply.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((reply.RetryAfter+time.Second-1)/time.Second)))
+	}
 	switch {
 	case reply.Location != "":
 		http.Redirect(w, r, reply.Location, http.StatusFound)
-	case reply.JSON == nil:
-		status := reply.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		http.Error(w, http.StatusText(status), status)
-	default:
-		status := reply.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
+	case reply.JSON != nil:
 		writeJSON(w, status, reply.JSON)
+	case reply.Text != "":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, reply.Text)
+	default:
+		http.Error(w, http.StatusText(status), status)
 	}
 }
 

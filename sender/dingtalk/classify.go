@@ -3,7 +3,6 @@ package dingtalk
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/sender"
@@ -27,31 +26,52 @@ const (
 	ErrcodeOverQuota       = 90030
 )
 
-// errcodeClass maps every documented non-zero errcode to its class; an errcode not
-// here is sender.ClassTransient (see Classify).
-var errcodeClass = map[int]sender.Class{
-	ErrcodeBusy:           sender.ClassTransient,
-	ErrcodeSendTooFast:    sender.ClassThrottled,
-	ErrcodeSendTooFastNew: sender.ClassThrottled,
-	ErrcodeSignMismatch:   sender.ClassRobotBroken,
-	ErrcodeTokenMissing:   sender.ClassRobotBroken,
-	ErrcodeTokenNotExist:  sender.ClassRobotBroken,
-	ErrcodeTokenInvalid:   sender.ClassRobotBroken,
-	ErrcodeRobotDisabled:  sender.ClassRobotBroken,
-	ErrcodeNotInGroup:     sender.ClassRobotBroken,
-	ErrcodeGroupDissolved: sender.ClassRobotBroken,
-	ErrcodeTooLong:        sender.ClassPermanent,
-	430101:                sender.ClassPermanent,
-	430102:                sender.ClassPermanent,
-	430103:                sender.ClassPermanent,
-	430104:                sender.ClassPermanent,
-	ErrcodeOverQuota:      sender.ClassOutOfQuota,
+// failures is DingTalk's table: errcode 0 in a 2xx is success; a 2xx whose body is not
+// a robot answer is the gateway's throttle page; 130101 and 410100 throttle, the
+// credential and group errors break the robot, the size and content errors refuse the
+// message, 90030 is the monthly quota (out of rotation until the period ends in China);
+// an errcode not here is transient: the send is retried a bounded number of times and
+// then recorded as failed, so that a new throttling or maintenance code neither loses
+// the alert nor disables a robot for good.
+var failures = sender.Failures{
+	Name: "DingTalk", CodeName: "errcode", OK: ErrcodeOK, NotAnswer: sender.ClassThrottled,
+	Read: readAnswer,
+	Codes: map[int]sender.Class{
+		ErrcodeBusy:           sender.ClassTransient,
+		ErrcodeSendTooFast:    sender.ClassThrottled,
+		ErrcodeSendTooFastNew: sender.ClassThrottled,
+		ErrcodeSignMismatch:   sender.ClassRobotBroken,
+		ErrcodeTokenMissing:   sender.ClassRobotBroken,
+		ErrcodeTokenNotExist:  sender.ClassRobotBroken,
+		ErrcodeTokenInvalid:   sender.ClassRobotBroken,
+		ErrcodeRobotDisabled:  sender.ClassRobotBroken,
+		ErrcodeNotInGroup:     sender.ClassRobotBroken,
+		ErrcodeGroupDissolved: sender.ClassRobotBroken,
+		ErrcodeTooLong:        sender.ClassPermanent,
+		430101:                sender.ClassPermanent,
+		430102:                sender.ClassPermanent,
+		430103:                sender.ClassPermanent,
+		430104:                sender.ClassPermanent,
+		ErrcodeOverQuota:      sender.ClassOutOfQuota,
+	},
+	Refine: func(o sender.Outcome, _ string, now time.Time) sender.Outcome {
+		if o.Class == sender.ClassOutOfQuota {
+			o.Until = quotaEnd(now)
+		}
+		return o
+	},
 }
 
-// robotAnswer is DingTalk's JSON answer.
-type robotAnswer struct {
-	Errcode *int   `json:"errcode"`
-	Errmsg  string `json:"errmsg"`
+// readAnswer reads DingTalk's JSON answer, {"errcode":…,"errmsg":…}.
+func readAnswer(a sender.Answer) (int, string, bool) {
+	var ra struct {
+		Errcode *int   `json:"errcode"`
+		Errmsg  string `json:"errmsg"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(a.Body), &ra); err != nil || ra.Errcode == nil {
+		return 0, "", false
+	}
+	return *ra.Errcode, ra.Errmsg, true
 }
 
 // quotaZone is the time zone of DingTalk's quota periods (China Standard Time).
@@ -62,41 +82,4 @@ var quotaZone = time.FixedZone("CST", 8*3600)
 func quotaEnd(now time.Time) time.Time {
 	t := now.In(quotaZone)
 	return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, quotaZone)
-}
-
-// Classify classifies one answer of a DingTalk robot. now is used to read a Retry-After
-// date and to end a quota period.
-//
-// Success is errcode 0 and nothing else; the HTTP status alone never means success. A
-// 2xx whose body is not a robot answer is the gateway's throttle page. An errcode this
-// package does not know is transient: the send is retried a bounded number of times and
-// then recorded as failed, so that a new throttling or maintenance code neither loses
-// the alert nor disables a robot for good.
-func Classify(a sender.Answer, now time.Time) sender.Outcome {
-	if o, done := sender.ClassifyHTTP(a, "DingTalk", now); done {
-		return o
-	}
-	o := sender.Outcome{HTTPStatus: a.Status, RetryAfter: sender.RetryAfter(a.Header.Get("Retry-After"), now)}
-	var ra robotAnswer
-	if jerr := json.Unmarshal(bytes.TrimSpace(a.Body), &ra); jerr != nil || ra.Errcode == nil {
-		o.Class, o.Reason = sender.ClassThrottled, fmt.Sprintf("HTTP %d with a body that is not a robot answer (%s)", a.Status, sender.DescribeBody(a))
-		return o
-	}
-	if *ra.Errcode == ErrcodeOK {
-		return sender.Outcome{OK: true, HTTPStatus: a.Status}
-	}
-	o.Code = *ra.Errcode
-	class, known := errcodeClass[o.Code]
-	if !known {
-		class = sender.ClassTransient
-	}
-	o.Class = class
-	o.Reason = fmt.Sprintf("errcode %d: %s", o.Code, sender.Truncate(ra.Errmsg, 200))
-	if !known {
-		o.Reason += " (unknown errcode, treated as transient)"
-	}
-	if class == sender.ClassOutOfQuota {
-		o.Until = quotaEnd(now)
-	}
-	return o
 }

@@ -76,7 +76,7 @@ func TestClassify(t *testing.T) {
 			if h == nil {
 				h = http.Header{}
 			}
-			o := Classify(sender.Answer{Status: c.status, Header: h, Body: c.body, Err: c.err}, now)
+			o := failures.Classify(sender.Answer{Status: c.status, Header: h, Body: c.body, Err: c.err}, now)
 			require.Equal(t, c.ok, o.OK, o.Reason)
 			require.Equal(t, c.class, o.Class, o.Reason)
 			require.Equal(t, c.errcode, o.Code)
@@ -88,11 +88,11 @@ func TestClassify(t *testing.T) {
 	}
 	// Every documented errcode is in the table.
 	for _, code := range []int{-1, 130101, 410100, 310000, 300001, 300005, 400101, 400102, 400106, 400013, 460101, 430101, 430102, 430103, 430104, 90030} {
-		_, ok := errcodeClass[code]
+		_, ok := failures.Codes[code]
 		require.True(t, ok, "errcode %d", code)
 	}
 	// A robot out of quota comes back when DingTalk's monthly period ends, in China.
-	q := Classify(sender.Answer{Status: 200, Header: jsonHeader, Body: jsonBody(90030)}, time.Date(2026, 1, 31, 16, 30, 0, 0, time.UTC))
+	q := failures.Classify(sender.Answer{Status: 200, Header: jsonHeader, Body: jsonBody(90030)}, time.Date(2026, 1, 31, 16, 30, 0, 0, time.UTC))
 	require.Equal(t, time.Date(2026, 3, 1, 0, 0, 0, 0, quotaZone).Unix(), q.Until.Unix(), "16:30 UTC on Jan 31 is Feb 1 in China")
 	require.True(t, sender.ClassTransient.Retryable())
 	require.False(t, sender.ClassPermanent.Retryable())

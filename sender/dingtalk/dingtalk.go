@@ -11,12 +11,8 @@ import (
 	"context"
 	"strings"
 
-	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
 )
-
-// DefaultBaseURL is DingTalk's robot webhook endpoint.
-const DefaultBaseURL = config.DefaultSenderBaseURL
 
 // Channel is the DingTalk protocol of the sender core.
 type Channel struct {
@@ -32,8 +28,8 @@ func New(baseURL string) *Channel {
 	return &Channel{base: baseURL}
 }
 
-// Kind is config.KindDingTalk.
-func (*Channel) Kind() string { return config.KindDingTalk }
+// Kind is Kind.
+func (*Channel) Kind() string { return Kind }
 
 // Parse reads a body as producers publish it (see ParseBody) as the core's message:
 // text and markdown stay mergeable, link, actionCard and feedCard go as they are.
@@ -145,7 +141,7 @@ func (c *Channel) Post(ctx context.Context, client *sender.Client, r sender.Robo
 	if err != nil {
 		return sender.Outcome{Class: sender.ClassPermanent, Reason: err.Error()}
 	}
-	o := Classify(client.Post(ctx, r, u, body), client.Now())
+	o := failures.Classify(client.Post(ctx, r, u, body), client.Now())
 	o.Reason = r.Redact(o.Reason)
 	return o
 }

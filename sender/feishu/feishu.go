@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
 )
 
@@ -67,10 +66,10 @@ type Channel struct {
 }
 
 // New returns the Feishu channel that posts to the hook at baseURL + "/" + token (""
-// means config.DefaultFeishuBaseURL).
+// means DefaultBaseURL).
 func New(baseURL string) *Channel {
 	if baseURL == "" {
-		baseURL = config.DefaultFeishuBaseURL
+		baseURL = DefaultBaseURL
 	}
 	return &Channel{base: strings.TrimSuffix(baseURL, "/")}
 }
@@ -86,8 +85,8 @@ func (*Channel) Busy(window time.Duration) sender.Busy {
 	return sender.Busy{Every: 30 * window, For: window / 6, PerSecond: BusyPerSecond}
 }
 
-// Kind is config.KindFeishu.
-func (*Channel) Kind() string { return config.KindFeishu }
+// Kind is Kind.
+func (*Channel) Kind() string { return Kind }
 
 // Parse reads a body as producers publish it: a Feishu message JSON object (an object
 // with a "msg_type" key) or plain UTF-8 text, which becomes a text message. Text becomes
@@ -338,7 +337,7 @@ func (c *Channel) Post(ctx context.Context, client *sender.Client, r sender.Robo
 	if err != nil {
 		return sender.Outcome{Class: sender.ClassPermanent, Reason: err.Error()}
 	}
-	o := Classify(client.Post(ctx, r, c.base+"/"+r.Token.Reveal(), body), client.Now())
+	o := failures.Classify(client.Post(ctx, r, c.base+"/"+r.Token.Reveal(), body), client.Now())
 	o.Reason = r.Redact(o.Reason)
 	return o
 }
@@ -354,58 +353,50 @@ const (
 	CodeKeywordMissing = 19024
 )
 
-// codeClass maps every known non-zero code to its class; another code is transient.
-var codeClass = map[int]sender.Class{
-	CodeTooManyRequest: sender.ClassThrottled,
-	CodeFreqLimited:    sender.ClassThrottled,
-	CodeBotNotEnabled:  sender.ClassRobotBroken,
-	CodeSignInvalid:    sender.ClassRobotBroken,
-	CodeKeywordMissing: sender.ClassRobotBroken,
-	CodeParamInvalid:   sender.ClassPermanent,
+// failures is Feishu's table. Feishu answers some refusals with HTTP 400 and a JSON code
+// (9499 "too many request"), so the code is read before the status: success is code 0
+// (StatusCode 0 in older answers) in a 2xx and nothing else; 9499 and 11232 are
+// throttles (Feishu documents no lock-out: the core learns how long a bot stays refused),
+// 11232 the platform's busy moments, which teach no lower limit; 19021 (signature or
+// timestamp), 19024 (keyword) and 19007 take the bot out of rotation; 19001 refuses the
+// message, unless it says the token is invalid (the bot is broken); another code is
+// transient.
+var failures = sender.Failures{
+	Name: "Feishu", CodeName: "code", OK: CodeOK, CodeFirst: true, Busy: CodeFreqLimited,
+	Read: readAnswer,
+	Codes: map[int]sender.Class{
+		CodeTooManyRequest: sender.ClassThrottled,
+		CodeFreqLimited:    sender.ClassThrottled,
+		CodeBotNotEnabled:  sender.ClassRobotBroken,
+		CodeSignInvalid:    sender.ClassRobotBroken,
+		CodeKeywordMissing: sender.ClassRobotBroken,
+		CodeParamInvalid:   sender.ClassPermanent,
+	},
+	Refine: func(o sender.Outcome, msg string, _ time.Time) sender.Outcome {
+		if o.Code == CodeParamInvalid && strings.Contains(strings.ToLower(msg), "token") {
+			o.Class = sender.ClassRobotBroken
+		}
+		return o
+	},
 }
 
-// Classify classifies one answer of a Feishu bot. Feishu answers some refusals with
-// HTTP 400 and a JSON code (9499 "too many request"), so the code is read before the
-// status: success is code 0 (StatusCode 0 in older answers) and nothing else; 9499 and
-// 11232 are throttles (Feishu documents no lock-out: the core learns how long a bot stays
-// refused), 11232 the platform's busy moments, which teach no lower limit (Busy); 19021 (signature or timestamp), 19024 (keyword) and 19007 take the bot out
-// of rotation; 19001 refuses the message, unless it says the token is invalid (the bot is
-// broken); another code is transient.
-func Classify(a sender.Answer, now time.Time) sender.Outcome {
+// readAnswer reads Feishu's JSON answer: {"code":…,"msg":…}, or {"StatusCode":…,
+// "StatusMessage":…} in older answers.
+func readAnswer(a sender.Answer) (int, string, bool) {
 	var ans struct {
 		Code          *int   `json:"code"`
 		Msg           string `json:"msg"`
 		StatusCode    *int   `json:"StatusCode"`
 		StatusMessage string `json:"StatusMessage"`
 	}
-	if a.Err == nil && json.Unmarshal(bytes.TrimSpace(a.Body), &ans) == nil && (ans.Code != nil || ans.StatusCode != nil) {
-		code, msg := ans.Code, ans.Msg
-		if code == nil {
-			code, msg = ans.StatusCode, ans.StatusMessage
-		}
-		if *code == CodeOK && a.Status >= 200 && a.Status < 300 {
-			return sender.Outcome{OK: true, HTTPStatus: a.Status}
-		}
-		if *code != CodeOK {
-			o := sender.Outcome{HTTPStatus: a.Status, Code: *code, RetryAfter: sender.RetryAfter(a.Header.Get("Retry-After"), now)}
-			class, known := codeClass[o.Code]
-			if !known {
-				class = sender.ClassTransient
-			}
-			if o.Code == CodeParamInvalid && strings.Contains(strings.ToLower(msg), "token") {
-				class = sender.ClassRobotBroken
-			}
-			o.Class, o.Busy = class, o.Code == CodeFreqLimited
-			o.Reason = fmt.Sprintf("code %d: %s", o.Code, sender.Truncate(msg, 200))
-			if !known {
-				o.Reason += " (unknown code, treated as transient)"
-			}
-			return o
-		}
+	if json.Unmarshal(bytes.TrimSpace(a.Body), &ans) != nil {
+		return 0, "", false
 	}
-	if o, done := sender.ClassifyHTTP(a, "Feishu", now); done {
-		return o
+	switch {
+	case ans.Code != nil:
+		return *ans.Code, ans.Msg, true
+	case ans.StatusCode != nil:
+		return *ans.StatusCode, ans.StatusMessage, true
 	}
-	return sender.Outcome{Class: sender.ClassTransient, HTTPStatus: a.Status,
-		Reason: fmt.Sprintf("HTTP %d with a body that is not a bot answer (%s)", a.Status, sender.DescribeBody(a))}
+	return 0, "", false
 }

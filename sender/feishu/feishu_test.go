@@ -146,7 +146,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			o := Classify(c.a, now)
+			o := failures.Classify(c.a, now)
 			require.Equal(t, c.ok, o.OK, o.Reason)
 			require.Equal(t, c.class, o.Class, o.Reason)
 			require.Equal(t, c.code, o.Code)

@@ -13,13 +13,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
 )
 
@@ -79,16 +76,16 @@ type Channel struct {
 }
 
 // New returns the WeCom channel that posts to the webhook at baseURL (no query; ""
-// means config.DefaultWeComBaseURL).
+// means DefaultBaseURL).
 func New(baseURL string) *Channel {
 	if baseURL == "" {
-		baseURL = config.DefaultWeComBaseURL
+		baseURL = DefaultBaseURL
 	}
 	return &Channel{base: baseURL}
 }
 
-// Kind is config.KindWeCom.
-func (*Channel) Kind() string { return config.KindWeCom }
+// Kind is Kind.
+func (*Channel) Kind() string { return Kind }
 
 // Parse reads a body as producers publish it: a WeCom message JSON object (an object
 // with a "msgtype" key) or plain UTF-8 text, which becomes a text message. Text and
@@ -240,7 +237,7 @@ func (c *Channel) Post(ctx context.Context, client *sender.Client, r sender.Robo
 		return sender.Outcome{Class: sender.ClassPermanent, Reason: "wecom: base URL does not parse"}
 	}
 	u.RawQuery = url.Values{"key": {r.Token.Reveal()}}.Encode()
-	o := Classify(client.Post(ctx, r, u.String(), body), client.Now())
+	o := failures.Classify(client.Post(ctx, r, u.String(), body), client.Now())
 	o.Reason = r.Redact(o.Reason)
 	return o
 }
@@ -256,46 +253,31 @@ const (
 	ErrcodeBadParam       = 40058
 )
 
-// errcodeClass maps every known non-zero errcode to its class; another errcode is
+// failures is WeCom's table: success is errcode 0 and nothing else; 45009 is a throttle
+// (WeCom documents no lock-out: the core learns how long a robot stays refused); 93000
+// (the key is invalid) takes the robot out of rotation; an errcode not here is
 // transient.
-var errcodeClass = map[int]sender.Class{
-	ErrcodeBusy:           sender.ClassTransient,
-	ErrcodeFreqOutOfLimit: sender.ClassThrottled,
-	ErrcodeInvalidKey:     sender.ClassRobotBroken,
-	ErrcodeBadMsgType:     sender.ClassPermanent,
-	ErrcodeEmptyContent:   sender.ClassPermanent,
-	ErrcodeBadParam:       sender.ClassPermanent,
+var failures = sender.Failures{
+	Name: "WeCom", CodeName: "errcode", OK: ErrcodeOK, NotAnswer: sender.ClassTransient,
+	Read: readAnswer,
+	Codes: map[int]sender.Class{
+		ErrcodeBusy:           sender.ClassTransient,
+		ErrcodeFreqOutOfLimit: sender.ClassThrottled,
+		ErrcodeInvalidKey:     sender.ClassRobotBroken,
+		ErrcodeBadMsgType:     sender.ClassPermanent,
+		ErrcodeEmptyContent:   sender.ClassPermanent,
+		ErrcodeBadParam:       sender.ClassPermanent,
+	},
 }
 
-// Classify classifies one answer of a WeCom robot: success is errcode 0 and nothing
-// else; 45009 is a throttle (WeCom documents no lock-out: the core learns how long a
-// robot stays refused); 93000 (the key is invalid) takes the robot out of rotation; an
-// errcode this package does not know is transient.
-func Classify(a sender.Answer, now time.Time) sender.Outcome {
-	if o, done := sender.ClassifyHTTP(a, "WeCom", now); done {
-		return o
-	}
-	o := sender.Outcome{HTTPStatus: a.Status, RetryAfter: sender.RetryAfter(a.Header.Get("Retry-After"), now)}
+// readAnswer reads WeCom's JSON answer, {"errcode":…,"errmsg":…}.
+func readAnswer(a sender.Answer) (int, string, bool) {
 	var ans struct {
 		Errcode *int   `json:"errcode"`
 		Errmsg  string `json:"errmsg"`
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(a.Body), &ans); err != nil || ans.Errcode == nil {
-		o.Class, o.Reason = sender.ClassTransient, fmt.Sprintf("HTTP %d with a body that is not a robot answer (%s)", a.Status, sender.DescribeBody(a))
-		return o
+		return 0, "", false
 	}
-	if *ans.Errcode == ErrcodeOK {
-		return sender.Outcome{OK: true, HTTPStatus: a.Status}
-	}
-	o.Code = *ans.Errcode
-	class, known := errcodeClass[o.Code]
-	if !known {
-		class = sender.ClassTransient
-	}
-	o.Class = class
-	o.Reason = fmt.Sprintf("errcode %d: %s", o.Code, sender.Truncate(ans.Errmsg, 200))
-	if !known {
-		o.Reason += " (unknown errcode, treated as transient)"
-	}
-	return o
+	return *ans.Errcode, ans.Errmsg, true
 }

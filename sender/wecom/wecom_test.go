@@ -103,12 +103,12 @@ func TestClassify(t *testing.T) {
 		45009: sender.ClassThrottled, 93000: sender.ClassRobotBroken, -1: sender.ClassTransient,
 		40008: sender.ClassPermanent, 44004: sender.ClassPermanent, 40058: sender.ClassPermanent, 777: sender.ClassTransient,
 	} {
-		o := Classify(answer(code), now)
+		o := failures.Classify(answer(code), now)
 		require.False(t, o.OK)
 		require.Equal(t, class, o.Class, "errcode %d", code)
 		require.Equal(t, code, o.Code)
 	}
-	require.True(t, Classify(answer(0), now).OK)
-	require.Equal(t, sender.ClassTransient, Classify(sender.Answer{Status: 502, Header: http.Header{}}, now).Class)
-	require.Equal(t, sender.ClassTransient, Classify(sender.Answer{Status: 200, Header: http.Header{}, Body: []byte("<html>")}, now).Class)
+	require.True(t, failures.Classify(answer(0), now).OK)
+	require.Equal(t, sender.ClassTransient, failures.Classify(sender.Answer{Status: 502, Header: http.Header{}}, now).Class)
+	require.Equal(t, sender.ClassTransient, failures.Classify(sender.Answer{Status: 200, Header: http.Header{}, Body: []byte("<html>")}, now).Class)
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender"
 )
 
 // SimPath is where the simulator's Feishu bots receive messages: SimPath + token.
@@ -22,21 +22,19 @@ const (
 	SimHotPerSecond = 3
 )
 
-// SimRules are Feishu's rules in the simulator (package chatsim): the token as the last
+// SimRules are Feishu's rules in the simulator (package chatsim, through the Platform): the token as the last
 // path element, the signature in the body (timestamp in seconds, within the skew), the
 // keyword, the 20 KB body; 100 messages per minute and 5 per second, answered over them
 // with HTTP 400 and code 9499, no lock-out; 11232 more readily at the top and the half of
 // the hour.
 type SimRules struct{}
 
-// NewSim returns a simulator of Feishu bots only.
-func NewSim(opts chatsim.Options) *chatsim.Server {
-	opts.Platforms = []chatsim.Rules{SimRules{}}
-	return chatsim.New(opts)
+// Summary is the simulator's help line.
+func (SimRules) Summary() string {
+	return `/open-apis/bot/v2/hook/T          signature in the body (timestamp s, within 1h),
+            keyword, 20 KB body; 100 per minute and 5 per second, HTTP 400 code 9499 over
+            them; code 11232 past 3 per second in the 10 s after :00 and :30`
 }
-
-// Kind is config.KindFeishu.
-func (SimRules) Kind() string { return "feishu" }
 
 // Path is SimPath.
 func (SimRules) Path() string { return SimPath }
@@ -46,8 +44,8 @@ func (SimRules) Credential(r *http.Request) string { return strings.TrimPrefix(r
 
 // Limits are 100 per minute, 5 per second, 3 per second in the busy moments, no
 // lock-out.
-func (SimRules) Limits() chatsim.Limits {
-	return chatsim.Limits{PerWindow: 100, PerSecond: 5, HotPerSecond: SimHotPerSecond, Hot: hot}
+func (SimRules) Limits() sender.SimLimits {
+	return sender.SimLimits{PerWindow: 100, PerSecond: 5, HotPerSecond: SimHotPerSecond, Hot: hot}
 }
 
 // hot reports whether now is within SimHotSeconds second-windows of a multiple of 30
@@ -63,20 +61,20 @@ type simAnswer struct {
 	Data map[string]any `json:"data"`
 }
 
-func refuse(status, code int, msg string) *chatsim.Reply {
-	return &chatsim.Reply{Status: status, JSON: simAnswer{Code: code, Msg: msg, Data: map[string]any{}}}
+func refuse(status, code int, msg string) *sender.SimReply {
+	return &sender.SimReply{Status: status, JSON: simAnswer{Code: code, Msg: msg, Data: map[string]any{}}}
 }
 
 // Answer is Feishu's answer: {"code":…,"msg":…,"data":{}}, HTTP 400 for 9499.
-func (SimRules) Answer(a chatsim.Answer) chatsim.Reply {
+func (SimRules) Answer(a sender.SimAnswer) sender.SimReply {
 	switch a.Kind {
-	case chatsim.AnswerOK:
+	case sender.SimOK:
 		return *refuse(0, 0, "success")
-	case chatsim.AnswerUnknown:
+	case sender.SimUnknown:
 		return *refuse(0, CodeParamInvalid, "param invalid: incoming webhook access token invalid")
-	case chatsim.AnswerOverLimit, chatsim.AnswerOverSecond, chatsim.AnswerLocked:
+	case sender.SimOverLimit, sender.SimOverSecond, sender.SimLocked:
 		return *refuse(http.StatusBadRequest, CodeTooManyRequest, "too many request")
-	case chatsim.AnswerBusy:
+	case sender.SimBusy:
 		return *refuse(0, CodeFreqLimited, "frequency limited")
 	}
 	return *refuse(0, a.Code, "injected fault")
@@ -84,29 +82,30 @@ func (SimRules) Answer(a chatsim.Answer) chatsim.Reply {
 
 // Check checks the signature and its timestamp, the body's size and shape, and the
 // keyword.
-func (SimRules) Check(rb chatsim.Robot, _ *http.Request, body []byte, now time.Time, skew time.Duration) (chatsim.Received, *chatsim.Reply) {
+func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply) {
+	rb, body, now, skew := c, c.Body, c.Now, c.Skew
 	if len(body) > MaxBodyBytes {
-		return chatsim.Received{}, refuse(0, CodeParamInvalid, "param invalid: the request body is larger than 20 KB")
+		return sender.SimReceived{}, refuse(0, CodeParamInvalid, "param invalid: the request body is larger than 20 KB")
 	}
 	var e envelope
 	if err := json.Unmarshal(body, &e); err != nil {
-		return chatsim.Received{}, refuse(http.StatusBadRequest, CodeParamInvalid, "param invalid: body is not JSON")
+		return sender.SimReceived{}, refuse(http.StatusBadRequest, CodeParamInvalid, "param invalid: body is not JSON")
 	}
 	if rb.Secret != "" {
 		ts, err := strconv.ParseInt(e.Timestamp, 10, 64)
 		d := now.Sub(time.Unix(ts, 0))
 		if err != nil || d > skew || d < -skew || !hmac.Equal([]byte(e.Sign), []byte(Sign(rb.Secret, ts))) {
-			return chatsim.Received{}, refuse(0, CodeSignInvalid, "sign match fail or timestamp is not within one hour from current time")
+			return sender.SimReceived{}, refuse(0, CodeSignInvalid, "sign match fail or timestamp is not within one hour from current time")
 		}
 	}
 	text, ok := simText(e)
 	if !ok {
-		return chatsim.Received{}, refuse(0, CodeParamInvalid, "param invalid: the message has no content of its msg_type")
+		return sender.SimReceived{}, refuse(0, CodeParamInvalid, "param invalid: the message has no content of its msg_type")
 	}
 	if rb.Keyword != "" && !strings.Contains(string(e.Content)+string(e.Card), rb.Keyword) {
-		return chatsim.Received{}, refuse(0, CodeKeywordMissing, "Key Words Not Found")
+		return sender.SimReceived{}, refuse(0, CodeKeywordMissing, "Key Words Not Found")
 	}
-	return chatsim.Received{MsgType: e.MsgType, Text: text}, nil
+	return sender.SimReceived{MsgType: e.MsgType, Text: text}, nil
 }
 
 // simText is what a bot would show of e: a text's text, a card's header and markdown, a

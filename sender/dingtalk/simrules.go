@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender"
 )
 
 // SimPath is where the simulator's DingTalk robots receive messages.
@@ -22,20 +22,18 @@ const SimPath = "/robot/send"
 // minutes of HTTP 302 redirects to a page that is not JSON.
 const SimLockout = 10 * time.Minute
 
-// SimRules are DingTalk's rules in the simulator (package chatsim): the access_token in
+// SimRules are DingTalk's rules in the simulator (package chatsim, through the Platform): the access_token in
 // the query, the signature (timestamp in milliseconds, within the skew), keywords, the
 // 20000-byte body, the message's shape; 20 messages per minute, then 130101 once and
 // redirects for SimLockout.
 type SimRules struct{}
 
-// NewSim returns a simulator of DingTalk robots only.
-func NewSim(opts chatsim.Options) *chatsim.Server {
-	opts.Platforms = []chatsim.Rules{SimRules{}}
-	return chatsim.New(opts)
+// Summary is the simulator's help line.
+func (SimRules) Summary() string {
+	return `/robot/send?access_token=T       signature (timestamp ms, within 1h), keyword,
+            20000-byte body; 20 per minute, then errcode 130101 once and, for --throttle
+            (default 10m), HTTP 302 to a page that is not JSON`
 }
-
-// Kind is config.KindDingTalk.
-func (SimRules) Kind() string { return "dingtalk" }
 
 // Path is SimPath.
 func (SimRules) Path() string { return SimPath }
@@ -44,62 +42,65 @@ func (SimRules) Path() string { return SimPath }
 func (SimRules) Credential(r *http.Request) string { return r.URL.Query().Get("access_token") }
 
 // Limits are 20 per minute and the ten-minute lock-out.
-func (SimRules) Limits() chatsim.Limits { return chatsim.Limits{PerWindow: 20, Lockout: SimLockout} }
+func (SimRules) Limits() sender.SimLimits {
+	return sender.SimLimits{PerWindow: 20, Lockout: SimLockout}
+}
 
 type simAnswer struct {
 	Errcode int    `json:"errcode"`
 	Errmsg  string `json:"errmsg"`
 }
 
-func refuse(code int, msg string) *chatsim.Reply {
-	return &chatsim.Reply{JSON: simAnswer{Errcode: code, Errmsg: msg}}
+func refuse(code int, msg string) *sender.SimReply {
+	return &sender.SimReply{JSON: simAnswer{Errcode: code, Errmsg: msg}}
 }
 
 // Answer is DingTalk's answer: {"errcode":…,"errmsg":…}, a redirect while locked out.
-func (SimRules) Answer(a chatsim.Answer) chatsim.Reply {
+func (SimRules) Answer(a sender.SimAnswer) sender.SimReply {
 	switch a.Kind {
-	case chatsim.AnswerOK:
-		return chatsim.Reply{JSON: simAnswer{Errmsg: "ok"}}
-	case chatsim.AnswerUnknown:
+	case sender.SimOK:
+		return sender.SimReply{JSON: simAnswer{Errmsg: "ok"}}
+	case sender.SimUnknown:
 		return *refuse(ErrcodeTokenMissing, "token is not exist")
-	case chatsim.AnswerOverLimit, chatsim.AnswerOverSecond, chatsim.AnswerBusy:
+	case sender.SimOverLimit, sender.SimOverSecond, sender.SimBusy:
 		return *refuse(ErrcodeSendTooFast, "send too fast, exceed 20 times per minute")
-	case chatsim.AnswerLocked:
-		return chatsim.Reply{Location: chatsim.ThrottledPath}
+	case sender.SimLocked:
+		return sender.SimReply{Location: sender.SimThrottledPath}
 	}
 	return *refuse(a.Code, "injected fault")
 }
 
 // Check checks the signature and its timestamp, the body's size and shape, and the
 // keyword.
-func (SimRules) Check(rb chatsim.Robot, r *http.Request, body []byte, now time.Time, skew time.Duration) (chatsim.Received, *chatsim.Reply) {
+func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply) {
+	rb, r, body, now, skew := c, c.Request, c.Body, c.Now, c.Skew
 	q := r.URL.Query()
 	if rb.Secret != "" {
 		ts, err := strconv.ParseInt(q.Get("timestamp"), 10, 64)
 		if err != nil {
-			return chatsim.Received{}, refuse(ErrcodeSignMismatch, "sign not match: missing or invalid timestamp")
+			return sender.SimReceived{}, refuse(ErrcodeSignMismatch, "sign not match: missing or invalid timestamp")
 		}
 		if d := now.Sub(time.UnixMilli(ts)); d > skew || d < -skew {
-			return chatsim.Received{}, refuse(ErrcodeSignMismatch, "sign not match: timestamp is more than 1 hour away")
+			return sender.SimReceived{}, refuse(ErrcodeSignMismatch, "sign not match: timestamp is more than 1 hour away")
 		}
 		mac := hmac.New(sha256.New, []byte(rb.Secret))
 		mac.Write([]byte(strconv.FormatInt(ts, 10) + "\n" + rb.Secret))
 		want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
 		if !hmac.Equal([]byte(q.Get("sign")), []byte(want)) {
-			return chatsim.Received{}, refuse(ErrcodeSignMismatch, "sign not match")
+			return sender.SimReceived{}, refuse(ErrcodeSignMismatch, "sign not match")
 		}
 	}
 	if len(body) > MaxBodyBytes {
-		return chatsim.Received{}, refuse(ErrcodeTooLong, "message too long")
+		return sender.SimReceived{}, refuse(ErrcodeTooLong, "message too long")
 	}
 	msgType, text, err := readSimMessage(body)
 	if err != nil {
-		return chatsim.Received{}, refuse(40035, "invalid message: "+err.Error())
+		return sender.SimReceived{}, refuse(40035, "invalid message: "+err.Error())
 	}
 	if rb.Keyword != "" && !strings.Contains(text, rb.Keyword) {
-		return chatsim.Received{}, refuse(ErrcodeSignMismatch, "keywords not in content")
+		return sender.SimReceived{}, refuse(ErrcodeSignMismatch, "keywords not in content")
 	}
-	return chatsim.Received{MsgType: msgType, Text: text}, nil
+	return sender.SimReceived{MsgType: msgType, Text: text}, nil
 }
 
 // readSimMessage checks a robot message and returns its type and its text: the fields a

@@ -1,0 +1,106 @@
+package slack
+
+import (
+	_ "embed"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/sender"
+)
+
+// Kind names Slack-compatible webhook groups (targets.NAME.kind).
+const Kind = "slack"
+
+// DefaultBaseURL is Slack's incoming-webhook endpoint; a webhook's T…/B…/… path follows
+// it. Mattermost's and Rocket.Chat's are their server's /hooks.
+const DefaultBaseURL = "https://hooks.slack.com/services"
+
+// alertmanagerTemplate is the built-in template of Alertmanager notifications to Slack:
+// mrkdwn text.
+//
+//go:embed alertmanager.tmpl
+var alertmanagerTemplate string
+
+// Platform is Slack-compatible incoming webhooks as everything outside this package
+// knows them: about one message a second per webhook with short bursts (configured at
+// 50 a minute and 1 a second, at most 60 and 2), HTTP 429 with Retry-After past it, no
+// signing and no keyword; mentions by member id (slackUserId).
+var Platform = sender.Platform{
+	Config: config.ChatChannel{
+		Kind: Kind, Name: "Slack", Section: "slack",
+		Defaults: config.Platform{BaseURL: DefaultBaseURL, Limit: 50, LimitPerSecond: 1, Cooldown: 5 * time.Second},
+		MaxLimit: 60, MaxPerSecond: 2, Host: "hooks.slack.com",
+		Credential:     credential,
+		CredentialName: "path after /services/ (or /hooks/)",
+		CredentialPath: true,
+		MemberID:       "slackUserId",
+	},
+	New:      func(baseURL string) sender.Protocol { return New(baseURL) },
+	Failures: failures,
+	Template: alertmanagerTemplate,
+	Escape:   Escape,
+	Sim:      SimRules{},
+}
+
+func init() { config.RegisterChatChannels(Platform.Config) }
+
+// credential is a webhook URL's credential: its path after /services/ (Slack) or
+// /hooks/ (Mattermost, Rocket.Chat).
+func credential(u *url.URL) string {
+	for _, marker := range []string{"/services/", "/hooks/"} {
+		if _, tok, ok := strings.Cut(u.Path, marker); ok {
+			return strings.Trim(tok, "/")
+		}
+	}
+	return ""
+}
+
+// markup are the characters Slack's mrkdwn reads as markup: <…> opens a mention, a
+// channel link or a link, & an entity. Slack documents escaping them so.
+var markup = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// Escape makes label text safe in Slack's mrkdwn: it opens no mention (<@U…>, <!here>,
+// <!channel>) and no link.
+func Escape(s string) string { return markup.Replace(s) }
+
+// failures is Slack's table. A webhook answers HTTP 200 "ok" and nothing else on
+// success; a refusal is an HTTP status with a plain-text word: 400 invalid_payload or
+// no_text refuses the message; 403 action_prohibited, posting_to_general_channel_denied
+// or invalid_token, 404 channel_not_found or no_service, and 410 channel_is_archived
+// take the webhook out of rotation; 429 (with Retry-After) throttles it; 5xx is
+// transient.
+var failures = sender.Failures{
+	Name: "Slack", CodeName: "HTTP", CodeFirst: true, NotAnswer: sender.ClassTransient,
+	Read: readAnswer,
+	Codes: map[int]sender.Class{
+		http.StatusBadRequest:          sender.ClassPermanent,
+		http.StatusForbidden:           sender.ClassRobotBroken,
+		http.StatusNotFound:            sender.ClassRobotBroken,
+		http.StatusGone:                sender.ClassRobotBroken,
+		http.StatusTooManyRequests:     sender.ClassThrottled,
+		http.StatusInternalServerError: sender.ClassTransient,
+		http.StatusBadGateway:          sender.ClassTransient,
+		http.StatusServiceUnavailable:  sender.ClassTransient,
+		http.StatusGatewayTimeout:      sender.ClassTransient,
+	},
+}
+
+// readAnswer reads a webhook's answer: code 0 for a 200 "ok", else the HTTP status of a
+// refusal with its word; not an answer otherwise (no answer, a 2xx or 3xx of something
+// else).
+func readAnswer(a sender.Answer) (int, string, bool) {
+	word := strings.TrimSpace(string(a.Body))
+	switch {
+	case a.Status == http.StatusOK && word == "ok":
+		return 0, word, true
+	case a.Status >= 400:
+		if len(word) > 100 || strings.ContainsAny(word, "<{") {
+			word = "" // a page, not Slack's word
+		}
+		return a.Status, word, true
+	}
+	return 0, "", false
+}

@@ -1,0 +1,82 @@
+package slack
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/sender"
+)
+
+// SimPath is where the simulator's Slack webhooks receive messages; the webhook's path
+// (T…/B…/…) follows it.
+const SimPath = "/services/"
+
+// SimRules are Slack's rules in the simulator (package chatsim, through the Platform):
+// the webhook's path after /services/, no signing and no keyword, a JSON body with text,
+// blocks or attachments; 60 messages a minute and bursts of 2 a second, answered over
+// them with HTTP 429 "rate_limited" and a Retry-After, and no lock-out besides.
+type SimRules struct{}
+
+// Summary is the simulator's help line.
+func (SimRules) Summary() string {
+	return `/services/T/B/X                   JSON with text, blocks or attachments; 60 per
+            minute and 2 per second, HTTP 429 rate_limited with Retry-After over them;
+            refusals are HTTP 400/403/404/410 with a word (invalid_payload, no_service, …)`
+}
+
+// Path is SimPath.
+func (SimRules) Path() string { return SimPath }
+
+// Credential is the path after SimPath.
+func (SimRules) Credential(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, SimPath) }
+
+// Limits are 60 a minute and 2 a second, no lock-out.
+func (SimRules) Limits() sender.SimLimits { return sender.SimLimits{PerWindow: 60, PerSecond: 2} }
+
+// words are Slack's plain-text answers by HTTP status.
+var words = map[int]string{
+	http.StatusBadRequest:      "invalid_payload",
+	http.StatusForbidden:       "action_prohibited",
+	http.StatusNotFound:        "channel_not_found",
+	http.StatusGone:            "channel_is_archived",
+	http.StatusTooManyRequests: "rate_limited",
+}
+
+func refuse(status int, word string) *sender.SimReply {
+	return &sender.SimReply{Status: status, Text: word}
+}
+
+// Answer is Slack's answer: "ok", or an HTTP status with its word; an injected code is
+// an HTTP status.
+func (SimRules) Answer(a sender.SimAnswer) sender.SimReply {
+	switch a.Kind {
+	case sender.SimOK:
+		return sender.SimReply{Text: "ok"}
+	case sender.SimUnknown:
+		return *refuse(http.StatusNotFound, "no_service")
+	case sender.SimOverLimit, sender.SimOverSecond, sender.SimBusy, sender.SimLocked:
+		return sender.SimReply{Status: http.StatusTooManyRequests, Text: "rate_limited", RetryAfter: max(a.RetryAfter, time.Second)}
+	}
+	word, ok := words[a.Code]
+	if !ok {
+		word = http.StatusText(a.Code)
+	}
+	return *refuse(a.Code, word)
+}
+
+// Check checks the message's shape: JSON with text, blocks or attachments.
+func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply) {
+	var m Message
+	if err := json.Unmarshal(c.Body, &m); err != nil {
+		return sender.SimReceived{}, refuse(http.StatusBadRequest, "invalid_payload")
+	}
+	switch {
+	case len(m.Blocks) > 0 || len(m.Attachments) > 0:
+		return sender.SimReceived{MsgType: TypeBlocks, Text: m.Text}, nil
+	case strings.TrimSpace(m.Text) == "":
+		return sender.SimReceived{}, refuse(http.StatusBadRequest, "no_text")
+	}
+	return sender.SimReceived{MsgType: TypeText, Text: m.Text}, nil
+}
