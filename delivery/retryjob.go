@@ -431,7 +431,7 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 
 	f := attemptOf(err, row.PartsSent)
 	if errors.Is(err, store.ErrUnavailable) {
-		// Redis or Postgres failed the pick or the confirm: DingTalk was not asked, so it
+		// Redis or Postgres failed the pick or the confirm: the platform was not asked, so it
 		// is no attempt. Keep what was delivered of a split alert and try again soon.
 		err := settle(func(ctx context.Context) error {
 			return j.store.MarkRetry(ctx, row.ID, token, row.Attempts, 0, f)

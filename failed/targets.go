@@ -19,7 +19,7 @@ const KindUnknown = "unknown"
 
 // Destination is a row's target as operators see it.
 type Destination struct {
-	// Kind is the target's kind (config.KindDingTalk, KindWeCom, KindFeishu, KindTopic)
+	// Kind is the target's kind (a chat platform's, or config.KindTopic)
 	// or KindUnknown; "" when the Targets are not known.
 	Kind string
 	// Where says where the message goes: "robots a, b" or "topic orders, tag paid".

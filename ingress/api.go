@@ -35,7 +35,7 @@ type PublishRequest struct {
 	// Markdown is a markdown alert (robot groups), in the markdown of the group's
 	// platform.
 	Markdown *Markdown `json:"markdown,omitempty"`
-	// Body is a message object of the group's platform (DingTalk, WeCom, Feishu) for a
+	// Body is a message object of the group's platform (DingTalk, WeCom, Feishu, Slack) for a
 	// robot group; for a topic target any JSON value, delivered as its bytes.
 	Body json.RawMessage `json:"body,omitempty"`
 	// BodyBase64 is a topic target's body as base64, for bytes that are not JSON.

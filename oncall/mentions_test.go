@@ -9,6 +9,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/feishu"
+	_ "github.com/rocketdelay/rocketdelay/sender/platforms" // every platform, DingTalk too, known to config
 	"github.com/rocketdelay/rocketdelay/sender/wecom"
 )
 

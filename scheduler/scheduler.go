@@ -142,7 +142,7 @@ type Options struct {
 	// failing, and between two deliveries by RocketMQ of a message the consumer hands
 	// back (Redis or Postgres down). Default config scheduler.retryMaxDelay.
 	RetryMaxDelay time.Duration
-	// HandoffWorkers is how many alerts are handed off at once. The DingTalk sender merges
+	// HandoffWorkers is how many alerts are handed off at once. The chat core merges
 	// only alerts that wait for a robot at the same time, so under backlog one merged
 	// message carries at most this many alerts per replica: keep it above
 	// sender.coalesceMax. Default DefaultHandoffWorkers.

@@ -87,7 +87,7 @@ type FailedSend struct {
 	ErrorClass string // throttled, transient, robot_broken, payload_permanent, rejected, …
 	LastError  string // readable reason of the last failure; never holds a secret
 	HTTPStatus *int   // of the last failed attempt, when there was a response
-	Errcode    *int   // DingTalk errcode of the last failed attempt, when there was one
+	Errcode    *int   // the platform's code (errcode) of the last failed attempt, when there was one
 	// Attempts counts the retry job's attempts (not the sender's in-process retries).
 	Attempts int
 	// NextAttemptAt is when the retry job may try the row next (while claimed: when the
@@ -96,7 +96,7 @@ type FailedSend struct {
 	DiscardReason *string // why an operator discarded the row
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
-	// PartsSent counts the leading parts of a split alert that DingTalk accepted; a retry
+	// PartsSent counts the leading parts of a split alert that the platform accepted; a retry
 	// sends from the next one.
 	PartsSent int
 	// ClaimedBy is the token of the retry-job claim that holds the row, nil when none

@@ -14,7 +14,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 )
 
-// The robot pool keeps, in Redis, the rate-limit state of the DingTalk robots of every
+// The robot pool keeps, in Redis, the rate-limit state of the chat robots of every
 // target group, under one hash tag per group, {p:g} (see keys.go).
 
 var (
@@ -57,7 +57,7 @@ type Pick struct {
 	// Member identifies the recorded send in the robot's window, for Touch.
 	Member string
 	// Limit is the picked robot's limit in effect: its configured limit, or the lower one
-	// learned from DingTalk's throttles (PickOptions.Learn).
+	// learned from the platform's throttles (PickOptions.Learn).
 	Limit int
 	// Probe reports that the picked robot is in doubt (out of a cool-down, not answered
 	// since) and this request is the one probe allowed to it; the answer, through Touch
@@ -77,7 +77,7 @@ type RobotState struct {
 	// back, zero when only Enable brings it back.
 	Disabled      bool
 	DisabledUntil time.Time
-	// LearnedLimit is the lower limit learned from DingTalk's throttles, as of the last
+	// LearnedLimit is the lower limit learned from the platform's throttles, as of the last
 	// pick; 0 when the robot runs at its configured limit.
 	LearnedLimit int
 	// InDoubt reports that the robot was throttled and has not answered a request since:
@@ -194,10 +194,10 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 }
 
 // Touch moves the send Pick recorded (p.Member) to Redis now; the sender calls it when
-// the request is answered or has failed. DingTalk counts a send at some moment between
-// the pick and the answer, so with Touch the window never ends before DingTalk's does,
+// the request is answered or has failed. The platform counts a send at some moment between
+// the pick and the answer, so with Touch the window never ends before the platform's does,
 // however long the request took; without it, a slow request followed by a fast one
-// could look, to DingTalk, like two sends one window apart landing in one window. It
+// could look, to the platform, like two sends one window apart landing in one window. It
 // returns whether the send was still in the window.
 func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick, accepted bool) (bool, error) {
 	if pick.Robot == "" || pick.Member == "" {
@@ -274,7 +274,7 @@ type Throttle struct {
 	Started bool
 	// CoolingUntil is the end of the robot's cool-down.
 	CoolingUntil time.Time
-	// InWindow counts the robot's sends in the window when DingTalk throttled it (the
+	// InWindow counts the robot's sends in the window when the platform throttled it (the
 	// refused one left out).
 	InWindow int
 }

@@ -170,7 +170,7 @@ type Outcome int
 
 // The outcomes of a hand-off.
 const (
-	// Delivered means DingTalk accepted the alert.
+	// Delivered means the channel delivered the alert (the platform accepted it, or the broker stored it).
 	Delivered Outcome = iota + 1
 	// Recorded means the alert's failure was recorded (the failed_sends table); the retry
 	// job takes it from there.
@@ -647,7 +647,7 @@ func (w *WheelStage) Release(ctx context.Context, outcome Outcome, claims ...Cla
 // delivered and by whom.
 type Receipt struct {
 	Outcome Outcome
-	// Robot is the DingTalk robot that accepted the alert; Merged is how many alerts its
+	// Robot is the robot that accepted the alert; Merged is how many alerts its
 	// message carried, Parts how many parts it was split into. Zero when unknown (a topic
 	// target, a recorded failure).
 	Robot         string

@@ -1,8 +1,9 @@
 // Package dingtalk is the DingTalk custom-robot channel: the message model producers
 // publish and its validation (message.go), the rendering of the core's neutral message,
 // the 20000-byte size rule, keywords, signing (sign.go), the table from DingTalk's
-// answers to the core's failure classes (classify.go), and the simulator's rules
-// (sim.go). The pool, pacing, merging, splitting and retries are package sender's.
+// answers to the core's failure classes (classify.go), the simulator's rules
+// (simrules.go), and its descriptor with its built-in Alertmanager template
+// (platform.go). The pool, pacing, merging, splitting and retries are package sender's.
 //
 // It never puts a robot's token or signing secret in a log line, a metric or an error.
 package dingtalk

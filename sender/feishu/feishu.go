@@ -2,9 +2,10 @@
 // publish and their validation, the rendering of the core's neutral message (text, or a
 // card with a markdown element), Feishu's 20 KB body, its mentions (<at user_id="…"> in
 // text, <at id=…> in cards), its signing (timestamp and sign in the body), keywords, the
-// table from Feishu's answers to the core's failure classes, and the simulator's rules
-// (sim.go). The pool, pacing (100 per minute and 5 per second), merging, splitting and
-// retries are package sender's.
+// table from Feishu's answers to the core's failure classes, the simulator's rules
+// (simrules.go), and its descriptor with its built-in Alertmanager template
+// (platform.go). The pool, pacing (100 per minute and 5 per second), merging, splitting
+// and retries are package sender's.
 //
 // It never puts a bot's token or signing secret in a log line, a metric or an error.
 package feishu

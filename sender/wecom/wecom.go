@@ -2,8 +2,9 @@
 // publish and their validation, the rendering of the core's neutral message, WeCom's
 // size rules (text content at most 2048 bytes, markdown content at most 4096), its
 // mentions (mentioned_list and mentioned_mobile_list on text, <@userid> in markdown), the
-// table from WeCom's answers to the core's failure classes, and the simulator's rules
-// (sim.go). The pool, pacing, merging, splitting and retries are package sender's.
+// table from WeCom's answers to the core's failure classes, the simulator's rules
+// (simrules.go), and its descriptor with its built-in Alertmanager template
+// (platform.go). The pool, pacing, merging, splitting and retries are package sender's.
 //
 // A WeCom robot's key, in its webhook URL, is its only credential: there is no signing
 // and no keyword. It never appears in a log line, a metric or an error.
