@@ -488,172 +488,231 @@ func single(m Message, confirm func(context.Context) error) source {
 // accepted it; the error is always a *Failure. When first is not nil, the first robot is
 // already picked and holds an in-flight slot (the queue's drainer picked it). A request
 // that cannot start within Options.Fence of its confirm is not made; msg is asked again.
+//
+// Each round picks a robot (attempt.pick), makes one request through it (attempt.request)
+// and acts on the class of its answer (attempt.settle), until the platform accepts the
+// message or the attempt gives up.
 func (s *Chat) sendPicked(ctx context.Context, t *target, msg source, first *store.Pick) (string, error) {
-	observeWait := first == nil // the queue observes the wait of queued alerts
-	var (
-		attempts, throttles int
-		waited              time.Duration
-		last                Outcome
-		lastRobot           string
-	)
-	fail := func(class Class, reason string, err error) *Failure {
-		return &Failure{Class: class, Reason: reason, Target: t.name, Robot: lastRobot,
-			HTTPStatus: last.HTTPStatus, Code: last.Code, Attempts: attempts, Err: err}
+	a := &attempt{s: s, t: t}
+	if first == nil { // the queue observes the wait of queued alerts
+		defer func() { s.metrics.wait.WithLabelValues(t.name).Observe(a.waited.Seconds()) }()
 	}
-	defer func() {
-		if observeWait {
-			s.metrics.wait.WithLabelValues(t.name).Observe(waited.Seconds())
-		}
-	}()
 	for {
 		var pick store.Pick
 		if first != nil {
 			pick, first = *first, nil
 		} else {
-			if err := ctx.Err(); err != nil {
-				return "", fail(ClassTransient, "gave up: "+err.Error(), err)
-			}
-			robots := s.closedCircuits(t)
-			if len(robots) == 0 {
-				f := fail(ClassTransient, "the circuit breaker of every robot is open", nil)
-				f.RetryAfter = s.opts.BreakerOpen
-				return "", f
-			}
-			// Hold an in-flight slot from the pick to the answer, so that a picked send goes
-			// out at once and the platform sees the pool's spacing.
-			if err := s.acquire(ctx); err != nil {
-				return "", fail(ClassTransient, "gave up: "+err.Error(), err)
-			}
 			var err error
-			pick, err = s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, store.Burst)) // a retry: it waited already
-			if err != nil {
-				s.release()
-				if errors.Is(err, store.ErrNoRobot) {
-					return "", fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
-				}
-				if ctx.Err() != nil {
-					return "", fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
-				}
-				return "", fail(ClassTransient, "robot pool: "+err.Error(), err)
-			}
-			if pick.Robot == "" {
-				s.release()
-				if s.opts.MaxWait > 0 && waited+pick.Wait > s.opts.MaxWait {
-					f := fail(ClassTransient, fmt.Sprintf("no robot free within %s", s.opts.MaxWait), nil)
-					f.RetryAfter = pick.Wait
-					return "", f
-				}
-				if err := s.sleep(ctx, pick.Wait); err != nil {
-					return "", fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
-				}
-				waited += pick.Wait
-				continue
+			if pick, err = a.pick(ctx); err != nil {
+				return "", err
 			}
 		}
 		robot := t.robots[pick.Robot]
-		lastRobot = robot.Name
-		asked := s.now()
-		m, confirmed, err := msg(ctx)
-		if err != nil {
-			s.release()
-			s.giveSlotBack(ctx, t, pick)
-			if ctx.Err() != nil {
-				return "", fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
-			}
-			return "", fail(ClassTransient, "not sent: "+err.Error(), err)
-		}
-		s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(pick.Limit))
-		rctx := ctx
-		if confirmed && s.opts.Fence > 0 {
-			rctx = withFence(ctx, &fence{since: asked, limit: s.opts.Fence, now: s.now})
-		}
-		o, berr := s.post(rctx, t, robot, m)
-		s.release()
-		if errors.Is(berr, ErrStaleConfirm) {
-			// No request was made: the slot is not spent, and the claim is confirmed again.
-			s.giveSlotBack(ctx, t, pick)
-			s.metrics.requests.WithLabelValues(t.name, robot.Name, "stale_confirm").Inc()
-			attempts++
-			if attempts >= s.opts.Attempts {
-				return "", fail(ClassTransient, ErrStaleConfirm.Error(), ErrStaleConfirm)
-			}
-			s.logger.Warn("a request could not start within the fence of its claim's confirm (this replica was paused, "+
-				"or the connection slow to open): not sent; confirming again", "target", t.name, "robot", robot.Name,
-				"fence", s.opts.Fence.String(), "attempt", attempts)
+		a.lastRobot = robot.Name
+		o, again, err := a.request(ctx, pick, robot, msg)
+		switch {
+		case err != nil:
+			return "", err
+		case again:
 			continue
-		}
-		if berr == nil || errors.Is(berr, errTransientAnswer) {
-			// The request went out: count it from its answer, the platform's latest moment. An
-			// answer that is not a throttle says the robot is open (a probe's doubt is over).
-			open := o.OK || o.Class == ClassPermanent
-			if _, err := s.pool.Touch(context.WithoutCancel(ctx), t.name, pick, open); err != nil {
-				s.logger.Warn("could not move a send to its answer time in the robot's window",
-					"target", t.name, "robot", robot.Name, "error", err.Error())
-			}
-		}
-		if errors.Is(berr, gobreaker.ErrOpenState) || errors.Is(berr, gobreaker.ErrTooManyRequests) {
-			s.giveSlotBack(ctx, t, pick) // no request was made: the slot is not spent
-			s.metrics.requests.WithLabelValues(t.name, robot.Name, "circuit_open").Inc()
-			continue // the breaker opened since closedCircuits; the next pick skips the robot
-		}
-		if o.OK {
+		case o.OK:
 			s.metrics.requests.WithLabelValues(t.name, robot.Name, "ok").Inc()
 			s.metrics.delivered.WithLabelValues(t.name).Inc()
 			return robot.Name, nil
 		}
-		last = o
-		s.metrics.requests.WithLabelValues(t.name, robot.Name, string(o.Class)).Inc()
-		if ctx.Err() != nil {
-			return "", fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
-		}
-		switch o.Class {
-		case ClassPermanent:
-			return "", fail(ClassPermanent, o.Reason, nil)
-		case ClassThrottled:
-			throttles++
-			if throttles > 3*len(t.order) { // robots that keep throttling despite cool-downs
-				attempts++
-				if attempts >= s.opts.Attempts {
-					return "", fail(ClassThrottled, o.Reason, nil)
-				}
-			}
-			s.throttled(ctx, t, robot, pick, o)
-			continue
-		case ClassRobotBroken:
-			until, err := s.pool.Disable(ctx, t.name, robot.Name, s.opts.DisableFor)
-			s.metrics.disabled.WithLabelValues(t.name, robot.Name, "broken").Inc()
-			s.logger.Error("robot broken; taken out of rotation", "target", t.name, "kind", t.proto.Kind(), "robot", robot.Name,
-				"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "until", until, "disable_error", errString(err))
-			continue
-		case ClassOutOfQuota:
-			// Out of rotation until the quota period ends: a retry through it is in vain.
-			until, err := s.pool.Disable(ctx, t.name, robot.Name, max(o.Until.Sub(s.now()), time.Minute))
-			s.metrics.disabled.WithLabelValues(t.name, robot.Name, "out_of_quota").Inc()
-			s.logger.Error("robot out of its quota; taken out of rotation until the quota period ends", "target", t.name,
-				"kind", t.proto.Kind(), "robot", robot.Name, "code", o.Code, "reason", o.Reason, "until", until,
-				"disable_error", errString(err))
-			continue
-		}
-		// ClassTransient
-		attempts++
-		if attempts >= s.opts.Attempts {
-			return "", fail(ClassTransient, o.Reason, nil)
-		}
-		d := s.backoff(attempts)
-		if o.RetryAfter > d {
-			if o.RetryAfter > s.opts.BackoffMax {
-				f := fail(ClassTransient, o.Reason, nil)
-				f.RetryAfter = o.RetryAfter
-				return "", f
-			}
-			d = o.RetryAfter
-		}
-		s.logger.Info("send failed; retrying", "target", t.name, "robot", robot.Name, "attempt", attempts,
-			"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "backoff", d)
-		if err := s.sleep(ctx, d); err != nil {
-			return "", fail(ClassTransient, "gave up: "+err.Error(), err)
+		if err := a.settle(ctx, pick, robot, o); err != nil {
+			return "", err
 		}
 	}
+}
+
+// attempt is one message's way through a target's robots: what its failure, when it
+// ends in one, says (the attempts and throttles counted, the time waited for a robot,
+// the last answer and its robot).
+type attempt struct {
+	s                   *Chat
+	t                   *target
+	attempts, throttles int
+	waited              time.Duration
+	last                Outcome
+	lastRobot           string
+}
+
+// fail is the attempt's Failure of class, for reason.
+func (a *attempt) fail(class Class, reason string, err error) *Failure {
+	return &Failure{Class: class, Reason: reason, Target: a.t.name, Robot: a.lastRobot,
+		HTTPStatus: a.last.HTTPStatus, Code: a.last.Code, Attempts: a.attempts, Err: err}
+}
+
+// gaveUp is the attempt's Failure when ctx ended.
+func (a *attempt) gaveUp(ctx context.Context) *Failure {
+	return a.fail(ClassTransient, "gave up: "+ctx.Err().Error(), ctx.Err())
+}
+
+// pick picks a free robot of the target whose circuit is closed, holding an in-flight
+// slot from the pick to the answer (so that a picked send goes out at once and the
+// platform sees the pool's spacing), and waits as long as the pool says when none is
+// free.
+func (a *attempt) pick(ctx context.Context) (store.Pick, error) {
+	s, t := a.s, a.t
+	for {
+		if ctx.Err() != nil {
+			return store.Pick{}, a.gaveUp(ctx)
+		}
+		robots := s.closedCircuits(t)
+		if len(robots) == 0 {
+			f := a.fail(ClassTransient, "the circuit breaker of every robot is open", nil)
+			f.RetryAfter = s.opts.BreakerOpen
+			return store.Pick{}, f
+		}
+		if err := s.acquire(ctx); err != nil {
+			return store.Pick{}, a.fail(ClassTransient, "gave up: "+err.Error(), err)
+		}
+		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, store.Burst)) // a retry: it waited already
+		switch {
+		case err != nil:
+			s.release()
+			if errors.Is(err, store.ErrNoRobot) {
+				return store.Pick{}, a.fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
+			}
+			if ctx.Err() != nil {
+				return store.Pick{}, a.gaveUp(ctx)
+			}
+			return store.Pick{}, a.fail(ClassTransient, "robot pool: "+err.Error(), err)
+		case pick.Robot != "":
+			return pick, nil
+		}
+		s.release()
+		if s.opts.MaxWait > 0 && a.waited+pick.Wait > s.opts.MaxWait {
+			f := a.fail(ClassTransient, fmt.Sprintf("no robot free within %s", s.opts.MaxWait), nil)
+			f.RetryAfter = pick.Wait
+			return store.Pick{}, f
+		}
+		if err := s.sleep(ctx, pick.Wait); err != nil {
+			return store.Pick{}, a.fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
+		}
+		a.waited += pick.Wait
+	}
+}
+
+// request asks msg for the message (confirming the alerts' claims) and makes one request
+// of it through robot, the robot of pick, within the fence of that confirm; it releases
+// the in-flight slot. again reports that no request was made and the round starts over
+// (a request that could not start within the fence, a circuit that opened since the
+// pick): the robot's slot is given back.
+func (a *attempt) request(ctx context.Context, pick store.Pick, robot Robot, msg source) (o Outcome, again bool, err error) {
+	s, t := a.s, a.t
+	asked := s.now()
+	m, confirmed, err := msg(ctx)
+	if err != nil {
+		s.release()
+		s.giveSlotBack(ctx, t, pick)
+		if ctx.Err() != nil {
+			return Outcome{}, false, a.gaveUp(ctx)
+		}
+		return Outcome{}, false, a.fail(ClassTransient, "not sent: "+err.Error(), err)
+	}
+	s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(pick.Limit))
+	rctx := ctx
+	if confirmed && s.opts.Fence > 0 {
+		rctx = withFence(ctx, &fence{since: asked, limit: s.opts.Fence, now: s.now})
+	}
+	o, berr := s.post(rctx, t, robot, m)
+	s.release()
+	switch {
+	case errors.Is(berr, ErrStaleConfirm):
+		// No request was made: the slot is not spent, and the claim is confirmed again.
+		s.giveSlotBack(ctx, t, pick)
+		s.metrics.requests.WithLabelValues(t.name, robot.Name, "stale_confirm").Inc()
+		a.attempts++
+		if a.attempts >= s.opts.Attempts {
+			return Outcome{}, false, a.fail(ClassTransient, ErrStaleConfirm.Error(), ErrStaleConfirm)
+		}
+		s.logger.Warn("a request could not start within the fence of its claim's confirm (this replica was paused, "+
+			"or the connection slow to open): not sent; confirming again", "target", t.name, "robot", robot.Name,
+			"fence", s.opts.Fence.String(), "attempt", a.attempts)
+		return Outcome{}, true, nil
+	case errors.Is(berr, gobreaker.ErrOpenState) || errors.Is(berr, gobreaker.ErrTooManyRequests):
+		s.giveSlotBack(ctx, t, pick) // no request was made: the slot is not spent
+		s.metrics.requests.WithLabelValues(t.name, robot.Name, "circuit_open").Inc()
+		return Outcome{}, true, nil // the breaker opened since closedCircuits; the next pick skips the robot
+	}
+	// The request went out: count it from its answer, the platform's latest moment. An
+	// answer that is not a throttle says the robot is open (a probe's doubt is over).
+	open := o.OK || o.Class == ClassPermanent
+	if _, err := s.pool.Touch(context.WithoutCancel(ctx), t.name, pick, open); err != nil {
+		s.logger.Warn("could not move a send to its answer time in the robot's window",
+			"target", t.name, "robot", robot.Name, "error", err.Error())
+	}
+	return o, false, nil
+}
+
+// settle acts on the class of o, the failed answer of robot: a permanent one ends the
+// attempt; a throttle rests the robot; a broken robot, or one out of its quota, leaves
+// the rotation; a transient answer is tried again after a backoff (Retry-After, when
+// longer), a bounded number of times. A nil error means the next round goes on.
+func (a *attempt) settle(ctx context.Context, pick store.Pick, robot Robot, o Outcome) error {
+	s, t := a.s, a.t
+	a.last = o
+	s.metrics.requests.WithLabelValues(t.name, robot.Name, string(o.Class)).Inc()
+	if ctx.Err() != nil {
+		return a.gaveUp(ctx)
+	}
+	switch o.Class {
+	case ClassPermanent:
+		return a.fail(ClassPermanent, o.Reason, nil)
+	case ClassThrottled:
+		a.throttles++
+		if a.throttles > 3*len(t.order) { // robots that keep throttling despite cool-downs
+			a.attempts++
+			if a.attempts >= s.opts.Attempts {
+				return a.fail(ClassThrottled, o.Reason, nil)
+			}
+		}
+		s.throttled(ctx, t, robot, pick, o)
+		return nil
+	case ClassRobotBroken:
+		until, err := s.pool.Disable(ctx, t.name, robot.Name, s.opts.DisableFor)
+		s.metrics.disabled.WithLabelValues(t.name, robot.Name, "broken").Inc()
+		s.logger.Error("robot broken; taken out of rotation", "target", t.name, "kind", t.proto.Kind(), "robot", robot.Name,
+			"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "until", until, "disable_error", errString(err))
+		return nil
+	case ClassOutOfQuota:
+		// Out of rotation until the quota period ends: a retry through it is in vain.
+		until, err := s.pool.Disable(ctx, t.name, robot.Name, max(o.Until.Sub(s.now()), time.Minute))
+		s.metrics.disabled.WithLabelValues(t.name, robot.Name, "out_of_quota").Inc()
+		s.logger.Error("robot out of its quota; taken out of rotation until the quota period ends", "target", t.name,
+			"kind", t.proto.Kind(), "robot", robot.Name, "code", o.Code, "reason", o.Reason, "until", until,
+			"disable_error", errString(err))
+		return nil
+	}
+	return a.retryLater(ctx, robot, o)
+}
+
+// retryLater counts a transient failure of robot and waits its backoff (o's Retry-After
+// when longer); past Options.Attempts, or a Retry-After past Options.BackoffMax, the
+// attempt ends (the latter saying when to try again).
+func (a *attempt) retryLater(ctx context.Context, robot Robot, o Outcome) error {
+	s := a.s
+	a.attempts++
+	if a.attempts >= s.opts.Attempts {
+		return a.fail(ClassTransient, o.Reason, nil)
+	}
+	d := s.backoff(a.attempts)
+	if o.RetryAfter > d {
+		if o.RetryAfter > s.opts.BackoffMax {
+			f := a.fail(ClassTransient, o.Reason, nil)
+			f.RetryAfter = o.RetryAfter
+			return f
+		}
+		d = o.RetryAfter
+	}
+	s.logger.Info("send failed; retrying", "target", a.t.name, "robot", robot.Name, "attempt", a.attempts,
+		"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "backoff", d)
+	if err := s.sleep(ctx, d); err != nil {
+		return a.fail(ClassTransient, "gave up: "+err.Error(), err)
+	}
+	return nil
 }
 
 // learn reports whether robot limits are learned (sender.robotLimits learn).
