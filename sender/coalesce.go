@@ -309,15 +309,7 @@ func (s *Chat) sendQueued(ctx context.Context, t *target, a Alert, m Message, so
 	}
 	q.seq++
 	w.seq = q.seq
-	switch since := now.Sub(q.arrived); {
-	case since >= t.spacing:
-		q.burst = 0
-	case q.burst > 0:
-		q.burst++
-	case since < t.gap:
-		q.burst, q.burstFrom = 2, q.arrived
-	}
-	q.arrived = now
+	q.arrival(t, now)
 	q.insert(w)
 	if w.adopted {
 		q.expect-- // may arrive before its adopter counts it: then below 0 until it does
@@ -354,6 +346,21 @@ func (s *Chat) sendQueued(ctx context.Context, t *target, a Alert, m Message, so
 	return Sent{}, &Failure{Class: ClassTransient, Reason: "gave up: " + ctx.Err().Error(), Target: t.name, Err: ctx.Err()}
 }
 
+// arrival notes an alert's arrival at now in q, t's queue, whose lock the caller holds:
+// one within t.gap of the last starts a burst, one a send's share of the window after
+// it ends the burst.
+func (q *alertQueue) arrival(t *target, now time.Time) {
+	switch since := now.Sub(q.arrived); {
+	case since >= t.spacing:
+		q.burst = 0
+	case q.burst > 0:
+		q.burst++
+	case since < t.gap:
+		q.burst, q.burstFrom = 2, q.arrived
+	}
+	q.arrived = now
+}
+
 // drain picks robots for t's queue until it is empty.
 func (s *Chat) drain(t *target) {
 	q := t.queue
@@ -381,18 +388,9 @@ func (s *Chat) drain(t *target) {
 			continue
 		}
 		_ = s.acquire(ctx) // cannot fail: ctx never ends
-		pacing := s.pacing()
 		reserved := paid
-		q.mu.Lock()
-		switch {
-		case paid:
-			pacing, paid = store.Burst, false
-		case pacing == store.Paced && q.credit && s.now().Before(q.quietSend.Add(t.tokenTime)):
-			pacing, q.credit = store.Burst, false // a quiet pool's first send's token (see Bursts above)
-		case pacing == store.Paced && !q.busy && fullMessage(q.waiting, s.opts.CoalesceMax, t.mergeRoom):
-			pacing = store.Full // a full message gains nothing by waiting (see Bursts above)
-		}
-		q.mu.Unlock()
+		pacing := s.pacingOf(t, paid)
+		paid = false
 		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, pacing))
 		if err != nil {
 			s.release()
@@ -407,30 +405,7 @@ func (s *Chat) drain(t *target) {
 		}
 		if pick.Robot == "" {
 			s.release()
-			var expired []*waiter
-			q.mu.Lock()
-			q.backlog = true
-			q.busy = q.busy || pick.Reserved
-			if s.opts.MaxWait > 0 {
-				now := s.now()
-				q.waiting = slices.DeleteFunc(q.waiting, func(w *waiter) bool {
-					if now.Sub(w.enqueued)+pick.Wait > s.opts.MaxWait {
-						w.taken = true
-						expired = append(expired, w)
-						return true
-					}
-					return false
-				})
-			}
-			q.mu.Unlock()
-			for _, w := range expired {
-				w.done <- &Failure{Class: ClassTransient, Reason: fmt.Sprintf("no robot free within %s", s.opts.MaxWait),
-					Target: t.name, RetryAfter: pick.Wait}
-			}
-			if s.sharing() && pick.Reserved {
-				s.parkWaiting(t)
-			}
-			q.sleep(pick.Wait, func() bool { return len(q.waiting) == 0 && !q.parked })
+			s.waitForRobot(t, pick)
 			paid = pick.Reserved
 			continue
 		}
@@ -461,6 +436,58 @@ func (s *Chat) drain(t *target) {
 			q.sleep(t.spacing, func() bool { return len(q.waiting) == 0 || len(q.waiting) >= s.opts.CoalesceMax })
 		}
 	}
+}
+
+// pacingOf is how the queue's next pick of t is paced: Burst when a token it reserved
+// came due (paid), or for a quiet pool's first send's token; Full when what waits makes
+// a full message while the target is not busy (see Bursts above); else the configured
+// pacing.
+func (s *Chat) pacingOf(t *target, paid bool) store.Pacing {
+	q := t.queue
+	pacing := s.pacing()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case paid:
+		pacing = store.Burst
+	case pacing == store.Paced && q.credit && s.now().Before(q.quietSend.Add(t.tokenTime)):
+		pacing, q.credit = store.Burst, false // a quiet pool's first send's token
+	case pacing == store.Paced && !q.busy && fullMessage(q.waiting, s.opts.CoalesceMax, t.mergeRoom):
+		pacing = store.Full // a full message gains nothing by waiting
+	}
+	return pacing
+}
+
+// waitForRobot is the queue's wait when no robot of t is free (pick says how long): the
+// target has a backlog (busy once a token was reserved), the alerts that would wait past
+// Options.MaxWait fail now, saying when to try again, and a busy target's alerts are
+// parked for its next send on any replica.
+func (s *Chat) waitForRobot(t *target, pick store.Pick) {
+	q := t.queue
+	var expired []*waiter
+	q.mu.Lock()
+	q.backlog = true
+	q.busy = q.busy || pick.Reserved
+	if s.opts.MaxWait > 0 {
+		now := s.now()
+		q.waiting = slices.DeleteFunc(q.waiting, func(w *waiter) bool {
+			if now.Sub(w.enqueued)+pick.Wait > s.opts.MaxWait {
+				w.taken = true
+				expired = append(expired, w)
+				return true
+			}
+			return false
+		})
+	}
+	q.mu.Unlock()
+	for _, w := range expired {
+		w.done <- &Failure{Class: ClassTransient, Reason: fmt.Sprintf("no robot free within %s", s.opts.MaxWait),
+			Target: t.name, RetryAfter: pick.Wait}
+	}
+	if s.sharing() && pick.Reserved {
+		s.parkWaiting(t)
+	}
+	q.sleep(pick.Wait, func() bool { return len(q.waiting) == 0 && !q.parked })
 }
 
 // Lingering's thresholds, as parts of one send's share of the window (target.spacing):
