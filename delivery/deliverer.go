@@ -116,6 +116,22 @@ func (d *Deliverer) SetGate(g Gate) { d.gate = g }
 // and tries again later. A failed send is noted under the claim (Claim.MarkFailed)
 // before it is recorded, so a later try only records it and never sends it twice.
 func (d *Deliverer) Deliver(ctx context.Context, a sender.Alert) (store.Receipt, error) {
+	return d.DeliverWithin(ctx, a, 0)
+}
+
+// FailureRecorder is a claim that records its alert's final failure itself: a
+// failed_sends row's claim (the retry job's) marks its row for another retry, or dead,
+// where a hand-off's failure becomes a row (Deliverer.record). Its error is as Deliver's.
+type FailureRecorder interface {
+	RecordFailure(ctx context.Context, f *sender.Failure) (store.Receipt, error)
+}
+
+// DeliverWithin is Deliver with the send, the wait for a robot included, bounded to
+// within (0: as long as ctx allows); a send cut by the bound is a transient failure,
+// recorded like any other. Every attempt at an alert, a hand-off's or the retry job's,
+// goes through it: the done marker's record, the gate, the channel, the claim's
+// confirm before each request, the failure noted under the claim and recorded.
+func (d *Deliverer) DeliverWithin(ctx context.Context, a sender.Alert, within time.Duration) (store.Receipt, error) {
 	if a.Noted != nil {
 		f, err := decodeFailure(a.Noted)
 		if err != nil {
@@ -133,7 +149,12 @@ func (d *Deliverer) Deliver(ctx context.Context, a sender.Alert) (store.Receipt,
 		}
 		a = out
 	}
-	sent, err := d.senders.send(ctx, a)
+	sendCtx, cancel := ctx, context.CancelFunc(func() {})
+	if within > 0 {
+		sendCtx, cancel = context.WithTimeout(ctx, within)
+	}
+	sent, err := d.senders.send(sendCtx, a)
+	cancel()
 	if err == nil {
 		return store.Receipt{Outcome: store.Delivered, Robot: sent.Robot, Merged: sent.Merged, Parts: sent.Parts}, nil
 	}
@@ -153,6 +174,9 @@ func (d *Deliverer) Deliver(ctx context.Context, a sender.Alert) (store.Receipt,
 		if err := a.Claim.MarkFailed(ctx, encodeFailure(f)); err != nil {
 			return store.Receipt{}, fmt.Errorf("delivery: note the failed send: %w", err)
 		}
+	}
+	if r, ok := a.Claim.(FailureRecorder); ok {
+		return r.RecordFailure(ctx, f)
 	}
 	return d.record(ctx, a, f)
 }

@@ -135,8 +135,7 @@ func Backoff(attempt int, base, ceiling time.Duration) time.Duration {
 type RetryJob struct {
 	store    *store.FailedSends
 	claims   Claims
-	senders  Channels
-	d        *Deliverer // its gate (SetGate)
+	d        *Deliverer // every attempt goes through its DeliverWithin
 	opts     RetryOptions
 	logger   *slog.Logger
 	metrics  *Metrics
@@ -146,14 +145,14 @@ type RetryJob struct {
 	kick     chan struct{} // TakeOver: run a round now
 }
 
-// NewRetryJob returns the retry job of the rows d records; it sends through d's senders,
-// reports to d's metrics and reads d's clock.
+// NewRetryJob returns the retry job of the rows d records; every attempt goes through
+// d.DeliverWithin, as a hand-off's does, and it reports to d's metrics and reads d's clock.
 func NewRetryJob(d *Deliverer, opts RetryOptions) *RetryJob {
 	instance := opts.Replica
 	if instance == "" {
 		instance = instanceName()
 	}
-	return &RetryJob{store: d.failed, claims: d.claims, senders: d.senders, d: d, opts: opts.withDefaults(),
+	return &RetryJob{store: d.failed, claims: d.claims, d: d, opts: opts.withDefaults(),
 		logger: d.logger.With("component", "failed-retry"), metrics: d.metrics, now: d.now, instance: instance,
 		kick: make(chan struct{}, 1)}
 }
@@ -380,112 +379,55 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 		}
 		return tryDelivered
 	}
+	claim := &rowClaim{j: j, row: row, token: token, log: log}
 	a := sender.Alert{ID: row.MessageID, Target: row.Target, Body: row.Payload, Props: row.Properties,
-		PartsSent: row.PartsSent,
-		Claim: sender.ConfirmFunc(func(ctx context.Context, partsSent int) error {
-			return j.store.Confirm(ctx, row.ID, token, partsSent)
-		})}
-	if g := j.d.gate; g != nil {
-		out, send, err := g.Due(ctx, a)
-		if err != nil {
-			log.Warn("cannot ask the gate (the escalation's state); trying the row later", "err", err)
-			return tryCut
-		}
-		if !send {
-			// A step of an escalation that ended: it is withheld for good, its row cancelled.
-			note := store.CancelNote{By: "escalation", Reason: "a step of an escalation episode that ended before it was sent"}
-			if _, err := j.store.Cancel(ctx, row.MessageID, note); err != nil {
-				log.Warn("cannot cancel the row of a withheld escalation step; trying later", "err", err)
-				return tryCut
-			}
-			log.Info("failed escalation step withheld: its episode ended; its row is cancelled")
-			return tryLost
-		}
-		a = out
-	}
-	sendCtx, cancel := context.WithTimeout(ctx, j.opts.SendTimeout)
-	_, err := j.senders.send(sendCtx, a)
-	cancel()
+		PartsSent: row.PartsSent, Claim: claim}
+	receipt, err := j.d.DeliverWithin(ctx, a, j.opts.SendTimeout)
 	switch {
+	case claim.outcome != 0:
+		return claim.outcome // recorded by the claim: retried, dead, or taken over meanwhile
 	case errors.Is(err, store.ErrNotHeld):
-		log.Warn("row taken over by another instance (or discarded, or its alert cancelled) before its send; not sent by this one")
+		log.Warn("row taken over by another instance (or discarded, or its alert cancelled); its outcome is that instance's")
 		return tryLost
-	case err != nil && (ctx.Err() != nil || errors.Is(err, sender.ErrStopping)):
+	case errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil:
+		return claim.retrySoon(ctx, err)
+	case err != nil:
+		if ctx.Err() == nil && !errors.Is(err, sender.ErrStopping) {
+			log.Warn("row not delivered now (the escalation's gate, or the store, could not answer); trying it later", "err", err)
+		}
 		return tryCut
 	}
-	// The outcome is recorded even if ctx ends now: the send has happened.
-	if err == nil {
-		j.metrics.attempted()
-		j.metrics.delivered()
-		// The done marker first: if the row cannot be marked, the next attempt sees it.
-		if err := settle(func(ctx context.Context) error { return j.claims.MarkDelivered(ctx, row.MessageID) }); err != nil {
-			log.Warn("delivered, but cannot leave the done marker", "err", err)
+	switch receipt.Outcome {
+	case store.Delivered:
+		return j.delivered(ctx, row, log)
+	case store.Withheld:
+		// A step of an escalation that ended: it is withheld for good, its row cancelled.
+		note := store.CancelNote{By: "escalation", Reason: "a step of an escalation episode that ended before it was sent"}
+		if _, err := j.store.Cancel(ctx, row.MessageID, note); err != nil {
+			log.Warn("cannot cancel the row of a withheld escalation step; trying later", "err", err)
+			return tryCut
 		}
-		if err := settle(func(ctx context.Context) error { return j.store.MarkDelivered(ctx, row.ID) }); err != nil {
-			log.Error("delivered, but cannot mark the row delivered; the next attempt finds the done marker", "err", err)
-		} else {
-			log.Info("failed send delivered on retry", "attempts", row.Attempts+1)
-		}
-		return tryDelivered
-	}
-
-	f := attemptOf(err, row.PartsSent)
-	if errors.Is(err, store.ErrUnavailable) {
-		// Redis or Postgres failed the pick or the confirm: the platform was not asked, so it
-		// is no attempt. Keep what was delivered of a split alert and try again soon.
-		err := settle(func(ctx context.Context) error {
-			return j.store.MarkRetry(ctx, row.ID, token, row.Attempts, 0, f)
-		})
-		switch {
-		case errors.Is(err, store.ErrNotHeld):
-			return tryLost
-		case err != nil:
-			log.Warn("cannot hand the row back after a store outage; it is tried again when its lease ends", "err", err)
-		}
-		return tryRetried
-	}
-	j.metrics.attempted()
-	attempts := row.Attempts + 1
-	var reason string
-	switch {
-	case permanent(err):
-		reason = "permanent failure"
-	case attempts >= j.opts.MaxAttempts:
-		reason = fmt.Sprintf("%d attempts", attempts)
-	case j.now().Sub(row.CreatedAt) >= j.opts.MaxAge:
-		reason = fmt.Sprintf("older than %s", j.opts.MaxAge)
-	}
-	if reason != "" {
-		err := settle(func(ctx context.Context) error { return j.store.MarkDead(ctx, row.ID, token, attempts, f) })
-		switch {
-		case errors.Is(err, store.ErrNotHeld):
-			log.Warn("row taken over by another instance (or discarded) during its send; its outcome is that instance's", "class", f.Class)
-			return tryLost
-		case err != nil:
-			log.Error("cannot mark the row dead", "err", err)
-		default:
-			j.metrics.dead(f.Class)
-			log.Warn("failed send is dead: no more retries", "reason", reason, "attempts", attempts,
-				"class", f.Class, "err", f.LastError)
-		}
-		return tryDead
-	}
-	wait := Backoff(attempts, j.opts.BackoffBase, j.opts.BackoffCap)
-	if sf := (*sender.Failure)(nil); errors.As(err, &sf) && sf.RetryAfter > wait {
-		wait = sf.RetryAfter // e.g. every robot's circuit breaker is open for a while
-	}
-	err = settle(func(ctx context.Context) error { return j.store.MarkRetry(ctx, row.ID, token, attempts, wait, f) })
-	switch {
-	case errors.Is(err, store.ErrNotHeld):
-		log.Warn("row taken over by another instance (or discarded) during its send; its outcome is that instance's", "class", f.Class)
+		log.Info("failed escalation step withheld: its episode ended; its row is cancelled")
 		return tryLost
-	case err != nil:
-		log.Error("cannot record the failed retry; the row is tried again when its claim lease ends", "err", err)
-	default:
-		log.Info("retry failed; trying again later", "attempts", attempts, "next_in", wait.String(),
-			"class", f.Class, "err", f.LastError)
 	}
-	return tryRetried
+	return tryRetried // Recorded: the row claim records every failure and set its outcome above; unreachable
+}
+
+// delivered notes row's alert delivered by this attempt: the done marker first (if the
+// row cannot be marked, the next attempt sees it), then the row. It is written even if
+// ctx ends now: the send has happened.
+func (j *RetryJob) delivered(ctx context.Context, row store.FailedSend, log *slog.Logger) outcome {
+	j.metrics.attempted()
+	j.metrics.delivered()
+	if err := j.settle(ctx, func(ctx context.Context) error { return j.claims.MarkDelivered(ctx, row.MessageID) }); err != nil {
+		log.Warn("delivered, but cannot leave the done marker", "err", err)
+	}
+	if err := j.settle(ctx, func(ctx context.Context) error { return j.store.MarkDelivered(ctx, row.ID) }); err != nil {
+		log.Error("delivered, but cannot mark the row delivered; the next attempt finds the done marker", "err", err)
+	} else {
+		log.Info("failed send delivered on retry", "attempts", row.Attempts+1)
+	}
+	return tryDelivered
 }
 
 // settle writes the outcome of an attempt on a claimed row. Until it is written the row

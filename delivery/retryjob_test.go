@@ -119,7 +119,7 @@ func TestJobDeadAtOnceOnPermanentFailureOrMaxAge(t *testing.T) {
 			require.Equal(t, "permanent", row.ErrorClass)
 			require.Equal(t, 460101, *row.Errcode)
 			require.Nil(t, row.HTTPStatus)
-			require.Equal(t, "send: "+tooBig.Error(), row.LastError)
+			require.Equal(t, tooBig.Error(), row.LastError, "the failure, as a hand-off records it")
 		} else {
 			require.Equal(t, "throttled", row.ErrorClass)
 		}
