@@ -74,7 +74,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		if key == "" {
 			key = msg.MsgId
 		}
-		err := s.delivery.Reject(ctx, delivery.Rejected{Alert: a.forDelivery(), Properties: msg.GetProperties(), MessageKey: key,
+		err := s.delivery.Reject(ctx, delivery.Rejected{Alert: alertOf(a), Properties: msg.GetProperties(), MessageKey: key,
 			Reason: string(rej.Reason), Detail: rej.Detail})
 		if err != nil {
 			return "reject", fmt.Errorf("record the rejection (%s): %w", rej.Reason, err)
@@ -96,8 +96,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 			return "hop", s.publishHop(ctx, msg, a, hop)
 		}
 		var err error
-		res, err = s.store.Put(ctx, store.Entry{ID: a.ID, Target: a.Target, DueAt: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props,
-			Gen: a.Gen})
+		res, err = s.store.Put(ctx, a)
 		if err != nil {
 			return "wheel", err
 		}
@@ -158,7 +157,7 @@ const maxMoves = 3
 // one if its alert still waits in the wheel stage (which then lets go of it) or is not
 // in Redis, and a takes the due time it was settled with; live is false when it was
 // refused (the alert is in flight, delivered, cancelled, or another generation won).
-func (s *Scheduler) settle(ctx context.Context, a *alert) (live bool, err error) {
+func (s *Scheduler) settle(ctx context.Context, a *store.Entry) (live bool, err error) {
 	res, err := s.store.SettleRequeue(ctx, a.ID, a.Gen, a.DueAt, true)
 	if err != nil {
 		return false, fmt.Errorf("settle generation %d: %w", a.Gen, err)
@@ -172,14 +171,14 @@ func (s *Scheduler) settle(ctx context.Context, a *alert) (live bool, err error)
 }
 
 // dropStale acknowledges a stale copy of a rescheduled alert: another copy is the alert.
-func (s *Scheduler) dropStale(a alert) {
+func (s *Scheduler) dropStale(a store.Entry) {
 	s.metrics.stored.WithLabelValues(store.PutStale.String()).Inc()
 	s.logger.Info("stale copy of a rescheduled alert dropped", "rd_id", a.ID, "gen", a.Gen, "hops", a.Hops)
 }
 
 // publishHop re-publishes msg for hop h (a delay level, or a timer message), carrying
 // its properties.
-func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a alert, h Hop) error {
+func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a store.Entry, h Hop) error {
 	m := primitive.NewMessage(s.opts.Topic, orig.Body)
 	for k, v := range orig.GetProperties() {
 		if !wire.SystemProperty(k) {

@@ -16,7 +16,6 @@ import (
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
-	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // handoffPool hands claimed entries to the Delivery: the work queue the fire loop and
@@ -181,8 +180,8 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 		p.giveBack(e, e.DueAt, e.PartsSent)
 		return
 	}
-	a := sender.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
-		Priority: wire.PriorityOf(e.Props), Noted: e.Failure, PartsSent: e.PartsSent, Claim: heldEntry{p: p, e: e}, Adopted: adopted}
+	a := alertOf(e)
+	a.Claim, a.Adopted = heldEntry{p: p, e: e}, adopted
 	start := p.now()
 	receipt, err := p.delivery.Deliver(p.ctx, a)
 	switch {

@@ -8,33 +8,21 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
-// alert is a consumed message as the scheduler routes it: decoded from the message's
-// properties and body, never re-encoded on a hop.
-type alert struct {
-	// ID is the idempotency key, RD_ID (or the original message's unique key).
-	ID string
-	// Target names a target of the configuration.
-	Target string
-	// DueAt is the absolute due time, millisecond precision; zero when unknown.
-	DueAt time.Time
-	// Body is the message body as published.
-	Body []byte
-	// Hops counts the hops taken so far.
-	Hops int
-	// Gen is the copy's generation, RD_GEN (0 when absent): a reschedule that sent the
-	// alert back to the broker made a copy of a new generation.
-	Gen int64
-	// Props are the properties a topic target's message is delivered by (tag, keys, user
-	// properties, destination overrides; see storedProps); nil for a robot group.
-	Props map[string]string
-}
+// A consumed message is decoded as the store.Entry the wheel stage keeps (its claim
+// state unset): the alert as the producer published it, its due time, hops and
+// generation, never re-encoded on a hop. One conversion, alertOf, makes it the
+// sender.Alert that travels to a channel.
 
-// forDelivery is a as the Delivery records it when it is rejected.
-func (a alert) forDelivery() sender.Alert {
-	return sender.Alert{ID: a.ID, Target: a.Target, Due: a.DueAt, Body: a.Body, Hops: a.Hops, Props: a.Props}
+// alertOf is entry e as the Delivery takes it: its priority read from its properties,
+// and, for an entry a claim holds, what earlier hand-offs noted (a failure, the parts of
+// a split alert sent).
+func alertOf(e store.Entry) sender.Alert {
+	return sender.Alert{ID: e.ID, Target: e.Target, Due: e.DueAt, Body: e.Body, Hops: e.Hops, Props: e.Props,
+		Priority: wire.PriorityOf(e.Props), Noted: e.Failure, PartsSent: e.PartsSent}
 }
 
 // decodeRules are what decode checks a message against.
@@ -50,8 +38,8 @@ type decodeRules struct {
 // decode reads an alert from a consumed message. now is the receipt time; it bounds
 // the horizon. A message that can never be delivered yields a *wire.Rejection, with the
 // alert's fields decoded as far as they could be (for the record of the rejection).
-func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (alert, *wire.Rejection) {
-	a := alert{Body: msg.Body, Target: msg.GetProperty(wire.PropTarget), ID: messageID(msg)}
+func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.Entry, *wire.Rejection) {
+	a := store.Entry{Body: msg.Body, Target: msg.GetProperty(wire.PropTarget), ID: messageID(msg)}
 	if h, err := strconv.Atoi(msg.GetProperty(wire.PropHops)); err == nil && h > 0 {
 		a.Hops = h
 	}

@@ -88,11 +88,13 @@ func WheelStageOptionsFromConfig(c config.Config) WheelStageOptions {
 		Replicas: replicas, WaitTimeout: c.Redis.WaitTimeout, Liveness: c.Scheduler.Liveness, Shards: c.Redis.Shards}
 }
 
-// Entry is one alert waiting in the wheel stage.
+// Entry is one alert waiting in the wheel stage, and a consumed message as the scheduler
+// decodes and routes it (its claim state then unset): one value from the broker to the
+// hand-off, where it becomes the sender.Alert that travels to a channel.
 type Entry struct {
 	// ID is the alert's idempotency key (RD_ID): any string up to a few hundred bytes.
 	ID string
-	// Target names the robot group the alert goes to.
+	// Target names the target the alert goes to.
 	Target string
 	// DueAt is when the alert is due, at millisecond precision. It is the alert's own due
 	// time: GiveBack reschedules the entry without changing it.
