@@ -139,8 +139,9 @@ type waiter struct {
 	seq      uint64
 	enqueued time.Time
 	solo     bool // never merged
-	confirm  func(context.Context) error
-	park     Claim  // the alert's claim, which may park it; nil: never parked
+	claim    Claim  // the alert's claim, confirmed for part before every request; nil: none
+	part     int    // the part of the alert it carries (from 0)
+	park     bool   // the claim may park it (a mergeable alert, while replicas share targets)
 	adopted  bool   // Alert.Adopted: rides the adopter's next send
 	priority int    // Alert.Priority; promoted past every priority once it waited too long
 	section  string // its section in a merged message
@@ -269,10 +270,10 @@ func tokenTime(pool Pool, robots []store.PoolRobot) time.Duration {
 	return time.Duration(float64(w.Window()) / max(capacity-size, capacity/store.BucketShare))
 }
 
-// sendQueued sends m, a part of a, through t's queue and returns its result; solo
-// alerts are never merged. confirm, when not nil, is asked right before every request
-// that would carry m.
-func (s *Chat) sendQueued(ctx context.Context, t *target, a Alert, m Message, solo bool, confirm func(context.Context) error) (Sent, error) {
+// sendQueued sends m, part part of a, through t's queue and returns its result; solo
+// alerts are never merged. a's claim, when it has one, is confirmed right before every
+// request that would carry m.
+func (s *Chat) sendQueued(ctx context.Context, t *target, a Alert, part int, m Message, solo bool) (Sent, error) {
 	if err := ctx.Err(); err != nil {
 		return Sent{}, &Failure{Class: ClassTransient, Reason: "gave up: " + err.Error(), Target: t.name, Err: err}
 	}
@@ -281,13 +282,10 @@ func (s *Chat) sendQueued(ctx context.Context, t *target, a Alert, m Message, so
 	if due.IsZero() {
 		due = now
 	}
-	w := &waiter{ctx: ctx, m: m, due: due, enqueued: now, solo: solo, confirm: confirm, done: make(chan error, 1),
-		adopted: a.Adopted, priority: a.Priority}
+	w := &waiter{ctx: ctx, m: m, due: due, enqueued: now, solo: solo, claim: a.Claim, part: part, done: make(chan error, 1),
+		adopted: a.Adopted, priority: a.Priority, park: s.sharing() && a.Claim != nil && !solo}
 	if !solo {
 		w.section, w.size = section(t.style, m)
-	}
-	if s.sharing() && a.Claim != nil && !solo {
-		w.park = a.Claim
 	}
 	q := t.queue
 	q.mu.Lock()
@@ -719,8 +717,8 @@ func (s *Chat) sendBatch(t *target, pick store.Pick, batch []*waiter) {
 		kept := make([]*waiter, 0, len(live))
 		confirmed := false
 		for _, w := range live {
-			if w.confirm != nil {
-				if err := w.confirm(ctx); err != nil {
+			if w.claim != nil {
+				if err := w.claim.Confirm(ctx, w.part); err != nil {
 					w.done <- &Failure{Class: ClassTransient, Reason: "not sent: " + err.Error(), Target: t.name, Err: err}
 					continue
 				}

@@ -433,16 +433,12 @@ func (s *Chat) send(ctx context.Context, t *target, a Alert, m Message) (Sent, e
 		if i < a.PartsSent {
 			continue // delivered by an earlier send
 		}
-		var confirm func(context.Context) error
-		if a.Claim != nil {
-			confirm = func(ctx context.Context) error { return a.Claim.Confirm(ctx, i) }
-		}
 		var err error
 		var part Sent
 		if s.opts.Coalesce == config.CoalesceOff {
-			part.Robot, err = s.sendPicked(ctx, t, single(p, confirm), nil)
+			part.Robot, err = s.sendPicked(ctx, t, single(p, a.Claim, i), nil)
 		} else {
-			part, err = s.sendQueued(ctx, t, a, p, len(parts) > 1 || !p.Mergeable(), confirm)
+			part, err = s.sendQueued(ctx, t, a, i, p, len(parts) > 1 || !p.Mergeable())
 		}
 		if errors.Is(err, ErrParked) {
 			return Sent{}, err
@@ -470,13 +466,14 @@ func (s *Chat) send(ctx context.Context, t *target, a Alert, m Message) (Sent, e
 // claim was confirmed for it (then the request must start within the confirm fence).
 type source func(context.Context) (m Message, confirmed bool, err error)
 
-// single is the message source of one alert sent alone: m, once confirm (if any) allows.
-func single(m Message, confirm func(context.Context) error) source {
+// single is the message source of part part of one alert sent alone: m, once the
+// alert's claim (if any) confirms it.
+func single(m Message, claim Claim, part int) source {
 	return func(ctx context.Context) (Message, bool, error) {
-		if confirm == nil {
+		if claim == nil {
 			return m, false, nil
 		}
-		if err := confirm(ctx); err != nil {
+		if err := claim.Confirm(ctx, part); err != nil {
 			return Message{}, false, err
 		}
 		return m, true, nil

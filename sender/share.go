@@ -50,7 +50,7 @@ func (s *Chat) SetParking(p Parking) { s.parking = p }
 func (s *Chat) sharing() bool { return s.parking != nil && s.opts.Pacing == config.PacingAuto }
 
 // parkable reports whether w may be parked now; the caller holds the queue's lock.
-func parkable(w *waiter) bool { return w.park != nil && !w.solo && !w.adopted && !w.taken }
+func parkable(w *waiter) bool { return w.park && !w.solo && !w.adopted && !w.taken }
 
 // parkWaiting parks the parkable alerts of t's queue (the pick found the target busy);
 // one whose park fails stays in the queue.
@@ -81,9 +81,9 @@ func (s *Chat) parkWaiting(t *target) {
 // parkOne parks w and reports whether it did; t's drainer then keeps adopting until the
 // park is empty.
 func (s *Chat) parkOne(t *target, w *waiter) bool {
-	if err := w.park.Park(w.ctx); err != nil {
+	if err := w.claim.Park(w.ctx); err != nil {
 		if errors.Is(err, ErrNoPark) {
-			w.park = nil // it waits here
+			w.park = false // it waits here
 		} else {
 			s.logger.Warn("could not park an alert; it waits for this replica's next send", "target", t.name, "err", err)
 		}
