@@ -267,6 +267,12 @@ func (w *haWorld) run(t *testing.T, name string, pair *amPair, nNow int) {
 	resolving.Wait()
 	pair.posts.Wait()
 
+	// Every resolution a resolve granted (a step was sent before it) is published due 2s
+	// after the resolve reached the service: wait for them by the simulator's record,
+	// bounded (the judge names one that never came), so the sentinel below cannot
+	// overtake one on a loaded machine.
+	waitResolutions(w.sim, resolves, 30*time.Second)
+
 	// A sentinel due after everything the notifications could have caused: the last
 	// post's notification, and every step of an episode the last firing could start.
 	due := t0.Add(pair.behind + time.Second + haSteps[len(haSteps)-1] + 2*time.Second)
@@ -295,6 +301,26 @@ func (w *haWorld) run(t *testing.T, name string, pair *amPair, nNow int) {
 	require.Zero(t, judge.resolved.afterResolve, "steps after a resolve")
 	require.Zero(t, judge.resolved.resolutionWrong, "groups whose RESOLVED message did not match the steps sent")
 	require.Zero(t, w.sim.Stats().OverLimit)
+}
+
+// waitResolutions waits, at most within, until the simulator has the RESOLVED message of
+// every group whose resolve granted one (its episode had sent a step).
+func waitResolutions(sim *chatsim.Server, resolves map[string]haResolve, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		rec := haRecord(sim.Accepted())
+		missing := false
+		for g, r := range resolves {
+			if r.episode.Sent > 0 && len(rec.of(g).resolved) == 0 {
+				missing = true
+				break
+			}
+		}
+		if !missing {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling the simulator's record, bounded by within
+	}
 }
 
 // live returns the live episodes (GET /api/v1/escalations) of the first replica.

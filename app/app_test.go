@@ -554,7 +554,8 @@ targets:
 		require.NoError(t, err)
 		last = p
 	}
-	_, err := pool.Throttled(ctx, "ops", last, robots, store.ThrottleOptions{Cooldown: time.Minute, Learn: true})
+	_, err := pool.Settle(ctx, "ops", last, robots, store.Settlement{How: store.SettleThrottled,
+		Throttle: store.ThrottleOptions{Cooldown: time.Minute, Learn: true}})
 	require.NoError(t, err)
 
 	out, _, err := run(t, env, "robots", "-f", file, "-o", "json")

@@ -17,13 +17,10 @@ import (
 )
 
 // Pool is the shared rate-limit state of the robots; *store.RobotPool implements it.
+// A send picks a robot (Pick), and every attempt through it ends in one Settle.
 type Pool interface {
 	Pick(ctx context.Context, target string, robots []store.PoolRobot, opts store.PickOptions) (store.Pick, error)
-	Touch(ctx context.Context, target string, pick store.Pick, accepted bool) (bool, error)
-	Throttled(ctx context.Context, target string, pick store.Pick, robots []store.PoolRobot, opts store.ThrottleOptions) (store.Throttle, error)
-	Return(ctx context.Context, target string, pick store.Pick) (bool, error)
-	Cool(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
-	Disable(ctx context.Context, target, robot string, d time.Duration) (time.Time, error)
+	Settle(ctx context.Context, target string, pick store.Pick, robots []store.PoolRobot, s store.Settlement) (store.Settled, error)
 }
 
 // Target is one chat target: a pool of robots of one platform.
@@ -634,12 +631,11 @@ func (a *attempt) request(ctx context.Context, pick store.Pick, robot Robot, msg
 		s.metrics.requests.WithLabelValues(t.name, robot.Name, "circuit_open").Inc()
 		return Outcome{}, true, nil // the breaker opened since closedCircuits; the next pick skips the robot
 	}
-	// The request went out: count it from its answer, the platform's latest moment. An
-	// answer that is not a throttle says the robot is open (a probe's doubt is over).
-	open := o.OK || o.Class == ClassPermanent
-	if _, err := s.pool.Touch(context.WithoutCancel(ctx), t.name, pick, open); err != nil {
-		s.logger.Warn("could not move a send to its answer time in the robot's window",
-			"target", t.name, "robot", robot.Name, "error", err.Error())
+	if o.OK || o.Class == ClassTransient || o.Class == ClassPermanent {
+		// The request went out: count it from its answer, the platform's latest moment. An
+		// answer that is not a throttle says the robot is open (a probe's doubt is over);
+		// a throttle, a broken robot or one out of its quota settle in settle.
+		s.settlePool(ctx, t, pick, store.Settlement{How: store.SettleAnswered, Open: o.OK || o.Class == ClassPermanent})
 	}
 	return o, false, nil
 }
@@ -653,6 +649,9 @@ func (a *attempt) settle(ctx context.Context, pick store.Pick, robot Robot, o Ou
 	a.last = o
 	s.metrics.requests.WithLabelValues(t.name, robot.Name, string(o.Class)).Inc()
 	if ctx.Err() != nil {
+		if o.Class != ClassTransient && o.Class != ClassPermanent { // not settled by request: counted from its answer
+			s.settlePool(ctx, t, pick, store.Settlement{How: store.SettleAnswered})
+		}
 		return a.gaveUp(ctx)
 	}
 	switch o.Class {
@@ -669,17 +668,19 @@ func (a *attempt) settle(ctx context.Context, pick store.Pick, robot Robot, o Ou
 		s.throttled(ctx, t, robot, pick, o)
 		return nil
 	case ClassRobotBroken:
-		until, err := s.pool.Disable(ctx, t.name, robot.Name, s.opts.DisableFor)
+		done, err := s.pool.Settle(context.WithoutCancel(ctx), t.name, pick, t.order,
+			store.Settlement{How: store.SettleDisabled, DisableFor: s.opts.DisableFor})
 		s.metrics.disabled.WithLabelValues(t.name, robot.Name, "broken").Inc()
 		s.logger.Error("robot broken; taken out of rotation", "target", t.name, "kind", t.proto.Kind(), "robot", robot.Name,
-			"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "until", until, "disable_error", errString(err))
+			"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "until", done.DisabledUntil, "disable_error", errString(err))
 		return nil
 	case ClassOutOfQuota:
 		// Out of rotation until the quota period ends: a retry through it is in vain.
-		until, err := s.pool.Disable(ctx, t.name, robot.Name, max(o.Until.Sub(s.now()), time.Minute))
+		done, err := s.pool.Settle(context.WithoutCancel(ctx), t.name, pick, t.order,
+			store.Settlement{How: store.SettleDisabled, DisableFor: max(o.Until.Sub(s.now()), time.Minute)})
 		s.metrics.disabled.WithLabelValues(t.name, robot.Name, "out_of_quota").Inc()
 		s.logger.Error("robot out of its quota; taken out of rotation until the quota period ends", "target", t.name,
-			"kind", t.proto.Kind(), "robot", robot.Name, "code", o.Code, "reason", o.Reason, "until", until,
+			"kind", t.proto.Kind(), "robot", robot.Name, "code", o.Code, "reason", o.Reason, "until", done.DisabledUntil,
 			"disable_error", errString(err))
 		return nil
 	}
@@ -724,8 +725,9 @@ func (s *Chat) pickOptions(t *target, pacing store.Pacing) store.PickOptions {
 // below its configured limit, gets a lower learned one; the start of such an episode is
 // logged once, by the replica that saw it, with what the operator may want to know.
 func (s *Chat) throttled(ctx context.Context, t *target, robot Robot, pick store.Pick, o Outcome) {
-	th, err := s.pool.Throttled(context.WithoutCancel(ctx), t.name, pick, t.order,
-		store.ThrottleOptions{Cooldown: t.cooldown, CooldownMax: t.cooldownMax, Learn: s.learn() && !o.Busy})
+	done, err := s.pool.Settle(context.WithoutCancel(ctx), t.name, pick, t.order, store.Settlement{How: store.SettleThrottled,
+		Throttle: store.ThrottleOptions{Cooldown: t.cooldown, CooldownMax: t.cooldownMax, Learn: s.learn() && !o.Busy}})
+	th := done.Throttle
 	s.metrics.cooldowns.WithLabelValues(t.name, robot.Name).Inc()
 	if err != nil {
 		s.logger.Warn("robot throttled; could not record it", "target", t.name, "kind", t.proto.Kind(), "robot", robot.Name,
@@ -744,14 +746,19 @@ func (s *Chat) throttled(ctx context.Context, t *target, robot Robot, pick store
 		"http_status", o.HTTPStatus, "code", o.Code, "reason", o.Reason, "until", th.CoolingUntil, "limit", th.Limit)
 }
 
-// giveSlotBack frees the window slot of a pick that made no request.
+// giveSlotBack frees the window slot of a pick that made no request (and lets another
+// probe go, when it was the robot's probe).
 func (s *Chat) giveSlotBack(ctx context.Context, t *target, pick store.Pick) {
-	if pick.Probe { // the probe was not made: let another go
-		_, _ = s.pool.Touch(context.WithoutCancel(ctx), t.name, pick, false)
-	}
-	if _, err := s.pool.Return(context.WithoutCancel(ctx), t.name, pick); err != nil {
-		s.logger.Warn("could not free the window slot of a send that was not made",
-			"target", t.name, "robot", pick.Robot, "error", err.Error())
+	s.settlePool(ctx, t, pick, store.Settlement{How: store.SettleReturned})
+}
+
+// settlePool records a returned or answered attempt in the pool; a failure to is logged:
+// the window's record stays an upper bound (the send counted from its pick), and a
+// probe's doubt lasts until its timeout.
+func (s *Chat) settlePool(ctx context.Context, t *target, pick store.Pick, how store.Settlement) {
+	if _, err := s.pool.Settle(context.WithoutCancel(ctx), t.name, pick, t.order, how); err != nil {
+		s.logger.Warn("could not record a send's end in the robot's window", "target", t.name, "robot", pick.Robot,
+			"how", string(how.How), "error", err.Error())
 	}
 }
 

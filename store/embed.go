@@ -29,6 +29,12 @@ func doneScript(name string) *redis.Script {
 	return redis.NewScript(mustRead("lua/lib_done.lua") + mustRead("lua/"+name))
 }
 
+// asFunction is the Lua script lua/file as a local function name(KEYS, ARGV), for a
+// script that runs several of them in one call (robot_settle.lua).
+func asFunction(name, file string) string {
+	return "local function " + name + "(KEYS, ARGV)\n" + mustRead("lua/"+file) + "\nend\n"
+}
+
 // query loads the SQL query sql/name; a missing file is a build mistake.
 func query(name string) string { return mustRead("sql/" + name) }
 

@@ -20,8 +20,8 @@ import (
 var (
 	robotPickScript      = script("robot_pick.lua")
 	robotSuspendScript   = script("robot_suspend.lua")
-	robotTouchScript     = script("robot_touch.lua")
-	robotThrottledScript = script("robot_throttled.lua")
+	robotSettleScript    = redis.NewScript(asFunction("touch", "robot_touch.lua") + asFunction("throttled", "robot_throttled.lua") +
+		asFunction("suspend", "robot_suspend.lua") + mustRead("lua/robot_settle.lua"))
 )
 
 // ErrNoRobot is returned by RobotPool.Pick when every robot of the group is disabled (or
@@ -193,22 +193,139 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 	return Pick{}, bad
 }
 
-// Touch moves the send Pick recorded (p.Member) to Redis now; the sender calls it when
-// the request is answered or has failed. The platform counts a send at some moment between
-// the pick and the answer, so with Touch the window never ends before the platform's does,
-// however long the request took; without it, a slow request followed by a fast one
-// could look, to the platform, like two sends one window apart landing in one window. It
-// returns whether the send was still in the window.
-func (p *RobotPool) Touch(ctx context.Context, target string, pick Pick, accepted bool) (bool, error) {
+// Settle records in the pool what one attempt through the robot of pick did, in one
+// call (one script): how says which. Every attempt ends in exactly one Settle:
+//
+//   - SettleReturned: no request was made after all (a circuit breaker refused it, the
+//     alert may no longer be sent): the slot is free again at once, and a probe that
+//     was not made lets another go.
+//   - SettleAnswered: the request was answered, or failed, and the platform did not
+//     throttle the robot: the send moves to Redis now (the platform counts a send at
+//     some moment between the pick and the answer, so the window never ends before the
+//     platform's does, however long the request took); Open says the robot is open
+//     again (its doubt and strikes are over), else only its probe is over.
+//   - SettleThrottled: the platform throttled the robot (DingTalk 130101, WeCom 45009,
+//     Feishu 9499, Slack 429, a redirect): the refused send leaves the window, the robot
+//     cools down (Throttle options) and is in doubt after it; with Learn, a throttle
+//     while the window held fewer than its configured limit (someone else sends through
+//     the robot too) lowers its limit to three quarters of its current limit, but no
+//     more than the count that went through, and the first such throttle of an episode
+//     gives the count to the target's other robots (robots, with their configured
+//     limits) without a learned limit as well. Pick raises a learned limit again by one
+//     per window without a throttle, up to the count that went through, and past it by
+//     one per ten such windows.
+//   - SettleDisabled: the robot is broken, or out of its quota: the send moves to now,
+//     and the robot leaves the rotation for DisableFor.
+func (p *RobotPool) Settle(ctx context.Context, target string, pick Pick, robots []PoolRobot, s Settlement) (Settled, error) {
 	if pick.Robot == "" || pick.Member == "" {
-		return false, nil
+		return Settled{}, nil
 	}
-	n, err := robotTouchScript.Run(ctx, p.rdb, []string{p.keys.window(target, pick.Robot), p.keys.learn(target)},
-		pick.Member, (p.window + p.guard).Milliseconds(), pick.Robot, boolArg(accepted)).Int()
+	args := []any{string(s.How), pick.Robot, pick.Member, (p.window + p.guard).Milliseconds()}
+	switch s.How {
+	case SettleReturned:
+		args = append(args, boolArg(pick.Probe))
+	case SettleAnswered:
+		args = append(args, boolArg(s.Open))
+	case SettleThrottled:
+		if s.Throttle.Cooldown <= 0 {
+			return Settled{}, fmt.Errorf("store: throttled %q: cool-down %s is not positive", pick.Robot, s.Throttle.Cooldown)
+		}
+		configured := 0
+		var others []any
+		for _, r := range robots {
+			if r.Name == pick.Robot {
+				configured = r.Limit
+				continue
+			}
+			others = append(others, r.Name, r.Limit)
+		}
+		if configured == 0 {
+			return Settled{}, fmt.Errorf("store: throttled %q: not one of the target's robots", pick.Robot)
+		}
+		o := s.Throttle
+		args = append(args, "", configured, o.Cooldown.Milliseconds(), p.window.Milliseconds(), boolArg(o.Learn),
+			max(o.CooldownMax, o.Cooldown).Milliseconds())
+		args = append(args, others...)
+	case SettleDisabled:
+		ms := s.DisableFor.Milliseconds()
+		if ms <= 0 {
+			return Settled{}, fmt.Errorf("store: disable robot: duration %s is not positive", s.DisableFor)
+		}
+		args = append(args, "", ms)
+	default:
+		return Settled{}, fmt.Errorf("store: settle %q: unknown how %q", pick.Robot, s.How)
+	}
+	keys := []string{p.keys.window(target, pick.Robot), p.keys.learn(target), p.keys.cool(target), p.keys.pace(target), p.keys.disabled(target)}
+	res, err := robotSettleScript.Run(ctx, p.rdb, keys, args...).Slice()
 	if err != nil {
-		return false, redisFail("touch robot window", err)
+		return Settled{}, redisFail("settle a robot's send", err)
 	}
-	return n == 1, nil
+	return settled(s.How, pick.Robot, res)
+}
+
+// settled reads the result of robot_settle.lua.
+func settled(how SettleHow, robot string, res []any) (Settled, error) {
+	num := func(i int) int64 {
+		if i < len(res) {
+			if n, ok := res[i].(int64); ok {
+				return n
+			}
+		}
+		return -1
+	}
+	switch {
+	case how == SettleThrottled && len(res) == 4:
+		return Settled{InWindow: num(3) >= 0, Throttle: Throttle{Limit: int(num(0)), Started: num(1) == 1,
+			CoolingUntil: time.UnixMilli(num(2)), InWindow: int(num(3))}}, nil
+	case how == SettleDisabled && len(res) == 2:
+		out := Settled{InWindow: num(0) == 1}
+		if v, ok := res[1].(string); ok && v != "inf" {
+			ms, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return Settled{}, fmt.Errorf("store: settle %q: unexpected deadline %q", robot, v)
+			}
+			out.DisabledUntil = time.UnixMilli(ms)
+		}
+		return out, nil
+	case (how == SettleReturned || how == SettleAnswered) && len(res) == 1:
+		return Settled{InWindow: num(0) == 1}, nil
+	}
+	return Settled{}, fmt.Errorf("store: settle %q: unexpected script result %v", robot, res)
+}
+
+// SettleHow says how an attempt through a robot went (Settle).
+type SettleHow string
+
+// The ways an attempt goes.
+const (
+	SettleReturned  SettleHow = "returned"
+	SettleAnswered  SettleHow = "answered"
+	SettleThrottled SettleHow = "throttled"
+	SettleDisabled  SettleHow = "disabled"
+)
+
+// Settlement is what Settle records.
+type Settlement struct {
+	How SettleHow
+	// Open, with SettleAnswered, says the robot is open: the platform accepted the
+	// message, or refused the message itself (not the robot).
+	Open bool
+	// Throttle, with SettleThrottled, says how the robot cools down and whether it learns.
+	Throttle ThrottleOptions
+	// DisableFor, with SettleDisabled, is how long the robot leaves the rotation.
+	DisableFor time.Duration
+}
+
+// Settled is what Settle did.
+type Settled struct {
+	// InWindow reports that the send was still in the robot's window (returned,
+	// answered, disabled).
+	InWindow bool
+	// Throttle is what a throttle learned (SettleThrottled).
+	Throttle Throttle
+	// DisabledUntil is the end of the robot's disable (SettleDisabled); zero: until it
+	// is enabled again.
+	DisabledUntil time.Time
 }
 
 // PickOptions say how Pick spends a target's budget and whether it learns.
@@ -293,64 +410,11 @@ type ThrottleOptions struct {
 	Learn bool
 }
 
-// Throttled records that the platform throttled the robot of pick (DingTalk 130101,
-// WeCom 45009, Feishu 9499, a redirect), one of the target's robots (with their
-// configured limits): the refused send leaves the window, the robot cools down (see
-// ThrottleOptions) and is in doubt after it. With
-// learn, a throttle while the window held fewer than its configured limit (someone else
-// sends through the robot too) lowers its limit to three quarters of its current limit,
-// but no more than the count that went through; the first such throttle of an episode
-// gives the count to the target's other robots without a learned limit as well. Pick
-// raises a learned limit again by one per window without a throttle, up to the count
-// that went through, and past it by one per ten such windows.
-func (p *RobotPool) Throttled(ctx context.Context, target string, pick Pick, robots []PoolRobot, opts ThrottleOptions) (Throttle, error) {
-	if opts.Cooldown <= 0 {
-		return Throttle{}, fmt.Errorf("store: throttled %q: cool-down %s is not positive", pick.Robot, opts.Cooldown)
-	}
-	configured := 0
-	args := []any{pick.Robot, pick.Member, 0, opts.Cooldown.Milliseconds(), p.window.Milliseconds(), boolArg(opts.Learn),
-		max(opts.CooldownMax, opts.Cooldown).Milliseconds()}
-	for _, r := range robots {
-		if r.Name == pick.Robot {
-			configured = r.Limit
-			continue
-		}
-		args = append(args, r.Name, r.Limit)
-	}
-	if configured == 0 {
-		return Throttle{}, fmt.Errorf("store: throttled %q: not one of the target's robots", pick.Robot)
-	}
-	args[2] = configured
-	res, err := robotThrottledScript.Run(ctx, p.rdb,
-		[]string{p.keys.cool(target), p.keys.learn(target), p.keys.window(target, pick.Robot), p.keys.pace(target)}, args...).Int64Slice()
-	if err != nil {
-		return Throttle{}, redisFail("record a throttled robot", err)
-	}
-	if len(res) != 4 {
-		return Throttle{}, fmt.Errorf("store: throttled %q: unexpected script result %v", pick.Robot, res)
-	}
-	return Throttle{Limit: int(res[0]), Started: res[1] == 1, CoolingUntil: time.UnixMilli(res[2]), InWindow: int(res[3])}, nil
-}
-
 func boolArg(b bool) string {
 	if b {
 		return "1"
 	}
 	return "0"
-}
-
-// Return takes back the send Pick recorded for pick when no request was made after all
-// (the circuit breaker refused it, or the alert may no longer be sent): the slot is
-// free again at once. It reports whether the send was still in the window.
-func (p *RobotPool) Return(ctx context.Context, target string, pick Pick) (bool, error) {
-	if pick.Robot == "" || pick.Member == "" {
-		return false, nil
-	}
-	n, err := p.rdb.ZRem(ctx, p.keys.window(target, pick.Robot), pick.Member).Result()
-	if err != nil {
-		return false, redisFail("return robot slot", err)
-	}
-	return n == 1, nil
 }
 
 // Cool takes robot of target out of rotation for d from Redis now (DingTalk throttled

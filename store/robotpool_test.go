@@ -239,9 +239,9 @@ func TestRobotPoolTouchMovesTheSendToNow(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, p.Member)
 	time.Sleep(300 * time.Millisecond) // the request's latency
-	moved, err := pool.Touch(ctx, "ops", p, true)
+	moved, err := pool.Settle(ctx, "ops", p, robots, store.Settlement{How: store.SettleAnswered, Open: true})
 	require.NoError(t, err)
-	require.True(t, moved)
+	require.True(t, moved.InWindow)
 	again, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
 	require.NoError(t, err)
 	require.Empty(t, again.Robot)
@@ -373,7 +373,7 @@ func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
 		require.Equal(t, 10, p.Limit)
 		last = p
 	}
-	th, err := pool.Throttled(ctx, "ops", last, robots, store.ThrottleOptions{Cooldown: window, Learn: true})
+	th, err := throttled(ctx, pool, "ops", last, robots, store.ThrottleOptions{Cooldown: window, Learn: true})
 	require.NoError(t, err)
 	require.Equal(t, store.Throttle{Limit: 3, Started: true, CoolingUntil: th.CoolingUntil, InWindow: 3}, th,
 		"3 went through, the 4th was refused")
@@ -384,7 +384,7 @@ func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
 	require.Equal(t, 3, st[1].LearnedLimit, "a sibling takes the count as its limit too")
 	require.False(t, st[1].InDoubt)
 	require.Zero(t, st[2].LearnedLimit, "a sibling configured at no more than the count is left alone")
-	again, err := pool.Throttled(ctx, "ops", last, robots, store.ThrottleOptions{Cooldown: window, Learn: true})
+	again, err := throttled(ctx, pool, "ops", last, robots, store.ThrottleOptions{Cooldown: window, Learn: true})
 	require.NoError(t, err)
 	require.False(t, again.Started, "the same episode is not announced twice")
 	require.Equal(t, 2, again.Limit, "a further throttle: three quarters of 3")
@@ -398,7 +398,7 @@ func TestRobotPoolLearnsLimitsAndProbes(t *testing.T) {
 	p, err := pool.Pick(ctx, "ops", robots[:1], learn)
 	require.NoError(t, err)
 	require.Empty(t, p.Robot, "one probe at a time: nobody else goes into a robot in doubt")
-	_, err = pool.Touch(ctx, "ops", probe, true)
+	_, err = pool.Settle(ctx, "ops", probe, robots, store.Settlement{How: store.SettleAnswered, Open: true})
 	require.NoError(t, err)
 	p, err = pool.Pick(ctx, "ops", robots[:1], learn)
 	require.NoError(t, err)
@@ -451,7 +451,7 @@ func TestRobotPoolScoutsUnknownRobots(t *testing.T) {
 		require.Equal(t, want, pick("shared").Robot)
 	}
 	require.Equal(t, "b", pick("shared").Robot)
-	th, err := pool.Throttled(ctx, "shared", pick("shared"), robots, store.ThrottleOptions{Cooldown: window, Learn: true})
+	th, err := throttled(ctx, pool, "shared", pick("shared"), robots, store.ThrottleOptions{Cooldown: window, Learn: true})
 	require.NoError(t, err)
 	require.True(t, th.Started)
 	require.Equal(t, 1, th.Limit, "one went through before the scout's throttle")
@@ -543,4 +543,10 @@ func TestRobotPoolSpreadsSendsInBusyMoments(t *testing.T) {
 	require.Equal(t, 2, allowed("busy", store.Busy{Every: time.Millisecond, For: time.Millisecond, PerSecond: 2}))
 	require.Equal(t, 4, allowed("calm", store.Busy{Every: time.Hour, PerSecond: 2}), "outside them, its own 4")
 	require.Equal(t, 4, allowed("none", store.Busy{}), "a platform without busy moments")
+}
+
+// throttled settles the send of pick as throttled and returns what the throttle learned.
+func throttled(ctx context.Context, pool *store.RobotPool, target string, pick store.Pick, robots []store.PoolRobot, o store.ThrottleOptions) (store.Throttle, error) {
+	done, err := pool.Settle(ctx, target, pick, robots, store.Settlement{How: store.SettleThrottled, Throttle: o})
+	return done.Throttle, err
 }
