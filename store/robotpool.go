@@ -54,14 +54,14 @@ type Pick struct {
 	// At is Redis's clock at the pick, millisecond precision; for a picked robot it is the
 	// send time recorded in its window.
 	At time.Time
-	// Member identifies the recorded send in the robot's window, for Touch.
+	// Member identifies the recorded send in the robot's window, for Settle.
 	Member string
 	// Limit is the picked robot's limit in effect: its configured limit, or the lower one
 	// learned from the platform's throttles (PickOptions.Learn).
 	Limit int
 	// Probe reports that the picked robot is in doubt (out of a cool-down, not answered
-	// since) and this request is the one probe allowed to it; the answer, through Touch
-	// or Throttled, settles the doubt.
+	// since) and this request is the one probe allowed to it; the answer, through Settle,
+	// settles the doubt.
 	Probe bool
 }
 
@@ -141,7 +141,7 @@ func (p *RobotPool) secondWindow() time.Duration { return max(p.window/60, time.
 // Pick atomically picks, among robots of the group target, a robot that is not
 // disabled, not cooling down and under its limits in the sliding window — the most used
 // known one with PickOptions.Learn, the least used without (robot_pick.lua) — and records
-// a send for it at Redis now (move it to the answer's time with Touch). pacing says
+// a send for it at Redis now (move it to the answer's time with Settle). pacing says
 // whether the target's token bucket gates the pick (see Pacing). When none is
 // free, Pick records nothing and says in Wait how long until one is: the caller waits
 // exactly that long and picks again. Disabled robots are not waited for: when every
@@ -403,7 +403,7 @@ type ThrottleOptions struct {
 	// CooldownMax, when above Cooldown, lets the rest grow: a robot throttled while in
 	// doubt (the first request after its rest was throttled again: the platform's
 	// lock-out is longer than the rest) rests twice as long as the last time, up to
-	// CooldownMax, until a request goes through (Touch).
+	// CooldownMax, until a request goes through (Settle, answered and open).
 	CooldownMax time.Duration
 	// Learn lowers the limits of robots throttled below their configured limit (config
 	// sender.robotLimits learn).

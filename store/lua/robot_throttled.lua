@@ -1,5 +1,6 @@
--- robot_throttled.lua: DingTalk throttled a robot (130101, 410100, a redirect): cool it
--- down, and learn from how many sends its window held.
+-- robot_throttled.lua: the platform throttled a robot (DingTalk 130101, 410100, a redirect;
+-- WeCom 45009, Feishu 9499, Slack 429): cool it down, and learn from how many sends its
+-- window held. A function of robot_settle.lua.
 --
 -- KEYS[1]  {p:g}:cool          sorted set: robot -> cooling down until (Unix ms)
 -- KEYS[2]  {p:g}:learn         hash: lim:r ceil:r at:r doubt:r probe:r (robot_pick.lua)

@@ -1,4 +1,4 @@
--- robot_touch.lua: move one recorded send of a robot's window to Redis now, once its
+-- robot_touch.lua (a function of robot_settle.lua): move one recorded send of a robot's window to Redis now, once its
 -- request is answered (or failed). DingTalk counted the send at some moment between the
 -- pick and the answer, so scoring it with the answer's time keeps the window an upper
 -- bound of DingTalk's count, whatever the request's latency.
