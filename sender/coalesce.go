@@ -138,7 +138,7 @@ type waiter struct {
 	due      time.Time
 	seq      uint64
 	enqueued time.Time
-	solo     bool // never merged
+	solo     bool   // never merged
 	claim    Claim  // the alert's claim, confirmed for part before every request; nil: none
 	part     int    // the part of the alert it carries (from 0)
 	park     bool   // the claim may park it (a mergeable alert, while replicas share targets)

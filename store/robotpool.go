@@ -18,9 +18,9 @@ import (
 // target group, under one hash tag per group, {p:g} (see keys.go).
 
 var (
-	robotPickScript      = script("robot_pick.lua")
-	robotSuspendScript   = script("robot_suspend.lua")
-	robotSettleScript    = redis.NewScript(asFunction("touch", "robot_touch.lua") + asFunction("throttled", "robot_throttled.lua") +
+	robotPickScript    = script("robot_pick.lua")
+	robotSuspendScript = script("robot_suspend.lua")
+	robotSettleScript  = redis.NewScript(asFunction("touch", "robot_touch.lua") + asFunction("throttled", "robot_throttled.lua") +
 		asFunction("suspend", "robot_suspend.lua") + mustRead("lua/robot_settle.lua"))
 )
 
