@@ -40,10 +40,15 @@ test: ## check no built artifact is tracked, start the local stack (test delay l
 	cd deploy/k8s && go vet ./... && go test -count=1 ./...
 	$(MAKE) test-topologies
 
-test-topologies: ## the store's tests (every Lua script) on a real Redis Sentinel deployment and a real Redis Cluster
+test-topologies: ## the store's tests (every Lua script) on a real Redis Sentinel deployment and a real Redis Cluster, at once
 	deploy/local/up sentinel redis-cluster >/dev/null
 	eval "$$(deploy/local/env)"; \
-	for topology in sentinel cluster; do ROCKETDELAY_TEST_REDIS=$$topology go test -race -count=1 ./store/; done
+	go test -c -race -o /tmp/rocketdelay-store-topologies.test ./store/; \
+	(cd store && ROCKETDELAY_TEST_REDIS=sentinel /tmp/rocketdelay-store-topologies.test -test.count=1 > /tmp/rocketdelay-store-sentinel.log 2>&1) & sentinel=$$!; \
+	cluster=0; (cd store && ROCKETDELAY_TEST_REDIS=cluster /tmp/rocketdelay-store-topologies.test -test.count=1) || cluster=$$?; \
+	wait $$sentinel && sentinel=0 || sentinel=$$?; \
+	echo "--- store on Redis Sentinel:"; tail -n 40 /tmp/rocketdelay-store-sentinel.log; \
+	if [[ $$sentinel -ne 0 || $$cluster -ne 0 ]]; then echo "store tests failed (sentinel: $$sentinel, cluster: $$cluster)"; exit 1; fi
 
 test-short: ## only the tests that need no server (go test -short)
 	go test -short -race -count=1 ./...

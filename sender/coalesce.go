@@ -106,8 +106,12 @@ import (
 // maxTitleRunes bounds the part of a merged message's title taken from its first alert.
 const maxTitleRunes = 48
 
-// alertQueue holds a target's alerts waiting for a robot in this process.
+// alertQueue is a target's queue in this process: the alerts waiting for a robot, and
+// the drainer that sends them (coalescing them under load) and parks them while the
+// target is busy (share.go).
 type alertQueue struct {
+	s       *Chat   // the chat core it sends through
+	t       *target // the target it queues for
 	mu      sync.Mutex
 	waiting []*waiter // by priority (higher first), due time, then arrival
 	seq     uint64
@@ -129,7 +133,9 @@ type alertQueue struct {
 	credit    bool
 }
 
-func newAlertQueue() *alertQueue { return &alertQueue{wake: make(chan struct{}, 1)} }
+func newAlertQueue(s *Chat, t *target) *alertQueue {
+	return &alertQueue{s: s, t: t, wake: make(chan struct{}, 1)}
+}
 
 // waiter is one alert, or one part of a split alert, in a queue.
 type waiter struct {
@@ -273,7 +279,8 @@ func tokenTime(pool Pool, robots []store.PoolRobot) time.Duration {
 // sendQueued sends m, part part of a, through t's queue and returns its result; solo
 // alerts are never merged. a's claim, when it has one, is confirmed right before every
 // request that would carry m.
-func (s *Chat) sendQueued(ctx context.Context, t *target, a Alert, part int, m Message, solo bool) (Sent, error) {
+func (q *alertQueue) sendQueued(ctx context.Context, a Alert, part int, m Message, solo bool) (Sent, error) {
+	s, t := q.s, q.t
 	if err := ctx.Err(); err != nil {
 		return Sent{}, &Failure{Class: ClassTransient, Reason: "gave up: " + err.Error(), Target: t.name, Err: err}
 	}
@@ -287,7 +294,6 @@ func (s *Chat) sendQueued(ctx context.Context, t *target, a Alert, part int, m M
 	if !solo {
 		w.section, w.size = section(t.style, m)
 	}
-	q := t.queue
 	q.mu.Lock()
 	if s.stop.done() { // Stop has emptied the queue, or is about to
 		q.mu.Unlock()
@@ -296,7 +302,7 @@ func (s *Chat) sendQueued(ctx context.Context, t *target, a Alert, part int, m M
 	if q.busy && parkable(w) {
 		// The target is busy: park the alert for its next send, whichever replica makes it.
 		q.mu.Unlock()
-		if s.parkOne(t, w) {
+		if q.parkOne(w) {
 			return Sent{}, ErrParked
 		}
 		q.mu.Lock()
@@ -318,7 +324,7 @@ func (s *Chat) sendQueued(ctx context.Context, t *target, a Alert, part int, m M
 	q.running = true
 	q.mu.Unlock()
 	if start {
-		go s.drain(t)
+		go q.drain()
 	} else {
 		q.signal()
 	}
@@ -360,8 +366,8 @@ func (q *alertQueue) arrival(t *target, now time.Time) {
 }
 
 // drain picks robots for t's queue until it is empty.
-func (s *Chat) drain(t *target) {
-	q := t.queue
+func (q *alertQueue) drain() {
+	s, t := q.s, q.t
 	ctx := context.Background() // the queue's alerts leave on their own contexts
 	paid := false               // a reserved token came due: the next pick is not paced again
 	first := true               // no robot picked yet in this run: the queue was empty before
@@ -374,12 +380,12 @@ func (s *Chat) drain(t *target) {
 			return
 		}
 		q.mu.Unlock()
-		if !paid && s.linger(t) {
+		if !paid && q.linger() {
 			continue // alerts may have left meanwhile: look again
 		}
 		robots := s.closedCircuits(t)
 		if len(robots) == 0 {
-			s.failWaiting(t, func() *Failure {
+			q.failWaiting(func() *Failure {
 				return &Failure{Class: ClassTransient, Reason: "the circuit breaker of every robot is open",
 					Target: t.name, RetryAfter: s.opts.BreakerOpen}
 			})
@@ -387,13 +393,13 @@ func (s *Chat) drain(t *target) {
 		}
 		_ = s.acquire(ctx) // cannot fail: ctx never ends
 		reserved := paid
-		pacing := s.pacingOf(t, paid)
+		pacing := q.pacingOf(paid)
 		paid = false
 		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, pacing))
 		if err != nil {
 			s.release()
-			s.stopSharing(t)
-			s.failWaiting(t, func() *Failure {
+			q.stopSharing()
+			q.failWaiting(func() *Failure {
 				if errors.Is(err, store.ErrNoRobot) {
 					return &Failure{Class: ClassRobotBroken, Reason: "every robot of the target is out of rotation (broken)", Target: t.name, Err: err}
 				}
@@ -403,7 +409,7 @@ func (s *Chat) drain(t *target) {
 		}
 		if pick.Robot == "" {
 			s.release()
-			s.waitForRobot(t, pick)
+			q.waitForRobot(pick)
 			paid = pick.Reserved
 			continue
 		}
@@ -411,10 +417,10 @@ func (s *Chat) drain(t *target) {
 		share := s.sharing() && (reserved || q.backlog || q.parked)
 		q.mu.Unlock()
 		if share {
-			s.adopt(t)
+			q.adopt()
 		}
 		q.mu.Lock()
-		batch := s.take(t, pick, robots)
+		batch := q.take(pick, robots)
 		backlog, left := q.backlog, len(q.waiting)
 		if first && pacing == store.Paced && left == 0 && pick.InWindow == 1 && missing(batch, s.opts.CoalesceMax, t.mergeRoom) > 0 {
 			// The first send of a quiet pool (its robot had no other send in the window) took
@@ -429,7 +435,7 @@ func (s *Chat) drain(t *target) {
 			s.giveSlotBack(ctx, t, pick)
 			continue
 		}
-		go s.sendBatch(t, pick, batch)
+		go q.sendBatch(pick, batch)
 		if s.opts.Pacing == config.PacingBurst && backlog && left == 0 && t.spacing > 0 {
 			q.sleep(t.spacing, func() bool { return len(q.waiting) == 0 || len(q.waiting) >= s.opts.CoalesceMax })
 		}
@@ -440,8 +446,8 @@ func (s *Chat) drain(t *target) {
 // came due (paid), or for a quiet pool's first send's token; Full when what waits makes
 // a full message while the target is not busy (see Bursts above); else the configured
 // pacing.
-func (s *Chat) pacingOf(t *target, paid bool) store.Pacing {
-	q := t.queue
+func (q *alertQueue) pacingOf(paid bool) store.Pacing {
+	s, t := q.s, q.t
 	pacing := s.pacing()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -460,8 +466,8 @@ func (s *Chat) pacingOf(t *target, paid bool) store.Pacing {
 // target has a backlog (busy once a token was reserved), the alerts that would wait past
 // Options.MaxWait fail now, saying when to try again, and a busy target's alerts are
 // parked for its next send on any replica.
-func (s *Chat) waitForRobot(t *target, pick store.Pick) {
-	q := t.queue
+func (q *alertQueue) waitForRobot(pick store.Pick) {
+	s, t := q.s, q.t
 	var expired []*waiter
 	q.mu.Lock()
 	q.backlog = true
@@ -483,7 +489,7 @@ func (s *Chat) waitForRobot(t *target, pick store.Pick) {
 			Target: t.name, RetryAfter: pick.Wait}
 	}
 	if s.sharing() && pick.Reserved {
-		s.parkWaiting(t)
+		q.parkWaiting()
 	}
 	q.sleep(pick.Wait, func() bool { return len(q.waiting) == 0 && !q.parked })
 }
@@ -498,13 +504,13 @@ const (
 
 // linger waits, before the drainer's next pick, while a burst is arriving and the queue
 // does not hold a full message yet (see Bursts above); it reports whether it waited.
-func (s *Chat) linger(t *target) bool {
+func (q *alertQueue) linger() bool {
+	s, t := q.s, q.t
 	if s.opts.Pacing != config.PacingAuto || t.gap <= 0 {
 		return false
 	}
-	q := t.queue
 	q.mu.Lock()
-	d := s.lingerFor(t, s.now())
+	d := q.lingerFor(s.now())
 	q.mu.Unlock()
 	if d <= 0 {
 		return false
@@ -523,8 +529,8 @@ func (s *Chat) linger(t *target) bool {
 // itself). 0 when no burst is arriving (or it paused for a whole share: it is over), it
 // would not fill the message in time, the queue's first alert goes alone, or the queue
 // holds a full message. The caller holds the queue's lock.
-func (s *Chat) lingerFor(t *target, now time.Time) time.Duration {
-	q := t.queue
+func (q *alertQueue) lingerFor(now time.Time) time.Duration {
+	s, t := q.s, q.t
 	if now.Sub(q.arrived) >= t.spacing {
 		q.burst = 0
 	}
@@ -595,8 +601,7 @@ func (s *Chat) pacing() store.Pacing {
 }
 
 // failWaiting ends every alert of t's queue with a failure of its own.
-func (s *Chat) failWaiting(t *target, f func() *Failure) {
-	q := t.queue
+func (q *alertQueue) failWaiting(f func() *Failure) {
 	q.mu.Lock()
 	ws := q.waiting
 	q.waiting = nil
@@ -612,8 +617,8 @@ func (s *Chat) failWaiting(t *target, f func() *Failure) {
 // take removes from t's queue what the picked robot sends: the first alert alone, or,
 // when the queue is longer than the pool can drain, the first alert merged with the
 // following mergeable ones that fit. The caller holds the queue's lock.
-func (s *Chat) take(t *target, pick store.Pick, robots []store.PoolRobot) []*waiter {
-	q := t.queue
+func (q *alertQueue) take(pick store.Pick, robots []store.PoolRobot) []*waiter {
+	s, t := q.s, q.t
 	if len(q.waiting) == 0 {
 		return nil
 	}
@@ -633,7 +638,7 @@ func (s *Chat) take(t *target, pick store.Pick, robots []store.PoolRobot) []*wai
 			batch = batch[:len(batch)-1]
 		}
 		if len(batch) == n {
-			batch = s.fill(t, batch)
+			batch = q.fill(batch)
 		}
 	}
 	for _, w := range batch {
@@ -648,8 +653,9 @@ func (s *Chat) take(t *target, pick store.Pick, robots []store.PoolRobot) []*wai
 // platform's size limit and Options.CoalesceMax alerts: a section's size is an upper
 // bound (its JSON length), so more may fit than pickSections took. The caller holds the
 // queue's lock.
-func (s *Chat) fill(t *target, batch []*waiter) []*waiter {
-	waiting := t.queue.waiting
+func (q *alertQueue) fill(batch []*waiter) []*waiter {
+	s, t := q.s, q.t
+	waiting := q.waiting
 	i := slices.Index(waiting, batch[len(batch)-1])
 	for _, w := range waiting[i+1:] {
 		if len(batch) >= s.opts.CoalesceMax {
@@ -705,7 +711,8 @@ func roomAfter(pick store.Pick, robots []store.PoolRobot) int {
 // gives every alert of it the result. Right before every request it asks each alert's
 // confirm; an alert refused there leaves the batch with that error, and the message is
 // made of the alerts that are left.
-func (s *Chat) sendBatch(t *target, pick store.Pick, batch []*waiter) {
+func (q *alertQueue) sendBatch(pick store.Pick, batch []*waiter) {
+	s, t := q.s, q.t
 	now := s.now()
 	for _, w := range batch {
 		s.metrics.wait.WithLabelValues(t.name).Observe(now.Sub(w.enqueued).Seconds())
@@ -745,7 +752,7 @@ func (s *Chat) sendBatch(t *target, pick store.Pick, batch []*waiter) {
 		case errors.As(err, &f) && f.Class == ClassPermanent:
 			s.logger.Warn("the platform refused a merged message; sending its alerts alone", "target", t.name,
 				"kind", t.proto.Kind(), "alerts", len(live), "robot", f.Robot, "http_status", f.HTTPStatus, "code", f.Code, "reason", f.Reason)
-			s.requeueAlone(t, live)
+			q.requeueAlone(live)
 			return
 		case errors.As(err, &f):
 			f.Part, f.Parts, f.Merged = 1, 1, len(live)
@@ -764,8 +771,8 @@ var errNothingToSend = errors.New("every alert of the message was withdrawn")
 
 // requeueAlone puts the alerts of a refused merged message back in t's queue, to go
 // alone, in their places.
-func (s *Chat) requeueAlone(t *target, batch []*waiter) {
-	q := t.queue
+func (q *alertQueue) requeueAlone(batch []*waiter) {
+	t := q.t
 	q.mu.Lock()
 	for _, w := range batch {
 		if w.ctx.Err() != nil { // its caller has gone
@@ -781,7 +788,7 @@ func (s *Chat) requeueAlone(t *target, batch []*waiter) {
 	}
 	q.mu.Unlock()
 	if start {
-		go s.drain(t)
+		go q.drain()
 	} else {
 		q.signal()
 	}

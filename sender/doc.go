@@ -10,10 +10,10 @@
 // pick a robot from the target's shared pool in Redis, confirm the alert's claim, post
 // through the platform, and act on the class of the answer: cool down, disable, retry
 // with backoff, or fail with a *Failure), split.go (a text or markdown alert over the
-// platform's size limit becomes numbered parts), coalesce.go (each target's queue in this
-// process: pacing its budget, priorities, and merging what waits into one message),
-// share.go (a busy target's alerts parked for, and adopted into, the target's next send
-// on any replica, through the Parking the scheduler provides), client.go (the HTTP
+// platform's size limit becomes numbered parts), coalesce.go (alertQueue: each target's
+// queue in this process and its drainer, pacing its budget, priorities, and merging what
+// waits into one message), share.go (the queue's alerts parked for, and adopted into,
+// the target's next send on any replica, through the Parking the scheduler provides), client.go (the HTTP
 // request every platform makes, and the classification by HTTP status they share),
 // fence.go (a request starts only within the wheel stage's guard of its claim's confirm,
 // or not at all), body.go (reading and encoding bodies), robots.go (each robot's state in

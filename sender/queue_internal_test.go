@@ -84,7 +84,7 @@ func TestMergedMessageRespectsSizeAndCount(t *testing.T) {
 func TestQueueOrdersByPriorityAndAgesTheLowest(t *testing.T) {
 	style := plain{}.Style()
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	q := newAlertQueue()
+	q := newAlertQueue(nil, nil)
 	add := func(name string, priority int, due, enqueued time.Duration, seq uint64) {
 		w := queued(style, textMsg(name), base.Add(due), seq)
 		w.priority, w.enqueued = priority, base.Add(enqueued)

@@ -222,8 +222,9 @@ func (s *Chat) newTarget(name string, tc Target) (*target, error) {
 		return nil, fmt.Errorf("sender: target %q has no robot", name)
 	}
 	t := &target{name: name, proto: tc.Protocol, style: tc.Protocol.Style(), robots: map[string]Robot{},
-		breakers: map[string]*gobreaker.CircuitBreaker[Outcome]{}, queue: newAlertQueue(),
+		breakers: map[string]*gobreaker.CircuitBreaker[Outcome]{},
 		cooldown: tc.Cooldown, cooldownMax: tc.CooldownMax}
+	t.queue = newAlertQueue(s, t)
 	if t.cooldown <= 0 {
 		t.cooldown = s.opts.Cooldown
 	}
@@ -435,7 +436,7 @@ func (s *Chat) send(ctx context.Context, t *target, a Alert, m Message) (Sent, e
 		if s.opts.Coalesce == config.CoalesceOff {
 			part.Robot, err = s.sendPicked(ctx, t, single(p, a.Claim, i), nil)
 		} else {
-			part, err = s.sendQueued(ctx, t, a, i, p, len(parts) > 1 || !p.Mergeable())
+			part, err = t.queue.sendQueued(ctx, a, i, p, len(parts) > 1 || !p.Mergeable())
 		}
 		if errors.Is(err, ErrParked) {
 			return Sent{}, err

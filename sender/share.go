@@ -54,8 +54,7 @@ func parkable(w *waiter) bool { return w.park && !w.solo && !w.adopted && !w.tak
 
 // parkWaiting parks the parkable alerts of t's queue (the pick found the target busy);
 // one whose park fails stays in the queue.
-func (s *Chat) parkWaiting(t *target) {
-	q := t.queue
+func (q *alertQueue) parkWaiting() {
 	q.mu.Lock()
 	var ws []*waiter
 	for _, w := range q.waiting {
@@ -67,7 +66,7 @@ func (s *Chat) parkWaiting(t *target) {
 	q.waiting = deleteTaken(q.waiting)
 	q.mu.Unlock()
 	for _, w := range ws {
-		if s.parkOne(t, w) {
+		if q.parkOne(w) {
 			w.done <- ErrParked
 			continue
 		}
@@ -80,7 +79,8 @@ func (s *Chat) parkWaiting(t *target) {
 
 // parkOne parks w and reports whether it did; t's drainer then keeps adopting until the
 // park is empty.
-func (s *Chat) parkOne(t *target, w *waiter) bool {
+func (q *alertQueue) parkOne(w *waiter) bool {
+	s, t := q.s, q.t
 	if err := w.claim.Park(w.ctx); err != nil {
 		if errors.Is(err, ErrNoPark) {
 			w.park = false // it waits here
@@ -90,22 +90,21 @@ func (s *Chat) parkOne(t *target, w *waiter) bool {
 		return false
 	}
 	s.metrics.shared.WithLabelValues(t.name, "parked").Inc()
-	q := t.queue
 	q.mu.Lock()
 	q.parked = true
 	start := !q.running
 	q.running = true
 	q.mu.Unlock()
 	if start {
-		go s.drain(t)
+		go q.drain()
 	}
 	return true
 }
 
 // adopt claims what waits parked for t, up to what one message has room for besides its
 // own queue, and waits (at most adoptWait) until the adopted alerts are in the queue.
-func (s *Chat) adopt(t *target) {
-	q := t.queue
+func (q *alertQueue) adopt() {
+	s, t := q.s, q.t
 	q.mu.Lock()
 	room := s.opts.CoalesceMax - len(q.waiting)
 	q.mu.Unlock()
@@ -141,8 +140,8 @@ func deleteTaken(ws []*waiter) []*waiter {
 
 // stopSharing forgets that t's alerts may wait parked (Redis failed the pick): the park's
 // lease brings them back if no other replica adopts them first.
-func (s *Chat) stopSharing(t *target) {
-	t.queue.mu.Lock()
-	t.queue.parked = false
-	t.queue.mu.Unlock()
+func (q *alertQueue) stopSharing() {
+	q.mu.Lock()
+	q.parked = false
+	q.mu.Unlock()
 }
