@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -21,18 +22,39 @@ const episodeRetention = 7 * 24 * time.Hour
 
 // escalator builds the escalation runtime: episodes in Redis, steps published through
 // pub, cancelled through cancels (noted as the escalation's), rendered by snd.
-func escalator(cfg config.Config, rdb redis.UniversalClient, pub escalation.Publisher, cancels failed.Canceller,
+func escalator(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, pub escalation.Publisher, cancels failed.Canceller,
 	snd *sender.Chat, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*escalation.Escalator, error) {
 	rotations, err := oncall.NewRotations(cfg.Rotations)
 	if err != nil {
 		return nil, err // validated with the configuration: only a bug reaches this
 	}
+	signer, err := signer(ctx, cfg, rdb)
+	if err != nil {
+		return nil, err
+	}
 	var links *escalation.Links
 	if cfg.Ingress.PublicURL != "" {
-		links = escalation.NewLinks(cfg.Ingress.PublicURL, cfg.Ingress.Token, cfg.Ingress.AckLinkTTL)
+		links = escalation.NewLinks(cfg.Ingress.PublicURL, signer, cfg.Ingress.AckLinkTTL)
 	}
 	cancels.Note = store.CancelNote{By: "escalation", Reason: "its episode was resolved or acknowledged"}
-	return escalation.New(escalation.Options{Policies: cfg.Escalations, Rotations: rotations, Links: links},
+	return escalation.New(escalation.Options{Policies: cfg.Escalations, Rotations: rotations, Links: links, Signer: signer},
 		store.NewEpisodes(rdb, cfg.Redis.KeyPrefix, episodeRetention), pub, cancels, snd, logger,
 		escalation.NewMetrics(reg), now), nil
+}
+
+// signer is the deployment's signer of marks and links: the configuration's
+// signing.keys, or the key generated once and kept in Redis.
+func signer(ctx context.Context, cfg config.Config, rdb redis.UniversalClient) (*escalation.Signer, error) {
+	keys := make([]string, 0, len(cfg.Signing.Keys))
+	for _, k := range cfg.Signing.Keys {
+		keys = append(keys, k.Reveal())
+	}
+	if len(keys) == 0 {
+		k, err := store.SigningKey(ctx, rdb, cfg.Redis.KeyPrefix)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return escalation.NewSigner(keys...)
 }

@@ -177,7 +177,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	// And reschedules through one rescheduler.
 	rescheduler := failed.Rescheduler{Stage: ws, Rows: failedSends, Publisher: pub, Reach: cfg.Scheduler.Threshold,
 		Horizon: cfg.Scheduler.Horizon, Now: now}
-	esc, err := escalator(cfg, rdb, pub, canceller, snd, logger, reg, now)
+	esc, err := escalator(ctx, cfg, rdb, pub, canceller, snd, logger, reg, now)
 	if err != nil {
 		return err
 	}

@@ -54,10 +54,28 @@ type Config struct {
 	Ingress Ingress `yaml:"ingress" json:"ingress"`
 	// FailedSends configures the retry job of the failed_sends table.
 	FailedSends FailedSends `yaml:"failedSends" json:"failedSends"`
+	// Signing holds the keys the service signs what only it writes with.
+	Signing Signing `yaml:"signing" json:"signing"`
 	// ShutdownTimeout bounds a graceful stop: stop consuming, drain, close stores.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout" json:"shutdownTimeout"`
 }
+
+// Signing holds the service's own signing keys: they sign the marks of escalation steps
+// (RD_EPISODE_SIG, checked before a step is sent) and the acknowledgement links, each
+// with a key derived for it alone. They are no producer's credential.
+type Signing struct {
+	// Keys are the signing keys, each at least 32 characters, written like every secret
+	// ("env:NAME", "file:/path"). The first signs; every one verifies: to rotate, put the
+	// new key first and keep the old one listed until what it signed has expired (the
+	// acknowledgement links' ingress.ackLinkTTL, the steps published before, at most the
+	// longest escalation). Default none: a key generated once for the deployment and kept
+	// in Redis under the key prefix ({p}:signing-key), which every replica reads at start.
+	Keys []Secret `yaml:"keys" json:"keys,omitempty"`
+}
+
+// MinSigningKeyLen is the shortest signing key Validate accepts.
+const MinSigningKeyLen = 32
 
 // Log configures logging.
 type Log struct {

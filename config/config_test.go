@@ -634,14 +634,15 @@ sender:
 	}
 }
 
-// ingress.publicURL must be a plain http(s) URL, and needs ingress.token (the
-// acknowledgement links are signed with a key derived from it); the dedupe window and
-// the links' life must be positive.
+// ingress.publicURL must be a plain http(s) URL (the acknowledgement links are signed
+// with the service's own keys, not the ingest token); the dedupe window and the links'
+// life must be positive; a signing key is at least 32 characters.
 func TestIngressPublicURLAndWindows(t *testing.T) {
 	for _, c := range []struct{ yaml, key string }{
 		{"ingress:\n  publicURL: ftp://x.example\n  token: ingest-token-0123456789\n", "ingress.publicURL"},
 		{"ingress:\n  publicURL: https://user:pw@x.example\n  token: ingest-token-0123456789\n", "ingress.publicURL"},
-		{"ingress:\n  publicURL: https://x.example\n", "ingress.publicURL"},
+		{"signing:\n  keys: [too-short]\n", "signing.keys[0]"},
+		{"signing:\n  keys: [\"a long key with spaces in it 0123456789\"]\n", "signing.keys[0]"},
 		{"ingress:\n  dedupeWindow: -1s\n", "ingress.dedupeWindow"},
 		{"sender:\n  windowGuard: 31s\n", "sender.windowGuard"},
 		{"sender:\n  windowGuard: -1s\n", "sender.windowGuard"},
@@ -651,8 +652,8 @@ func TestIngressPublicURLAndWindows(t *testing.T) {
 		require.ErrorContains(t, err, "config: "+c.key+":", c.yaml)
 		require.NotContains(t, err.Error(), "pw@", "no credential echoed")
 	}
-	cfg, err := Load(writeFile(t, validYAML+"ingress:\n  publicURL: https://rd.example/\n  token: ingest-token-0123456789\n"), noEnv)
-	require.NoError(t, err)
+	cfg, err := Load(writeFile(t, validYAML+"ingress:\n  publicURL: https://rd.example/\n"), noEnv)
+	require.NoError(t, err, "links need no ingest token")
 	require.Equal(t, 5*time.Minute, cfg.Ingress.DedupeWindow)
 	require.Equal(t, 24*time.Hour, cfg.Ingress.AckLinkTTL)
 }

@@ -127,6 +127,11 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 	one("postgres.url", &c.Postgres.URL)
 	one("admin.token", &c.Admin.Token)
 	one("ingress.token", &c.Ingress.Token)
+	keys := slices.Clone(c.Signing.Keys)
+	for i := range keys {
+		one(fmt.Sprintf("signing.keys[%d]", i), &keys[i])
+	}
+	c.Signing.Keys = keys
 	names := make([]string, 0, len(c.Targets))
 	for name := range c.Targets {
 		names = append(names, name)

@@ -113,6 +113,11 @@ func (c Config) Validate() error {
 	if tok := c.Admin.Token.Reveal(); tok != "" && (len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n")) {
 		bad("admin.token", "must be at least %d characters without whitespace", MinAdminTokenLen)
 	}
+	for i, k := range c.Signing.Keys {
+		if v := k.Reveal(); len(v) < MinSigningKeyLen || strings.ContainsAny(v, " \t\r\n") {
+			bad(fmt.Sprintf("signing.keys[%d]", i), "must be at least %d characters without whitespace", MinSigningKeyLen)
+		}
+	}
 	if tok := c.Ingress.Token.Reveal(); tok != "" && (len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n")) {
 		bad("ingress.token", "must be at least %d characters without whitespace", MinAdminTokenLen)
 	} else if tok != "" && tok == c.Admin.Token.Reveal() {
@@ -127,9 +132,6 @@ func (c Config) Validate() error {
 	if u := c.Ingress.PublicURL; u != "" {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.User != nil || pu.RawQuery != "" {
 			bad("ingress.publicURL", "must be an http(s) URL without credentials or query, such as https://rocketdelay.example.com")
-		}
-		if c.Ingress.Token.Reveal() == "" {
-			bad("ingress.publicURL", "acknowledgement links are signed with a key derived from ingress.token: set it too")
 		}
 	}
 	if c.Ingress.MaxBody <= 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // ErrParked is Deliver's answer for an alert parked for its robot group's next send
@@ -141,6 +142,9 @@ func (d *Deliverer) DeliverWithin(ctx context.Context, a sender.Alert, within ti
 	}
 	if d.gate != nil {
 		out, send, err := d.gate.Due(ctx, a)
+		if rej := (*wire.Rejection)(nil); errors.As(err, &rej) {
+			return d.refused(ctx, a, rej)
+		}
 		if err != nil {
 			return store.Receipt{}, fmt.Errorf("delivery: gate: %w", err)
 		}
@@ -179,6 +183,24 @@ func (d *Deliverer) DeliverWithin(ctx context.Context, a sender.Alert, within ti
 		return r.RecordFailure(ctx, f)
 	}
 	return d.record(ctx, a, f)
+}
+
+// refused records a, which the gate refused (rej: an escalation step's mark the service
+// did not make for it), as never deliverable: a rejected row of failed_sends, or, for a
+// claim that records its own failures (a row's), a permanent failure. Nothing was sent.
+func (d *Deliverer) refused(ctx context.Context, a sender.Alert, rej *wire.Rejection) (store.Receipt, error) {
+	if r, ok := a.Claim.(FailureRecorder); ok {
+		return r.RecordFailure(ctx, &sender.Failure{Class: sender.ClassPermanent, Target: a.Target, Reason: rej.Error()})
+	}
+	if a.Claim != nil {
+		if err := a.Claim.Confirm(ctx, a.PartsSent); err != nil {
+			return store.Receipt{}, err
+		}
+	}
+	if err := d.Reject(ctx, Rejected{Alert: a, Properties: a.Props, Reason: string(rej.Reason), Detail: rej.Detail}); err != nil {
+		return store.Receipt{}, err
+	}
+	return store.Receipt{Outcome: store.Recorded}, nil
 }
 
 // Stop ends, at once, every send that waits in a channel that can stop (the chat

@@ -18,6 +18,7 @@ package escalation
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -77,6 +78,10 @@ type Options struct {
 	Rotations map[string]oncall.Rotation
 	// Links signs the acknowledgement links the steps carry; nil: no link.
 	Links *Links
+	// Signer signs the marks of the steps (RD_EPISODE_SIG) and checks them when a step
+	// falls due: the deployment's keys, the same on every replica. Default a key of this
+	// process alone, for tests and tools that publish no steps another process delivers.
+	Signer *Signer
 	// ResolutionLag is how long after a resolve its resolution is due, so that it follows
 	// a step granted a moment before. Default 2s.
 	ResolutionLag time.Duration
@@ -106,6 +111,11 @@ func New(opts Options, episodes Episodes, publisher Publisher, cancels Canceller
 	metrics *Metrics, now func() time.Time) *Escalator {
 	config.Default(&opts.ResolutionLag, 2*time.Second)
 	config.Default(&opts.OutboxAge, 3*time.Second)
+	if opts.Signer == nil {
+		var k [32]byte
+		_, _ = rand.Read(k[:]) // never fails (crypto/rand)
+		opts.Signer, _ = NewSigner(string(k[:]))
+	}
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -302,6 +312,12 @@ func episodeMark(key string, seq int64, k int) string {
 	return strconv.FormatInt(seq, 10) + ":" + strconv.Itoa(k) + ":" + key
 }
 
+// markPayload is what a step's signature proves: its id, its target and its mark (the
+// episode's key and number, the step's).
+func markPayload(id, target, mark string) string {
+	return id + "\x00" + target + "\x00" + mark
+}
+
 func parseMark(v string) (key string, seq int64, k int, ok bool) {
 	s, rest, ok1 := strings.Cut(v, ":")
 	ks, key, ok2 := strings.Cut(rest, ":")
@@ -347,8 +363,10 @@ func (e *Escalator) Carry(ctx context.Context, key string) error {
 			if err != nil {
 				return fmt.Errorf("escalation: render step %d of %s: %w", ob.Publish, key, err)
 			}
-			pub := wire.Publication{Target: step.Target, ID: StepID(key, ep.Seq, ob.Publish), At: ep.Started.Add(offset),
+			id := StepID(key, ep.Seq, ob.Publish)
+			pub := wire.Publication{Target: step.Target, ID: id, At: ep.Started.Add(offset),
 				Episode: episodeMark(key, ep.Seq, ob.Publish), Body: body}
+			pub.EpisodeSig = e.opts.Signer.sign(purposeMark, markPayload(id, step.Target, pub.Episode))
 			if at := e.now(); pub.At.Before(at) {
 				pub.At = at
 			}
@@ -428,6 +446,12 @@ func (e *Escalator) render(target string, m sender.Message) ([]byte, error) {
 // mentions (a rotation's person on duty now) and its acknowledgement link. The next step
 // is named for publishing, and published before Due answers. send false means the step is
 // withheld: its episode ended.
+//
+// Only the service makes a mark: a step of the running episode must carry the
+// service's signature of its mark (forged), be the step's own id for its own target
+// (forged), and not be due before the step's time in the episode (early). A step that is
+// none of these is refused with a *wire.Rejection (wire.RejectForgedMark), before the
+// episode's state is touched: it is never rendered, never sent, and gets no link.
 func (e *Escalator) Due(ctx context.Context, a sender.Alert) (sender.Alert, bool, error) {
 	mark := a.Props[wire.PropEpisode]
 	if mark == "" {
@@ -435,8 +459,7 @@ func (e *Escalator) Due(ctx context.Context, a sender.Alert) (sender.Alert, bool
 	}
 	key, seq, k, ok := parseMark(mark)
 	if !ok {
-		e.logger.Warn("a step with an unreadable episode mark is withheld", "rd_id", a.ID, "mark", mark)
-		return a, false, nil
+		return a, false, e.refuse(a, "", "its mark is not one of the service's")
 	}
 	ep, err := e.episodes.Get(ctx, key)
 	if errors.Is(err, store.ErrNoEpisode) {
@@ -451,9 +474,12 @@ func (e *Escalator) Due(ctx context.Context, a sender.Alert) (sender.Alert, bool
 		return a, false, fmt.Errorf("%w: %q (episode %s)", ErrUnknownPolicy, ep.Policy, key)
 	}
 	sched := oncall.NewSchedule(p)
-	_, step, ok := sched.At(k)
+	offset, step, ok := sched.At(k)
 	if !ok {
-		return a, false, nil
+		return a, false, nil // its policy has no such step (any more): withheld
+	}
+	if why := e.forged(a, ep, seq, k, offset, step.Target); why != "" {
+		return a, false, e.refuse(a, key, why)
 	}
 	next := -1
 	if _, _, more := sched.At(k + 1); more {
@@ -481,6 +507,40 @@ func (e *Escalator) Due(ctx context.Context, a sender.Alert) (sender.Alert, bool
 	a.Body = body
 	e.metrics.steps.WithLabelValues("sent").Inc()
 	return a, true, nil
+}
+
+// forged says why a, marked as step k of episode number seq of ep (due offset after the
+// episode's start, to target), is not the service's own step; "" when it is. A step of an
+// earlier episode is not judged here: the episode's state withholds it.
+func (e *Escalator) forged(a sender.Alert, ep store.Episode, seq int64, k int, offset time.Duration, target string) string {
+	if seq != ep.Seq {
+		return ""
+	}
+	mark := a.Props[wire.PropEpisode]
+	id := StepID(ep.Key, seq, k)
+	switch sig := a.Props[wire.PropEpisodeSig]; {
+	case a.ID != id:
+		return fmt.Sprintf("its id %q is not the step's (%s)", a.ID, id)
+	case a.Target != target:
+		return fmt.Sprintf("its target %q is not the step's (%s)", a.Target, target)
+	case sig == "" && k <= ep.SignedThrough:
+		return "its mark carries no signature"
+	case sig != "" && !e.opts.Signer.verify(purposeMark, markPayload(a.ID, a.Target, mark), sig):
+		return "its mark's signature is not the service's"
+	case !a.Due.IsZero() && a.Due.Before(ep.Started.Add(offset).Truncate(time.Millisecond)):
+		return fmt.Sprintf("it is due %s before the step's time", ep.Started.Add(offset).Sub(a.Due))
+	}
+	return ""
+}
+
+// refuse is the refusal of a, which carries a mark the service did not make for it
+// (a step of episode key, when the mark could be read): counted, logged, and returned as
+// a *wire.Rejection, which delivery records as the alert's rejection.
+func (e *Escalator) refuse(a sender.Alert, key, why string) error {
+	e.metrics.steps.WithLabelValues("refused").Inc()
+	e.logger.Warn("an alert with a forged escalation mark is refused: not rendered, not sent",
+		"rd_id", a.ID, "target", a.Target, "episode", key, "why", why)
+	return wire.Reject(wire.RejectForgedMark, "a step's mark the service did not make for this alert: %s", why)
 }
 
 // stepBody renders step k of episode ep (number seq) for its target.

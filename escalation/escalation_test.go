@@ -3,11 +3,14 @@ package escalation_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -69,6 +72,8 @@ func (c *clock) set(t time.Time) {
 // Redis, cancels through the wheel stage and failed_sends, publications recorded; robot
 // groups "ops" (DingTalk) and "ops-feishu".
 type world struct {
+	rdb      redis.UniversalClient
+	prefix   string
 	episodes *store.Episodes
 	ws       *store.WheelStage
 	pub      *recorder
@@ -99,10 +104,11 @@ func newWorld(t *testing.T, policies map[string]config.Policy, rotations map[str
 	for name, pol := range policies {
 		policies[name] = pol.WithDefaults()
 	}
-	return &world{episodes: store.NewEpisodes(rdb, prefix, time.Hour), ws: ws,
+	return &world{rdb: rdb, prefix: prefix, episodes: store.NewEpisodes(rdb, prefix, time.Hour), ws: ws,
 		pub: &recorder{p: p, by: map[string][]wire.Publication{}}, bodies: bodies,
 		cancels: failed.Canceller{Stage: ws, Rows: fs, Note: store.CancelNote{By: "escalation"}},
-		clock:   &clock{now: time.Now()}, opts: escalation.Options{Policies: policies, Rotations: rots}}
+		clock:   &clock{now: time.Now()}, opts: escalation.Options{Policies: policies, Rotations: rots,
+			Signer: mustSigner(t, "the-worlds-key-0123456789-0123456789")}}
 }
 
 // escalator returns an escalator of the world (a replica) with opts' changes applied.
@@ -118,10 +124,16 @@ func (w *world) escalator(reg prometheus.Registerer, change ...func(*escalation.
 // is sent, and its body.
 func due(t *testing.T, e *escalation.Escalator, pub wire.Publication) (bool, []byte) {
 	t.Helper()
-	a, send, err := e.Due(context.Background(), sender.Alert{ID: pub.ID, Target: pub.Target, Body: pub.Body,
-		Props: map[string]string{wire.PropEpisode: pub.Episode}})
+	a, send, err := e.Due(context.Background(), alertOf(pub))
 	require.NoError(t, err)
 	return send, a.Body
+}
+
+// alertOf is pub as the hand-off gives it to the gate: its id, target, body, due time
+// and the mark with its signature.
+func alertOf(pub wire.Publication) sender.Alert {
+	return sender.Alert{ID: pub.ID, Target: pub.Target, Body: pub.Body, Due: pub.At.Truncate(time.Millisecond),
+		Props: map[string]string{wire.PropEpisode: pub.Episode, wire.PropEpisodeSig: pub.EpisodeSig}}
 }
 
 // only returns the one publication of id.
@@ -306,4 +318,108 @@ func TestAnAcknowledgedEpisodeAbsorbsFiringsUntilReackAfter(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Greater(t, next.Seq, f.Seq)
 	require.Len(t, w.pub.get(escalation.StepID(key, next.Seq, 0)), 1, "the new episode starts from its first step")
+}
+
+// Only the service makes a step's mark: a copy of the genuine step 0 with any one thing
+// changed — its signature removed, changed, or made with another deployment's key; its
+// id, its target; due before the step's time — is refused with forged_mark, and the
+// episode is untouched (still at step 0, nothing sent, no next step published). The
+// genuine step is sent after the forgeries, and a copy of it is sent again (a redelivery
+// of the same id, which the wheel stage's done marker makes once). A mark of an episode
+// an earlier release started (not signed) is judged by the rest alone.
+func TestForgedMarksAreRefused(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"db": {Steps: []config.EscalationStep{
+		{After: time.Minute, Target: "ops"}, {After: time.Hour, Target: "ops"}}}}, nil)
+	e := w.escalator(nil)
+	ctx := context.Background()
+	key := testenv.Unique("forged-")
+	f, err := e.Fire(ctx, key, "db", escalation.Content{Title: "T", Text: "x"})
+	require.NoError(t, err)
+	genuine := alertOf(w.only(t, escalation.StepID(key, f.Seq, 0)))
+	other := mustSigner(t, "another-deployments-key-0123456789")
+
+	forgeries := map[string]func(a *sender.Alert){
+		"no signature":  func(a *sender.Alert) { delete(a.Props, wire.PropEpisodeSig) },
+		"a changed one": func(a *sender.Alert) { a.Props[wire.PropEpisodeSig] = flip(a.Props[wire.PropEpisodeSig]) },
+		"another key's": func(a *sender.Alert) {
+			a.Props[wire.PropEpisodeSig] = escalation.SignMark(other, a.ID, a.Target, a.Props[wire.PropEpisode])
+		},
+		"another id":          func(a *sender.Alert) { a.ID = "my-own-id" },
+		"another target":      func(a *sender.Alert) { a.Target = "ops-feishu" },
+		"due before its time": func(a *sender.Alert) { a.Due = a.Due.Add(-time.Second) },
+		"another step": func(a *sender.Alert) {
+			a.Props[wire.PropEpisode] = strings.Replace(a.Props[wire.PropEpisode], ":0:", ":1:", 1)
+		},
+		"another episode": func(a *sender.Alert) {
+			a.Props[wire.PropEpisode] = strings.Replace(a.Props[wire.PropEpisode], key, key+"x", 1)
+		},
+	}
+	for name, forge := range forgeries {
+		a := genuine
+		a.Props = maps.Clone(genuine.Props)
+		forge(&a)
+		_, send, err := e.Due(ctx, a)
+		require.False(t, send, name)
+		if name == "another episode" {
+			require.NoError(t, err, "a mark of no episode is withheld: there is nothing to page")
+			continue
+		}
+		var rej *wire.Rejection
+		require.ErrorAs(t, err, &rej, name)
+		require.Equal(t, wire.RejectForgedMark, rej.Reason, name)
+	}
+	ep, err := w.episodes.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, 0, ep.Step, "the forgeries moved nothing")
+	require.Zero(t, ep.Sent)
+	require.Empty(t, w.pub.get(escalation.StepID(key, f.Seq, 1)), "nor published the next step")
+
+	send, body := due(t, e, w.only(t, genuine.ID))
+	require.True(t, send, "the genuine step")
+	require.Contains(t, string(body), "**Escalation**, step 1")
+	send, _ = due(t, e, w.only(t, genuine.ID))
+	require.True(t, send, "the same step again: a redelivery of its id")
+
+	// A rolling upgrade: a step a replica of an earlier release published (no signature)
+	// for an episode it started, or that it granted the step before, is judged by the
+	// rest of its mark; an unsigned mark of a step the service signed is not.
+	old := testenv.Unique("unsigned-")
+	f, err = e.Fire(ctx, old, "db", escalation.Content{Title: "T", Text: "x"})
+	require.NoError(t, err)
+	epKey := "{" + w.prefix + "}:ep:" + old
+	require.NoError(t, w.rdb.HDel(ctx, epKey, "signed").Err()) // as an earlier release starts it
+	unsigned := alertOf(w.only(t, escalation.StepID(old, f.Seq, 0)))
+	delete(unsigned.Props, wire.PropEpisodeSig)
+	wrong := unsigned
+	wrong.Target = "ops-feishu"
+	_, _, err = e.Due(ctx, wrong)
+	require.ErrorContains(t, err, "forged_mark", "an unsigned mark for another target")
+	_, send, err = e.Due(ctx, unsigned)
+	require.NoError(t, err)
+	require.True(t, send, "the unsigned mark of an episode an earlier release started")
+	ep, err = w.episodes.Get(ctx, old)
+	require.NoError(t, err)
+	require.Equal(t, 1, ep.SignedThrough, "this release granted step 0: it signs step 1")
+	_, _, err = e.Due(ctx, unsigned)
+	require.ErrorContains(t, err, "forged_mark",
+		"a step up to the last signed one is refused unsigned, even one granted before (security.md)")
+
+	step1 := alertOf(w.only(t, escalation.StepID(old, f.Seq, 1)))
+	require.NotEmpty(t, step1.Props[wire.PropEpisodeSig])
+	delete(step1.Props, wire.PropEpisodeSig)
+	_, _, err = e.Due(ctx, step1)
+	require.ErrorContains(t, err, "forged_mark", "step 1 was signed: an unsigned copy is forged")
+	require.NoError(t, w.rdb.HSet(ctx, epKey, "signed", 0).Err()) // as an earlier release grants step 0
+	_, send, err = e.Due(ctx, step1)
+	require.NoError(t, err)
+	require.True(t, send, "step 1 as an earlier release published it")
+}
+
+// flip changes the first character of a signature to another of its alphabet.
+func flip(sig string) string {
+	if sig[0] == 'A' {
+		return "B" + sig[1:]
+	}
+	return "A" + sig[1:]
 }

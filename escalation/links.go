@@ -1,15 +1,11 @@
 package escalation
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/rocketdelay/rocketdelay/config"
 )
 
 // AckPath is where the acknowledgement pages are served: AckPath + token.
@@ -19,16 +15,16 @@ const AckPath = "/ack/"
 // is a capability for one episode, expiring, that needs no login (custom robots are
 // one-way: the link is the only way back from the chat).
 type Links struct {
-	base string // the public URL, no trailing slash
-	key  []byte
-	ttl  time.Duration
+	base   string // the public URL, no trailing slash
+	signer *Signer
+	ttl    time.Duration
 }
 
-// NewLinks returns the links of the service at publicURL, signed with a key derived from
-// secret (the ingress token), valid ttl after the message that carries them was rendered.
-func NewLinks(publicURL string, secret config.Secret, ttl time.Duration) *Links {
-	k := sha256.Sum256([]byte("rocketdelay acknowledgement link key\x00" + secret.Reveal()))
-	return &Links{base: strings.TrimSuffix(publicURL, "/"), key: k[:], ttl: ttl}
+// NewLinks returns the links of the service at publicURL, signed by signer (the
+// deployment's keys, for links alone), valid ttl after the message that carries them was
+// rendered. A link signed by any of signer's keys opens, so a rotation closes none.
+func NewLinks(publicURL string, signer *Signer, ttl time.Duration) *Links {
+	return &Links{base: strings.TrimSuffix(publicURL, "/"), signer: signer, ttl: ttl}
 }
 
 // URL returns the link that acknowledges episode number seq of key, rendered at now.
@@ -41,13 +37,7 @@ func (l *Links) URL(key string, seq int64, now time.Time) string {
 func (l *Links) Token(key string, seq int64, expiry time.Time) string {
 	payload := base64.RawURLEncoding.EncodeToString([]byte(key)) + "." + strconv.FormatInt(seq, 10) + "." +
 		strconv.FormatInt(expiry.Unix(), 10)
-	return payload + "." + base64.RawURLEncoding.EncodeToString(l.mac(payload))
-}
-
-func (l *Links) mac(payload string) []byte {
-	m := hmac.New(sha256.New, l.key)
-	m.Write([]byte(payload))
-	return m.Sum(nil)
+	return payload + "." + l.signer.sign(purposeLink, payload)
 }
 
 // linkEncoding decodes the parts of a token: only the one encoding of each value.
@@ -66,10 +56,7 @@ func (l *Links) Open(token string, now time.Time) (key string, seq int64, err er
 		return "", 0, ErrBadLink
 	}
 	payload := strings.Join(parts[:3], ".")
-	// Strict: the last character of a signature carries 2 unused bits, and a lenient
-	// decoding would open a link whose last character was changed.
-	sig, err := linkEncoding.DecodeString(parts[3])
-	if err != nil || !hmac.Equal(sig, l.mac(payload)) {
+	if !l.signer.verify(purposeLink, payload, parts[3]) {
 		return "", 0, ErrBadLink
 	}
 	k, err1 := linkEncoding.DecodeString(parts[0])

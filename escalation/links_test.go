@@ -33,7 +33,7 @@ import (
 // service's key — opens to nothing.
 func TestLinks(t *testing.T) {
 	t.Parallel()
-	links := escalation.NewLinks("https://rd.example.com/", "ingest-secret", time.Hour)
+	links := escalation.NewLinks("https://rd.example.com/", mustSigner(t, "service-key-0123456789-0123456789"), time.Hour)
 	now := time.Unix(1_700_000_000, 0)
 	for _, key := range []string{"db-primary", "am:{}:{group=\"disk\"}:ops", "a.b.c", "组-1"} {
 		u := links.URL(key, 42, now)
@@ -71,14 +71,30 @@ func TestLinks(t *testing.T) {
 	_, _, err = links.Open(strings.Join(parts, "."), now)
 	require.ErrorIs(t, err, escalation.ErrBadLink, "a later expiry")
 
-	other := escalation.NewLinks("https://rd.example.com", "another-secret", time.Hour)
+	other := escalation.NewLinks("https://rd.example.com", mustSigner(t, "another-key-0123456789-0123456789"), time.Hour)
 	_, _, err = other.Open(token, now)
 	require.ErrorIs(t, err, escalation.ErrBadLink, "another service's key")
+	// A rotation: the new key signs, the old one, listed after it, still opens what it
+	// signed; without it, nothing it signed opens.
+	rotated := escalation.NewLinks("https://rd.example.com", mustSigner(t, "new-key-0123456789-0123456789-012", "service-key-0123456789-0123456789"), time.Hour)
+	k, _, err := rotated.Open(token, now)
+	require.NoError(t, err, "a link of the old key, after the rotation")
+	require.Equal(t, "db-primary", k)
+	_, _, err = links.Open(rotated.Token("db-primary", 42, now.Add(time.Hour)), now)
+	require.ErrorIs(t, err, escalation.ErrBadLink, "the new key signs")
 	for _, bad := range []string{"", ".", "...", "a.b.c", "a.b.c.d.e", token + ".x", token[:len(token)-1], token + "A",
 		token + "/x", strings.ReplaceAll(token, ".", "")} {
 		_, _, err := links.Open(bad, now)
 		require.ErrorIs(t, err, escalation.ErrBadLink, "%q", bad)
 	}
+}
+
+// mustSigner is the signer of keys.
+func mustSigner(t *testing.T, keys ...string) *escalation.Signer {
+	t.Helper()
+	s, err := escalation.NewSigner(keys...)
+	require.NoError(t, err)
+	return s
 }
 
 // ackSite is the acknowledgement page of an Escalator on the local Redis, Postgres and
@@ -132,7 +148,7 @@ func newAckSite(t *testing.T, brokenRows bool) *ackSite {
 	chat, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{
 		"ops": {Protocol: dingtalk.New(""), Robots: []sender.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
-	links := escalation.NewLinks("https://rd.example.com", "ingest-secret", time.Hour)
+	links := escalation.NewLinks("https://rd.example.com", mustSigner(t, "service-key-0123456789-0123456789"), time.Hour)
 	policies := map[string]config.Policy{"db": {Steps: []config.EscalationStep{
 		{After: time.Hour, Target: "ops"}, {After: 2 * time.Hour, Target: "ops"}}}}
 	esc := escalation.New(escalation.Options{Policies: policies, Links: links}, store.NewEpisodes(rdb, prefix, time.Hour), p,
@@ -281,7 +297,7 @@ func TestAckPageRefusesLinks(t *testing.T) {
 	s := newAckSite(t, false)
 	key := testenv.Unique("db-")
 	seq, token := s.start(key)
-	other := escalation.NewLinks("https://rd.example.com", "another-secret", time.Hour)
+	other := escalation.NewLinks("https://rd.example.com", mustSigner(t, "another-key-0123456789-0123456789"), time.Hour)
 	i := len(token) / 2
 	c := byte('A')
 	if token[i] == c {

@@ -13,7 +13,8 @@ type Metrics struct {
 // NewMetrics creates the escalations' metrics and registers them with reg (none when nil):
 //
 //	rocketdelay_escalation_episodes_total{event}   episodes started, resolved, acknowledged
-//	rocketdelay_escalation_steps_total{result}     steps due: sent, or withheld (the episode ended)
+//	rocketdelay_escalation_steps_total{result}     steps due: sent, withheld (the episode ended), or
+//	    refused (a mark the service did not make for the alert: forged)
 //	rocketdelay_escalation_time_to_ack_seconds     from an episode's start to its acknowledgement
 //	rocketdelay_escalation_episodes{state}         episodes not resolved: pending, acked, and
 //	    stuck (pending past its last step, for nobody acknowledged or resolved it)
@@ -25,7 +26,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"event"}),
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_escalation_steps_total",
-			Help: "Escalation steps that fell due: sent, or withheld because their episode had ended.",
+			Help: "Escalation steps that fell due: sent, withheld because their episode had ended, or refused because their mark was not the service's (forged).",
 		}, []string{"result"}),
 		timeToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rocketdelay_escalation_time_to_ack_seconds",

@@ -47,8 +47,11 @@ func (s *site) stepDue(id string) (bool, []byte) {
 	s.t.Helper()
 	props, body := s.published(id)
 	require.NotEmpty(s.t, props[wire.PropEpisode], "%s is a step of an escalation", id)
+	due, err := strconv.ParseInt(props[wire.PropDeliverAt], 10, 64)
+	require.NoError(s.t, err)
 	a, send, err := s.esc.Due(context.Background(), sender.Alert{ID: id, Target: props[wire.PropTarget], Body: body,
-		Props: map[string]string{wire.PropEpisode: props[wire.PropEpisode]}})
+		Due:   time.UnixMilli(due),
+		Props: map[string]string{wire.PropEpisode: props[wire.PropEpisode], wire.PropEpisodeSig: props[wire.PropEpisodeSig]}})
 	require.NoError(s.t, err)
 	return send, a.Body
 }

@@ -90,8 +90,9 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.
 			return a, wire.Reject(wire.RejectBadBody, "%v", err)
 		}
 	}
-	// A chat alert keeps only its priority and, for an escalation's step, its episode.
-	for _, p := range []string{wire.PropPriority, wire.PropEpisode} {
+	// A chat alert keeps only its priority and, for an escalation's step, its episode's
+	// mark and the mark's signature.
+	for _, p := range []string{wire.PropPriority, wire.PropEpisode, wire.PropEpisodeSig} {
 		if v := msg.GetProperty(p); v != "" {
 			if a.Props == nil {
 				a.Props = map[string]string{}

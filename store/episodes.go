@@ -14,6 +14,7 @@ import (
 // key under the wheel stage's hash tag {p} (keys.go):
 //
 //	{p}:ep:<key>     hash        seq, state (pending, acked, resolved), policy, started,
+//	                             signed (the last step whose mark is signed),
 //	                             step (the next step to grant), sent (steps granted), last,
 //	                             last_target, last_at, content, acked_by, acked_at,
 //	                             resolved_at, resolution; the outbox: ob_publish (the step
@@ -83,6 +84,12 @@ type Episode struct {
 	Resolution []byte    `json:"-"`
 	// Outbox is what is still to be carried out.
 	Outbox EpisodeOutbox `json:"outbox"`
+	// SignedThrough is the last step whose mark the service signed (RD_EPISODE_SIG), -1
+	// when none: the step an episode starts with and each next step a grant names are
+	// signed, unless a replica of an earlier release (which signs nothing) opened or
+	// granted it. A step up to it whose mark is not signed is refused; one past it, carried
+	// by an earlier release during a rolling upgrade, is judged by the rest of its mark.
+	SignedThrough int `json:"-"`
 }
 
 // EpisodeOutbox is what an episode's transitions named and nobody carried out yet.
@@ -335,6 +342,10 @@ func decodeEpisode(key string, m map[string]string) Episode {
 	e.Sent, _ = strconv.Atoi(m["sent"])
 	e.Outbox = EpisodeOutbox{Publish: stepOrNone(m["ob_publish"]), Cancel: stepOrNone(m["ob_cancel"]),
 		Resolution: m["ob_resolution"] != "", Ack: m["ob_ack"] != ""}
+	e.SignedThrough = -1
+	if v, err := strconv.Atoi(m["signed"]); err == nil {
+		e.SignedThrough = v
+	}
 	return e
 }
 

@@ -58,6 +58,7 @@ import (
 //	  {p}:departed     sorted set  gone replica → when a survivor took it, Unix ms
 //	escalation episodes and dedupe, tag {p} only (shard 0's):
 //	  {p}:once:<key>   string      "<id>|<until>": the id the first copy of a notification picked, and when its window ends (dedupe.go)
+//	  {p}:signing-key  string      the deployment's generated signing key (signingkey.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
 //	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
 //	                               {p}:ep-alerts:<key>, the set of alerts it saw firing;
@@ -164,6 +165,7 @@ func (k keys) cancel(id string) string    { return k.stage() + "cancel:" + id }
 func (k keys) resched(id string) string   { return k.stage() + "resched:" + id }
 func (k keys) gen(id string) string       { return k.stage() + "gen:" + id }
 func (k keys) once(key string) string     { return k.stage() + "once:" + key }
+func (k keys) signingKey() string         { return k.stage() + "signing-key" }
 func (k keys) episode(key string) string  { return k.stage() + "ep:" + key }
 func (k keys) episodeSeq() string         { return k.stage() + "ep-seq" }
 func (k keys) episodesLive() string       { return k.stage() + "ep-live" }

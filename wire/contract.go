@@ -39,6 +39,10 @@ const (
 	// rocketdelay's escalations, never by producers): when it falls due, the episode's
 	// state decides whether it is sent, and its content and mentions are rendered then.
 	PropEpisode = "RD_EPISODE"
+	// PropEpisodeSig is the service's signature of a step's mark (set by rocketdelay's
+	// escalations with a key of their own, never by producers): over the step's id, its
+	// target, its episode and its number. A mark that it does not prove is refused.
+	PropEpisodeSig = "RD_EPISODE_SIG"
 )
 
 // Priorities are the values of PropPriority, by name: the higher the number, the sooner
@@ -104,11 +108,16 @@ const (
 	RejectStale RejectReason = "stale"
 	// RejectBadPriority is a message whose RD_PRIORITY is not one of Priorities.
 	RejectBadPriority RejectReason = "bad_priority"
+	// RejectForgedMark is an alert that carries an escalation step's mark (RD_EPISODE)
+	// the service did not make for it: no signature, or one that does not prove the mark,
+	// or a mark of another id, target or time than the step's. Refused when it falls due:
+	// never rendered, never sent.
+	RejectForgedMark RejectReason = "forged_mark"
 )
 
 // RejectReasons lists every RejectReason, for metrics.
 var RejectReasons = []RejectReason{RejectMissingTarget, RejectUnknownTarget, RejectMissingDue,
-	RejectBadDue, RejectBeyondHorizon, RejectBadID, RejectBadBody, RejectDestination, RejectStale, RejectBadPriority}
+	RejectBadDue, RejectBeyondHorizon, RejectBadID, RejectBadBody, RejectDestination, RejectStale, RejectBadPriority, RejectForgedMark}
 
 // Rejection says why a message can never be delivered, in words a producer can act on.
 type Rejection struct {

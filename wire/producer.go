@@ -97,9 +97,9 @@ type Publication struct {
 	Body []byte
 	// Priority is the alert's priority (RD_PRIORITY), one of Priorities; "" is normal.
 	Priority string
-	// Episode marks the alert as a step of an escalation episode (RD_EPISODE); set by
-	// rocketdelay's escalations only.
-	Episode string
+	// Episode marks the alert as a step of an escalation episode (RD_EPISODE), and
+	// EpisodeSig proves the mark (RD_EPISODE_SIG); set by rocketdelay's escalations only.
+	Episode, EpisodeSig string
 
 	// The fields below are for topic targets: setting any of them makes the publication
 	// Raw.
@@ -223,6 +223,9 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	}
 	if pub.Episode != "" {
 		m.WithProperty(PropEpisode, pub.Episode)
+	}
+	if pub.EpisodeSig != "" {
+		m.WithProperty(PropEpisodeSig, pub.EpisodeSig)
 	}
 	for k, v := range pub.Properties {
 		m.WithProperty(k, v)

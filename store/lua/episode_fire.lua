@@ -89,7 +89,7 @@ if redis.call('EXISTS', KEYS[5]) == 1 then
   redis.call('PERSIST', KEYS[6])
 end
 redis.call('HSET', KEYS[1], 'seq', n, 'state', 'pending', 'policy', ARGV[2], 'started', string.format('%d', now),
-  'step', 0, 'sent', 0, 'content', ARGV[3], 'ob_publish', 0)
+  'step', 0, 'sent', 0, 'content', ARGV[3], 'ob_publish', 0, 'signed', 0)
 saw()
 redis.call('ZADD', KEYS[3], now, ARGV[1])
 redis.call('ZADD', KEYS[4], now, ARGV[1])

@@ -9,6 +9,9 @@
 -- ARGV[4]  the step's target
 -- ARGV[5]  the next step's k, '' when step k is the last
 --
+-- The next step a grant names is noted as signed (its mark is signed when it is
+-- published): a step up to 'signed' whose mark is not signed is forged.
+--
 -- A grant stands: the same step due again (its hand-off repeated after a crash or a lost
 -- reply) is granted again, even if the episode was resolved or acknowledged since, because
 -- the resolve and the acknowledgement were answered knowing it was sent; the wheel
@@ -35,7 +38,7 @@ end
 redis.call('HSET', KEYS[1], 'step', k + 1, 'sent', sent + 1, 'last', k, 'last_target', ARGV[4],
   'last_at', string.format('%d', now))
 if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[1], 'ob_publish', ARGV[5])
+  redis.call('HSET', KEYS[1], 'ob_publish', ARGV[5], 'signed', ARGV[5])
   redis.call('ZADD', KEYS[2], now, ARGV[1])
 else
   redis.call('HDEL', KEYS[1], 'ob_publish')

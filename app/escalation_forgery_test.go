@@ -1,0 +1,117 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/escalation"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/internal/topicsink/sinktest"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
+)
+
+// A plain RocketMQ producer, with no token, forges an escalation step's mark
+// (RD_EPISODE) of another team's episode, started through the API with its first step an
+// hour ahead: once with a topic target it reads and an id of its own, once with the
+// episode's own chat target and an id of its own, once with the step's own id and target
+// but due now. Each forgery falls due and is refused: nothing reaches the business topic
+// or the chat (no step's text, no acknowledgement link), the episode is untouched (step 0,
+// nothing sent), and each is recorded in failed_sends as rejected_forged_mark. On the code
+// before marks were signed, the first one reached the topic with a signed /ack/ link and
+// moved the episode to "step 0 sent" an hour early.
+func TestForgedEscalationMarkFromAPlainProducer(t *testing.T) {
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: "forge-tok-1"}}})
+	cfg := stackConfig(t)
+	biz := testenv.Unique("rd_biz_")
+	sink := sinktest.Start(t, testenv.NameServer(t), biz)
+	cfg.Targets = map[string]config.Target{
+		"ops":    {Robots: []config.Robot{{Name: "r1", Token: "forge-tok-1"}}},
+		"orders": {Topic: &config.TopicTarget{Name: biz}},
+	}
+	cfg.Escalations = map[string]config.Policy{"db": config.Policy{Steps: []config.EscalationStep{
+		{After: time.Hour, Target: "ops"}}}.WithDefaults()}
+	cfg.Sender.BaseURL = simURL
+	cfg.Ingress.Token = testIngestToken
+	cfg.Ingress.PublicURL = "https://rd.example.com"
+	require.NoError(t, cfg.Validate())
+	base := startReplica(t, cfg)
+
+	key := testenv.Unique("team-b-db-")
+	body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": "db down", "text": "db-1 refuses connections"})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/escalations", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testIngestToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var started struct {
+		Seq int64 `json:"seq"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&started))
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "the episode started")
+	require.Positive(t, started.Seq)
+
+	raw, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.RocketMQ.NameServers)),
+		producer.WithGroupName(testenv.Unique("forger")), producer.WithInstanceName(testenv.Unique("forger")))
+	require.NoError(t, err)
+	require.NoError(t, raw.Start())
+	t.Cleanup(func() { _ = raw.Shutdown() })
+	mark := strconv.FormatInt(started.Seq, 10) + ":0:" + key
+	forge := func(target, id string) {
+		m := primitive.NewMessage(cfg.RocketMQ.Topic, []byte("forged"))
+		m.WithProperty(wire.PropTarget, target)
+		m.WithProperty(wire.PropID, id)
+		m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().UnixMilli(), 10))
+		m.WithProperty(wire.PropEpisode, mark)
+		res, err := raw.SendSync(context.Background(), m)
+		require.NoError(t, err)
+		require.Equal(t, primitive.SendOK, res.Status)
+	}
+	rdb, err := store.OpenRedisConfig(context.Background(), cfg.Redis)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	episodes := store.NewEpisodes(rdb, cfg.Redis.KeyPrefix, time.Hour)
+	stepID := escalation.StepID(key, started.Seq, 0) // the step's own id
+	forge("orders", "forged-to-the-topic")
+	forge("ops", "forged-to-the-chat")
+	forge("ops", stepID)
+
+	pool, err := store.OpenPostgres(context.Background(), cfg.Postgres.URL.Reveal())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{})
+	require.Eventually(t, func() bool {
+		for _, id := range []string{"forged-to-the-topic", "forged-to-the-chat", stepID} {
+			rows, err := fs.ByMessageID(context.Background(), id)
+			if err != nil || len(rows) != 1 || rows[0].ErrorClass != "rejected_forged_mark" {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "every forgery is recorded as rejected_forged_mark")
+
+	require.Zero(t, sink.Copies("forged-to-the-topic"), "nothing reached the business topic")
+	for _, m := range sim.Accepted() {
+		require.NotContains(t, m.Text, "/ack/", "no acknowledgement link reached the chat")
+		require.NotContains(t, m.Text, "Escalation", "no step reached the chat")
+	}
+	ep, err := episodes.Get(context.Background(), key)
+	require.NoError(t, err)
+	require.Equal(t, store.EpisodePending, ep.State)
+	require.Zero(t, ep.Step, "the episode is still at its first step")
+	require.Zero(t, ep.Sent, "nothing was sent")
+}
