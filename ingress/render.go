@@ -106,8 +106,8 @@ type renderer struct {
 	mentions    []config.Mention
 }
 
-// funcs are the functions templates may call, besides text/template's own and escape
-// (the platform's).
+// funcs are the functions templates may call, besides text/template's own and the
+// platform's escape, escapeText and link (newRenderer).
 var funcs = template.FuncMap{
 	"toUpper": strings.ToUpper,
 	"toLower": strings.ToLower,
@@ -135,13 +135,14 @@ var funcs = template.FuncMap{
 // Template) and, when t names one, the target's own file on top of it (its definitions
 // replace the built-in ones). The title and text are the templates "title" and "text",
 // or "KIND.title" and "KIND.text" when the target's file defines those. Both may call
-// escape, the platform's escaping of label text in its markup.
+// the platform's escaping (sender/escape.go): escape for a label value, escapeText for
+// annotation text (links to http(s) pages kept), link TEXT URL for a URL.
 func newRenderer(target, kind string, t *config.AlertmanagerTarget) (*renderer, error) {
 	p, ok := platforms.Of(kind)
 	if !ok {
 		return nil, fmt.Errorf("targets.%s: %q is not a chat platform", target, kind)
 	}
-	base, err := template.New(kind).Funcs(funcs).Funcs(template.FuncMap{"escape": p.Escape}).Option("missingkey=zero").Parse(p.Template)
+	base, err := template.New(kind).Funcs(funcs).Funcs(template.FuncMap{"escape": p.EscapeLabel, "escapeText": p.EscapeText, "link": p.LinkTo}).Option("missingkey=zero").Parse(p.Template)
 	if err != nil {
 		return nil, fmt.Errorf("ingress: the built-in template of %s: %w", kind, err) // a build mistake
 	}

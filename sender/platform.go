@@ -24,11 +24,14 @@ type Platform struct {
 	// Failures is its table from answers to the neutral failure classes (Classify).
 	Failures Failures
 	// Template is its built-in Alertmanager template (text/template source defining
-	// "title" and "text"), which puts every label and annotation value through escape.
+	// "title" and "text"), which puts every label value through escape, every annotation
+	// through escapeText and every URL through link (escape.go).
 	Template string
-	// Escape makes label text safe in its markup: it can open no mention, link, image,
-	// heading or tag.
+	// Escape makes text safe in its markup: it can open no mention, link, image or tag
+	// (EscapeLabel puts it on one line too, so it opens no heading).
 	Escape func(string) string
+	// Link is text linked to target in its markup; target is a SafeURL, text escaped.
+	Link func(text, target string) string
 	// Sim are its rules in the chat simulator (package chatsim).
 	Sim SimRules
 }
@@ -53,7 +56,7 @@ func (p Platform) Missing() []string {
 		{"Config.Credential", c.Credential != nil && c.CredentialName != ""},
 		{"Config.MemberID", c.MemberID != ""},
 		{"New", p.New != nil}, {"Failures", p.Failures.complete()}, {"Template", p.Template != ""},
-		{"Escape", p.Escape != nil}, {"Sim", p.Sim != nil},
+		{"Escape", p.Escape != nil}, {"Link", p.Link != nil}, {"Sim", p.Sim != nil},
 	} {
 		if !part.ok {
 			out = append(out, part.name)

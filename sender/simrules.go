@@ -2,6 +2,8 @@ package sender
 
 import (
 	"net/http"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -111,6 +113,41 @@ type SimReceived struct {
 	MsgType string
 	// Text is its text: the content, or the title and text of the other types.
 	Text string
+	// Markup is what the group shows as markup rather than as text, in the order of the
+	// text: "mention:WHO" (a person notified; "mention:all" for everyone),
+	// "link:URL", "image:URL" and "heading:TEXT".
+	Markup []string
+}
+
+// markdownLinks are markdown's links and images; markdownHeadings its ATX headings.
+var (
+	markdownLinks    = regexp.MustCompile(`(!?)\[([^\]\n]*)\]\(([^)\s]*)\)`)
+	markdownHeadings = regexp.MustCompile(`(?m)^ {0,3}#{1,6}[ \t]+(.*)$`)
+)
+
+// SimMarkdown is the markup a group shows of markdown text (SimReceived.Markup): its
+// links, images, headings (when the platform's markdown has them) and the mentions that
+// mention matches (its first group names whom), each kind in the order of the text.
+func SimMarkdown(text string, mention *regexp.Regexp, headings bool) []string {
+	var out []string
+	if mention != nil {
+		for _, m := range mention.FindAllStringSubmatch(text, -1) {
+			out = append(out, "mention:"+m[1])
+		}
+	}
+	for _, m := range markdownLinks.FindAllStringSubmatch(text, -1) {
+		if m[1] == "!" {
+			out = append(out, "image:"+m[3])
+		} else {
+			out = append(out, "link:"+m[3])
+		}
+	}
+	for _, m := range markdownHeadings.FindAllStringSubmatch(text, -1) {
+		if headings {
+			out = append(out, "heading:"+strings.TrimSpace(m[1]))
+		}
+	}
+	return out
 }
 
 // SimThrottledPath is the simulator's page a locked-out robot's redirect leads to

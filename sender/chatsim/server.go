@@ -39,11 +39,11 @@ type Robot struct {
 	// Name identifies the robot in Accepted and /_sim/messages; default its position,
 	// "robot1", "robot2", ….
 	Name string `yaml:"name" json:"name"`
-	// Kind is its platform: "dingtalk", "wecom" or "feishu"; default the first of
-	// Options.Platforms.
+	// Kind is its platform's kind ("dingtalk", "wecom", "feishu", "slack", …); default
+	// the first of Options.Platforms.
 	Kind string `yaml:"kind" json:"kind,omitempty"`
 	// Token is its credential (DingTalk's access_token, WeCom's key, Feishu's hook
-	// token). Required, unique.
+	// token, Slack's webhook path). Required, unique.
 	Token string `yaml:"token" json:"-"`
 	// Secret is its signing secret; when set, every request must be signed.
 	Secret string `yaml:"secret" json:"-"`
@@ -135,6 +135,9 @@ type Message struct {
 	MsgType string `json:"msgtype"`
 	// Text is its text content: the content, or the title and text of the other types.
 	Text string `json:"text"`
+	// Markup is what its group shows as markup: mentions, links, images, headings
+	// (sender.SimReceived.Markup).
+	Markup []string `json:"markup,omitempty"`
 	// Body is the request body as sent.
 	Body json.RawMessage `json:"body"`
 }
@@ -490,7 +493,7 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request, platform send
 	s.mu.Lock()
 	s.stats.Accepted++
 	s.accepted = append(s.accepted, Message{Seq: len(s.accepted) + 1, Robot: rs.Name, Kind: platform.Kind(), At: now,
-		MsgType: got.MsgType, Text: got.Text, Body: json.RawMessage(bytes.Clone(body))})
+		MsgType: got.MsgType, Text: got.Text, Markup: got.Markup, Body: json.RawMessage(bytes.Clone(body))})
 	s.mu.Unlock()
 	write(w, r, rules.Answer(sender.SimAnswer{Kind: sender.SimOK}))
 }

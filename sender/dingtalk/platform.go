@@ -38,6 +38,7 @@ var Platform = sender.Platform{
 	Failures: failures,
 	Template: alertmanagerTemplate,
 	Escape:   Escape,
+	Link:     sender.MarkdownLink,
 	Sim:      SimRules{},
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -105,8 +106,21 @@ func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply
 	if rb.Keyword != "" && !strings.Contains(string(e.Content)+string(e.Card), rb.Keyword) {
 		return sender.SimReceived{}, refuse(0, CodeKeywordMissing, "Key Words Not Found")
 	}
-	return sender.SimReceived{MsgType: e.MsgType, Text: text}, nil
+	var markup []string
+	switch e.MsgType {
+	case TypeText: // mentions, no markdown
+		for _, m := range atTag.FindAllStringSubmatch(text, -1) {
+			markup = append(markup, "mention:"+m[1])
+		}
+	case TypeInteractive:
+		markup = sender.SimMarkdown(text, atTag, false)
+	}
+	return sender.SimReceived{MsgType: e.MsgType, Text: text, Markup: markup}, nil
 }
+
+// atTag is a mention in Feishu's texts and card markdown: <at user_id="ou_…"></at>,
+// <at id=all></at> (everyone), <at email=…>.
+var atTag = regexp.MustCompile(`<at\s+(?:user_id|id|open_id|email)\s*=\s*["']?([^"'\s>]+)["']?\s*>`)
 
 // simText is what a bot would show of e: a text's text, a card's header and markdown, a
 // post's title; false when e has no content of its type.

@@ -47,6 +47,7 @@ func TestEveryPlatformIsDescribedWhole(t *testing.T) {
 		"Failures":          func(p *sender.Platform) { p.Failures.Codes = nil },
 		"Template":          func(p *sender.Platform) { p.Template = "" },
 		"Escape":            func(p *sender.Platform) { p.Escape = nil },
+		"Link":              func(p *sender.Platform) { p.Link = nil },
 		"Sim":               func(p *sender.Platform) { p.Sim = nil },
 	}
 	for part, drop := range parts {
@@ -57,7 +58,7 @@ func TestEveryPlatformIsDescribedWhole(t *testing.T) {
 	}
 	require.Error(t, sender.Check([]sender.Platform{whole, whole}), "a platform listed twice")
 	// The test names every part of the descriptor.
-	require.Equal(t, reflect.TypeFor[sender.Platform]().NumField(), 6, "a new part of sender.Platform needs its line above")
+	require.Equal(t, reflect.TypeFor[sender.Platform]().NumField(), 7, "a new part of sender.Platform needs its line above")
 }
 
 // Production code never links a simulator: the service's packages (everything but the

@@ -42,6 +42,7 @@ var Platform = sender.Platform{
 	Failures: failures,
 	Template: alertmanagerTemplate,
 	Escape:   Escape,
+	Link:     Link,
 	Sim:      SimRules{},
 }
 
@@ -65,6 +66,9 @@ var markup = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 // Escape makes label text safe in Slack's mrkdwn: it opens no mention (<@U…>, <!here>,
 // <!channel>) and no link.
 func Escape(s string) string { return markup.Replace(s) }
+
+// Link is text linked to target in mrkdwn: <target|text>.
+func Link(text, target string) string { return "<" + target + "|" + text + ">" }
 
 // failures is Slack's table. A webhook answers HTTP 200 "ok" and nothing else on
 // success; a refusal is an HTTP status with a plain-text word: 400 invalid_payload or

@@ -3,6 +3,7 @@ package slack
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -74,9 +75,31 @@ func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply
 	}
 	switch {
 	case len(m.Blocks) > 0 || len(m.Attachments) > 0:
-		return sender.SimReceived{MsgType: TypeBlocks, Text: m.Text}, nil
+		return sender.SimReceived{MsgType: TypeBlocks, Text: m.Text, Markup: simMarkup(m.Text)}, nil
 	case strings.TrimSpace(m.Text) == "":
 		return sender.SimReceived{}, refuse(http.StatusBadRequest, "no_text")
 	}
-	return sender.SimReceived{MsgType: TypeText, Text: m.Text}, nil
+	return sender.SimReceived{MsgType: TypeText, Text: m.Text, Markup: simMarkup(m.Text)}, nil
+}
+
+// mrkdwnTag is Slack's markup in text: <@U…> a user, <!here>, <!channel>, <!everyone>
+// and <!subteam^…> groups, <#C…> a channel, <URL|text> or <URL> a link.
+var mrkdwnTag = regexp.MustCompile(`<([@!#]?)([^|>\s]+)(?:\|[^>]*)?>`)
+
+// simMarkup is what a channel shows of mrkdwn text as markup: each mention and link.
+func simMarkup(text string) []string {
+	var out []string
+	for _, m := range mrkdwnTag.FindAllStringSubmatch(text, -1) {
+		switch m[1] {
+		case "@":
+			out = append(out, "mention:"+m[2])
+		case "!":
+			out = append(out, "mention:"+strings.TrimPrefix(m[2], "subteam^"))
+		case "#":
+			out = append(out, "link:#"+m[2])
+		default:
+			out = append(out, "link:"+m[2])
+		}
+	}
+	return out
 }

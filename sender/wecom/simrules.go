@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 
 	"github.com/rocketdelay/rocketdelay/sender"
 )
@@ -56,12 +57,17 @@ func (SimRules) Answer(a sender.SimAnswer) sender.SimReply {
 }
 
 // Check checks the message's shape and its content's size.
+// markdownMention is a mention in WeCom markdown: <@userid> (<@all> for everyone).
+var markdownMention = regexp.MustCompile(`<@([^>\s]+)>`)
+
 func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply) {
 	body := c.Body
 	var m struct {
 		MsgType string `json:"msgtype"`
 		Text    *struct {
-			Content string `json:"content"`
+			Content       string   `json:"content"`
+			Mentioned     []string `json:"mentioned_list"`
+			MentionedTels []string `json:"mentioned_mobile_list"`
 		} `json:"text"`
 		Markdown *struct {
 			Content string `json:"content"`
@@ -78,7 +84,11 @@ func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply
 		case len(m.Text.Content) > MaxTextBytes:
 			return sender.SimReceived{}, refuse(ErrcodeBadParam, fmt.Sprintf("text.content exceed max length %d", MaxTextBytes))
 		}
-		return sender.SimReceived{MsgType: m.MsgType, Text: m.Text.Content}, nil
+		var markup []string
+		for _, who := range append(m.Text.Mentioned, m.Text.MentionedTels...) {
+			markup = append(markup, "mention:"+who)
+		}
+		return sender.SimReceived{MsgType: m.MsgType, Text: m.Text.Content, Markup: markup}, nil
 	case TypeMarkdown:
 		switch {
 		case m.Markdown == nil || m.Markdown.Content == "":
@@ -86,7 +96,8 @@ func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply
 		case len(m.Markdown.Content) > MaxMarkdownBytes:
 			return sender.SimReceived{}, refuse(ErrcodeBadParam, fmt.Sprintf("markdown.content exceed max length %d", MaxMarkdownBytes))
 		}
-		return sender.SimReceived{MsgType: m.MsgType, Text: m.Markdown.Content}, nil
+		return sender.SimReceived{MsgType: m.MsgType, Text: m.Markdown.Content,
+			Markup: sender.SimMarkdown(m.Markdown.Content, markdownMention, true)}, nil
 	case TypeMarkdownV2, TypeImage, TypeNews, TypeFile, TypeVoice, TypeTemplateCard:
 		return sender.SimReceived{MsgType: m.MsgType}, nil
 	}
