@@ -27,7 +27,8 @@ import (
 // (headless, through chromedp): log in, filter, open a row, retry it and see it delivered
 // at the simulator, discard another with a reason, see the stats change, open a row
 // whose body holds a <script> that must stay inert, find an alert with the search box and
-// cancel it, and discard every row of a filter after its count. A screenshot of each view lands in
+// cancel it, discard every row of a filter after its count, log out, and be made to wait
+// after five wrong tokens. A screenshot of each view lands in
 // the test's artifact directory (go test -artifacts keeps them).
 func TestConsoleInABrowser(t *testing.T) {
 	const adminToken = "browser-admin-token-7f3a9c"
@@ -170,6 +171,22 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(".flash")))
 	require.Contains(t, text(".flash"), "Discard: 1 of the 1 previewed rows")
 	require.Contains(t, text("#rows tbody"), "discarded")
+
+	// Log out: back to the login page, and the console is closed to this browser.
+	run("log out", chromedp.Click(chromedp.CSS(".logout button")), chromedp.WaitVisible(chromedp.CSS("#token")))
+	run("after logout", chromedp.Navigate(base+"/ui/failed"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	require.Contains(t, location(), "/ui/login")
+
+	// Five wrong tokens, then the sixth try waits, even with the right token.
+	for i := range 5 {
+		run("wrong token", chromedp.SendKeys(chromedp.CSS("#token"), fmt.Sprintf("wrong-%d", i)), chromedp.Click(chromedp.CSS("#login")))
+		b.waitText("#error", "That is not the admin token.")
+		run("clear", chromedp.Navigate(base+"/ui/login"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	}
+	run("locked out", chromedp.SendKeys(chromedp.CSS("#token"), adminToken), chromedp.Click(chromedp.CSS("#login")))
+	run("locked out page", chromedp.WaitVisible(chromedp.CSS("#error")))
+	require.Regexp(t, `^Too many failed logins: try again in [45]m[0-9]+s\.$`, text("#error"), "the rest of the window from the first failure")
+	require.Contains(t, location(), "/ui/login", "no session while the client waits")
 
 	files, err := filepath.Glob(filepath.Join(shots, "*.png"))
 	require.NoError(t, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/ingress"
 	"github.com/rocketdelay/rocketdelay/migrations"
+	"github.com/rocketdelay/rocketdelay/proxies"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/topic"
@@ -234,6 +235,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	trusted, err := proxies.Parse(cfg.HTTP.TrustedProxies)
+	if err != nil {
+		return err // validated with the configuration: only a bug reaches this
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", h.live)
 	mux.HandleFunc("GET /readyz", h.ready)
@@ -249,9 +254,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.AlertmanagerPath+"/", ingressAPI)
 	mux.Handle(ingress.EscalationsPath, ingressAPI)
 	mux.Handle(ingress.EscalationsPath+"/", ingressAPI)
-	mux.Handle(escalation.AckPath, esc.AckHandler(logger))
+	mux.Handle(escalation.AckPath, esc.AckHandler(trusted, logger))
 	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller, Rescheduler: rescheduler}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
-		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, templates, cfg.Admin.Token, logger))
+		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, templates,
+		console.Access{Token: cfg.Admin.Token, Sessions: store.NewConsoleAccess(rdb, cfg.Redis.KeyPrefix), Proxies: trusted}, logger))
 
 	ln := opts.Listener
 	if ln == nil {

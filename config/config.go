@@ -100,6 +100,11 @@ func (l Log) Logger(w io.Writer) *slog.Logger {
 type HTTP struct {
 	// Addr is the host:port to listen on. Default ":8080".
 	Addr string `yaml:"addr" json:"addr"`
+	// TrustedProxies are the reverse proxies (CIDRs or addresses) whose X-Forwarded-For
+	// and X-Forwarded-Proto the service believes: the client's address for the
+	// console's login limits, and HTTPS for Secure cookies behind a proxy that
+	// terminates TLS. None by default: the headers are ignored.
+	TrustedProxies []string `yaml:"trustedProxies" json:"trustedProxies,omitempty"`
 }
 
 // RocketMQ configures the connection to the broker.

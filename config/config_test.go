@@ -78,7 +78,7 @@ func TestWrongTypeNamesTheLine(t *testing.T) {
 func TestValidateNamesEveryBadKey(t *testing.T) {
 	c := Config{
 		Log:      Log{Level: "loud"},
-		HTTP:     HTTP{Addr: "8080"},
+		HTTP:     HTTP{Addr: "8080", TrustedProxies: []string{"10.0.0.0/8", "2001:db8::1", "ingress.local"}},
 		RocketMQ: RocketMQ{NameServers: []string{"nohost"}, Topic: "bad topic"},
 		Scheduler: Scheduler{
 			Levels:    DelayLevels{5 * time.Second},
@@ -91,7 +91,9 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 	err := c.Validate()
 	require.Error(t, err)
 	msg := err.Error()
-	for _, key := range []string{"log.level", "http.addr", "rocketmq.nameServers[0]", "rocketmq.topic",
+	require.NotContains(t, msg, "http.trustedProxies[0]")
+	require.NotContains(t, msg, "http.trustedProxies[1]")
+	for _, key := range []string{"log.level", "http.addr", "http.trustedProxies[2]", "rocketmq.nameServers[0]", "rocketmq.topic",
 		"scheduler.threshold", "scheduler.liveness", "redis.url", "postgres.url"} {
 		require.Contains(t, msg, "config: "+key+":")
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -87,6 +88,13 @@ func (c Config) Validate() error {
 	c.Log.validate(bad)
 	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 		bad("http.addr", "%q is not host:port", c.HTTP.Addr)
+	}
+	for i, p := range c.HTTP.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				bad(fmt.Sprintf("http.trustedProxies[%d]", i), "%q is neither a CIDR (10.0.0.0/8) nor an address", p)
+			}
+		}
 	}
 	c.RocketMQ.validate(bad)
 	c.Scheduler.validate(bad, c.RocketMQ.Retention)

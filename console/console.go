@@ -8,8 +8,10 @@
 //
 // Security: the console is off without an admin token, like the admin API. An operator
 // logs in by posting the token once; the answer is a session cookie (HttpOnly,
-// SameSite=Strict, one per login, signed with a key derived from the token, so changing
-// the token ends every session, and any replica accepts it). No secret appears in a URL
+// SameSite=Strict, Secure over HTTPS, also behind a trusted proxy; one per login, signed
+// with a key derived from the token, so changing the token ends every session) that is
+// also held in Redis, so a logout ends it on every replica. A client that failed 5
+// logins in 5 minutes waits (429), and so does everyone after 100 (access.go). No secret appears in a URL
 // or a page. Every POST carries a CSRF token derived from its own session and must come
 // from the console's own origin. Answers forbid framing and carry a
 // Content-Security-Policy that allows only the console's own stylesheet; templates escape
@@ -22,7 +24,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/hex"
 	"fmt"
@@ -35,7 +36,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/sender"
 )
@@ -94,7 +94,8 @@ type Console struct {
 	state    StateFunc
 	episodes Escalations
 	renderer Renderer // nil: no template page
-	key      []byte   // signs sessions and CSRF tokens; empty when the console is off
+	access   Access
+	key      []byte // signs sessions and CSRF tokens; empty when the console is off
 	token    [32]byte
 	pages    map[string]*template.Template
 	logger   *slog.Logger
@@ -103,13 +104,14 @@ type Console struct {
 
 // Handler returns the console for the failed_sends table failedSends (each row's target
 // described by targets), the alerts (found and cancelled by id), the scheduler state,
-// the escalation episodes and the targets' templates (renderer, nil for none); with no
-// token it answers 503 on every page, saying how to turn it on.
+// the escalation episodes and the targets' templates (renderer, nil for none), to those
+// access lets in; without access's token it answers 503 on every page, saying how to
+// turn it on.
 func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, state StateFunc, episodes Escalations, renderer Renderer,
-	token config.Secret, logger *slog.Logger) http.Handler {
+	access Access, logger *slog.Logger) http.Handler {
 	c := &Console{failed: failedSends, targets: targets, alerts: alerts, state: state, episodes: episodes, renderer: renderer, pages: parsePages(),
-		logger: logger.With("component", "console"), now: time.Now}
-	if token != "" {
+		access: access, logger: logger.With("component", "console"), now: time.Now}
+	if token := access.Token; token != "" {
 		k := sha256.Sum256([]byte("rocketdelay console session key\x00" + token.Reveal()))
 		c.key = k[:]
 		c.token = sha256.Sum256([]byte(token.Reveal()))
@@ -190,22 +192,24 @@ func (c *Console) sign(purpose, v string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// validSession returns the request's session cookie value when it is signed and current.
-func (c *Console) validSession(r *http.Request) (string, bool) {
+// validSession returns the request's session cookie value when it is signed, current
+// and still open (no logout ended it); an error when the session store cannot say.
+func (c *Console) validSession(r *http.Request) (string, bool, error) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return "", false
+		return "", false, nil
 	}
 	i := strings.LastIndexByte(ck.Value, '.')
 	if i < 0 || !hmac.Equal([]byte(ck.Value[i+1:]), []byte(c.sign("session", ck.Value[:i]))) {
-		return "", false
+		return "", false, nil
 	}
 	exp, _, _ := strings.Cut(ck.Value, ".")
 	unix, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || !c.now().Before(time.Unix(unix, 0)) {
-		return "", false
+		return "", false, nil
 	}
-	return ck.Value, true
+	alive, err := c.access.Sessions.Alive(r.Context(), ck.Value)
+	return ck.Value, alive, err
 }
 
 // csrf is the token forms of a session carry.
@@ -217,7 +221,11 @@ type ctxKey struct{}
 // POST); others go to the login page.
 func (c *Console) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, ok := c.validSession(r)
+		s, ok, err := c.validSession(r)
+		if err != nil {
+			c.unavailable(w, r, err)
+			return
+		}
 		if !ok {
 			if r.Method == http.MethodPost {
 				c.fail(w, r, http.StatusUnauthorized, "Your session has ended: log in again.")
@@ -239,30 +247,6 @@ func (c *Console) authed(h http.HandlerFunc) http.HandlerFunc {
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
-}
-
-func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		c.fail(w, r, http.StatusBadRequest, "The login form could not be read.")
-		return
-	}
-	got := sha256.Sum256([]byte(r.PostForm.Get("token")))
-	next := safeNext(r.PostForm.Get("next"))
-	if subtle.ConstantTimeCompare(got[:], c.token[:]) != 1 {
-		c.logger.Warn("console login refused: wrong token", "remote", r.RemoteAddr)
-		c.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "That is not the admin token."})
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.session(c.now().Add(sessionTTL)), Path: Prefix,
-		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-	c.logger.Info("console login", "remote", r.RemoteAddr)
-	http.Redirect(w, r, next, http.StatusSeeOther)
-}
-
-func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 }
 
 // safeNext keeps a post-login redirect inside the console.

@@ -22,6 +22,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/proxies"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -51,6 +52,12 @@ type site struct {
 
 func newSite(t *testing.T, tok config.Secret) *site {
 	t.Helper()
+	return newSiteBehind(t, tok, nil)
+}
+
+// newSiteBehind is a console that believes the forwarding headers of trusted.
+func newSiteBehind(t *testing.T, tok config.Secret, trusted proxies.Trusted) *site {
+	t.Helper()
 	_, fs := testenv.FailedSends(t)
 	rdb, prefix := testenv.Redis(t)
 	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
@@ -66,7 +73,8 @@ func newSite(t *testing.T, tok config.Secret) *site {
 	eps := store.NewEpisodes(rdb, prefix, time.Hour)
 	esc := escalation.New(escalation.Options{Policies: testPolicies, CarryLater: true}, eps, nil, nil, nil,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), nil, time.Now)
-	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, esc, testRenderer{}, tok, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, esc, testRenderer{},
+		console.Access{Token: tok, Sessions: store.NewConsoleAccess(rdb, prefix), Proxies: trusted}, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
 	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws, eps: eps}
 }

@@ -14,6 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/rocketdelay/rocketdelay/proxies"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -96,8 +97,9 @@ func episodeView(title string, ep store.Episode, now time.Time) ackView {
 
 // AckHandler serves the acknowledgement pages at AckPath: GET shows the episode and a
 // form asking for a name; POST acknowledges it (the link is the capability; a CSRF token
-// from the page is required). The token never reaches the log.
-func (e *Escalator) AckHandler(logger *slog.Logger) http.Handler {
+// from the page is required). The token never reaches the log. The CSRF cookie is Secure
+// over HTTPS, also behind one of the trusted proxies that terminates it.
+func (e *Escalator) AckHandler(trusted proxies.Trusted, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
 		w.Header().Set("Cache-Control", "no-store")
@@ -149,7 +151,7 @@ func (e *Escalator) AckHandler(logger *slog.Logger) http.Handler {
 			default:
 				v := episodeView("Acknowledge this escalation", ep, now)
 				v.Form, v.CSRF = true, newCSRF()
-				http.SetCookie(w, &http.Cookie{Name: ackCookie, Value: v.CSRF, Path: AckPath, HttpOnly: true, Secure: r.TLS != nil,
+				http.SetCookie(w, &http.Cookie{Name: ackCookie, Value: v.CSRF, Path: AckPath, HttpOnly: true, Secure: trusted.Secure(r),
 					SameSite: http.SameSiteStrictMode, MaxAge: 3600})
 				show(http.StatusOK, v)
 			}

@@ -154,7 +154,7 @@ func newAckSite(t *testing.T, brokenRows bool) *ackSite {
 	esc := escalation.New(escalation.Options{Policies: policies, Links: links}, store.NewEpisodes(rdb, prefix, time.Hour), p,
 		cancels, chat, testenv.Logger(), nil, time.Now)
 	log := &syncBuffer{}
-	srv := httptest.NewServer(esc.AckHandler(slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	srv := httptest.NewServer(esc.AckHandler(nil, slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	t.Cleanup(srv.Close)
 	return &ackSite{t: t, srv: srv, links: links, esc: esc, log: log}
 }
@@ -331,7 +331,7 @@ func TestAckPageRefusesLinks(t *testing.T) {
 
 	off := escalation.New(escalation.Options{}, nil, nil, nil, nil, testenv.Logger(), nil, time.Now)
 	rec := httptest.NewRecorder()
-	off.AckHandler(testenv.Logger()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, escalation.AckPath+token, nil))
+	off.AckHandler(nil, testenv.Logger()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, escalation.AckPath+token, nil))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	require.Contains(t, rec.Body.String(), "ingress.publicURL")
 }

@@ -59,6 +59,7 @@ import (
 //	escalation episodes and dedupe, tag {p} only (shard 0's):
 //	  {p}:once:<key>   string      "<id>|<until>": the id the first copy of a notification picked, and when its window ends (dedupe.go)
 //	  {p}:signing-key  string      the deployment's generated signing key (signingkey.go)
+//	  {p}:console:…    strings     console sessions and failed-login counters (console.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
 //	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
 //	                               {p}:ep-alerts:<key>, the set of alerts it saw firing;
@@ -149,23 +150,33 @@ var crc16Table = func() (t [256]uint16) {
 	return t
 }()
 
-func (k keys) stage() string              { return k.tag }
-func (k keys) due() string                { return k.stage() + "due" }
-func (k keys) inflight() string           { return k.stage() + "inflight" }
-func (k keys) entries() string            { return k.stage() + "entries" }
-func (k keys) owner() string              { return k.stage() + "owner" }
-func (k keys) by() string                 { return k.stage() + "by" }
-func (k keys) held() string               { return k.stage() + "held" }
-func (k keys) tries() string              { return k.stage() + "tries" }
-func (k keys) failed() string             { return k.stage() + "failed" }
-func (k keys) parts() string              { return k.stage() + "parts" }
-func (k keys) sweep(token string) string  { return k.stage() + "sweep:" + token }
-func (k keys) done(id string) string      { return k.stage() + "done:" + id }
-func (k keys) cancel(id string) string    { return k.stage() + "cancel:" + id }
-func (k keys) resched(id string) string   { return k.stage() + "resched:" + id }
-func (k keys) gen(id string) string       { return k.stage() + "gen:" + id }
-func (k keys) once(key string) string     { return k.stage() + "once:" + key }
-func (k keys) signingKey() string         { return k.stage() + "signing-key" }
+func (k keys) stage() string                  { return k.tag }
+func (k keys) due() string                    { return k.stage() + "due" }
+func (k keys) inflight() string               { return k.stage() + "inflight" }
+func (k keys) entries() string                { return k.stage() + "entries" }
+func (k keys) owner() string                  { return k.stage() + "owner" }
+func (k keys) by() string                     { return k.stage() + "by" }
+func (k keys) held() string                   { return k.stage() + "held" }
+func (k keys) tries() string                  { return k.stage() + "tries" }
+func (k keys) failed() string                 { return k.stage() + "failed" }
+func (k keys) parts() string                  { return k.stage() + "parts" }
+func (k keys) sweep(token string) string      { return k.stage() + "sweep:" + token }
+func (k keys) done(id string) string          { return k.stage() + "done:" + id }
+func (k keys) cancel(id string) string        { return k.stage() + "cancel:" + id }
+func (k keys) resched(id string) string       { return k.stage() + "resched:" + id }
+func (k keys) gen(id string) string           { return k.stage() + "gen:" + id }
+func (k keys) once(key string) string         { return k.stage() + "once:" + key }
+func (k keys) signingKey() string             { return k.stage() + "signing-key" }
+func (k keys) consoleSession(h string) string { return k.stage() + "console:session:" + h }
+
+// consoleFails is the counter of failed console logins from client, or from anyone
+// when client is "".
+func (k keys) consoleFails(client string) string {
+	if client == "" {
+		return k.stage() + "console:fails"
+	}
+	return k.stage() + "console:fails:" + client
+}
 func (k keys) episode(key string) string  { return k.stage() + "ep:" + key }
 func (k keys) episodeSeq() string         { return k.stage() + "ep-seq" }
 func (k keys) episodesLive() string       { return k.stage() + "ep-live" }
