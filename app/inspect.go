@@ -40,7 +40,8 @@ than scheduler.doneTTL).`,
 		return withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
 			return withPostgres(c, cfg, func(pg *pgxpool.Pool) error {
 				in := failed.Inspector{Wheel: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
-					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Config: cfg, Now: time.Now}
+					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Config: cfg, Now: time.Now,
+					Owners: store.NewProducers(rdb, cfg.Redis.KeyPrefix)}
 				rep, err := in.Inspect(c.Context(), args[0])
 				if err != nil {
 					return err

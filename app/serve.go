@@ -75,6 +75,11 @@ type ServeOptions struct {
 	ClockOffset time.Duration
 }
 
+// principalsPoll is how often serve reads ingress.principalsFile again: a Kubernetes
+// Secret's update reaches the mounted file within about a minute, and the new principals
+// are in force within this much after.
+const principalsPoll = 5 * time.Second
+
 // Serve runs the service — scheduler, chat and topic channels, failed-sends retry job, and the
 // HTTP endpoints — until ctx is cancelled, then shuts down gracefully within
 // cfg.ShutdownTimeout: readiness turns off first, then the consumer leaves its group,
@@ -182,9 +187,11 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	deliverer.SetGate(esc) // an escalation's step goes only while its episode runs
+	deliverer.SetGate(esc)                                    // an escalation's step goes only while its episode runs
+	producers := store.NewProducers(rdb, cfg.Redis.KeyPrefix) // who owns an id, and the principals' rates
 	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Chat: snd, Logger: logger, Now: now,
-		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix)}, ingress.NewMetrics(reg))
+		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix), Producers: producers},
+		ingress.NewMetrics(reg))
 	if err != nil {
 		return err
 	}
@@ -220,6 +227,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	escDone := make(chan struct{})
 	go func() { defer close(escDone); esc.Run(escCtx) }() // carries out what a dead replica left
 	defer func() { stopEsc(); <-escDone }()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); ing.WatchPrincipals(watchCtx, principalsPoll) }()
+	defer func() { stopWatch(); <-watchDone }()
 
 	h := newHealth(reg,
 		check{"consumer", func(context.Context) error {
@@ -244,7 +255,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	adminAPI := failed.Handler(failedSends, failed.Targets(cfg.Targets), logger, cfg.Admin.Token)
-	inspector := failed.Inspector{Wheel: ws, Rows: failedSends, Config: cfg, Now: now}
+	inspector := failed.Inspector{Wheel: ws, Rows: failedSends, Config: cfg, Now: now, Owners: producers}
 	mux.Handle("GET "+failed.AlertsPath+"/{id}", failed.InspectHandler(inspector, logger, cfg.Admin.Token))
 	mux.Handle(failed.APIPrefix, adminAPI)
 	mux.Handle(failed.APIPrefix+"/", adminAPI)

@@ -594,6 +594,14 @@ type Ingress struct {
 	// AckLinkTTL is how long an acknowledgement link works after its message was
 	// rendered. Default 24h.
 	AckLinkTTL time.Duration `yaml:"ackLinkTTL" json:"ackLinkTTL"`
+	// Principals are the producers of the HTTP ways in, each with its own token, targets,
+	// rights, rate and highest priority (principals.go). Token stands for one more, named
+	// "ingest", with every right.
+	Principals []Principal `yaml:"principals" json:"principals,omitempty"`
+	// PrincipalsFile is a YAML file of more principals ("principals: [...]"), such as a
+	// key of a Kubernetes Secret mounted as a volume: read at start and again whenever
+	// it changes, without a restart. Default none.
+	PrincipalsFile string `yaml:"principalsFile" json:"principalsFile,omitempty"`
 }
 
 // PriorityNames are the priorities an alert may have (RD_PRIORITY), highest first.

@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Defaults of the fields above, in one place.
 const (
@@ -93,6 +96,11 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Ingress.MaxBody, DefaultIngressMaxBody)
 	Default(&c.Ingress.DedupeWindow, 5*time.Minute)
 	Default(&c.Ingress.AckLinkTTL, 24*time.Hour)
+	principals := slices.Clone(c.Ingress.Principals)
+	for i := range principals {
+		principals[i] = principals[i].withDefaults()
+	}
+	c.Ingress.Principals = principals
 	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
 	Default(&c.Scheduler.Mode, DefaultMode)
 	Default(&c.Scheduler.TimerMargin, DefaultTimerMargin)

@@ -181,6 +181,7 @@ func defaultsWithSections() reflect.Value {
 	return reflect.ValueOf(Config{
 		Escalations: map[string]Policy{"NAME": {Repeat: &Repeat{}}},
 		Rotations:   map[string]Rotation{"NAME": {}},
+		Ingress:     Ingress{Principals: []Principal{{}}},
 	}.WithDefaults())
 }
 

@@ -127,6 +127,11 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 	one("postgres.url", &c.Postgres.URL)
 	one("admin.token", &c.Admin.Token)
 	one("ingress.token", &c.Ingress.Token)
+	principals := slices.Clone(c.Ingress.Principals)
+	for i := range principals {
+		one(fmt.Sprintf("ingress.principals[%d].token", i), &principals[i].Token)
+	}
+	c.Ingress.Principals = principals
 	keys := slices.Clone(c.Signing.Keys)
 	for i := range keys {
 		one(fmt.Sprintf("signing.keys[%d]", i), &keys[i])

@@ -131,6 +131,14 @@ func (c Config) Validate() error {
 	} else if tok != "" && tok == c.Admin.Token.Reveal() {
 		bad("ingress.token", "must differ from admin.token: producers get the one, operators the other")
 	}
+	var file []Principal
+	if f := c.Ingress.PrincipalsFile; f != "" {
+		var err error
+		if file, err = LoadPrincipals(f); err != nil {
+			bad("ingress.principalsFile", "%v", err)
+		}
+	}
+	c.validatePrincipals(bad, file)
 	if c.Ingress.DedupeWindow <= 0 {
 		bad("ingress.dedupeWindow", "must be positive, got %s", c.Ingress.DedupeWindow)
 	}

@@ -47,6 +47,14 @@ type Inspector struct {
 	Config config.Config
 	// Now is the clock of "in" and "ago"; time.Now when nil.
 	Now func() time.Time
+	// Owners name the principal that published an alert through the HTTP ways in
+	// (*store.Producers); nil: none is shown.
+	Owners Owners
+}
+
+// Owners name the principal that owns an alert id; *store.Producers implements it.
+type Owners interface {
+	Owner(ctx context.Context, kind, id string) (string, error)
 }
 
 // Report is where an alert is and what happened to it, the JSON of GET
@@ -57,6 +65,9 @@ type Report struct {
 	State   string `json:"state"`
 	Summary string `json:"summary"`
 	Target  string `json:"target,omitempty"`
+	// Principal is the producer that published it through the HTTP ways in; empty for
+	// one published to the topic directly (or whose record has expired).
+	Principal string `json:"principal,omitempty"`
 	// Kind and Destination describe the target (see Targets).
 	Kind        string     `json:"kind,omitempty"`
 	Destination string     `json:"destination,omitempty"`
@@ -88,6 +99,11 @@ func (in Inspector) Inspect(ctx context.Context, id string) (Report, error) {
 		return Report{}, err
 	}
 	r := Report{ID: id, History: []Event{}, Rows: []View{}, Target: s.Target}
+	if in.Owners != nil {
+		if r.Principal, err = in.Owners.Owner(ctx, store.OwnAlert, id); err != nil {
+			return Report{}, err
+		}
+	}
 	targets := Targets(in.Config.Targets)
 	for _, row := range rows {
 		r.Rows = append(r.Rows, NewView(row, targets))
@@ -248,6 +264,9 @@ func WriteReport(w io.Writer, r Report) error {
 	fmt.Fprintf(tw, "\t%s\n", r.Summary)
 	if r.Target != "" {
 		fmt.Fprintf(tw, "Target:\t%s (%s: %s)\n", r.Target, orDash(r.Kind), orDash(r.Destination))
+	}
+	if r.Principal != "" {
+		fmt.Fprintf(tw, "Principal:\t%s\n", r.Principal)
 	}
 	if r.DueAt != nil {
 		fmt.Fprintf(tw, "Due:\t%s\n", r.DueAt.Format(time.RFC3339Nano))

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -87,6 +88,21 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown_policy", fmt.Sprintf("policy=%q is not an escalation policy of the configuration (escalations)", opts.policy))
 		return
 	}
+	p := principalOf(r)
+	if !p.MayTarget(target) {
+		in.forbid(w, "alertmanager", p, "forbidden_target", "may not post notifications for target %q (its targets: %s)", target, strings.Join(p.Targets, ", "))
+		return
+	}
+	if opts.policy != "" || opts.delay > 0 {
+		if !p.Can(config.RightEscalate) {
+			in.forbid(w, "alertmanager", p, "forbidden", "may not escalate (policy=, delay=): that takes the right \"escalate\"")
+			return
+		}
+		if reason, why := in.mayEscalate(p, opts.policy); reason != "" {
+			in.forbid(w, "alertmanager", p, reason, "%s", why)
+			return
+		}
+	}
 	if opts.delay > 0 {
 		// Every escalation of this URL is due delay after a notification: one the
 		// consumer would reject is refused now, with its reason.
@@ -120,19 +136,25 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 	}
 	g := group{target: target, receiver: n.Receiver, key: n.GroupKey}
 	var outcome, id string
-	priority := in.priority(n.Alerts.Firing())
+	priority := lowerTo(in.priority(n.Alerts.Firing()), p.MaxPriority)
 	policy := opts.policy
 	if opts.delay > 0 {
 		policy = escalation.DelayPolicy(target, opts.delay)
 	}
+	now := in.deps.Now()
 	switch {
 	case policy != "":
-		outcome, err = in.escalate(r.Context(), g, policy, n, msg, opts.sendResolved)
+		if err = in.recordOwner(r.Context(), store.OwnEpisode, g.episode(policy), p, episodeOwnerTTL); err == nil {
+			outcome, err = in.escalate(r.Context(), g, policy, n, msg, opts.sendResolved)
+		}
 	case n.Status == "resolved" && !opts.sendResolved:
 		outcome = "resolved_not_sent"
 	default:
 		if id, err = in.immediateID(r.Context(), g, n); err == nil {
-			outcome, err = "published", in.publishNow(r.Context(), target, id, body, in.deps.Now(), priority)
+			err = in.recordOwner(r.Context(), store.OwnAlert, id, p, store.AlertOwnerTTL(now, now, in.cfg.Scheduler.DoneTTL))
+		}
+		if err == nil {
+			outcome, err = "published", in.publishNow(r.Context(), target, id, body, now, priority)
 		}
 	}
 	if errors.Is(err, errBusy) {

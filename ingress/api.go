@@ -85,6 +85,17 @@ func (in *Ingress) publish(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, reason, err.Error())
 		return
 	}
+	p := principalOf(r)
+	if reason, why := mayPublish(p, req, in.cfg.Targets[req.Target].Chat()); reason != "" {
+		in.forbid(w, "publish", p, reason, "%s", why)
+		return
+	}
+	if pub.ID == "" {
+		pub.ID = wire.NewID()
+	}
+	if !in.ownAlert(w, r, "publish", p, pub.ID, pub.At) {
+		return
+	}
 	res, err := in.deps.Publisher.Publish(r.Context(), pub)
 	if err != nil {
 		in.metrics.requests.WithLabelValues("publish", "broker").Inc()
@@ -222,6 +233,9 @@ func (in *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := wire.CheckID(id); err != nil {
 		writeError(w, http.StatusBadRequest, string(wire.RejectBadID), err.Error())
+		return
+	}
+	if !in.alertOwnedBy(w, r, "cancel", principalOf(r), id) {
 		return
 	}
 	res, err := in.deps.Wheel.Cancel(r.Context(), id)

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/store"
 )
@@ -85,6 +87,20 @@ func (in *Ingress) startEscalation(w http.ResponseWriter, r *http.Request) {
 		bad("bad_request", "text is required: what the steps say")
 		return
 	}
+	p := principalOf(r)
+	if reason, why := in.mayEscalate(p, req.Policy); reason != "" {
+		in.forbid(w, "escalation_start", p, reason, "%s", why)
+		return
+	}
+	owner, err := in.deps.Producers.Own(r.Context(), store.OwnEpisode, req.Key, p.Name, episodeOwnerTTL)
+	if err != nil {
+		in.unavailableRedis(w, "escalation_start", req.Key, err)
+		return
+	}
+	if !owns(p, owner) {
+		in.forbid(w, "escalation_start", p, "foreign_key", "episode %q is another principal's", req.Key)
+		return
+	}
 	f, err := in.deps.Escalations.Fire(r.Context(), req.Key, req.Policy, escalation.Content{Title: req.Title, Text: req.Text})
 	if err == nil && f.Result == "busy" {
 		err = errBusy
@@ -116,6 +132,9 @@ func (in *Ingress) endEscalation(w http.ResponseWriter, r *http.Request) {
 	if err := checkEpisodeKey(key); err != nil {
 		in.metrics.requests.WithLabelValues(op, "bad_key").Inc()
 		writeError(w, http.StatusBadRequest, "bad_key", err.Error())
+		return
+	}
+	if !in.episodeOwnedBy(w, r, op, principalOf(r), key) {
 		return
 	}
 	var end escalation.Ended
@@ -162,6 +181,9 @@ func (in *Ingress) showEscalation(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_key", err.Error())
 		return
 	}
+	if !in.episodeOwnedBy(w, r, "escalation_show", principalOf(r), key) {
+		return
+	}
 	st, err := in.deps.Escalations.Status(r.Context(), key)
 	if errors.Is(err, store.ErrNoEpisode) {
 		writeError(w, http.StatusNotFound, "no_episode", fmt.Sprintf("no episode of %q (an ended one is kept 7 days)", key))
@@ -170,7 +192,15 @@ func (in *Ingress) showEscalation(w http.ResponseWriter, r *http.Request) {
 	if in.unavailable(w, "escalation_show", err) {
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	owner, err := in.deps.Producers.Owner(r.Context(), store.OwnEpisode, key)
+	if in.unavailable(w, "escalation_show", err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		escalation.Status
+		// Principal started the episode (through the API or an Alertmanager receiver).
+		Principal string `json:"principal,omitempty"`
+	}{st, owner})
 }
 
 // listEscalations serves GET /api/v1/escalations?limit=N: the live episodes (running or
@@ -185,11 +215,34 @@ func (in *Ingress) listEscalations(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
+	p := principalOf(r)
+	if !p.Can(config.RightEscalate) && !p.Can(config.RightOthers) {
+		in.forbid(w, "escalation_list", p, "forbidden", "may not list escalations: that takes the right \"escalate\"")
+		return
+	}
 	live, err := in.deps.Escalations.Live(r.Context(), limit)
+	if err == nil && !p.Can(config.RightOthers) {
+		live, err = in.ownEpisodes(r.Context(), p, live)
+	}
 	if in.unavailable(w, "escalation_list", err) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"episodes": live})
+}
+
+// ownEpisodes are the episodes of live that p owns.
+func (in *Ingress) ownEpisodes(ctx context.Context, p config.Principal, live []escalation.Status) ([]escalation.Status, error) {
+	out := live[:0:0]
+	for _, st := range live {
+		owner, err := in.deps.Producers.Owner(ctx, store.OwnEpisode, st.Key)
+		if err != nil {
+			return nil, err
+		}
+		if owner == p.Name {
+			out = append(out, st)
+		}
+	}
+	return out, nil
 }
 
 // unavailable answers err, when there is one, as 503: a Redis or broker failure, or an

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -68,6 +67,9 @@ type Deps struct {
 	Rescheduler Rescheduler
 	Escalations Escalations
 	Dedupe      Dedupe
+	// Producers records who owns each alert id and episode key, and takes the
+	// principals' rates. Required.
+	Producers Producers
 	// Chat checks and renders the bodies of chat targets, by their platform;
 	// *sender.Chat implements it.
 	Chat   Chat
@@ -86,11 +88,12 @@ type Chat interface {
 
 // Ingress serves the HTTP ways in.
 type Ingress struct {
-	cfg       config.Config
-	limits    wire.DueLimits // the consumer's, from cfg
-	deps      Deps
-	renderers map[string]*renderer // robot groups' Alertmanager rendering
-	metrics   *Metrics
+	cfg        config.Config
+	limits     wire.DueLimits // the consumer's, from cfg
+	deps       Deps
+	renderers  map[string]*renderer // robot groups' Alertmanager rendering
+	principals *principals
+	metrics    *Metrics
 }
 
 // CheckTemplates parses the Alertmanager templates of cfg's robot groups; an unreadable
@@ -122,7 +125,14 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, metrics: metrics,
+	if deps.Producers == nil {
+		return nil, errors.New("ingress: no Producers: the owners of ids and the principals' rates need them")
+	}
+	ps, err := newPrincipals(cfg, deps.Logger)
+	if err != nil {
+		return nil, err
+	}
+	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, principals: ps, metrics: metrics,
 		limits: wire.DueLimits{Horizon: cfg.Scheduler.Horizon, Dedupe: cfg.Scheduler.DoneTTL}}
 	in.deps.Logger = deps.Logger.With("component", "ingress")
 	return in, nil
@@ -138,8 +148,9 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 //	POST   /api/v1/escalations/{key}/resolve  resolve it; …/ack acknowledges it
 //	GET    /api/v1/escalations[/{key}]        the live episodes, or one
 //
-// Every request needs "Authorization: Bearer <ingress.token>" (401 otherwise); with no
-// token configured both answer 503, disabled. Errors are {"error": "…", "reason": "…"}:
+// Every request needs "Authorization: Bearer <token>" of a principal (401 otherwise),
+// and gets only what that principal may do (403 otherwise: principals.go), within its
+// rate (429); with no principal configured they answer 503, disabled. Errors are {"error": "…", "reason": "…"}:
 // 4xx for what can never be delivered as sent, 5xx for what may succeed when sent again.
 func (in *Ingress) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -158,25 +169,6 @@ func (in *Ingress) Handler() http.Handler {
 	mux.HandleFunc(AlertmanagerPath+"/", notFound)
 	mux.HandleFunc(EscalationsPath+"/", notFound)
 	return in.authenticate(http.MaxBytesHandler(mux, in.cfg.Ingress.MaxBody))
-}
-
-// authenticate requires the ingest token on every request.
-func (in *Ingress) authenticate(next http.Handler) http.Handler {
-	token := in.cfg.Ingress.Token
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if token == "" {
-			writeError(w, http.StatusServiceUnavailable, "disabled",
-				"the HTTP ways in are disabled: set ingress.token in the config (or ROCKETDELAY_INGEST_TOKEN) to enable them")
-			return
-		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || !token.Matches(strings.TrimSpace(got)) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="rocketdelay ingress"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <ingress.token>)")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // decodeJSON reads r's JSON body into v strictly (unknown fields are errors); it answers

@@ -52,6 +52,8 @@ type site struct {
 	esc      *escalation.Escalator
 	episodes *store.Episodes
 	metrics  *Metrics
+	in       *Ingress
+	owners   *store.Producers
 }
 
 // clock is the Ingress's clock in the tests: it stands still unless a test moves it, so
@@ -76,7 +78,7 @@ func (c *clock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func newSite(t *testing.T, token config.Secret) *site {
+func newSite(t *testing.T, token config.Secret, configure ...func(*config.Config)) *site {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs RocketMQ and Redis")
@@ -96,6 +98,9 @@ func newSite(t *testing.T, token config.Secret) *site {
 	cfg.Escalations = map[string]config.Policy{"db": {Steps: []config.EscalationStep{
 		{Target: "ops"}, {After: 5 * time.Minute, Target: "ops", Mention: config.StepMention{All: true}}}}}
 	cfg.Ingress.Token = token
+	for _, c := range configure {
+		c(&cfg)
+	}
 	cfg = cfg.WithDefaults()
 	cfg.Ingress.MaxBody = 64 << 10
 	_, fs := testenv.FailedSends(t)
@@ -108,9 +113,10 @@ func newSite(t *testing.T, token config.Secret) *site {
 	require.NoError(t, err)
 	s.esc = escalation.New(escalation.Options{Policies: cfg.Escalations}, s.episodes, p, cancels, chat, testenv.Logger(), nil, s.clock.Now)
 	moves := failed.Rescheduler{Stage: ws, Rows: fs, Publisher: p, Reach: cfg.Scheduler.Threshold, Horizon: cfg.Scheduler.Horizon}
-	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Rescheduler: moves, Escalations: s.esc, Dedupe: store.NewDedupe(rdb, prefix), Chat: chat,
+	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Rescheduler: moves, Escalations: s.esc, Dedupe: store.NewDedupe(rdb, prefix), Producers: store.NewProducers(rdb, prefix), Chat: chat,
 		Logger: testenv.Logger(), Now: s.clock.Now}, s.metrics)
 	require.NoError(t, err)
+	s.in, s.owners = in, store.NewProducers(rdb, prefix)
 	s.srv = httptest.NewServer(in.Handler())
 	t.Cleanup(s.srv.Close)
 	return s

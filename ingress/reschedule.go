@@ -55,10 +55,20 @@ func (in *Ingress) reschedule(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req, true) {
 		return
 	}
-	due, err := req.dueAt(in.deps.Now())
+	now := in.deps.Now()
+	due, err := req.dueAt(now)
 	if err != nil {
 		in.metrics.requests.WithLabelValues("reschedule", "bad_request").Inc()
 		writeError(w, http.StatusBadRequest, "bad_reschedule", err.Error())
+		return
+	}
+	p := principalOf(r)
+	if !in.alertOwnedBy(w, r, "reschedule", p, id) {
+		return
+	}
+	// The owner's record lasts as long as the alert at its new time.
+	if err := in.recordOwner(r.Context(), store.OwnAlert, id, p, store.AlertOwnerTTL(due, now, in.cfg.Scheduler.DoneTTL)); err != nil {
+		in.unavailableRedis(w, "reschedule", id, err)
 		return
 	}
 	res, err := in.deps.Rescheduler.Reschedule(r.Context(), id, due)

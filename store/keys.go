@@ -60,6 +60,8 @@ import (
 //	  {p}:once:<key>   string      "<id>|<until>": the id the first copy of a notification picked, and when its window ends (dedupe.go)
 //	  {p}:signing-key  string      the deployment's generated signing key (signingkey.go)
 //	  {p}:console:…    strings     console sessions and failed-login counters (console.go)
+//	  {p}:principal:…  strings     the principal that owns an alert id or an episode key;
+//	                               {p}:rate:principal:<name>, a principal's rate (producers.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
 //	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
 //	                               {p}:ep-alerts:<key>, the set of alerts it saw firing;
@@ -168,6 +170,10 @@ func (k keys) gen(id string) string           { return k.stage() + "gen:" + id }
 func (k keys) once(key string) string         { return k.stage() + "once:" + key }
 func (k keys) signingKey() string             { return k.stage() + "signing-key" }
 func (k keys) consoleSession(h string) string { return k.stage() + "console:session:" + h }
+func (k keys) ownerOf(kind, id string) string { return k.stage() + "principal:" + kind + ":" + id }
+func (k keys) principalRate(name string) string {
+	return k.stage() + "rate:principal:" + name
+}
 
 // consoleFails is the counter of failed console logins from client, or from anyone
 // when client is "".

@@ -207,7 +207,7 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 		}
 	}
 	if pub.ID == "" {
-		pub.ID = "rd-" + randomHex(12)
+		pub.ID = NewID()
 	}
 	at := pub.At
 	if at.IsZero() {
@@ -304,6 +304,9 @@ func (p *Producer) send(ctx context.Context, m *primitive.Message, id string) (s
 func (p *Producer) Close() error { return p.p.Shutdown() }
 
 // randomHex returns n random bytes as hex.
+// NewID is a new random RD_ID, as Publish makes up for a publication without one.
+func NewID() string { return "rd-" + randomHex(12) }
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

@@ -386,7 +386,8 @@ func amPerMessage(cfg config.Config, t amTarget, k chatKind, bodies map[string][
 	c.Targets = map[string]config.Target{t.name: {Kind: t.kind, Robots: []config.Robot{{Name: "r1", Token: "render-only"}}}}
 	c.Ingress.Token = "render-only-token-0123456789"
 	pub := &capture{}
-	in, err := ingress.New(c, ingress.Deps{Publisher: pub, Chat: chat, Dedupe: firstCopy{}, Logger: slog.New(slog.DiscardHandler), Now: time.Now},
+	in, err := ingress.New(c, ingress.Deps{Publisher: pub, Chat: chat, Dedupe: firstCopy{}, Producers: anyOwner{},
+		Logger: slog.New(slog.DiscardHandler), Now: time.Now},
 		ingress.NewMetrics(nil))
 	if err != nil {
 		return 0, err
@@ -698,4 +699,16 @@ type firstCopy struct{}
 
 func (firstCopy) Once(_ context.Context, _, id string, _ time.Time, _ time.Duration) (string, error) {
 	return id, nil
+}
+
+// anyOwner makes every principal the owner of what it asks for, and bounds no rate: the
+// renderer only renders, for its one principal, with no Redis.
+type anyOwner struct{}
+
+func (anyOwner) Own(_ context.Context, _, _, principal string, _ time.Duration) (string, error) {
+	return principal, nil
+}
+func (anyOwner) Owner(context.Context, string, string) (string, error) { return "", nil }
+func (anyOwner) Take(context.Context, string, float64, int) (time.Duration, error) {
+	return 0, nil
 }

@@ -1,11 +1,11 @@
--- topic_rate.lua: take up to N tokens of a topic target's rate, for all replicas together,
--- on Redis's clock (GCRA: the key holds the theoretical arrival time of the next token;
--- each token moves it one interval later, and it may run at most `burst` intervals ahead
--- of now).
+-- topic_rate.lua: take up to N tokens of a rate (a topic target's, a principal's), for all
+-- replicas together, on Redis's clock (GCRA: the key holds the theoretical arrival time
+-- of the next token; each token moves it one interval later, and it may run at most
+-- `burst` intervals ahead of now).
 --
 -- KEYS[1]  {p:g}:rate   string: the theoretical arrival time, Unix µs
 -- ARGV[1]  tokens wanted, at least 1
--- ARGV[2]  rate, tokens per second, at least 1
+-- ARGV[2]  rate, tokens per second, positive (a fraction: fewer than one a second)
 -- ARGV[3]  burst, tokens that may go at once, at least 1
 --
 -- Returns {granted, wait}: granted tokens (0 to ARGV[1]); when 0, wait is how many µs

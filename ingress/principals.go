@@ -1,0 +1,315 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
+)
+
+// Producers keeps what the ways in know of their principals for every replica: who owns
+// an alert id or an episode key, and each principal's rate; *store.Producers implements
+// it.
+type Producers interface {
+	Own(ctx context.Context, kind, id, principal string, ttl time.Duration) (string, error)
+	Owner(ctx context.Context, kind, id string) (string, error)
+	Take(ctx context.Context, principal string, perSecond float64, burst int) (time.Duration, error)
+}
+
+// principals are the producers the ways in know now, by the hash of their token:
+// ingress.principals, ingress.token's, and the principals file's as it was last read
+// (Reload). A request is its principal's, found by its bearer token.
+type principals struct {
+	cfg    config.Config
+	logger *slog.Logger
+	now    atomic.Pointer[map[[32]byte]config.Principal]
+	mu     sync.Mutex // one Reload at a time
+	file   []byte     // the principals file as last loaded
+}
+
+func newPrincipals(cfg config.Config, logger *slog.Logger) (*principals, error) {
+	ps := &principals{cfg: cfg, logger: logger}
+	if _, err := ps.Reload(); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// Reload reads the principals file again and, when it changed and is valid, puts its
+// principals in force; a file that is not valid leaves the principals as they were and
+// is the error. It reports whether the principals changed.
+func (ps *principals) Reload() (bool, error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var data []byte
+	if f := ps.cfg.Ingress.PrincipalsFile; f != "" {
+		var err error
+		if data, err = os.ReadFile(f); err != nil {
+			return false, fmt.Errorf("ingress.principalsFile: %w", err)
+		}
+	}
+	if ps.now.Load() != nil && bytes.Equal(data, ps.file) {
+		return false, nil
+	}
+	all, err := ps.cfg.Principals()
+	if err == nil {
+		err = ps.cfg.ValidatePrincipals(all[len(ps.cfg.Ingress.Principals) : len(all)-legacy(ps.cfg)])
+	}
+	if err != nil {
+		return false, fmt.Errorf("the principals file is not taken: %w", err)
+	}
+	m := make(map[[32]byte]config.Principal, len(all))
+	for _, p := range all {
+		m[sha256.Sum256([]byte(p.Token.Reveal()))] = p
+	}
+	ps.now.Store(&m)
+	ps.file = data
+	return true, nil
+}
+
+// legacy is 1 when ingress.token stands for a principal, else 0.
+func legacy(cfg config.Config) int {
+	if cfg.Ingress.Token != "" {
+		return 1
+	}
+	return 0
+}
+
+// find is the principal whose token is token.
+func (ps *principals) find(token string) (config.Principal, bool) {
+	p, ok := (*ps.now.Load())[sha256.Sum256([]byte(token))]
+	return p, ok
+}
+
+// any reports whether any principal is known.
+func (ps *principals) any() bool { return len(*ps.now.Load()) > 0 }
+
+// WatchPrincipals reads the principals file again every period until ctx ends, putting
+// a changed, valid file in force at once (a Kubernetes Secret mounted as a volume is
+// updated in place); a file that is not valid is logged and leaves them as they were.
+func (in *Ingress) WatchPrincipals(ctx context.Context, period time.Duration) {
+	if in.cfg.Ingress.PrincipalsFile == "" {
+		return
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed, err := in.principals.Reload()
+		switch {
+		case err != nil:
+			in.deps.Logger.Error("principals file not reloaded; the principals stay as they were", "err", err)
+		case changed:
+			in.deps.Logger.Info("principals file reloaded", "principals", len(*in.principals.now.Load()))
+		}
+	}
+}
+
+type principalKey struct{}
+
+// principalOf is the principal a request authenticated as.
+func principalOf(r *http.Request) config.Principal {
+	p, _ := r.Context().Value(principalKey{}).(config.Principal)
+	return p
+}
+
+// authenticate finds the principal of a request's bearer token (401 for none), and takes
+// one request of its rate (429 with Retry-After past it).
+func (in *Ingress) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !in.principals.any() {
+			writeError(w, http.StatusServiceUnavailable, "disabled",
+				"the HTTP ways in are disabled: set ingress.token or ingress.principals in the config (or ROCKETDELAY_INGEST_TOKEN) to enable them")
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		p, found := in.principals.find(strings.TrimSpace(got))
+		if !ok || !found {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rocketdelay ingress"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <a principal's token>)")
+			return
+		}
+		if p.RatePerSecond > 0 {
+			wait, err := in.deps.Producers.Take(r.Context(), p.Name, p.RatePerSecond, p.Burst)
+			if err != nil {
+				in.deps.Logger.Warn("a principal's rate could not be read", "principal", p.Name, "err", err)
+				w.Header().Set("Retry-After", "1")
+				writeError(w, http.StatusServiceUnavailable, "redis", "not done; send it again: the rate could not be checked")
+				return
+			}
+			if wait > 0 {
+				in.metrics.refused.WithLabelValues(p.Name, "rate").Inc()
+				w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+				writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
+					"principal %q is over its rate (%g per second, bursts of %d): send it again after Retry-After", p.Name, p.RatePerSecond, p.Burst))
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// forbid answers 403 with reason: a principal asked for more than it may do. Nothing
+// was changed.
+func (in *Ingress) forbid(w http.ResponseWriter, op string, p config.Principal, reason, format string, args ...any) {
+	in.metrics.requests.WithLabelValues(op, reason).Inc()
+	in.metrics.refused.WithLabelValues(p.Name, reason).Inc()
+	writeError(w, http.StatusForbidden, reason, fmt.Sprintf("principal %q: ", p.Name)+fmt.Sprintf(format, args...))
+}
+
+// mentionSyntax opens a mention in a chat platform's text or markdown: Feishu's <at …>,
+// WeCom's <@userid>, Slack's <@U…> and <!here>, <!channel>, <!everyone>. DingTalk
+// mentions only through its at field, which a text or markdown alert has none of.
+var mentionSyntax = regexp.MustCompile(`(?i)<\s*(at[\s>]|@|!)`)
+
+// mayPublish says why p may not publish pub to target (its kind), "" when it may: the
+// target must be one of p's, the priority at most p's highest, and without the raw right
+// the body must be text or markdown that mentions nobody.
+func mayPublish(p config.Principal, req PublishRequest, chat bool) (reason, why string) {
+	switch {
+	case !p.MayTarget(req.Target):
+		return "forbidden_target", fmt.Sprintf("may not publish to target %q (its targets: %s)", req.Target, strings.Join(p.Targets, ", "))
+	case priorityRank(req.Priority) > priorityRank(p.MaxPriority):
+		return "forbidden_priority", fmt.Sprintf("priority %q is above its highest, %q", req.Priority, p.MaxPriority)
+	case !chat || p.Can(config.RightRaw):
+		return "", ""
+	case len(req.Body) > 0:
+		return "forbidden_raw", "may not publish a platform's message object as written (body): that takes the right \"raw\"; send text or markdown"
+	case mentionSyntax.MatchString(req.Text) || req.Markdown != nil && mentionSyntax.MatchString(req.Markdown.Title+req.Markdown.Text):
+		return "forbidden_mention", "may not mention anyone (<at …>, <@…>, <!…> in the text): that takes the right \"raw\""
+	}
+	return "", ""
+}
+
+// priorityRank orders priorities: the higher, the more urgent ("" is normal).
+func priorityRank(name string) int {
+	p, _ := wire.ParsePriority(name)
+	return p
+}
+
+// lowerTo is priority, lowered to highest when above it.
+func lowerTo(priority, highest string) string {
+	if priorityRank(priority) > priorityRank(highest) {
+		return highest
+	}
+	return priority
+}
+
+// owns reports whether p may act on what owner owns: its own, or anyone's with the
+// right "others" (which an alert published to the topic directly, owned by nobody,
+// takes too).
+func owns(p config.Principal, owner string) bool {
+	return owner == p.Name && owner != "" || p.Can(config.RightOthers)
+}
+
+// ownAlert records p as the owner of the alert id due at due before it is published; it
+// reports false, having answered 403, when another principal owns the id.
+func (in *Ingress) ownAlert(w http.ResponseWriter, r *http.Request, op string, p config.Principal, id string, due time.Time) bool {
+	ttl := store.AlertOwnerTTL(due, in.deps.Now(), in.cfg.Scheduler.DoneTTL)
+	owner, err := in.deps.Producers.Own(r.Context(), store.OwnAlert, id, p.Name, ttl)
+	if err != nil {
+		in.unavailableRedis(w, op, id, err)
+		return false
+	}
+	if owner != p.Name {
+		in.forbid(w, op, p, "foreign_id", "id %q is another principal's", id)
+		return false
+	}
+	return true
+}
+
+// alertOwnedBy reports whether p may act on the alert id (its own, or with "others");
+// when not, or when Redis cannot say, it has answered.
+func (in *Ingress) alertOwnedBy(w http.ResponseWriter, r *http.Request, op string, p config.Principal, id string) bool {
+	if !p.Can(config.RightCancel) && !p.Can(config.RightOthers) {
+		in.forbid(w, op, p, "forbidden", "may not cancel or reschedule alerts: that takes the right \"cancel\"")
+		return false
+	}
+	owner, err := in.deps.Producers.Owner(r.Context(), store.OwnAlert, id)
+	if err != nil {
+		in.unavailableRedis(w, op, id, err)
+		return false
+	}
+	if !owns(p, owner) {
+		in.forbid(w, op, p, "foreign_id", "id %q is not its own (another principal's, or published to the topic directly)", id)
+		return false
+	}
+	return true
+}
+
+// unavailableRedis answers 503: the owner of id could not be read or recorded.
+func (in *Ingress) unavailableRedis(w http.ResponseWriter, op, id string, err error) {
+	in.metrics.requests.WithLabelValues(op, "redis").Inc()
+	in.deps.Logger.Warn("an owner could not be read or recorded", "op", op, "rd_id", id, "err", err)
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "redis", "not done; send it again: Redis did not answer")
+}
+
+// mayEscalate says why p may not start or update an episode of policy, "" when it may:
+// it needs the right "escalate", and every target the policy pages must be one of its.
+func (in *Ingress) mayEscalate(p config.Principal, policy string) (reason, why string) {
+	if !p.Can(config.RightEscalate) {
+		return "forbidden", "may not start escalations: that takes the right \"escalate\""
+	}
+	var outside []string
+	pol := in.cfg.Escalations[policy]
+	for _, s := range pol.Steps {
+		if !p.MayTarget(s.Target) && !slices.Contains(outside, s.Target) {
+			outside = append(outside, s.Target)
+		}
+	}
+	if len(outside) > 0 {
+		return "forbidden_target", fmt.Sprintf("policy %q pages %s, not its targets", policy, strings.Join(outside, ", "))
+	}
+	return "", ""
+}
+
+// episodeOwnerTTL is how long an episode's owner is kept after its last start: longer
+// than an ended episode is kept (7 days).
+const episodeOwnerTTL = 8 * 24 * time.Hour
+
+// recordOwner records p as the owner of kind's id unless another principal owns it. An
+// Alertmanager receiver records so: the copies of a notification (an HA pair, a retry)
+// are all taken, whoever sends them.
+func (in *Ingress) recordOwner(ctx context.Context, kind, id string, p config.Principal, ttl time.Duration) error {
+	_, err := in.deps.Producers.Own(ctx, kind, id, p.Name, ttl)
+	return err
+}
+
+// episodeOwnedBy reports whether p may act on the episode key: with the right
+// "escalate", its own or, with "others", anyone's. When not, or when Redis cannot say,
+// it has answered.
+func (in *Ingress) episodeOwnedBy(w http.ResponseWriter, r *http.Request, op string, p config.Principal, key string) bool {
+	if !p.Can(config.RightEscalate) && !p.Can(config.RightOthers) {
+		in.forbid(w, op, p, "forbidden", "may not act on escalations: that takes the right \"escalate\"")
+		return false
+	}
+	owner, err := in.deps.Producers.Owner(r.Context(), store.OwnEpisode, key)
+	if err != nil {
+		in.unavailableRedis(w, op, key, err)
+		return false
+	}
+	if !owns(p, owner) {
+		in.forbid(w, op, p, "foreign_key", "episode %q is not its own", key)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,195 @@
+package ingress
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/failed"
+)
+
+const (
+	shopToken = "Bearer shop-token-0123456789abc"
+	teamToken = "Bearer team-token-0123456789abc"
+)
+
+// withPrincipals adds two principals: shop publishes to the topic target orders, up to
+// normal priority, and cancels its own; team publishes to the robot group ops, cancels
+// and escalates its own. ingress.token stays, with every right.
+func withPrincipals(c *config.Config) {
+	c.Ingress.Principals = []config.Principal{
+		{Name: "shop", Token: config.Secret(shopToken[7:]), Targets: []string{"orders"}, Rights: []string{config.RightCancel}, MaxPriority: "normal"},
+		{Name: "team", Token: config.Secret(teamToken[7:]), Targets: []string{"ops"}, Rights: []string{config.RightCancel, config.RightEscalate}},
+	}
+}
+
+// A principal acts on its own alerts only: another's cancel and reschedule of its id
+// are refused (403) and change nothing (its own cancel then stops the alert, at the
+// broker where it waits); nor may another publish under its id.
+func TestPrincipalsCannotTouchAnothersAlerts(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, withPrincipals)
+
+	code, out := s.do("POST", AlertsPath, map[string]any{"target": "orders", "in": "90m", "id": "shop-1", "text": "order 1 unpaid"}, shopToken)
+	require.Equal(t, http.StatusAccepted, code, out)
+	s.published("shop-1")
+	rep, err := failed.Inspector{Wheel: s.ws, Rows: s.fs, Config: s.cfg, Owners: s.owners}.Inspect(t.Context(), "shop-1")
+	require.NoError(t, err)
+	require.Equal(t, "shop", rep.Principal, "inspect names the alert's principal")
+
+	code, out = s.do("DELETE", AlertsPath+"/shop-1", nil, teamToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+	require.Equal(t, "foreign_id", out["reason"])
+	code, out = s.do("POST", AlertsPath+"/shop-1/reschedule", map[string]any{"in": "1m"}, teamToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+	code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": "shop-1", "text": "mine now"}, teamToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+	require.Equal(t, "foreign_id", out["reason"], "an id is its first publisher's")
+
+	code, out = s.do("DELETE", AlertsPath+"/shop-1", nil, shopToken)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, "tombstoned", out["result"], "the owner's cancel is the first: the refused ones changed nothing")
+
+	code, out = s.do("DELETE", AlertsPath+"/never-published", nil, shopToken)
+	require.Equal(t, http.StatusForbidden, code, out, "an id nobody owns (the topic's) takes the right others")
+	code, out = s.do("DELETE", AlertsPath+"/never-published", nil)
+	require.Equal(t, http.StatusOK, code, out, "ingress.token has every right")
+}
+
+// A principal publishes only to its targets, at most at its highest priority, and
+// without the right raw neither a platform's message object nor a mention.
+func TestPrincipalsPublishWithinTheirRights(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, withPrincipals)
+	for _, tc := range []struct {
+		token  string
+		req    map[string]any
+		reason string
+	}{
+		{shopToken, map[string]any{"target": "ops", "in": "1m", "text": "x"}, "forbidden_target"},
+		{shopToken, map[string]any{"target": "orders", "in": "1m", "text": "x", "priority": "high"}, "forbidden_priority"},
+		{teamToken, map[string]any{"target": "ops", "in": "1m", "body": map[string]any{"msgtype": "text", "text": map[string]any{"content": "x"}, "at": map[string]any{"isAtAll": true}}}, "forbidden_raw"},
+		{teamToken, map[string]any{"target": "ops", "in": "1m", "text": "wake up <at id=all></at>"}, "forbidden_mention"},
+		{teamToken, map[string]any{"target": "ops", "in": "1m", "markdown": map[string]any{"title": "t", "text": "<@all> look"}}, "forbidden_mention"},
+	} {
+		code, out := s.do("POST", AlertsPath, tc.req, tc.token)
+		require.Equal(t, http.StatusForbidden, code, "%v: %v", tc.req, out)
+		require.Equal(t, tc.reason, out["reason"], "%v", tc.req)
+	}
+	code, out := s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "1m", "text": "latency < 5ms, ok"}, teamToken)
+	require.Equal(t, http.StatusAccepted, code, "a < that opens nothing: %v", out)
+	code, out = s.do("POST", AlertsPath, map[string]any{"target": "orders", "in": "1m", "text": "x", "priority": "normal"}, shopToken)
+	require.Equal(t, http.StatusAccepted, code, out)
+
+	code, out = s.do("POST", AlertmanagerPath+"/ops", amFiring("g-1"), shopToken)
+	require.Equal(t, http.StatusForbidden, code, out, "an Alertmanager receiver is its target's")
+	code, out = s.do("POST", AlertmanagerPath+"/ops?policy=db", amFiring("g-1"), teamToken)
+	require.Equal(t, http.StatusOK, code, out, "team escalates on its own target")
+}
+
+// amFiring is a firing notification of one alert of group g.
+func amFiring(g string) map[string]any {
+	return map[string]any{"version": "4", "status": "firing", "receiver": "r", "groupKey": g,
+		"alerts": []map[string]any{{"status": "firing", "labels": map[string]string{"alertname": "X"}, "fingerprint": "f" + g,
+			"startsAt": "2026-12-05T10:00:00Z"}}}
+}
+
+// Escalation episodes are their starter's: another principal may not list, show,
+// acknowledge or resolve them, nor start one on a policy that pages a target not its
+// own; a principal with the right others (ingress.token) sees them all.
+func TestPrincipalsCannotTouchAnothersEpisodes(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, func(c *config.Config) {
+		withPrincipals(c)
+		c.Ingress.Principals = append(c.Ingress.Principals, config.Principal{Name: "ops2", Token: "ops2-token-0123456789abc",
+			Targets: []string{"ops"}, Rights: []string{config.RightEscalate}})
+	})
+	ops2 := "Bearer ops2-token-0123456789abc"
+
+	code, out := s.do("POST", EscalationsPath, map[string]any{"key": "team-db", "policy": "db", "text": "db down"}, teamToken)
+	require.Equal(t, http.StatusCreated, code, out)
+	code, out = s.do("POST", EscalationsPath, map[string]any{"key": "shop-db", "policy": "db", "text": "db down"}, shopToken)
+	require.Equal(t, http.StatusForbidden, code, out, "shop may not escalate")
+
+	for _, req := range []struct{ method, path string }{
+		{"GET", EscalationsPath + "/team-db"}, {"POST", EscalationsPath + "/team-db/resolve"}, {"POST", EscalationsPath + "/team-db/ack"},
+	} {
+		var body any
+		if req.path == EscalationsPath+"/team-db/ack" {
+			body = map[string]any{"by": "mallory"}
+		}
+		code, out := s.do(req.method, req.path, body, ops2)
+		require.Equal(t, http.StatusForbidden, code, "%v: %v", req, out)
+		require.Equal(t, "foreign_key", out["reason"])
+	}
+	code, out = s.do("POST", EscalationsPath, map[string]any{"key": "team-db", "policy": "db", "text": "mine"}, ops2)
+	require.Equal(t, http.StatusForbidden, code, out, "nor update it")
+	code, out = s.do("GET", EscalationsPath, nil, ops2)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Empty(t, out["episodes"], "ops2 lists only its own")
+	code, out = s.do("GET", EscalationsPath, nil)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Len(t, out["episodes"], 1, "ingress.token lists every principal's")
+
+	code, out = s.do("GET", EscalationsPath+"/team-db", nil, teamToken)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, "pending", out["state"], "the refused requests changed nothing")
+	require.Equal(t, "team", out["principal"])
+	require.Equal(t, "db down", out["content"].(map[string]any)["text"])
+	code, out = s.do("POST", EscalationsPath+"/team-db/ack", map[string]any{"by": "ana"}, teamToken)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, "acknowledged", out["result"])
+}
+
+// A principal over its rate is answered 429 with Retry-After, for all replicas
+// together (the rate is kept in Redis), and another principal is not slowed.
+func TestPrincipalsRate(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, func(c *config.Config) {
+		withPrincipals(c)
+		c.Ingress.Principals[0].RatePerSecond, c.Ingress.Principals[0].Burst = 0.2, 2
+	})
+	for i := range 2 {
+		code, out := s.do("DELETE", AlertsPath+"/none", nil, shopToken)
+		require.Equal(t, http.StatusForbidden, code, "request %d is within the burst: %v", i, out)
+	}
+	code, out := s.do("DELETE", AlertsPath+"/none", nil, shopToken)
+	require.Equal(t, http.StatusTooManyRequests, code, out)
+	require.Equal(t, "rate_limited", out["reason"])
+	code, out = s.do("DELETE", AlertsPath+"/none", nil, teamToken)
+	require.Equal(t, http.StatusForbidden, code, "team has a rate of its own: %v", out)
+}
+
+// The principals file is read again while the service runs: a principal added is in
+// force at once, one removed is gone, and a file that is not valid leaves them as they
+// were.
+func TestPrincipalsFileIsReloaded(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "principals.yaml")
+	write := func(content string) { require.NoError(t, os.WriteFile(file, []byte(content), 0o600)) }
+	write("principals: []\n")
+	s := newSite(t, ingestToken, func(c *config.Config) { c.Ingress.PrincipalsFile = file })
+	ctx := t.Context()
+	go s.in.WatchPrincipals(ctx, 10*time.Millisecond)
+	late := "Bearer late-token-0123456789abc"
+	status := func() int { code, _ := s.do("DELETE", AlertsPath+"/none", nil, late); return code }
+	require.Equal(t, http.StatusUnauthorized, status())
+
+	write("principals:\n  - {name: late, token: late-token-0123456789abc, targets: [ops]}\n")
+	require.Eventually(t, func() bool { return status() == http.StatusForbidden }, 10*time.Second, 10*time.Millisecond,
+		"the added principal is known (and may not cancel)")
+	write("principals:\n  - {name: late, token: short, targets: [ops]}\n")
+	write("principals:\n  - {name: late, token: late-token-0123456789abc, targets: [opz]}\n")
+	changed, err := s.in.principals.Reload()
+	require.ErrorContains(t, err, `"opz" is not a target`)
+	require.False(t, changed)
+	require.Equal(t, http.StatusForbidden, status(), "an invalid file leaves the principals as they were")
+	write("principals: []\n")
+	require.Eventually(t, func() bool { return status() == http.StatusUnauthorized }, 10*time.Second, 10*time.Millisecond,
+		"the removed principal is gone")
+}

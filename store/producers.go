@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Producers keeps, in Redis, what the HTTP ways in know of their principals (the
+// producers, config.Principal), for every replica:
+//
+//	{p}:principal:alert:<id>  string  the principal that published the alert id
+//	{p}:principal:ep:<key>    string  the principal that started the escalation episode key
+//	{p}:rate:principal:<n>    string  principal n's request rate (GCRA, topic_rate.lua)
+//
+// An owner is recorded before the alert is published (or the episode started), with
+// SET NX: the first principal to use an id owns it until the record expires, and no other
+// principal's request with the same id is taken.
+type Producers struct {
+	rdb  redis.UniversalClient
+	keys keys
+}
+
+// NewProducers returns the producers' records in rdb under prefix.
+func NewProducers(rdb redis.UniversalClient, prefix string) *Producers {
+	return &Producers{rdb: rdb, keys: newKeys(prefix)}
+}
+
+// Kinds of what a principal owns.
+const (
+	OwnAlert   = "alert"
+	OwnEpisode = "ep"
+)
+
+// Own records principal as the owner of kind's id for ttl, unless another owns it; it
+// returns the owner (principal when it is now theirs). A record of principal's own is
+// kept at least ttl from now.
+func (p *Producers) Own(ctx context.Context, kind, id, principal string, ttl time.Duration) (string, error) {
+	key := p.keys.ownerOf(kind, id)
+	prev, err := p.rdb.SetArgs(ctx, key, principal, redis.SetArgs{Mode: "NX", Get: true, TTL: ttl}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return principal, nil
+	case err != nil:
+		return "", redisFail("record an owner", err)
+	case prev == principal:
+		if err := p.rdb.Expire(ctx, key, ttl).Err(); err != nil { // refresh: a longer use of one's own id
+			return "", redisFail("record an owner", err)
+		}
+	}
+	return prev, nil
+}
+
+// Owner is the principal that owns kind's id; "" when none does (published to the topic
+// directly, or the record expired).
+func (p *Producers) Owner(ctx context.Context, kind, id string) (string, error) {
+	v, err := p.rdb.Get(ctx, p.keys.ownerOf(kind, id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", redisFail("read an owner", err)
+	}
+	return v, nil
+}
+
+// Take takes one request of principal's rate (perSecond, bursts of burst), for all
+// replicas together, on Redis's clock: 0 when it may go now, else how long until it may.
+func (p *Producers) Take(ctx context.Context, principal string, perSecond float64, burst int) (time.Duration, error) {
+	if perSecond <= 0 || burst < 1 {
+		return 0, errors.New("store: take a principal's rate: perSecond and burst must be positive")
+	}
+	v, err := topicRateScript.Run(ctx, p.rdb, []string{p.keys.principalRate(principal)}, 1, perSecond, burst).Int64Slice()
+	if err != nil {
+		return 0, redisFail("take a principal's rate", err)
+	}
+	if len(v) != 2 {
+		return 0, errors.New("store: take a principal's rate: unexpected reply")
+	}
+	if v[0] == 1 {
+		return 0, nil
+	}
+	return time.Duration(max(v[1], 1)) * time.Microsecond, nil
+}
+
+// AlertOwnerTTL is how long an alert's owner is kept: until the alert is due and its
+// id's done marker (doneTTL) has passed, so that the id is its owner's while anything
+// can still be done with it.
+func AlertOwnerTTL(due, now time.Time, doneTTL time.Duration) time.Duration {
+	return max(due.Sub(now), 0) + doneTTL
+}
