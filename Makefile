@@ -10,7 +10,7 @@ LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
 CHAOS_TEST_TIMEOUT ?= 30m
 
-.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-topic bench-alertmanager chaos down status fmt vet
+.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-topic bench-alertmanager bench-api chaos down status fmt vet
 FUZZ_TIME ?= 20s
 
 help: ## list the targets
@@ -57,7 +57,11 @@ bench: ## the Go benchmarks of every package, the timing wheel table, the pipeli
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; go test -run '^$$' -bench . -benchmem ./store/ ./sender/
 	go test -short -run '^$$' -bench . -benchtime 1x ./timewheel/
-	$(MAKE) bench-timewheel bench-pipeline bench-sender bench-modes bench-topic bench-alertmanager
+	$(MAKE) bench-timewheel bench-pipeline bench-sender bench-modes bench-topic bench-alertmanager bench-api
+
+bench-api: ## the publish API with principals (owner records, a rate, the mention check) against without, interleaved: p50, p99, ratio
+	deploy/local/up --profile test >/dev/null
+	eval "$$(deploy/local/env)"; go test -run '^$$' -bench PublishAPIPrincipals -benchtime 2000x ./ingress/
 
 bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one table
 	cd timewheel/bench && go run .

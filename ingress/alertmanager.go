@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -61,46 +60,37 @@ func parseReceiverOptions(r *http.Request) (receiverOptions, error) {
 	return o, nil
 }
 
-// alertmanager serves POST /api/v1/alertmanager/{target}: Alertmanager's webhook. It
-// answers 200 once what the notification asks for is stored (published to RocketMQ,
-// cancelled in Redis), 5xx when it could not be (Alertmanager sends it again), 4xx for a
-// notification that can never be delivered.
-func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
-	target := r.PathValue("target")
+// receiver reads a receiver URL of target: its renderer and its options, checked, and
+// the principal's rights to them. It has answered when it reports false.
+func (in *Ingress) receiver(w http.ResponseWriter, r *http.Request, target string) (*renderer, receiverOptions, bool) {
+	fail := func(code int, reason, msg string) (*renderer, receiverOptions, bool) {
+		in.metrics.requests.WithLabelValues("alertmanager", reason).Inc()
+		writeError(w, code, reason, msg)
+		return nil, receiverOptions{}, false
+	}
 	rd, ok := in.renderers[target]
 	if !ok {
-		reason, msg := "unknown_target", fmt.Sprintf("%q is not a robot group of the configuration", target)
 		if t, known := in.cfg.Targets[target]; known {
-			reason, msg = "not_a_robot_group", fmt.Sprintf("%q is a %s target: Alertmanager notifications go to robot groups", target, t.Channel())
+			return fail(http.StatusNotFound, "not_a_robot_group", fmt.Sprintf("%q is a %s target: Alertmanager notifications go to robot groups", target, t.Channel()))
 		}
-		in.metrics.requests.WithLabelValues("alertmanager", reason).Inc()
-		writeError(w, http.StatusNotFound, reason, msg)
-		return
+		return fail(http.StatusNotFound, "unknown_target", fmt.Sprintf("%q is not a robot group of the configuration", target))
 	}
 	opts, err := parseReceiverOptions(r)
 	if err != nil {
-		in.metrics.requests.WithLabelValues("alertmanager", "bad_request").Inc()
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
+		return fail(http.StatusBadRequest, "bad_request", err.Error())
 	}
 	if _, ok := in.cfg.Escalations[opts.policy]; opts.policy != "" && !ok {
-		in.metrics.requests.WithLabelValues("alertmanager", "unknown_policy").Inc()
-		writeError(w, http.StatusNotFound, "unknown_policy", fmt.Sprintf("policy=%q is not an escalation policy of the configuration (escalations)", opts.policy))
-		return
+		return fail(http.StatusNotFound, "unknown_policy", fmt.Sprintf("policy=%q is not an escalation policy of the configuration (escalations)", opts.policy))
 	}
 	p := principalOf(r)
 	if !p.MayTarget(target) {
 		in.forbid(w, "alertmanager", p, "forbidden_target", "may not post notifications for target %q (its targets: %s)", target, strings.Join(p.Targets, ", "))
-		return
+		return nil, receiverOptions{}, false
 	}
-	if opts.policy != "" || opts.delay > 0 {
-		if !p.Can(config.RightEscalate) {
-			in.forbid(w, "alertmanager", p, "forbidden", "may not escalate (policy=, delay=): that takes the right \"escalate\"")
-			return
-		}
+	if opts.policy != "" || opts.delay > 0 { // the delay's policy pages target alone
 		if reason, why := in.mayEscalate(p, opts.policy); reason != "" {
 			in.forbid(w, "alertmanager", p, reason, "%s", why)
-			return
+			return nil, receiverOptions{}, false
 		}
 	}
 	if opts.delay > 0 {
@@ -108,11 +98,23 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 		// consumer would reject is refused now, with its reason.
 		now := in.deps.Now()
 		if rej := in.limits.Check(now.Add(opts.delay), now); rej != nil {
-			in.metrics.requests.WithLabelValues("alertmanager", string(rej.Reason)).Inc()
-			writeError(w, http.StatusBadRequest, string(rej.Reason), fmt.Sprintf("delay=%s: %s", opts.delay, rej.Detail))
-			return
+			return fail(http.StatusBadRequest, string(rej.Reason), fmt.Sprintf("delay=%s: %s", opts.delay, rej.Detail))
 		}
 	}
+	return rd, opts, true
+}
+
+// alertmanager serves POST /api/v1/alertmanager/{target}: Alertmanager's webhook. It
+// answers 200 once what the notification asks for is stored (published to RocketMQ,
+// cancelled in Redis), 5xx when it could not be (Alertmanager sends it again), 4xx for a
+// notification that can never be delivered.
+func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
+	target := r.PathValue("target")
+	rd, opts, ok := in.receiver(w, r, target)
+	if !ok {
+		return
+	}
+	p := principalOf(r)
 	var n Notification
 	if !decodeJSON(w, r, &n, false) {
 		in.metrics.requests.WithLabelValues("alertmanager", "bad_json").Inc()

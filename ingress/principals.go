@@ -267,7 +267,7 @@ func (in *Ingress) unavailableRedis(w http.ResponseWriter, op, id string, err er
 // it needs the right "escalate", and every target the policy pages must be one of its.
 func (in *Ingress) mayEscalate(p config.Principal, policy string) (reason, why string) {
 	if !p.Can(config.RightEscalate) {
-		return "forbidden", "may not start escalations: that takes the right \"escalate\""
+		return "forbidden", "may not escalate (the API, an Alertmanager receiver's policy= or delay=): that takes the right \"escalate\""
 	}
 	var outside []string
 	pol := in.cfg.Escalations[policy]
