@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -199,7 +200,7 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 }
 
 func TestReadinessOffWhileDraining(t *testing.T) {
-	h := newHealth(prometheusRegistry(t), check{"dep", func(context.Context) error { return nil }})
+	h := newHealth(prometheusRegistry(t), "", slog.New(slog.DiscardHandler), check{"dep", func(context.Context) error { return nil }})
 	srv := http.NewServeMux()
 	srv.HandleFunc("GET /readyz", h.ready)
 	rec := doRequest(srv, "/readyz")
@@ -210,19 +211,36 @@ func TestReadinessOffWhileDraining(t *testing.T) {
 	require.Contains(t, rec.body, "shutting down")
 }
 
+// TestReadinessReportsFailingDependency: /readyz names the failing dependency to anyone,
+// but its error (here, where the dependency is) only to a caller with the admin token;
+// the log has it.
 func TestReadinessReportsFailingDependency(t *testing.T) {
-	h := newHealth(prometheusRegistry(t),
+	logs := &lockedWriter{w: new(strings.Builder)}
+	h := newHealth(prometheusRegistry(t), "admin-secret", slog.New(slog.NewJSONHandler(logs, nil)),
 		check{"good", func(context.Context) error { return nil }},
-		check{"bad", func(context.Context) error { return errors.New("connection refused") }},
+		check{"bad", func(context.Context) error { return errors.New("dial tcp 10.1.2.3:6379: connection refused") }},
 	)
-	srv := http.NewServeMux()
-	srv.HandleFunc("GET /readyz", h.ready)
-	rec := doRequest(srv, "/readyz")
-	require.Equal(t, http.StatusServiceUnavailable, rec.code)
-	var report readyReport
-	require.NoError(t, json.Unmarshal([]byte(rec.body), &report))
-	require.Equal(t, "connection refused", report.Checks["bad"])
-	require.Equal(t, "ok", report.Checks["good"])
+	ready := func(auth string) (int, readyReport) {
+		req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ready(rec, req)
+		var report readyReport
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &report))
+		return rec.Code, report
+	}
+	for _, auth := range []string{"", "wrong"} {
+		code, report := ready(auth)
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Equal(t, failing, report.Checks["bad"])
+		require.Equal(t, "ok", report.Checks["good"])
+	}
+	code, report := ready("admin-secret")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "dial tcp 10.1.2.3:6379: connection refused", report.Checks["bad"])
+	require.Contains(t, logs.String(), "10.1.2.3:6379", "the error is logged")
 }
 
 func TestServeRefusesASchemaThatIsBehind(t *testing.T) {

@@ -66,13 +66,18 @@ func startReplica(t *testing.T, cfg config.Config) string {
 // when the test ends, if the test did not.
 func serveReplica(t *testing.T, cfg config.Config, log io.Writer) (base string, stop func() error) {
 	t.Helper()
+	return serveWith(t, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(log, nil))})
+}
+
+// serveWith is serveReplica with opts (a Listener in it is replaced by a loopback one).
+func serveWith(t *testing.T, cfg config.Config, opts ServeOptions) (base string, stop func() error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	opts.Listener = ln
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(log, nil)), Listener: ln})
-	}()
+	go func() { done <- Serve(ctx, cfg, opts) }()
 	var once sync.Once
 	var served error
 	stop = func() error {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -70,7 +71,8 @@ func TestMonitoringUsesRealMetrics(t *testing.T) {
 	relay.NewMetrics(known)
 	ingress.NewMetrics(known)
 	escalation.NewMetrics(known)
-	newHealth(known)
+	newHealth(known, "", slog.New(slog.DiscardHandler))
+	capConnections(nil, 1, known)
 	known.MustRegister(newBuildInfo())
 	require.Contains(t, known, "rocketdelay_handoff_lateness_seconds")
 

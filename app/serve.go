@@ -232,7 +232,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	go func() { defer close(watchDone); ing.WatchPrincipals(watchCtx, principalsPoll) }()
 	defer func() { stopWatch(); <-watchDone }()
 
-	h := newHealth(reg,
+	h := newHealth(reg, cfg.Admin.Token, logger,
 		check{"consumer", func(context.Context) error {
 			if !sched.Running() {
 				return errors.New("the consumer is not running")
@@ -276,9 +276,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 			return fmt.Errorf("serve: listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
 		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(cfg.HTTP, mux, logger)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(capConnections(ln, cfg.HTTP.MaxConnections, reg)) }()
 	logger.Info("rocketdelay serving", "version", Version, "http", ln.Addr().String(),
 		"topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.Group, "levels", cfg.Scheduler.Levels.String())
 

@@ -105,6 +105,22 @@ type HTTP struct {
 	// console's login limits, and HTTPS for Secure cookies behind a proxy that
 	// terminates TLS. None by default: the headers are ignored.
 	TrustedProxies []string `yaml:"trustedProxies" json:"trustedProxies,omitempty"`
+	// ReadHeaderTimeout bounds reading a request's headers. Default 5s.
+	ReadHeaderTimeout time.Duration `yaml:"readHeaderTimeout" json:"readHeaderTimeout"`
+	// ReadTimeout bounds reading a whole request, its body included: a client that sends
+	// its body slowly is cut off. Default 30s.
+	ReadTimeout time.Duration `yaml:"readTimeout" json:"readTimeout"`
+	// WriteTimeout bounds a request from the end of its headers to the end of its
+	// response. Default 60s.
+	WriteTimeout time.Duration `yaml:"writeTimeout" json:"writeTimeout"`
+	// IdleTimeout closes a keep-alive connection that carried no request for this long.
+	// Default 60s.
+	IdleTimeout time.Duration `yaml:"idleTimeout" json:"idleTimeout"`
+	// MaxHeaderBytes bounds a request's headers, bytes. Default 65536.
+	MaxHeaderBytes int `yaml:"maxHeaderBytes" json:"maxHeaderBytes"`
+	// MaxConnections is the most connections served at once; a connection over it is
+	// closed as soon as it is accepted (and counted). Default 512.
+	MaxConnections int `yaml:"maxConnections" json:"maxConnections"`
 }
 
 // RocketMQ configures the connection to the broker.

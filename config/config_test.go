@@ -101,6 +101,25 @@ func TestValidateNamesEveryBadKey(t *testing.T) {
 	require.NotContains(t, msg, "pg-pass-42")
 }
 
+// TestHTTPLimitsAreChecked: the server's limits must be usable, and a request body
+// must fit in one broker message.
+func TestHTTPLimitsAreChecked(t *testing.T) {
+	c := Config{
+		HTTP:     HTTP{ReadHeaderTimeout: time.Minute, ReadTimeout: time.Second, IdleTimeout: -time.Second, MaxHeaderBytes: 100, MaxConnections: -1},
+		RocketMQ: RocketMQ{MaxMessageSize: 1 << 20},
+		Ingress:  Ingress{MaxBody: 2 << 20},
+	}.WithDefaults()
+	msg := c.Validate().Error()
+	for _, key := range []string{"http.readHeaderTimeout", "http.idleTimeout", "http.maxHeaderBytes", "http.maxConnections", "ingress.maxBody"} {
+		require.Contains(t, msg, "config: "+key+":")
+	}
+	require.Contains(t, msg, "rocketmq.maxMessageSize 1048576")
+	d := Config{}.WithDefaults()
+	require.Equal(t, DefaultHTTPIdleTimeout, d.HTTP.IdleTimeout, "an idle connection is closed by default")
+	require.Equal(t, DefaultHTTPMaxConnections, d.HTTP.MaxConnections)
+	require.LessOrEqual(t, d.Ingress.MaxBody, int64(d.RocketMQ.MaxMessageSize))
+}
+
 func TestMissingRequiredKeysSayHowToSetThem(t *testing.T) {
 	_, err := Load("", noEnv)
 	require.Error(t, err)

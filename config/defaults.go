@@ -7,30 +7,37 @@ import (
 
 // Defaults of the fields above, in one place.
 const (
-	DefaultLogLevel        = "info"
-	DefaultLogFormat       = "json"
-	DefaultHTTPAddr        = ":8080"
-	DefaultTopic           = "guava"
-	DefaultGroup           = "rocketdelay"
-	DefaultSendTimeout     = 3 * time.Second
-	DefaultLevels          = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-	DefaultThreshold       = 60 * time.Second
-	DefaultHorizon         = 30 * 24 * time.Hour
-	DefaultGrace           = 2 * time.Second
-	DefaultLease           = 30 * time.Second
-	DefaultLiveness        = 3 * time.Second
-	DefaultDoneTTL         = 7 * 24 * time.Hour
-	DefaultRetention       = 72 * time.Hour
-	DefaultMaxMessageSize  = 4 << 20
-	DefaultRetryMaxDelay   = 60 * time.Second
-	DefaultMode            = ModeLevels
-	DefaultTimerMargin     = 2 * time.Second
-	DefaultKeyPrefix       = "rd"
-	DefaultDurability      = DurabilityWrite
-	DefaultWaitTimeout     = time.Second
-	DefaultShards          = 1
-	MaxShards              = 1024
-	DefaultShutdownTimeout = 30 * time.Second
+	DefaultLogLevel  = "info"
+	DefaultLogFormat = "json"
+	DefaultHTTPAddr  = ":8080"
+	// The HTTP server's limits (config.HTTP).
+	DefaultHTTPReadHeaderTimeout = 5 * time.Second
+	DefaultHTTPReadTimeout       = 30 * time.Second
+	DefaultHTTPWriteTimeout      = 60 * time.Second
+	DefaultHTTPIdleTimeout       = 60 * time.Second
+	DefaultHTTPMaxHeaderBytes    = 64 << 10
+	DefaultHTTPMaxConnections    = 512
+	DefaultTopic                 = "guava"
+	DefaultGroup                 = "rocketdelay"
+	DefaultSendTimeout           = 3 * time.Second
+	DefaultLevels                = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+	DefaultThreshold             = 60 * time.Second
+	DefaultHorizon               = 30 * 24 * time.Hour
+	DefaultGrace                 = 2 * time.Second
+	DefaultLease                 = 30 * time.Second
+	DefaultLiveness              = 3 * time.Second
+	DefaultDoneTTL               = 7 * 24 * time.Hour
+	DefaultRetention             = 72 * time.Hour
+	DefaultMaxMessageSize        = 4 << 20
+	DefaultRetryMaxDelay         = 60 * time.Second
+	DefaultMode                  = ModeLevels
+	DefaultTimerMargin           = 2 * time.Second
+	DefaultKeyPrefix             = "rd"
+	DefaultDurability            = DurabilityWrite
+	DefaultWaitTimeout           = time.Second
+	DefaultShards                = 1
+	MaxShards                    = 1024
+	DefaultShutdownTimeout       = 30 * time.Second
 
 	DefaultSenderLimit           = 19
 	DefaultSenderWindow          = 60 * time.Second
@@ -79,6 +86,12 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Log.Level, DefaultLogLevel)
 	Default(&c.Log.Format, DefaultLogFormat)
 	Default(&c.HTTP.Addr, DefaultHTTPAddr)
+	Default(&c.HTTP.ReadHeaderTimeout, DefaultHTTPReadHeaderTimeout)
+	Default(&c.HTTP.ReadTimeout, DefaultHTTPReadTimeout)
+	Default(&c.HTTP.WriteTimeout, DefaultHTTPWriteTimeout)
+	Default(&c.HTTP.IdleTimeout, DefaultHTTPIdleTimeout)
+	Default(&c.HTTP.MaxHeaderBytes, DefaultHTTPMaxHeaderBytes)
+	Default(&c.HTTP.MaxConnections, DefaultHTTPMaxConnections)
 	Default(&c.RocketMQ.Topic, DefaultTopic)
 	Default(&c.RocketMQ.Group, DefaultGroup)
 	Default(&c.RocketMQ.SendTimeout, DefaultSendTimeout)

@@ -86,16 +86,7 @@ func (c Config) Validate() error {
 		errs = append(errs, &FieldError{Key: key, Reason: fmt.Sprintf(format, args...)})
 	}
 	c.Log.validate(bad)
-	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
-		bad("http.addr", "%q is not host:port", c.HTTP.Addr)
-	}
-	for i, p := range c.HTTP.TrustedProxies {
-		if _, err := netip.ParsePrefix(p); err != nil {
-			if _, err := netip.ParseAddr(p); err != nil {
-				bad(fmt.Sprintf("http.trustedProxies[%d]", i), "%q is neither a CIDR (10.0.0.0/8) nor an address", p)
-			}
-		}
-	}
+	c.HTTP.validate(bad)
 	c.RocketMQ.validate(bad)
 	c.Scheduler.validate(bad, c.RocketMQ.Retention)
 	c.Redis.validate(bad)
@@ -152,6 +143,8 @@ func (c Config) Validate() error {
 	}
 	if c.Ingress.MaxBody <= 0 {
 		bad("ingress.maxBody", "must be positive, got %d", c.Ingress.MaxBody)
+	} else if c.Ingress.MaxBody > int64(c.RocketMQ.MaxMessageSize) {
+		bad("ingress.maxBody", "%d is more than the broker takes in one message (rocketmq.maxMessageSize %d)", c.Ingress.MaxBody, c.RocketMQ.MaxMessageSize)
 	}
 	for severity, p := range c.Ingress.Priorities {
 		if !slices.Contains(PriorityNames, p) {
@@ -492,5 +485,37 @@ func (t TopicTarget) validate(bad badFunc, key string) {
 	}
 	if t.RatePerSecond < 0 || t.RatePerSecond > MaxTopicRate {
 		bad(key+".ratePerSecond", "must be between 0 (no cap) and %d, got %d", MaxTopicRate, t.RatePerSecond)
+	}
+}
+
+// validate checks the listener and its limits.
+func (h HTTP) validate(bad func(key, format string, args ...any)) {
+	if _, _, err := net.SplitHostPort(h.Addr); err != nil {
+		bad("http.addr", "%q is not host:port", h.Addr)
+	}
+	for i, p := range h.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				bad(fmt.Sprintf("http.trustedProxies[%d]", i), "%q is neither a CIDR (10.0.0.0/8) nor an address", p)
+			}
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"http.readHeaderTimeout", h.ReadHeaderTimeout}, {"http.readTimeout", h.ReadTimeout},
+		{"http.writeTimeout", h.WriteTimeout}, {"http.idleTimeout", h.IdleTimeout}} {
+		if d.v <= 0 {
+			bad(d.key, "must be positive, got %s", d.v)
+		}
+	}
+	if h.ReadHeaderTimeout > h.ReadTimeout && h.ReadTimeout > 0 {
+		bad("http.readHeaderTimeout", "%s is longer than http.readTimeout %s, which bounds the headers too", h.ReadHeaderTimeout, h.ReadTimeout)
+	}
+	if h.MaxHeaderBytes < 4096 {
+		bad("http.maxHeaderBytes", "must be at least 4096, got %d", h.MaxHeaderBytes)
+	}
+	if h.MaxConnections <= 0 {
+		bad("http.maxConnections", "must be positive, got %d", h.MaxConnections)
 	}
 }

@@ -43,6 +43,10 @@ var loginLimits = store.LoginLimits{PerClient: 5, Total: 100, Window: 5 * time.M
 // maxLoginBody bounds a login form: a token and where to go next.
 const maxLoginBody = 4 << 10
 
+// maxForm bounds any other form of the console: the largest is the template page's, an
+// alert and a template to render.
+const maxForm = 64 << 10
+
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
 	if err := r.ParseForm(); err != nil {

@@ -103,6 +103,19 @@ func TestConsoleLogoutEndsTheSession(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 }
 
+// TestConsoleRefusesALargeForm: a logged-in form of 2 MiB (Go reads 10 MB by default) is
+// refused with 413, and what it asked is not done.
+func TestConsoleRefusesALargeForm(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	_, page := s.get("/ui/failed")
+	resp, body := s.post("/ui/escalations/ack", url.Values{"csrf": {s.csrf(page)}, "key": {"k"}, "pad": {strings.Repeat("x", 2<<20)}}, s.srv.URL)
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	require.Contains(t, body, "larger than any of the console")
+	resp, _ = s.post("/ui/escalations/ack", url.Values{"csrf": {s.csrf(page)}, "pad": {strings.Repeat("x", 1<<10)}}, s.srv.URL)
+	require.NotEqual(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "a form of ordinary size is read")
+}
+
 func mustTrust(t *testing.T, entries ...string) proxies.Trusted {
 	t.Helper()
 	trusted, err := proxies.Parse(entries)

@@ -26,6 +26,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -235,8 +236,13 @@ func (c *Console) authed(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if r.Method == http.MethodPost {
-			if err := r.ParseForm(); err != nil ||
-				!hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(c.csrf(s))) {
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+			err := r.ParseForm()
+			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+				c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: the form is larger than any of the console's.")
+				return
+			}
+			if err != nil || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(c.csrf(s))) {
 				c.fail(w, r, http.StatusForbidden, "Refused: the form's security token is missing or stale. Reload the page and try again.")
 				return
 			}
