@@ -11,7 +11,8 @@
 # VERSION build argument only. deploy/k8s/dockerfile_test.go checks the invariants
 # of this file; deploy/k8s/README.md explains how the image is deployed.
 
-ARG GO_VERSION=1.26
+# Exactly the toolchain line of go.mod: the Go that make test and make vulncheck judged.
+ARG GO_VERSION=1.26.11
 
 FROM golang:${GO_VERSION} AS build
 WORKDIR /src

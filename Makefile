@@ -8,9 +8,16 @@ LDFLAGS := -s -w -X github.com/rocketdelay/rocketdelay/app.Version=$(VERSION)
 BIN := bin/rocketdelay
 LOCAL_CONFIG := deploy/local/rocketdelay.yaml
 GO_TEST_TIMEOUT ?= 15m
+# Every go command of these targets (and the scripts and tests they start) builds with the
+# Go of go.mod's toolchain line, which the go command fetches from the module proxy once.
+export GOTOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
+# govulncheck and the Go vulnerability database it reads offline: the OSV entries of the
+# golang.org/x/vulndb module (vuln.go.dev itself is not reached).
+GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
+VULNDB := golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 CHAOS_TEST_TIMEOUT ?= 30m
 
-.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-topic bench-alertmanager bench-api chaos down status fmt vet
+.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-topic bench-alertmanager bench-api chaos down status fmt vet vulncheck
 FUZZ_TIME ?= 20s
 
 help: ## list the targets
@@ -49,6 +56,11 @@ test-topologies: ## the store's tests (every Lua script) on a real Redis Sentine
 	wait $$sentinel && sentinel=0 || sentinel=$$?; \
 	echo "--- store on Redis Sentinel:"; tail -n 40 /tmp/rocketdelay-store-sentinel.log; \
 	if [[ $$sentinel -ne 0 || $$cluster -ne 0 ]]; then echo "store tests failed (sentinel: $$sentinel, cluster: $$cluster)"; exit 1; fi
+
+vulncheck: ## govulncheck over the module and the toolchain, offline (the OSV entries of golang.org/x/vulndb): fails on any reachable finding
+	db="$$(go mod download -json $(VULNDB) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')"; \
+	echo "govulncheck with $$(go version | cut -d' ' -f3), database $(VULNDB)"; \
+	go run $(GOVULNCHECK) -db "file://$$db/data/osv" ./...
 
 test-short: ## only the tests that need no server (go test -short)
 	go test -short -race -count=1 ./...

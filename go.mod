@@ -2,6 +2,8 @@ module github.com/rocketdelay/rocketdelay
 
 go 1.26.8
 
+toolchain go1.26.11
+
 require (
 	github.com/apache/rocketmq-client-go/v2 v2.1.3-0.20251226070945-2173d070fd1b
 	github.com/cenkalti/backoff/v5 v5.0.3

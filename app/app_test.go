@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"io"
 	"log/slog"
 	"net"
@@ -136,6 +137,7 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Listener: ln})
 	}()
 
+	// Alive from the start; ready once started.
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(base + "/healthz")
 		if err == nil {
@@ -143,6 +145,8 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
 	}, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK },
+		30*time.Second, 20*time.Millisecond)
 
 	code, body := get(t, base+"/readyz")
 	require.Equal(t, http.StatusOK, code, body)
@@ -247,17 +251,92 @@ func TestServeRefusesASchemaThatIsBehind(t *testing.T) {
 	cfg := stackConfig(t)
 	_, dsn := testenv.PostgresSchema(t) // no migrations applied
 	cfg.Postgres.URL = config.Secret(dsn)
+	cfg.HTTP.Addr = "127.0.0.1:0" // it listens while it starts
 	err := Serve(context.Background(), cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.ErrorContains(t, err, "rocketdelay migrate up")
 }
 
-func TestServeFailsClearlyWhenRedisIsDown(t *testing.T) {
+// TestSecondDeploymentOnAPrefixIsRefused: a replica of another consumer group on a Redis
+// key prefix a deployment already uses does not start, naming the owner; the first
+// deployment keeps running.
+func TestSecondDeploymentOnAPrefixIsRefused(t *testing.T) {
+	first := stackConfig(t)
+	base := startReplica(t, first)
+	second := first
+	second.RocketMQ.Group = testenv.Unique("rd_app_")
+	second.HTTP.Addr = "127.0.0.1:0"
+	err := Serve(context.Background(), second, ServeOptions{Logger: slog.New(slog.DiscardHandler)})
+	require.ErrorIs(t, err, store.ErrPrefixTaken)
+	require.ErrorContains(t, err, first.RocketMQ.Topic+"/"+first.RocketMQ.Group)
+	code, _ := get(t, base+"/readyz")
+	require.Equal(t, http.StatusOK, code, "the first deployment runs on")
+}
+
+// TestServeWaitsForRedis: a replica started while Redis cannot be reached stays up: it
+// is alive, not ready, /readyz names Redis (its error, without the password, only with
+// the admin token), the API answers 503; once Redis answers it starts and is ready. On
+// the code before, Serve returned at once and the process exited.
+func TestServeWaitsForRedis(t *testing.T) {
 	cfg := stackConfig(t)
-	cfg.Redis.URL = "redis://:pw-never-shown@127.0.0.1:1/0"
-	err := Serve(context.Background(), cfg, ServeOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "redis at 127.0.0.1:1")
-	require.NotContains(t, err.Error(), "pw-never-shown")
+	cfg.Admin.Token = "admin-token-for-readyz"
+	opts, err := redis.ParseURL(cfg.Redis.URL.Reveal())
+	require.NoError(t, err)
+	proxy := testenv.StartProxy(t, opts.Addr)
+	proxy.Down()
+	u, err := url.Parse(cfg.Redis.URL.Reveal())
+	require.NoError(t, err)
+	u.Host, u.User = proxy.Addr(), url.UserPassword("", "pw-never-shown")
+	cfg.Redis.URL = config.Secret(u.String())
+	logs := &lockedWriter{w: new(strings.Builder)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Listener: ln})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	readyz := func(auth string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, base+"/readyz", nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	require.Eventually(t, func() bool { _, body := readyz(""); return strings.Contains(body, `"redis"`) },
+		30*time.Second, 20*time.Millisecond, "readyz names what the replica waits for")
+	code, body := readyz("")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "starting")
+	code, body = readyz(cfg.Admin.Token.Reveal())
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, proxy.Addr(), "the admin sees the error")
+	require.NotContains(t, body, "pw-never-shown")
+	code, _ = get(t, base+"/healthz")
+	require.Equal(t, http.StatusOK, code, "alive while it waits")
+	code, _ = get(t, base+"/api/v1/alerts/x")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned while Redis was down: %v", err)
+	default:
+	}
+
+	proxy.Up()
+	require.Eventually(t, func() bool { code, _ := readyz(""); return code == http.StatusOK },
+		60*time.Second, 50*time.Millisecond, "ready once Redis answers")
+	require.Contains(t, logs.String(), "waiting for a store; trying again")
+	require.NotContains(t, logs.String(), "pw-never-shown")
+	cancel()
+	require.NoError(t, <-done)
+	done <- nil // for the cleanup
 }
 
 // TestServeDeliversToDingTalkThroughAnOutage runs two replicas against the DingTalk

@@ -93,6 +93,10 @@ func (h *health) ready(w http.ResponseWriter, r *http.Request) {
 		}
 		wg.Wait()
 	}
+	writeReport(w, code, report)
+}
+
+func writeReport(w http.ResponseWriter, code int, report readyReport) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(report)

@@ -22,7 +22,6 @@ import (
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/ingress"
-	"github.com/rocketdelay/rocketdelay/migrations"
 	"github.com/rocketdelay/rocketdelay/proxies"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/sender"
@@ -102,19 +101,32 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		newBuildInfo(),
 	)
 
-	rdb, err := store.OpenRedisConfig(ctx, cfg.Redis)
+	// The HTTP server answers from the start: while the replica waits for its stores,
+	// /healthz says it is alive and everything else that it is starting.
+	ln := opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
+			return fmt.Errorf("serve: listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
+		}
+	}
+	wait := newStarting(cfg.Admin.Token)
+	var handler switchHandler
+	handler.set(wait)
+	srv := newHTTPServer(cfg.HTTP, &handler, logger)
+	defer srv.Close() // after the graceful Shutdown below, or when the start fails
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(capConnections(ln, cfg.HTTP.MaxConnections, reg)) }()
+	st, err := openStores(ctx, cfg, logger, wait)
 	if err != nil {
+		if ctx.Err() != nil {
+			logger.Info("stopped while waiting for the stores")
+			return nil
+		}
 		return err
 	}
-	defer rdb.Close()
-	pg, err := store.OpenPostgres(ctx, cfg.Postgres.URL.Reveal())
-	if err != nil {
-		return err
-	}
-	defer pg.Close()
-	if err := migrations.RequireCurrent(ctx, pg, logger); err != nil {
-		return err
-	}
+	defer st.close()
+	rdb, pg, beatRdb := st.rdb, st.pg, st.beat
 
 	mode, replicas, _ := config.ParseDurability(cfg.Redis.Durability) // validated
 	switch err := store.CheckDurability(ctx, rdb, mode, replicas); {
@@ -124,12 +136,6 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
-	// The heartbeat has connections of its own: a beat never waits behind the hand-offs.
-	beatRdb, err := store.OpenBeatRedis(ctx, cfg.Redis)
-	if err != nil {
-		return err
-	}
-	defer beatRdb.Close()
 	// Every clock of the service is the reference clock: this replica's own clock corrected
 	// by its offset to Redis TIME, so a host whose clock is off neither sends early nor late.
 	schedMetrics := scheduler.NewMetrics(reg)
@@ -189,8 +195,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	deliverer.SetGate(esc)                                    // an escalation's step goes only while its episode runs
 	producers := store.NewProducers(rdb, cfg.Redis.KeyPrefix) // who owns an id, and the principals' rates
+	roster := store.NewRoster(rdb, cfg.Redis.KeyPrefix)       // which targets the replicas' configurations have
 	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Chat: snd, Logger: logger, Now: now,
-		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix), Producers: producers},
+		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix), Producers: producers, Roster: roster},
 		ingress.NewMetrics(reg))
 	if err != nil {
 		return err
@@ -199,6 +206,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	schedOpts.Wheel.Clock = clock
 	schedOpts.CheckBody = snd.Check
 	schedOpts.Liveness = ws.Liveness(beatRdb)
+	schedOpts.Roster = roster
 	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
 	if err != nil {
 		return err
@@ -270,15 +278,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, templates,
 		console.Access{Token: cfg.Admin.Token, Sessions: store.NewConsoleAccess(rdb, cfg.Redis.KeyPrefix), Proxies: trusted}, logger))
 
-	ln := opts.Listener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
-			return fmt.Errorf("serve: listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
-		}
-	}
-	srv := newHTTPServer(cfg.HTTP, mux, logger)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(capConnections(ln, cfg.HTTP.MaxConnections, reg)) }()
+	handler.set(mux)
 	logger.Info("rocketdelay serving", "version", Version, "http", ln.Addr().String(),
 		"topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.Group, "levels", cfg.Scheduler.Levels.String())
 

@@ -202,6 +202,12 @@ type Scheduler struct {
 	// (timerPrecisionMs, 1s by default: a timer message may arrive up to that much early)
 	// plus a hop's latency, and be below Threshold. Default 2s.
 	TimerMargin time.Duration `yaml:"timerMargin" json:"timerMargin"`
+	// UnknownTargetWait is how long an alert for a target this replica's configuration
+	// does not have waits for a replica that has it: while any replica of the deployment
+	// said it has the target within this much (a configuration rolled out replica by
+	// replica), the alert is sent on for it; after, it is rejected as unknown_target. A
+	// name no replica ever had is rejected at once. Cover a rolling update. Default 2m.
+	UnknownTargetWait time.Duration `yaml:"unknownTargetWait" json:"unknownTargetWait"`
 }
 
 // Values of scheduler.mode.

@@ -26,18 +26,20 @@ const (
 	DefaultGrace                 = 2 * time.Second
 	DefaultLease                 = 30 * time.Second
 	DefaultLiveness              = 3 * time.Second
-	DefaultDoneTTL               = 7 * 24 * time.Hour
-	DefaultRetention             = 72 * time.Hour
-	DefaultMaxMessageSize        = 4 << 20
-	DefaultRetryMaxDelay         = 60 * time.Second
-	DefaultMode                  = ModeLevels
-	DefaultTimerMargin           = 2 * time.Second
-	DefaultKeyPrefix             = "rd"
-	DefaultDurability            = DurabilityWrite
-	DefaultWaitTimeout           = time.Second
-	DefaultShards                = 1
-	MaxShards                    = 1024
-	DefaultShutdownTimeout       = 30 * time.Second
+	// DefaultUnknownTargetWait is config scheduler.unknownTargetWait's default.
+	DefaultUnknownTargetWait = 2 * time.Minute
+	DefaultDoneTTL           = 7 * 24 * time.Hour
+	DefaultRetention         = 72 * time.Hour
+	DefaultMaxMessageSize    = 4 << 20
+	DefaultRetryMaxDelay     = 60 * time.Second
+	DefaultMode              = ModeLevels
+	DefaultTimerMargin       = 2 * time.Second
+	DefaultKeyPrefix         = "rd"
+	DefaultDurability        = DurabilityWrite
+	DefaultWaitTimeout       = time.Second
+	DefaultShards            = 1
+	MaxShards                = 1024
+	DefaultShutdownTimeout   = 30 * time.Second
 
 	DefaultSenderLimit           = 19
 	DefaultSenderWindow          = 60 * time.Second
@@ -117,6 +119,7 @@ func (c Config) WithDefaults() Config {
 	Default(&c.Scheduler.RetryMaxDelay, DefaultRetryMaxDelay)
 	Default(&c.Scheduler.Mode, DefaultMode)
 	Default(&c.Scheduler.TimerMargin, DefaultTimerMargin)
+	Default(&c.Scheduler.UnknownTargetWait, DefaultUnknownTargetWait)
 	Default(&c.Redis.KeyPrefix, DefaultKeyPrefix)
 	Default(&c.Redis.Durability, DefaultDurability)
 	Default(&c.Redis.WaitTimeout, DefaultWaitTimeout)

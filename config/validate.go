@@ -216,6 +216,9 @@ func (s Scheduler) validate(bad badFunc, retention time.Duration) {
 	if s.Grace <= 0 {
 		bad("scheduler.grace", "must be positive, got %s", s.Grace)
 	}
+	if s.UnknownTargetWait < 10*time.Second {
+		bad("scheduler.unknownTargetWait", "must be at least 10s (replicas say which targets they have every 10s), got %s", s.UnknownTargetWait)
+	}
 	switch {
 	case s.DoneTTL < time.Minute:
 		bad("scheduler.doneTTL", "must be at least 1m, got %s", s.DoneTTL)

@@ -73,6 +73,9 @@ func (in *Ingress) receiver(w http.ResponseWriter, r *http.Request, target strin
 		if t, known := in.cfg.Targets[target]; known {
 			return fail(http.StatusNotFound, "not_a_robot_group", fmt.Sprintf("%q is a %s target: Alertmanager notifications go to robot groups", target, t.Channel()))
 		}
+		if in.elsewhere(w, r, "alertmanager", target) {
+			return nil, receiverOptions{}, false
+		}
 		return fail(http.StatusNotFound, "unknown_target", fmt.Sprintf("%q is not a robot group of the configuration", target))
 	}
 	opts, err := parseReceiverOptions(r)

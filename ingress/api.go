@@ -80,6 +80,9 @@ func (in *Ingress) publish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pub, reason, err := in.publication(req)
+	if reason == string(wire.RejectUnknownTarget) && in.elsewhere(w, r, "publish", req.Target) {
+		return
+	}
 	if err != nil {
 		in.metrics.requests.WithLabelValues("publish", reason).Inc()
 		writeError(w, http.StatusBadRequest, reason, err.Error())

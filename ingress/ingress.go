@@ -70,6 +70,9 @@ type Deps struct {
 	// Producers records who owns each alert id and episode key, and takes the
 	// principals' rates. Required.
 	Producers Producers
+	// Roster says which targets the other replicas' configurations have: a request for a
+	// target only they have is answered 503, not refused for good. Default none.
+	Roster Roster
 	// Chat checks and renders the bodies of chat targets, by their platform;
 	// *sender.Chat implements it.
 	Chat   Chat

@@ -69,6 +69,11 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	now := s.now()
 	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, topics: s.opts.Topics, checkBody: s.opts.CheckBody,
 		horizon: s.opts.Horizon, dedupe: s.opts.DedupeWindow}, now)
+	if rej != nil && rej.Reason == wire.RejectUnknownTarget {
+		if sent, err := s.elsewhere(ctx, msg, a, rej, now); err != nil || sent {
+			return "elsewhere", err
+		}
+	}
 	if rej != nil {
 		key := msg.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex)
 		if key == "" {

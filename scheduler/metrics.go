@@ -21,6 +21,7 @@ type Metrics struct {
 	handoffs       *prometheus.CounterVec
 	lateness       prometheus.Histogram
 	rejected       *prometheus.CounterVec
+	elsewhere      prometheus.Counter
 	cancelled      prometheus.Counter
 	retries        *prometheus.CounterVec
 	reconsumed     prometheus.Counter
@@ -93,6 +94,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Messages handed back to RocketMQ for a later retry because their next home was not durable, by stage.",
 		}, []string{"stage"}),
 	}
+	m.elsewhere = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_unknown_target_sent_on_total",
+		Help: "Messages for a target this replica's configuration does not have, but another replica's has (a configuration rollout), sent on for it rather than rejected.",
+	})
 	m.reconsumed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "rocketdelay_reconsumed_messages_total",
 		Help: "Messages RocketMQ delivered again after the consumer handed them back (their next home was not durable).",
@@ -181,7 +186,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{"ok", "error"} {
 		m.beats.WithLabelValues(r)
 	}
-	reg.MustRegister(m.mode, m.received, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
+	reg.MustRegister(m.mode, m.received, m.elsewhere, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
 		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries,
 		m.quarantined, m.storeRetries, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)
 	for _, r := range wire.RejectReasons {

@@ -115,6 +115,16 @@ type Options struct {
 	DedupeWindow time.Duration
 	// KnownTarget says whether a target name is configured. Required.
 	KnownTarget func(string) bool
+	// Targets are the names of the configured targets, which this replica says it has
+	// in Roster.
+	Targets []string
+	// Roster is what the replicas of the deployment say their configurations have
+	// (roster.go): an alert for a target this replica does not know waits for one that
+	// does. Default none: such an alert is rejected at once.
+	Roster TargetRoster
+	// UnknownTargetWait is how long after the last replica that had a target said so its
+	// alerts still wait for one. Default config scheduler.unknownTargetWait.
+	UnknownTargetWait time.Duration
 	// Topics are the topic targets, by name: their messages keep their properties in the
 	// wheel stage, their bodies are any bytes, and a destination they may not choose is
 	// rejected on arrival. Default none.
@@ -184,6 +194,7 @@ func (o Options) withDefaults() Options {
 	o.HandoffsPerTarget = min(o.HandoffsPerTarget, o.HandoffWorkers)
 	config.Default(&o.ConsumeGoroutines, DefaultConsumeGoroutines)
 	config.Default(&o.DLQCheckInterval, DefaultDLQCheckInterval)
+	config.Default(&o.UnknownTargetWait, config.DefaultUnknownTargetWait)
 	if o.InstanceName == "" {
 		host, _ := os.Hostname()
 		o.InstanceName = fmt.Sprintf("rocketdelay-%s-%d-%s", host, os.Getpid(), randomHex(4))
@@ -210,7 +221,10 @@ func OptionsFromConfig(c config.Config) Options {
 
 		RetryMaxDelay: c.Scheduler.RetryMaxDelay,
 		KnownTarget:   func(name string) bool { _, ok := c.Targets[name]; return ok },
-		Topics:        topic.Targets(c),
+		Targets:       sortedTargets(c.Targets),
+
+		UnknownTargetWait: c.Scheduler.UnknownTargetWait,
+		Topics:            topic.Targets(c),
 	}
 }
 
@@ -226,13 +240,14 @@ type Scheduler struct {
 	metrics  *Metrics
 	now      func() time.Time
 
-	life   lifecycle
-	heart  *heartbeat
-	broker brokerSide
-	wheel  *timewheel.Wheel
-	pool   *handoffPool
-	claims atomic.Uint64 // claim tokens issued
-	retry  RetryJob      // SetRetryJob; nil: none
+	life    lifecycle
+	heart   *heartbeat
+	unknown unknownTargets // the targets whose alerts were sent on for another replica
+	broker  brokerSide
+	wheel   *timewheel.Wheel
+	pool    *handoffPool
+	claims  atomic.Uint64 // claim tokens issued
+	retry   RetryJob      // SetRetryJob; nil: none
 }
 
 // lifecycle is what Start and Stop share.
@@ -337,13 +352,17 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.heart.start()
 	s.startPool()
 	loopCtx := s.startLoops()
-	for _, step := range []func(context.Context) error{s.loadDueSoon, s.startHopProducer, s.settleRoute, s.startConsumer} {
+	for _, step := range []func(context.Context) error{s.loadDueSoon, s.startHopProducer, s.settleRoute, s.affirmTargets, s.startConsumer} {
 		if err := step(ctx); err != nil {
 			return err
 		}
 	}
 	s.life.loops.Add(1)
 	go s.dlqWatch(loopCtx, s.opts.DLQCheckInterval)
+	if s.opts.Roster != nil {
+		s.life.loops.Add(1)
+		go s.rosterLoop(loopCtx)
+	}
 	close(s.life.running)
 	s.logger.Info("scheduler started", "topic", s.opts.Topic, "group", s.opts.Group, "mode", s.Mode(),
 		"levels", s.opts.Levels.String(), "threshold", s.opts.Threshold.String(), "instance", s.opts.InstanceName)

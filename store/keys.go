@@ -59,6 +59,9 @@ import (
 //	escalation episodes and dedupe, tag {p} only (shard 0's):
 //	  {p}:once:<key>   string      "<id>|<until>": the id the first copy of a notification picked, and when its window ends (dedupe.go)
 //	  {p}:signing-key  string      the deployment's generated signing key (signingkey.go)
+//	  {p}:deployment   string      "<topic>/<group>" the prefix belongs to (deployment.go)
+//	  {p}:targets      hash        target → when a replica last said it knows it, Unix ms
+//	                               (deployment.go)
 //	  {p}:console:…    strings     console sessions and failed-login counters (console.go)
 //	  {p}:principal:…  strings     the principal that owns an alert id or an episode key;
 //	                               {p}:rate:principal:<name>, a principal's rate (producers.go)
@@ -169,6 +172,8 @@ func (k keys) resched(id string) string       { return k.stage() + "resched:" + 
 func (k keys) gen(id string) string           { return k.stage() + "gen:" + id }
 func (k keys) once(key string) string         { return k.stage() + "once:" + key }
 func (k keys) signingKey() string             { return k.stage() + "signing-key" }
+func (k keys) deployment() string             { return k.stage() + "deployment" }
+func (k keys) roster() string                 { return k.stage() + "targets" }
 func (k keys) consoleSession(h string) string { return k.stage() + "console:session:" + h }
 func (k keys) ownerOf(kind, id string) string { return k.stage() + "principal:" + kind + ":" + id }
 func (k keys) principalRate(name string) string {

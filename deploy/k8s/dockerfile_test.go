@@ -174,7 +174,11 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 	require.NotNil(t, build, "no stage named %q", from)
-	require.Regexp(t, `^golang:1\.26([.-]|$)`, build.image, "builder: golang:1.26")
+	gomod, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	require.NoError(t, err)
+	toolchain := regexp.MustCompile(`(?m)^toolchain go(\S+)$`).FindSubmatch(gomod)
+	require.NotNil(t, toolchain, "go.mod names the toolchain (make builds with it)")
+	require.Equal(t, "golang:"+string(toolchain[1]), build.image, "builder: exactly go.mod's toolchain, the Go that make test and govulncheck judged")
 
 	// The go build: static, reproducible paths, stripped, version stamped.
 	cgoOff := false
