@@ -35,7 +35,7 @@ run: build ## start the local stack (default delay levels) and the chat simulato
 	echo "chat simulator (DingTalk, WeCom, Feishu) on 127.0.0.1:18090 (log: $$ROCKETDELAY_LOCAL_LOGS/chat-sim.log)"; \
 	$(BIN) serve -f $(LOCAL_CONFIG)
 
-test: ## check no built artifact is tracked, start the local stack (test delay levels), then gofmt, go vet and go test -race
+test: ## check no built artifact is tracked, start the local stack (test delay levels), then gofmt, go vet, go test -race, the fault suite, deploy/k8s, govulncheck and the store on Sentinel and Cluster
 	deploy/check-tree
 	deploy/local/up --profile test >/dev/null
 	@unformatted="$$(gofmt -l .)"; \
@@ -44,7 +44,11 @@ test: ## check no built artifact is tracked, start the local stack (test delay l
 	go vet ./...; \
 	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) $$(go list ./... | grep -v /internal/chaos); \
 	go test -count=1 -timeout $(CHAOS_TEST_TIMEOUT) ./internal/chaos/
-	cd deploy/k8s && go vet ./... && go test -count=1 ./...
+	$(MAKE) vulncheck > /tmp/rocketdelay-vulncheck.log 2>&1 & vuln=$$!; \
+	k8s=0; (cd deploy/k8s && go vet ./... && go test -count=1 ./...) || k8s=$$?; \
+	wait $$vuln && vuln=0 || vuln=$$?; \
+	echo "--- make vulncheck:"; tail -n 25 /tmp/rocketdelay-vulncheck.log; \
+	if [[ $$k8s -ne 0 || $$vuln -ne 0 ]]; then echo "failed (deploy/k8s: $$k8s, vulncheck: $$vuln)"; exit 1; fi
 	$(MAKE) test-topologies
 
 test-topologies: ## the store's tests (every Lua script) on a real Redis Sentinel deployment and a real Redis Cluster, at once
