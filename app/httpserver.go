@@ -1,9 +1,13 @@
 package app
 
 import (
+	"crypto/tls"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,14 +15,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/escalation"
 )
 
 // newHTTPServer is the service's HTTP server with cfg's limits: how long it reads a
 // request's headers and its body, how long it writes the answer, how long it keeps an
 // idle connection, and how large the headers may be. Its log goes to logger at warn.
-func newHTTPServer(cfg config.HTTP, h http.Handler, logger *slog.Logger) *http.Server {
+func newHTTPServer(cfg config.HTTP, h http.Handler, tlsConf *tls.Config, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
+		TLSConfig:         tlsConf,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -26,6 +32,51 @@ func newHTTPServer(cfg config.HTTP, h http.Handler, logger *slog.Logger) *http.S
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+}
+
+// serveOn serves srv on ln, over TLS when srv has a TLS configuration.
+func serveOn(srv *http.Server, ln net.Listener) error {
+	if srv.TLSConfig != nil {
+		return srv.ServeTLS(ln, "", "")
+	}
+	return srv.Serve(ln)
+}
+
+// publicMux is what the public listener serves: the acknowledgement pages and /healthz;
+// everything else is 404 there.
+func publicMux(h *health, ack http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", h.live)
+	mux.Handle(escalation.AckPath, ack)
+	mux.HandleFunc("/", http.NotFound)
+	return mux
+}
+
+// servePublic starts the public listener (http.publicAddr, or ln when set) with the same
+// limits as the internal one; its failure is sent to errs. Without a public listener the
+// server returned is never started.
+func servePublic(cfg config.HTTP, ln net.Listener, h http.Handler, tlsConf *tls.Config, conns *connMetrics,
+	logger *slog.Logger, errs chan<- error) (*http.Server, error) {
+	srv := newHTTPServer(cfg, h, tlsConf, logger)
+	if ln == nil && cfg.PublicAddr == "" {
+		return srv, nil
+	}
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.PublicAddr); err != nil {
+			return nil, fmt.Errorf("serve: listen on %s (http.publicAddr): %w", cfg.PublicAddr, err)
+		}
+	}
+	go func() {
+		if err := serveOn(srv, capConnections(ln, cfg.MaxConnections, conns, "public")); !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}
+	}()
+	logger.Info("serving the acknowledgement pages on the public listener", "http", ln.Addr().String())
+	return srv, nil
 }
 
 // overCap is what a connection over http.maxConnections reads before it is closed.
@@ -44,20 +95,30 @@ type capListener struct {
 	refused prometheus.Counter
 }
 
-// capConnections wraps ln; its gauge and counter are registered in reg.
-func capConnections(ln net.Listener, max int, reg prometheus.Registerer) net.Listener {
-	l := &capListener{Listener: ln, max: int64(max),
-		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+// connMetrics count the listeners' connections, by listener (internal, public).
+type connMetrics struct {
+	open    *prometheus.GaugeVec
+	refused *prometheus.CounterVec
+}
+
+func newConnMetrics(reg prometheus.Registerer) *connMetrics {
+	m := &connMetrics{
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rocketdelay_http_open_connections",
-			Help: "Connections the HTTP server holds open now.",
-		}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Help: "Connections the HTTP server holds open now, by listener (internal: http.addr, public: http.publicAddr).",
+		}, []string{"listener"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_http_connections_refused_total",
-			Help: "Connections closed on accept because http.maxConnections were open.",
-		}),
+			Help: "Connections closed on accept because http.maxConnections were open, by listener.",
+		}, []string{"listener"}),
 	}
-	reg.MustRegister(l.gauge, l.refused)
-	return l
+	reg.MustRegister(m.open, m.refused)
+	return m
+}
+
+// capConnections wraps ln, the listener named name, counting in m.
+func capConnections(ln net.Listener, max int, m *connMetrics, name string) net.Listener {
+	return &capListener{Listener: ln, max: int64(max), gauge: m.open.WithLabelValues(name), refused: m.refused.WithLabelValues(name)}
 }
 
 // Accept returns the next connection within the cap, answering the others 503.
@@ -94,4 +155,71 @@ func (c *cappedConn) Close() error {
 		c.l.gauge.Dec()
 	})
 	return c.Conn.Close()
+}
+
+// serverTLS is the TLS configuration of the listeners: nil without http.tlsCertFile.
+func serverTLS(cfg config.HTTP, logger *slog.Logger) (*tls.Config, error) {
+	if cfg.TLSCertFile == "" {
+		return nil, nil
+	}
+	r := &certReloader{certFile: cfg.TLSCertFile, keyFile: cfg.TLSKeyFile, logger: logger}
+	if err := r.load(); err != nil {
+		return nil, fmt.Errorf("serve: http.tlsCertFile: %w", err)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.get}, nil
+}
+
+// certReloader serves the certificate of its files, read again when either file's
+// modification time changed (looked at once a second at most): a renewed certificate
+// (cert-manager's, a mounted Secret's) is served without a restart. A renewal that does
+// not load keeps the one before, and says so.
+type certReloader struct {
+	certFile, keyFile string
+	logger            *slog.Logger
+	mu                sync.Mutex
+	cert              *tls.Certificate
+	stamps            [2]time.Time
+	looked            time.Time
+}
+
+// load reads the files.
+func (r *certReloader) load() error {
+	var stamps [2]time.Time
+	for i, f := range []string{r.certFile, r.keyFile} {
+		st, err := os.Stat(f)
+		if err != nil {
+			return err
+		}
+		stamps[i] = st.ModTime()
+	}
+	r.stamps = stamps // a pair that does not load is not tried again until it changes
+	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return err
+	}
+	r.cert = &cert
+	return nil
+}
+
+func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.looked) < time.Second {
+		return r.cert, nil
+	}
+	r.looked = time.Now()
+	changed := false
+	for i, f := range []string{r.certFile, r.keyFile} {
+		if st, err := os.Stat(f); err == nil && !st.ModTime().Equal(r.stamps[i]) {
+			changed = true
+		}
+	}
+	if changed {
+		if err := r.load(); err != nil {
+			r.logger.Warn("the TLS certificate's files changed but do not load; serving the one before", "err", err)
+		} else {
+			r.logger.Info("serving the renewed TLS certificate", "file", r.certFile)
+		}
+	}
+	return r.cert, nil
 }

@@ -2,11 +2,22 @@ package app
 
 import (
 	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -146,4 +157,93 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 named cn, and its key, to
+// certFile and keyFile, and returns the certificate.
+func selfSigned(t *testing.T, cn, certFile, keyFile string) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	// Written beside and renamed over, as a mounted Secret's update is: never half a file.
+	for file, block := range map[string]*pem.Block{certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
+		require.NoError(t, os.WriteFile(file+".new", pem.EncodeToMemory(block), 0o600))
+		require.NoError(t, os.Rename(file+".new", file))
+	}
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return cert
+}
+
+// TestPublicListenerServesOnlyTheAcknowledgementPages: with http.publicAddr and a TLS
+// certificate, the public listener answers /healthz and the acknowledgement pages and
+// 404 for the API, the console and the metrics, all over HTTPS; the internal one serves
+// everything over HTTPS; a renewed certificate is served without a restart.
+func TestPublicListenerServesOnlyTheAcknowledgementPages(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	first := selfSigned(t, "first", certFile, keyFile)
+	cfg := stackConfig(t)
+	cfg.HTTP.TLSCertFile, cfg.HTTP.TLSKeyFile = certFile, keyFile
+	cfg.Admin.Token = "admin-token-public-test"
+	require.NoError(t, cfg.Validate())
+	internal, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	public, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.DiscardHandler), Listener: internal, PublicListener: public})
+	}()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	// A client that trusts only the certificate being served now, and opens a new
+	// connection for every request (so every request sees the certificate of the moment).
+	client := func(trust *x509.Certificate) *http.Client {
+		pool := x509.NewCertPool()
+		pool.AddCert(trust)
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	}
+	status := func(c *http.Client, url string) int {
+		resp, err := c.Get(url)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	in, out := "https://"+internal.Addr().String(), "https://"+public.Addr().String()
+	c := client(first)
+	require.Eventually(t, func() bool { return status(c, in+"/readyz") == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, http.StatusOK, status(c, out+"/healthz"))
+	for _, path := range []string{"/api/v1/alerts/x", "/api/v1/failed", "/ui/", "/ui/login", "/metrics", "/readyz"} {
+		require.Equal(t, http.StatusNotFound, status(c, out+path), "the public listener serves no %s", path)
+		require.NotEqual(t, http.StatusNotFound, status(c, in+path), "the internal listener serves %s", path)
+	}
+	ack := status(c, out+"/ack/not-a-link")
+	require.NotEqual(t, http.StatusNotFound, ack, "the public listener serves the acknowledgement pages")
+	require.Equal(t, ack, status(c, in+"/ack/not-a-link"), "the same pages as the internal listener")
+	plain := &http.Client{Timeout: 10 * time.Second}
+	resp, err := plain.Get("http://" + public.Addr().String() + "/healthz")
+	if err == nil {
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain HTTP to a TLS listener")
+	}
+
+	second := selfSigned(t, "second", certFile, keyFile)
+	c2 := client(second)
+	require.Eventually(t, func() bool { return status(c2, out+"/healthz") == http.StatusOK }, 30*time.Second, 100*time.Millisecond,
+		"the renewed certificate is served without a restart")
+	require.Equal(t, 0, status(c, out+"/healthz"), "and the old one no longer")
 }

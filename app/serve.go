@@ -67,6 +67,8 @@ type ServeOptions struct {
 	Logger *slog.Logger
 	// Listener, when set, is used instead of listening on cfg.HTTP.Addr.
 	Listener net.Listener
+	// PublicListener, when set, is used instead of listening on cfg.HTTP.PublicAddr.
+	PublicListener net.Listener
 	// Registry, when set, receives the metrics instead of a fresh registry.
 	Registry *prometheus.Registry
 	// ClockOffset shifts every clock the service reads (its wall clock, its timing
@@ -110,13 +112,18 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 			return fmt.Errorf("serve: listen on %s (http.addr): %w", cfg.HTTP.Addr, err)
 		}
 	}
+	tlsConf, err := serverTLS(cfg.HTTP, logger)
+	if err != nil {
+		return err
+	}
+	conns := newConnMetrics(reg)
 	wait := newStarting(cfg.Admin.Token)
 	var handler switchHandler
 	handler.set(wait)
-	srv := newHTTPServer(cfg.HTTP, &handler, logger)
+	srv := newHTTPServer(cfg.HTTP, &handler, tlsConf, logger)
 	defer srv.Close() // after the graceful Shutdown below, or when the start fails
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(capConnections(ln, cfg.HTTP.MaxConnections, reg)) }()
+	serveErr := make(chan error, 2) // the internal listener's, and the public one's
+	go func() { serveErr <- serveOn(srv, capConnections(ln, cfg.HTTP.MaxConnections, conns, "internal")) }()
 	st, err := openStores(ctx, cfg, logger, wait)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -273,12 +280,18 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.AlertmanagerPath+"/", ingressAPI)
 	mux.Handle(ingress.EscalationsPath, ingressAPI)
 	mux.Handle(ingress.EscalationsPath+"/", ingressAPI)
-	mux.Handle(escalation.AckPath, esc.AckHandler(trusted, logger))
+	ackHandler := esc.AckHandler(trusted, logger)
+	mux.Handle(escalation.AckPath, ackHandler)
 	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller, Rescheduler: rescheduler}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, templates,
 		console.Access{Token: cfg.Admin.Token, Sessions: store.NewConsoleAccess(rdb, cfg.Redis.KeyPrefix), Proxies: trusted}, logger))
 
 	handler.set(mux)
+	public, err := servePublic(cfg.HTTP, opts.PublicListener, publicMux(h, ackHandler), tlsConf, conns, logger, serveErr)
+	if err != nil {
+		return err
+	}
+	defer public.Close()
 	logger.Info("rocketdelay serving", "version", Version, "http", ln.Addr().String(),
 		"topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.Group, "levels", cfg.Scheduler.Levels.String())
 
@@ -303,8 +316,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		logger.Warn("scheduler did not stop cleanly", "err", err)
 	}
 	<-jobStopped
-	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Warn("http server did not shut down cleanly", "err", err)
+	for _, s := range []*http.Server{srv, public} {
+		if err := s.Shutdown(stopCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn("http server did not shut down cleanly", "err", err)
+		}
 	}
 	logger.Info("stopped")
 	return nil

@@ -105,6 +105,17 @@ type HTTP struct {
 	// console's login limits, and HTTPS for Secure cookies behind a proxy that
 	// terminates TLS. None by default: the headers are ignored.
 	TrustedProxies []string `yaml:"trustedProxies" json:"trustedProxies,omitempty"`
+	// PublicAddr, when set, is a second listener (host:port) that serves only what the
+	// on-call people's phones must reach from outside: the acknowledgement pages under
+	// /ack/ and /healthz; everything else is 404 there. Addr keeps serving everything.
+	// Default none.
+	PublicAddr string `yaml:"publicAddr" json:"publicAddr,omitempty"`
+	// TLSCertFile and TLSKeyFile, when set, make both listeners serve HTTPS with this
+	// certificate and key (PEM), read again when the files change (a renewed
+	// certificate needs no restart). Default none: plain HTTP, for a TLS-terminating
+	// proxy in front.
+	TLSCertFile string `yaml:"tlsCertFile" json:"tlsCertFile,omitempty"`
+	TLSKeyFile  string `yaml:"tlsKeyFile" json:"tlsKeyFile,omitempty"`
 	// ReadHeaderTimeout bounds reading a request's headers. Default 5s.
 	ReadHeaderTimeout time.Duration `yaml:"readHeaderTimeout" json:"readHeaderTimeout"`
 	// ReadTimeout bounds reading a whole request, its body included: a client that sends
@@ -613,6 +624,10 @@ type Ingress struct {
 	// https://rocketdelay.example.com): escalation steps carry an acknowledgement link
 	// under it. Default none: steps carry no link.
 	PublicURL string `yaml:"publicURL" json:"publicURL,omitempty"`
+	// InsecurePublicURL allows an http:// PublicURL on a host other than a loopback
+	// address (the links carry a capability: over plain HTTP anyone on the path can take
+	// it). Default false.
+	InsecurePublicURL bool `yaml:"insecurePublicURL" json:"insecurePublicURL,omitempty"`
 	// AckLinkTTL is how long an acknowledgement link works after its message was
 	// rendered. Default 24h.
 	AckLinkTTL time.Duration `yaml:"ackLinkTTL" json:"ackLinkTTL"`

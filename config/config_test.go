@@ -696,3 +696,35 @@ func TestRedisShards(t *testing.T) {
 	require.ErrorContains(t, err, "redis.keyPrefix")
 	require.ErrorContains(t, err, "slashes")
 }
+
+// TestPublicURLMustBeHTTPS: an acknowledgement link is a credential; plain HTTP only on a
+// loopback host or when asked for. The public listener is another address, and TLS takes
+// a certificate and its key.
+func TestPublicURLMustBeHTTPS(t *testing.T) {
+	for _, tc := range []struct {
+		url      string
+		insecure bool
+		ok       bool
+	}{
+		{"https://rd.example.com", false, true},
+		{"http://rd.example.com", false, false},
+		{"http://rd.example.com", true, true},
+		{"http://127.0.0.1:18080", false, true},
+		{"http://localhost:18080", false, true},
+		{"http://[::1]:18080", false, true},
+		{"http://10.0.0.7", false, false},
+	} {
+		c := Config{Ingress: Ingress{PublicURL: tc.url, InsecurePublicURL: tc.insecure}}.WithDefaults()
+		err := c.Validate()
+		require.NotNil(t, err) // required keys are missing here; only publicURL is judged
+		if tc.ok {
+			require.NotContains(t, err.Error(), "ingress.publicURL", tc.url)
+		} else {
+			require.Contains(t, err.Error(), "config: ingress.publicURL: "+tc.url+" is plain HTTP", tc.url)
+		}
+	}
+	c := Config{HTTP: HTTP{Addr: ":8080", PublicAddr: ":8080", TLSCertFile: "tls.crt"}}.WithDefaults()
+	msg := c.Validate().Error()
+	require.Contains(t, msg, "config: http.publicAddr:")
+	require.Contains(t, msg, "config: http.tlsCertFile: give both")
+}

@@ -139,6 +139,9 @@ func (c Config) Validate() error {
 	if u := c.Ingress.PublicURL; u != "" {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.User != nil || pu.RawQuery != "" {
 			bad("ingress.publicURL", "must be an http(s) URL without credentials or query, such as https://rocketdelay.example.com")
+		} else if pu.Scheme == "http" && !loopback(pu.Hostname()) && !c.Ingress.InsecurePublicURL {
+			bad("ingress.publicURL", "%s is plain HTTP: an acknowledgement link is a credential, so anyone on the way could take it; "+
+				"use https (set ingress.insecurePublicURL: true to allow it anyway)", u)
 		}
 	}
 	if c.Ingress.MaxBody <= 0 {
@@ -491,10 +494,27 @@ func (t TopicTarget) validate(bad badFunc, key string) {
 	}
 }
 
-// validate checks the listener and its limits.
+// loopback reports whether host names this machine only.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// validate checks the listeners and their limits.
 func (h HTTP) validate(bad func(key, format string, args ...any)) {
 	if _, _, err := net.SplitHostPort(h.Addr); err != nil {
 		bad("http.addr", "%q is not host:port", h.Addr)
+	}
+	if _, _, err := net.SplitHostPort(h.PublicAddr); h.PublicAddr != "" && err != nil {
+		bad("http.publicAddr", "%q is not host:port", h.PublicAddr)
+	} else if h.PublicAddr != "" && h.PublicAddr == h.Addr {
+		bad("http.publicAddr", "%q is http.addr too: the public listener must be another", h.PublicAddr)
+	}
+	if (h.TLSCertFile == "") != (h.TLSKeyFile == "") {
+		bad("http.tlsCertFile", "give both http.tlsCertFile and http.tlsKeyFile, or neither")
 	}
 	for i, p := range h.TrustedProxies {
 		if _, err := netip.ParsePrefix(p); err != nil {
