@@ -121,7 +121,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	var handler switchHandler
 	handler.set(wait)
 	srv := newHTTPServer(cfg.HTTP, &handler, tlsConf, logger)
-	defer srv.Close() // after the graceful Shutdown below, or when the start fails
+	defer srv.Close()               // after the graceful Shutdown below, or when the start fails
 	serveErr := make(chan error, 2) // the internal listener's, and the public one's
 	go func() { serveErr <- serveOn(srv, capConnections(ln, cfg.HTTP.MaxConnections, conns, "internal")) }()
 	st, err := openStores(ctx, cfg, logger, wait)
