@@ -262,7 +262,7 @@ func TestEscalationsThroughTheService(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Regexp(t, fmt.Sprintf(`<td>%s</td><td>%d</td><td>db</td><td>pending</td><td>[^<]+</td><td>1 of 2</td><td>2 → ops</td>`+
+	require.Regexp(t, fmt.Sprintf(`<td>%s</td><td>%d</td><td class="principal">ingest</td><td>db</td><td>pending</td><td>[^<]+</td><td>1 of 2</td><td>2 → ops</td>`+
 		`<td>[^<]+ \((in 59m[0-9]+s|in 1h0m0s)\)</td>`, key, seq), string(page), "the console lists the episode")
 	form := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"><input type="hidden" name="key" value="` + other +
 		`"><input type="hidden" name="seq" value="(\d+)">`).FindStringSubmatch(string(page))

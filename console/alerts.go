@@ -18,6 +18,9 @@ type Alerts interface {
 	Inspect(ctx context.Context, id string) (failed.Report, error)
 	Cancel(ctx context.Context, id, reason string) (store.CancelResult, error)
 	Reschedule(ctx context.Context, id string, dueAt time.Time) (store.Rescheduled, error)
+	// EpisodeOwner is the principal that started the escalation episode key through the
+	// HTTP ways in; "" when none is recorded.
+	EpisodeOwner(ctx context.Context, key string) (string, error)
 }
 
 // AlertFinder is the Alerts of a running service: the inspector, the canceller and the
@@ -26,6 +29,15 @@ type AlertFinder struct {
 	failed.Inspector
 	Canceller   failed.Canceller
 	Rescheduler failed.Rescheduler
+}
+
+// EpisodeOwner is the principal that started the episode key, from the inspector's
+// owners; "" without them.
+func (a AlertFinder) EpisodeOwner(ctx context.Context, key string) (string, error) {
+	if a.Owners == nil {
+		return "", nil
+	}
+	return a.Owners.Owner(ctx, store.OwnEpisode, key)
 }
 
 // Reschedule moves the alert id to dueAt wherever it is.

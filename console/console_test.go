@@ -48,6 +48,7 @@ type site struct {
 	fs     *store.FailedSends
 	ws     *store.WheelStage
 	eps    *store.Episodes
+	owners *store.Producers
 }
 
 func newSite(t *testing.T, tok config.Secret) *site {
@@ -66,7 +67,8 @@ func newSiteBehind(t *testing.T, tok config.Secret, trusted proxies.Trusted) *si
 		Mode: func() string { return "timer" }, Lateness: func() (uint64, time.Duration, time.Duration) {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}
-	alerts := console.AlertFinder{Inspector: failed.Inspector{Wheel: ws, Rows: fs, Config: config.Config{Targets: testTargets}.WithDefaults()},
+	owners := store.NewProducers(rdb, prefix)
+	alerts := console.AlertFinder{Inspector: failed.Inspector{Wheel: ws, Rows: fs, Config: config.Config{Targets: testTargets}.WithDefaults(), Owners: owners},
 		Canceller: failed.Canceller{Stage: ws, Rows: fs}, Rescheduler: failed.Rescheduler{Stage: ws, Rows: fs, Reach: time.Minute, Horizon: 24 * time.Hour}}
 	// The escalator leaves what an acknowledgement names to carry out in the episode's
 	// outbox (CarryLater), where the tests see it: it publishes and cancels nothing.
@@ -76,7 +78,7 @@ func newSiteBehind(t *testing.T, tok config.Secret, trusted proxies.Trusted) *si
 	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, esc, testRenderer{},
 		console.Access{Token: tok, Sessions: store.NewConsoleAccess(rdb, prefix), Proxies: trusted}, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
-	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws, eps: eps}
+	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws, eps: eps, owners: owners}
 }
 
 // browserClient is a client with a cookie jar of its own that does not follow redirects.

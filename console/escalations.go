@@ -32,6 +32,9 @@ type episode struct {
 	Started, Sent, Next, Due string
 	// Ackable: it runs, so it can be acknowledged.
 	Ackable bool
+	// Principal started it through the HTTP ways in ("—" when none is recorded: an
+	// older episode, or one whose record expired).
+	Principal string
 }
 
 // escalations lists the live episodes: state, steps sent, the next step, its target and
@@ -47,7 +50,12 @@ func (c *Console) escalations(w http.ResponseWriter, r *http.Request) {
 	rows := make([]episode, len(live))
 	for i, s := range live {
 		rows[i] = episode{Status: s, Started: stamp(s.Started, now), Sent: strconv.Itoa(s.Sent), Next: "—", Due: "—",
-			Ackable: s.State == store.EpisodePending}
+			Ackable: s.State == store.EpisodePending, Principal: "—"}
+		if p, err := c.alerts.EpisodeOwner(r.Context(), s.Key); err != nil {
+			c.logger.Warn("console: an episode's principal", "episode", s.Key, "err", err)
+		} else if p != "" {
+			rows[i].Principal = p
+		}
 		if s.Steps > 0 {
 			rows[i].Sent = fmt.Sprintf("%d of %d", s.Sent, s.Steps)
 		}

@@ -66,9 +66,9 @@ func TestConsoleEscalationsView(t *testing.T) {
 
 	resp, body = s.get("/ui/escalations")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Regexp(t, fmt.Sprintf(`<td>pay-1</td><td>%d</td><td>db</td><td>pending</td><td>[0-9: Z-]+ \((now|\d+s ago)\)</td>`+
+	require.Regexp(t, fmt.Sprintf(`<td>pay-1</td><td>%d</td><td class="principal">—</td><td>db</td><td>pending</td><td>[0-9: Z-]+ \((now|\d+s ago)\)</td>`+
 		`<td>1 of 2</td><td>2 → lead</td><td>%s \(in (9m5\ds|10m0s)\)</td><td>—</td>`, seq, regexp.QuoteMeta(due)), body)
-	require.Regexp(t, fmt.Sprintf(`<td>disk-2</td><td>%d</td><td>db</td><td>pending</td><td>[^<]+</td><td>0 of 2</td><td>1 → ops</td>`, other), body)
+	require.Regexp(t, fmt.Sprintf(`<td>disk-2</td><td>%d</td><td class="principal">—</td><td>db</td><td>pending</td><td>[^<]+</td><td>0 of 2</td><td>1 → ops</td>`, other), body)
 
 	form := s.ackForm(body, "pay-1")
 	require.Equal(t, strconv.FormatInt(seq, 10), form.Get("seq"))
@@ -95,7 +95,7 @@ func TestConsoleEscalationsView(t *testing.T) {
 
 	_, body = s.get(resp.Header.Get("Location"))
 	require.Contains(t, body, `id="flash">Acknowledged episode`)
-	require.Regexp(t, fmt.Sprintf(`<td>pay-1</td><td>%d</td><td>db</td><td>acked</td><td>[^<]+</td><td>1 of 2</td><td>—</td><td>—</td><td>console</td>\s*<td></td>`, seq), body, "no Acknowledge button any more")
+	require.Regexp(t, fmt.Sprintf(`<td>pay-1</td><td>%d</td><td class="principal">—</td><td>db</td><td>acked</td><td>[^<]+</td><td>1 of 2</td><td>—</td><td>—</td><td>console</td>\s*<td></td>`, seq), body, "no Acknowledge button any more")
 
 	resp, _ = s.post("/ui/escalations/ack", form, s.srv.URL)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
@@ -154,4 +154,23 @@ func TestConsoleEscalationsEscapeKeys(t *testing.T) {
 	_, body = s.get(resp.Header.Get("Location"))
 	require.NotContains(t, body, `<b id="k">`)
 	require.Contains(t, body, html.EscapeString(key))
+}
+
+// The escalations page names the principal that started each episode through the HTTP
+// ways in, and "—" where none is recorded.
+func TestConsoleEscalationsShowThePrincipal(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	s.fire("owned-1", "Owned")
+	s.fire("unowned-1", "Unowned")
+	_, err := s.owners.Own(context.Background(), store.OwnEpisode, "owned-1", "shop", time.Hour)
+	require.NoError(t, err)
+	_, body := s.get("/ui/escalations")
+	cell := func(key string) string {
+		m := regexp.MustCompile(`<td>` + regexp.QuoteMeta(key) + `</td><td>\d+</td><td class="principal">([^<]*)</td>`).FindStringSubmatch(body)
+		require.NotNil(t, m, "no row for %s", key)
+		return m[1]
+	}
+	require.Equal(t, "shop", cell("owned-1"))
+	require.Equal(t, "—", cell("unowned-1"))
 }
