@@ -34,6 +34,10 @@ type Principal struct {
 	// MaxPriority is the highest priority its alerts may have: a request asking more is
 	// refused (403), an Alertmanager notification's is lowered to it. Default critical.
 	MaxPriority string `yaml:"maxPriority" json:"maxPriority,omitempty"`
+	// MaxOpenEpisodes is the most escalation episodes it may have open at once (running
+	// or acknowledged, not resolved): one more is refused with 429 until one of its own
+	// ends. 0: no bound.
+	MaxOpenEpisodes int `yaml:"maxOpenEpisodes" json:"maxOpenEpisodes,omitempty"`
 }
 
 // The rights a principal may hold besides publishing to its targets.
@@ -176,6 +180,9 @@ func (c Config) validatePrincipals(bad badFunc, file []Principal) {
 			if !slices.Contains(Rights, r) {
 				bad(k+".rights", "%q is not one of %s", r, strings.Join(Rights, ", "))
 			}
+		}
+		if p.MaxOpenEpisodes < 0 {
+			bad(k+".maxOpenEpisodes", "must not be negative, got %d", p.MaxOpenEpisodes)
 		}
 		if p.RatePerSecond < 0 || p.Burst < 0 {
 			bad(k+".ratePerSecond", "ratePerSecond and burst must not be negative")

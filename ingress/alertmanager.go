@@ -149,9 +149,13 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 	now := in.deps.Now()
 	switch {
 	case policy != "":
-		if err = in.recordOwner(r.Context(), store.OwnEpisode, g.episode(policy), p, episodeOwnerTTL); err == nil {
-			outcome, err = in.escalate(r.Context(), g, policy, n, msg, opts.sendResolved)
+		if err = in.recordOwner(r.Context(), store.OwnEpisode, g.episode(policy), p, episodeOwnerTTL); err != nil {
+			break
 		}
+		if n.Status == "firing" && !in.mayOpenEpisode(w, r, "alertmanager", p, g.episode(policy)) {
+			return
+		}
+		outcome, err = in.escalate(r.Context(), g, policy, n, msg, opts.sendResolved)
 	case n.Status == "resolved" && !opts.sendResolved:
 		outcome = "resolved_not_sent"
 	default:

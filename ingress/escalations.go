@@ -101,6 +101,9 @@ func (in *Ingress) startEscalation(w http.ResponseWriter, r *http.Request) {
 		in.forbid(w, "escalation_start", p, "foreign_key", "episode %q is another principal's", req.Key)
 		return
 	}
+	if !in.mayOpenEpisode(w, r, "escalation_start", p, req.Key) {
+		return
+	}
 	f, err := in.deps.Escalations.Fire(r.Context(), req.Key, req.Policy, escalation.Content{Title: req.Title, Text: req.Text})
 	if err == nil && f.Result == "busy" {
 		err = errBusy

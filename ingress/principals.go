@@ -28,6 +28,8 @@ type Producers interface {
 	Own(ctx context.Context, kind, id, principal string, ttl time.Duration) (string, error)
 	Owner(ctx context.Context, kind, id string) (string, error)
 	Take(ctx context.Context, principal string, perSecond float64, burst int) (time.Duration, error)
+	// OpenEpisode records that principal opens episode key within max open at once.
+	OpenEpisode(ctx context.Context, principal, key string, max int) (ok bool, open int, err error)
 }
 
 // principals are the producers the ways in know now, by the hash of their token:
@@ -312,4 +314,29 @@ func (in *Ingress) episodeOwnedBy(w http.ResponseWriter, r *http.Request, op str
 		return false
 	}
 	return true
+}
+
+// mayOpenEpisode records that p opens the episode key, within its maxOpenEpisodes; past
+// it, or when Redis cannot say, it has answered (429 with Retry-After: one of its
+// episodes must be resolved first).
+func (in *Ingress) mayOpenEpisode(w http.ResponseWriter, r *http.Request, op string, p config.Principal, key string) bool {
+	if p.MaxOpenEpisodes <= 0 {
+		return true
+	}
+	ok, open, err := in.deps.Producers.OpenEpisode(r.Context(), p.Name, key, p.MaxOpenEpisodes)
+	if err != nil {
+		in.unavailableRedis(w, op, key, err)
+		return false
+	}
+	if ok {
+		return true
+	}
+	in.metrics.refused.WithLabelValues(p.Name, "open_episodes").Inc()
+	in.metrics.requests.WithLabelValues(op, "open_episodes").Inc()
+	in.deps.Logger.Warn("an escalation refused: the principal has as many episodes open as it may", "principal", p.Name,
+		"episode", key, "open", open, "max", p.MaxOpenEpisodes)
+	w.Header().Set("Retry-After", "60")
+	writeError(w, http.StatusTooManyRequests, "open_episodes",
+		fmt.Sprintf("%s has %d escalation episodes open, its maxOpenEpisodes: one must be resolved first", p.Name, open))
+	return false
 }

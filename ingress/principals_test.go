@@ -147,6 +147,40 @@ func TestPrincipalsCannotTouchAnothersEpisodes(t *testing.T) {
 }
 
 // A principal over its rate is answered 429 with Retry-After, for all replicas
+// A principal opens at most maxOpenEpisodes escalation episodes at once: one more, by the
+// API or through an Alertmanager receiver, is 429 and starts nothing; an update of one it
+// has open is no new one; once one is resolved, another may open.
+func TestPrincipalsOpenEpisodesAreCapped(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, func(c *config.Config) {
+		withPrincipals(c)
+		c.Ingress.Principals[1].MaxOpenEpisodes = 2
+	})
+	start := func(key string) (int, map[string]any) {
+		return s.do("POST", EscalationsPath, map[string]any{"key": key, "policy": "db", "text": key + " down"}, teamToken)
+	}
+	for _, key := range []string{"cap-1", "cap-2"} {
+		code, out := start(key)
+		require.Equal(t, http.StatusCreated, code, out)
+	}
+	code, out := start("cap-3")
+	require.Equal(t, http.StatusTooManyRequests, code, out)
+	require.Equal(t, "open_episodes", out["reason"])
+	code, out = s.do("GET", EscalationsPath+"/cap-3", nil, teamToken)
+	require.NotEqual(t, http.StatusOK, code, "cap-3 did not start: %v", out)
+	code, out = s.do("POST", AlertmanagerPath+"/ops?policy=db", amFiring("g-cap"), teamToken)
+	require.Equal(t, http.StatusTooManyRequests, code, "nor through a receiver: %v", out)
+	code, out = start("cap-1")
+	require.Equal(t, http.StatusOK, code, "an update of its own open episode: %v", out)
+
+	code, out = s.do("POST", EscalationsPath+"/cap-1/resolve", nil, teamToken)
+	require.Equal(t, http.StatusOK, code, out)
+	code, out = start("cap-3")
+	require.Equal(t, http.StatusCreated, code, "one resolved, another opens: %v", out)
+	code, out = s.do("POST", EscalationsPath, map[string]any{"key": "ingest-1", "policy": "db", "text": "x"})
+	require.Equal(t, http.StatusCreated, code, "the cap is team's alone: %v", out)
+}
+
 // together (the rate is kept in Redis), and another principal is not slowed.
 func TestPrincipalsRate(t *testing.T) {
 	t.Parallel()

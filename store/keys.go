@@ -64,7 +64,8 @@ import (
 //	                               (deployment.go)
 //	  {p}:console:…    strings     console sessions and failed-login counters (console.go)
 //	  {p}:principal:…  strings     the principal that owns an alert id or an episode key;
-//	                               {p}:rate:principal:<name>, a principal's rate (producers.go)
+//	                               {p}:rate:principal:<name>, a principal's rate;
+//	                               {p}:principal:eps:<name>, a set of its open episodes (producers.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
 //	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
 //	                               {p}:ep-alerts:<key>, the set of alerts it saw firing;
@@ -176,6 +177,9 @@ func (k keys) deployment() string             { return k.stage() + "deployment" 
 func (k keys) roster() string                 { return k.stage() + "targets" }
 func (k keys) consoleSession(h string) string { return k.stage() + "console:session:" + h }
 func (k keys) ownerOf(kind, id string) string { return k.stage() + "principal:" + kind + ":" + id }
+func (k keys) principalEpisodes(name string) string {
+	return k.stage() + "principal:eps:" + name
+}
 func (k keys) principalRate(name string) string {
 	return k.stage() + "rate:principal:" + name
 }

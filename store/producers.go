@@ -14,6 +14,8 @@ import (
 //	{p}:principal:alert:<id>  string  the principal that published the alert id
 //	{p}:principal:ep:<key>    string  the principal that started the escalation episode key
 //	{p}:rate:principal:<n>    string  principal n's request rate (GCRA, topic_rate.lua)
+//	{p}:principal:eps:<n>     set     the escalation episodes principal n opened, while
+//	                                  they are open (principal_episodes.lua)
 //
 // An owner is recorded before the alert is published (or the episode started), with
 // SET NX: the first principal to use an id owns it until the record expires, and no other
@@ -90,4 +92,20 @@ func (p *Producers) Take(ctx context.Context, principal string, perSecond float6
 // can still be done with it.
 func AlertOwnerTTL(due, now time.Time, doneTTL time.Duration) time.Duration {
 	return max(due.Sub(now), 0) + doneTTL
+}
+
+var principalEpisodesScript = script("principal_episodes.lua")
+
+// OpenEpisode records that principal opens the escalation episode key, unless it has max
+// open already (ok false); an episode of its own that is open is no new one. open is how
+// many it has open, key included when ok. Episodes that ended are forgotten here.
+func (p *Producers) OpenEpisode(ctx context.Context, principal, key string, max int) (ok bool, open int, err error) {
+	v, err := principalEpisodesScript.Run(ctx, p.rdb, []string{p.keys.principalEpisodes(principal), p.keys.episodesLive()}, key, max).Int64Slice()
+	if err != nil {
+		return false, 0, redisFail("open a principal's episode", err)
+	}
+	if len(v) != 2 {
+		return false, 0, errors.New("store: open a principal's episode: unexpected reply")
+	}
+	return v[0] == 1, int(v[1]), nil
 }
