@@ -204,7 +204,7 @@ func TestServeHealthReadinessMetrics(t *testing.T) {
 }
 
 func TestReadinessOffWhileDraining(t *testing.T) {
-	h := newHealth(prometheusRegistry(t), "", slog.New(slog.DiscardHandler), check{"dep", func(context.Context) error { return nil }})
+	h := newHealth(prometheusRegistry(t), "", slog.New(slog.DiscardHandler), check{name: "dep", fn: func(context.Context) error { return nil }})
 	srv := http.NewServeMux()
 	srv.HandleFunc("GET /readyz", h.ready)
 	rec := doRequest(srv, "/readyz")
@@ -221,8 +221,8 @@ func TestReadinessOffWhileDraining(t *testing.T) {
 func TestReadinessReportsFailingDependency(t *testing.T) {
 	logs := &lockedWriter{w: new(strings.Builder)}
 	h := newHealth(prometheusRegistry(t), "admin-secret", slog.New(slog.NewJSONHandler(logs, nil)),
-		check{"good", func(context.Context) error { return nil }},
-		check{"bad", func(context.Context) error { return errors.New("dial tcp 10.1.2.3:6379: connection refused") }},
+		check{name: "good", fn: func(context.Context) error { return nil }},
+		check{name: "bad", fn: func(context.Context) error { return errors.New("dial tcp 10.1.2.3:6379: connection refused") }},
 	)
 	ready := func(auth string) (int, readyReport) {
 		req := httptest.NewRequest(http.MethodGet, "/readyz", nil)

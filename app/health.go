@@ -15,10 +15,12 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 )
 
-// check is one dependency readiness depends on.
+// check is one dependency readiness depends on; an advisory one only says it is
+// degraded, the replica staying ready.
 type check struct {
-	name string
-	fn   func(context.Context) error
+	name     string
+	fn       func(context.Context) error
+	advisory bool
 }
 
 // health serves /healthz (the process is alive) and /readyz (the process can do its
@@ -77,6 +79,10 @@ func (h *health) ready(w http.ResponseWriter, r *http.Request) {
 				err := c.fn(ctx)
 				mu.Lock()
 				defer mu.Unlock()
+				if err != nil && c.advisory {
+					report.Checks[c.name] = "degraded: " + err.Error() // says what is missing, names nothing
+					return
+				}
 				if err != nil {
 					h.logger.Warn("not ready: a dependency failed its check", "dependency", c.name, "err", err)
 					report.Checks[c.name] = failing

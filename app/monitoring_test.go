@@ -72,6 +72,7 @@ func TestMonitoringUsesRealMetrics(t *testing.T) {
 	ingress.NewMetrics(known)
 	escalation.NewMetrics(known)
 	newHealth(known, "", slog.New(slog.DiscardHandler))
+	newDurabilityWatch(known, slog.New(slog.DiscardHandler))
 	newConnMetrics(known)
 	known.MustRegister(newBuildInfo())
 	require.Contains(t, known, "rocketdelay_handoff_lateness_seconds")

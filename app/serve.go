@@ -142,7 +142,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	case err != nil:
 		return err
 	}
-	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+	wsOpts := store.WheelStageOptionsFromConfig(cfg)
+	durability := newDurabilityWatch(reg, logger)
+	wsOpts.OnDurability = durability.changed
+	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wsOpts)
 	// Every clock of the service is the reference clock: this replica's own clock corrected
 	// by its offset to Redis TIME, so a host whose clock is off neither sends early nor late.
 	schedMetrics := scheduler.NewMetrics(reg)
@@ -248,14 +251,15 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	defer func() { stopWatch(); <-watchDone }()
 
 	h := newHealth(reg, cfg.Admin.Token, logger,
-		check{"consumer", func(context.Context) error {
+		check{name: "consumer", fn: func(context.Context) error {
 			if !sched.Running() {
 				return errors.New("the consumer is not running")
 			}
 			return nil
 		}},
-		check{"redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		check{"postgres", func(ctx context.Context) error { return pg.Ping(ctx) }},
+		check{name: "redis", fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		check{name: "postgres", fn: func(ctx context.Context) error { return pg.Ping(ctx) }},
+		check{name: "redis durability", fn: durability.check, advisory: true},
 	)
 	templates, err := newRenderer(cfg)
 	if err != nil {

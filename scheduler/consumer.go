@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
@@ -32,7 +34,13 @@ func (s *Scheduler) consume(ctx context.Context, msgs ...*primitive.MessageExt) 
 			if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
 				cc.DelayLevelWhenNextConsume = level
 			}
-			s.logger.Warn("message handed back to RocketMQ for a retry", "stage", stage,
+			// Writes short of redis.durability are said once per change of state (the
+			// wheel stage's OnDurability), not once per message.
+			lvl := slog.LevelWarn
+			if errors.Is(err, store.ErrNotReplicated) {
+				lvl = slog.LevelDebug
+			}
+			s.logger.Log(ctx, lvl, "message handed back to RocketMQ for a retry", "stage", stage,
 				"rd_id", messageID(m), "msg_id", m.MsgId, "reconsume", m.ReconsumeTimes,
 				"retry_in", s.opts.Levels[level-1].String(), "err", err)
 			return consumer.ConsumeRetryLater, nil

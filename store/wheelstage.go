@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,6 +57,10 @@ type WheelStageOptions struct {
 	Replicas int
 	// WaitTimeout bounds that WAIT. Default config redis.waitTimeout.
 	WaitTimeout time.Duration
+	// OnDurability, when set, is called each time the writes start (met false) and stop
+	// falling short of Replicas, once per change: detail says how many replicas took the
+	// last write. Default none.
+	OnDurability func(met bool, detail string)
 	// Liveness, when above 0, is the liveness period T of the replicas sharing the stage
 	// (liveness.go), at millisecond precision: a replica that has not beaten
 	// (Liveness.Beat) for T has lapsed. Default 0: liveness is off, and only leases tell
@@ -369,6 +374,7 @@ type WheelStage struct {
 	rdb    redis.UniversalClient
 	opts   WheelStageOptions
 	shards []*shard
+	short  atomic.Bool // the last write fell short of opts.Replicas
 }
 
 // shard is one shard of the wheel stage: its keys, and the names of those every claim
@@ -828,8 +834,19 @@ func (w *WheelStage) write(ctx context.Context, s *redis.Script, keys []string, 
 		case wait.Val() < int64(w.opts.Replicas):
 			cmd.SetErr(fmt.Errorf("%d of %d replicas took the write within %s: %w",
 				wait.Val(), w.opts.Replicas, w.opts.WaitTimeout, ErrNotReplicated))
+			w.durable(false, wait.Val())
+		default:
+			w.durable(true, wait.Val())
 		}
 		return cmd
+	}
+}
+
+// durable notes whether the last write met the durability (took: the replicas that took
+// it); OnDurability hears of a change.
+func (w *WheelStage) durable(met bool, took int64) {
+	if w.short.Swap(!met) != !met && w.opts.OnDurability != nil {
+		w.opts.OnDurability(met, fmt.Sprintf("%d of %d replicas took the last write within %s", took, w.opts.Replicas, w.opts.WaitTimeout))
 	}
 }
 

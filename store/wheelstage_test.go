@@ -1151,7 +1151,8 @@ func TestCheckDurabilityFsync(t *testing.T) {
 
 // With durability replicas=1 a write counts only once a replica took it: with the
 // replica up, the wheel stage works; with it gone, every write fails with
-// ErrNotReplicated (an ErrUnavailable: the caller keeps the alert and retries).
+// ErrNotReplicated (an ErrUnavailable: the caller keeps the alert and retries), and
+// OnDurability hears of it once; with a replica back, once more.
 func TestWheelStageWaitsForReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -1163,7 +1164,14 @@ func TestWheelStageWaitsForReplicas(t *testing.T) {
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	}, 20*time.Second, 50*time.Millisecond)
 	require.NoError(t, store.CheckDurability(ctx, primary, "replicas", 1))
-	ws := store.NewWheelStage(primary, "rddur", store.WheelStageOptions{Replicas: 1, WaitTimeout: 300 * time.Millisecond})
+	var mu sync.Mutex
+	var heard []string
+	onDurability := func(met bool, detail string) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, fmt.Sprintf("%t: %s", met, detail))
+	}
+	ws := store.NewWheelStage(primary, "rddur", store.WheelStageOptions{Replicas: 1, WaitTimeout: 300 * time.Millisecond, OnDurability: onDurability})
 	res, err := ws.Put(ctx, entryAt("a", time.Now()))
 	require.NoError(t, err)
 	require.Equal(t, store.PutStored, res)
@@ -1186,6 +1194,20 @@ func TestWheelStageWaitsForReplicas(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "WAIT waited its timeout")
 	_, err = ws.Release(ctx, store.Delivered, got[0].Claim())
 	require.ErrorIs(t, err, store.ErrNotReplicated)
+	mu.Lock()
+	require.Equal(t, []string{"false: 0 of 1 replicas took the last write within 300ms"}, heard, "said once, not once per write")
+	mu.Unlock()
+
+	again, _ := testenv.RedisServer(t, "--replicaof", host, port)
+	require.Eventually(t, func() bool {
+		info, err := again.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	}, 20*time.Second, 50*time.Millisecond)
+	_, err = ws.Put(ctx, entryAt("c", time.Now()))
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"false: 0 of 1 replicas took the last write within 300ms", "true: 1 of 1 replicas took the last write within 300ms"}, heard)
 }
 
 func TestWheelStagePeek(t *testing.T) {
