@@ -58,6 +58,11 @@ func TestDeliverRefusesWhatIsNotDueByTheReplicasClock(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(m.handoffs.WithLabelValues("not_due")))
 	require.Equal(t, 1, wheel.Len(), "and put back in the wheel")
 
+	barely := store.Entry{ID: "barely", Target: "ops", DueAt: now.Add(time.Millisecond), Token: "t"}
+	p.deliver(barely, false)
+	require.Zero(t, rec.count("barely"), "handed off 1ms early: never early, by any margin")
+	require.True(t, barely.DueAt.Equal(stage.back["barely"]))
+
 	p.deliver(store.Entry{ID: "due", Target: "ops", DueAt: now, Token: "t"}, false)
 	require.Equal(t, 1, rec.count("due"))
 	require.Equal(t, []store.Outcome{store.Delivered}, stage.released)

@@ -276,6 +276,33 @@ func TestRobotPoolGuardHoldsTheSlotLonger(t *testing.T) {
 	require.InDelta(t, window.Milliseconds(), (again.Wait + again.At.Sub(p.At)).Milliseconds(), 1, "no guard: one window")
 }
 
+// A send older than the window but within the guard still holds its robot's slot: the
+// prune keeps it (a prune that forgot the guard freed the slot a guard early, and only
+// the waits above were computed with it).
+func TestRobotPoolGuardKeepsAnOldSendInTheWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	const window, guard = 10 * time.Minute, 2 * time.Minute
+	pool := store.NewRobotPool(rdb, prefix, window).WithGuard(guard)
+	robots := poolRobots(1, "a")
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	win := "{" + prefix + ":ops}:win:a"
+	// A send recorded a window and half the guard ago, as an earlier pick would have.
+	require.NoError(t, rdb.ZAdd(ctx, win, redis.Z{Score: float64(now.Add(-window - guard/2).UnixMilli()), Member: "earlier"}).Err())
+	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	require.NoError(t, err)
+	require.Empty(t, p.Robot, "the earlier send still holds the one slot")
+	require.InDelta(t, (guard / 2).Milliseconds(), p.Wait.Milliseconds(), 1000, "until a window and the guard after it")
+
+	// One older than the window and the guard is gone.
+	require.NoError(t, rdb.ZAdd(ctx, win, redis.Z{Score: float64(now.Add(-window - guard - time.Second).UnixMilli()), Member: "earlier"}).Err())
+	p, err = pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot)
+}
+
 // Paced picks spend a target's budget evenly: the bucket holds capacity/6 tokens and
 // refills at the rest of the capacity per window, so after the bucket's burst a paced
 // pick waits one token's time; a burst pick ignores the bucket.

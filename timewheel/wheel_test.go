@@ -1,7 +1,6 @@
 package timewheel_test
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -471,10 +470,6 @@ func TestAddCancelDoNotAllocate(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs)
-}
-
-func TestErrorsAreDistinct(t *testing.T) {
-	require.False(t, errors.Is(timewheel.ErrFull, timewheel.ErrStopped))
 }
 
 // TestDueKeysOfNextTickFireAtLateWakeUp holds the tick goroutine's wake-up

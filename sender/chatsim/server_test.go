@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +125,28 @@ func TestSimulator(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	require.Equal(t, 310000, post(t, c, base, "t2", "", now, msg).errcode)
+}
+
+// The limit's window slides over the whole Window, by the server's clock: the sends of
+// a robot at its limit still count 40s into a minute's window (a simulator that forgot
+// them after half the window accepted the third), and no longer once the window passed.
+func TestWindowSlidesOverTheWholeWindow(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	_, base := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{{Token: "w1"}},
+		Limit: 2, Window: time.Minute, Throttle: time.Second, Now: clock})
+	c := noRedirects()
+	defer c.CloseIdleConnections()
+	msg := `{"msgtype":"text","text":{"content":"an alert"}}`
+	for range 2 {
+		require.Equal(t, 0, post(t, c, base, "w1", "", clock(), msg).errcode)
+	}
+	advance(40 * time.Second)
+	require.Equal(t, 130101, post(t, c, base, "w1", "", clock(), msg).errcode, "the first two still count 40s later")
+	advance(21 * time.Second) // 61s after them; the 1s throttle is over too
+	require.Equal(t, 0, post(t, c, base, "w1", "", clock(), msg).errcode, "a window later they no longer count")
 }
 
 // A slow answer counts at its request's arrival, as a platform's gateway counts: with a
