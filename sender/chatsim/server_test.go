@@ -11,8 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
