@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -59,6 +60,7 @@ func TestManifests(t *testing.T) {
 			t.Run("probes and ports", func(t *testing.T) { checkProbes(t, a) })
 			t.Run("deployment", func(t *testing.T) { checkDeployment(t, a) })
 			t.Run("service", func(t *testing.T) { checkService(t, a) })
+			t.Run("network policy", func(t *testing.T) { checkNetworkPolicy(t, a) })
 			t.Run("pdb", func(t *testing.T) { checkPDB(t, a) })
 			t.Run("migration job", func(t *testing.T) { checkJob(t, a) })
 			t.Run("pod security and resources", func(t *testing.T) { checkPods(t, a.r) })
@@ -329,28 +331,80 @@ func checkDeployment(t *testing.T, a *app) {
 	require.NotContains(t, a.container.Image, ":latest")
 }
 
+// checkService: one Service targets the internal port http; with http.publicAddr
+// another targets the public port and nothing else, and the internal one never does.
 func checkService(t *testing.T, a *app) {
-	var svc *corev1.Service
+	var internal, public *corev1.Service
 	for _, s := range objectsOf[*corev1.Service](a.r) {
-		if s.Namespace == a.deploy.Namespace && len(s.Spec.Selector) > 0 &&
-			labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(a.deploy.Spec.Template.Labels)) {
-			require.Nil(t, svc, "two Services select the scheduler pods")
-			svc = s
+		if s.Namespace != a.deploy.Namespace || len(s.Spec.Selector) == 0 ||
+			!labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(a.deploy.Spec.Template.Labels)) {
+			continue
+		}
+		require.False(t, labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(a.job.Spec.Template.Labels)),
+			"Service %s must not select the migration Job's pod", s.Name)
+		require.Contains(t, []corev1.ServiceType{"", corev1.ServiceTypeClusterIP}, s.Spec.Type, s.Name)
+		targets := map[string]bool{}
+		for _, p := range s.Spec.Ports {
+			require.Equal(t, intstr.String, p.TargetPort.Type, "Service %s targets named ports", s.Name)
+			targets[p.TargetPort.StrVal] = true
+		}
+		switch {
+		case targets["public"]:
+			require.Nil(t, public, "two public Services")
+			require.Equal(t, map[string]bool{"public": true}, targets, "Service %s: the public port and nothing else", s.Name)
+			public = s
+		default:
+			require.Nil(t, internal, "two Services select the scheduler pods")
+			require.True(t, targets["http"], "the Service must target the named container port http")
+			internal = s
 		}
 	}
-	require.NotNil(t, svc, "a Service must select the Deployment's pods")
-	require.Contains(t, []corev1.ServiceType{"", corev1.ServiceTypeClusterIP}, svc.Spec.Type)
-	require.False(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(a.job.Spec.Template.Labels)),
-		"the Service must not select the migration Job's pod")
+	require.NotNil(t, internal, "a Service must select the Deployment's pods")
 	port := httpPort(t, a)
-	found := false
-	for _, p := range svc.Spec.Ports {
-		if p.TargetPort.Type == intstr.String && p.TargetPort.StrVal == "http" {
+	for _, p := range internal.Spec.Ports {
+		if p.TargetPort.StrVal == "http" {
 			require.Equal(t, port, resolvePort(t, a.container, p.TargetPort))
-			found = true
 		}
 	}
-	require.True(t, found, "the Service must target the named container port http")
+	if addr, ok := lookup(a.effective, []string{"http", "publicAddr"}).(string); ok && addr != "" {
+		require.NotNil(t, public, "http.publicAddr is set: a Service targets the public port")
+		_, p, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
+		require.Equal(t, p, strconv.Itoa(int(resolvePort(t, a.container, intstr.FromString("public")))), "the port named public is http.publicAddr's")
+	}
+}
+
+// checkNetworkPolicy: a NetworkPolicy selects the scheduler pods for both directions; the
+// internal port is reached only from the peers it names, the public one from anywhere;
+// out, DNS is allowed.
+func checkNetworkPolicy(t *testing.T, a *app) {
+	var np *networkingv1.NetworkPolicy
+	for _, p := range objectsOf[*networkingv1.NetworkPolicy](a.r) {
+		s, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+		require.NoError(t, err)
+		if p.Namespace == a.deploy.Namespace && !s.Empty() && s.Matches(labels.Set(a.deploy.Spec.Template.Labels)) {
+			np = p
+		}
+	}
+	require.NotNil(t, np, "a NetworkPolicy selects the scheduler pods")
+	require.ElementsMatch(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes)
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			require.NotNil(t, p.Port)
+			if p.Port.StrVal == "http" {
+				require.NotEmpty(t, rule.From, "the internal port is reached only from named peers")
+			}
+		}
+	}
+	dns := false
+	for _, rule := range np.Spec.Egress {
+		for _, p := range rule.Ports {
+			if p.Port != nil && p.Port.IntValue() == 53 {
+				dns = true
+			}
+		}
+	}
+	require.True(t, dns, "egress allows DNS")
 }
 
 func checkPDB(t *testing.T, a *app) {
