@@ -250,17 +250,20 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	go func() { defer close(watchDone); ing.WatchPrincipals(watchCtx, principalsPoll) }()
 	defer func() { stopWatch(); <-watchDone }()
 
-	h := newHealth(reg, cfg.Admin.Token, logger,
-		check{name: "consumer", fn: func(context.Context) error {
+	checks := []check{
+		{name: "consumer", fn: func(context.Context) error {
 			if !sched.Running() {
 				return errors.New("the consumer is not running")
 			}
 			return nil
 		}},
-		check{name: "redis", fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		check{name: "postgres", fn: func(ctx context.Context) error { return pg.Ping(ctx) }},
-		check{name: "redis durability", fn: durability.check, advisory: true},
-	)
+		{name: "redis", fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
+		{name: "postgres", fn: func(ctx context.Context) error { return pg.Ping(ctx) }},
+	}
+	if wsOpts.Replicas > 0 {
+		checks = append(checks, check{name: "redis durability", fn: durability.check, advisory: true})
+	}
+	h := newHealth(reg, cfg.Admin.Token, logger, checks...)
 	templates, err := newRenderer(cfg)
 	if err != nil {
 		return err
