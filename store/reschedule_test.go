@@ -227,8 +227,9 @@ func TestWheelStageRescheduleRacesTheClaim(t *testing.T) {
 		require.Len(t, claims, 1, "round %d: claimed %d times (reschedule %s)", round, len(claims), moved.Result)
 		switch moved.Result {
 		case store.RescheduleMoved:
-			require.Equal(t, to, moved.DueAt)
-			require.False(t, claims[0].Before(to), "round %d: claimed %s before its new due time", round, to.Sub(claims[0]))
+			// The time asked, or Redis's now when a stalled machine asked it after it passed.
+			require.False(t, moved.DueAt.Before(to), "round %d: moved to %s, before the %s asked", round, moved.DueAt, to)
+			require.False(t, claims[0].Before(moved.DueAt), "round %d: claimed %s before its new due time", round, moved.DueAt.Sub(claims[0]))
 		case store.RescheduleTooLate, store.RescheduleAlreadyDelivered:
 			require.False(t, claims[0].Before(due), "round %d: claimed early", round)
 		default:
