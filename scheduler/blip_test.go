@@ -145,6 +145,19 @@ func (l *logLines) add(msg string) {
 	l.msgs = append(l.msgs, msg)
 }
 
+// matching lists the records that contain s.
+func (l *logLines) matching(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var found []string
+	for _, m := range l.msgs {
+		if strings.Contains(m, s) {
+			found = append(found, m)
+		}
+	}
+	return found
+}
+
 // has reports whether a record with message msg was logged.
 func (l *logLines) has(msg string) bool {
 	l.mu.Lock()

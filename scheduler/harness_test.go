@@ -53,6 +53,7 @@ type harness struct {
 	topics    map[string]topic.Target
 	log       slog.Handler // the schedulers' log; nil drops it (unless RD_TEST_LOG)
 	retry     RetryJob     // the replicas' retry job (SetRetryJob); nil: none
+	replicas  []*replica   // the subprocesses started by startReplica
 }
 
 func newHarness(t testing.TB, threshold time.Duration) *harness {
@@ -217,6 +218,8 @@ type recorder struct {
 	at       map[string][]time.Time
 	due      map[string]time.Time
 	notify   chan struct{}
+	// explain, when set, says what is known of the ids waitAll gave up on.
+	explain func(t testing.TB, missing []string)
 }
 
 func newRecorder() *recorder {
@@ -271,21 +274,25 @@ func (r *recorder) waitAll(t testing.TB, ids []string, timeout time.Duration) {
 	deadline := time.After(timeout)
 	for {
 		r.mu.Lock()
-		missing := 0
+		var missing []string
 		for _, id := range ids {
 			if len(r.at[id]) == 0 {
-				missing++
+				missing = append(missing, id)
 			}
 		}
 		r.mu.Unlock()
-		if missing == 0 {
+		if len(missing) == 0 {
 			return
 		}
 		select {
 		case <-r.notify:
 		case <-time.After(200 * time.Millisecond):
 		case <-deadline:
-			t.Fatalf("%d of %d alerts were never handed off within %s", missing, len(ids), timeout)
+			if r.explain != nil {
+				r.explain(t, missing)
+			}
+			t.Fatalf("%d of %d alerts were never handed off within %s: %v", len(missing), len(ids), timeout,
+				missing[:min(len(missing), 10)])
 		}
 	}
 }
