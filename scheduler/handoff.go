@@ -43,13 +43,14 @@ type handoffPool struct {
 	cancel   context.CancelFunc
 	stopping atomic.Bool // set by drop: what is not handed off yet is dropped, to be handed back
 	adopting adoptions   // hand-offs of alerts adopted from a park (share.go)
+	releases *releaser   // ends the claims of finished hand-offs, many at once (release.go)
 }
 
 func newHandoffPool(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, m *Metrics, now func() time.Time,
 	wheel *timewheel.Wheel, heart *heartbeat) *handoffPool {
 	p := &handoffPool{opts: opts, store: ws, delivery: d, logger: logger, metrics: m, now: now, wheel: wheel, heart: heart,
 		work: make(chan store.Entry, opts.ClaimBatch), quit: make(chan struct{}), gate: newTargetGate(opts.HandoffsPerTarget),
-		running: handing{ids: map[string]int{}}}
+		running: handing{ids: map[string]int{}}, releases: &releaser{store: ws, metrics: m}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
 }
@@ -232,19 +233,14 @@ func outcomeLabel(o store.Outcome) string {
 // the claim held meanwhile (this replica is live): taken over, the alert would be sent
 // again. Only a stop past its deadline gives up.
 func (p *handoffPool) release(e store.Entry, receipt store.Receipt) {
-	var lost int
-	err := retryStore(p.ctx, p.metrics, "release", 0, func(ctx context.Context) error {
-		var err error
-		lost, err = p.store.ReleaseReceipt(ctx, receipt, e.Claim())
-		return err
-	})
+	lost, err := p.releases.release(p.ctx, store.Released{Claim: e.Claim(), Receipt: receipt})
 	switch {
 	case err != nil:
 		// Stopping past the deadline, or a Redis error that is not an outage: the entry is
 		// claimed again once this replica is gone (or its lease runs out); the done marker or
 		// the noted failure decides then (see delivery).
 		p.logger.Error("release after hand-off failed; the alert may be handed off again", "rd_id", e.ID, "err", err)
-	case lost > 0:
+	case lost:
 		p.logger.Warn("released an alert whose claim had run out; it is done, and the replica that took it over will not send it",
 			"rd_id", e.ID)
 	}

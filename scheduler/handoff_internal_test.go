@@ -30,11 +30,13 @@ func (g *givenBack) GiveBack(_ context.Context, c store.Claim, at time.Time, _ i
 	return true, nil
 }
 
-func (g *givenBack) ReleaseReceipt(_ context.Context, r store.Receipt, _ ...store.Claim) (int, error) {
+func (g *givenBack) ReleaseAll(_ context.Context, rs []store.Released) ([]string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.released = append(g.released, r.Outcome)
-	return 0, nil
+	for _, r := range rs {
+		g.released = append(g.released, r.Receipt.Outcome)
+	}
+	return nil, nil
 }
 
 // An entry claimed before its due time by this replica's clock (the sweeper trusts

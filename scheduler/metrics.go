@@ -32,6 +32,7 @@ type Metrics struct {
 	mode           *prometheus.GaugeVec
 	quarantined    prometheus.Counter
 	storeRetries   *prometheus.CounterVec
+	releaseBatch   prometheus.Histogram
 	tracesDropped  prometheus.Counter
 
 	beats        *prometheus.CounterVec
@@ -141,6 +142,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "rocketdelay_wheel_stage_retries_total",
 		Help: "Wheel-stage writes tried again while Redis could not be reached (claim, sweep, adopt, release, give_back), instead of leaving the entry to its lease.",
 	}, []string{"op"})
+	m.releaseBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "rocketdelay_release_batch_size",
+		Help:    "Finished hand-offs released from the wheel stage by one call to Redis: the hand-offs that finished while the call before was on its way.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+	})
 	m.clockOffset = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "rocketdelay_clock_offset_seconds",
 		Help: "Redis TIME minus this replica's clock, as last measured; the replica schedules by Redis's clock.",
@@ -188,7 +194,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.mode, m.received, m.elsewhere, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
 		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries,
-		m.quarantined, m.storeRetries, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)
+		m.quarantined, m.storeRetries, m.releaseBatch, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)
 	for _, r := range wire.RejectReasons {
 		m.rejected.WithLabelValues(string(r))
 	}

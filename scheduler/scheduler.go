@@ -33,8 +33,9 @@ type WheelStage interface {
 	Put(ctx context.Context, e store.Entry) (store.PutResult, error)
 	Claim(ctx context.Context, ids []string, token string) (store.Claimed, error)
 	ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (store.Claimed, error)
-	// ReleaseReceipt ends claims whose hand-off is done, noting the receipt in their traces.
-	ReleaseReceipt(ctx context.Context, r store.Receipt, claims ...store.Claim) (int, error)
+	// ReleaseAll ends claims whose hand-offs are done, noting each receipt in its alert's
+	// trace, and returns the ids whose claims had been lost.
+	ReleaseAll(ctx context.Context, rs []store.Released) ([]string, error)
 	// RescheduledDue is the due time of an alert rescheduled while it hopped, which
 	// overrides its message's (docs/design.md, Reschedule).
 	RescheduledDue(ctx context.Context, id string) (time.Time, bool, error)

@@ -507,6 +507,17 @@ func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Cla
 	if len(ids) == 0 {
 		return Claimed{}, nil
 	}
+	if len(ids) > maxScriptIDs {
+		var parts []Claimed
+		for chunk := range slices.Chunk(ids, maxScriptIDs) {
+			c, err := w.Claim(ctx, chunk, token)
+			if err != nil {
+				return Claimed{}, err
+			}
+			parts = append(parts, c)
+		}
+		return mergeClaimed(parts), nil
+	}
 	groups := w.group(len(ids), func(k int) string { return ids[k] })
 	parts := make([]Claimed, len(w.shards))
 	err := w.each(func(i int, s *shard) error {
@@ -666,15 +677,33 @@ type Receipt struct {
 
 // ReleaseReceipt is Release, noting r in each alert's trace.
 func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Claim) (lost int, err error) {
-	if len(claims) == 0 {
-		return 0, nil
+	rs := make([]Released, len(claims))
+	for i, c := range claims {
+		rs[i] = Released{Claim: c, Receipt: r}
 	}
-	prefix := ""
-	switch r.Outcome {
-	case Recorded:
-		prefix = recordedPrefix
-	case Withheld:
-		prefix = withheldPrefix
+	ids, err := w.ReleaseAll(ctx, rs)
+	return len(ids), err
+}
+
+// Released is a claim whose hand-off is done, and how it ended.
+type Released struct {
+	Claim   Claim
+	Receipt Receipt
+}
+
+// ReleaseAll is Release for hand-offs that each ended their own way, noting each receipt
+// in its alert's trace, in one script call per shard: the release of many workers' hand-
+// offs at once. It returns the ids whose claims had been lost.
+func (w *WheelStage) ReleaseAll(ctx context.Context, rs []Released) (lost []string, err error) {
+	for len(rs) > maxScriptIDs {
+		l, err := w.ReleaseAll(ctx, rs[:maxScriptIDs])
+		if err != nil {
+			return nil, err
+		}
+		lost, rs = append(lost, l...), rs[maxScriptIDs:]
+	}
+	if len(rs) == 0 {
+		return lost, nil
 	}
 	count := func(n int) string {
 		if n <= 0 {
@@ -682,8 +711,8 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 		}
 		return strconv.Itoa(n)
 	}
-	groups := w.group(len(claims), func(k int) string { return claims[k].ID })
-	losts := make([]int, len(w.shards))
+	groups := w.group(len(rs), func(k int) string { return rs[k].Claim.ID })
+	losts := make([][]string, len(w.shards))
 	err = w.each(func(i int, s *shard) error {
 		at := groups[i]
 		if len(at) == 0 {
@@ -691,27 +720,39 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 		}
 		keys := make([]string, 0, 2*len(at)+9)
 		keys = append(keys, s.holdKeys()...)
-		args := make([]any, 0, 6*len(at)+2)
-		args = append(args, w.opts.DoneTTL.Milliseconds(), prefix)
+		args := make([]any, 0, 7*len(at)+1)
+		args = append(args, w.opts.DoneTTL.Milliseconds())
 		for _, k := range at {
-			c := claims[k]
+			c, r := rs[k].Claim, rs[k].Receipt
 			keys = append(keys, s.keys.done(c.ID), s.keys.trace(c.ID))
-			args = append(args, c.ID, c.Token, r.Robot, count(r.Merged), count(r.Parts), r.Replica)
+			args = append(args, c.ID, c.Token, r.Outcome.markerPrefix(), r.Robot, count(r.Merged), count(r.Parts), r.Replica)
 		}
-		n, err := w.write(ctx, wheelReleaseScript, keys, args...).Int()
+		ids, err := w.write(ctx, wheelReleaseScript, keys, args...).StringSlice()
 		if err != nil {
 			return w.fail("release", err)
 		}
-		losts[i] = n
+		losts[i] = ids
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	for _, n := range losts {
-		lost += n
+	return slices.Concat(append([][]string{lost}, losts...)...), nil
+}
+
+// maxScriptIDs bounds the ids of one script call that passes them to one variadic
+// command (Lua's unpack takes some thousands at most).
+const maxScriptIDs = 1000
+
+// markerPrefix is the prefix of the done marker of a hand-off that ended with o.
+func (o Outcome) markerPrefix() string {
+	switch o {
+	case Recorded:
+		return recordedPrefix
+	case Withheld:
+		return withheldPrefix
 	}
-	return lost, nil
+	return ""
 }
 
 // GiveBack returns an in-flight entry whose hand-off did not finish to the due index

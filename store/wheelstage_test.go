@@ -8,6 +8,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1233,4 +1234,90 @@ func TestWheelStagePeek(t *testing.T) {
 	none, err := ws.Peek(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, none)
+}
+
+// ReleaseAll releases, in one call, hand-offs that ended each their own way: each gets
+// its own done marker and trace, a Recorded release never downgrades a delivered marker
+// in the same batch, and the ids whose claims were lost (another token owns them) are
+// the ones returned.
+func TestWheelStageReleaseAllMixed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{DoneTTL: time.Hour})
+	for _, id := range []string{"sent", "failed", "withheld", "taken"} {
+		_, err := ws.Put(ctx, entryAt(id, time.Now()))
+		require.NoError(t, err)
+	}
+	_, err := entriesOf(ws.Claim(ctx, []string{"sent", "failed", "withheld"}, tok))
+	require.NoError(t, err)
+	_, err = entriesOf(ws.Claim(ctx, []string{"taken"}, "claim-other"))
+	require.NoError(t, err)
+
+	lost, err := ws.ReleaseAll(ctx, []store.Released{
+		{Claim: store.Claim{ID: "sent", Token: tok}, Receipt: store.Receipt{Outcome: store.Delivered, Robot: "r2", Merged: 3, Replica: "a"}},
+		{Claim: store.Claim{ID: "failed", Token: tok}, Receipt: store.Receipt{Outcome: store.Recorded, Replica: "a"}},
+		{Claim: store.Claim{ID: "withheld", Token: tok}, Receipt: store.Receipt{Outcome: store.Withheld, Replica: "a"}},
+		{Claim: store.Claim{ID: "taken", Token: tok}, Receipt: store.Receipt{Outcome: store.Delivered, Replica: "a"}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"taken"}, lost, "taken is another token's")
+	// A recorded release of a delivered alert (the retry job delivered it meanwhile) in a
+	// later batch keeps the marker delivered.
+	lost, err = ws.ReleaseAll(ctx, []store.Released{
+		{Claim: store.Claim{ID: "sent", Token: tok}, Receipt: store.Receipt{Outcome: store.Recorded, Replica: "a"}},
+		{Claim: store.Claim{ID: "fresh", Token: tok}, Receipt: store.Receipt{Outcome: store.Recorded, Replica: "a"}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"sent", "fresh"}, lost, "neither is held by tok any more")
+
+	want := map[string][3]bool{ // delivered, recorded, withheld
+		"sent": {true, false, false}, "failed": {false, true, false}, "withheld": {false, false, true}, "taken": {true, false, false},
+		"fresh": {false, true, false},
+	}
+	for id, w := range want {
+		st, err := ws.Inspect(ctx, id)
+		require.NoError(t, err)
+		require.True(t, st.Done, id)
+		require.Equal(t, w, [3]bool{!st.Recorded && !st.Withheld, st.Recorded, st.Withheld}, id)
+		require.False(t, st.InFlight || st.Waiting, "%s left the stage", id)
+	}
+	st, err := ws.Inspect(ctx, "sent")
+	require.NoError(t, err)
+	require.Equal(t, "r2", st.Robot)
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+}
+
+// A claim or a release of more ids than one script takes (maxScriptIDs, 1000) goes in
+// several calls and loses none of them; the claim returns them in the order asked.
+func TestWheelStageClaimAndReleaseManyAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	var all []string
+	for i := range 2500 {
+		all = append(all, fmt.Sprintf("many-%04d", i))
+	}
+	putDue(t, ws, time.Now().Add(-time.Second), all...)
+	asked := slices.Clone(all)
+	mrand.Shuffle(len(asked), func(i, j int) { asked[i], asked[j] = asked[j], asked[i] })
+	got, err := entriesOf(ws.Claim(ctx, asked, tok))
+	require.NoError(t, err)
+	require.Equal(t, asked, ids(got))
+	rs := make([]store.Released, len(all))
+	for i, id := range all {
+		rs[i] = store.Released{Claim: store.Claim{ID: id, Token: tok}, Receipt: store.Receipt{Outcome: store.Delivered}}
+	}
+	lost, err := ws.ReleaseAll(ctx, rs)
+	require.NoError(t, err)
+	require.Empty(t, lost)
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+	for _, id := range []string{all[0], all[999], all[1000], all[2499]} {
+		ok, err := ws.IsDelivered(ctx, id)
+		require.NoError(t, err)
+		require.True(t, ok, id)
+	}
 }

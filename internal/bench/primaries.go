@@ -67,24 +67,76 @@ func commandCounts(ctx context.Context, rdb redis.UniversalClient) (map[string]i
 // commandCalls sums the calls of the lines "cmdstat_<name>:calls=N,usec=…" of INFO
 // commandstats.
 func commandCalls(info string) (int64, error) {
-	var sum int64
+	byName, err := commandCallsByName(info)
+	return sumCalls(byName), err
+}
+
+// commandCallsByName returns the calls of each command of INFO commandstats, by name,
+// and under name+usecSuffix the microseconds Redis spent in them.
+func commandCallsByName(info string) (map[string]int64, error) {
+	calls := map[string]int64{}
 	for line := range strings.Lines(info) {
 		line = strings.TrimSpace(line)
-		_, stats, ok := strings.Cut(line, ":")
+		name, stats, ok := strings.Cut(line, ":")
 		if !ok || !strings.HasPrefix(line, "cmdstat_") {
 			continue
 		}
+		name = strings.TrimPrefix(name, "cmdstat_")
 		for field := range strings.SplitSeq(stats, ",") {
-			if v, ok := strings.CutPrefix(field, "calls="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("line %q: %w", line, err)
-				}
-				sum += n
+			key, v, _ := strings.Cut(field, "=")
+			if key != "calls" && key != "usec" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("line %q: %w", line, err)
+			}
+			if key == "usec" {
+				calls[name+usecSuffix] += n
+			} else {
+				calls[name] += n
 			}
 		}
 	}
-	return sum, nil
+	return calls, nil
+}
+
+// usecSuffix marks the entries of commandCallsByName that are times, not calls.
+const usecSuffix = "/usec"
+
+// commandsByName returns the calls of each command summed over every primary of rdb.
+func commandsByName(ctx context.Context, rdb redis.UniversalClient) (map[string]int64, error) {
+	var mu sync.Mutex
+	calls := map[string]int64{}
+	err := forEachPrimary(ctx, rdb, func(ctx context.Context, addr string, c redis.Cmdable) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return fmt.Errorf("bench: INFO commandstats of %s: %w", addr, err)
+		}
+		byName, err := commandCallsByName(info)
+		if err != nil {
+			return fmt.Errorf("bench: INFO commandstats of %s: %w", addr, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for name, n := range byName {
+			calls[name] += n
+		}
+		return nil
+	})
+	return calls, err
+}
+
+// commandGrowth is after less before, command by command, without the commands that did
+// not grow.
+func commandGrowth(before, after map[string]int64) map[string]int64 {
+	grown := map[string]int64{}
+	for name, n := range after {
+		if d := n - before[name]; d > 0 {
+			grown[name] = d
+		}
+	}
+	return grown
 }
 
 // stageKeys is what the wheel-stage keys of a prefix hold on one primary.

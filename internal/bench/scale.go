@@ -34,6 +34,13 @@ type ScaleOptions struct {
 	Shards []int
 	// N is the number of alerts per run. Default 4000.
 	N int
+	// Goal, when set, is the max lateness each run is judged by: its row says PASS or FAIL.
+	Goal time.Duration
+	// Profile, when set, is a directory where each run writes the CPU profile of its
+	// hand-off (from the due instant to the last release), the allocation profiles at
+	// the due instant and at the end (compare with go tool pprof -base), and the Redis
+	// commands of its publishing and of its hand-off, by command.
+	Profile string
 }
 
 type scaleRun struct {
@@ -41,6 +48,8 @@ type scaleRun struct {
 	replicas        int
 	shards          int
 	rate            float64 // alerts handed off per second, first due to last hand-off
+	putCmds         float64 // Redis commands per alert from the start to the due instant (the publishing)
+	handoffCmds     float64 // Redis commands per alert from the due instant to the last release
 	p50, p99, worst time.Duration
 	lostPerMsg      float64 // claims lost to another replica, per alert
 	recoveredPerMsg float64 // alerts the sweepers took, per alert
@@ -90,7 +99,7 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 		}
 		for _, k := range o.Replicas {
 			for _, shards := range o.Shards {
-				r, err := scaleOnce(ctx, cfg, rc, topo, k, shards, o.N)
+				r, err := scaleOnce(ctx, cfg, rc, topo, k, shards, o)
 				if err != nil {
 					return fmt.Errorf("bench: %s, %d replicas, %d shards: %w", topo, k, shards, err)
 				}
@@ -101,15 +110,27 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "redis\treplicas\tshards\talerts/s\tvs 1 replica\tp50 late\tp99 late\tmax late\tclaims lost/alert\tsweeper/alert\t")
+	goal := ""
+	if o.Goal > 0 {
+		goal = "max late < " + ms(o.Goal) + "\t"
+	}
+	fmt.Fprintln(tw, "redis\treplicas\tshards\talerts/s\tvs 1 replica\tp50 late\tp99 late\tmax late\t"+goal+
+		"claims lost/alert\tsweeper/alert\tcmds/alert put\tcmds/alert hand-off\t")
 	base := map[string]float64{} // the rate of the first replica count, per Redis and shard count
 	for _, r := range runs {
 		key := r.topology + "/" + strconv.Itoa(r.shards)
 		if r.replicas == o.Replicas[0] {
 			base[key] = r.rate
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t%.4f\t%.4f\t\n", r.topology, r.replicas, r.shards, r.rate, r.rate/base[key],
-			ms(r.p50), ms(r.p99), ms(r.worst), r.lostPerMsg, r.recoveredPerMsg)
+		verdict := ""
+		if o.Goal > 0 {
+			verdict = "PASS\t"
+			if r.worst >= o.Goal {
+				verdict = "FAIL\t"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t%s%.4f\t%.4f\t%.1f\t%.1f\t\n", r.topology, r.replicas, r.shards, r.rate, r.rate/base[key],
+			ms(r.p50), ms(r.p99), ms(r.worst), verdict, r.lostPerMsg, r.recoveredPerMsg, r.putCmds, r.handoffCmds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -145,7 +166,8 @@ func kib(b int64) string {
 }
 
 // scaleOnce runs one topology, replica count and shard count.
-func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo string, replicas, shards, n int) (scaleRun, error) {
+func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo string, replicas, shards int, o ScaleOptions) (scaleRun, error) {
+	n := o.N
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	topic := "rd_bench_scale_" + suffix
 	if err := createTopic(ctx, cfg, topic); err != nil {
@@ -188,6 +210,10 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 	if err != nil {
 		return scaleRun{}, err
 	}
+	byNameBefore, err := commandsByName(ctx, rdb)
+	if err != nil {
+		return scaleRun{}, err
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var pubErr error
@@ -210,6 +236,23 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 	if time.Now().After(firstDue) {
 		return scaleRun{}, fmt.Errorf("publishing %d alerts took longer than 5s; use fewer", n)
 	}
+	// The publishing's commands are counted up to a moment before the due instant, by
+	// which every alert is in the wheel stage (the consumers write as the broker hands
+	// them over); the hand-off's from then on.
+	time.Sleep(time.Until(firstDue.Add(-100 * time.Millisecond)))
+	if waiting, _, err := stage.Stats(ctx); err != nil || waiting < int64(n) {
+		return scaleRun{}, fmt.Errorf("only %d of %d alerts in the wheel stage 100ms before they fall due (%v); use fewer", waiting, n, err)
+	}
+	byNameAtDue, err := commandsByName(ctx, rdb)
+	if err != nil {
+		return scaleRun{}, err
+	}
+	name := fmt.Sprintf("%s-%dr-%ds", topo, replicas, shards)
+	stopProfile, err := startProfile(o.Profile, name)
+	if err != nil {
+		return scaleRun{}, err
+	}
+	defer stopProfile()
 	for deadline := time.Now().Add(3 * time.Minute); rec.count() < n; {
 		if time.Now().After(deadline) {
 			return scaleRun{}, fmt.Errorf("%d of %d alerts handed off in 3 minutes", rec.count(), n)
@@ -240,8 +283,19 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	if err := stopProfile(); err != nil {
+		return scaleRun{}, err
+	}
 	cmdsAfter, err := commandCounts(ctx, rdb)
 	if err != nil {
+		return scaleRun{}, err
+	}
+	byNameAfter, err := commandsByName(ctx, rdb)
+	if err != nil {
+		return scaleRun{}, err
+	}
+	put, handoff := commandGrowth(byNameBefore, byNameAtDue), commandGrowth(byNameAtDue, byNameAfter)
+	if err := writeCommands(o.Profile, name, n, put, handoff); err != nil {
 		return scaleRun{}, err
 	}
 	mem, err := stageMemory(ctx, rdb, prefix)
@@ -249,7 +303,8 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 		return scaleRun{}, err
 	}
 	r := scaleRun{topology: topo, replicas: replicas, shards: shards, rate: float64(n) / end.Sub(firstDue).Seconds(),
-		primaries: primaryLoads(cmdsBefore, cmdsAfter, mem)}
+		primaries: primaryLoads(cmdsBefore, cmdsAfter, mem),
+		putCmds:   float64(sumCalls(put)) / float64(n), handoffCmds: float64(sumCalls(handoff)) / float64(n)}
 	r.p50, r.p99, r.worst, _ = rec.percentiles()
 	var lost, recovered float64
 	for _, reg := range regs {

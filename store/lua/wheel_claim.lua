@@ -36,39 +36,131 @@ local replica = replica_of(ARGV[2])
 if ARGV[3] ~= '0' and lapsed(KEYS[10], replica, now) then
   return lapsed_error(replica)
 end
-
-local function emit(id, entry)
-  claimed[#claimed + 1] = id
-  claimed[#claimed + 1] = entry
-  claimed[#claimed + 1] = redis.call('HGET', KEYS[5], id) or '0'
-  claimed[#claimed + 1] = redis.call('HGET', KEYS[6], id) or ''
-  claimed[#claimed + 1] = redis.call('HGET', KEYS[7], id) or '0'
+local ids = {}
+for i = 4, #ARGV do
+  ids[#ids + 1] = ARGV[i]
+end
+if #ids == 0 then
+  return {claimed, early}
 end
 
-for i = 4, #ARGV do
-  local id = ARGV[i]
-  local score = redis.call('ZSCORE', KEYS[1], id)
+-- The batch goes with one variadic command per key (the caller sends at most a few
+-- hundred ids per call): first where each id stands.
+local scores = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+local due, other = {}, {} -- positions in ids: due by Redis's clock; not in due
+for j, id in ipairs(ids) do
+  local score = scores[j]
   if score then
     local wait = tonumber(score) - now
     if wait > 0 then
       early[#early + 1] = id
       early[#early + 1] = string.format('%d', wait)
     else
-      redis.call('ZREM', KEYS[1], id)
-      local entry = redis.call('HGET', KEYS[3], id)
-      if entry then
-        redis.call('ZADD', KEYS[2], expiry, id)
-        redis.call('HSET', KEYS[4], id, ARGV[2])
-        hold(KEYS[8], KEYS[9], id, replica)
-        emit(id, entry)
+      due[#due + 1] = j
+    end
+  else
+    other[#other + 1] = j
+  end
+end
+
+local function pick(at)
+  local picked = {}
+  for n, j in ipairs(at) do
+    picked[n] = ids[j]
+  end
+  return picked
+end
+
+local entry = {} -- position -> the entry of each id claimed or claimed again
+local taken = {} -- ids newly claimed
+if #due > 0 then
+  local dueIDs = pick(due)
+  redis.call('ZREM', KEYS[1], unpack(dueIDs))
+  local entries = redis.call('HMGET', KEYS[3], unpack(dueIDs))
+  for n, j in ipairs(due) do
+    if entries[n] then
+      entry[j] = entries[n]
+      taken[#taken + 1] = ids[j]
+    end
+  end
+end
+if #taken > 0 then
+  local inflight, owner, by, held = {}, {}, {}, {}
+  local was = redis.call('HMGET', KEYS[8], unpack(taken))
+  local moved = {}
+  for n, id in ipairs(taken) do
+    inflight[#inflight + 1] = expiry
+    inflight[#inflight + 1] = id
+    owner[#owner + 1] = id
+    owner[#owner + 1] = ARGV[2]
+    if was[n] ~= replica then
+      if was[n] then
+        moved[#moved + 1] = was[n] .. '/' .. id
+      end
+      by[#by + 1] = id
+      by[#by + 1] = replica
+      held[#held + 1] = 0
+      held[#held + 1] = replica .. '/' .. id
+    end
+  end
+  redis.call('ZADD', KEYS[2], unpack(inflight))
+  redis.call('HSET', KEYS[4], unpack(owner))
+  if #moved > 0 then
+    redis.call('ZREM', KEYS[9], unpack(moved))
+  end
+  if #by > 0 then
+    redis.call('HSET', KEYS[8], unpack(by))
+    redis.call('ZADD', KEYS[9], unpack(held))
+  end
+end
+
+-- An id in flight that this token owns already (its claim's reply was lost and the
+-- claim is repeated): returned again with a renewed lease.
+if #other > 0 then
+  local otherIDs = pick(other)
+  local owners = redis.call('HMGET', KEYS[4], unpack(otherIDs))
+  local mine = {}
+  for n, j in ipairs(other) do
+    if owners[n] == ARGV[2] then
+      mine[#mine + 1] = j
+    end
+  end
+  if #mine > 0 then
+    local mineIDs = pick(mine)
+    local leases = redis.call('ZMSCORE', KEYS[2], unpack(mineIDs))
+    local entries = redis.call('HMGET', KEYS[3], unpack(mineIDs))
+    local renew = {}
+    for n, j in ipairs(mine) do
+      if leases[n] and entries[n] then
+        entry[j] = entries[n]
+        renew[#renew + 1] = expiry
+        renew[#renew + 1] = ids[j]
       end
     end
-  elseif redis.call('HGET', KEYS[4], id) == ARGV[2] and redis.call('ZSCORE', KEYS[2], id) then
-    local entry = redis.call('HGET', KEYS[3], id)
-    if entry then
-      redis.call('ZADD', KEYS[2], 'XX', expiry, id)
-      emit(id, entry)
+    if #renew > 0 then
+      redis.call('ZADD', KEYS[2], 'XX', unpack(renew))
     end
+  end
+end
+
+-- What the claimed ids carry, in the order of ids.
+local got = {}
+for j = 1, #ids do
+  if entry[j] then
+    got[#got + 1] = j
+  end
+end
+if #got > 0 then
+  local gotIDs = pick(got)
+  local tries = redis.call('HMGET', KEYS[5], unpack(gotIDs))
+  local failed = redis.call('HMGET', KEYS[6], unpack(gotIDs))
+  local parts = redis.call('HMGET', KEYS[7], unpack(gotIDs))
+  for n, j in ipairs(got) do
+    claimed[#claimed + 1] = ids[j]
+    claimed[#claimed + 1] = entry[j]
+    claimed[#claimed + 1] = tries[n] or '0'
+    claimed[#claimed + 1] = failed[n] or ''
+    claimed[#claimed + 1] = parts[n] or '0'
   end
 end
 return {claimed, early}

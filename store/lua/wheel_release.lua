@@ -12,10 +12,13 @@
 -- KEYS[9]   {p}:held      sorted set: "<replica>/<id>" of each id in by
 -- KEYS[10…] per id, in the order of ARGV's groups: {p}:done:<id>, then {p}:trace:<id>
 -- ARGV[1]   done marker (and trace) lifetime, ms
--- ARGV[2]   done marker prefix: "" for delivered, "recorded:" for a recorded failure,
---           "withheld:" for an alert not sent on purpose (an ended escalation's step)
--- ARGV[3…]  groups of 6 per id: id, token of the claim the caller held it by, robot,
---           merged, parts ("" when not known), the releasing replica
+-- ARGV[2…]  groups of 7 per id: id, token of the claim the caller held it by, done
+--           marker prefix ("" for delivered, "recorded:" for a recorded failure,
+--           "withheld:" for an alert not sent on purpose: an ended escalation's step),
+--           robot, merged, parts ("" when not known), the releasing replica
+--
+-- One call releases the hand-offs of many workers at once (scheduler/release.go), each
+-- ended its own way.
 --
 -- For each id: deletes the entry and its claim state (no replica is responsible for it
 -- any more), removes it from inflight and (defensively) from due, and sets its done
@@ -26,45 +29,64 @@
 -- A release is not conditional on the token: the hand-off is done, so the entry must not
 -- be sent by anyone else, even by a claim that took it over after this one's lease ran
 -- out (that claim's confirm then fails).
--- Returns the number of ids whose owner was not the given token (claims lost on the way).
+-- Returns the ids whose owner was not the given token (claims lost on the way).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lost = 0
-local k = 10
-local prefix = ARGV[2]
-for i = 3, #ARGV, 6 do
-  local id, token = ARGV[i], ARGV[i + 1]
-  if redis.call('HGET', KEYS[4], id) ~= token then
-    lost = lost + 1
+local nowms = string.format('%d', now)
+local ids, lost = {}, {}
+for i = 2, #ARGV, 7 do
+  ids[#ids + 1] = ARGV[i]
+end
+if #ids == 0 then
+  return lost
+end
+-- The batch's state goes with one variadic command per key (the caller sends at most a
+-- few hundred ids per call), the done markers and traces id by id.
+local owners = redis.call('HMGET', KEYS[4], unpack(ids))
+local was = redis.call('HMGET', KEYS[8], unpack(ids))
+local members = {}
+for j, id in ipairs(ids) do
+  if owners[j] ~= ARGV[2 + (j - 1) * 7 + 1] then
+    lost[#lost + 1] = id
   end
-  redis.call('HDEL', KEYS[3], id)
-  redis.call('HDEL', KEYS[4], id)
-  unhold(KEYS[8], KEYS[9], id)
-  redis.call('HDEL', KEYS[5], id)
-  redis.call('HDEL', KEYS[6], id)
-  redis.call('HDEL', KEYS[7], id)
-  redis.call('ZREM', KEYS[2], id)
-  redis.call('ZREM', KEYS[1], id)
+  if was[j] then
+    members[#members + 1] = was[j] .. '/' .. id
+  end
+end
+if #members > 0 then
+  redis.call('ZREM', KEYS[9], unpack(members))
+end
+for _, key in ipairs({KEYS[3], KEYS[4], KEYS[8], KEYS[5], KEYS[6], KEYS[7]}) do
+  redis.call('HDEL', key, unpack(ids))
+end
+redis.call('ZREM', KEYS[2], unpack(ids))
+redis.call('ZREM', KEYS[1], unpack(ids))
+local k = 10
+for i = 2, #ARGV, 7 do
+  local prefix = ARGV[i + 2]
   local marker = prefix ~= '' and redis.call('GET', KEYS[k])
   local trace = KEYS[k + 1]
   if marker and string.sub(marker, 1, #prefix) ~= prefix then
     redis.call('PEXPIRE', KEYS[k], ARGV[1])
   else
-    redis.call('SET', KEYS[k], prefix .. string.format('%d', now), 'PX', ARGV[1])
+    redis.call('SET', KEYS[k], prefix .. nowms, 'PX', ARGV[1])
     local st = 'delivered'
     if prefix ~= '' then
       st = string.sub(prefix, 1, #prefix - 1)
     end
-    redis.call('HSET', trace, 'st', st, 'at', string.format('%d', now), 'by', ARGV[i + 5])
+    local fields = {'st', st, 'at', nowms, 'by', ARGV[i + 6]}
     local due = tonumber(redis.call('HGET', trace, 'due'))
     if due then
-      redis.call('HSET', trace, 'late', string.format('%d', now - due))
+      fields[#fields + 1] = 'late'
+      fields[#fields + 1] = string.format('%d', now - due)
     end
     for j, field in ipairs({'robot', 'merged', 'parts'}) do
-      if ARGV[i + 1 + j] ~= '' then
-        redis.call('HSET', trace, field, ARGV[i + 1 + j])
+      if ARGV[i + 2 + j] ~= '' then
+        fields[#fields + 1] = field
+        fields[#fields + 1] = ARGV[i + 2 + j]
       end
     end
+    redis.call('HSET', trace, unpack(fields))
   end
   redis.call('PEXPIRE', trace, ARGV[1])
   k = k + 2
