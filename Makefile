@@ -17,8 +17,9 @@ GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB := golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 CHAOS_TEST_TIMEOUT ?= 30m
 
-.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-topic bench-alertmanager bench-api chaos down status fmt vet vulncheck
+.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-burst bench-topic bench-alertmanager bench-api chaos down status fmt vet vulncheck
 FUZZ_TIME ?= 20s
+BURST_PROFILE ?= /tmp/rocketdelay-burst-profile
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -94,6 +95,10 @@ bench-scale: build ## 1, 2, 4 replicas in one group on the single node, the Sent
 	deploy/local/up --profile test >/dev/null
 	deploy/local/up sentinel redis-cluster >/dev/null
 	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=5s $(BIN) bench scale --redis config,sentinel,cluster
+
+bench-burst: build ## 4000 alerts due at one instant, 1 and 2 replicas, 1 and 3 shards: lateness against the 50 ms goal (PASS/FAIL), Redis commands per alert; profiles in $(BURST_PROFILE)
+	deploy/local/up --profile test >/dev/null
+	eval "$$(deploy/local/env)"; ROCKETDELAY_THRESHOLD=5s $(BIN) bench scale --replicas 1,2 --shards 1,3 -n 4000 --goal 50ms --profile $(BURST_PROFILE)
 
 bench-topic: build ## a topic target at its business consumer: lateness next to the broker's timer alone, and throughput of a burst
 	deploy/local/up --profile test >/dev/null
