@@ -45,30 +45,47 @@ func forEachPrimary(ctx context.Context, rdb redis.UniversalClient, fn func(ctx 
 // commandCounts returns the commands each primary of rdb has served since it started
 // (or since CONFIG RESETSTAT): the sum of the calls of its INFO commandstats.
 func commandCounts(ctx context.Context, rdb redis.UniversalClient) (map[string]int64, error) {
-	var mu sync.Mutex
+	stats, err := commandStats(ctx, rdb)
 	counts := map[string]int64{}
+	for addr, byName := range stats {
+		counts[addr] = sumCalls(byName)
+	}
+	return counts, err
+}
+
+// commandsByName returns the calls of each command (and their time, commandCallsByName)
+// summed over every primary of rdb.
+func commandsByName(ctx context.Context, rdb redis.UniversalClient) (map[string]int64, error) {
+	stats, err := commandStats(ctx, rdb)
+	calls := map[string]int64{}
+	for _, byName := range stats {
+		for name, n := range byName {
+			calls[name] += n
+		}
+	}
+	return calls, err
+}
+
+// commandStats returns each primary's INFO commandstats by address, as
+// commandCallsByName reads them.
+func commandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]map[string]int64, error) {
+	var mu sync.Mutex
+	stats := map[string]map[string]int64{}
 	err := forEachPrimary(ctx, rdb, func(ctx context.Context, addr string, c redis.Cmdable) error {
 		info, err := c.Info(ctx, "commandstats").Result()
 		if err != nil {
 			return fmt.Errorf("bench: INFO commandstats of %s: %w", addr, err)
 		}
-		n, err := commandCalls(info)
+		byName, err := commandCallsByName(info)
 		if err != nil {
 			return fmt.Errorf("bench: INFO commandstats of %s: %w", addr, err)
 		}
 		mu.Lock()
-		counts[addr] = n
-		mu.Unlock()
+		defer mu.Unlock()
+		stats[addr] = byName
 		return nil
 	})
-	return counts, err
-}
-
-// commandCalls sums the calls of the lines "cmdstat_<name>:calls=N,usec=…" of INFO
-// commandstats.
-func commandCalls(info string) (int64, error) {
-	byName, err := commandCallsByName(info)
-	return sumCalls(byName), err
+	return stats, err
 }
 
 // commandCallsByName returns the calls of each command of INFO commandstats, by name,
@@ -103,29 +120,6 @@ func commandCallsByName(info string) (map[string]int64, error) {
 
 // usecSuffix marks the entries of commandCallsByName that are times, not calls.
 const usecSuffix = "/usec"
-
-// commandsByName returns the calls of each command summed over every primary of rdb.
-func commandsByName(ctx context.Context, rdb redis.UniversalClient) (map[string]int64, error) {
-	var mu sync.Mutex
-	calls := map[string]int64{}
-	err := forEachPrimary(ctx, rdb, func(ctx context.Context, addr string, c redis.Cmdable) error {
-		info, err := c.Info(ctx, "commandstats").Result()
-		if err != nil {
-			return fmt.Errorf("bench: INFO commandstats of %s: %w", addr, err)
-		}
-		byName, err := commandCallsByName(info)
-		if err != nil {
-			return fmt.Errorf("bench: INFO commandstats of %s: %w", addr, err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for name, n := range byName {
-			calls[name] += n
-		}
-		return nil
-	})
-	return calls, err
-}
 
 // commandGrowth is after less before, command by command, without the commands that did
 // not grow.

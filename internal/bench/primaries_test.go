@@ -9,15 +9,16 @@ import (
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 )
 
-// commandCalls sums the calls of every cmdstat line and nothing else.
-func TestCommandCalls(t *testing.T) {
-	n, err := commandCalls("# Commandstats\r\n" +
+// commandCallsByName reads the calls and the time of every cmdstat line and nothing else.
+func TestCommandCallsByName(t *testing.T) {
+	calls, err := commandCallsByName("# Commandstats\r\n" +
 		"cmdstat_evalsha:calls=12,usec=340,usec_per_call=28.33,rejected_calls=0,failed_calls=1\r\n" +
 		"cmdstat_zadd:calls=30,usec=60,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n" +
 		"errorstat_ERR:count=3\r\n")
 	require.NoError(t, err)
-	require.EqualValues(t, 42, n)
-	_, err = commandCalls("cmdstat_get:calls=x,usec=1\r\n")
+	require.Equal(t, map[string]int64{"evalsha": 12, "evalsha" + usecSuffix: 340, "zadd": 30, "zadd" + usecSuffix: 60}, calls)
+	require.EqualValues(t, 42, sumCalls(calls))
+	_, err = commandCallsByName("cmdstat_get:calls=x,usec=1\r\n")
 	require.ErrorContains(t, err, "cmdstat_get:calls=x")
 }
 
