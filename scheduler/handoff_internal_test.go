@@ -30,13 +30,13 @@ func (g *givenBack) GiveBack(_ context.Context, c store.Claim, at time.Time, _ i
 	return true, nil
 }
 
-func (g *givenBack) ReleaseAll(_ context.Context, rs []store.Released) ([]string, error) {
+func (g *givenBack) ReleaseAll(_ context.Context, rs []store.Released) ([]bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, r := range rs {
 		g.released = append(g.released, r.Receipt.Outcome)
 	}
-	return nil, nil
+	return make([]bool, len(rs)), nil
 }
 
 // An entry claimed before its due time by this replica's clock (the sweeper trusts

@@ -15,7 +15,10 @@ import (
 // finish together thus costs a few round trips to Redis instead of one per alert, while
 // one hand-off alone is released at once, as before. Each release is retried, with its
 // batch, until it lands or ctx ends (retryStore): a release is idempotent, and this
-// replica, being live, keeps its claims meanwhile.
+// replica, being live, keeps its claims meanwhile (a repeat after a reply was lost, or
+// after one shard's call failed, reports the claims that landed the first time as lost:
+// a warning, nothing else). Under a sustained burst the flushers keep flushing until the
+// queue is empty: up to releaseFlushes workers serve as the pool's flushers meanwhile.
 type releaser struct {
 	store   WheelStage
 	metrics *Metrics
@@ -78,15 +81,15 @@ func (rl *releaser) flush(ctx context.Context, batch []*release) {
 	for i, req := range batch {
 		rs[i] = req.r
 	}
-	var lost []string
+	var lost []bool
 	err := retryStore(ctx, rl.metrics, "release", 0, func(ctx context.Context) error {
 		var err error
 		lost, err = rl.store.ReleaseAll(ctx, rs)
 		return err
 	})
 	rl.metrics.releaseBatch.Observe(float64(len(batch)))
-	for _, req := range batch {
-		req.lost, req.err = slices.Contains(lost, req.r.Claim.ID), err
+	for i, req := range batch {
+		req.lost, req.err = err == nil && lost[i], err
 		close(req.done)
 	}
 }

@@ -23,7 +23,7 @@ type heldRelease struct {
 	calls []int // the releases of each call
 }
 
-func (h *heldRelease) ReleaseAll(ctx context.Context, rs []store.Released) ([]string, error) {
+func (h *heldRelease) ReleaseAll(ctx context.Context, rs []store.Released) ([]bool, error) {
 	h.mu.Lock()
 	h.calls = append(h.calls, len(rs))
 	h.mu.Unlock()

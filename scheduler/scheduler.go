@@ -34,8 +34,8 @@ type WheelStage interface {
 	Claim(ctx context.Context, ids []string, token string) (store.Claimed, error)
 	ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (store.Claimed, error)
 	// ReleaseAll ends claims whose hand-offs are done, noting each receipt in its alert's
-	// trace, and returns the ids whose claims had been lost.
-	ReleaseAll(ctx context.Context, rs []store.Released) ([]string, error)
+	// trace, and reports for each whether its claim had been lost.
+	ReleaseAll(ctx context.Context, rs []store.Released) ([]bool, error)
 	// RescheduledDue is the due time of an alert rescheduled while it hopped, which
 	// overrides its message's (docs/design.md, Reschedule).
 	RescheduledDue(ctx context.Context, id string) (time.Time, bool, error)

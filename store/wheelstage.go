@@ -681,8 +681,13 @@ func (w *WheelStage) ReleaseReceipt(ctx context.Context, r Receipt, claims ...Cl
 	for i, c := range claims {
 		rs[i] = Released{Claim: c, Receipt: r}
 	}
-	ids, err := w.ReleaseAll(ctx, rs)
-	return len(ids), err
+	lostEach, err := w.ReleaseAll(ctx, rs)
+	for _, l := range lostEach {
+		if l {
+			lost++
+		}
+	}
+	return lost, err
 }
 
 // Released is a claim whose hand-off is done, and how it ended.
@@ -692,19 +697,24 @@ type Released struct {
 }
 
 // ReleaseAll is Release for hand-offs that each ended their own way, noting each receipt
-// in its alert's trace, in one script call per shard: the release of many workers' hand-
-// offs at once. It returns the ids whose claims had been lost.
-func (w *WheelStage) ReleaseAll(ctx context.Context, rs []Released) (lost []string, err error) {
-	for len(rs) > maxScriptIDs {
-		l, err := w.ReleaseAll(ctx, rs[:maxScriptIDs])
-		if err != nil {
+// in its alert's trace, in one script call per shard (and per thousand claims): the
+// release of many workers' hand-offs at once. lost[i] reports whether rs[i]'s claim had
+// been lost. An error leaves it unknown which shards' calls landed; a repeat is harmless
+// (it reports the claims released by the first call as lost).
+func (w *WheelStage) ReleaseAll(ctx context.Context, rs []Released) (lost []bool, err error) {
+	lost = make([]bool, len(rs))
+	for start := 0; start < len(rs); start += maxScriptIDs {
+		part := rs[start:min(start+maxScriptIDs, len(rs))]
+		if err := w.releaseAll(ctx, part, lost[start:start+len(part)]); err != nil {
 			return nil, err
 		}
-		lost, rs = append(lost, l...), rs[maxScriptIDs:]
 	}
-	if len(rs) == 0 {
-		return lost, nil
-	}
+	return lost, nil
+}
+
+// releaseAll is ReleaseAll of at most maxScriptIDs claims, noting in lost, one per claim,
+// those that had been lost.
+func (w *WheelStage) releaseAll(ctx context.Context, rs []Released, lost []bool) error {
 	count := func(n int) string {
 		if n <= 0 {
 			return ""
@@ -712,8 +722,7 @@ func (w *WheelStage) ReleaseAll(ctx context.Context, rs []Released) (lost []stri
 		return strconv.Itoa(n)
 	}
 	groups := w.group(len(rs), func(k int) string { return rs[k].Claim.ID })
-	losts := make([][]string, len(w.shards))
-	err = w.each(func(i int, s *shard) error {
+	return w.each(func(i int, s *shard) error {
 		at := groups[i]
 		if len(at) == 0 {
 			return nil
@@ -727,17 +736,18 @@ func (w *WheelStage) ReleaseAll(ctx context.Context, rs []Released) (lost []stri
 			keys = append(keys, s.keys.done(c.ID), s.keys.trace(c.ID))
 			args = append(args, c.ID, c.Token, r.Outcome.markerPrefix(), r.Robot, count(r.Merged), count(r.Parts), r.Replica)
 		}
-		ids, err := w.write(ctx, wheelReleaseScript, keys, args...).StringSlice()
+		positions, err := w.write(ctx, wheelReleaseScript, keys, args...).Int64Slice()
 		if err != nil {
 			return w.fail("release", err)
 		}
-		losts[i] = ids
+		for _, p := range positions {
+			if p < 1 || int(p) > len(at) {
+				return fmt.Errorf("store: release: reply names claim %d of %d", p, len(at))
+			}
+			lost[at[p-1]] = true // each shard's goroutine writes its own claims' places
+		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return slices.Concat(append([][]string{lost}, losts...)...), nil
 }
 
 // maxScriptIDs bounds the ids of one script call that passes them to one variadic

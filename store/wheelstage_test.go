@@ -1260,7 +1260,7 @@ func TestWheelStageReleaseAllMixed(t *testing.T) {
 		{Claim: store.Claim{ID: "taken", Token: tok}, Receipt: store.Receipt{Outcome: store.Delivered, Replica: "a"}},
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"taken"}, lost, "taken is another token's")
+	require.Equal(t, []bool{false, false, false, true}, lost, "taken is another token's")
 	// A recorded release of a delivered alert (the retry job delivered it meanwhile) in a
 	// later batch keeps the marker delivered.
 	lost, err = ws.ReleaseAll(ctx, []store.Released{
@@ -1268,7 +1268,7 @@ func TestWheelStageReleaseAllMixed(t *testing.T) {
 		{Claim: store.Claim{ID: "fresh", Token: tok}, Receipt: store.Receipt{Outcome: store.Recorded, Replica: "a"}},
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"sent", "fresh"}, lost, "neither is held by tok any more")
+	require.Equal(t, []bool{true, true}, lost, "neither is held by tok any more")
 
 	want := map[string][3]bool{ // delivered, recorded, withheld
 		"sent": {true, false, false}, "failed": {false, true, false}, "withheld": {false, false, true}, "taken": {true, false, false},
@@ -1311,7 +1311,7 @@ func TestWheelStageClaimAndReleaseManyAtOnce(t *testing.T) {
 	}
 	lost, err := ws.ReleaseAll(ctx, rs)
 	require.NoError(t, err)
-	require.Empty(t, lost)
+	require.Equal(t, make([]bool, len(rs)), lost)
 	waiting, inflight, err := ws.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
@@ -1320,4 +1320,43 @@ func TestWheelStageClaimAndReleaseManyAtOnce(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok, id)
 	}
+}
+
+// A key of one id damaged by another writer (its trace a list, its done marker a hash)
+// does not stop the release of its batch: every id leaves the stage with its done
+// marker. Two releases of one id in a batch, by a stale claim and by the claim that
+// holds it, report only the stale one lost.
+func TestWheelStageReleaseSurvivesADamagedKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{DoneTTL: time.Hour})
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := ws.Put(ctx, entryAt(id, time.Now()))
+		require.NoError(t, err)
+	}
+	_, err := entriesOf(ws.Claim(ctx, []string{"a", "b", "c"}, tok))
+	require.NoError(t, err)
+	require.NoError(t, rdb.Del(ctx, "{"+prefix+"}:trace:b").Err())
+	require.NoError(t, rdb.RPush(ctx, "{"+prefix+"}:trace:b", "not a hash").Err())
+	require.NoError(t, rdb.HSet(ctx, "{"+prefix+"}:done:c", "not", "a string").Err())
+
+	lost, err := ws.ReleaseAll(ctx, []store.Released{
+		{Claim: store.Claim{ID: "a", Token: "claim-stale"}, Receipt: store.Receipt{Outcome: store.Delivered}},
+		{Claim: store.Claim{ID: "a", Token: tok}, Receipt: store.Receipt{Outcome: store.Delivered}},
+		{Claim: store.Claim{ID: "b", Token: tok}, Receipt: store.Receipt{Outcome: store.Delivered}},
+		{Claim: store.Claim{ID: "c", Token: tok}, Receipt: store.Receipt{Outcome: store.Recorded}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, false, false, false}, lost)
+	for _, id := range []string{"a", "b"} {
+		ok, err := ws.IsDelivered(ctx, id)
+		require.NoError(t, err)
+		require.True(t, ok, id)
+	}
+	r, err := ws.Put(ctx, entryAt("c", time.Now()))
+	require.NoError(t, err)
+	require.Equal(t, store.PutDone, r, "c's done marker replaced the damaged key")
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
 }

@@ -29,7 +29,8 @@
 -- A release is not conditional on the token: the hand-off is done, so the entry must not
 -- be sent by anyone else, even by a claim that took it over after this one's lease ran
 -- out (that claim's confirm then fails).
--- Returns the ids whose owner was not the given token (claims lost on the way).
+-- Returns the positions (1, 2, … in ARGV's groups) of the ids whose owner was not the
+-- given token (claims lost on the way).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local nowms = string.format('%d', now)
@@ -47,7 +48,7 @@ local was = redis.call('HMGET', KEYS[8], unpack(ids))
 local members = {}
 for j, id in ipairs(ids) do
   if owners[j] ~= ARGV[2 + (j - 1) * 7 + 1] then
-    lost[#lost + 1] = id
+    lost[#lost + 1] = j
   end
   if was[j] then
     members[#members + 1] = was[j] .. '/' .. id
@@ -61,10 +62,16 @@ for _, key in ipairs({KEYS[3], KEYS[4], KEYS[8], KEYS[5], KEYS[6], KEYS[7]}) do
 end
 redis.call('ZREM', KEYS[2], unpack(ids))
 redis.call('ZREM', KEYS[1], unpack(ids))
+-- An id's own keys cannot stop the batch: SET replaces a key of any type, and the
+-- marker's read and the trace's writes (for operators) are pcalls, so a key damaged by
+-- another writer costs its own trace at most, never the other ids' done markers.
 local k = 10
 for i = 2, #ARGV, 7 do
   local prefix = ARGV[i + 2]
-  local marker = prefix ~= '' and redis.call('GET', KEYS[k])
+  local marker = prefix ~= '' and redis.pcall('GET', KEYS[k])
+  if type(marker) == 'table' then
+    marker = false
+  end
   local trace = KEYS[k + 1]
   if marker and string.sub(marker, 1, #prefix) ~= prefix then
     redis.call('PEXPIRE', KEYS[k], ARGV[1])
@@ -75,7 +82,7 @@ for i = 2, #ARGV, 7 do
       st = string.sub(prefix, 1, #prefix - 1)
     end
     local fields = {'st', st, 'at', nowms, 'by', ARGV[i + 6]}
-    local due = tonumber(redis.call('HGET', trace, 'due'))
+    local due = tonumber(redis.pcall('HGET', trace, 'due'))
     if due then
       fields[#fields + 1] = 'late'
       fields[#fields + 1] = string.format('%d', now - due)
@@ -86,9 +93,9 @@ for i = 2, #ARGV, 7 do
         fields[#fields + 1] = ARGV[i + 2 + j]
       end
     end
-    redis.call('HSET', trace, unpack(fields))
+    redis.pcall('HSET', trace, unpack(fields))
   end
-  redis.call('PEXPIRE', trace, ARGV[1])
+  redis.pcall('PEXPIRE', trace, ARGV[1])
   k = k + 2
 end
 return lost
