@@ -41,12 +41,19 @@ redis: {keyPrefix: `+prefix+`}
 	require.NoError(t, ws.TraceHop(ctx, "order-4-hopping", time.Now().Add(time.Hour), "ops", 1, 10*time.Minute))
 
 	at := time.Now().Add(20 * time.Second).Truncate(time.Millisecond)
+	env["USER"] = "alice"
 	out, _, err := run(t, env, "reschedule", "-f", file, "order-1-waiting", "--at", at.Format(time.RFC3339Nano))
 	require.NoError(t, err)
+	delete(env, "USER")
 	require.Equal(t, "rescheduled order-1-waiting to "+at.Format(time.RFC3339Nano)+": moved in the wheel stage\n", out)
 	st, err := ws.Inspect(ctx, "order-1-waiting")
 	require.NoError(t, err)
 	require.Equal(t, at, st.NextDue)
+	// inspect keeps the due time it was accepted with and shows the move, who made it and when.
+	out, _, err = run(t, env, "inspect", "-f", file, "order-1-waiting")
+	require.NoError(t, err)
+	require.Contains(t, out, "rescheduled by cli:alice from ")
+	require.Contains(t, out, " to "+at.UTC().Format(time.RFC3339Nano))
 
 	out, _, err = run(t, env, "reschedule", "-f", file, "order-4-hopping", "--in", "2h", "-o", "name")
 	require.NoError(t, err)

@@ -127,7 +127,7 @@ func (c *Console) reschedule(w http.ResponseWriter, r *http.Request) {
 			"or an RFC 3339 time (2026-12-02T15:04:05+08:00), not %q.", when))
 		return
 	}
-	res, err := c.alerts.Reschedule(r.Context(), id, due)
+	res, err := c.alerts.Reschedule(store.WithAuthor(r.Context(), "console"), id, due)
 	if errors.Is(err, store.ErrInvalid) {
 		c.fail(w, r, http.StatusBadRequest, "Not rescheduled: "+err.Error()+".")
 		return

@@ -132,13 +132,23 @@ func (in Inspector) history(r *Report, s store.AlertState, rows []store.FailedSe
 		}
 	}
 	if s.Traced && !s.AcceptedAt.IsZero() {
-		what := fmt.Sprintf("accepted for %s, due %s", s.Target, s.DueAt.UTC().Format(time.RFC3339Nano))
+		due := s.DueAt
+		if !s.FirstDueAt.IsZero() {
+			due = s.FirstDueAt // the move is its own event below
+		}
+		what := fmt.Sprintf("accepted for %s, due %s", s.Target, due.UTC().Format(time.RFC3339Nano))
 		sc := in.Config.Scheduler
 		if (sc.Mode == "" || sc.Mode == config.ModeLevels) && len(sc.Levels) > 0 {
-			hops, rest := scheduler.Plan(s.DueAt.Sub(s.AcceptedAt), scheduler.Route{Levels: sc.Levels, Threshold: sc.Threshold})
+			hops, rest := scheduler.Plan(due.Sub(s.AcceptedAt), scheduler.Route{Levels: sc.Levels, Threshold: sc.Threshold})
 			what += fmt.Sprintf(" (planned: %d broker hops, then %s in the wheel stage)", len(hops), rest.Round(time.Millisecond))
 		}
 		add(s.AcceptedAt, "%s", what)
+	}
+	for _, m := range s.Moves {
+		add(m.At, "rescheduled by %s from %s to %s", orDash(m.By), m.From.UTC().Format(time.RFC3339Nano), m.To.UTC().Format(time.RFC3339Nano))
+	}
+	if more := s.MoveCount - len(s.Moves); more > 0 && len(s.Moves) > 0 {
+		add(s.Moves[len(s.Moves)-1].At, "rescheduled %d more times since, now due %s", more, s.DueAt.UTC().Format(time.RFC3339Nano))
 	}
 	if !s.LastHopAt.IsZero() {
 		add(s.LastHopAt, "broker hop %d, expected back at %s", s.Hops, s.NextArrival.UTC().Format(time.RFC3339Nano))

@@ -71,7 +71,7 @@ func (in *Ingress) reschedule(w http.ResponseWriter, r *http.Request) {
 		in.unavailableRedis(w, "reschedule", id, err)
 		return
 	}
-	res, err := in.deps.Rescheduler.Reschedule(r.Context(), id, due)
+	res, err := in.deps.Rescheduler.Reschedule(store.WithAuthor(r.Context(), p.Name), id, due)
 	switch {
 	case errors.Is(err, store.ErrInvalid):
 		in.metrics.requests.WithLabelValues("reschedule", "bad_request").Inc()

@@ -51,9 +51,10 @@ type harness struct {
 	rec       *recorder
 	sim       *chatsim.Server // set by startSim
 	topics    map[string]topic.Target
-	log       slog.Handler // the schedulers' log; nil drops it (unless RD_TEST_LOG)
-	retry     RetryJob     // the replicas' retry job (SetRetryJob); nil: none
-	replicas  []*replica   // the subprocesses started by startReplica
+	log       slog.Handler  // the schedulers' log; nil drops it (unless RD_TEST_LOG)
+	retry     RetryJob      // the replicas' retry job (SetRetryJob); nil: none
+	replicas  []*replica    // the subprocesses started by startReplica
+	grace     time.Duration // the replicas' scheduler.grace; 0 is the default
 }
 
 func newHarness(t testing.TB, threshold time.Duration) *harness {
@@ -114,6 +115,7 @@ func (h *harness) options(name string) Options {
 		CheckBody:     dingTalkBodies(h.t),
 		Brokers:       []string{testenv.Brokers(h.t)},
 		SweepInterval: 200 * time.Millisecond,
+		Grace:         h.grace,
 		InstanceName:  testenv.Unique(name),
 		Liveness:      heartOf(h.t, h.ws, nil),
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/store"
@@ -109,4 +110,34 @@ func TestRescheduleRacesDelivery(t *testing.T) {
 	}
 	_, _, _ = h.rec.latenessReport(t, want) // exactly once, never early, the answered due time carried
 	t.Logf("answers: %v", fmt.Sprint(counts))
+}
+
+// TestRescheduleEarlierMovesTheTimer moves an alert waiting in the wheel stage from 40s
+// ahead to 2s ahead: the replica whose wheel holds its timer learns of the move at once
+// (the reschedule announces it) and hands the alert off at its new time, never before.
+// Nothing else could: its old timer fires at 40s, and the sweeper, with a grace of 30s,
+// finds it overdue no sooner than 32s; so a hand-off within 20s of the new time is the
+// moved timer's.
+func TestRescheduleEarlierMovesTheTimer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, time.Minute)
+	h.grace = 30 * time.Second
+	_, m := h.start("resched-earlier")
+	ctx := context.Background()
+
+	h.publish("r-earlier-now", 40*time.Second, "moved earlier in the wheel stage")
+	require.Eventually(t, func() bool {
+		st, err := h.ws.Inspect(ctx, "r-earlier-now")
+		return err == nil && st.Stage == "waiting"
+	}, 20*time.Second, 20*time.Millisecond, "never reached the wheel stage")
+
+	newDue := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
+	res, err := h.ws.Reschedule(ctx, "r-earlier-now", newDue, h.threshold)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleMoved, DueAt: newDue}, res)
+
+	h.rec.waitAll(t, []string{"r-earlier-now"}, time.Until(newDue.Add(20*time.Second)))
+	h.settle([]string{"r-earlier-now"}, m)
+	h.rec.latenessReport(t, map[string]time.Time{"r-earlier-now": newDue}) // once, never early
+	require.Equal(t, 1.0, testutil.ToFloat64(m.movesApplied), "the wheel's timer was moved")
 }

@@ -33,6 +33,9 @@ type WheelStage interface {
 	Put(ctx context.Context, e store.Entry) (store.PutResult, error)
 	Claim(ctx context.Context, ids []string, token string) (store.Claimed, error)
 	ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (store.Claimed, error)
+	// Moves announces the reschedules of waiting alerts, for the timers of this
+	// replica's wheel; the channel closes when ctx ends.
+	Moves(ctx context.Context) <-chan store.Moved
 	// ReleaseAll ends claims whose hand-offs are done, noting each receipt in its alert's
 	// trace, and reports for each whether its claim had been lost.
 	ReleaseAll(ctx context.Context, rs []store.Released) ([]bool, error)
@@ -390,14 +393,15 @@ func (s *Scheduler) startPool() {
 	s.life.started = true
 }
 
-// startLoops runs the fire loop, the sweeper and the hop-trace writers, and returns the
+// startLoops runs the fire loop, the sweeper, the move loop and the hop-trace writers, and returns the
 // context that ends them (and the DLQ watch).
 func (s *Scheduler) startLoops() context.Context {
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.life.cancel = cancel
-	s.life.loops.Add(2 + traceWriters)
+	s.life.loops.Add(3 + traceWriters)
 	go s.fireLoop(loopCtx)
 	go s.sweepLoop(loopCtx)
+	go s.moveLoop(loopCtx)
 	for range traceWriters {
 		go s.traceLoop(loopCtx)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -188,7 +189,7 @@ func (w *WheelStage) Reschedule(ctx context.Context, id string, dueAt time.Time,
 	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
 		s.keys.gen(id), s.keys.parts()}
 	res, err := w.write(ctx, wheelRescheduleScript, keys, id, dueAt.UnixMilli(), reach.Milliseconds(),
-		w.opts.CancelTTL.Milliseconds()).Slice()
+		w.opts.CancelTTL.Milliseconds(), w.moves, authorOf(ctx)).Slice()
 	if err != nil {
 		return Rescheduled{}, w.fail("reschedule", err)
 	}
@@ -211,6 +212,64 @@ func (w *WheelStage) Reschedule(ctx context.Context, id string, dueAt time.Time,
 		out.Requeue = &Requeue{Entry: e, Gen: gen}
 	}
 	return out, nil
+}
+
+// WithAuthor returns ctx naming who acts through it (a principal, an operator): a
+// reschedule made with it records that name with the move in the alert's trace.
+func WithAuthor(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, authorKey{}, name)
+}
+
+type authorKey struct{}
+
+// authorOf is the name WithAuthor put in ctx, or "".
+func authorOf(ctx context.Context) string {
+	name, _ := ctx.Value(authorKey{}).(string)
+	return name
+}
+
+// Moved is a move of an alert waiting in the wheel stage to a new due time, as the
+// reschedule that made it announced it (Moves).
+type Moved struct {
+	ID    string
+	DueAt time.Time
+}
+
+// Moves subscribes to the moves of waiting alerts, which every reschedule announces
+// the moment it lands, whichever process made it: the replica whose wheel holds the
+// alert's timer moves it, so an alert moved earlier is handed off at its new time, not
+// when the sweeper finds it overdue. The channel closes when ctx ends. Pub/Sub does not
+// keep what a replica misses while cut off from Redis; the sweeper does (the alert is
+// then handed off within the grace period of its new time).
+func (w *WheelStage) Moves(ctx context.Context) <-chan Moved {
+	out := make(chan Moved, 64)
+	sub := w.rdb.Subscribe(ctx, w.moves)
+	go func() {
+		defer close(out)
+		defer sub.Close()
+		msgs := sub.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-msgs:
+				if !ok {
+					return
+				}
+				id, ms, found := strings.Cut(m.Payload, " ")
+				at, err := strconv.ParseInt(ms, 10, 64)
+				if !found || err != nil {
+					continue // not a move: another writer's message on the channel
+				}
+				select {
+				case out <- Moved{ID: id, DueAt: time.UnixMilli(at)}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
 }
 
 // codeAndMillis reads the {code, ms, ...} reply of a reschedule script.

@@ -430,3 +430,56 @@ func TestWheelStageRequeue(t *testing.T) {
 	require.Equal(t, store.RescheduleCancelled, got.Result)
 	require.Equal(t, store.PutStale, put("cancelled", far, q.Gen))
 }
+
+// A move of a waiting alert is on its record (the due time it was accepted with, each
+// move with its time and author, oldest first) and is announced on the moves channel
+// the moment it lands, with the new due time.
+func TestRescheduleIsRecordedAndAnnounced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
+	subCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	moves := ws.Moves(subCtx)
+	first := time.Now().Add(45 * time.Second).Truncate(time.Millisecond)
+	_, err := ws.Put(ctx, entryAt("mv", first))
+	require.NoError(t, err)
+	require.NoError(t, ws.TraceHop(ctx, "mv", first, "ops", 0, 0)) // the trace a consumer starts
+
+	// The subscription is live once a move sent after it arrives: move until one does.
+	var got store.Moved
+	second := first.Add(-40 * time.Second)
+	require.Eventually(t, func() bool {
+		res, err := ws.Reschedule(store.WithAuthor(ctx, "alice"), "mv", second, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.RescheduleMoved, res.Result)
+		select {
+		case got = <-moves:
+			return true
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	}, 10*time.Second, time.Millisecond)
+	require.Equal(t, store.Moved{ID: "mv", DueAt: second}, normalizeMoved(got))
+	third := second.Add(time.Second)
+	_, err = ws.Reschedule(store.WithAuthor(ctx, "bob"), "mv", third, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Moved{ID: "mv", DueAt: third}, normalizeMoved(<-moves))
+
+	st, err := ws.Inspect(ctx, "mv")
+	require.NoError(t, err)
+	require.True(t, st.FirstDueAt.Equal(first), "accepted due %s, recorded %s", first, st.FirstDueAt)
+	require.True(t, st.DueAt.Equal(third))
+	require.GreaterOrEqual(t, st.MoveCount, 2)
+	last := st.Moves[len(st.Moves)-1]
+	require.Equal(t, "bob", last.By)
+	require.True(t, last.From.Equal(second) && last.To.Equal(third), "last move %+v", last)
+	require.Equal(t, "alice", st.Moves[0].By)
+	require.True(t, st.Moves[0].From.Equal(first), "the first move starts from the accepted due time")
+}
+
+// normalizeMoved drops the monotonic reading and location of m's time.
+func normalizeMoved(m store.Moved) store.Moved {
+	m.DueAt = time.UnixMilli(m.DueAt.UnixMilli())
+	return m
+}

@@ -32,6 +32,13 @@ func (w *WheelStage) TraceHop(ctx context.Context, id string, due time.Time, tar
 }
 
 // AlertState is what Redis knows of one alert.
+// Move is a reschedule of an alert, as its trace records it: when (Redis's clock), from
+// which due time to which, and who asked (store.WithAuthor; "" when unknown).
+type Move struct {
+	At, From, To time.Time
+	By           string
+}
+
 type AlertState struct {
 	// Traced reports that the alert has a trace: rocketdelay saw it within the trace's
 	// life (the done marker's, scheduler.doneTTL, once it was handed off).
@@ -44,6 +51,12 @@ type AlertState struct {
 	DueAt  time.Time
 	// AcceptedAt is when rocketdelay first saw the alert (Redis's clock).
 	AcceptedAt time.Time
+	// FirstDueAt is the due time the alert was accepted with, when a reschedule moved it
+	// since (zero otherwise); MoveCount counts its moves, and Moves are the first of them
+	// (at most 20), oldest first.
+	FirstDueAt time.Time
+	MoveCount  int
+	Moves      []Move
 	// LastHopAt and NextArrival: the last broker hop, and when it is expected back.
 	LastHopAt, NextArrival time.Time
 	// PutAt is when it entered the wheel stage.
@@ -121,6 +134,18 @@ func (w *WheelStage) Inspect(ctx context.Context, id string) (AlertState, error)
 		s.DueAt, s.AcceptedAt, s.LastHopAt = msTime(t["due"]), msTime(t["acc"]), msTime(t["hop"])
 		s.NextArrival, s.PutAt, s.EndedAt = msTime(t["next"]), msTime(t["put"]), msTime(t["at"])
 		s.Late = time.Duration(atoi(t["late"])) * time.Millisecond
+		s.FirstDueAt, s.MoveCount = msTime(t["due0"]), atoi(t["moves"])
+		for n := 1; n <= s.MoveCount; n++ {
+			f := strings.SplitN(t["move:"+strconv.Itoa(n)], " ", 4)
+			if len(f) < 3 {
+				break // past the moves recorded one by one
+			}
+			m := Move{At: msTime(f[0]), From: msTime(f[1]), To: msTime(f[2])}
+			if len(f) == 4 {
+				m.By = f[3]
+			}
+			s.Moves = append(s.Moves, m)
+		}
 	}
 	if v, err := due.Result(); err == nil {
 		s.Waiting, s.NextDue = true, time.UnixMilli(int64(v))

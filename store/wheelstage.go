@@ -375,6 +375,7 @@ type WheelStage struct {
 	opts   WheelStageOptions
 	shards []*shard
 	short  atomic.Bool // the last write fell short of opts.Replicas
+	moves  string      // the Pub/Sub channel of moves (reschedule.go)
 }
 
 // shard is one shard of the wheel stage: its keys, and the names of those every claim
@@ -389,7 +390,7 @@ type shard struct {
 // opts.Shards, with "{prefix/i}:". It panics when prefix is empty, as the keys would then
 // not share a hash tag.
 func NewWheelStage(rdb redis.UniversalClient, prefix string, opts WheelStageOptions) *WheelStage {
-	w := &WheelStage{rdb: rdb, opts: opts.withDefaults()}
+	w := &WheelStage{rdb: rdb, opts: opts.withDefaults(), moves: "{" + prefix + "}:moves"}
 	k := newKeys(prefix)
 	for i := range w.opts.Shards {
 		sk := k.shard(i, w.opts.Shards)

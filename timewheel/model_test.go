@@ -44,6 +44,7 @@ type op struct {
 	key  int
 	d    time.Duration // add: at minus now; advance: how long; stall: extra delay
 	snap int           // add: how at is chosen, one of the snap constants
+	move bool          // add: Move instead (only a scheduled key moves)
 }
 
 // How an Add picks its time.
@@ -62,6 +63,9 @@ const (
 func (o op) String() string {
 	switch o.kind {
 	case opAdd:
+		if o.move {
+			return fmt.Sprintf("Move(k%d, now%+v, snap %d)", o.key, o.d, o.snap)
+		}
 		return fmt.Sprintf("Add(k%d, now%+v, snap %d)", o.key, o.d, o.snap)
 	case opCancel:
 		return fmt.Sprintf("Cancel(k%d)", o.key)
@@ -96,6 +100,7 @@ func drawModel(t *rapid.T) (modelConfig, []op) {
 				key:  rapid.IntRange(0, 7).Draw(t, "key"),
 				d:    time.Duration(rapid.Int64Range(-3*int64(modelTick), 2*rev+10*int64(modelTick)).Draw(t, "at")),
 				snap: rapid.IntRange(0, snapKinds-1).Draw(t, "snap"),
+				move: rapid.IntRange(0, 3).Draw(t, "move") == 0,
 			}
 		case k < 6:
 			return op{kind: opCancel, key: rapid.IntRange(0, 7).Draw(t, "key")}
@@ -295,6 +300,16 @@ func runModel(cfg modelConfig, ops []op) (err error) {
 				at = m.gridAtOrBefore(at).Add(time.Duration(o.snap - snapGrid))
 			}
 			_, isPending := m.pending[key]
+			if o.move {
+				if got := w.Move(key, at); got != isPending {
+					return fail("Move returned %v, want %v", got, isPending)
+				}
+				if isPending {
+					p := pendingKey{at: at, added: now}
+					m.pending[key], history[key] = p, p
+				}
+				break
+			}
 			wantErr := error(nil)
 			if !isPending && cfg.maxPending > 0 && len(m.pending) >= cfg.maxPending {
 				wantErr = timewheel.ErrFull

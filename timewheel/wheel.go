@@ -119,32 +119,14 @@ func (w *Wheel) C() <-chan []string { return w.out }
 // wheel holds Config.MaxPending keys, and ErrStopped after Stop. The wheel
 // keeps a reference to key and does not copy it.
 func (w *Wheel) Add(key string, at time.Time) error {
-	// The key's deadline is fixed now, on the clock's monotonic reading: at is read
-	// against the clock once, here, so a wall clock stepped back or forth later moves
-	// nothing, and a key is never due before the clock says so at the time of Add.
-	now := w.clock.Now()
-	ns := satAdd(w.since(now), int64(at.Sub(now)))
-	h := w.table.hash(key)
+	ns, h := w.deadline(key, at)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
 		return ErrStopped
 	}
-	// A time at or before the start of the last processed tick moves to just
-	// after it: the key then belongs to the next tick and fires at the next
-	// wake-up, which is later than both times.
-	ns = max(ns, w.current*w.tickNs+1)
-	if i := w.table.find(key, h); i != nilIdx {
-		e := w.table.entry(i)
-		if w.tickAfter(ns) != w.tickAfter(e.at) {
-			w.unlink(i, e)
-			w.link(i, e, ns)
-		} else {
-			if s := &w.slots[w.tickAfter(ns)&w.mask]; ns < s.min {
-				s.min = ns
-			}
-			e.at = ns // same slot, same round
-		}
+	ns = w.clamp(ns)
+	if w.move(key, h, ns) {
 		return nil
 	}
 	if (w.limit > 0 && w.table.n+w.backlog >= w.limit) || w.table.full() {
@@ -153,6 +135,52 @@ func (w *Wheel) Add(key string, at time.Time) error {
 	i := w.table.insert(key, h)
 	w.link(i, w.table.entry(i), ns)
 	return nil
+}
+
+// Move reschedules key to fire at time at, as Add does, if the wheel holds it, and
+// reports whether it did: a key that is not scheduled (never added, fired, cancelled)
+// stays out of the wheel.
+func (w *Wheel) Move(key string, at time.Time) bool {
+	ns, h := w.deadline(key, at)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.stopped && w.move(key, h, w.clamp(ns))
+}
+
+// deadline returns the deadline of a key added at time at, and the key's hash. The
+// deadline is fixed now, on the clock's monotonic reading: at is read against the clock
+// once, here, so a wall clock stepped back or forth later moves nothing, and a key is
+// never due before the clock says so at the time of Add.
+func (w *Wheel) deadline(key string, at time.Time) (ns int64, h uint32) {
+	now := w.clock.Now()
+	return satAdd(w.since(now), int64(at.Sub(now))), w.table.hash(key)
+}
+
+// clamp moves a deadline at or before the start of the last processed tick to just
+// after it: the key then belongs to the next tick and fires at the next wake-up, which
+// is later than both times. w.mu is held.
+func (w *Wheel) clamp(ns int64) int64 {
+	return max(ns, w.current*w.tickNs+1)
+}
+
+// move moves the scheduled key (hash h) to deadline ns (clamped), and reports whether
+// it was scheduled. w.mu is held.
+func (w *Wheel) move(key string, h uint32, ns int64) bool {
+	i := w.table.find(key, h)
+	if i == nilIdx {
+		return false
+	}
+	e := w.table.entry(i)
+	if w.tickAfter(ns) != w.tickAfter(e.at) {
+		w.unlink(i, e)
+		w.link(i, e, ns)
+	} else {
+		if s := &w.slots[w.tickAfter(ns)&w.mask]; ns < s.min {
+			s.min = ns
+		}
+		e.at = ns // same slot, same round
+	}
+	return true
 }
 
 // Cancel removes key from the wheel and reports whether it was scheduled. A

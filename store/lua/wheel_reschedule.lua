@@ -17,6 +17,13 @@
 -- ARGV[3]  reach, ms: a waiting entry moves only to a due time less than this from now
 --          (the hop threshold: farther than that, the alert belongs to the broker)
 -- ARGV[4]  the records' lifetime, ms (a cancel tombstone's)
+-- ARGV[5]  the Pub/Sub channel of moves: a move of a waiting entry is published there as
+--          "<id> <new due, Unix ms>", for the replica whose wheel holds its timer
+-- ARGV[6]  who moved it ("" when unknown), for the trace
+--
+-- A move (1 and 6) is on the alert's record: the trace keeps the due time it was first
+-- accepted with (due0, set by the first move), counts the moves (moves), and notes each
+-- of the first maxMoves as move:<n> = "<when> <from> <to> <who>" (Unix ms, Redis clock).
 --
 -- Returns {code, ms}: ms is the effective due time for 1, 6 and 8, the due time the
 -- hopping message carries for 9, else 0; for 8 also the allocated generation and the encoded entry.
@@ -40,6 +47,21 @@
 --           the hops lead there, and an arrival reads no record on the way (a hop never
 --           waits for Redis), so it could only be met late; nothing changed),
 --        10 unknown (no trace, nothing in Redis).
+local maxMoves = 20
+
+-- note_move records in the trace, if there is one, that the alert moved from the due
+-- time from to to, at now.
+local function note_move(from, to, now)
+  if redis.call('EXISTS', KEYS[6]) == 0 then
+    return
+  end
+  redis.call('HSETNX', KEYS[6], 'due0', from)
+  local n = redis.call('HINCRBY', KEYS[6], 'moves', 1)
+  if n <= maxMoves then
+    redis.call('HSET', KEYS[6], 'move:' .. n, string.format('%d', now) .. ' ' .. from .. ' ' .. to .. ' ' .. ARGV[6])
+  end
+end
+
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
   return {2, 0}
@@ -75,13 +97,16 @@ if redis.call('ZSCORE', KEYS[1], id) then
     out[#out + 1] = string.char(v)
     redis.call('HSET', KEYS[3], id, string.sub(rec, 1, 1) .. table.concat(out) .. string.sub(rec, i + 1))
   end
+  local from = redis.call('ZSCORE', KEYS[1], id)
   redis.call('ZADD', KEYS[1], dues, id)
   if redis.call('EXISTS', KEYS[7]) == 1 then
     redis.call('SET', KEYS[7], dues, 'KEEPTTL')
   end
+  note_move(string.format('%d', tonumber(from)), dues, now)
   if redis.call('EXISTS', KEYS[6]) == 1 then
     redis.call('HSET', KEYS[6], 'due', dues)
   end
+  redis.call('PUBLISH', ARGV[5], id .. ' ' .. dues)
   return {1, due}
 end
 local marker = redis.call('GET', KEYS[4])
@@ -99,5 +124,6 @@ if due < carried then
   return {9, carried}
 end
 redis.call('SET', KEYS[7], dues, 'PX', ARGV[4])
+note_move(redis.call('HGET', KEYS[6], 'due') or string.format('%d', carried), dues, now)
 redis.call('HSET', KEYS[6], 'due', dues)
 return {6, due}
