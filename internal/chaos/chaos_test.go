@@ -15,7 +15,13 @@ import (
 var (
 	full     = flag.Bool("chaos.full", false, "run every scenario at full size (TestChaosFull); `make chaos` uses go run ./internal/cmd/chaos instead")
 	stackDir = flag.String("chaos.stack-dir", os.Getenv("CHAOS_STACK_DIR"), "reuse (and keep) a private stack in this state directory")
+	seed     = flag.Uint64("chaos.seed", shortSeed, "seed of TestChaosShort's delays, kill moments and schedule (its table prints it)")
 )
+
+// shortSeed is the seed every make test runs TestChaosShort with, so that a failure there
+// replays (go test ./internal/chaos -run TestChaosShort -chaos.seed N, or make chaos
+// SEED=N for the full suite). Change it only with the scenarios: a new seed is a new run.
+const shortSeed = 20261205
 
 // testContext bounds a test by want and by the go test deadline less a minute, so that a
 // slow run ends with its table and a clean error instead of the test binary's panic.
@@ -61,6 +67,7 @@ func TestChaosShort(t *testing.T) {
 		ScenarioRolling}, ChannelScenarios()...)
 	rows, err := Run(ctx, Options{
 		Scenarios:   scenarios,
+		Seed:        *seed,
 		Alerts:      300,
 		OtherAlerts: 120,
 		Kills:       2,
@@ -102,9 +109,8 @@ func TestChaosShort(t *testing.T) {
 		require.Empty(t, r.Problems, "%s: its mechanism (%s)", r.Scenario, r.Observed)
 		require.Equal(t, r.Malformed, r.MalformedOK, r.Scenario)
 		require.Zero(t, r.DLQ, "%s: messages in the dead-letter queue", r.Scenario)
-		if r.LatenessBound > 0 {
-			require.LessOrEqual(t, r.P99Lateness, r.LatenessBound, "%s: p99 lateness", r.Scenario)
-		}
+		// The p99 lateness against its bound is speed: the table prints it with PASS or
+		// FAIL, and make chaos judges it; make test does not.
 		switch r.Scenario {
 		case ScenarioMalformed:
 			require.GreaterOrEqual(t, r.Malformed, 50, "the corpus has at least 50 inputs")
@@ -118,7 +124,7 @@ func TestChaosShort(t *testing.T) {
 		if slices.Contains(ChannelScenarios(), r.Scenario) {
 			require.NotEmpty(t, r.Observed, "%s checks its mechanism", r.Scenario)
 		}
-		require.True(t, r.Pass(), r.Scenario)
+		require.True(t, r.Correct(), r.Scenario)
 	}
 }
 

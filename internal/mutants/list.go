@@ -1,0 +1,344 @@
+package mutants
+
+// List is the curated mutants, by the invariant they break: never early, the fences and
+// the liveness take-over, the robot windows and pacing, the episode transitions, the
+// at-once dedupe, cancel and reschedule, failed_sends claims and retention, the
+// simulators' rules and the fault suite's judge. Each From occurs exactly once in its
+// File; the comment says which assertion of its Tests fails.
+var List = []Mutant{
+	{
+		// killed: the entry due in 1ms ('barely') is handed off: require.Zero(rec.count("barely")) fails
+		Name:      "handoff-early",
+		Invariant: "never early: a claimed alert is not handed off before its due time by the replica's clock",
+		File:      "scheduler/handoff.go",
+		From:      "early > 0",
+		To:        "early > 2*time.Second",
+		Package:   "./scheduler",
+		Tests:     "^TestDeliverRefusesWhatIsNotDueByTheReplicasClock$",
+	},
+	{
+		// killed: keys of the walked slot due up to a tick later fire at once ('afterWake' at 15ms instead of 20ms): the require.Equal on fire times fails
+		Name:      "wheel-fires-a-tick-early",
+		Invariant: "never early: the wheel fires a key only at a wake-up at or after its own time",
+		File:      "timewheel/wheel.go",
+		From:      "if e.at > now {",
+		To:        "if e.at > now+w.tickNs {",
+		Package:   "./timewheel",
+		Tests:     "^(TestIntermediateWakeFiresDueKeys|TestDueKeysOfNextTickFireAtLateWakeUp)$",
+	},
+	{
+		// killed: the entry due in an hour is claimed with the due one: require.Equal([]string{"now"}, ids(c.Entries)) fails
+		Name:      "claim-takes-not-due",
+		Invariant: "never early: the claim script takes an entry only once it is due by Redis TIME",
+		File:      "store/lua/wheel_claim.lua",
+		From:      "if wait > 0 then",
+		To:        "if wait > 86400000 then",
+		Package:   "./store",
+		Tests:     "^TestWheelStageClaimNeverEarly$",
+	},
+	{
+		// killed: with grace 1m the second sweep takes 'in-2s' too: require.Equal([]string{"old-10m"}, ...) fails
+		Name:      "claim-overdue-grace-sign",
+		Invariant: "never early: the sweeper takes only entries overdue by more than grace (Redis now - grace), never ones due within grace ahead",
+		File:      "store/lua/wheel_claim_overdue.lua",
+		From:      "'(' .. string.format('%d', now - tonumber(ARGV[1]))",
+		To:        "'(' .. string.format('%d', now + tonumber(ARGV[1]))",
+		Package:   "./store",
+		Tests:     "^TestWheelStageClaimOverdue$",
+	},
+	{
+		// killed: Now is the replica's clock minus the offset: require.Equal(replica.now.Add(c.Offset()), c.Now()) fails for ahead=5s
+		Name:      "refclock-offset-sign",
+		Invariant: "never early: the reference clock is the replica's clock plus the measured offset to Redis",
+		File:      "scheduler/refclock.go",
+		From:      "return c.base.Now().Add(c.Offset())",
+		To:        "return c.base.Now().Add(-c.Offset())",
+		Package:   "./scheduler",
+		Tests:     "^(TestRefClockMeasuresItsOffsetByTheShortestRoundTrip|TestRefClockFollowsRedis)$",
+	},
+	{
+		// killed: the zombie's Confirm after the sweeper took the entry succeeds: require.ErrorIs(ws.Confirm(zombie), ErrNotHeld) fails
+		Name:      "confirm-ignores-owner",
+		Invariant: "fence: only the claim that owns an in-flight entry may confirm (send) it",
+		File:      "store/lua/wheel_confirm.lua",
+		From:      "if inflight and redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[3] then",
+		To:        "if inflight then",
+		Package:   "./store",
+		Tests:     "^TestWheelStageClaimsHaveOwners$",
+	},
+	{
+		// killed: the zombie's GiveBack returns true: require.False(ok, "a lost claim cannot give the entry back") fails
+		Name:      "give-back-ignores-owner",
+		Invariant: "fence: only the claim that holds an entry may give it back to due",
+		File:      "store/lua/wheel_give_back.lua",
+		From:      "if redis.call('ZSCORE', KEYS[2], ARGV[1]) and redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[2] then",
+		To:        "if redis.call('ZSCORE', KEYS[2], ARGV[1]) then",
+		Package:   "./store",
+		Tests:     "^TestWheelStageClaimsHaveOwners$",
+	},
+	{
+		// killed: after ra's liveness ran out its Claim of d succeeds: requireLapsed(err) (ErrorIs ErrLapsed) fails
+		Name:      "lapsed-never",
+		Invariant: "liveness: a replica whose liveness ran out by Redis's clock is lapsed and claims nothing",
+		File:      "store/lua/lib_holding.lua",
+		From:      "return not till or tonumber(till) < now",
+		To:        "return not till",
+		Package:   "./store",
+		Tests:     "^TestClaimRefusedWhileLapsed$",
+	},
+	{
+		// killed: the guarded x gets lease expiry now and the same sweep claims it: require.Equal([]string{"y"}, sweep(...)) fails
+		Name:      "hand-over-ignores-guard",
+		Invariant: "take-over: an entry whose send was confirmed within the guard is not re-claimed before the guard ends",
+		File:      "store/lua/lib_holding.lua",
+		From:      "      at = guarded",
+		To:        "      at = now",
+		Package:   "./store",
+		Tests:     "^TestTakeOverWaitsForAGuardedSend$",
+	},
+	{
+		// killed: ra stays in gone, so all four racing TakeGone calls return it: require.Equal(["","","","ra"], taken) fails
+		// Killed with the stage in one shard (make mutants does not set ROCKETDELAY_TEST_SHARDS).
+		Name:      "take-gone-twice",
+		Invariant: "take-over: each departed replica is taken (its wheel's entries loaded) by exactly one survivor",
+		File:      "store/lua/live_take_gone.lua",
+		From: `redis.call('ZREM', KEYS[1], first)
+redis.call('ZADD', KEYS[2]`,
+		To:      "redis.call('ZADD', KEYS[2]",
+		Package: "./store",
+		Tests:   "^TestTakeGoneGivesEachDepartedReplicaOnce$",
+	},
+	{
+		// killed: the beat just past T/2 of silence opens no window: requireWithin(v.QuietUntil, ...) fails on the zero time
+		Name:      "beat-quiet-after-full-period",
+		Invariant: "liveness: a silence of every replica longer than T/2 opens a quiet window (no take-over for T)",
+		File:      "store/lua/live_beat.lua",
+		From:      "now - last > math.floor(period / 2)",
+		To:        "now - last > period",
+		Package:   "./store",
+		Tests:     "^TestBeatAfterSilenceSetsQuiet$",
+	},
+	{
+		// killed: the send a window and half a guard old is pruned and the pick gets a: require.Empty(p.Robot) fails
+		Name:      "robot-prune-without-guard",
+		Invariant: "robot windows: a send counts in its robot's window for window + guard",
+		File:      "store/lua/robot_pick.lua",
+		From:      "redis.call('ZREMRANGEBYSCORE', win, '-inf', now - window - guard)",
+		To:        "redis.call('ZREMRANGEBYSCORE', win, '-inf', now - window)",
+		Package:   "./store",
+		Tests:     "^TestRobotPoolGuardKeepsAnOldSendInTheWindow$",
+	},
+	{
+		// killed: with limit 1 the second pick gets a again: require.Empty(again.Robot) fails
+		Name:      "robot-limit-off-by-one",
+		Invariant: "robot windows: a robot with limit sends in its window is not picked",
+		File:      "store/lua/robot_pick.lua",
+		From:      "elseif count < limit then",
+		To:        "elseif count <= limit then",
+		Package:   "./store",
+		Tests:     "^(TestRobotPoolGuardHoldsTheSlotLonger|TestRobotPoolPicksLeastUsedThenWaits)$",
+	},
+	{
+		// killed: the wait is one window, not window+guard: require.InDelta((window+guard).Milliseconds(), ...) fails
+		Name:      "robot-wait-forgets-guard",
+		Invariant: "robot windows: a full robot's slot frees window + guard after its oldest send",
+		File:      "store/lua/robot_pick.lua",
+		From:      "local w = tonumber(oldest[2]) + window + guard - now",
+		To:        "local w = tonumber(oldest[2]) + window - now",
+		Package:   "./store",
+		Tests:     "^TestRobotPoolGuardHoldsTheSlotLonger$",
+	},
+	{
+		// killed: the bucket of 2 never empties, so the third paced pick gets a: require.Empty(p.Robot, "the bucket is empty") fails
+		Name:      "robot-pacing-spends-no-token",
+		Invariant: "pacing: every paced pick spends a token of the group's bucket",
+		File:      "store/lua/robot_pick.lua",
+		From: `  if pacing > 0 and rate > 0 then
+    tokens = tokens - 1
+    keepTokens()
+  end
+  local probe`,
+		To: `  if pacing > 0 and rate > 0 then
+    keepTokens()
+  end
+  local probe`,
+		Package: "./store",
+		Tests:   "^TestRobotPoolPacesPicks$",
+	},
+	{
+		// killed: StepDue(first, 1) after Resolve is granted: require.False(send, "a step due after the resolve is not sent") fails
+		Name:      "episode-step-after-resolve",
+		Invariant: "episodes: a step that falls due after its episode resolved is not granted",
+		File:      "store/lua/episode_step.lua",
+		From:      "if state ~= 'pending' then",
+		To:        "if state == 'acked' then",
+		Package:   "./store",
+		Tests:     "^TestEpisodeLifecycle$",
+	},
+	{
+		// killed: Ack with the first episode's seq acks the new one: require.Equal("none", end.Result) fails
+		Name:      "episode-ack-any-episode",
+		Invariant: "episodes: an acknowledgement of an earlier episode (old link) changes nothing",
+		File:      "store/lua/episode_end.lua",
+		From:      "if not state or (ARGV[3] ~= '' and seq ~= ARGV[3]) then",
+		To:        "if not state then",
+		Package:   "./store",
+		Tests:     "^TestEpisodeLifecycle$",
+	},
+	{
+		// killed: the firing right after the resolve starts a new episode: require.Equal("busy", f.Result) fails
+		Name:      "episode-fire-ignores-outbox",
+		Invariant: "episodes: a new episode does not start while the last one's outbox (cancel, resolution) is not carried out",
+		File:      "store/lua/episode_fire.lua",
+		From:      "if state and (ep[4] or ep[5] or ep[6] or ep[7]) then",
+		To:        "if false then",
+		Package:   "./store",
+		Tests:     "^TestEpisodeLifecycle$",
+	},
+	{
+		// killed: the repeat at t0+window gets the first id: require.Equal("repeat", id) fails
+		Name:      "dedupe-window-inclusive",
+		Invariant: "at-once dedupe: a copy exactly one window after the first copy (by the caller's clock) is a new event",
+		File:      "store/lua/dedupe_once.lua",
+		From:      "tonumber(ARGV[2]) < tonumber(string.sub(rec, sep + 1))",
+		To:        "tonumber(ARGV[2]) <= tonumber(string.sub(rec, sep + 1))",
+		Package:   "./store",
+		Tests:     "^TestDedupeOnceByTheCallersClock$",
+	},
+	{
+		// killed: the notification whose alert fired again gets the first id: require.NotEqual(id, out["id"]) fails
+		Name:      "immediate-id-ignores-start",
+		Invariant: "at-once dedupe: an alert that fired again (a new start) makes a new notification with a new RD_ID",
+		File:      "ingress/alertmanager.go",
+		From:      `return a.Fingerprint + "@" + strconv.FormatInt(a.StartsAt.UnixMilli(), 10)`,
+		To:        "return a.Fingerprint",
+		Package:   "./ingress",
+		Tests:     "^TestAlertmanagerImmediate$",
+	},
+	{
+		// killed: Cancel("inflight") tombstones it and answers 4: require.Equal(store.CancelTooLate, r) fails
+		Name:      "cancel-in-flight",
+		Invariant: "cancel: an alert in flight (being sent) is too late to cancel and gets no tombstone",
+		File:      "store/lua/wheel_cancel.lua",
+		From: `if redis.call('ZSCORE', KEYS[2], id) then
+  return 2
+end`,
+		To: `if false then
+  return 2
+end`,
+		Package: "./store",
+		Tests:   "^TestWheelStageCancel$",
+	},
+	{
+		// killed: no tombstone for 'waiting': require.InDelta(2h, tombstoneTTL("waiting")) fails (and the redelivered Put is stored)
+		Name:      "cancel-without-tombstone",
+		Invariant: "cancel: a removed waiting alert leaves a tombstone so a redelivered copy is refused",
+		File:      "store/lua/wheel_cancel.lua",
+		From: `  redis.call('HDEL', KEYS[8], id)
+  redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
+  return 1`,
+		To: `  redis.call('HDEL', KEYS[8], id)
+  return 1`,
+		Package: "./store",
+		Tests:   "^TestWheelStageCancel$",
+	},
+	{
+		// killed: moving 'later' to an hour ago answers an hour ago: require.False(got.DueAt.Before(before)) fails
+		Name:      "reschedule-into-the-past",
+		Invariant: "reschedule: a due time in the past means Redis now, never earlier",
+		File:      "store/lua/wheel_reschedule.lua",
+		From:      "local due = math.max(tonumber(ARGV[2]), now)",
+		To:        "local due = tonumber(ARGV[2])",
+		Package:   "./store",
+		Tests:     "^TestWheelStageReschedule$",
+	},
+	{
+		// killed: t2's ClaimDue takes a and b again: require.Empty(again, "claimed rows stay hidden during the lease") fails
+		Name:      "failed-claim-ignores-lease",
+		Invariant: "failed_sends: a row claimed under a running lease is not claimed by another retry job",
+		File:      "store/sql/failed_claim_due.sql",
+		From:      "AND (lease_until IS NULL OR lease_until <= now())",
+		To:        "AND TRUE",
+		Package:   "./store",
+		Tests:     "^TestFailedSendsClaimDue$",
+	},
+	{
+		// killed: the zombie's Confirm after the sweeper took the row succeeds: require.ErrorIs(fs.Confirm(id, "zombie"), ErrNotHeld) fails
+		Name:      "failed-confirm-ignores-claim",
+		Invariant: "failed_sends fence: only the claim that holds a pending row may confirm (send) it",
+		File:      "store/sql/failed_confirm.sql",
+		From:      "RETURNING claimed_by IS NOT DISTINCT FROM $2 AND status = 'pending'",
+		To:        "RETURNING status = 'pending'",
+		Package:   "./store",
+		Tests:     "^TestFailedSendsClaimsAreFenced$",
+	},
+	{
+		// killed: MarkRetry by t2, which never held b, returns nil: require.ErrorIs(..., ErrNotHeld, "t2 never held b") fails
+		Name:      "failed-settle-unfenced",
+		Invariant: "failed_sends fence: a settle that changed no row (the claim lost it) is ErrNotHeld",
+		File:      "store/failedsends.go",
+		From:      "if tag.RowsAffected() == 0 {",
+		To:        "if tag.RowsAffected() < 0 {",
+		Package:   "./store",
+		Tests:     "^TestFailedSendsClaimDue$",
+	},
+	{
+		// killed: the 2-day-old 'young' rows go too: require.Equal(map{delivered:3,...}, pass.Deleted) fails (4 each)
+		Name:      "failed-purge-retention-sign",
+		Invariant: "failed_sends retention: only final rows older than the retention are purged",
+		File:      "store/sql/failed_purge.sql",
+		From:      "AND updated_at < now() - $1::interval)",
+		To:        "AND updated_at < now() + $1::interval)",
+		Package:   "./store",
+		Tests:     "^TestPurgeDeletesOnlyWhatsRetentionIsOver$",
+	},
+	{
+		// killed: 40s into a minute's window the first two sends are forgotten: require.Equal(130101, ...) fails (errcode 0)
+		Name:      "chatsim-half-window",
+		Invariant: "simulator rule: a robot's sends count over its whole window",
+		File:      "sender/chatsim/server.go",
+		From:      "cut := now.Add(-s.opts.Window)",
+		To:        "cut := now.Add(-s.opts.Window / 2)",
+		Package:   "./sender/chatsim",
+		Tests:     "^TestWindowSlidesOverTheWholeWindow$",
+	},
+	{
+		// killed: the sixth send in one second is accepted: require.Equal(reply{400, 9499}, ...) fails
+		Name:      "chatsim-per-second-off-by-one",
+		Invariant: "simulator rule: a robot's per-second limit (Feishu's 5 per second) refuses the sixth send in a second",
+		File:      "sender/chatsim/server.go",
+		From:      "case l.PerSecond > 0 && recent >= l.PerSecond:",
+		To:        "case l.PerSecond > 0 && recent > l.PerSecond:",
+		Package:   "./sender/chatsim",
+		Tests:     "^TestFeishuRules$",
+	},
+	{
+		// killed: case 'one abandoned request excuses one extra, not two' gets timeout:2, unexplained:0: require.Equal(c.want, judge(...)) fails
+		Name:      "judge-timeout-excuses-many",
+		Invariant: "fault-suite judge: one abandoned (timed-out) request excuses at most one extra copy",
+		File:      "internal/chaos/ambiguity.go",
+		From: `					timeouts--
+					out.timeout++`,
+		To:      `					out.timeout++`,
+		Package: "./internal/chaos",
+		Tests:   "^TestJudgeDuplicates$",
+	},
+	{
+		Name:      "moves-not-announced",
+		Invariant: "reschedule: a move of a waiting alert is announced to the replica whose wheel holds its timer",
+		File:      "store/lua/wheel_reschedule.lua",
+		From:      "redis.call('PUBLISH', ARGV[5], id .. ' ' .. dues)",
+		To:        "-- not announced",
+		Package:   "./store",
+		Tests:     "^TestRescheduleIsRecordedAndAnnounced$",
+	},
+	{
+		Name:      "release-batch-loses-lost",
+		Invariant: "release: each hand-off released in a batch learns whether its own claim was lost",
+		File:      "scheduler/release.go",
+		From:      "req.lost, req.err = err == nil && lost[i], err",
+		To:        "req.lost, req.err = err == nil && !lost[i], err",
+		Package:   "./scheduler",
+		Tests:     "^TestReleasesFinishingTogetherShareACall$",
+	},
+}
