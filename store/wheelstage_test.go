@@ -168,9 +168,7 @@ func TestWheelStagePut(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cancelled)
 
-	waiting, inflight, err = ws.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+	requireEmptyStage(t, ws)
 
 	_, err = ws.Put(ctx, entryAt("", due))
 	require.Error(t, err)
@@ -434,9 +432,7 @@ func TestWheelStageRelease(t *testing.T) {
 	// c was never claimed, d never existed: both still get a done marker.
 	require.NoError(t, release(ctx, ws, "a", "b", "c", "d"))
 	require.NoError(t, release(ctx, ws)) // nothing to do
-	waiting, inflight, err := ws.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+	requireEmptyStage(t, ws)
 	n, err := rdb.HLen(ctx, "{"+prefix+"}:entries").Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
@@ -504,9 +500,7 @@ func TestWheelStageGiveBack(t *testing.T) {
 	require.Equal(t, 1, got[0].Tries)
 	require.NoError(t, release(ctx, ws, "a"))
 	require.NoError(t, giveBack(ctx, ws, "a", retryAt))
-	waiting, inflight, err = ws.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+	requireEmptyStage(t, ws)
 }
 
 // A replica whose clock runs fast fires its wheel early; the claim judges by Redis's
@@ -1284,9 +1278,7 @@ func TestWheelStageReleaseAllMixed(t *testing.T) {
 	st, err := ws.Inspect(ctx, "sent")
 	require.NoError(t, err)
 	require.Equal(t, "r2", st.Robot)
-	waiting, inflight, err := ws.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+	requireEmptyStage(t, ws)
 }
 
 // A claim or a release of more ids than one script takes (maxScriptIDs, 1000) goes in
@@ -1295,10 +1287,7 @@ func TestWheelStageClaimAndReleaseManyAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, _, ws := newWheelStage(t, store.WheelStageOptions{})
-	var all []string
-	for i := range 2500 {
-		all = append(all, fmt.Sprintf("many-%04d", i))
-	}
+	all := idRange("many-", 2500)
 	putDue(t, ws, time.Now().Add(-time.Second), all...)
 	asked := slices.Clone(all)
 	mrand.Shuffle(len(asked), func(i, j int) { asked[i], asked[j] = asked[j], asked[i] })
@@ -1312,9 +1301,7 @@ func TestWheelStageClaimAndReleaseManyAtOnce(t *testing.T) {
 	lost, err := ws.ReleaseAll(ctx, rs)
 	require.NoError(t, err)
 	require.Equal(t, make([]bool, len(rs)), lost)
-	waiting, inflight, err := ws.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
+	requireEmptyStage(t, ws)
 	for _, id := range []string{all[0], all[999], all[1000], all[2499]} {
 		ok, err := ws.IsDelivered(ctx, id)
 		require.NoError(t, err)
@@ -1356,7 +1343,13 @@ func TestWheelStageReleaseSurvivesADamagedKey(t *testing.T) {
 	r, err := ws.Put(ctx, entryAt("c", time.Now()))
 	require.NoError(t, err)
 	require.Equal(t, store.PutDone, r, "c's done marker replaced the damaged key")
-	waiting, inflight, err := ws.Stats(ctx)
+	requireEmptyStage(t, ws)
+}
+
+// requireEmptyStage requires that nothing waits in ws or is in flight.
+func requireEmptyStage(t *testing.T, ws *store.WheelStage) {
+	t.Helper()
+	waiting, inflight, err := ws.Stats(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{0, 0}, [2]int64{waiting, inflight})
 }
