@@ -67,10 +67,13 @@ func scrape(t *testing.T, base, name string) float64 {
 // replica has is refused at once; and a target whose last replica stopped saying it has
 // it longer than scheduler.unknownTargetWait ago is rejected, saying so.
 func TestTargetAddedOnOneReplicaFirst(t *testing.T) {
+	// A 4s window stands for DingTalk's minute (20 messages each): the alerts that come
+	// back one by one from B are not left waiting for a minute's window.
 	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{
-		{Name: "r-ops", Token: "roll-ops"}, {Name: "r-new", Token: "roll-new"}}})
+		{Name: "r-ops", Token: "roll-ops"}, {Name: "r-new", Token: "roll-new"}}, Window: 4 * time.Second})
 	a := stackConfig(t)
 	a.Sender.BaseURL = simURL
+	a.Sender.Window = 4 * time.Second
 	a.Ingress.Token = testIngestToken
 	a.Targets = map[string]config.Target{
 		"ops":  {Robots: []config.Robot{{Name: "r-ops", Token: "roll-ops"}}},
@@ -117,7 +120,7 @@ func TestTargetAddedOnOneReplicaFirst(t *testing.T) {
 			}
 		}
 		return true
-	}, 90*time.Second, 100*time.Millisecond, "every alert for newt reaches its robot")
+	}, 3*time.Minute, 100*time.Millisecond, "every alert for newt reaches its robot")
 	for id, c := range counts() {
 		require.Equal(t, 1, c, "%s delivered %d times", id, c)
 	}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -96,13 +97,24 @@ func TestLapsedConsumersQueuesMove(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
 	h.setStage(h.lease, time.Second)
-	a, _ := h.start("paused-a")
+	a, ma := h.start("paused-a")
 	_, mb := h.start("paused-b")
-	warm := ids("warm", 16)
-	for _, id := range warm {
-		h.publish(id, 0, "warm "+id)
+	// The group is balanced once each replica consumed some of the same round over the
+	// queues: until then one of them may hold every queue (A before B joined, or B after
+	// a rebalance), and the test would prove nothing (make test runs saw B hand everything
+	// off with no rebalance).
+	for round := 0; ; round++ {
+		require.Less(t, round, 20, "after 20 rounds the replicas still do not share the queues")
+		gotA, gotB := testutil.ToFloat64(ma.received), testutil.ToFloat64(mb.received)
+		warm := ids(fmt.Sprintf("warm%02d", round), 16)
+		for _, id := range warm {
+			h.publish(id, 0, "warm "+id)
+		}
+		h.rec.waitAll(t, warm, 60*time.Second)
+		if testutil.ToFloat64(ma.received) > gotA && testutil.ToFloat64(mb.received) > gotB {
+			break
+		}
 	}
-	h.rec.waitAll(t, warm, 60*time.Second) // the group is balanced: A consumes its queues
 
 	freeze(a)
 	a.broker.handling.Lock() // A's consume handlers block, as in a paused process
