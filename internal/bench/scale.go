@@ -122,15 +122,12 @@ func Scale(ctx context.Context, cfg config.Config, o ScaleOptions, out io.Writer
 		if r.replicas == o.Replicas[0] {
 			base[key] = r.rate
 		}
-		verdict := ""
+		judged := ""
 		if o.Goal > 0 {
-			verdict = "PASS\t"
-			if r.worst >= o.Goal {
-				verdict = "FAIL\t"
-			}
+			judged = verdict(r.worst < o.Goal) + "\t"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%s\t%s\t%s\t%s%.4f\t%.4f\t%.1f\t%.1f\t\n", r.topology, r.replicas, r.shards, r.rate, r.rate/base[key],
-			ms(r.p50), ms(r.p99), ms(r.worst), verdict, r.lostPerMsg, r.recoveredPerMsg, r.putCmds, r.handoffCmds)
+			ms(r.p50), ms(r.p99), ms(r.worst), judged, r.lostPerMsg, r.recoveredPerMsg, r.putCmds, r.handoffCmds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
