@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -48,6 +49,11 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Minute)
 	defer cancel()
 	rows, err := chaos.Run(ctx, opts)
+	if len(rows) > 0 {
+		// What the docs need to cite the table, so that it is pasted as printed.
+		fmt.Printf("go run ./internal/cmd/chaos %s · %s · commit %s · seed %d\n\n",
+			strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"), commit(opts.RepoRoot), rows[0].Seed)
+	}
 	_ = chaos.WriteTable(os.Stdout, rows)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -58,4 +64,21 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// commit names the checkout's HEAD, with "+changes" when its work tree differs from it,
+// or "unknown" outside a git checkout.
+func commit(dir string) string {
+	if dir == "" {
+		dir = "."
+	}
+	head, err := exec.Command("git", "-C", dir, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(head))
+	if changes, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(changes) > 0 {
+		c += "+changes"
+	}
+	return c
 }
