@@ -39,7 +39,7 @@ func (noOwners) OpenEpisode(context.Context, string, string, int) (bool, int, er
 // target, no raw right, so its text is checked for mentions; a rate it never reaches,
 // taken in Redis; its id recorded with SET NX before the publish). It reports each
 // way's p50 and p99 (from the request to the 202, which waits for the broker) and the
-// ratio of the p99s.
+// ratio of the p99s, against the target of 1.5 (PASS or FAIL: a report).
 //
 //	make bench-api   (go test -run '^$' -bench PublishAPIPrincipals -benchtime 2000x ./ingress/)
 func BenchmarkPublishAPIPrincipals(b *testing.B) {
@@ -108,5 +108,13 @@ func BenchmarkPublishAPIPrincipals(b *testing.B) {
 	b.ReportMetric(float64(w.P99.Microseconds())/1000, "base-p99-ms")
 	b.ReportMetric(float64(s.P50.Microseconds())/1000, "principals-p50-ms")
 	b.ReportMetric(float64(s.P99.Microseconds())/1000, "principals-p99-ms")
-	b.ReportMetric(float64(s.P99)/float64(w.P99), "p99-ratio")
+	ratio := float64(s.P99) / float64(w.P99)
+	b.ReportMetric(ratio, "p99-ratio")
+	// The target: a principal adds two Redis round trips to a broker send, not another
+	// send's worth: p99 within 1.5x of the single token's. A report, not a gate.
+	verdict := "PASS"
+	if ratio > 1.5 {
+		verdict = "FAIL"
+	}
+	b.Logf("target: principals' p99 within 1.5x of the single token's (%.2fx: %s)", ratio, verdict)
 }

@@ -358,6 +358,12 @@ func amKinds(ctx context.Context, cfg config.Config, o AlertmanagerOptions, out 
 		"over-limit: DingTalk 130101 and redirects, WeCom 45009, Feishu 9499; busy: Feishu's 11232 of its busy moments.\n",
 		elapsed.Round(time.Second), store.BucketShare)
 	for _, r := range runs {
+		fmt.Fprintf(out, "%s targets: every group delivered (%d/%d: %s), p99 ≤ 5s (%s: %s), messages ≤ min msgs + 1 (%d ≤ %d: %s), 0 over-limit (%d: %s)\n",
+			r.kind.name, r.delivered, o.Groups, verdict(r.delivered == o.Groups), lateOrDash(r.p99, r.delivered),
+			verdict(r.delivered > 0 && r.p99 <= 5*time.Second), r.messages, r.minMessages+1, verdict(r.messages <= r.minMessages+1),
+			r.overLimit, verdict(r.overLimit == 0))
+	}
+	for _, r := range runs {
 		if r.overLimit > 0 {
 			return fmt.Errorf("bench: %s: %d over-limit answers", r.kind.name, r.overLimit)
 		}

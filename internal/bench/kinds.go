@@ -259,6 +259,11 @@ func Kinds(ctx context.Context, rdb *redis.Client, keyPrefix string, o KindsOpti
 		"over-limit: answers over a robot's limits (DingTalk 130101 and redirects, WeCom 45009, Feishu 9499); "+
 		"busy: Feishu's 11232 of its busy moments (not a robot's limit).\n", store.BucketShare)
 	for _, r := range runs {
+		fmt.Fprintf(out, "%s targets: every alert once (%d/%d, %d duplicates: %s), messages ≤ min msgs + 1 (%d ≤ %d: %s), 0 over-limit (%d: %s)\n",
+			r.kind.name, r.delivered, o.Alerts, r.dupes, verdict(r.delivered == o.Alerts && r.dupes == 0), r.messages, r.minMessages+1,
+			verdict(r.messages <= r.minMessages+1), r.overLimit, verdict(r.overLimit == 0))
+	}
+	for _, r := range runs {
 		if r.overLimit > 0 || r.delivered != o.Alerts || r.dupes > 0 || r.errors > 0 {
 			return fmt.Errorf("bench: %s: %d over-limit answers, %d/%d alerts delivered, %d duplicates, %d errors",
 				r.kind.name, r.overLimit, r.delivered, o.Alerts, r.dupes, r.errors)

@@ -124,6 +124,12 @@ func Modes(ctx context.Context, cfg config.Config, o ModesOptions, out io.Writer
 	tm := runs[1]
 	fmt.Fprintf(out, "\ntimer mode within one timer maximum: at most %d broker messages per alert, p99 lateness %s, %d early\n",
 		maxOr0(tm.within), ms(tm.p99), tm.early)
+	early := 0
+	for _, r := range runs[:2] {
+		early += r.early
+	}
+	fmt.Fprintf(out, "targets: within one timer maximum at most 2 broker messages per alert in timer mode (%d: %s); 0 early in either mode (%d: %s)\n",
+		maxOr0(tm.within), verdict(maxOr0(tm.within) <= 2), early, verdict(early == 0))
 	return plannedProduction(out, o.N, o.Seed)
 }
 

@@ -159,6 +159,10 @@ func Sender(ctx context.Context, rdb *redis.Client, keyPrefix string, o SenderOp
 		"uses the pool's first window at once, so the mean can exceed capacity by up to one window's worth);\n"+
 		"over-limit: answers 130101 and throttled redirects.\n", o.Window)
 	for _, r := range runs[:2] {
+		fmt.Fprintf(out, "%s targets: every alert once (%d/%d, %d duplicates: %s), 0 over-limit (%d: %s)\n", r.name,
+			r.delivered, o.Alerts, r.dupes, verdict(r.delivered == o.Alerts && r.dupes == 0), r.overLimit, verdict(r.overLimit == 0))
+	}
+	for _, r := range runs[:2] {
 		if r.overLimit > 0 || r.delivered != o.Alerts || r.dupes > 0 || r.errors > 0 {
 			return fmt.Errorf("bench: %s: %d over-limit answers, %d/%d alerts delivered, %d duplicates, %d errors",
 				r.name, r.overLimit, r.delivered, o.Alerts, r.dupes, r.errors)

@@ -141,6 +141,8 @@ func Shared(ctx context.Context, rdb *redis.Client, keyPrefix string, o SharedOp
 		"p99 lateness %.2fx that of a sender knowing the real limit in the first run, %.2fx once learned; "+
 		"robots proven before they were shared: %d throttle episodes, p99 %.2fx\n",
 		firstThrottled, o.Robots, learnRepeat, float64(p99[0])/knows, float64(p99[1])/knows, provenEpisodes, float64(p99[4])/knows)
+	fmt.Fprintf(out, "target: learned limits' p99 within 2x of a sender knowing the real limit (first run %.2fx: %s; once learned %.2fx: %s)\n",
+		float64(p99[0])/knows, verdict(float64(p99[0])/knows <= 2), float64(p99[1])/knows, verdict(float64(p99[1])/knows <= 2))
 	if len(o.Kinds) > 0 {
 		return sharedKinds(ctx, rdb, keyPrefix, o, dues, out)
 	}

@@ -114,9 +114,13 @@ func Topic(ctx context.Context, cfg config.Config, o TopicOptions, out io.Writer
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	ratio := 0.0
 	if prec.P99 > 0 {
-		fmt.Fprintf(out, "p99 lateness: the broker's timer / rocketdelay = %.0fx\n", float64(anchor.p99)/float64(prec.P99))
+		ratio = float64(anchor.p99) / float64(prec.P99)
+		fmt.Fprintf(out, "p99 lateness: the broker's timer / rocketdelay = %.0fx\n", ratio)
 	}
+	fmt.Fprintf(out, "targets: p99 at the consumer ≤ 50ms (%s: %s); ≥ 20x tighter than the broker's timer (%.0fx: %s); 0 early (%d: %s)\n",
+		ms(prec.P99), verdict(prec.P99 <= 50*time.Millisecond), ratio, verdict(prec.P99 > 0 && ratio >= 20), prec.Early, verdict(prec.Early == 0))
 	fmt.Fprintf(out, "throughput: %d messages due at once received in %s after their due time: %.0f messages/s; %.1f messages per broker send; "+
 		"%.1f Redis round trips per message (put, claim, confirm, release, sweeps); p50/p99 lateness %s/%s\n",
 		o.Burst, tput.span.Round(time.Millisecond), tput.rate, tput.perSend, tput.redisOps, ms(tput.late.P50), ms(tput.late.P99))
