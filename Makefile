@@ -17,7 +17,7 @@ GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB := golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 CHAOS_TEST_TIMEOUT ?= 30m
 
-.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-burst bench-topic bench-alertmanager bench-api mutants chaos down status fmt vet vulncheck
+.PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-burst bench-topic bench-alertmanager bench-api mutants gremlins chaos down status fmt vet vulncheck
 FUZZ_TIME ?= 20s
 BURST_PROFILE ?= /tmp/rocketdelay-burst-profile
 
@@ -115,6 +115,12 @@ bench-sender: build ## the sender vs naive rate limiting, a burst per platform (
 mutants: ## apply each curated mutant (internal/mutants) in turn and run the tests it names: every one must be killed
 	deploy/local/up --profile test >/dev/null
 	eval "$$(deploy/local/env)"; go run ./internal/cmd/mutants $(if $(ONLY),-only '$(ONLY)')
+
+# The pure Go packages (tests that need no server), for make gremlins.
+GREMLINS_PKGS ?= timewheel wire oncall internal/quantile sender/dingtalk sender/wecom sender/feishu
+
+gremlins: ## tool-driven mutation report (gremlins) over the pure Go packages: a report of what survives, not a gate
+	@for p in $(GREMLINS_PKGS); do echo "== $$p"; (cd $$p && go run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0 unleash --workers 1 .) || exit 1; done
 
 chaos: build ## fault suite on a private stack (2 serve replicas; kills, Redis/Postgres/broker restarts, DingTalk storms, malformed inputs), then bounded fuzzing
 	go run ./internal/cmd/chaos $(if $(SEED),-seed $(SEED))
