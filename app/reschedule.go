@@ -74,7 +74,7 @@ the id when the alert was moved.`,
 		}
 		// An alert moved farther than the wheel stage holds goes back to RocketMQ.
 		scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
-		pub, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic,
+		pub, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Access: scheduler.AccessFromConfig(cfg), Topic: cfg.RocketMQ.Topic,
 			SendTimeout: cfg.RocketMQ.SendTimeout})
 		if err != nil {
 			return err

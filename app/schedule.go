@@ -167,7 +167,7 @@ of the target's allowTopics (the target must allow overrides).`,
 		}
 		scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
 		p, err := wire.NewProducer(wire.ProducerOptions{
-			NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic, SendTimeout: cfg.RocketMQ.SendTimeout,
+			NameServers: cfg.RocketMQ.NameServers, Access: scheduler.AccessFromConfig(cfg), Topic: cfg.RocketMQ.Topic, SendTimeout: cfg.RocketMQ.SendTimeout,
 			CheckBody: chat.Check,
 		})
 		if err != nil {

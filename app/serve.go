@@ -171,7 +171,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer snd.Close()
-	topics, err := relay.New(relay.Options{NameServers: cfg.RocketMQ.NameServers, SendTimeout: cfg.RocketMQ.SendTimeout,
+	topics, err := relay.New(relay.Options{NameServers: cfg.RocketMQ.NameServers, Access: scheduler.AccessFromConfig(cfg), SendTimeout: cfg.RocketMQ.SendTimeout,
 		MaxMessageSize: cfg.RocketMQ.MaxMessageSize, Fence: ws.Guard(), Now: now},
 		topic.Targets(cfg), store.NewTopicRate(rdb, cfg.Redis.KeyPrefix), logger, relay.NewMetrics(reg))
 	if err != nil {
@@ -185,7 +185,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		logger, delivery.NewMetrics(reg), now)
 	// The HTTP ways in publish through a producer of their own; their templates are
 	// checked before anything starts.
-	pub, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic,
+	pub, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Access: scheduler.AccessFromConfig(cfg), Topic: cfg.RocketMQ.Topic,
 		SendTimeout: cfg.RocketMQ.SendTimeout, Now: now, CheckBody: snd.Check})
 	if err != nil {
 		return err

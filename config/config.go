@@ -153,6 +153,20 @@ type RocketMQ struct {
 	// maxMessageSize): a due message of a topic target whose body is larger is refused
 	// before it is sent, as it can never be stored. Default 4194304 (4 MiB), RocketMQ's.
 	MaxMessageSize int `yaml:"maxMessageSize" json:"maxMessageSize"`
+	// AccessKey and SecretKey sign every request rocketdelay makes to the name servers and
+	// brokers (the producers, the consumer, the admin calls), for brokers that authenticate
+	// their clients: RocketMQ 5's ACL 2.0 (authenticationEnabled; the access key is a
+	// user's name, the secret key its password) or ACL 1.0 (aclEnable). Both or neither.
+	// SecretKey, like every secret, may be written "env:NAME" or "file:/path".
+	// Default none: requests are not signed.
+	AccessKey string `yaml:"accessKey" json:"accessKey,omitempty"`
+	SecretKey Secret `yaml:"secretKey" json:"secretKey,omitempty"`
+	// TLS makes every connection to the name servers and brokers TLS (the brokers'
+	// tls.server.mode permissive or enforcing). The pinned RocketMQ Go client does not
+	// verify the server's certificate: the connection is private from anyone who only
+	// listens, not from someone who can stand in the middle (docs/exposure.md). Default
+	// false.
+	TLS bool `yaml:"tls" json:"tls,omitempty"`
 	// Retention is how long the brokers keep messages (their fileReservedTime): the
 	// longest a copy of an alert can still be redelivered (a consumer-group reset, an old
 	// retry message). scheduler.doneTTL must be at least this. Default 72h, RocketMQ's.
@@ -237,6 +251,11 @@ type Redis struct {
 	Sentinel *RedisSentinel `yaml:"sentinel,omitempty" json:"sentinel,omitempty"`
 	// Cluster reaches a Redis Cluster. Every script keeps its keys in one hash slot.
 	Cluster *RedisCluster `yaml:"cluster,omitempty" json:"cluster,omitempty"`
+	// TLS, when set, reaches Redis over TLS in any topology: the single node (whose URL
+	// must then be rediss://), the sentinels and the primaries and replicas they name,
+	// every node of a Cluster. Default none: plain TCP, or a rediss:// URL's TLS with the
+	// system's roots.
+	TLS *RedisTLS `yaml:"tls,omitempty" json:"tls,omitempty"`
 	// KeyPrefix starts every key rocketdelay writes, so several deployments can share one
 	// Redis. Default "rd".
 	KeyPrefix string `yaml:"keyPrefix" json:"keyPrefix"`
@@ -273,6 +292,21 @@ type RedisSentinel struct {
 	SentinelPassword Secret `yaml:"sentinelPassword" json:"sentinelPassword"`
 	// DB is the database number. Default 0.
 	DB int `yaml:"db" json:"db"`
+}
+
+// RedisTLS is how rocketdelay checks the Redis servers' certificates and proves itself
+// to them. The files are read at start.
+type RedisTLS struct {
+	// CAFile is a PEM file of the certificate authorities that sign the servers'
+	// certificates. Default the system's roots.
+	CAFile string `yaml:"caFile" json:"caFile,omitempty"`
+	// CertFile and KeyFile are the client's certificate and key (PEM), for servers that
+	// require one (tls-auth-clients). Both or neither. Default none.
+	CertFile string `yaml:"certFile" json:"certFile,omitempty"`
+	KeyFile  string `yaml:"keyFile" json:"keyFile,omitempty"`
+	// ServerName is the name every server's certificate must carry. Default the host of
+	// the address dialed (as a Cluster or Sentinel announces it).
+	ServerName string `yaml:"serverName" json:"serverName,omitempty"`
 }
 
 // RedisCluster is a Redis Cluster.

@@ -157,6 +157,13 @@ var EnvVars = []EnvVar{
 		return nil
 	}},
 	{"ROCKETDELAY_TOPIC", "rocketmq.topic", func(c *Config, v string) error { c.RocketMQ.Topic = v; return nil }},
+	{"ROCKETDELAY_ROCKETMQ_ACCESS_KEY", "rocketmq.accessKey", func(c *Config, v string) error { c.RocketMQ.AccessKey = v; return nil }},
+	{"ROCKETDELAY_ROCKETMQ_SECRET_KEY", "rocketmq.secretKey", func(c *Config, v string) error { c.RocketMQ.SecretKey = Secret(v); return nil }},
+	{"ROCKETDELAY_ROCKETMQ_TLS", "rocketmq.tls", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.RocketMQ.TLS = b
+		return err
+	}},
 	{"ROCKETDELAY_GROUP", "rocketmq.group", func(c *Config, v string) error { c.RocketMQ.Group = v; return nil }},
 	{"ROCKETDELAY_LEVELS", "scheduler.levels", func(c *Config, v string) error {
 		l, err := ParseDelayLevels(v)

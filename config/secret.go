@@ -116,6 +116,7 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 		}
 		*s = v
 	}
+	one("rocketmq.secretKey", &c.RocketMQ.SecretKey)
 	one("redis.url", &c.Redis.URL)
 	if c.Redis.Sentinel != nil {
 		one("redis.sentinel.password", &c.Redis.Sentinel.Password)

@@ -180,6 +180,9 @@ func (r RocketMQ) validate(bad badFunc) {
 	}
 	hostPorts(bad, "rocketmq.nameServers", r.NameServers)
 	hostPorts(bad, "rocketmq.brokers", r.Brokers)
+	if (r.AccessKey == "") != (r.SecretKey == "") {
+		bad("rocketmq.accessKey", "give both rocketmq.accessKey and rocketmq.secretKey (ROCKETDELAY_ROCKETMQ_ACCESS_KEY, ROCKETDELAY_ROCKETMQ_SECRET_KEY), or neither")
+	}
 	if !validResourceName(r.Topic) {
 		bad("rocketmq.topic", "%q is not a valid topic name (letters, digits, %%, -, _, |; at most 127 characters)", r.Topic)
 	}
@@ -272,7 +275,12 @@ func (r Redis) validate(bad badFunc) {
 	default:
 		if u, err := url.Parse(r.URL.Reveal()); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
 			bad("redis.url", "must be a redis://, rediss:// or unix:// URL")
+		} else if r.TLS != nil && u.Scheme != "rediss" {
+			bad("redis.url", "redis.tls is set: the URL must be rediss:// (TLS), not %s://", u.Scheme)
 		}
+	}
+	if r.TLS != nil && (r.TLS.CertFile == "") != (r.TLS.KeyFile == "") {
+		bad("redis.tls.certFile", "give both redis.tls.certFile and redis.tls.keyFile, or neither")
 	}
 	if _, _, err := ParseDurability(r.Durability); err != nil {
 		bad("redis.durability", "%v", err)

@@ -88,12 +88,12 @@ func TestCheckGroup(t *testing.T) {
 	ns, broker := testenv.NameServer(t), testenv.Brokers(t)
 	group := testenv.Unique("rd_group_")
 	ctx := context.Background()
-	missing, err := CheckGroup(ctx, []string{ns}, group, []string{broker}, discardLogger())
+	missing, err := CheckGroup(ctx, []string{ns}, wire.Access{}, group, []string{broker}, discardLogger())
 	require.NoError(t, err)
 	require.Equal(t, []string{broker}, missing, "a group nobody used is unknown to the broker")
 
 	topic := testenv.Unique("rd_group_t_")
-	require.NoError(t, EnsureTopic(ctx, []string{ns}, topic, []string{broker}, discardLogger()))
+	require.NoError(t, EnsureTopic(ctx, []string{ns}, wire.Access{}, topic, []string{broker}, discardLogger()))
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		consumer.WithGroupName(group), consumer.WithInstance(testenv.Unique("grp")))
@@ -104,7 +104,7 @@ func TestCheckGroup(t *testing.T) {
 	require.NoError(t, c.Start())
 	defer shutdownConsumer(c)
 	require.Eventually(t, func() bool {
-		missing, err := CheckGroup(ctx, []string{ns}, group, []string{broker}, discardLogger())
+		missing, err := CheckGroup(ctx, []string{ns}, wire.Access{}, group, []string{broker}, discardLogger())
 		return err == nil && len(missing) == 0
 	}, 30*time.Second, 200*time.Millisecond, "the broker never reported the group after a consumer of it started")
 }
@@ -124,11 +124,11 @@ func TestDLQDepth(t *testing.T) {
 	ns, broker := testenv.NameServer(t), testenv.Brokers(t)
 	group := testenv.Unique("rd_dlq_")
 	ctx := context.Background()
-	depth, err := DLQDepth(ctx, []string{ns}, group, testenv.Unique("dlq"))
+	depth, err := DLQDepth(ctx, []string{ns}, wire.Access{}, group, testenv.Unique("dlq"))
 	require.NoError(t, err)
 	require.Zero(t, depth, "no dead-letter queue yet")
 
-	require.NoError(t, EnsureTopic(ctx, []string{ns}, DLQTopic(group), []string{broker}, discardLogger()))
+	require.NoError(t, EnsureTopic(ctx, []string{ns}, wire.Access{}, DLQTopic(group), []string{broker}, discardLogger()))
 	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: []string{ns}, Topic: DLQTopic(group)})
 	require.NoError(t, err)
 	defer p.Close()
@@ -137,7 +137,7 @@ func TestDLQDepth(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool {
-		depth, err = DLQDepth(ctx, []string{ns}, group, testenv.Unique("dlq"))
+		depth, err = DLQDepth(ctx, []string{ns}, wire.Access{}, group, testenv.Unique("dlq"))
 		return err == nil && depth == 3
 	}, 30*time.Second, 500*time.Millisecond, "depth %d, err %v", depth, err)
 }
@@ -217,7 +217,7 @@ func TestFirstStartLogsNoError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	topic := testenv.Unique("rd_first_")
-	require.NoError(t, EnsureTopic(ctx, []string{testenv.NameServer(t)}, topic, []string{testenv.Brokers(t)}, discardLogger()))
+	require.NoError(t, EnsureTopic(ctx, []string{testenv.NameServer(t)}, wire.Access{}, topic, []string{testenv.Brokers(t)}, discardLogger()))
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	require.Empty(t, h.errors)

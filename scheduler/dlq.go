@@ -11,6 +11,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	rmqerrors "github.com/apache/rocketmq-client-go/v2/errors"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // DLQTopic is the dead-letter topic of a consumer group: where RocketMQ moves a message
@@ -22,10 +24,10 @@ func DLQTopic(group string) string { return "%DLQ%" + group }
 // reconsumption is unbounded), so a non-zero depth means messages of an older version,
 // or of another consumer of the same group, that nobody will deliver: look at them with
 // `mqadmin queryMsgByOffset -t %DLQ%<group>` and republish them to the topic.
-func DLQDepth(ctx context.Context, nameServers []string, group, instance string) (int64, error) {
+func DLQDepth(ctx context.Context, nameServers []string, access wire.Access, group, instance string) (int64, error) {
 	topic := DLQTopic(group)
 	resolver := primitive.NewPassthroughResolver(nameServers)
-	adm, err := admin.NewAdmin(admin.WithResolver(resolver))
+	adm, err := admin.NewAdmin(append(access.AdminOptions(), admin.WithResolver(resolver))...)
 	if err != nil {
 		return 0, fmt.Errorf("scheduler: admin client: %w", err)
 	}
@@ -40,11 +42,11 @@ func DLQDepth(ctx context.Context, nameServers []string, group, instance string)
 	// The depth of a queue nobody consumes is its max offset minus its min offset: the
 	// offsets of a time after the last message and of the epoch. Only the offset search is
 	// used — no subscription, no start: the client's pull path races with itself.
-	pc, err := rocketmq.NewPullConsumer(
+	pc, err := rocketmq.NewPullConsumer(append(access.ConsumerOptions(),
 		consumer.WithNsResolver(resolver),
 		consumer.WithGroupName(group+"-dlq-check"),
 		consumer.WithInstance(instance+"-dlq"),
-	)
+	)...)
 	if err != nil {
 		return 0, fmt.Errorf("scheduler: client for %s: %w", topic, err)
 	}
@@ -74,7 +76,7 @@ func (s *Scheduler) dlqWatch(ctx context.Context, interval time.Duration) {
 	defer s.life.loops.Done()
 	warned := false
 	for {
-		depth, err := DLQDepth(ctx, s.opts.NameServers, s.opts.Group, s.opts.InstanceName)
+		depth, err := DLQDepth(ctx, s.opts.NameServers, s.opts.Access, s.opts.Group, s.opts.InstanceName)
 		switch {
 		case err != nil:
 			s.metrics.dlq.Set(-1)

@@ -42,7 +42,7 @@ func ExamplePlan() {
 func TestProducerPublishAsTheREADMEShows(t *testing.T) {
 	ns := []string{testenv.NameServer(t)}
 	topic := testenv.Unique("rd_example_")
-	require.NoError(t, scheduler.EnsureTopic(context.Background(), ns, topic,
+	require.NoError(t, scheduler.EnsureTopic(context.Background(), ns, wire.Access{}, topic,
 		[]string{testenv.Brokers(t)}, slog.New(slog.DiscardHandler)))
 	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: ns, Topic: topic})
 	require.NoError(t, err)

@@ -25,6 +25,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/sender/topic"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // WheelStage is the Redis side of the wheel stage as the scheduler uses it;
@@ -97,6 +98,9 @@ const (
 type Options struct {
 	// NameServers are the RocketMQ name servers. Required.
 	NameServers []string
+	// Access signs the requests to the name servers and brokers and chooses TLS (the hop
+	// producer, the consumer, the admin calls). Default none.
+	Access wire.Access
 	// Topic is consumed and receives the hops. Required.
 	Topic string
 	// Group is the consumer group. Required.
@@ -206,10 +210,17 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// AccessFromConfig is how every client of the service reaches the brokers: rocketmq's
+// credentials and TLS.
+func AccessFromConfig(c config.Config) wire.Access {
+	return wire.Access{AccessKey: c.RocketMQ.AccessKey, SecretKey: string(c.RocketMQ.SecretKey), TLS: c.RocketMQ.TLS}
+}
+
 // OptionsFromConfig takes the scheduler's options from the service configuration.
 func OptionsFromConfig(c config.Config) Options {
 	return Options{
 		NameServers: c.RocketMQ.NameServers,
+		Access:      AccessFromConfig(c),
 		Topic:       c.RocketMQ.Topic,
 		Group:       c.RocketMQ.Group,
 		SendTimeout: c.RocketMQ.SendTimeout,
@@ -410,7 +421,7 @@ func (s *Scheduler) startLoops() context.Context {
 
 func (s *Scheduler) startHopProducer(context.Context) error {
 	var err error
-	s.broker.producer, err = rocketmq.NewProducer(
+	s.broker.producer, err = rocketmq.NewProducer(append(s.opts.Access.ProducerOptions(),
 		producer.WithNsResolver(primitive.NewPassthroughResolver(s.opts.NameServers)),
 		producer.WithGroupName(s.opts.Group+"-hops"),
 		// Not the consumer's instance name: rocketmq-client-go shares one client per name,
@@ -418,7 +429,7 @@ func (s *Scheduler) startHopProducer(context.Context) error {
 		producer.WithInstanceName(s.opts.InstanceName+"-hops"),
 		producer.WithSendMsgTimeout(s.opts.SendTimeout),
 		producer.WithRetry(2),
-	)
+	)...)
 	if err != nil {
 		return fmt.Errorf("scheduler: hop producer: %w", err)
 	}
@@ -432,7 +443,7 @@ func (s *Scheduler) startHopProducer(context.Context) error {
 // settles the decomposition rule (levels or timer), and checks the consumer group and
 // its retry topic.
 func (s *Scheduler) settleRoute(ctx context.Context) error {
-	if err := EnsureTopic(ctx, s.opts.NameServers, s.opts.Topic, s.opts.Brokers, s.logger); err != nil {
+	if err := EnsureTopic(ctx, s.opts.NameServers, s.opts.Access, s.opts.Topic, s.opts.Brokers, s.logger); err != nil {
 		return err
 	}
 	s.learnRoute(ctx)
@@ -446,7 +457,7 @@ func (s *Scheduler) settleRoute(ctx context.Context) error {
 	}
 	s.broker.mode.Store(&mode)
 	if len(s.opts.Brokers) > 0 {
-		if _, err := CheckGroup(ctx, s.opts.NameServers, s.opts.Group, s.opts.Brokers, s.logger); err != nil {
+		if _, err := CheckGroup(ctx, s.opts.NameServers, s.opts.Access, s.opts.Group, s.opts.Brokers, s.logger); err != nil {
 			return err
 		}
 	}
@@ -455,7 +466,7 @@ func (s *Scheduler) settleRoute(ctx context.Context) error {
 
 func (s *Scheduler) startConsumer(context.Context) error {
 	var err error
-	s.broker.consumer, err = rocketmq.NewPushConsumer(
+	s.broker.consumer, err = rocketmq.NewPushConsumer(append(s.opts.Access.ConsumerOptions(),
 		consumer.WithNsResolver(primitive.NewPassthroughResolver(s.opts.NameServers)),
 		consumer.WithGroupName(s.opts.Group),
 		consumer.WithInstance(s.opts.InstanceName),
@@ -467,7 +478,7 @@ func (s *Scheduler) startConsumer(context.Context) error {
 		// Never to the dead-letter queue: a message handed back while Redis or Postgres is
 		// down comes back until they are up (see retryLevel).
 		consumer.WithMaxReconsumeTimes(math.MaxInt32),
-	)
+	)...)
 	if err != nil {
 		return fmt.Errorf("scheduler: consumer: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // topicQueues is the number of queues of a topic EnsureTopic creates: room for 8
@@ -17,8 +19,8 @@ const topicQueues = 8
 
 // EnsureTopic checks that the name servers know topic; when they do not and brokers are
 // given, it creates the topic on each broker and waits until the route appears.
-func EnsureTopic(ctx context.Context, nameServers []string, topic string, brokers []string, logger *slog.Logger) error {
-	return ensureTopic(ctx, nameServers, topic, topicQueues, brokers, logger)
+func EnsureTopic(ctx context.Context, nameServers []string, access wire.Access, topic string, brokers []string, logger *slog.Logger) error {
+	return ensureTopic(ctx, nameServers, access, topic, topicQueues, brokers, logger)
 }
 
 // ensureRetryTopic creates the consumer group's retry topic (%RETRY%group, one queue, as
@@ -31,7 +33,7 @@ func (s *Scheduler) ensureRetryTopic(ctx context.Context) error {
 	if len(s.opts.Brokers) == 0 {
 		return nil
 	}
-	return ensureTopic(ctx, s.opts.NameServers, consumerRetryTopic(s.opts.Group), 1, s.opts.Brokers, s.logger)
+	return ensureTopic(ctx, s.opts.NameServers, s.opts.Access, consumerRetryTopic(s.opts.Group), 1, s.opts.Brokers, s.logger)
 }
 
 // consumerRetryTopic is the topic RocketMQ keeps a consumer group's retries in.
@@ -41,8 +43,8 @@ func consumerRetryTopic(group string) string { return "%RETRY%" + group }
 // once when the name servers know topic; otherwise creates it on each of brokers (an
 // error naming the mqadmin command when none are listed) and waits up to 30s for its
 // route to appear.
-func ensureTopic(ctx context.Context, nameServers []string, topic string, queues int, brokers []string, logger *slog.Logger) error {
-	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))
+func ensureTopic(ctx context.Context, nameServers []string, access wire.Access, topic string, queues int, brokers []string, logger *slog.Logger) error {
+	adm, err := admin.NewAdmin(append(access.AdminOptions(), admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))...)
 	if err != nil {
 		return fmt.Errorf("scheduler: admin client: %w", err)
 	}
@@ -104,8 +106,8 @@ func (s *Scheduler) learnRoute(ctx context.Context) {
 // on first use when their autoCreateSubscriptionGroup is on (the default); when it is off
 // the consumer gets no messages, so a missing group is logged as a warning that says how
 // to create it. It returns the brokers that do not know the group.
-func CheckGroup(ctx context.Context, nameServers []string, group string, brokers []string, logger *slog.Logger) ([]string, error) {
-	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))
+func CheckGroup(ctx context.Context, nameServers []string, access wire.Access, group string, brokers []string, logger *slog.Logger) ([]string, error) {
+	adm, err := admin.NewAdmin(append(access.AdminOptions(), admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))...)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: admin client: %w", err)
 	}

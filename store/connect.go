@@ -2,9 +2,13 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -66,16 +70,21 @@ type connTuning struct {
 func openConfig(ctx context.Context, c config.Redis, tune connTuning) (redis.UniversalClient, error) {
 	var client redis.UniversalClient
 	var where string
+	tlsConfig, err := redisTLS(c.TLS)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case c.Sentinel != nil:
 		s := c.Sentinel
 		client = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.Addresses,
-			Password: s.Password.Reveal(), SentinelPassword: s.SentinelPassword.Reveal(), DB: s.DB,
+			Password: s.Password.Reveal(), SentinelPassword: s.SentinelPassword.Reveal(), DB: s.DB, TLSConfig: tlsConfig,
 			PoolSize: tune.poolSize, MaxRetries: tune.maxRetries, ContextTimeoutEnabled: tune.contextTimeouts})
 		where = fmt.Sprintf("primary %q through the sentinels %s", s.MasterName, strings.Join(s.Addresses, ","))
 	case c.Cluster != nil:
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Cluster.Addresses, Password: c.Cluster.Password.Reveal(),
-			PoolSize: tune.poolSize, MaxRetries: tune.maxRetries, ContextTimeoutEnabled: tune.contextTimeouts})
+			TLSConfig: tlsConfig, NewClient: nodeServerName, PoolSize: tune.poolSize, MaxRetries: tune.maxRetries,
+			ContextTimeoutEnabled: tune.contextTimeouts})
 		where = "the cluster at " + strings.Join(c.Cluster.Addresses, ",")
 	default:
 		return openURL(ctx, c.URL.Reveal(), func(o *redis.Options) {
@@ -86,6 +95,9 @@ func openConfig(ctx context.Context, c config.Redis, tune connTuning) (redis.Uni
 				o.MaxRetries = tune.maxRetries
 			}
 			o.ContextTimeoutEnabled = o.ContextTimeoutEnabled || tune.contextTimeouts
+			if tlsConfig != nil { // a rediss:// URL (checked by config.Validate)
+				o.TLSConfig = tlsConfig
+			}
 		})
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -95,6 +107,44 @@ func openConfig(ctx context.Context, c config.Redis, tune connTuning) (redis.Uni
 		return nil, fmt.Errorf("store: connect to redis, %s: %s: %w", where, scrubSecrets(err.Error(), c), ErrUnavailable)
 	}
 	return client, nil
+}
+
+// nodeServerName makes the client of one Cluster node, checking the node's certificate
+// against the host it is reached at when redis.tls names no server: go-redis's Cluster
+// client leaves the name empty, which TLS refuses.
+func nodeServerName(o *redis.Options) *redis.Client {
+	if o.TLSConfig != nil && o.TLSConfig.ServerName == "" {
+		o.TLSConfig = o.TLSConfig.Clone()
+		o.TLSConfig.ServerName, _, _ = net.SplitHostPort(o.Addr)
+	}
+	return redis.NewClient(o)
+}
+
+// redisTLS is the TLS configuration t describes, or nil when t is nil. Its errors name
+// the setting and the file, never a key's contents.
+func redisTLS(t *config.RedisTLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("store: redis.tls.caFile: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("store: redis.tls.caFile: %s holds no PEM certificate", t.CAFile)
+		}
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("store: redis.tls.certFile and keyFile (%s, %s): %w", t.CertFile, t.KeyFile, err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // scrubSecrets removes the passwords of c's Sentinel or Cluster from a driver's error

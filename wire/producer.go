@@ -35,6 +35,8 @@ type ProducerOptions struct {
 	Topic string
 	// SendTimeout bounds one publish. Default 3s.
 	SendTimeout time.Duration
+	// Access signs the producer's requests and chooses TLS. Default none.
+	Access Access
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// CheckBody, when set, checks the body of an alert for a chat target as its platform
@@ -57,13 +59,13 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	p, err := rocketmq.NewProducer(
+	p, err := rocketmq.NewProducer(append(opts.Access.ProducerOptions(),
 		producer.WithNsResolver(primitive.NewPassthroughResolver(opts.NameServers)),
 		producer.WithGroupName("rocketdelay-producer"),
 		producer.WithInstanceName("rocketdelay-producer-"+randomHex(4)),
 		producer.WithSendMsgTimeout(opts.SendTimeout),
 		producer.WithRetry(2),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("wire: producer: %w", err)
 	}

@@ -262,7 +262,7 @@ func startRedis(ctx context.Context, replicas int, args ...string) (string, func
 }
 
 func createTopic(ctx context.Context, cfg config.Config, topic string) error {
-	return scheduler.EnsureTopic(ctx, cfg.RocketMQ.NameServers, topic, cfg.RocketMQ.Brokers, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return scheduler.EnsureTopic(ctx, cfg.RocketMQ.NameServers, scheduler.AccessFromConfig(cfg), topic, cfg.RocketMQ.Brokers, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func produceN(ctx context.Context, p rocketmq.Producer, n int, msg func(int) *primitive.Message) error {

@@ -1026,7 +1026,7 @@ func (e *env) measure(ctx context.Context, row *Row) {
 	e.checkRejected(ctx, row)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if row.DLQ, err = scheduler.DLQDepth(dctx, []string{e.r.stack.Env["ROCKETDELAY_NAMESRV"]}, e.group, "chaos-"+e.idPrefix); err != nil {
+	if row.DLQ, err = scheduler.DLQDepth(dctx, []string{e.r.stack.Env["ROCKETDELAY_NAMESRV"]}, wire.Access{}, e.group, "chaos-"+e.idPrefix); err != nil {
 		row.DLQ = -1
 		e.r.logf("  %s: cannot measure the dead-letter queue: %v", e.name, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/topic"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // Defaults of Options.
@@ -44,6 +45,8 @@ const (
 type Options struct {
 	// NameServers are the RocketMQ name servers of the business topics. Required.
 	NameServers []string
+	// Access signs the producer's requests and chooses TLS. Default none.
+	Access wire.Access
 	// SendTimeout bounds one send to the broker. Default config rocketmq.sendTimeout.
 	SendTimeout time.Duration
 	// MaxBatch is the most messages one batch send carries. Default DefaultMaxBatch.
@@ -126,7 +129,7 @@ func New(opts Options, targets map[string]topic.Target, rate Rate, logger *slog.
 	if len(opts.NameServers) == 0 {
 		return nil, errors.New("relay: no name servers")
 	}
-	p, err := rocketmq.NewProducer(
+	p, err := rocketmq.NewProducer(append(opts.Access.ProducerOptions(),
 		producer.WithNsResolver(primitive.NewPassthroughResolver(opts.NameServers)),
 		producer.WithGroupName("rocketdelay-topics"),
 		producer.WithInstanceName("rocketdelay-topics-"+randomHex(4)),
@@ -137,7 +140,7 @@ func New(opts Options, targets map[string]topic.Target, rate Rate, logger *slog.
 		// No compression: the body reaches the broker as it is, so the size the broker
 		// checks is the size Send checks, and a large body costs no CPU here.
 		producer.WithCompressMsgBodyOverHowmuch(math.MaxInt32),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("relay: producer: %w", err)
 	}
