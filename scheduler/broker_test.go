@@ -3,7 +3,13 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,4 +227,96 @@ func TestFirstStartLogsNoError(t *testing.T) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	require.Empty(t, h.errors)
+}
+
+// TestAccessTLSDialsTLS: with rocketmq.tls the clients speak TLS to the name server
+// (every connection through a recording proxy in front of it opens with a TLS handshake
+// record, 0x16) and publish through the local broker, which takes TLS and plain TCP
+// alike (RocketMQ's default tls.server.mode, permissive); without it they speak the
+// plain remoting protocol. The client's TLS is process-wide (wire.Access), so each case
+// runs in a process of its own: this test binary again, as tlsChild.
+func TestAccessTLSDialsTLS(t *testing.T) {
+	if env := os.Getenv("ROCKETDELAY_TLS_CHILD"); env != "" {
+		tlsChild(t, env)
+		return
+	}
+	for _, useTLS := range []bool{true, false} {
+		first := recordFirstBytes(t, testenv.NameServer(t))
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestAccessTLSDialsTLS$", "-test.count", "1")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("ROCKETDELAY_TLS_CHILD=%s,%t", first.addr, useTLS))
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "tls %v: %s", useTLS, out)
+		got := first.bytes()
+		require.NotEmpty(t, got, "no connection reached the name server")
+		for _, b := range got {
+			require.Equal(t, useTLS, b == 0x16, "tls %v: a connection opened with 0x%02x", useTLS, b)
+		}
+	}
+}
+
+// tlsChild creates a topic and publishes an alert through the name server and with the
+// TLS setting env names ("addr,true").
+func tlsChild(t *testing.T, env string) {
+	addr, useTLS, _ := strings.Cut(env, ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ns, access := []string{addr}, wire.Access{TLS: useTLS == "true"}
+	topic := testenv.Unique("rd_tls_")
+	require.NoError(t, EnsureTopic(ctx, ns, access, topic, []string{testenv.Brokers(t)}, discardLogger()))
+	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: ns, Access: access, Topic: topic})
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.Publish(ctx, wire.Publication{Target: "ops", ID: testenv.Unique("tls"), In: time.Minute, Body: []byte("over TLS?")})
+	require.NoError(t, err)
+}
+
+// firstBytes is a TCP proxy in front of a server that records the first byte each
+// client connection sends.
+type firstBytes struct {
+	addr  string
+	mu    sync.Mutex
+	first []byte
+}
+
+func (f *firstBytes) bytes() []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.first)
+}
+
+func recordFirstBytes(t *testing.T, target string) *firstBytes {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	f := &firstBytes{addr: ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				b := make([]byte, 1)
+				if _, err := io.ReadFull(c, b); err != nil {
+					return
+				}
+				f.mu.Lock()
+				f.first = append(f.first, b[0])
+				f.mu.Unlock()
+				if _, err := up.Write(b); err != nil {
+					return
+				}
+				go func() { _, _ = io.Copy(c, up); c.Close() }()
+				_, _ = io.Copy(up, c)
+			}()
+		}
+	}()
+	return f
 }

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"sync"
+
 	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -20,7 +22,26 @@ type Access struct {
 	// TLS dials every connection with TLS. The pinned rocketmq-client-go does not verify
 	// the server's certificate (it dials with InsecureSkipVerify): the connection is
 	// private from anyone who only listens, not from someone who can stand in the middle.
+	//
+	// It is the whole process's: the client keeps the setting in a package-level default
+	// that every client's options point at (its WithTls options write it), so it is
+	// turned on once, before the first client that asks for it is made, and stays on.
 	TLS bool
+}
+
+// tlsOnce turns the client's TLS on for the process (Access.TLS).
+var tlsOnce sync.Once
+
+// useTLS sets the client's process-wide TLS flag once: through a throwaway admin client,
+// the one kind that can be closed without having been started, so that no client that
+// is dialling reads the flag while it is written.
+func useTLS() {
+	tlsOnce.Do(func() {
+		adm, err := admin.NewAdmin(admin.WithTls(true), admin.WithResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:9876"})))
+		if err == nil {
+			_ = adm.Close()
+		}
+	})
 }
 
 // credentials are a's, or nil when it signs nothing.
@@ -38,7 +59,7 @@ func (a Access) ProducerOptions() []producer.Option {
 		out = append(out, producer.WithCredentials(*c))
 	}
 	if a.TLS {
-		out = append(out, producer.WithTls(true))
+		useTLS()
 	}
 	return out
 }
@@ -50,7 +71,7 @@ func (a Access) ConsumerOptions() []consumer.Option {
 		out = append(out, consumer.WithCredentials(*c))
 	}
 	if a.TLS {
-		out = append(out, consumer.WithTls(true))
+		useTLS()
 	}
 	return out
 }
@@ -62,7 +83,7 @@ func (a Access) AdminOptions() []admin.AdminOption {
 		out = append(out, admin.WithCredentials(*c))
 	}
 	if a.TLS {
-		out = append(out, admin.WithTls(true))
+		useTLS()
 	}
 	return out
 }
