@@ -213,3 +213,53 @@ func TestAdoptAfterALostReply(t *testing.T) {
 		require.Equal(t, 1, h.rec.count(id), id)
 	}
 }
+
+// A claim that ran but whose outcome the replica could not learn for longer than its
+// retries last (the reply lost, then Redis unreachable past a lease; a write short of
+// redis.durability does the same) leaves entries in flight under the claim's token,
+// which no other replica takes over while this one is live. The replica repeats the
+// same claim until it learns the outcome, and hands them off once Redis is back.
+func TestClaimWhoseOutcomeWasLostIsRepeated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ids := []string{"orphan-claim-1", "orphan-claim-2", "orphan-claim-3"}
+	due := time.Now().Add(-time.Second)
+	for _, id := range ids {
+		_, err := h.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: due, Body: []byte("x")})
+		require.NoError(t, err)
+	}
+
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	require.NoError(t, err)
+	proxy := testenv.StartProxy(t, opts.Addr)
+	opts.Addr, opts.MaxRetries = proxy.Addr(), -1
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	// The first request that names the alerts is a claim (the fire loop's or the
+	// sweeper's): it runs, and its reply is lost.
+	proxy.DropReply(func(req []byte) bool { return strings.Contains(string(req), "orphan-claim-") })
+	const lease = time.Second // how long a claim is retried before the old code gave up
+	a, err := New(h.options("orphan-claim"), store.NewWheelStage(rdb, h.prefix, store.WheelStageOptions{Lease: lease, Liveness: h.liveness}), h.rec,
+		discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
+	require.NoError(t, err)
+	require.NoError(t, a.Start(ctx))
+	t.Cleanup(func() { stop(t, a) })
+
+	// Once the claim ran (seen on Redis directly, not through the proxy), Redis becomes
+	// unreachable for the replica for three leases.
+	require.Eventually(t, func() bool {
+		n, err := h.rdb.ZMScore(ctx, "{"+h.prefix+"}:inflight", ids...).Result()
+		return err == nil && n[0] > 0 && n[1] > 0 && n[2] > 0
+	}, 30*time.Second, 5*time.Millisecond, "the claim never ran")
+	proxy.Down()
+	downAt := time.Now()
+	require.Eventually(t, func() bool { return time.Since(downAt) > 3*lease }, 10*time.Second, 50*time.Millisecond)
+	proxy.Up()
+
+	h.rec.waitAll(t, ids, 60*time.Second) // while the replica that holds them lives
+	for _, id := range ids {
+		require.Equal(t, 1, h.rec.count(id), id)
+	}
+}

@@ -59,22 +59,40 @@ func (s *Scheduler) fireLoop(ctx context.Context) {
 	defer s.life.loops.Done()
 	for batch := range s.wheel.C() {
 		token := s.claimToken()
-		c, err := s.pool.claim(ctx, "claim", func(ctx context.Context) (store.Claimed, error) {
-			return s.store.Claim(ctx, batch, token)
-		})
+		claim := func(ctx context.Context) (store.Claimed, error) { return s.store.Claim(ctx, batch, token) }
+		c, err := s.pool.claim(ctx, "claim", claim)
+		if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
+			// It may have run: the same claim again, aside, until its outcome is known
+			// (claimKnown); what it did not take stays due, for the sweeper.
+			s.logger.Warn("claim of fired keys failed; trying it again", "keys", len(batch), "err", err)
+			s.life.loops.Add(1)
+			go func() {
+				defer s.life.loops.Done()
+				if c, err := s.pool.claimKnown(ctx, "claim", claim, func(error) {}); err == nil {
+					s.fired(ctx, batch, c)
+				}
+			}()
+			continue
+		}
 		if err != nil {
-			// The entries stay in Redis; the sweeper claims them once overdue.
+			// It did not run: the entries stay due; the sweeper claims them once overdue.
 			s.logger.Warn("claim of fired keys failed; the sweeper will retry", "keys", len(batch), "err", err)
 			continue
 		}
-		won := len(c.Entries) + len(c.Corrupt)
-		s.metrics.claims.WithLabelValues("won").Add(float64(won))
-		s.metrics.claims.WithLabelValues("lost").Add(float64(len(batch) - won - len(c.NotDue)))
-		s.metrics.claims.WithLabelValues("not_due").Add(float64(len(c.NotDue)))
-		for _, nd := range c.NotDue {
-			_ = s.wheel.Add(nd.ID, s.now().Add(nd.Wait)) // refused only when stopping: the sweeper has it
-		}
-		s.pool.quarantine(ctx, c.Corrupt)
-		s.pool.enqueue(ctx, c.Entries)
+		s.fired(ctx, batch, c)
 	}
+}
+
+// fired queues the entries a claim of the fired keys batch won for hand-off and puts
+// those not due yet by Redis's clock back into the wheel.
+func (s *Scheduler) fired(ctx context.Context, batch []string, c store.Claimed) {
+	won := len(c.Entries) + len(c.Corrupt)
+	s.metrics.claims.WithLabelValues("won").Add(float64(won))
+	s.metrics.claims.WithLabelValues("lost").Add(float64(len(batch) - won - len(c.NotDue)))
+	s.metrics.claims.WithLabelValues("not_due").Add(float64(len(c.NotDue)))
+	for _, nd := range c.NotDue {
+		_ = s.wheel.Add(nd.ID, s.now().Add(nd.Wait)) // refused only when stopping: the sweeper has it
+	}
+	s.pool.quarantine(ctx, c.Corrupt)
+	s.pool.enqueue(ctx, c.Entries)
 }

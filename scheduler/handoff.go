@@ -78,6 +78,33 @@ func (p *handoffPool) claim(ctx context.Context, op string, claim func(context.C
 	return c, err
 }
 
+// claimKnown runs claim, one token's, until its outcome is known. A claim that failed
+// with the store unavailable may still have run (its reply was lost, or Redis answered
+// but the write fell short of redis.durability) and left entries in flight under the
+// token: while this replica is live no other replica takes them over, and a claim of a
+// new token does not return them, so they would wait until the replica stops. The same
+// token run again returns them (the claim scripts return what the token holds), so it
+// is repeated, failed told of each failure, until it succeeds, fails in a way that says
+// it did not run, or ctx ends (the replica stops and hands back all it holds).
+func (p *handoffPool) claimKnown(ctx context.Context, op string, claim func(context.Context) (store.Claimed, error), failed func(error)) (store.Claimed, error) {
+	for {
+		c, err := p.claim(ctx, op, claim)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return c, err
+		}
+		failed(err)
+		select {
+		case <-ctx.Done():
+			return c, ctx.Err()
+		case <-time.After(claimAgainAfter):
+		}
+	}
+}
+
+// claimAgainAfter is the pause between two rounds of claimKnown (each round retries for
+// a lease).
+const claimAgainAfter = time.Second
+
 // drop begins the stop, once nothing is claimed any more: the workers drop what is
 // queued, and the Delivery ends the hand-offs that wait to be sent, which are dropped
 // too. The replica hands all of it back at once (Scheduler.Stop), rather than one

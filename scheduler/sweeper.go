@@ -23,9 +23,11 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 		}
 		for {
 			token := s.claimToken()
-			c, err := s.pool.claim(ctx, "sweep", func(ctx context.Context) (store.Claimed, error) {
+			// A sweep that failed may have run and taken entries under its token: the same
+			// sweep again until that is known (claimKnown).
+			c, err := s.pool.claimKnown(ctx, "sweep", func(ctx context.Context) (store.Claimed, error) {
 				return s.store.ClaimOverdue(ctx, s.opts.Grace, s.opts.ClaimBatch, token)
-			})
+			}, func(err error) { s.logger.Warn("sweep failed; trying it again", "err", err) })
 			if err != nil {
 				if ctx.Err() == nil {
 					s.logger.Warn("sweep failed", "err", err)

@@ -38,7 +38,7 @@ import (
 //	  {p}:tries        hash        id → hand-offs given back so far
 //	  {p}:failed       hash        id → the failure of its send, once decided
 //	  {p}:parts        hash        id → leading parts of a split alert delivered so far
-//	  {p}:sweep:<tok>  set         ids one sweeper claim took (lives one lease)
+//	  {p}:sweep:<tok>  set         ids one sweeper claim took (lives an hour, or a lease if longer)
 //	  {p}:done:<id>    string      delivered marker
 //	  {p}:cancel:<id>  string      cancel tombstone
 //	  {p}:resched:<id> string      reschedule record: the due time, Unix ms, that every later

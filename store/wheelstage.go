@@ -600,7 +600,7 @@ func (w *WheelStage) claim(ctx context.Context, s *shard, at []int, ids []string
 // oldest first. Each gets a fresh lease, as in Claim; the claim it replaces can no longer
 // extend, give back, confirm or mark it. A limit below 1 is an error. Like Claim it can
 // be repeated with the same token after an error: a repeat returns what the first run
-// took (for one lease), and takes nothing more.
+// took and still holds (for an hour, or a lease if longer), and takes nothing more.
 //
 // With liveness on it first takes over the holdings of a replica that lapsed (the one
 // whose liveness ran out first), up to 5000 of them per call: their claims and parks end

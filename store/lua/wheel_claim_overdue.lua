@@ -10,7 +10,8 @@
 -- KEYS[8]  {p}:by             hash: id -> the replica responsible for it (lib_holding.lua)
 -- KEYS[9]  {p}:held           sorted set: "<replica>/<id>" of each id in by
 -- KEYS[10] {p}:live           sorted set: replica -> end of its liveness (Unix ms, Redis clock)
--- KEYS[11] {p}:sweep:<token>  set: the ids this claim took (lives one lease)
+-- KEYS[11] {p}:sweep:<token>  set: the ids this claim took (lives an hour, or a lease if
+--                             longer)
 -- KEYS[12] {p}:live-meta      hash: last -> the last beat of any replica, quiet -> take-overs
 --                             wait until then (Unix ms; live_beat.lua)
 -- KEYS[13] {p}:guard          sorted set: id -> until when a confirmed send of it may still
@@ -140,6 +141,9 @@ if n < limit then
   end
 end
 if n > 0 then
-  redis.call('PEXPIRE', KEYS[11], lease)
+  -- An hour (or a lease, if longer): a sweeper that cannot tell whether its claim ran
+  -- repeats it until it can, however long Redis is unreachable or short of its replicas,
+  -- and the repeat must still find what this run took.
+  redis.call('PEXPIRE', KEYS[11], math.max(lease, 3600000))
 end
 return out
