@@ -23,7 +23,9 @@ func DLQTopic(group string) string { return "%DLQ%" + group }
 // not exist (nothing was ever dead-lettered). rocketdelay itself never dead-letters (its
 // reconsumption is unbounded), so a non-zero depth means messages of an older version,
 // or of another consumer of the same group, that nobody will deliver: look at them with
-// `mqadmin queryMsgByOffset -t %DLQ%<group>` and republish them to the topic.
+// `mqadmin queryMsgByOffset -t %DLQ%<group>` and republish them to the topic. instance
+// is the instance name of the scheduler's consumer; with credentials in access it must
+// be running, as its client signs the requests.
 func DLQDepth(ctx context.Context, nameServers []string, access wire.Access, group, instance string) (int64, error) {
 	topic := DLQTopic(group)
 	resolver := primitive.NewPassthroughResolver(nameServers)
@@ -42,10 +44,20 @@ func DLQDepth(ctx context.Context, nameServers []string, access wire.Access, gro
 	// The depth of a queue nobody consumes is its max offset minus its min offset: the
 	// offsets of a time after the last message and of the epoch. Only the offset search is
 	// used — no subscription, no start: the client's pull path races with itself.
+	//
+	// The pinned client signs a client's requests to brokers only once the client has
+	// started (its start registers the signer), and a pull consumer cannot start without
+	// a subscription. So with credentials it shares the client of instance, the
+	// scheduler's running consumer (rocketmq-client-go keeps one client per instance
+	// name), which signs; an unsigned request would be refused.
+	name := instance + "-dlq"
+	if access.Signed() {
+		name = instance
+	}
 	pc, err := rocketmq.NewPullConsumer(append(access.ConsumerOptions(),
 		consumer.WithNsResolver(resolver),
 		consumer.WithGroupName(group+"-dlq-check"),
-		consumer.WithInstance(instance+"-dlq"),
+		consumer.WithInstance(name),
 	)...)
 	if err != nil {
 		return 0, fmt.Errorf("scheduler: client for %s: %w", topic, err)

@@ -61,6 +61,14 @@ func ensureTopic(ctx context.Context, nameServers []string, access wire.Access, 
 			"(ROCKETDELAY_BROKERS) so that rocketdelay creates it",
 			topic, strings.Join(nameServers, ","), nameServers[0], topic)
 	}
+	if access.Signed() {
+		// The pinned admin client signs its requests to brokers only once a call that
+		// registers the signer has run (GetAllSubscriptionGroup does; CreateTopic does
+		// not, and reports no refusal either): one such call first.
+		if _, err := adm.GetAllSubscriptionGroup(ctx, brokers[0], 5*time.Second); err != nil {
+			return fmt.Errorf("scheduler: broker %s refused rocketdelay's credentials (rocketmq.accessKey): %w", brokers[0], err)
+		}
+	}
 	for _, b := range brokers {
 		err := adm.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(b),
 			admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues))
@@ -74,7 +82,13 @@ func ensureTopic(ctx context.Context, nameServers []string, access wire.Access, 
 		if _, err := adm.FetchPublishMessageQueues(ctx, topic); err == nil {
 			return nil
 		} else if time.Now().After(deadline) {
-			return fmt.Errorf("scheduler: topic %q created but its route did not appear on the name servers: %w", topic, err)
+			// The client does not read the broker's answer to a creation: a refusal (an
+			// authenticating broker and no credentials, a broker that forbids it) looks
+			// like this too.
+			return fmt.Errorf("scheduler: topic %q was asked of %s but its route did not appear on the name servers "+
+				"(a broker that authenticates clients refuses an unsigned creation: set rocketmq.accessKey and secretKey, "+
+				"or create it: mqadmin updateTopic -n %s -c CLUSTER -t %s): %w",
+				topic, strings.Join(brokers, ","), nameServers[0], topic, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -44,6 +44,9 @@ func useTLS() {
 	})
 }
 
+// Signed reports whether a signs requests.
+func (a Access) Signed() bool { return a.credentials() != nil }
+
 // credentials are a's, or nil when it signs nothing.
 func (a Access) credentials() *primitive.Credentials {
 	if a.AccessKey == "" || a.SecretKey == "" {
