@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/rocketdelay/rocketdelay/store"
@@ -41,14 +42,36 @@ func (p *handoffPool) adopt(ctx context.Context, target string, limit int, token
 	// Repeated with the same token while Redis cannot be reached: the adopt may have
 	// landed with its reply lost, and a repeat returns what it took.
 	var left int
-	c, err := p.claim(ctx, "adopt", func(ctx context.Context) (store.Claimed, error) {
+	adopt := func(ctx context.Context) (store.Claimed, error) {
 		c, l, err := p.store.Adopt(ctx, target, limit, token)
 		left = l
 		return c, err
-	})
+	}
+	c, err := p.claim(ctx, "adopt", adopt)
+	if errors.Is(err, store.ErrUnavailable) && p.ctx.Err() == nil {
+		// It may have run: the same adopt again, aside and for as long as the replica
+		// runs, until its outcome is known (claimKnown); what it took is handed off then.
+		go func() {
+			if c, err := p.claimKnown(p.ctx, "adopt", adopt, func(error) {}); err == nil {
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				if !a.closed {
+					p.handOffAdopted(c)
+				}
+			}
+		}()
+	}
 	if err != nil {
 		return 0, 0, err
 	}
+	p.handOffAdopted(c)
+	return len(c.Entries), left, nil
+}
+
+// handOffAdopted hands off what an adopt took, each at once; the caller holds
+// adopting.mu.
+func (p *handoffPool) handOffAdopted(c store.Claimed) {
+	a := &p.adopting
 	p.metrics.claims.WithLabelValues("adopted").Add(float64(len(c.Entries) + len(c.Corrupt)))
 	if len(c.Corrupt) > 0 {
 		go p.quarantine(p.ctx, c.Corrupt)
@@ -60,7 +83,6 @@ func (p *handoffPool) adopt(ctx context.Context, target string, limit int, token
 			p.deliver(e, true)
 		}()
 	}
-	return len(c.Entries), left, nil
 }
 
 // closeAdopting makes Adopt a no-op; the pool's wait waits for the adopted hand-offs in

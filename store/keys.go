@@ -47,7 +47,7 @@ import (
 //	                               broker: live, decided, next (wheel_requeue.lua)
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	  {p}:park:<g>     sorted set  id → due time, Unix ms: target g's parked alerts (park.go)
-//	  {p}:adopt:<tok>  sorted set  id → due time, Unix ms: the ids one adopt took (lives one lease)
+//	  {p}:adopt:<tok>  sorted set  id → due time, Unix ms: the ids one adopt took (lives an hour, or a lease if longer)
 //	  {p}:live         sorted set  replica → end of its liveness, Unix ms by the Redis clock
 //	                               (liveness.go)
 //	  {p}:live-meta    hash        last: the last beat of any replica; quiet: take-overs wait

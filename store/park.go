@@ -23,7 +23,8 @@ var (
 
 func (k keys) park(target string) string { return k.stage() + "park:" + target }
 
-// adopted is the sorted set of the ids one adopt took, under its token (one lease).
+// adopted is the sorted set of the ids one adopt took, under its token (an hour, or a
+// lease if longer).
 func (k keys) adopted(token string) string { return k.stage() + "adopt:" + token }
 
 // parkToken is the owner of a target's parked entries; claim tokens are random hex, so
@@ -88,7 +89,7 @@ type Parked struct {
 // in Corrupt. A limit below 1 only reports how many are parked. Like ClaimOverdue it can
 // be repeated with the same token after an error (its reply may have been lost with the
 // entries adopted): a repeat returns what the first run took and token still holds (for
-// one lease), and takes nothing more.
+// an hour, or a lease if longer), and takes nothing more.
 //
 // With several shards, Adopt visits the target's parks one shard after another, one
 // round trip each, with what is left of limit, until limit entries are adopted; the

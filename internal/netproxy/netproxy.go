@@ -20,7 +20,9 @@ type Proxy struct {
 	ln    net.Listener
 	conns map[net.Conn]struct{}
 	drop  func(request []byte) bool // armed by DropReply; nil when not
-	wg    sync.WaitGroup
+	// down: the proxy goes down when it loses the reply (DropReplyAndGoDown)
+	downOnDrop bool
+	wg         sync.WaitGroup
 }
 
 // Start listens on a free loopback port and forwards every connection to target.
@@ -40,7 +42,14 @@ func (p *Proxy) Addr() string { return p.addr }
 // Down closes the listener and every connection, and waits for their copies to end: the
 // target looks unreachable (connections refused) until Up.
 func (p *Proxy) Down() {
+	p.cutOff()
+	p.wg.Wait()
+}
+
+// cutOff closes the listener and every connection.
+func (p *Proxy) cutOff() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.ln != nil {
 		p.ln.Close()
 		p.ln = nil
@@ -48,8 +57,6 @@ func (p *Proxy) Down() {
 	for c := range p.conns {
 		c.Close()
 	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // Up listens again on the same address. It is a no-op while the proxy is up.
@@ -75,20 +82,29 @@ func (p *Proxy) Up() error {
 // one request: the ones after it pass.
 func (p *Proxy) DropReply(match func(request []byte) bool) {
 	p.mu.Lock()
-	p.drop = match
+	p.drop, p.downOnDrop = match, false
+	p.mu.Unlock()
+}
+
+// DropReplyAndGoDown is DropReply, and the proxy goes down (as Down) the moment the reply
+// is lost, every other connection with it, until Up: the client can learn nothing of
+// the request it sent, however it retries, for as long as the test keeps it down.
+func (p *Proxy) DropReplyAndGoDown(match func(request []byte) bool) {
+	p.mu.Lock()
+	p.drop, p.downOnDrop = match, true
 	p.mu.Unlock()
 }
 
 // dropping reports whether the reply to request is the one DropReply asked to lose, and
-// disarms it if so.
-func (p *Proxy) dropping(request []byte) bool {
+// whether the proxy goes down with it, and disarms it if so.
+func (p *Proxy) dropping(request []byte) (drop, down bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.drop == nil || !p.drop(request) {
-		return false
+		return false, false
 	}
 	p.drop = nil
-	return true
+	return true, p.downOnDrop
 }
 
 // Close takes the proxy down for good.
@@ -135,7 +151,8 @@ func (p *Proxy) forward(c net.Conn) {
 		p.mu.Unlock()
 	}
 	var once sync.Once
-	var cut atomic.Bool // the next reply on this connection is lost (DropReply)
+	var cut atomic.Bool     // the next reply on this connection is lost (DropReply)
+	var cutDown atomic.Bool // and the proxy goes down with it (DropReplyAndGoDown)
 	p.wg.Add(2)
 	go func() { // requests
 		defer p.wg.Done()
@@ -144,7 +161,8 @@ func (p *Proxy) forward(c net.Conn) {
 		for {
 			n, err := c.Read(buf)
 			if n > 0 {
-				if p.dropping(buf[:n]) {
+				if drop, down := p.dropping(buf[:n]); drop {
+					cutDown.Store(down)
 					cut.Store(true)
 				}
 				if _, werr := up.Write(buf[:n]); werr != nil {
@@ -164,6 +182,9 @@ func (p *Proxy) forward(c net.Conn) {
 			n, err := up.Read(buf)
 			if n > 0 {
 				if cut.Load() {
+					if cutDown.Load() {
+						p.cutOff()
+					}
 					return // the reply is lost with the connection
 				}
 				if _, werr := c.Write(buf[:n]); werr != nil {

@@ -4,7 +4,7 @@
 --             held, live
 -- KEYS[11]  {p}:park:<g>       sorted set: id -> due time (Unix ms), the target's parked ids
 -- KEYS[12]  {p}:adopt:<token>  sorted set: id -> due time, the ids this claim adopted
---                              (lives one lease)
+--                              (lives an hour, or a lease if longer)
 -- ARGV[1]   lease, ms
 -- ARGV[2]   token of this claim: "<replica>/<…>"
 -- ARGV[3]   the park's owner token ("parked:<target>")
@@ -69,6 +69,8 @@ while n < want do
   end
 end
 if n > 0 then
-  redis.call('PEXPIRE', KEYS[12], ARGV[1])
+  -- An hour (or a lease, if longer): an adopter that cannot tell whether its adopt ran
+  -- repeats it until it can, and the repeat must still find what this run took.
+  redis.call('PEXPIRE', KEYS[12], math.max(tonumber(ARGV[1]), 3600000))
 end
 return {claimed, redis.call('ZCARD', KEYS[11])}
