@@ -120,7 +120,7 @@ mutants: ## apply each curated mutant (internal/mutants) in turn and run the tes
 GREMLINS_PKGS ?= timewheel wire oncall internal/quantile sender/dingtalk sender/wecom sender/feishu
 
 gremlins: ## tool-driven mutation report (gremlins) over the pure Go packages: a report of what survives, not a gate
-	@for p in $(GREMLINS_PKGS); do echo "== $$p"; (cd $$p && go run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0 unleash --workers 1 .) || exit 1; done
+	@for p in $(GREMLINS_PKGS); do echo "== $$p"; go run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0 unleash --workers 1 ./$$p || exit 1; done
 
 chaos: build ## fault suite on a private stack (2 serve replicas; kills, Redis/Postgres/broker restarts, DingTalk storms, malformed inputs), then bounded fuzzing
 	go run ./internal/cmd/chaos $(if $(SEED),-seed $(SEED))
