@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -120,14 +119,4 @@ func (u *unknownTargets) note(s *Scheduler, target string, ago time.Duration) {
 	u.last[target] = time.Now()
 	s.logger.Warn("alerts for a target this replica's configuration does not have are sent on for a replica that has it "+
 		"(a configuration rollout in progress?)", "target", target, "known_by_another", ago.Round(time.Millisecond).String()+" ago")
-}
-
-// sortedTargets are the names of targets, sorted.
-func sortedTargets[V any](targets map[string]V) []string {
-	out := make([]string, 0, len(targets))
-	for name := range targets {
-		out = append(out, name)
-	}
-	slices.Sort(out)
-	return out
 }

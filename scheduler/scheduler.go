@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -236,7 +238,7 @@ func OptionsFromConfig(c config.Config) Options {
 
 		RetryMaxDelay: c.Scheduler.RetryMaxDelay,
 		KnownTarget:   func(name string) bool { _, ok := c.Targets[name]; return ok },
-		Targets:       sortedTargets(c.Targets),
+		Targets:       slices.Sorted(maps.Keys(c.Targets)),
 
 		UnknownTargetWait: c.Scheduler.UnknownTargetWait,
 		Topics:            topic.Targets(c),
