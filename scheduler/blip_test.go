@@ -175,34 +175,8 @@ func TestAdoptAfterALostReply(t *testing.T) {
 	h := newHarness(t, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	due := time.Now().Add(-time.Second)
-	_, err := h.ws.Liveness(nil).Beat(ctx, "parker")
-	require.NoError(t, err)
 	ids := []string{"lost-adopt-1", "lost-adopt-2", "lost-adopt-3"}
-	var parked []store.Parked
-	for _, id := range ids {
-		_, err := h.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: due, Body: []byte("x")})
-		require.NoError(t, err)
-		c, err := h.ws.Claim(ctx, []string{id}, "parker")
-		require.NoError(t, err)
-		require.Len(t, c.Entries, 1)
-		parked = append(parked, store.Parked{Claim: c.Entries[0].Claim(), DueAt: due})
-	}
-	_, err = h.ws.Park(ctx, "ops", time.Minute, parked...)
-	require.NoError(t, err)
-
-	opts, err := redis.ParseURL(testenv.RedisURL(t))
-	require.NoError(t, err)
-	proxy := testenv.StartProxy(t, opts.Addr)
-	opts.Addr, opts.MaxRetries = proxy.Addr(), -1
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
-	const lease = 30 * time.Second
-	a, err := New(h.options("lost-adopt"), store.NewWheelStage(rdb, h.prefix, store.WheelStageOptions{Lease: lease, Liveness: h.liveness}), h.rec,
-		discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
-	require.NoError(t, err)
-	require.NoError(t, a.Start(ctx))
-	t.Cleanup(func() { stop(t, a) })
+	a, proxy := h.parkedForAdopt(ctx, "lost-adopt", ids, 30*time.Second)
 
 	proxy.DropReply(func(req []byte) bool { return strings.Contains(string(req), h.prefix+"}:adopt:") })
 	adopted, left, err := a.Adopt(ctx, "ops", 10)
@@ -222,12 +196,33 @@ func TestAdoptAfterALostReply(t *testing.T) {
 func TestAdoptWhoseOutcomeWasLostIsRepeated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	ids := []string{"orphan-adopt-1", "orphan-adopt-2", "orphan-adopt-3"}
+	const lease = time.Second
+	a, proxy := h.parkedForAdopt(ctx, "orphan-adopt", ids, lease)
+
+	proxy.DropReplyAndGoDown(func(req []byte) bool { return strings.Contains(string(req), h.prefix+"}:adopt:") })
+	_, _, err := a.Adopt(ctx, "ops", 10)
+	require.ErrorIs(t, err, store.ErrUnavailable, "the adopt cannot learn its outcome within a lease")
+	downAt := time.Now()
+	require.Eventually(t, func() bool { return time.Since(downAt) > 3*lease }, 10*time.Second, 50*time.Millisecond)
+	proxy.Up()
+	h.rec.waitAll(t, ids, 60*time.Second) // while the replica that adopted them lives
+	for _, id := range ids {
+		require.Equal(t, 1, h.rec.count(id), id)
+	}
+}
+
+// parkedForAdopt parks ids, due, for target "ops" under a replica "parker", and starts
+// a replica whose claims have lease and whose Redis is reached through the proxy it
+// returns.
+func (h *harness) parkedForAdopt(ctx context.Context, name string, ids []string, lease time.Duration) (*Scheduler, *testenv.Proxy) {
+	t := h.t
+	t.Helper()
 	due := time.Now().Add(-time.Second)
 	_, err := h.ws.Liveness(nil).Beat(ctx, "parker")
 	require.NoError(t, err)
-	ids := []string{"orphan-adopt-1", "orphan-adopt-2", "orphan-adopt-3"}
 	var parked []store.Parked
 	for _, id := range ids {
 		_, err := h.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: due, Body: []byte("x")})
@@ -246,23 +241,12 @@ func TestAdoptWhoseOutcomeWasLostIsRepeated(t *testing.T) {
 	opts.Addr, opts.MaxRetries = proxy.Addr(), -1
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { rdb.Close() })
-	const lease = time.Second
-	a, err := New(h.options("orphan-adopt"), store.NewWheelStage(rdb, h.prefix, store.WheelStageOptions{Lease: lease, Liveness: h.liveness}), h.rec,
+	a, err := New(h.options(name), store.NewWheelStage(rdb, h.prefix, store.WheelStageOptions{Lease: lease, Liveness: h.liveness}), h.rec,
 		discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now)
 	require.NoError(t, err)
 	require.NoError(t, a.Start(ctx))
 	t.Cleanup(func() { stop(t, a) })
-
-	proxy.DropReplyAndGoDown(func(req []byte) bool { return strings.Contains(string(req), h.prefix+"}:adopt:") })
-	_, _, err = a.Adopt(ctx, "ops", 10)
-	require.ErrorIs(t, err, store.ErrUnavailable, "the adopt cannot learn its outcome within a lease")
-	downAt := time.Now()
-	require.Eventually(t, func() bool { return time.Since(downAt) > 3*lease }, 10*time.Second, 50*time.Millisecond)
-	proxy.Up()
-	h.rec.waitAll(t, ids, 60*time.Second) // while the replica that adopted them lives
-	for _, id := range ids {
-		require.Equal(t, 1, h.rec.count(id), id)
-	}
+	return a, proxy
 }
 
 // A claim that ran but whose outcome the replica could not learn for longer than its
