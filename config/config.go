@@ -520,12 +520,12 @@ type Sender struct {
 	// so against the real service it must be at least 60s (Validate refuses less when
 	// BaseURL is DingTalk's); tests against the simulator use seconds. Default 60s.
 	Window time.Duration `yaml:"window" json:"window"`
-	// WindowGuard is how much longer than Window a send counts against its robot: a send
-	// is recorded when its robot is picked, but the platform counts it when the request
-	// arrives, a moment later, so a slot freed at the very end of a window could be taken
-	// by a request that arrives before the platform's slot is free. It covers the time
-	// from the pick to the request's arrival (confirming the alerts' claims, rendering,
-	// the network). 0 (the default) means Window/60: 1s of a 60s window; see Guard.
+	// WindowGuard is how much longer than Window a send counts against its robot after
+	// its answer. A send counts from the pick until it is answered (the platform counted
+	// it at some moment in between) and then for Window + WindowGuard: the guard covers
+	// what the answer does not, the bytes of a request given up on still on their way and
+	// the platform's clock ticking apart. It is also how often a pick waiting for an
+	// answer asks again. 0 (the default) means Window/60: 1s of a 60s window; see Guard.
 	WindowGuard time.Duration `yaml:"windowGuard" json:"windowGuard"`
 	// Cooldown is how long a robot DingTalk throttled (130101, 410100, a redirect) stays
 	// out of rotation. Default 10m.

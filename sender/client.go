@@ -65,8 +65,8 @@ type Answer struct {
 }
 
 // Post sends body, a JSON document, to rawURL, through robot r: r's secrets are redacted
-// from every error. A send's confirm fence (fence.go) that no longer holds when the
-// request has its connection stops the request before any of it is written.
+// from every error. A send's fence (fence.go) that no longer holds when the request has
+// its connection stops the request before any of it is written.
 func (c *Client) Post(ctx context.Context, r Robot, rawURL string, body []byte) Answer {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -83,8 +83,8 @@ func (c *Client) Post(ctx context.Context, r Robot, rawURL string, body []byte) 
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if f := fenceOf(ctx); f != nil && f.tripped.Load() {
-			return Answer{Err: ErrStaleConfirm}
+		if stale := fenceOf(ctx).stale(); stale != nil {
+			return Answer{Err: stale}
 		}
 		return Answer{Err: errors.New(r.Redact(c.describe(ctx, err)))}
 	}

@@ -395,7 +395,7 @@ func (q *alertQueue) drain() {
 		reserved := paid
 		pacing := q.pacingOf(paid)
 		paid = false
-		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, pacing))
+		pick, err := s.pickSlot(ctx, t, robots, pacing)
 		if err != nil {
 			s.release()
 			q.stopSharing()
@@ -409,7 +409,7 @@ func (q *alertQueue) drain() {
 		}
 		if pick.Robot == "" {
 			s.release()
-			q.waitForRobot(pick)
+			q.waitForRobot(pick.Pick)
 			paid = pick.Reserved
 			continue
 		}
@@ -420,7 +420,7 @@ func (q *alertQueue) drain() {
 			q.adopt()
 		}
 		q.mu.Lock()
-		batch := q.take(pick, robots)
+		batch := q.take(pick.Pick, robots)
 		backlog, left := q.backlog, len(q.waiting)
 		if first && pacing == store.Paced && left == 0 && pick.InWindow == 1 && missing(batch, s.opts.CoalesceMax, t.mergeRoom) > 0 {
 			// The first send of a quiet pool (its robot had no other send in the window) took
@@ -432,7 +432,7 @@ func (q *alertQueue) drain() {
 		q.mu.Unlock()
 		if len(batch) == 0 { // every alert left meanwhile, or another replica's send took the parked ones
 			s.release()
-			s.giveSlotBack(ctx, t, pick)
+			s.giveSlotBack(ctx, t, pick.Pick)
 			continue
 		}
 		go q.sendBatch(pick, batch)
@@ -711,7 +711,7 @@ func roomAfter(pick store.Pick, robots []store.PoolRobot) int {
 // gives every alert of it the result. Right before every request it asks each alert's
 // confirm; an alert refused there leaves the batch with that error, and the message is
 // made of the alerts that are left.
-func (q *alertQueue) sendBatch(pick store.Pick, batch []*waiter) {
+func (q *alertQueue) sendBatch(pick slot, batch []*waiter) {
 	s, t := q.s, q.t
 	now := s.now()
 	for _, w := range batch {

@@ -30,7 +30,8 @@ type Metrics struct {
 //	    (dingtalk, wecom, feishu, topic)
 //	rocketdelay_sender_requests_total{target,robot,result}   requests to the platform by result:
 //	    ok, throttled, transient, robot_broken, out_of_quota, permanent, circuit_open,
-//	    stale_confirm (not made: it could not start within the fence of its confirm)
+//	    stale_confirm (not made: it could not start within the fence of its confirm),
+//	    stale_slot (not made: it could not start within the hold of its robot's slot)
 //	rocketdelay_sender_delivered_total{target}               messages (parts) delivered
 //	rocketdelay_sender_failures_total{target,class}          sends given up, by class
 //	rocketdelay_sender_robots_disabled_total{target,robot,why}  robots taken out of rotation:

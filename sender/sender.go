@@ -487,13 +487,13 @@ func single(m Message, claim Claim, part int) source {
 // Each round picks a robot (attempt.pick), makes one request through it (attempt.request)
 // and acts on the class of its answer (attempt.settle), until the platform accepts the
 // message or the attempt gives up.
-func (s *Chat) sendPicked(ctx context.Context, t *target, msg source, first *store.Pick) (string, error) {
+func (s *Chat) sendPicked(ctx context.Context, t *target, msg source, first *slot) (string, error) {
 	a := &attempt{s: s, t: t}
 	if first == nil { // the queue observes the wait of queued alerts
 		defer func() { s.metrics.wait.WithLabelValues(t.name).Observe(a.waited.Seconds()) }()
 	}
 	for {
-		var pick store.Pick
+		var pick slot
 		if first != nil {
 			pick, first = *first, nil
 		} else {
@@ -515,7 +515,7 @@ func (s *Chat) sendPicked(ctx context.Context, t *target, msg source, first *sto
 			s.metrics.delivered.WithLabelValues(t.name).Inc()
 			return robot.Name, nil
 		}
-		if err := a.settle(ctx, pick, robot, o); err != nil {
+		if err := a.settle(ctx, pick.Pick, robot, o); err != nil {
 			return "", err
 		}
 	}
@@ -548,32 +548,32 @@ func (a *attempt) gaveUp(ctx context.Context) *Failure {
 // slot from the pick to the answer (so that a picked send goes out at once and the
 // platform sees the pool's spacing), and waits as long as the pool says when none is
 // free.
-func (a *attempt) pick(ctx context.Context) (store.Pick, error) {
+func (a *attempt) pick(ctx context.Context) (slot, error) {
 	s, t := a.s, a.t
 	for {
 		if ctx.Err() != nil {
-			return store.Pick{}, a.gaveUp(ctx)
+			return slot{}, a.gaveUp(ctx)
 		}
 		robots := s.closedCircuits(t)
 		if len(robots) == 0 {
 			f := a.fail(ClassTransient, "the circuit breaker of every robot is open", nil)
 			f.RetryAfter = s.opts.BreakerOpen
-			return store.Pick{}, f
+			return slot{}, f
 		}
 		if err := s.acquire(ctx); err != nil {
-			return store.Pick{}, a.fail(ClassTransient, "gave up: "+err.Error(), err)
+			return slot{}, a.fail(ClassTransient, "gave up: "+err.Error(), err)
 		}
-		pick, err := s.pool.Pick(ctx, t.name, robots, s.pickOptions(t, store.Burst)) // a retry: it waited already
+		pick, err := s.pickSlot(ctx, t, robots, store.Burst) // a retry: it waited already
 		switch {
 		case err != nil:
 			s.release()
 			if errors.Is(err, store.ErrNoRobot) {
-				return store.Pick{}, a.fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
+				return slot{}, a.fail(ClassRobotBroken, "every robot of the target is out of rotation (broken)", err)
 			}
 			if ctx.Err() != nil {
-				return store.Pick{}, a.gaveUp(ctx)
+				return slot{}, a.gaveUp(ctx)
 			}
-			return store.Pick{}, a.fail(ClassTransient, "robot pool: "+err.Error(), err)
+			return slot{}, a.fail(ClassTransient, "robot pool: "+err.Error(), err)
 		case pick.Robot != "":
 			return pick, nil
 		}
@@ -581,10 +581,10 @@ func (a *attempt) pick(ctx context.Context) (store.Pick, error) {
 		if s.opts.MaxWait > 0 && a.waited+pick.Wait > s.opts.MaxWait {
 			f := a.fail(ClassTransient, fmt.Sprintf("no robot free within %s", s.opts.MaxWait), nil)
 			f.RetryAfter = pick.Wait
-			return store.Pick{}, f
+			return slot{}, f
 		}
 		if err := s.sleep(ctx, pick.Wait); err != nil {
-			return store.Pick{}, a.fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
+			return slot{}, a.fail(ClassTransient, "gave up waiting for a free robot: "+err.Error(), err)
 		}
 		a.waited += pick.Wait
 	}
@@ -595,40 +595,44 @@ func (a *attempt) pick(ctx context.Context) (store.Pick, error) {
 // the in-flight slot. again reports that no request was made and the round starts over
 // (a request that could not start within the fence, a circuit that opened since the
 // pick): the robot's slot is given back.
-func (a *attempt) request(ctx context.Context, pick store.Pick, robot Robot, msg source) (o Outcome, again bool, err error) {
+func (a *attempt) request(ctx context.Context, pick slot, robot Robot, msg source) (o Outcome, again bool, err error) {
 	s, t := a.s, a.t
 	asked := s.now()
 	m, confirmed, err := msg(ctx)
 	if err != nil {
 		s.release()
-		s.giveSlotBack(ctx, t, pick)
+		s.giveSlotBack(ctx, t, pick.Pick)
 		if ctx.Err() != nil {
 			return Outcome{}, false, a.gaveUp(ctx)
 		}
 		return Outcome{}, false, a.fail(ClassTransient, "not sent: "+err.Error(), err)
 	}
 	s.metrics.limit.WithLabelValues(t.name, robot.Name).Set(float64(pick.Limit))
-	rctx := ctx
+	f := newFence(pick.asked.Add(s.opts.HTTPTimeout), ErrStaleSlot, s.now)
 	if confirmed && s.opts.Fence > 0 {
-		rctx = withFence(ctx, &fence{since: asked, limit: s.opts.Fence, now: s.now})
+		f.also(asked.Add(s.opts.Fence), ErrStaleConfirm)
 	}
-	o, berr := s.post(rctx, t, robot, m)
+	o, berr := s.post(withFence(ctx, f), t, robot, m)
 	s.release()
 	switch {
-	case errors.Is(berr, ErrStaleConfirm):
-		// No request was made: the slot is not spent, and the claim is confirmed again.
-		s.giveSlotBack(ctx, t, pick)
-		s.metrics.requests.WithLabelValues(t.name, robot.Name, "stale_confirm").Inc()
+	case errors.Is(berr, ErrStaleConfirm) || errors.Is(berr, ErrStaleSlot):
+		// No request was made: the slot is not spent, and the send picks and confirms again.
+		s.giveSlotBack(ctx, t, pick.Pick)
+		reason := "stale_confirm"
+		if errors.Is(berr, ErrStaleSlot) {
+			reason = "stale_slot"
+		}
+		s.metrics.requests.WithLabelValues(t.name, robot.Name, reason).Inc()
 		a.attempts++
 		if a.attempts >= s.opts.Attempts {
-			return Outcome{}, false, a.fail(ClassTransient, ErrStaleConfirm.Error(), ErrStaleConfirm)
+			return Outcome{}, false, a.fail(ClassTransient, berr.Error(), berr)
 		}
-		s.logger.Warn("a request could not start within the fence of its claim's confirm (this replica was paused, "+
-			"or the connection slow to open): not sent; confirming again", "target", t.name, "robot", robot.Name,
-			"fence", s.opts.Fence.String(), "attempt", a.attempts)
+		s.logger.Warn("a request could not start in time (this replica was paused, or the connection slow to open): "+
+			"not sent; picking and confirming again", "target", t.name, "robot", robot.Name, "reason", berr.Error(),
+			"fence", s.opts.Fence.String(), "slot_hold", s.opts.HTTPTimeout.String(), "attempt", a.attempts)
 		return Outcome{}, true, nil
 	case errors.Is(berr, gobreaker.ErrOpenState) || errors.Is(berr, gobreaker.ErrTooManyRequests):
-		s.giveSlotBack(ctx, t, pick) // no request was made: the slot is not spent
+		s.giveSlotBack(ctx, t, pick.Pick) // no request was made: the slot is not spent
 		s.metrics.requests.WithLabelValues(t.name, robot.Name, "circuit_open").Inc()
 		return Outcome{}, true, nil // the breaker opened since closedCircuits; the next pick skips the robot
 	}
@@ -636,7 +640,7 @@ func (a *attempt) request(ctx context.Context, pick store.Pick, robot Robot, msg
 		// The request went out: count it from its answer, the platform's latest moment. An
 		// answer that is not a throttle says the robot is open (a probe's doubt is over);
 		// a throttle, a broken robot or one out of its quota settle in settle.
-		s.settlePool(ctx, t, pick, store.Settlement{How: store.SettleAnswered, Open: o.OK || o.Class == ClassPermanent})
+		s.settlePool(ctx, t, pick.Pick, store.Settlement{How: store.SettleAnswered, Open: o.OK || o.Class == ClassPermanent})
 	}
 	return o, false, nil
 }
@@ -717,9 +721,20 @@ func (a *attempt) retryLater(ctx context.Context, robot Robot, o Outcome) error 
 // learn reports whether robot limits are learned (sender.robotLimits learn).
 func (s *Chat) learn() bool { return s.opts.RobotLimits == config.RobotLimitsLearn }
 
-// pickOptions are the options of a pick with pacing.
-func (s *Chat) pickOptions(t *target, pacing store.Pacing) store.PickOptions {
-	return store.PickOptions{Pacing: pacing, Learn: s.learn(), ProbeTimeout: s.opts.HTTPTimeout + time.Second, Busy: t.busy}
+// slot is a robot's window slot the sender holds: the pool's pick, and when this replica
+// asked for it, by its own clock (its request must start within Options.HTTPTimeout of
+// that: the slot fence, fence.go).
+type slot struct {
+	store.Pick
+	asked time.Time
+}
+
+// pickSlot asks the pool for a robot of t among robots, with pacing.
+func (s *Chat) pickSlot(ctx context.Context, t *target, robots []store.PoolRobot, pacing store.Pacing) (slot, error) {
+	asked := s.now()
+	pick, err := s.pool.Pick(ctx, t.name, robots, store.PickOptions{Pacing: pacing, Learn: s.learn(),
+		ProbeTimeout: s.opts.HTTPTimeout + time.Second, Busy: t.busy, Hold: 2 * s.opts.HTTPTimeout})
+	return slot{Pick: pick, asked: asked}, err
 }
 
 // throttled records that the platform throttled robot: it cools down, and, when it was
@@ -768,8 +783,8 @@ func (s *Chat) post(ctx context.Context, t *target, robot Robot, m Message) (Out
 	return t.breakers[robot.Name].Execute(func() (Outcome, error) {
 		start := s.now()
 		o := t.proto.Post(ctx, s.client, robot, m)
-		if f := fenceOf(ctx); f != nil && f.tripped.Load() {
-			return o, ErrStaleConfirm // no request: neither a duration nor a failure of the robot
+		if stale := fenceOf(ctx).stale(); stale != nil {
+			return o, stale // no request: neither a duration nor a failure of the robot
 		}
 		s.metrics.duration.WithLabelValues(t.name).Observe(s.now().Sub(start).Seconds())
 		if !o.OK && o.Class == ClassTransient && ctx.Err() == nil {

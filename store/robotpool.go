@@ -51,8 +51,8 @@ type Pick struct {
 	// Reserved reports, with Wait, that a Paced pick found the bucket empty and reserved
 	// its next token, due after Wait: the caller then picks with Burst.
 	Reserved bool
-	// At is Redis's clock at the pick, millisecond precision; for a picked robot it is the
-	// send time recorded in its window.
+	// At is Redis's clock at the pick, millisecond precision; a picked robot's send is
+	// recorded in its window in flight until At + PickOptions.Hold.
 	At time.Time
 	// Member identifies the recorded send in the robot's window, for Settle.
 	Member string
@@ -120,12 +120,10 @@ func RobotPoolFor(rdb redis.UniversalClient, prefix string, s config.Sender) *Ro
 	return NewRobotPool(rdb, prefix, s.Window).WithGuard(s.Guard())
 }
 
-// WithGuard makes every send count in its robot's window for window + guard, and returns
-// p (config sender.windowGuard). Pick records a send at Redis now, but the platform counts
-// it when the request arrives, a moment later: without a guard, a slot that frees at the
-// end of the pick's window can be taken by a request that reaches the platform before the
-// platform's own slot is free, once the pick-to-arrival delay of the earlier request was
-// the longer one. Call it before the first Pick.
+// WithGuard makes every send count in its robot's window for window + guard from its
+// answer (or its hold's end, PickOptions.Hold), and returns p (config sender.windowGuard):
+// the bytes of a request given up on may still be on their way to the platform, and its
+// clock ticks apart from Redis's. Call it before the first Pick.
 func (p *RobotPool) WithGuard(guard time.Duration) *RobotPool {
 	p.guard = max(guard, 0)
 	return p
@@ -141,7 +139,8 @@ func (p *RobotPool) secondWindow() time.Duration { return max(p.window/60, time.
 // Pick atomically picks, among robots of the group target, a robot that is not
 // disabled, not cooling down and under its limits in the sliding window — the most used
 // known one with PickOptions.Learn, the least used without (robot_pick.lua) — and records
-// a send for it at Redis now (move it to the answer's time with Settle). pacing says
+// a send for it, in flight until PickOptions.Hold ends (move it to the answer's time
+// with Settle). pacing says
 // whether the target's token bucket gates the pick (see Pacing). When none is
 // free, Pick records nothing and says in Wait how long until one is: the caller waits
 // exactly that long and picks again. Disabled robots are not waited for: when every
@@ -152,10 +151,11 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 	}
 	keys := make([]string, 0, len(robots)+4)
 	keys = append(keys, p.keys.cool(target), p.keys.disabled(target), p.keys.pace(target), p.keys.learn(target))
-	args := make([]any, 0, 2*len(robots)+7)
+	args := make([]any, 0, 3*len(robots)+12)
 	args = append(args, p.window.Milliseconds(), nonce(), int(opts.Pacing), BucketShare, p.secondWindow().Milliseconds(),
 		boolArg(opts.Learn), max(opts.ProbeTimeout, DefaultProbeTimeout).Milliseconds(),
-		opts.Busy.Every.Milliseconds(), opts.Busy.For.Milliseconds(), max(opts.Busy.PerSecond, 0), p.guard.Milliseconds())
+		opts.Busy.Every.Milliseconds(), opts.Busy.For.Milliseconds(), max(opts.Busy.PerSecond, 0), p.guard.Milliseconds(),
+		max(opts.Hold, 0).Milliseconds())
 	for _, r := range robots {
 		if r.Name == "" || r.Limit < 1 || r.LimitPerSecond < 0 {
 			return Pick{}, fmt.Errorf("store: pick robot of %q: robot %q needs a name and a limit of at least 1", target, r.Name)
@@ -341,6 +341,14 @@ type PickOptions struct {
 	// Busy are the platform's busy moments, when its robots' per-second limit is lower.
 	// Zero: none.
 	Busy Busy
+	// Hold is how long the picked send may be in flight: its request starts and ends (is
+	// answered, or given up) within Hold of the pick. The send counts in its robot's
+	// window from the pick until Settle says it ended, or else until Hold ends, and from
+	// then for a window: the platform counted it at some moment in between, so a slot
+	// never frees while the platform may still count it, however late the request
+	// arrived and even if the replica died. Zero counts it from the pick, as if the
+	// request arrived at once.
+	Hold time.Duration
 }
 
 // Busy are a platform's busy moments (Feishu asks senders to avoid :00 and :30): they

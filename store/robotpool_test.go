@@ -232,22 +232,63 @@ func TestRobotPoolConcurrentPicksNeverExceedTheLimit(t *testing.T) {
 	t.Logf("picks per robot: a=%d b=%d c=%d", len(got["a"]), len(got["b"]), len(got["c"]))
 }
 
-func TestRobotPoolTouchMovesTheSendToNow(t *testing.T) {
+// A send is in flight from its pick until Settle says it ended: the platform counts it
+// at some moment in between. So it holds its robot's slot past its window and guard
+// until then (a pick meanwhile asks again after a poll, the guard, not when the hold
+// ends), or until its hold ends if nobody ever says (its replica died mid-request);
+// Settle moves it to the answer's time, from which it counts a window and the guard.
+func TestRobotPoolHoldsASendInFlight(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	_, _, pool := newRobotPool(t, time.Second)
+	rdb, prefix := testenv.Redis(t)
+	const window, guard, hold = 10 * time.Minute, time.Minute, time.Hour // long: no pause of the machine matters
+	pool := store.NewRobotPool(rdb, prefix, window).WithGuard(guard)
 	robots := poolRobots(1, "a")
-	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	win := "{" + prefix + ":ops}:win:a"
+	p, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Hold: hold})
 	require.NoError(t, err)
-	require.NotEmpty(t, p.Member)
-	time.Sleep(300 * time.Millisecond) // the request's latency
-	moved, err := pool.Settle(ctx, "ops", p, robots, store.Settlement{How: store.SettleAnswered, Open: true})
+	require.Equal(t, "a", p.Robot)
+	score, err := rdb.ZScore(ctx, win, p.Member).Result()
 	require.NoError(t, err)
-	require.True(t, moved.InWindow)
-	again, err := pool.Pick(ctx, "ops", robots, store.PickOptions{})
+	require.EqualValues(t, p.At.Add(hold).UnixMilli(), score, "in flight until its hold ends")
+	require.Greater(t, rdb.PTTL(ctx, win).Val(), hold+window+guard, "the window outlives the hold")
+
+	// As if picked a window, the guard and a minute ago, its request not answered yet.
+	aged := score - float64((window + guard + time.Minute).Milliseconds())
+	require.NoError(t, rdb.ZAdd(ctx, win, redis.Z{Score: aged, Member: p.Member}).Err())
+	again, err := pool.Pick(ctx, "ops", robots, store.PickOptions{Hold: hold})
+	require.NoError(t, err)
+	require.Empty(t, again.Robot, "the send in flight still holds the one slot")
+	require.Equal(t, guard, again.Wait, "asked again after a poll: it may be answered any moment")
+
+	// Answered: it counts from now, a window and the guard.
+	_, err = pool.Settle(ctx, "ops", p, robots, store.Settlement{How: store.SettleAnswered, Open: true})
+	require.NoError(t, err)
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	score, err = rdb.ZScore(ctx, win, p.Member).Result()
+	require.NoError(t, err)
+	require.LessOrEqual(t, score, float64(now.UnixMilli()), "moved back to the answer's time")
+	again, err = pool.Pick(ctx, "ops", robots, store.PickOptions{Hold: hold})
 	require.NoError(t, err)
 	require.Empty(t, again.Robot)
-	// The slot frees one window after the answer, not after the pick.
-	require.Greater(t, again.Wait, time.Second-again.At.Sub(p.At)+250*time.Millisecond)
+	require.InDelta(t, (window + guard).Milliseconds(), (again.Wait + again.At.Sub(time.UnixMilli(int64(score)))).Milliseconds(), 1,
+		"the slot frees a window and the guard after the answer")
+	require.Greater(t, rdb.PTTL(ctx, win).Val(), window, "the window lives as long as its send")
+
+	// Never answered (its replica died): the slot frees a window and the guard after the
+	// hold ends.
+	p, err = pool.Pick(ctx, "dead", robots, store.PickOptions{Hold: hold})
+	require.NoError(t, err)
+	require.Equal(t, "a", p.Robot)
+	again, err = pool.Pick(ctx, "dead", robots, store.PickOptions{Hold: hold})
+	require.NoError(t, err)
+	require.Empty(t, again.Robot)
+	deadWin := "{" + prefix + ":dead}:win:a"
+	require.NoError(t, rdb.ZAdd(ctx, deadWin, redis.Z{Score: float64(now.Add(-window - guard - time.Second).UnixMilli()), Member: p.Member}).Err())
+	again, err = pool.Pick(ctx, "dead", robots, store.PickOptions{Hold: hold})
+	require.NoError(t, err)
+	require.Equal(t, "a", again.Robot, "the hold, a window and the guard past: free")
 }
 
 // With a guard, a send holds its robot's slot for the window plus the guard: the pick

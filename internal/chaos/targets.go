@@ -126,8 +126,9 @@ type configData struct {
 	TopicRate                        int
 	Window                           time.Duration
 	// WindowGuard is sender.windowGuard: the platforms' minute is compressed to a second,
-	// but the time from a pick to the request's arrival is not, and on a loaded machine it
-	// varies by tens of milliseconds, past the default of a sixtieth of the window.
+	// but the network is not (a send is held in flight from its pick to its answer; the
+	// guard covers a request given up on), and a sixtieth of a second would be polled
+	// too often by picks waiting for an answer.
 	WindowGuard time.Duration
 	// URLs are the base URL of each kind at the replica's own address of the simulator.
 	URLs   map[string]string

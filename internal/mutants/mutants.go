@@ -16,6 +16,7 @@ type Mutant struct {
 	File string
 	// From is the original text, To its replacement.
 	From, To string
-	// Package is the package whose tests judge it (./store); Tests the -run pattern.
+	// Package is the package whose tests judge it (./store), or several separated by
+	// spaces; Tests the -run pattern.
 	Package, Tests string
 }

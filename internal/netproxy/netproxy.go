@@ -22,7 +22,11 @@ type Proxy struct {
 	drop  func(request []byte) bool // armed by DropReply; nil when not
 	// down: the proxy goes down when it loses the reply (DropReplyAndGoDown)
 	downOnDrop bool
-	wg         sync.WaitGroup
+	// hold: the next request match reports true for waits for release (HoldRequest)
+	hold        func(request []byte) bool
+	holdRelease <-chan struct{}
+	holdHeld    chan struct{}
+	wg          sync.WaitGroup
 }
 
 // Start listens on a free loopback port and forwards every connection to target.
@@ -107,6 +111,33 @@ func (p *Proxy) dropping(request []byte) (drop, down bool) {
 	return true, p.downOnDrop
 }
 
+// HoldRequest delays one request on its way, as a slow network or a congested gateway
+// does: the next request (one read from a client) for which match reports true waits at
+// the proxy, its connection open, until release is closed, and then goes on to the
+// server. The returned channel is closed once the request is held. It is armed for one
+// request: the ones after it pass.
+func (p *Proxy) HoldRequest(match func(request []byte) bool, release <-chan struct{}) (held <-chan struct{}) {
+	h := make(chan struct{})
+	p.mu.Lock()
+	p.hold, p.holdRelease, p.holdHeld = match, release, h
+	p.mu.Unlock()
+	return h
+}
+
+// holding returns the release to wait for when request is the one HoldRequest asked to
+// hold (closing its held channel and disarming it), or nil.
+func (p *Proxy) holding(request []byte) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hold == nil || !p.hold(request) {
+		return nil
+	}
+	release := p.holdRelease
+	close(p.holdHeld)
+	p.hold, p.holdRelease, p.holdHeld = nil, nil, nil
+	return release
+}
+
 // Close takes the proxy down for good.
 func (p *Proxy) Close() { p.Down() }
 
@@ -164,6 +195,9 @@ func (p *Proxy) forward(c net.Conn) {
 				if drop, down := p.dropping(buf[:n]); drop {
 					cutDown.Store(down)
 					cut.Store(true)
+				}
+				if release := p.holding(buf[:n]); release != nil {
+					<-release
 				}
 				if _, werr := up.Write(buf[:n]); werr != nil {
 					return

@@ -24,13 +24,14 @@
 -- ARGV[9]      …and last this many ms from each multiple of ARGV[8] since the epoch…
 -- ARGV[10]     …during which a robot's per-second limit is at most this (Feishu asks
 --              senders to avoid :00 and :30, when it refuses more readily)
--- ARGV[11]     guard, ms: a send counts in its robot's window for window + guard (the
---              pick records it at Redis now; the platform counts it when the request
---              arrives, a little later, and a slot that freed at the pick's window end
---              could be taken by a request that arrives before the platform's slot frees)
--- ARGV[9+3i]   name of robot i (i = 1 … n, in the order of KEYS[4+i])
--- ARGV[10+3i]  configured limit of robot i: sends allowed per window
--- ARGV[11+3i]  per-second limit of robot i: sends allowed per second window, 0 for none
+-- ARGV[11]     guard, ms: a send counts in its robot's window for window + guard from
+--              its answer (or its hold's end): the bytes of a request the client gave up
+--              on may still be on their way, and the platform's clock ticks apart
+-- ARGV[12]     hold, ms: how long the send may be in flight from the pick (the request
+--              starts and ends within it); 0 counts it from the pick, as if it arrived at once
+-- ARGV[10+3i]  name of robot i (i = 1 … n, in the order of KEYS[4+i])
+-- ARGV[11+3i]  configured limit of robot i: sends allowed per window
+-- ARGV[12+3i]  per-second limit of robot i: sends allowed per second window, 0 for none
 --              (Feishu's 5 per second beside its 100 per minute)
 --
 -- Learning: a robot DingTalk throttled below its configured limit has a learned limit
@@ -63,8 +64,17 @@
 -- limit of sends in the window with its guard (now - window - guard, now] and, with a per-second limit, fewer than
 -- that many in the second window (now - second window, now]. Among the eligible robots the one with
 -- the most sends in the window wins with learning (the fewest without: a round robin);
--- ties go to the one whose last send is oldest, then to the first in ARGV order. Its window gets the member "<now>-<nonce>" with score now,
--- and the window key expires one window after its newest member.
+-- ties go to the one whose last send is oldest, then to the first in ARGV order. Its window
+-- gets the member "<now>-<nonce>" with score now + hold, and the window key expires one
+-- window and guard after its newest member.
+--
+-- In flight: the platform counts a send when its request arrives, at a moment between the
+-- pick and the answer that nobody here knows; so a send counts from the pick until it is
+-- answered (robot_touch.lua moves it to the answer's time) and, if nobody ever says, until
+-- the hold ends, by which the request was answered or given up: a replica that dies
+-- mid-request, or a request that took long to arrive, never frees its slot early. A slot
+-- that waits for an answer is polled (every guard, at least a second window), not waited
+-- for until the hold ends.
 --
 -- Returns {1, robot, sends in window including this one, now, member}   a robot was
 --                             picked; member is the send's window member (robot_touch.lua);
@@ -77,6 +87,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[1])
 local guard = tonumber(ARGV[11])
+local hold = tonumber(ARGV[12])
 local n = #KEYS - 4
 local learn = ARGV[6] == '1'
 local probeTTL = tonumber(ARGV[7])
@@ -139,8 +150,8 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 -- The robots' limits in effect, and the capacity the bucket paces.
 local limits, capacity = {}, 0
 for i = 1, n do
-  local name = ARGV[9 + 3 * i]
-  limits[i] = effective(name, tonumber(ARGV[10 + 3 * i]))
+  local name = ARGV[10 + 3 * i]
+  limits[i] = effective(name, tonumber(ARGV[11 + 3 * i]))
   if not redis.call('ZSCORE', KEYS[2], name) then
     capacity = capacity + limits[i]
   end
@@ -171,6 +182,16 @@ if pacing > 0 and capacity > 0 then
   end
 end
 
+-- freesIn is how long until a slot held by a send scored at score, of a window of span,
+-- frees: when the send is still in flight (its score is ahead) it may be answered any
+-- moment, so it is asked again after a poll.
+local poll = math.max(guard, secWindow, 1)
+local function freesIn(score, span)
+  local w = score + span - now
+  if score > now and w > poll then return poll end
+  return w
+end
+
 -- known reports whether robot name is known (scouting, above).
 local function known(name)
   if not learn then return true end
@@ -184,9 +205,9 @@ local best, bestCount, bestLast, bestLimit, bestProbe = nil, nil, nil, nil, fals
 local scout, scoutCount, scoutLimit, scoutProbe = nil, nil, nil, false
 local wait = nil
 for i = 1, n do
-  local name = ARGV[9 + 3 * i]
+  local name = ARGV[10 + 3 * i]
   local limit = limits[i]
-  local perSecond = tonumber(ARGV[11 + 3 * i])
+  local perSecond = tonumber(ARGV[12 + 3 * i])
   if busyPerSecond > 0 and (perSecond == 0 or busyPerSecond < perSecond) then
     perSecond = busyPerSecond -- the platform's busy moment: spread the sends
   end
@@ -218,7 +239,7 @@ for i = 1, n do
         -- over the per-second limit: the (recent - perSecond + 1)-th oldest of the second
         -- window leaves it first
         local oldest = redis.call('ZRANGEBYSCORE', win, '(' .. (now - secWindow), '+inf', 'WITHSCORES', 'LIMIT', recent - perSecond, 1)
-        local w = tonumber(oldest[2]) + secWindow - now
+        local w = freesIn(tonumber(oldest[2]), secWindow)
         if not wait or w < wait then wait = w end
       elseif count < limit then
         local last = 0
@@ -235,7 +256,7 @@ for i = 1, n do
       else
         -- the slot of the (count - limit + 1)-th oldest send frees up first
         local oldest = redis.call('ZRANGE', win, count - limit, count - limit, 'WITHSCORES')
-        local w = tonumber(oldest[2]) + window + guard - now
+        local w = freesIn(tonumber(oldest[2]), window + guard)
         if not wait or w < wait then wait = w end
       end
     end
@@ -247,14 +268,14 @@ if not best and scout then
   if scoutCount + 1 >= scoutLimit then
     -- the scout takes its configured limit in this window: proven (a throttle of this
     -- send takes the proof back)
-    redis.call('HSET', KEYS[4], 'proven:' .. ARGV[9 + 3 * scout], string.format('%d', now))
+    redis.call('HSET', KEYS[4], 'proven:' .. ARGV[10 + 3 * scout], string.format('%d', now))
   end
 end
 if best then
   local win = KEYS[4 + best]
   local member = string.format('%d', now) .. '-' .. ARGV[2]
-  redis.call('ZADD', win, now, member)
-  redis.call('PEXPIRE', win, window + guard + 1000)
+  redis.call('ZADD', win, now + hold, member)
+  redis.call('PEXPIRE', win, hold + window + guard + 1000)
   if pacing > 0 and rate > 0 then
     tokens = tokens - 1
     keepTokens()
@@ -262,9 +283,9 @@ if best then
   local probe = 0
   if bestProbe then
     probe = 1
-    redis.call('HSET', KEYS[4], 'probe:' .. ARGV[9 + 3 * best], string.format('%d', now + probeTTL))
+    redis.call('HSET', KEYS[4], 'probe:' .. ARGV[10 + 3 * best], string.format('%d', now + probeTTL))
   end
-  return {1, ARGV[9 + 3 * best], bestCount + 1, now, member, bestLimit, probe}
+  return {1, ARGV[10 + 3 * best], bestCount + 1, now, member, bestLimit, probe}
 end
 if fullWithout then
   return reserve()

@@ -1,7 +1,8 @@
 -- robot_touch.lua (a function of robot_settle.lua): move one recorded send of a robot's window to Redis now, once its
 -- request is answered (or failed). DingTalk counted the send at some moment between the
 -- pick and the answer, so scoring it with the answer's time keeps the window an upper
--- bound of DingTalk's count, whatever the request's latency.
+-- bound of DingTalk's count, whatever the request's latency; until then the send was
+-- scored at the end of its hold (robot_pick.lua), and this moves it back.
 --
 -- KEYS[1]  {p:g}:win:<robot>   sorted set: one member per send, score = send time (Unix ms)
 -- KEYS[2]  {p:g}:learn         hash: doubt:r and probe:r (robot_pick.lua)
@@ -23,6 +24,9 @@ end
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 0
 end
-redis.call('ZADD', KEYS[1], 'XX', 'GT', now, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + 1000)
+redis.call('ZADD', KEYS[1], 'XX', now, ARGV[1])
+-- the key lives a window and guard past its newest member: one still in flight may be
+-- scored later than now
+local newest = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+redis.call('PEXPIREAT', KEYS[1], math.max(newest, now) + tonumber(ARGV[2]) + 1000)
 return 1

@@ -110,7 +110,7 @@ func judge(ctx context.Context, m mutants.Mutant, timeout time.Duration) outcome
 	}()
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(tctx, "go", "test", "-count=1", "-run", m.Tests, m.Package)
+	cmd := exec.CommandContext(tctx, "go", append([]string{"test", "-count=1", "-run", m.Tests}, strings.Fields(m.Package)...)...)
 	out, err := cmd.CombinedOutput()
 	o.took = time.Since(start)
 	text := string(out)
