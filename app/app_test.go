@@ -287,56 +287,109 @@ func TestServeWaitsForRedis(t *testing.T) {
 	require.NoError(t, err)
 	u.Host, u.User = proxy.Addr(), url.UserPassword("", "pw-never-shown")
 	cfg.Redis.URL = config.Secret(u.String())
-	logs := &lockedWriter{w: new(strings.Builder)}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	base := "http://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Listener: ln})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	r := startWaiting(t, cfg)
 
-	readyz := func(auth string) (int, string) {
-		req, err := http.NewRequest(http.MethodGet, base+"/readyz", nil)
-		require.NoError(t, err)
-		if auth != "" {
-			req.Header.Set("Authorization", "Bearer "+auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	require.Eventually(t, func() bool { _, body := readyz(""); return strings.Contains(body, `"redis"`) },
-		30*time.Second, 20*time.Millisecond, "readyz names what the replica waits for")
-	code, body := readyz("")
+	r.waitsFor(t, "redis", proxy.Addr())
+	code, body := r.readyz(t, cfg.Admin.Token.Reveal())
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Contains(t, body, "starting")
-	code, body = readyz(cfg.Admin.Token.Reveal())
-	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Contains(t, body, proxy.Addr(), "the admin sees the error")
 	require.NotContains(t, body, "pw-never-shown")
-	code, _ = get(t, base+"/healthz")
-	require.Equal(t, http.StatusOK, code, "alive while it waits")
-	code, _ = get(t, base+"/api/v1/alerts/x")
-	require.Equal(t, http.StatusServiceUnavailable, code)
-	select {
-	case err := <-done:
-		t.Fatalf("Serve returned while Redis was down: %v", err)
-	default:
-	}
 
 	proxy.Up()
-	require.Eventually(t, func() bool { code, _ := readyz(""); return code == http.StatusOK },
-		60*time.Second, 50*time.Millisecond, "ready once Redis answers")
-	require.Contains(t, logs.String(), "waiting for a store; trying again")
-	require.NotContains(t, logs.String(), "pw-never-shown")
-	cancel()
-	require.NoError(t, <-done)
-	done <- nil // for the cleanup
+	r.becomesReady(t)
+	require.Contains(t, r.logs.String(), "waiting for a store; trying again")
+	require.NotContains(t, r.logs.String(), "pw-never-shown")
+}
+
+// A replica started while no RocketMQ name server answers waits, alive and not ready,
+// /readyz saying it waits for RocketMQ, and starts once one answers (before: Serve
+// returned at once, the topic "unknown to the name servers", and the process exited).
+func TestServeWaitsForTheNameServers(t *testing.T) {
+	cfg := stackConfig(t)
+	cfg.Admin.Token = "admin-token-for-readyz"
+	proxy := testenv.StartProxy(t, cfg.RocketMQ.NameServers[0])
+	proxy.Down()
+	cfg.RocketMQ.NameServers = []string{proxy.Addr()}
+	r := startWaiting(t, cfg)
+
+	r.waitsFor(t, "rocketmq", proxy.Addr())
+	proxy.Up()
+	r.becomesReady(t)
+	require.Contains(t, r.logs.String(), "waiting for RocketMQ's name servers; trying again")
+}
+
+// waitingReplica is a replica Serve runs for a test that starts it while a dependency
+// is away.
+type waitingReplica struct {
+	base string
+	logs *lockedWriter
+	done chan error
+	stop context.CancelFunc
+}
+
+// startWaiting runs Serve with cfg on a listener of its own; the test's end stops it.
+func startWaiting(t *testing.T, cfg config.Config) *waitingReplica {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &waitingReplica{base: "http://" + ln.Addr().String(), logs: &lockedWriter{w: new(strings.Builder)},
+		done: make(chan error, 1), stop: cancel}
+	go func() {
+		r.done <- Serve(ctx, cfg, ServeOptions{Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), Listener: ln})
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
+// readyz is the replica's /readyz, asked with the admin token auth ("" for none).
+func (r *waitingReplica) readyz(t *testing.T, auth string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, r.base+"/readyz", nil)
+	require.NoError(t, err)
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// waitsFor checks that the replica waits for dependency: /readyz names it (and, to the
+// admin, its error, which names addr), /healthz says it is alive, the API is 503, and
+// Serve has not returned.
+func (r *waitingReplica) waitsFor(t *testing.T, dependency, addr string) {
+	t.Helper()
+	require.Eventually(t, func() bool { _, body := r.readyz(t, ""); return strings.Contains(body, `"`+dependency+`"`) },
+		60*time.Second, 20*time.Millisecond, "readyz names what the replica waits for")
+	code, body := r.readyz(t, "")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "starting")
+	require.NotContains(t, body, addr, "only the admin sees the error")
+	code, body = r.readyz(t, "admin-token-for-readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, addr, "the admin sees the error")
+	code, _ = get(t, r.base+"/healthz")
+	require.Equal(t, http.StatusOK, code, "alive while it waits")
+	code, _ = get(t, r.base+"/api/v1/alerts/x")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	select {
+	case err := <-r.done:
+		t.Fatalf("Serve returned while %s was away: %v", dependency, err)
+	default:
+	}
+}
+
+// becomesReady waits for /readyz to answer 200, then stops the replica, which must end
+// without an error.
+func (r *waitingReplica) becomesReady(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { code, _ := r.readyz(t, ""); return code == http.StatusOK },
+		90*time.Second, 50*time.Millisecond, "ready once the dependency answers")
+	r.stop()
+	require.NoError(t, <-r.done)
+	r.done <- nil // for the cleanup
 }
 
 // TestServeDeliversToDingTalkThroughAnOutage runs two replicas against the DingTalk

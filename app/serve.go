@@ -87,7 +87,8 @@ const principalsPoll = 5 * time.Second
 // nothing more is claimed, and every claim and park is handed back to the other replicas
 // (the requests on the wire finish first; see scheduler.Stop) while the retry job hands
 // its rows back; then the HTTP server stops, and the stores close.
-// It returns an error when a dependency cannot be reached at start.
+// At start it waits, alive and not ready, for Redis, Postgres and RocketMQ's name servers
+// (starting.go); it returns an error when a start can never succeed.
 func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	logger := opts.Logger
 	reg := opts.Registry
@@ -134,6 +135,13 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	defer st.close()
 	rdb, pg, beatRdb := st.rdb, st.pg, st.beat
+	if err := waitForNameServers(ctx, cfg, logger, wait); err != nil {
+		if ctx.Err() != nil {
+			logger.Info("stopped while waiting for RocketMQ")
+			return nil
+		}
+		return err
+	}
 
 	mode, replicas, _ := config.ParseDurability(cfg.Redis.Durability) // validated
 	switch err := store.CheckDurability(ctx, rdb, mode, replicas); {

@@ -17,14 +17,16 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/migrations"
+	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// A replica started while Redis or Postgres cannot be reached waits for them rather than
-// exiting: it tries again with backoff (from 500ms up to every 15s), serves /healthz (it
-// is alive: a liveness probe must not restart it) and answers everything else 503,
-// /readyz naming the store it waits for. What can never work (a Redis key prefix of
-// another deployment, a schema that is behind, a bad URL) still ends the start.
+// A replica started while Redis, Postgres or RocketMQ's name servers cannot be reached
+// waits for them rather than exiting: it tries again with backoff (from 500ms up to every
+// 15s), serves /healthz (it is alive: a liveness probe must not restart it) and answers
+// everything else 503, /readyz naming what it waits for. What can never work (a Redis
+// key prefix of another deployment, a schema that is behind, a bad URL, a topic the
+// name servers answered they do not know and nobody may create) still ends the start.
 
 // stores are the connections a replica needs before anything else starts.
 type stores struct {
@@ -72,6 +74,33 @@ func openStores(ctx context.Context, cfg config.Config, logger *slog.Logger, wai
 		logger.Info("the stores answer; starting", "waited_for", waiting)
 	}
 	return st, nil
+}
+
+// waitForNameServers returns once one of RocketMQ's name servers answers, trying again
+// with backoff until ctx ends; wait shows what it waits for.
+func waitForNameServers(ctx context.Context, cfg config.Config, logger *slog.Logger, wait *starting) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = 500*time.Millisecond, 15*time.Second
+	waited := false
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		err := scheduler.ReachNameServers(ctx, cfg.RocketMQ.NameServers, scheduler.AccessFromConfig(cfg), cfg.RocketMQ.Topic)
+		if err == nil || ctx.Err() != nil {
+			return struct{}{}, ctx.Err()
+		}
+		wait.waitFor("rocketmq", err)
+		if !waited {
+			logger.Warn("waiting for RocketMQ's name servers; trying again", "name_servers", strings.Join(cfg.RocketMQ.NameServers, ","), "err", err)
+			waited = true
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0))
+	if err != nil {
+		return err
+	}
+	if waited {
+		logger.Info("RocketMQ's name servers answer; starting")
+	}
+	return nil
 }
 
 // openStoresOnce opens every store once; which names the one that failed.

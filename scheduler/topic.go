@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,6 +17,25 @@ import (
 // topicQueues is the number of queues of a topic EnsureTopic creates: room for 8
 // consumers of one group.
 const topicQueues = 8
+
+// ReachNameServers asks the name servers once for topic's route and returns nil when
+// one of them answered, whether or not it knows the topic; otherwise the error, which
+// says none could be reached. A replica starting while RocketMQ is away waits on it.
+func ReachNameServers(ctx context.Context, nameServers []string, access wire.Access, topic string) error {
+	adm, err := admin.NewAdmin(append(access.AdminOptions(), admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))...)
+	if err != nil {
+		return fmt.Errorf("scheduler: admin client: %w", err)
+	}
+	defer adm.Close()
+	probingTopics.Store(topic, true)
+	defer probingTopics.Delete(topic)
+	_, err = adm.FetchPublishMessageQueues(ctx, topic)
+	var unreachable *primitive.RemotingErr
+	if errors.As(err, &unreachable) {
+		return fmt.Errorf("scheduler: no name server of %s answered: %w", strings.Join(nameServers, ","), err)
+	}
+	return nil
+}
 
 // EnsureTopic checks that the name servers know topic; when they do not and brokers are
 // given, it creates the topic on each broker and waits until the route appears.
