@@ -728,3 +728,28 @@ func TestPublicURLMustBeHTTPS(t *testing.T) {
 	require.Contains(t, msg, "config: http.publicAddr:")
 	require.Contains(t, msg, "config: http.tlsCertFile: give both")
 }
+
+// A robot belongs to one target: listed in two (by the same token, or by a webhook URL
+// holding it), each target would count its sends in a window of its own and together
+// they would go over the platform's limit. The error names the robots, not the token.
+func TestARobotBelongsToOneTarget(t *testing.T) {
+	c := Config{
+		RocketMQ: RocketMQ{NameServers: []string{"127.0.0.1:9876"}},
+		Redis:    Redis{URL: "redis://127.0.0.1:6379/0"},
+		Postgres: Postgres{URL: "postgres://u@127.0.0.1/db"},
+		Targets: map[string]Target{
+			"ops":   {Robots: []Robot{{Name: "a", Token: "tok-shared-robot-91"}, {Name: "b", Token: "tok-own-robot-92"}}},
+			"page":  {Robots: []Robot{{Name: "c", Token: "https://oapi.dingtalk.com/robot/send?access_token=tok-shared-robot-91"}}},
+			"twice": {Robots: []Robot{{Name: "d", Token: "tok-twice-93"}, {Name: "e", Token: "tok-twice-93"}}},
+			"wecom": {Kind: "wecom", Robots: []Robot{{Name: "w", Token: "tok-own-robot-92"}}},
+		},
+	}.WithDefaults()
+	err := c.Validate()
+	require.Error(t, err)
+	msg := err.Error()
+	require.Contains(t, msg, `config: targets.page.robots[0].token: robot "c" is also robot "a" of target ops`)
+	require.Contains(t, msg, `config: targets.twice.robots[1].token: robot "e" is robot "d" again`)
+	require.NotContains(t, msg, "targets.wecom", "another platform's robot with the same token is another robot")
+	require.NotContains(t, msg, "targets.ops.")
+	require.NotContains(t, msg, "tok-shared-robot-91")
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
@@ -98,6 +99,7 @@ func (c Config) Validate() error {
 	for name, t := range c.Targets {
 		t.validate(bad, name)
 	}
+	c.validateSharedRobots(bad)
 	c.validateOnCall(bad)
 	c.Sender.validate(bad)
 	used := map[string]bool{}
@@ -298,6 +300,43 @@ func (r Redis) validate(bad badFunc) {
 }
 
 // validate checks target name's section.
+// validateSharedRobots refuses a robot listed in two targets: each target counts its
+// robots' sends in windows of its own, so a robot of two targets would take both targets'
+// budgets and go over its platform's limit. A target's budget is its own robots'. The
+// error names the robots, never their credentials.
+func (c Config) validateSharedRobots(bad badFunc) {
+	type place struct{ target, robot string }
+	seen := map[string]place{}
+	for _, name := range slices.Sorted(maps.Keys(c.Targets)) {
+		t := c.Targets[name]
+		ch, ok := ChatChannelOf(t.Channel())
+		if !ok {
+			continue
+		}
+		for i, r := range t.Robots {
+			tok, err := ch.credential(r.Token)
+			if err != nil || tok == "" {
+				continue // said by Target.validate
+			}
+			id := t.Channel() + "\x00" + tok.Reveal()
+			key := fmt.Sprintf("targets.%s.robots[%d].token", name, i)
+			first, dup := seen[id]
+			if dup && first.target == name {
+				bad(key, "robot %q is robot %q again: list it once (twice, it would take its budget twice)", r.Name, first.robot)
+				continue
+			}
+			if dup {
+				bad(key,
+					"robot %q is also robot %q of target %s: a robot belongs to one target, whose budget it is "+
+						"(two targets would each count its sends and together go over %s's limit); "+
+						"send both targets' alerts to one of them", r.Name, first.robot, first.target, ch.Name)
+				continue
+			}
+			seen[id] = place{name, r.Name}
+		}
+	}
+}
+
 func (t Target) validate(bad badFunc, name string) {
 	key := "targets." + name
 	if !validResourceName(name) {
