@@ -21,16 +21,13 @@ import (
 const episodeRetention = 7 * 24 * time.Hour
 
 // escalator builds the escalation runtime: episodes in Redis, steps published through
-// pub, cancelled through cancels (noted as the escalation's), rendered by snd.
-func escalator(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, pub escalation.Publisher, cancels failed.Canceller,
+// pub, cancelled through cancels (noted as the escalation's), rendered by snd, their
+// marks and links signed by signer.
+func escalator(cfg config.Config, rdb redis.UniversalClient, signer *escalation.Signer, pub escalation.Publisher, cancels failed.Canceller,
 	snd *sender.Chat, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*escalation.Escalator, error) {
 	rotations, err := oncall.NewRotations(cfg.Rotations)
 	if err != nil {
 		return nil, err // validated with the configuration: only a bug reaches this
-	}
-	signer, err := signer(ctx, cfg, rdb)
-	if err != nil {
-		return nil, err
 	}
 	var links *escalation.Links
 	if cfg.Ingress.PublicURL != "" {
@@ -42,7 +39,7 @@ func escalator(ctx context.Context, cfg config.Config, rdb redis.UniversalClient
 		escalation.NewMetrics(reg), now), nil
 }
 
-// signer is the deployment's signer of marks and links: the configuration's
+// signer is the deployment's signer of marks, links and principals: the configuration's
 // signing.keys, or the key generated once and kept in Redis.
 func signer(ctx context.Context, cfg config.Config, rdb redis.UniversalClient) (*escalation.Signer, error) {
 	keys := make([]string, 0, len(cfg.Signing.Keys))

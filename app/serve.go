@@ -172,6 +172,13 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	chatOpts.Fence = ws.Guard() // a request starts only while its confirm keeps the alert from a take-over
+	signer, err := signer(ctx, cfg, rdb)
+	if err != nil {
+		return err
+	}
+	chatOpts.PrincipalOf = func(a sender.Alert) string { // the share a busy target's alert waits in
+		return signer.ProvenPrincipal(a.ID, a.Target, a.Props[wire.PropPrincipal], a.Props[wire.PropPrincipalSig])
+	}
 	pool := store.RobotPoolFor(rdb, cfg.Redis.KeyPrefix, cfg.Sender)
 	chatMetrics := sender.NewMetrics(reg)
 	snd, err := sender.NewChat(chatOpts, pool, logger.With("component", "sender"), chatMetrics, now)
@@ -207,14 +214,14 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	// And reschedules through one rescheduler.
 	rescheduler := failed.Rescheduler{Stage: ws, Rows: failedSends, Publisher: pub, Reach: cfg.Scheduler.Threshold,
 		Horizon: cfg.Scheduler.Horizon, Now: now}
-	esc, err := escalator(ctx, cfg, rdb, pub, canceller, snd, logger, reg, now)
+	esc, err := escalator(cfg, rdb, signer, pub, canceller, snd, logger, reg, now)
 	if err != nil {
 		return err
 	}
 	deliverer.SetGate(esc)                                    // an escalation's step goes only while its episode runs
 	producers := store.NewProducers(rdb, cfg.Redis.KeyPrefix) // who owns an id, and the principals' rates
 	roster := store.NewRoster(rdb, cfg.Redis.KeyPrefix)       // which targets the replicas' configurations have
-	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Chat: snd, Logger: logger, Now: now,
+	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Chat: snd, Signer: signer, Logger: logger, Now: now,
 		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix), Producers: producers, Roster: roster},
 		ingress.NewMetrics(reg))
 	if err != nil {

@@ -134,7 +134,7 @@ func (s stageClaim) Confirm(ctx context.Context, parts int) error {
 func (s stageClaim) MarkFailed(ctx context.Context, f []byte) error {
 	return s.ws.MarkFailed(ctx, s.c, f)
 }
-func (stageClaim) Park(context.Context) error { return sender.ErrNoPark }
+func (stageClaim) Park(context.Context, string) error { return sender.ErrNoPark }
 
 // heldBy is the wheel-stage claim that holds a.
 func heldBy(a sender.Alert) store.Claim { return a.Claim.(stageClaim).c }

@@ -31,7 +31,7 @@ func (c *rowClaim) Confirm(ctx context.Context, partsSent int) error {
 }
 
 // Park returns sender.ErrNoPark: a row's alert waits in this replica's queue.
-func (*rowClaim) Park(context.Context) error { return sender.ErrNoPark }
+func (*rowClaim) Park(context.Context, string) error { return sender.ErrNoPark }
 
 // MarkFailed does nothing: the row is the failure's record (RecordFailure).
 func (*rowClaim) MarkFailed(context.Context, []byte) error { return nil }

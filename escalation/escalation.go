@@ -367,6 +367,7 @@ func (e *Escalator) Carry(ctx context.Context, key string) error {
 			pub := wire.Publication{Target: step.Target, ID: id, At: ep.Started.Add(offset),
 				Episode: episodeMark(key, ep.Seq, ob.Publish), Body: body}
 			pub.EpisodeSig = e.opts.Signer.sign(purposeMark, markPayload(id, step.Target, pub.Episode))
+			pub.Principal, pub.PrincipalSig = StepsPrincipal, e.opts.Signer.SignPrincipal(id, step.Target, StepsPrincipal)
 			if at := e.now(); pub.At.Before(at) {
 				pub.At = at
 			}
@@ -421,7 +422,9 @@ func (e *Escalator) announce(ctx context.Context, ep store.Episode, id string, c
 	if err != nil {
 		return fmt.Errorf("escalation: render %s: %w", id, err)
 	}
-	if _, err := e.publisher.Publish(ctx, wire.Publication{Target: ep.LastTarget, ID: id, At: at, Body: body}); err != nil {
+	pub := wire.Publication{Target: ep.LastTarget, ID: id, At: at, Body: body,
+		Principal: StepsPrincipal, PrincipalSig: e.opts.Signer.SignPrincipal(id, ep.LastTarget, StepsPrincipal)}
+	if _, err := e.publisher.Publish(ctx, pub); err != nil {
 		return fmt.Errorf("escalation: publish %s: %w", id, err)
 	}
 	return nil

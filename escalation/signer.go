@@ -20,9 +20,34 @@ type Signer struct {
 
 // Purposes of a signature.
 const (
-	purposeMark = "rocketdelay escalation step mark"
-	purposeLink = "rocketdelay acknowledgement link"
+	purposeMark      = "rocketdelay escalation step mark"
+	purposeLink      = "rocketdelay acknowledgement link"
+	purposePrincipal = "rocketdelay producer principal"
 )
+
+// StepsPrincipal is the principal of the escalations' steps (RD_PRINCIPAL): pages wait
+// in a share of their own while a target's robots are busy, so no producer's flood
+// starves them.
+const StepsPrincipal = "escalations"
+
+// SignPrincipal is the signature (RD_PRINCIPAL_SIG) of principal as the producer of the
+// alert id for target.
+func (s *Signer) SignPrincipal(id, target, principal string) string {
+	return s.sign(purposePrincipal, principalPayload(id, target, principal))
+}
+
+// ProvenPrincipal returns principal when sig proves it the producer of the alert id for
+// target, else "".
+func (s *Signer) ProvenPrincipal(id, target, principal, sig string) string {
+	if principal == "" || !s.verify(purposePrincipal, principalPayload(id, target, principal), sig) {
+		return ""
+	}
+	return principal
+}
+
+func principalPayload(id, target, principal string) string {
+	return id + "\x00" + target + "\x00" + principal
+}
 
 // NewSigner returns the signer of keys, the first of which signs; at least one, none
 // empty.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -163,7 +164,7 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 			err = in.recordOwner(r.Context(), store.OwnAlert, id, p, store.AlertOwnerTTL(now, now, in.cfg.Scheduler.DoneTTL))
 		}
 		if err == nil {
-			outcome, err = "published", in.publishNow(r.Context(), target, id, body, now, priority)
+			outcome, err = "published", in.publishNow(r.Context(), p, target, id, body, now, priority)
 		}
 	}
 	if errors.Is(err, errBusy) {
@@ -228,9 +229,11 @@ func hashHex(parts ...string) string {
 	return hex.EncodeToString(h[:12])
 }
 
-// publishNow publishes body for target with id and priority, due at at.
-func (in *Ingress) publishNow(ctx context.Context, target, id string, body []byte, at time.Time, priority string) error {
-	_, err := in.deps.Publisher.Publish(ctx, wire.Publication{Target: target, ID: id, At: at, Body: body, Priority: priority})
+// publishNow publishes body for target with id and priority, due at at, from p.
+func (in *Ingress) publishNow(ctx context.Context, p config.Principal, target, id string, body []byte, at time.Time, priority string) error {
+	pub := wire.Publication{Target: target, ID: id, At: at, Body: body, Priority: priority}
+	in.stamp(&pub, p)
+	_, err := in.deps.Publisher.Publish(ctx, pub)
 	return err
 }
 

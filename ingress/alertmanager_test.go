@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/wire"
@@ -217,6 +218,28 @@ func TestAlertmanagerImmediate(t *testing.T) {
 	code, out = s.do("POST", AlertmanagerPath+"/ops", []byte(`{"version":"3","status":"firing","groupKey":"x"}`))
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Equal(t, "bad_payload", out["reason"])
+}
+
+// What a way in publishes names its principal, signed by the service (RD_PRINCIPAL and
+// RD_PRINCIPAL_SIG), so that a busy target's alerts wait in their principal's share: the
+// signature proves the name for that id and target only.
+func TestPublishedAlertsNameTheirPrincipal(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken)
+	code, out := s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "90m", "id": "api-principal-1", "text": "disk full"})
+	require.Equal(t, http.StatusAccepted, code, out)
+	api, _ := s.published("api-principal-1")
+	code, out = s.notify("/ops", notification(t, "firing", "{}:{alertname=\"Principal\"}"))
+	require.Equal(t, http.StatusOK, code, out)
+	am, _ := s.published(out["id"].(string))
+	for id, props := range map[string]map[string]string{"api-principal-1": api, out["id"].(string): am} {
+		require.Equal(t, config.LegacyPrincipal, props[wire.PropPrincipal], id)
+		sig := props[wire.PropPrincipalSig]
+		require.Equal(t, config.LegacyPrincipal, s.signer.ProvenPrincipal(id, "ops", config.LegacyPrincipal, sig), id)
+		require.Empty(t, s.signer.ProvenPrincipal(id, "orders", config.LegacyPrincipal, sig), "another target")
+		require.Empty(t, s.signer.ProvenPrincipal(id+"x", "ops", config.LegacyPrincipal, sig), "another id")
+		require.Empty(t, s.signer.ProvenPrincipal(id, "ops", "team-b", sig), "another name")
+	}
 }
 
 // A notification's priority is the highest its firing alerts' severities map to

@@ -99,6 +99,7 @@ func (in *Ingress) publish(w http.ResponseWriter, r *http.Request) {
 	if !in.ownAlert(w, r, "publish", p, pub.ID, pub.At) {
 		return
 	}
+	in.stamp(&pub, p)
 	res, err := in.deps.Publisher.Publish(r.Context(), pub)
 	if err != nil {
 		in.metrics.requests.WithLabelValues("publish", "broker").Inc()

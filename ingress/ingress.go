@@ -75,10 +75,26 @@ type Deps struct {
 	Roster Roster
 	// Chat checks and renders the bodies of chat targets, by their platform;
 	// *sender.Chat implements it.
-	Chat   Chat
+	Chat Chat
+	// Signer signs the principal of every alert published (RD_PRINCIPAL_SIG), so that it
+	// waits in its principal's share of a busy target; nil publishes none.
+	Signer PrincipalSigner
 	Logger *slog.Logger
 	// Now is the clock due times are computed by (the service's reference clock).
 	Now func() time.Time
+}
+
+// PrincipalSigner signs that principal published the alert id for target;
+// *escalation.Signer implements it.
+type PrincipalSigner interface {
+	SignPrincipal(id, target, principal string) string
+}
+
+// stamp names p as pub's producer, signed (RD_PRINCIPAL), once pub has its id.
+func (in *Ingress) stamp(pub *wire.Publication, p config.Principal) {
+	if in.deps.Signer != nil && p.Name != "" {
+		pub.Principal, pub.PrincipalSig = p.Name, in.deps.Signer.SignPrincipal(pub.ID, pub.Target, p.Name)
+	}
 }
 
 // Chat is the part of the chat sender the ways in use.

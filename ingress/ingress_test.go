@@ -47,6 +47,7 @@ type site struct {
 	ws       *store.WheelStage
 	fs       *store.FailedSends
 	stored   *sinktest.Sink
+	signer   *escalation.Signer // signs the principals of what the site publishes
 	cfg      config.Config
 	clock    *clock
 	esc      *escalation.Escalator
@@ -113,8 +114,10 @@ func newSite(t *testing.T, token config.Secret, configure ...func(*config.Config
 	require.NoError(t, err)
 	s.esc = escalation.New(escalation.Options{Policies: cfg.Escalations}, s.episodes, p, cancels, chat, testenv.Logger(), nil, s.clock.Now)
 	moves := failed.Rescheduler{Stage: ws, Rows: fs, Publisher: p, Reach: cfg.Scheduler.Threshold, Horizon: cfg.Scheduler.Horizon}
+	s.signer, err = escalation.NewSigner("the-test-site's-signing-key")
+	require.NoError(t, err)
 	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Rescheduler: moves, Escalations: s.esc, Dedupe: store.NewDedupe(rdb, prefix), Producers: store.NewProducers(rdb, prefix), Chat: chat,
-		Logger: testenv.Logger(), Now: s.clock.Now}, s.metrics)
+		Signer: s.signer, Logger: testenv.Logger(), Now: s.clock.Now}, s.metrics)
 	require.NoError(t, err)
 	s.in, s.owners = in, store.NewProducers(rdb, prefix)
 	s.srv = httptest.NewServer(in.Handler())

@@ -30,11 +30,11 @@ func (h heldEntry) MarkFailed(ctx context.Context, failure []byte) error {
 // Park ends the claim: the entry waits in its target's park until a replica adopts it
 // or the park's lease (one lease) runs out. An entry that is only to be recorded, or
 // resumed part by part, is never merged, so never parked.
-func (h heldEntry) Park(ctx context.Context) error {
+func (h heldEntry) Park(ctx context.Context, share string) error {
 	if h.e.Failure != nil || h.e.PartsSent > 0 {
 		return sender.ErrNoPark
 	}
-	ids, err := h.p.store.Park(ctx, h.e.Target, h.p.store.Lease(), store.Parked{Claim: h.e.Claim(), DueAt: h.e.DueAt})
+	ids, err := h.p.store.Park(ctx, h.e.Target, h.p.store.Lease(), store.Parked{Claim: h.e.Claim(), DueAt: h.e.DueAt, Share: share})
 	if err != nil {
 		return err
 	}

@@ -90,9 +90,9 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.
 			return a, wire.Reject(wire.RejectBadBody, "%v", err)
 		}
 	}
-	// A chat alert keeps only its priority and, for an escalation's step, its episode's
-	// mark and the mark's signature.
-	for _, p := range []string{wire.PropPriority, wire.PropEpisode, wire.PropEpisodeSig} {
+	// A chat alert keeps only its priority, its principal and the principal's signature
+	// and, for an escalation's step, its episode's mark and the mark's signature.
+	for _, p := range []string{wire.PropPriority, wire.PropPrincipal, wire.PropPrincipalSig, wire.PropEpisode, wire.PropEpisodeSig} {
 		if v := msg.GetProperty(p); v != "" {
 			if a.Props == nil {
 				a.Props = map[string]string{}

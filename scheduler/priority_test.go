@@ -11,8 +11,8 @@ import (
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
-// A chat alert keeps its RD_PRIORITY in the wheel stage (the only property it keeps), so
-// the hand-off gives the channel its priority; a priority that is not one of the wire's
+// A chat alert keeps its RD_PRIORITY in the wheel stage (with its principal, the only
+// properties it keeps), so the hand-off gives the channel its priority; a priority that is not one of the wire's
 // is rejected on arrival with its reason.
 func TestDecodeKeepsThePriority(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
@@ -35,6 +35,14 @@ func TestDecodeKeepsThePriority(t *testing.T) {
 	require.Nil(t, rej)
 	require.Nil(t, a.Props, "a chat alert without a priority keeps no property")
 	require.Zero(t, wire.PriorityOf(a.Props))
+
+	m := msg("")
+	m.WithProperty(wire.PropPrincipal, "team-a")
+	m.WithProperty(wire.PropPrincipalSig, "sig")
+	a, rej = decode(m, rules, now)
+	require.Nil(t, rej)
+	require.Equal(t, map[string]string{wire.PropPrincipal: "team-a", wire.PropPrincipalSig: "sig"}, a.Props,
+		"its principal, and the signature the hand-off judges it by, ride with it")
 
 	_, rej = decode(msg("urgent"), rules, now)
 	require.NotNil(t, rej)

@@ -51,9 +51,10 @@ type Claim interface {
 	// error keeps the alert out of that request.
 	Confirm(ctx context.Context, partsSent int) error
 	// Park ends the claim, leaving the alert in its target's park for the target's next
-	// send on any replica (see share.go). It returns ErrNoPark when this claim cannot be
-	// parked (a retry job's row, an alert resumed part by part).
-	Park(ctx context.Context) error
+	// send on any replica (see share.go), in share, its principal's share of the park's
+	// turns. It returns ErrNoPark when this claim cannot be parked (a retry job's row, an
+	// alert resumed part by part).
+	Park(ctx context.Context, share string) error
 	// MarkFailed notes, under the claim, that the alert's send failed for good, so a
 	// later hand-off only records it and never sends it twice.
 	MarkFailed(ctx context.Context, failure []byte) error
@@ -93,7 +94,7 @@ type ConfirmFunc func(ctx context.Context, partsSent int) error
 func (f ConfirmFunc) Confirm(ctx context.Context, partsSent int) error { return f(ctx, partsSent) }
 
 // Park returns ErrNoPark.
-func (ConfirmFunc) Park(context.Context) error { return ErrNoPark }
+func (ConfirmFunc) Park(context.Context, string) error { return ErrNoPark }
 
 // MarkFailed does nothing.
 func (ConfirmFunc) MarkFailed(context.Context, []byte) error { return nil }

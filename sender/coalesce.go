@@ -139,22 +139,23 @@ func newAlertQueue(s *Chat, t *target) *alertQueue {
 
 // waiter is one alert, or one part of a split alert, in a queue.
 type waiter struct {
-	ctx      context.Context
-	m        Message
-	due      time.Time
-	seq      uint64
-	enqueued time.Time
-	solo     bool   // never merged
-	claim    Claim  // the alert's claim, confirmed for part before every request; nil: none
-	part     int    // the part of the alert it carries (from 0)
-	park     bool   // the claim may park it (a mergeable alert, while replicas share targets)
-	adopted  bool   // Alert.Adopted: rides the adopter's next send
-	priority int    // Alert.Priority; promoted past every priority once it waited too long
-	section  string // its section in a merged message
-	size     int    // upper bound of the bytes it adds to a merged message
-	taken    bool   // under the queue's lock: out of the queue, in a send
-	done     chan error
-	sent     Sent // how it went, set before a nil on done
+	ctx       context.Context
+	m         Message
+	due       time.Time
+	seq       uint64
+	enqueued  time.Time
+	solo      bool   // never merged
+	claim     Claim  // the alert's claim, confirmed for part before every request; nil: none
+	part      int    // the part of the alert it carries (from 0)
+	park      bool   // the claim may park it (a mergeable alert, while replicas share targets)
+	adopted   bool   // Alert.Adopted: rides the adopter's next send
+	priority  int    // Alert.Priority; promoted past every priority once it waited too long
+	principal string // Options.PrincipalOf: whose share of the target it waits in
+	section   string // its section in a merged message
+	size      int    // upper bound of the bytes it adds to a merged message
+	taken     bool   // under the queue's lock: out of the queue, in a send
+	done      chan error
+	sent      Sent // how it went, set before a nil on done
 }
 
 func (q *alertQueue) signal() {
@@ -290,7 +291,7 @@ func (q *alertQueue) sendQueued(ctx context.Context, a Alert, part int, m Messag
 		due = now
 	}
 	w := &waiter{ctx: ctx, m: m, due: due, enqueued: now, solo: solo, claim: a.Claim, part: part, done: make(chan error, 1),
-		adopted: a.Adopted, priority: a.Priority, park: s.sharing() && a.Claim != nil && !solo}
+		adopted: a.Adopted, priority: a.Priority, principal: s.principalOf(a), park: s.sharing() && a.Claim != nil && !solo}
 	if !solo {
 		w.section, w.size = section(t.style, m)
 	}
@@ -616,21 +617,24 @@ func (q *alertQueue) failWaiting(f func() *Failure) {
 
 // take removes from t's queue what the picked robot sends: the first alert alone, or,
 // when the queue is longer than the pool can drain, the first alert merged with the
-// following mergeable ones that fit. The caller holds the queue's lock.
+// following mergeable ones that fit, the alerts taken in turns over their principals
+// (inTurns) and the message's sections in queue order. The caller holds the queue's
+// lock.
 func (q *alertQueue) take(pick store.Pick, robots []store.PoolRobot) []*waiter {
 	s, t := q.s, q.t
 	if len(q.waiting) == 0 {
 		return nil
 	}
 	q.age(s.now(), s.opts.PriorityMaxWait)
-	head := q.waiting[0]
+	order, turned := inTurns(q.waiting)
+	head := order[0]
 	batch := []*waiter{head}
 	merge := q.backlog || len(q.waiting)-1 > roomAfter(pick, robots)
 	if s.opts.Pacing == config.PacingAuto {
 		merge = len(q.waiting) > 1 // everything that waits goes in this send
 	}
 	if !head.solo && merge {
-		batch = pickSections(q.waiting, s.opts.CoalesceMax, t.mergeRoom)
+		batch = pickSections(order, s.opts.CoalesceMax, t.mergeRoom)
 		// The sizes are upper bounds; the rendered message is the judge: it may carry fewer,
 		// or more.
 		n := len(batch)
@@ -638,8 +642,19 @@ func (q *alertQueue) take(pick store.Pick, robots []store.PoolRobot) []*waiter {
 			batch = batch[:len(batch)-1]
 		}
 		if len(batch) == n {
-			batch = q.fill(batch)
+			batch = q.fill(batch, order)
 		}
+		if len(batch) > 1 && turned {
+			// Taken in turns; the message lists them in queue order, which may render a
+			// little longer (its title is its first alert's): it keeps what fits.
+			slices.SortFunc(batch, queueOrder)
+			for len(batch) > 1 && t.proto.Room(mergeMessage(t.style, batch)) < t.reserve {
+				batch = batch[:len(batch)-1]
+			}
+		}
+	}
+	if turned {
+		q.countTurns(batch)
 	}
 	for _, w := range batch {
 		w.taken = true
@@ -648,14 +663,90 @@ func (q *alertQueue) take(pick store.Pick, robots []store.PoolRobot) []*waiter {
 	return batch
 }
 
-// fill adds to batch, taken by pickSections from the front of t's queue, the mergeable
-// alerts that follow it in the queue while the rendered message keeps within the
-// platform's size limit and Options.CoalesceMax alerts: a section's size is an upper
-// bound (its JSON length), so more may fit than pickSections took. The caller holds the
-// queue's lock.
-func (q *alertQueue) fill(batch []*waiter) []*waiter {
+// inTurns returns waiting (in queue order) in the order a send takes them: by priority,
+// then in turns over the principals — every principal's first waiting alert, then every
+// one's second, and so on —, each principal's alerts in queue order (due time, then
+// arrival); turned reports that it is not waiting's order. With one principal waiting
+// it is waiting itself.
+func inTurns(waiting []*waiter) (order []*waiter, turned bool) {
+	if !slices.ContainsFunc(waiting, func(w *waiter) bool { return w.principal != waiting[0].principal }) {
+		return waiting, false
+	}
+	type share struct {
+		priority  int
+		principal string
+	}
+	type turn struct {
+		w *waiter
+		n int // its place among its principal's waiting alerts of its priority
+	}
+	seen := map[share]int{}
+	turns := make([]turn, len(waiting))
+	for i, w := range waiting {
+		k := share{w.priority, w.principal}
+		turns[i] = turn{w, seen[k]}
+		seen[k]++
+	}
+	slices.SortStableFunc(turns, func(a, b turn) int {
+		if a.w.priority != b.w.priority {
+			return b.w.priority - a.w.priority
+		}
+		return a.n - b.n
+	})
+	out := make([]*waiter, len(turns))
+	for i, t := range turns {
+		out[i] = t.w
+	}
+	return out, !slices.Equal(out, waiting)
+}
+
+// countTurns counts, per principal, the sends that took batch, taken in turns, and left
+// alerts of that principal waiting ahead (in queue order) of one they took
+// (rocketdelay_sender_turns_deferred_total): what the turns delayed, and whose. The
+// caller holds the queue's lock.
+func (q *alertQueue) countTurns(batch []*waiter) {
+	in := make(map[*waiter]bool, len(batch))
+	for _, w := range batch {
+		in[w] = true
+	}
+	deferred := map[string]bool{}
+	var passed []string
+	for _, w := range q.waiting {
+		if len(in) == 0 {
+			break
+		}
+		if in[w] {
+			delete(in, w)
+			for _, p := range passed {
+				deferred[p] = true
+			}
+			passed = passed[:0]
+			continue
+		}
+		passed = append(passed, w.principal)
+	}
+	for p := range deferred {
+		q.s.metrics.turnsDeferred.WithLabelValues(q.t.name, principalLabel(p)).Inc()
+	}
+}
+
+// principalLabel is principal as a metric's label: "topic" for the alerts of no proven
+// principal (published to the topic directly).
+func principalLabel(principal string) string {
+	if principal == "" {
+		return "topic"
+	}
+	return principal
+}
+
+// fill adds to batch, taken by pickSections from the front of order (t's queue in
+// turns), the mergeable alerts that follow it in order while the rendered message keeps
+// within the platform's size limit and Options.CoalesceMax alerts: a section's size is
+// an upper bound (its JSON length), so more may fit than pickSections took. The caller
+// holds the queue's lock.
+func (q *alertQueue) fill(batch, order []*waiter) []*waiter {
 	s, t := q.s, q.t
-	waiting := q.waiting
+	waiting := order
 	i := slices.Index(waiting, batch[len(batch)-1])
 	for _, w := range waiting[i+1:] {
 		if len(batch) >= s.opts.CoalesceMax {

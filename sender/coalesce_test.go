@@ -476,7 +476,7 @@ func TestFullMessagesArePacedOnceTheTargetIsBusy(t *testing.T) {
 type parkingClaim struct{ parks *atomic.Int64 }
 
 func (c parkingClaim) Confirm(context.Context, int) error { return nil }
-func (c parkingClaim) Park(context.Context) error {
+func (c parkingClaim) Park(context.Context, string) error {
 	c.parks.Add(1)
 	return nil
 }
@@ -513,4 +513,41 @@ func TestAPerSecondWaitDoesNotPark(t *testing.T) {
 	}
 	require.Equal(t, []int{1, 2, 2}, sizes, "the four went merged, each message once the second window had room")
 	require.Zero(t, h.picks.reserved.Load())
+}
+
+// Turns over principals: while a target is busy, its waiting alerts go in turns over
+// their principals, so one principal's flood cannot keep another's alert waiting behind
+// it. 60 alerts of principal flood, due first, and one of principal other, due last, all
+// queued before the first pick: the first message (50 alerts) carries the other's alert
+// — by due order alone it waited for the second — listed in due order, last; every alert
+// arrives once, and the metric says whose alerts the turns held back.
+func TestAFloodCannotKeepAnotherPrincipalWaiting(t *testing.T) {
+	h := newHarness(t, time.Minute, 20, robotSpec{signed: true})
+	opts := h.options(19)
+	opts.PrincipalOf = func(a sender.Alert) string { return a.Props["principal"] }
+	s, reg := h.sender(opts)
+	due := time.Now().Truncate(time.Millisecond)
+	var wg sync.WaitGroup
+	send := func(i int, principal string, at time.Time) {
+		wg.Go(func() {
+			require.NoError(t, sendAlert(s, context.Background(), sender.Alert{Target: "ops", Due: at,
+				Props: map[string]string{"principal": principal}, Body: fmt.Appendf(nil, "alert-%04d", i)}))
+		})
+	}
+	h.picks.hold()
+	for i := range 60 {
+		send(i, "flood", due.Add(time.Duration(i)*time.Millisecond))
+	}
+	send(60, "other", due.Add(time.Second))
+	require.Eventually(t, func() bool { return testenv.Metric(t, reg, "rocketdelay_sender_waiting_alerts") == 61 },
+		30*time.Second, time.Millisecond)
+	h.picks.release()
+	wg.Wait()
+
+	require.Equal(t, []int{50, 11}, onceEach(t, h, 61))
+	first := h.sim.Accepted()[0]
+	require.Equal(t, "alert-0060", ids(t, first)[49], "the other principal's alert went first, listed last (due last)")
+	require.Equal(t, []string{"alert-0000", "alert-0048"}, []string{ids(t, first)[0], ids(t, first)[48]})
+	require.Equal(t, 1.0, testenv.Metric(t, reg, "rocketdelay_sender_turns_deferred_total"), "one send held the flood back")
+	require.Zero(t, h.sim.Stats().OverLimit)
 }

@@ -21,6 +21,9 @@ type Metrics struct {
 	limit     *prometheus.GaugeVec
 	shared    *prometheus.CounterVec
 	info      *prometheus.GaugeVec
+	// turnsDeferred counts the sends that passed over a principal's waiting alerts in
+	// turns for another's (coalesce.go's inTurns).
+	turnsDeferred *prometheus.CounterVec
 }
 
 // NewMetrics creates the sender's metrics and registers them with reg (none when reg is
@@ -47,6 +50,9 @@ type Metrics struct {
 //	rocketdelay_sender_robot_effective_limit{target,robot}   the robot's limit in effect (learned)
 //	rocketdelay_sender_shared_alerts_total{target,way}       alerts of a busy target parked here
 //	    for any replica's next send (way parked), or adopted from the park (way adopted)
+//	rocketdelay_sender_turns_deferred_total{target,principal}  sends that took other
+//	    principals' alerts in turns while this one's waited ahead of them (principal
+//	    topic: the alerts of no proven principal): whose flood the turns held back
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -108,13 +114,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rocketdelay_sender_shared_alerts_total",
 			Help: "Alerts of a busy target parked for the target's next send on any replica (way parked), or adopted from the park into this replica's send (way adopted).",
 		}, []string{"target", "way"}),
+		turnsDeferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketdelay_sender_turns_deferred_total",
+			Help: "Sends of a busy target that took other principals' alerts in turns while alerts of this principal waited ahead of them in due order (principal topic: no proven principal).",
+		}, []string{"target", "principal"}),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rocketdelay_target_info",
 			Help: "Always 1 for each configured target; kind says its channel (dingtalk, wecom, feishu, topic).",
 		}, []string{"target", "kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight, m.coalesced, m.merged, m.lateness, m.waiting, m.limit, m.shared, m.info)
+		reg.MustRegister(m.requests, m.delivered, m.failures, m.disabled, m.cooldowns, m.wait, m.duration, m.inflight, m.coalesced, m.merged, m.lateness, m.waiting, m.limit, m.shared, m.info, m.turnsDeferred)
 	}
 	return m
 }

@@ -91,6 +91,12 @@ type Options struct {
 	// confirmed again and the send tried again, as one more attempt (fence.go). 0: no
 	// fence, for a sender whose claims no other replica takes over.
 	Fence time.Duration
+	// PrincipalOf names the principal an alert came from, as the service proved it
+	// (RD_PRINCIPAL and its signature), or "" for none: while a target's robots are busy,
+	// its waiting alerts go in turns over their principals (coalesce.go's inTurns, the
+	// park's turns), so one principal's flood cannot keep another's alerts waiting behind
+	// it. nil: every alert is "".
+	PrincipalOf func(Alert) string
 }
 
 func (o Options) withDefaults() Options {
@@ -716,6 +722,14 @@ func (a *attempt) retryLater(ctx context.Context, robot Robot, o Outcome) error 
 		return a.fail(ClassTransient, "gave up: "+err.Error(), err)
 	}
 	return nil
+}
+
+// principalOf is a's principal (Options.PrincipalOf), "" for none.
+func (s *Chat) principalOf(a Alert) string {
+	if s.opts.PrincipalOf == nil {
+		return ""
+	}
+	return s.opts.PrincipalOf(a)
 }
 
 // learn reports whether robot limits are learned (sender.robotLimits learn).

@@ -81,7 +81,7 @@ func (q *alertQueue) parkWaiting() {
 // park is empty.
 func (q *alertQueue) parkOne(w *waiter) bool {
 	s, t := q.s, q.t
-	if err := w.claim.Park(w.ctx); err != nil {
+	if err := w.claim.Park(w.ctx, w.principal); err != nil {
 		if errors.Is(err, ErrNoPark) {
 			w.park = false // it waits here
 		} else {

@@ -46,8 +46,9 @@ import (
 //	  {p}:gen:<id>     hash        generation record of an alert a reschedule sent back to the
 //	                               broker: live, decided, next (wheel_requeue.lua)
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
-//	  {p}:park:<g>     sorted set  id → due time, Unix ms: target g's parked alerts (park.go)
-//	  {p}:adopt:<tok>  sorted set  id → due time, Unix ms: the ids one adopt took (lives an hour, or a lease if longer)
+//	  {p}:park:<g>     sorted set  id → its turn: target g's parked alerts (park.go)
+//	  {p}:turn:<g>     hash        share → the next turn of target g's park (wheel_park.lua)
+//	  {p}:adopt:<tok>  sorted set  id → its turn: the ids one adopt took (lives an hour, or a lease if longer)
 //	  {p}:live         sorted set  replica → end of its liveness, Unix ms by the Redis clock
 //	                               (liveness.go)
 //	  {p}:live-meta    hash        last: the last beat of any replica; quiet: take-overs wait

@@ -23,6 +23,9 @@ var (
 
 func (k keys) park(target string) string { return k.stage() + "park:" + target }
 
+// turns holds the next turn of each share of target's park (wheel_park.lua).
+func (k keys) turns(target string) string { return k.stage() + "turn:" + target }
+
 // adopted is the sorted set of the ids one adopt took, under its token (an hour, or a
 // lease if longer).
 func (k keys) adopted(token string) string { return k.stage() + "adopt:" + token }
@@ -54,13 +57,14 @@ func (w *WheelStage) Park(ctx context.Context, target string, lease time.Duratio
 		if len(groups[i]) == 0 {
 			return nil
 		}
-		args := make([]any, 0, 3*len(groups[i])+3)
+		args := make([]any, 0, 4*len(groups[i])+3)
 		args = append(args, lease.Milliseconds(), parkToken(target), w.opts.Liveness.Milliseconds())
 		for _, k := range groups[i] {
 			p := parked[k]
-			args = append(args, p.Claim.ID, p.Claim.Token, p.DueAt.UnixMilli())
+			args = append(args, p.Claim.ID, p.Claim.Token, p.DueAt.UnixMilli(), p.Share)
 		}
-		keys := []string{s.inflight, s.keys.owner(), s.keys.park(target), s.keys.by(), s.keys.held(), s.keys.live()}
+		keys := []string{s.inflight, s.keys.owner(), s.keys.park(target), s.keys.by(), s.keys.held(), s.keys.live(),
+			s.keys.turns(target)}
 		ids, err := w.write(ctx, wheelParkScript, keys, args...).StringSlice()
 		if err != nil {
 			return w.fail("park", err)
@@ -77,14 +81,18 @@ func (w *WheelStage) Park(ctx context.Context, target string, lease time.Duratio
 	return slices.Concat(parts...), nil
 }
 
-// Parked names an entry to park: its claim and its due time (the park's order).
+// Parked names an entry to park: its claim, its due time, and the share of the target's
+// robots it waits in (its principal's; "" is a share too). The park takes its shares in
+// turns, each in the order it parked (wheel_park.lua): adopts take every share's next
+// entry before any share's second.
 type Parked struct {
 	Claim Claim
 	DueAt time.Time
+	Share string
 }
 
 // Adopt claims for token, in one round trip, up to limit of target's parked entries,
-// earliest due first, with a lease of Options().Lease as Claim's claims get, and
+// in their turns (Parked), with a lease of Options().Lease as Claim's claims get, and
 // reports how many stay parked. Like Claim, an entry whose record cannot be decoded is
 // in Corrupt. A limit below 1 only reports how many are parked. Like ClaimOverdue it can
 // be repeated with the same token after an error (its reply may have been lost with the
@@ -95,8 +103,8 @@ type Parked struct {
 // round trip each, with what is left of limit, until limit entries are adopted; the
 // shards it did not need are counted in one more round trip. The first shard visited is
 // picked by a hash of token, so every shard comes first as often as the others over many
-// adopts (and a repeat with the same token visits them in the same order); earliest due
-// first holds within a shard, not across shards.
+// adopts (and a repeat with the same token visits them in the same order); the turns
+// hold within a shard, not across shards.
 func (w *WheelStage) Adopt(ctx context.Context, target string, limit int, token string) (Claimed, int, error) {
 	n := len(w.shards)
 	if n == 1 {

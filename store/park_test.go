@@ -91,6 +91,54 @@ func TestParkNobodyAdoptsIsSwept(t *testing.T) {
 	require.NoError(t, ws.Confirm(ctx, swept.Entries[0].Claim(), 0))
 }
 
+// TestParkTakesSharesInTurns: the park takes its shares (the alerts' principals) in
+// turns: a flood of one share, due first and parked first, cannot keep another share's
+// alert waiting behind it; each share's alerts go in the order they were parked; a share
+// that comes while the park is being drained joins at the turn being served, not behind
+// the turns the flood took; an empty park starts the turns again.
+func TestParkTakesSharesInTurns(t *testing.T) {
+	ctx := context.Background()
+	rdb, _, ws := newWheelStage(t, store.WheelStageOptions{Lease: 10 * time.Second})
+	due := redisNow(t, rdb).Add(-time.Minute) // each alert parked is due a millisecond after the one before
+	park := func(share string, ids ...string) {
+		t.Helper()
+		var parked []store.Parked
+		for _, id := range ids {
+			due = due.Add(time.Millisecond)
+			at := due
+			_, err := ws.Put(ctx, entryAt(id, at))
+			require.NoError(t, err)
+			c, err := ws.Claim(ctx, []string{id}, "claim-"+id)
+			require.NoError(t, err)
+			require.Len(t, c.Entries, 1)
+			parked = append(parked, store.Parked{Claim: c.Entries[0].Claim(), DueAt: at, Share: share})
+		}
+		got, err := ws.Park(ctx, "ops", time.Minute, parked...)
+		require.NoError(t, err)
+		require.Equal(t, ids, got)
+	}
+	adopt := func(limit int, token string) []string {
+		t.Helper()
+		c, _, err := ws.Adopt(ctx, "ops", limit, token)
+		require.NoError(t, err)
+		return ids(c.Entries)
+	}
+	park("flood", idRange("f", 10)...)
+	park("other", "o0", "o1")
+	require.ElementsMatch(t, []string{"f0", "o0"}, adopt(2, "adopter/1"), "each share's first, not the flood's first two")
+	require.ElementsMatch(t, []string{"f1", "o1"}, adopt(2, "adopter/2"))
+	require.Equal(t, []string{"f2", "f3"}, adopt(2, "adopter/3"), "then the flood, in the order it was parked")
+
+	park("late", "l0", "l1", "l2")
+	require.ElementsMatch(t, []string{"f4", "l0"}, adopt(2, "adopter/4"), "a share that comes later joins the turn being served…")
+	require.ElementsMatch(t, []string{"f5", "l1"}, adopt(2, "adopter/5"), "…and does not go ahead of the others' turns")
+	require.ElementsMatch(t, []string{"f6", "f7", "f8", "f9", "l2"}, adopt(10, "adopter/6"))
+
+	park("flood", "f10", "f11")
+	park("other", "o2", "o3")
+	require.ElementsMatch(t, []string{"f10", "o2"}, adopt(2, "adopter/7"), "an empty park starts the turns again")
+}
+
 // TestAdoptRaceTakesEachOnce: replicas adopting the same park at once never share an
 // entry.
 func TestAdoptRaceTakesEachOnce(t *testing.T) {

@@ -43,6 +43,13 @@ const (
 	// escalations with a key of their own, never by producers): over the step's id, its
 	// target, its episode and its number. A mark that it does not prove is refused.
 	PropEpisodeSig = "RD_EPISODE_SIG"
+	// PropPrincipal names the producer an alert came from (set by rocketdelay's ways in
+	// and escalations, never by producers): while its target's robots are busy, an alert
+	// waits in its principal's share of them. PropPrincipalSig is the service's signature
+	// over the alert's id, its target and the name; an alert without a proven principal
+	// (one published to the topic directly) waits in the share of the topic's producers.
+	PropPrincipal    = "RD_PRINCIPAL"
+	PropPrincipalSig = "RD_PRINCIPAL_SIG"
 )
 
 // Priorities are the values of PropPriority, by name: the higher the number, the sooner

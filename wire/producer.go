@@ -102,6 +102,9 @@ type Publication struct {
 	// Episode marks the alert as a step of an escalation episode (RD_EPISODE), and
 	// EpisodeSig proves the mark (RD_EPISODE_SIG); set by rocketdelay's escalations only.
 	Episode, EpisodeSig string
+	// Principal names the producer (RD_PRINCIPAL) and PrincipalSig proves it
+	// (RD_PRINCIPAL_SIG); set by rocketdelay's ways in and escalations only.
+	Principal, PrincipalSig string
 
 	// The fields below are for topic targets: setting any of them makes the publication
 	// Raw.
@@ -228,6 +231,10 @@ func (p *Producer) Publish(ctx context.Context, pub Publication) (Published, err
 	}
 	if pub.EpisodeSig != "" {
 		m.WithProperty(PropEpisodeSig, pub.EpisodeSig)
+	}
+	if pub.Principal != "" {
+		m.WithProperty(PropPrincipal, pub.Principal)
+		m.WithProperty(PropPrincipalSig, pub.PrincipalSig)
 	}
 	for k, v := range pub.Properties {
 		m.WithProperty(k, v)

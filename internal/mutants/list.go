@@ -150,6 +150,36 @@ redis.call('ZADD', KEYS[2]`,
 		Tests:     "^TestRobotPoolHoldsASendInFlight$",
 	},
 	{
+		// killed: the queue's order alone: the first message is the flood's 50, the other's alert waits for the second
+		Name:      "queue-without-turns",
+		Invariant: "fair shares: a busy target's waiting alerts go in turns over their principals",
+		File:      "sender/coalesce.go",
+		From:      "	if !slices.ContainsFunc(waiting, func(w *waiter) bool { return w.principal != waiting[0].principal }) {",
+		To:        "	if true {",
+		Package:   "./sender",
+		Tests:     "^TestAFloodCannotKeepAnotherPrincipalWaiting$",
+	},
+	{
+		// killed: the late share's turns start at 0, so l0 and l1 go before the flood's f4: ElementsMatch{f4, l0} fails
+		Name:      "park-turn-ignores-serving",
+		Invariant: "fair shares: a share that comes while the park drains joins the turn being served",
+		File:      "store/lua/wheel_park.lua",
+		From:      "local turn = math.max(tonumber(redis.call('HGET', KEYS[7], share)) or 0, serving)",
+		To:        "local turn = tonumber(redis.call('HGET', KEYS[7], share)) or 0",
+		Package:   "./store",
+		Tests:     "^TestParkTakesSharesInTurns$",
+	},
+	{
+		// killed: by due time alone the flood's f0 and f1 are adopted first: ElementsMatch{f0, o0} fails
+		Name:      "park-without-turns",
+		Invariant: "fair shares: the park takes its shares in turns",
+		File:      "store/lua/wheel_park.lua",
+		From:      "redis.call('ZADD', KEYS[3], turn, id)",
+		To:        "redis.call('ZADD', KEYS[3], ARGV[i + 2], id)",
+		Package:   "./store",
+		Tests:     "^TestParkTakesSharesInTurns$",
+	},
+	{
 		// killed: with limit 1 the second pick gets a again: require.Empty(again.Robot) fails
 		Name:      "robot-limit-off-by-one",
 		Invariant: "robot windows: a robot with limit sends in its window is not picked",

@@ -1,9 +1,10 @@
--- wheel_adopt.lua: claim the earliest parked entries of one target (wheel_park.lua).
+-- wheel_adopt.lua: claim the parked entries of one target with the lowest turns
+-- (wheel_park.lua: every share's next alert first, in the order each share parked them).
 --
 -- KEYS[1…10] as wheel_claim.lua: due, inflight, entries, owner, tries, failed, parts, by,
 --             held, live
--- KEYS[11]  {p}:park:<g>       sorted set: id -> due time (Unix ms), the target's parked ids
--- KEYS[12]  {p}:adopt:<token>  sorted set: id -> due time, the ids this claim adopted
+-- KEYS[11]  {p}:park:<g>       sorted set: id -> its turn, the target's parked ids
+-- KEYS[12]  {p}:adopt:<token>  sorted set: id -> its turn, the ids this claim adopted
 --                              (lives an hour, or a lease if longer)
 -- ARGV[1]   lease, ms
 -- ARGV[2]   token of this claim: "<replica>/<…>"
@@ -11,7 +12,7 @@
 -- ARGV[4]   the most entries to claim
 -- ARGV[5]   liveness period, ms; "0": liveness is off
 --
--- The earliest parked ids leave the park; each one still owned by the park moves to this
+-- The parked ids of the lowest turns leave the park; each one still owned by the park moves to this
 -- claim with a fresh lease, as wheel_claim.lua's claims do. An id the park no longer owns
 -- (the sweeper claimed it after the park's lease ran out, or it was cancelled or
 -- released) only leaves the park. The ids adopted are noted under the token, so the same
@@ -21,7 +22,7 @@
 -- responsible for each id adopted (by, held). With liveness on, a replica that is not
 -- live adopts nothing: the script fails with LAPSED.
 -- Returns {claimed, left}: claimed is {id, entry, tries, failure, parts, …} as
--- wheel_claim.lua's, earliest due first; left the ids still parked.
+-- wheel_claim.lua's, lowest turn first; left the ids still parked.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expiry = string.format('%d', now + tonumber(ARGV[1]))
