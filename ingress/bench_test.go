@@ -28,6 +28,9 @@ func (noOwners) Own(_ context.Context, _, _, principal string, _ time.Duration) 
 }
 func (noOwners) Owner(context.Context, string, string) (string, error)             { return "", nil }
 func (noOwners) Take(context.Context, string, float64, int) (time.Duration, error) { return 0, nil }
+func (noOwners) Publish(_ context.Context, principal string, _ float64, _ int, _ string, _ time.Duration) (time.Duration, string, error) {
+	return 0, principal, nil
+}
 func (noOwners) OpenEpisode(context.Context, string, string, int) (bool, int, error) {
 	return true, 0, nil
 }

@@ -28,6 +28,9 @@ type Producers interface {
 	Own(ctx context.Context, kind, id, principal string, ttl time.Duration) (string, error)
 	Owner(ctx context.Context, kind, id string) (string, error)
 	Take(ctx context.Context, principal string, perSecond float64, burst int) (time.Duration, error)
+	// Publish is Take (perSecond 0: none) and then, unless over the rate, Own of the alert
+	// id, in one round trip: the publish route's.
+	Publish(ctx context.Context, principal string, perSecond float64, burst int, id string, ttl time.Duration) (time.Duration, string, error)
 	// OpenEpisode records that principal opens episode key within max open at once.
 	OpenEpisode(ctx context.Context, principal, key string, max int) (ok bool, open int, err error)
 }
@@ -134,7 +137,8 @@ func principalOf(r *http.Request) config.Principal {
 }
 
 // authenticate finds the principal of a request's bearer token (401 for none), and takes
-// one request of its rate (429 with Retry-After past it).
+// one request of its rate (429 with Retry-After past it) — but for a publish, which takes
+// it with the ownership of its id in one round trip (ownAlert).
 func (in *Ingress) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !in.principals.any() {
@@ -149,24 +153,34 @@ func (in *Ingress) authenticate(next http.Handler) http.Handler {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <a principal's token>)")
 			return
 		}
-		if p.RatePerSecond > 0 {
+		if p.RatePerSecond > 0 && !(r.Method == http.MethodPost && r.URL.Path == AlertsPath) {
 			wait, err := in.deps.Producers.Take(r.Context(), p.Name, p.RatePerSecond, p.Burst)
 			if err != nil {
-				in.deps.Logger.Warn("a principal's rate could not be read", "principal", p.Name, "err", err)
-				w.Header().Set("Retry-After", "1")
-				writeError(w, http.StatusServiceUnavailable, "redis", "not done; send it again: the rate could not be checked")
+				in.rateUnknown(w, p, err)
 				return
 			}
 			if wait > 0 {
-				in.metrics.refused.WithLabelValues(p.Name, "rate").Inc()
-				w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-				writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
-					"principal %q is over its rate (%g per second, bursts of %d): send it again after Retry-After", p.Name, p.RatePerSecond, p.Burst))
+				in.overRate(w, p, wait)
 				return
 			}
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// rateUnknown answers 503: p's rate could not be read (err).
+func (in *Ingress) rateUnknown(w http.ResponseWriter, p config.Principal, err error) {
+	in.deps.Logger.Warn("a principal's rate could not be read", "principal", p.Name, "err", err)
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "redis", "not done; send it again: the rate could not be checked")
+}
+
+// overRate answers 429 with Retry-After: p is over its rate for wait.
+func (in *Ingress) overRate(w http.ResponseWriter, p config.Principal, wait time.Duration) {
+	in.metrics.refused.WithLabelValues(p.Name, "rate").Inc()
+	w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
+		"principal %q is over its rate (%g per second, bursts of %d): send it again after Retry-After", p.Name, p.RatePerSecond, p.Burst))
 }
 
 // forbid answers 403 with reason: a principal asked for more than it may do. Nothing
@@ -222,13 +236,19 @@ func owns(p config.Principal, owner string) bool {
 	return owner == p.Name && owner != "" || p.Can(config.RightOthers)
 }
 
-// ownAlert records p as the owner of the alert id due at due before it is published; it
-// reports false, having answered 403, when another principal owns the id.
+// ownAlert takes one request of p's rate and records p as the owner of the alert id due
+// at due before it is published, in one round trip; it reports false, having answered
+// 429 when p is over its rate (nothing recorded) or 403 when another principal owns the
+// id.
 func (in *Ingress) ownAlert(w http.ResponseWriter, r *http.Request, op string, p config.Principal, id string, due time.Time) bool {
 	ttl := store.AlertOwnerTTL(due, in.deps.Now(), in.cfg.Scheduler.DoneTTL)
-	owner, err := in.deps.Producers.Own(r.Context(), store.OwnAlert, id, p.Name, ttl)
+	wait, owner, err := in.deps.Producers.Publish(r.Context(), p.Name, p.RatePerSecond, p.Burst, id, ttl)
 	if err != nil {
 		in.unavailableRedis(w, op, id, err)
+		return false
+	}
+	if wait > 0 {
+		in.overRate(w, p, wait)
 		return false
 	}
 	if owner != p.Name {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 const (
@@ -197,6 +198,34 @@ func TestPrincipalsRate(t *testing.T) {
 	require.Equal(t, "rate_limited", out["reason"])
 	code, out = s.do("DELETE", AlertsPath+"/none", nil, teamToken)
 	require.Equal(t, http.StatusForbidden, code, "team has a rate of its own: %v", out)
+}
+
+// A publish takes its principal's rate with the ownership of its id, in one round trip
+// (store.Producers.Publish): within the burst both are published and owned; over it the
+// answer is 429 and the id is not recorded as anyone's, so nothing was taken from it.
+func TestPrincipalsRateOnPublish(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, func(c *config.Config) {
+		withPrincipals(c)
+		c.Ingress.Principals[0].RatePerSecond, c.Ingress.Principals[0].Burst = 0.2, 2
+	})
+	publish := func(id string) (int, map[string]any) {
+		return s.do("POST", AlertsPath, map[string]any{"target": "orders", "in": "90m", "id": id, "text": "order unpaid"}, shopToken)
+	}
+	for _, id := range []string{"rated-1", "rated-2"} {
+		code, out := publish(id)
+		require.Equal(t, http.StatusAccepted, code, out)
+		owner, err := s.owners.Owner(t.Context(), store.OwnAlert, id)
+		require.NoError(t, err)
+		require.Equal(t, "shop", owner)
+	}
+	code, out := publish("rated-3")
+	require.Equal(t, http.StatusTooManyRequests, code, out)
+	require.Equal(t, "rate_limited", out["reason"])
+	owner, err := s.owners.Owner(t.Context(), store.OwnAlert, "rated-3")
+	require.NoError(t, err)
+	require.Empty(t, owner, "a publish over the rate records no owner")
+	require.Zero(t, s.stored.Copies("rated-3"), "nor reaches the topic")
 }
 
 // The principals file is read again while the service runs: a principal added is in

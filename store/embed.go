@@ -23,6 +23,12 @@ func holdingScript(name string) *redis.Script {
 	return redis.NewScript(mustRead("lua/lib_holding.lua") + mustRead("lua/"+name))
 }
 
+// rateScript loads the Lua script lua/name after the functions of lib_rate.lua, which
+// every script that takes a rate calls.
+func rateScript(name string) *redis.Script {
+	return redis.NewScript(mustRead("lua/lib_rate.lua") + mustRead("lua/"+name))
+}
+
 // doneScript loads the Lua script lua/name after the functions of lib_done.lua, which
 // every script that answers for an alert by its done marker calls.
 func doneScript(name string) *redis.Script {

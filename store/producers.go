@@ -87,6 +87,32 @@ func (p *Producers) Take(ctx context.Context, principal string, perSecond float6
 	return time.Duration(max(v[1], 1)) * time.Microsecond, nil
 }
 
+var principalPublishScript = rateScript("principal_publish.lua")
+
+// Publish takes what principal's publish of the alert id asks of Redis in one round
+// trip: one request of its rate (perSecond, bursts of burst; perSecond 0: none), then,
+// unless it is over the rate (wait > 0, nothing recorded), the ownership of id for ttl,
+// as Own: owner is the id's owner, principal when it is now theirs.
+func (p *Producers) Publish(ctx context.Context, principal string, perSecond float64, burst int, id string, ttl time.Duration) (wait time.Duration, owner string, err error) {
+	if perSecond > 0 && burst < 1 {
+		return 0, "", errors.New("store: a principal's publish: burst must be positive")
+	}
+	v, err := principalPublishScript.Run(ctx, p.rdb, []string{p.keys.principalRate(principal), p.keys.ownerOf(OwnAlert, id)},
+		max(perSecond, 0), burst, principal, max(ttl.Milliseconds(), 1)).Slice()
+	if err != nil {
+		return 0, "", redisFail("a principal's publish", err)
+	}
+	if len(v) != 2 {
+		return 0, "", errors.New("store: a principal's publish: unexpected reply")
+	}
+	if v[0] == int64(0) {
+		us, _ := v[1].(int64)
+		return time.Duration(max(us, 1)) * time.Microsecond, "", nil
+	}
+	owner, _ = v[1].(string)
+	return 0, owner, nil
+}
+
 // AlertOwnerTTL is how long an alert's owner is kept: until the alert is due and its
 // id's done marker (doneTTL) has passed, so that the id is its owner's while anything
 // can still be done with it.

@@ -718,6 +718,9 @@ func (anyOwner) Owner(context.Context, string, string) (string, error) { return 
 func (anyOwner) Take(context.Context, string, float64, int) (time.Duration, error) {
 	return 0, nil
 }
+func (anyOwner) Publish(_ context.Context, principal string, _ float64, _ int, _ string, _ time.Duration) (time.Duration, string, error) {
+	return 0, principal, nil
+}
 func (anyOwner) OpenEpisode(context.Context, string, string, int) (bool, int, error) {
 	return true, 0, nil
 }

@@ -1,0 +1,29 @@
+-- principal_publish.lua: what a principal's publish asks of Redis, in one round trip:
+-- one request of its rate (take_rate, lib_rate.lua), then the ownership of the alert id
+-- it publishes (the first principal to use an id owns it; its own record is kept at
+-- least the TTL from now). A request over the rate records nothing.
+--
+-- KEYS[1]  {p}:rate:principal:<n>   string: the principal's rate (lib_rate.lua)
+-- KEYS[2]  {p}:principal:alert:<id> string: the id's owner
+-- ARGV[1]  rate, requests per second; 0: none
+-- ARGV[2]  burst, requests that may come at once
+-- ARGV[3]  the principal's name
+-- ARGV[4]  how long the owner is kept, ms
+--
+-- Returns {0, wait}: over the rate, wait µs until a request may go; {1, owner}: the id's
+-- owner (ARGV[3] when it is now, or already was, the principal's).
+local rate = tonumber(ARGV[1])
+if rate > 0 then
+  local took = take_rate(KEYS[1], 1, rate, tonumber(ARGV[2]))
+  if took[1] == 0 then
+    return {0, took[2]}
+  end
+end
+local prev = redis.call('SET', KEYS[2], ARGV[3], 'NX', 'GET', 'PX', ARGV[4])
+if not prev then
+  return {1, ARGV[3]}
+end
+if prev == ARGV[3] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+end
+return {1, prev}
