@@ -113,12 +113,24 @@ func stackConfig(t *testing.T) config.Config {
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	return call(t, http.MethodGet, url, "", nil)
+}
+
+// call makes a request with body (nil for none) and the bearer token auth ("" for
+// none), and returns the status and the answer.
+func call(t *testing.T, method, url, auth string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, string(body)
+	return resp.StatusCode, string(answer)
 }
 
 func TestServeHealthReadinessMetrics(t *testing.T) {
@@ -344,16 +356,7 @@ func startWaiting(t *testing.T, cfg config.Config) *waitingReplica {
 // readyz is the replica's /readyz, asked with the admin token auth ("" for none).
 func (r *waitingReplica) readyz(t *testing.T, auth string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, r.base+"/readyz", nil)
-	require.NoError(t, err)
-	if auth != "" {
-		req.Header.Set("Authorization", "Bearer "+auth)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return call(t, http.MethodGet, r.base+"/readyz", auth, nil)
 }
 
 // waitsFor checks that the replica waits for dependency: /readyz names it (and, to the

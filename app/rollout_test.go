@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,14 +27,7 @@ func publishVia(t *testing.T, base, target, id, in string) (int, string) {
 	t.Helper()
 	body, err := json.Marshal(map[string]string{"target": target, "id": id, "in": in, "text": id})
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/alerts", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+testIngestToken)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(answer)
+	return call(t, http.MethodPost, base+"/api/v1/alerts", testIngestToken, body)
 }
 
 // scrape is the value of the unlabelled metric name (or the sum of its series) in the

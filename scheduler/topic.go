@@ -22,19 +22,29 @@ const topicQueues = 8
 // one of them answered, whether or not it knows the topic; otherwise the error, which
 // says none could be reached. A replica starting while RocketMQ is away waits on it.
 func ReachNameServers(ctx context.Context, nameServers []string, access wire.Access, topic string) error {
-	adm, err := admin.NewAdmin(append(access.AdminOptions(), admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))...)
+	adm, done, err := topicAdmin(nameServers, access, topic)
 	if err != nil {
-		return fmt.Errorf("scheduler: admin client: %w", err)
+		return err
 	}
-	defer adm.Close()
-	probingTopics.Store(topic, true)
-	defer probingTopics.Delete(topic)
+	defer done()
 	_, err = adm.FetchPublishMessageQueues(ctx, topic)
 	var unreachable *primitive.RemotingErr
 	if errors.As(err, &unreachable) {
 		return fmt.Errorf("scheduler: no name server of %s answered: %w", strings.Join(nameServers, ","), err)
 	}
 	return nil
+}
+
+// topicAdmin is an admin client of the name servers for asking after topic, whose route
+// the client's log does not report missing (it is what a first start finds); done
+// closes it.
+func topicAdmin(nameServers []string, access wire.Access, topic string) (adm admin.Admin, done func(), err error) {
+	adm, err = admin.NewAdmin(append(access.AdminOptions(), admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scheduler: admin client: %w", err)
+	}
+	probingTopics.Store(topic, true)
+	return adm, func() { probingTopics.Delete(topic); _ = adm.Close() }, nil
 }
 
 // EnsureTopic checks that the name servers know topic; when they do not and brokers are
@@ -64,14 +74,11 @@ func consumerRetryTopic(group string) string { return "%RETRY%" + group }
 // error naming the mqadmin command when none are listed) and waits up to 30s for its
 // route to appear.
 func ensureTopic(ctx context.Context, nameServers []string, access wire.Access, topic string, queues int, brokers []string, logger *slog.Logger) error {
-	adm, err := admin.NewAdmin(append(access.AdminOptions(), admin.WithResolver(primitive.NewPassthroughResolver(nameServers)))...)
+	adm, done, err := topicAdmin(nameServers, access, topic)
 	if err != nil {
-		return fmt.Errorf("scheduler: admin client: %w", err)
+		return err
 	}
-	defer adm.Close()
-	// The client logs a missing route as an error; here it is what a first start finds.
-	probingTopics.Store(topic, true)
-	defer probingTopics.Delete(topic)
+	defer done()
 	if _, err := adm.FetchPublishMessageQueues(ctx, topic); err == nil {
 		return nil
 	}
