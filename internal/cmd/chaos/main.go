@@ -48,11 +48,12 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Minute)
 	defer cancel()
+	built := commit(opts.RepoRoot) // what the replicas are built from, before a commit made while it runs
 	rows, err := chaos.Run(ctx, opts)
 	if len(rows) > 0 {
 		// What the docs need to cite the table, so that it is pasted as printed.
 		fmt.Printf("go run ./internal/cmd/chaos %s · %s · commit %s · seed %d\n\n",
-			strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"), commit(opts.RepoRoot), rows[0].Seed)
+			strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"), built, rows[0].Seed)
 	}
 	_ = chaos.WriteTable(os.Stdout, rows)
 	if err != nil {
