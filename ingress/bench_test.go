@@ -113,8 +113,10 @@ func BenchmarkPublishAPIPrincipals(b *testing.B) {
 	b.ReportMetric(float64(s.P99.Microseconds())/1000, "principals-p99-ms")
 	ratio := float64(s.P99) / float64(w.P99)
 	b.ReportMetric(ratio, "p99-ratio")
-	// The target: a principal adds two Redis round trips to a broker send, not another
-	// send's worth: p99 within 1.5x of the single token's. A report, not a gate.
+	// The target: a principal adds one Redis round trip (its rate and its id's owner,
+	// principal_publish.lua) to a broker send, not another send's worth: p99 within 1.5x
+	// of the single token's. A report, not a gate. (Without the round trip, both paths
+	// measure the same: the rest of what a principal does costs nothing measurable.)
 	verdict := "PASS"
 	if ratio > 1.5 {
 		verdict = "FAIL"
