@@ -26,7 +26,9 @@ type Principal struct {
 	Rights []string `yaml:"rights" json:"rights,omitempty"`
 	// RatePerSecond bounds its requests (publish, cancel, reschedule, Alertmanager
 	// notifications, escalations), for all replicas together: past it the answer is 429
-	// with Retry-After. 0: no bound.
+	// with Retry-After (a publish counts once its body and rights are checked: one
+	// refused as malformed or forbidden costs neither Redis nor the broker anything).
+	// 0: no bound.
 	RatePerSecond float64 `yaml:"ratePerSecond" json:"ratePerSecond,omitempty"`
 	// Burst is how many requests may come at once within the rate. Default
 	// RatePerSecond rounded up (at least 1).
