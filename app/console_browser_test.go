@@ -180,7 +180,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// Five wrong tokens, then the sixth try waits, even with the right token.
 	for i := range 5 {
 		run("wrong token", chromedp.SendKeys(chromedp.CSS("#token"), fmt.Sprintf("wrong-%d", i)), chromedp.Click(chromedp.CSS("#login")))
-		b.waitText("#error", "That is not the admin token.")
+		b.waitText("#error", "That is not an operator's token.")
 		run("clear", chromedp.Navigate(base+"/ui/login"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	}
 	run("locked out", chromedp.SendKeys(chromedp.CSS("#token"), adminToken), chromedp.Click(chromedp.CSS("#login")))

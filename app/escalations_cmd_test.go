@@ -194,8 +194,9 @@ func TestEscalationsCommands(t *testing.T) {
 
 // What `escalations ack` and `resolve` leave in the outbox is carried out by a running
 // service: two episodes started through the API send their first steps; the service's
-// console lists them with their next step, and its Acknowledge on one has "acknowledged
-// by console" reach the chat; the command's acknowledgement of the other cancels its
+// console, reached through an authenticating proxy that names the person
+// (admin.proxyUserHeader), lists them with their next step, and its Acknowledge on one
+// has "acknowledged by" that person reach the chat; the command's acknowledgement of the other cancels its
 // second step and "acknowledged by" reaches the chat, and the command's resolve
 // publishes the resolution.
 func TestEscalationsThroughTheService(t *testing.T) {
@@ -208,6 +209,8 @@ func TestEscalationsThroughTheService(t *testing.T) {
 	cfg.Sender.BaseURL = simURL
 	cfg.Ingress.Token = ingestToken
 	cfg.Admin.Token = "esc-cmd-admin-token-91c2"
+	cfg.HTTP.TrustedProxies = []string{"127.0.0.1/32", "::1/128"} // the test stands for the proxy
+	cfg.Admin.ProxyUserHeader = "X-Forwarded-User"
 	require.NoError(t, cfg.Validate())
 	base := serveInTest(t, cfg)
 	accepted := func(s string) int {
@@ -255,8 +258,10 @@ func TestEscalationsThroughTheService(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	post("/ui/login", url.Values{"token": {cfg.Admin.Token.Reveal()}})
-	resp, err := browser.Get(base + "/ui/escalations")
+	req, err := http.NewRequest(http.MethodGet, base+"/ui/escalations", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Forwarded-User", "ana.oncall@example.com") // no login: the proxy says who
+	resp, err := browser.Do(req)
 	require.NoError(t, err)
 	page, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -269,7 +274,7 @@ func TestEscalationsThroughTheService(t *testing.T) {
 	require.NotNil(t, form, "an Acknowledge button for %s", other)
 	resp = post("/ui/escalations/ack", url.Values{"csrf": {form[1]}, "key": {other}, "seq": {form[2]}})
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the acknowledgement leads back to the list")
-	require.Eventually(t, func() bool { return accepted("Acknowledged by console: Disk full") == 1 }, 60*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return accepted("Acknowledged by ana.oncall@example.com: Disk full") == 1 }, 60*time.Second, 50*time.Millisecond)
 
 	file := escalationsConfig(t, cfg.Redis.KeyPrefix) // the command reads the policies only to show next steps
 	env := map[string]string{"ROCKETDELAY_REDIS_URL": testenv.RedisURL(t)}

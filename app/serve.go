@@ -306,7 +306,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(escalation.AckPath, ackHandler)
 	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller, Rescheduler: rescheduler}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, templates,
-		console.Access{Token: cfg.Admin.Token, Sessions: store.NewConsoleAccess(rdb, cfg.Redis.KeyPrefix), Proxies: trusted}, logger))
+		console.Access{Token: cfg.Admin.Token, Sessions: store.NewConsoleAccess(rdb, cfg.Redis.KeyPrefix), Proxies: trusted,
+			Operators: cfg.Admin.Operators, ProxyUserHeader: cfg.Admin.ProxyUserHeader}, logger))
 
 	handler.set(mux)
 	public, err := servePublic(cfg.HTTP, opts.PublicListener, publicMux(h, ackHandler), tlsConf, conns, logger, serveErr)

@@ -625,8 +625,42 @@ type Platform struct {
 // Admin configures the admin HTTP API.
 type Admin struct {
 	// Token is the bearer token the admin API requires (Authorization: Bearer …); at
-	// least 16 characters. Default none: the admin API answers 503, disabled.
+	// least 16 characters. Default none: the admin API answers 503, disabled. It is also
+	// the console's login, as the operator "admin", and turns the console on.
 	Token Secret `yaml:"token" json:"token"`
+	// Operators are named console logins: each logs in with a token of its own, and what
+	// it does (acknowledgements, cancels, reschedules, retries and discards of failed
+	// sends) is recorded and shown as done by its name. Tokens at least 16 characters,
+	// unique, none an ingress credential. They need admin.token (the console is on).
+	Operators []Operator `yaml:"operators" json:"operators,omitempty"`
+	// ProxyUserHeader names the header (X-Forwarded-User, X-Forwarded-Email) by which an
+	// authenticating proxy in front of the console names the person: a console request
+	// from one of http.trustedProxies that carries it is that person's, without a login.
+	// From any other address the header is ignored. Default none.
+	ProxyUserHeader string `yaml:"proxyUserHeader" json:"proxyUserHeader,omitempty"`
+}
+
+// Operator is a named console login (admin.operators).
+type Operator struct {
+	// Name is how the console records and shows what the operator did: letters, digits,
+	// '-', '_', '.', '@', at most 64 characters; not "admin".
+	Name string `yaml:"name" json:"name"`
+	// Token is the operator's login; secret.
+	Token Secret `yaml:"token" json:"token"`
+}
+
+// ValidOperatorName reports whether name may name an operator (Operator.Name; a proxy's
+// user header too).
+func ValidOperatorName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.@+", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // MinAdminTokenLen is the shortest admin token Validate accepts.

@@ -753,3 +753,32 @@ func TestARobotBelongsToOneTarget(t *testing.T) {
 	require.NotContains(t, msg, "targets.ops.")
 	require.NotContains(t, msg, "tok-shared-robot-91")
 }
+
+// Named operators and the proxy's user header are checked: a name they may have, a token
+// of their own, the console on, and the header believed only from trusted proxies.
+func TestOperatorsAreChecked(t *testing.T) {
+	c := Config{
+		Admin: Admin{ProxyUserHeader: "X-Forwarded-User", Operators: []Operator{
+			{Name: "ana", Token: "ana-operator-token-0123"},
+			{Name: "ana", Token: "another-operator-token-0123"},
+			{Name: "admin", Token: "admin-named-operator-token"},
+			{Name: "bo b", Token: "short"},
+			{Name: "cy", Token: "ingest-token-shared-0123"},
+		}},
+		Ingress: Ingress{Token: "ingest-token-shared-0123"},
+	}.WithDefaults()
+	msg := c.Validate().Error()
+	for _, want := range []string{
+		"config: admin.operators: needs admin.token",
+		"config: admin.proxyUserHeader: needs http.trustedProxies",
+		`config: admin.operators[1].name: "ana" is used twice`,
+		`config: admin.operators[2].name: "admin" is not an operator's name`,
+		`config: admin.operators[3].name: "bo b" is not an operator's name`,
+		"config: admin.operators[3].token: must be at least 16 characters",
+		"config: admin.operators[4].token: is another login's or a producer's token",
+	} {
+		require.Contains(t, msg, want)
+	}
+	require.NotContains(t, msg, "ingest-token-shared-0123")
+	require.NotContains(t, msg, "admin.operators[0]")
+}

@@ -127,6 +127,11 @@ func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string
 	}
 	one("postgres.url", &c.Postgres.URL)
 	one("admin.token", &c.Admin.Token)
+	operators := slices.Clone(c.Admin.Operators)
+	for i := range operators {
+		one(fmt.Sprintf("admin.operators[%d].token", i), &operators[i].Token)
+	}
+	c.Admin.Operators = operators
 	one("ingress.token", &c.Ingress.Token)
 	principals := slices.Clone(c.Ingress.Principals)
 	for i := range principals {

@@ -111,6 +111,7 @@ func (c Config) Validate() error {
 			c.Sender.windowFor(bad, ch)
 		}
 	}
+	c.validateOperators(bad)
 	if tok := c.Admin.Token.Reveal(); tok != "" && (len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n")) {
 		bad("admin.token", "must be at least %d characters without whitespace", MinAdminTokenLen)
 	}
@@ -300,6 +301,43 @@ func (r Redis) validate(bad badFunc) {
 }
 
 // validate checks target name's section.
+// validateOperators checks admin.operators and admin.proxyUserHeader.
+func (c Config) validateOperators(bad badFunc) {
+	if len(c.Admin.Operators) > 0 && c.Admin.Token == "" {
+		bad("admin.operators", "needs admin.token: the console is on only with it")
+	}
+	if h := c.Admin.ProxyUserHeader; h != "" {
+		if len(c.HTTP.TrustedProxies) == 0 {
+			bad("admin.proxyUserHeader", "needs http.trustedProxies: the header is believed only from them")
+		}
+		if strings.ContainsAny(h, " \t\r\n:") {
+			bad("admin.proxyUserHeader", "%q is not a header name", h)
+		}
+	}
+	names, tokens := map[string]bool{}, map[string]bool{c.Admin.Token.Reveal(): true, c.Ingress.Token.Reveal(): true}
+	for _, p := range c.Ingress.Principals {
+		tokens[p.Token.Reveal()] = true
+	}
+	for i, o := range c.Admin.Operators {
+		key := fmt.Sprintf("admin.operators[%d]", i)
+		switch {
+		case !ValidOperatorName(o.Name) || o.Name == "admin":
+			bad(key+".name", "%q is not an operator's name: letters, digits, - _ . @ +, at most 64, not admin", o.Name)
+		case names[o.Name]:
+			bad(key+".name", "%q is used twice", o.Name)
+		}
+		names[o.Name] = true
+		tok := o.Token.Reveal()
+		switch {
+		case len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n"):
+			bad(key+".token", "must be at least %d characters without whitespace", MinAdminTokenLen)
+		case tokens[tok]:
+			bad(key+".token", "is another login's or a producer's token: each has its own")
+		}
+		tokens[tok] = true
+	}
+}
+
 // validateSharedRobots refuses a robot listed in two targets: each target counts its
 // robots' sends in windows of its own, so a robot of two targets would take both targets'
 // budgets and go over its platform's limit. A target's budget is its own robots'. The

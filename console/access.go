@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -24,6 +25,60 @@ type Access struct {
 	// Proxies are the trusted reverse proxies (config http.trustedProxies): behind one,
 	// the client's address and HTTPS are what it forwards.
 	Proxies proxies.Trusted
+	// Operators are the named logins (config admin.operators); Token logs in as "admin".
+	Operators []config.Operator
+	// ProxyUserHeader names the header by which an authenticating proxy (one of Proxies)
+	// names the person (config admin.proxyUserHeader): a request from one that carries
+	// it is that person's, without a login. "": none.
+	ProxyUserHeader string
+}
+
+// adminOperator is the operator admin.token logs in as.
+const adminOperator = "admin"
+
+// signedIn is who a request of a valid session is: its session and its operator.
+type signedIn struct{ session, operator string }
+
+// operatorOf is the operator of an authed request (see Console.authed): the name the
+// console records and shows for what the request does.
+func operatorOf(r *http.Request) string {
+	in, _ := r.Context().Value(ctxKey{}).(signedIn)
+	return in.operator
+}
+
+// proxyUser is the person an authenticating proxy names in the request (Access.
+// ProxyUserHeader), when the request came from a trusted proxy and the name is one an
+// operator may have.
+func (c *Console) proxyUser(r *http.Request) (string, bool) {
+	if c.access.ProxyUserHeader == "" || !c.access.Proxies.From(r) {
+		return "", false
+	}
+	name := strings.TrimSpace(r.Header.Get(c.access.ProxyUserHeader))
+	if !config.ValidOperatorName(name) {
+		if name != "" {
+			c.logger.Warn("console: the proxy's user header names no operator; asking for a login",
+				"header", c.access.ProxyUserHeader, "client", c.access.Proxies.Client(r))
+		}
+		return "", false
+	}
+	return name, true
+}
+
+// loginOfToken is the login of the operator whose token is got (admin.token: admin), if
+// any.
+func (c *Console) loginOfToken(got string) (login, bool) {
+	sum := sha256.Sum256([]byte(got))
+	in, found := login{}, false
+	if subtle.ConstantTimeCompare(sum[:], c.token[:]) == 1 {
+		in, found = login{way: "t", operator: adminOperator, print: c.adminPrint}, true
+	}
+	for _, o := range c.access.Operators {
+		t := sha256.Sum256([]byte(o.Token.Reveal()))
+		if subtle.ConstantTimeCompare(sum[:], t[:]) == 1 {
+			in, found = login{way: "t", operator: o.Name, print: tokenPrint(o.Token.Reveal())}, true
+		}
+	}
+	return in, found
 }
 
 // Sessions are the console's sessions and failed logins, kept for every replica.
@@ -72,30 +127,38 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			"Error": "Too many failed logins: try again in " + (time.Duration(secs) * time.Second).String() + "."})
 		return
 	}
-	got := sha256.Sum256([]byte(r.PostForm.Get("token")))
-	if subtle.ConstantTimeCompare(got[:], c.token[:]) != 1 {
+	who, ok := c.loginOfToken(r.PostForm.Get("token"))
+	if !ok {
 		if err := c.access.Sessions.LoginFailed(r.Context(), client, loginLimits.Window); err != nil {
 			c.unavailable(w, r, err)
 			return
 		}
 		c.logger.Warn("console login refused: wrong token", "client", client)
-		c.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "That is not the admin token."})
+		c.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "That is not an operator's token."})
 		return
 	}
-	session := c.session(c.now().Add(sessionTTL))
-	if err := c.access.Sessions.Open(r.Context(), session, sessionTTL); err != nil {
+	if _, err := c.openSession(w, r, who); err != nil {
 		c.unavailable(w, r, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: session, Path: Prefix,
-		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: c.access.Proxies.Secure(r), SameSite: http.SameSiteStrictMode})
-	c.logger.Info("console login", "client", client)
+	c.logger.Info("console login", "client", client, "operator", who.operator)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// openSession opens a session of the operator of in and sets its cookie on w.
+func (c *Console) openSession(w http.ResponseWriter, r *http.Request, in login) (string, error) {
+	session := c.session(c.now().Add(sessionTTL), in)
+	if err := c.access.Sessions.Open(r.Context(), session, sessionTTL); err != nil {
+		return "", err
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: session, Path: Prefix,
+		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: c.access.Proxies.Secure(r), SameSite: http.SameSiteStrictMode})
+	return session, nil
+}
+
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	if s, ok := r.Context().Value(ctxKey{}).(string); ok {
-		if err := c.access.Sessions.End(r.Context(), s); err != nil {
+	if in, ok := r.Context().Value(ctxKey{}).(signedIn); ok {
+		if err := c.access.Sessions.End(r.Context(), in.session); err != nil {
 			c.unavailable(w, r, err)
 			return
 		}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,11 +46,11 @@ func (a AlertFinder) Reschedule(ctx context.Context, id string, dueAt time.Time)
 	return a.Rescheduler.Reschedule(ctx, id, dueAt)
 }
 
-// Cancel cancels the alert id wherever it is; a cancelled failed_sends row notes the
-// console and reason.
+// Cancel cancels the alert id wherever it is; a cancelled failed_sends row notes who
+// (the operator, store.WithAuthor) and why.
 func (a AlertFinder) Cancel(ctx context.Context, id, reason string) (store.CancelResult, error) {
 	c := a.Canceller
-	c.Note = store.CancelNote{By: "console", Reason: reason}
+	c.Note = store.CancelNote{By: cmp.Or(store.AuthorOf(ctx), "console"), Reason: reason}
 	return c.Cancel(ctx, id)
 }
 
@@ -99,7 +100,7 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, "cancel", map[string]any{"ID": id, "Error": "Say why the alert is cancelled: the reason goes to the log."})
 		return
 	}
-	res, err := c.alerts.Cancel(r.Context(), id, reason)
+	res, err := c.alerts.Cancel(store.WithAuthor(r.Context(), operatorOf(r)), id, reason)
 	if err != nil {
 		c.storeFail(w, r, "cancel the alert", err)
 		return
@@ -127,7 +128,7 @@ func (c *Console) reschedule(w http.ResponseWriter, r *http.Request) {
 			"or an RFC 3339 time (2026-12-02T15:04:05+08:00), not %q.", when))
 		return
 	}
-	res, err := c.alerts.Reschedule(store.WithAuthor(r.Context(), "console"), id, due)
+	res, err := c.alerts.Reschedule(store.WithAuthor(r.Context(), operatorOf(r)), id, due)
 	if errors.Is(err, store.ErrInvalid) {
 		c.fail(w, r, http.StatusBadRequest, "Not rescheduled: "+err.Error()+".")
 		return

@@ -25,6 +25,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -98,9 +99,11 @@ type Console struct {
 	access   Access
 	key      []byte // signs sessions and CSRF tokens; empty when the console is off
 	token    [32]byte
-	pages    map[string]*template.Template
-	logger   *slog.Logger
-	now      func() time.Time
+	// adminPrint is admin.token's print (tokenPrint), kept in the admin's sessions
+	adminPrint string
+	pages      map[string]*template.Template
+	logger     *slog.Logger
+	now        func() time.Time
 }
 
 // Handler returns the console for the failed_sends table failedSends (each row's target
@@ -116,6 +119,7 @@ func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, st
 		k := sha256.Sum256([]byte("rocketdelay console session key\x00" + token.Reveal()))
 		c.key = k[:]
 		c.token = sha256.Sum256([]byte(token.Reveal()))
+		c.adminPrint = tokenPrint(token.Reveal())
 	}
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets") // cannot fail: the directory is embedded
@@ -179,12 +183,45 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && from != "" && u.Host == r.Host
 }
 
-// session is the signed cookie value "expiry-unix.nonce.signature": the random nonce
-// makes each login a session of its own, even two in the same second, so the CSRF token
-// of one (derived from the whole value) is good for no other.
-func (c *Console) session(expires time.Time) string {
-	v := strconv.FormatInt(expires.Unix(), 10) + "." + rand.Text()
+// session is the signed cookie value "expiry-unix.nonce.who.signature", who (base64url)
+// being how the operator came in (login, below): the random nonce makes each login a
+// session of its own, even two in the same second, so the CSRF token of one (derived
+// from the whole value) is good for no other.
+func (c *Console) session(expires time.Time, in login) string {
+	v := strconv.FormatInt(expires.Unix(), 10) + "." + rand.Text() + "." + base64.RawURLEncoding.EncodeToString([]byte(in.String()))
 	return v + "." + c.sign("session", v)
+}
+
+// login is how an operator came in: by a token ("t", with a fingerprint of the token,
+// so that a session ends when its operator's token changes or the operator is removed)
+// or named by the authenticating proxy ("p").
+type login struct{ way, operator, print string }
+
+func (l login) String() string { return l.way + ":" + l.operator + ":" + l.print }
+
+// tokenPrint is a fingerprint of a login token, kept in its sessions.
+func tokenPrint(tok string) string {
+	sum := sha256.Sum256([]byte("rocketdelay console token print\x00" + tok))
+	return hex.EncodeToString(sum[:8])
+}
+
+// current reports whether a session of l is still good: a token's operator must still
+// have that token (the admin, admin.token).
+func (c *Console) current(l login) bool {
+	switch l.way {
+	case "p":
+		return true
+	case "t":
+		if l.operator == adminOperator {
+			return hmac.Equal([]byte(l.print), []byte(c.adminPrint))
+		}
+		for _, o := range c.access.Operators {
+			if o.Name == l.operator {
+				return hmac.Equal([]byte(l.print), []byte(tokenPrint(o.Token.Reveal())))
+			}
+		}
+	}
+	return false
 }
 
 func (c *Console) sign(purpose, v string) string {
@@ -193,24 +230,40 @@ func (c *Console) sign(purpose, v string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// validSession returns the request's session cookie value when it is signed, current
-// and still open (no logout ended it); an error when the session store cannot say.
-func (c *Console) validSession(r *http.Request) (string, bool, error) {
+// validSession returns the request's session and its operator when its cookie is
+// signed, current and still open (no logout ended it); an error when the session store
+// cannot say. A session of a release before named operators (no operator in it) is
+// admin's.
+func (c *Console) validSession(r *http.Request) (signedIn, bool, error) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return "", false, nil
+		return signedIn{}, false, nil
 	}
 	i := strings.LastIndexByte(ck.Value, '.')
 	if i < 0 || !hmac.Equal([]byte(ck.Value[i+1:]), []byte(c.sign("session", ck.Value[:i]))) {
-		return "", false, nil
+		return signedIn{}, false, nil
 	}
-	exp, _, _ := strings.Cut(ck.Value, ".")
-	unix, err := strconv.ParseInt(exp, 10, 64)
+	parts := strings.Split(ck.Value[:i], ".")
+	unix, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil || !c.now().Before(time.Unix(unix, 0)) {
-		return "", false, nil
+		return signedIn{}, false, nil
+	}
+	in := signedIn{session: ck.Value, operator: adminOperator}
+	if len(parts) == 3 {
+		who, err := base64.RawURLEncoding.DecodeString(parts[2])
+		way, rest, _ := strings.Cut(string(who), ":")
+		i := strings.LastIndexByte(rest, ':')
+		if err != nil || i < 0 {
+			return signedIn{}, false, nil
+		}
+		l := login{way: way, operator: rest[:i], print: rest[i+1:]}
+		if !c.current(l) {
+			return signedIn{}, false, nil
+		}
+		in.operator = l.operator
 	}
 	alive, err := c.access.Sessions.Alive(r.Context(), ck.Value)
-	return ck.Value, alive, err
+	return in, alive, err
 }
 
 // csrf is the token forms of a session carry.
@@ -219,13 +272,27 @@ func (c *Console) csrf(session string) string { return c.sign("csrf", session) }
 type ctxKey struct{}
 
 // authed lets a request with a valid session through (and checks the CSRF token of a
-// POST); others go to the login page.
+// POST); others go to the login page. Behind an authenticating proxy (Access.
+// ProxyUserHeader) a page the proxy's person asks for opens a session of theirs when the
+// request has none, or one of another person.
 func (c *Console) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok, err := c.validSession(r)
 		if err != nil {
 			c.unavailable(w, r, err)
 			return
+		}
+		if person, named := c.proxyUser(r); named && (!ok || s.operator != person) {
+			ok = false
+			if r.Method != http.MethodPost {
+				session, err := c.openSession(w, r, login{way: "p", operator: person})
+				if err != nil {
+					c.unavailable(w, r, err)
+					return
+				}
+				c.logger.Info("console login by the proxy's user header", "client", c.access.Proxies.Client(r), "operator", person)
+				s, ok = signedIn{session: session, operator: person}, true
+			}
 		}
 		if !ok {
 			if r.Method == http.MethodPost {
@@ -242,7 +309,7 @@ func (c *Console) authed(h http.HandlerFunc) http.HandlerFunc {
 				c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: the form is larger than any of the console's.")
 				return
 			}
-			if err != nil || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(c.csrf(s))) {
+			if err != nil || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(c.csrf(s.session))) {
 				c.fail(w, r, http.StatusForbidden, "Refused: the form's security token is missing or stale. Reload the page and try again.")
 				return
 			}
@@ -265,9 +332,10 @@ func safeNext(next string) string {
 
 // render executes page with data plus what every page needs.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, data map[string]any) {
-	if s, ok := r.Context().Value(ctxKey{}).(string); ok {
-		data["CSRF"] = c.csrf(s)
+	if in, ok := r.Context().Value(ctxKey{}).(signedIn); ok {
+		data["CSRF"] = c.csrf(in.session)
 		data["LoggedIn"] = true
+		data["Operator"] = in.operator
 	}
 	data["Page"] = page
 	var b strings.Builder

@@ -59,6 +59,12 @@ func newSite(t *testing.T, tok config.Secret) *site {
 // newSiteBehind is a console that believes the forwarding headers of trusted.
 func newSiteBehind(t *testing.T, tok config.Secret, trusted proxies.Trusted) *site {
 	t.Helper()
+	return newSiteWith(t, console.Access{Token: tok, Proxies: trusted})
+}
+
+// newSiteWith is a console with access (its Sessions in the test's Redis).
+func newSiteWith(t *testing.T, access console.Access) *site {
+	t.Helper()
 	_, fs := testenv.FailedSends(t)
 	rdb, prefix := testenv.Redis(t)
 	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
@@ -76,9 +82,14 @@ func newSiteBehind(t *testing.T, tok config.Secret, trusted proxies.Trusted) *si
 	esc := escalation.New(escalation.Options{Policies: testPolicies, CarryLater: true}, eps, nil, nil, nil,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), nil, time.Now)
 	srv := httptest.NewServer(console.Handler(fs, testTargets, alerts, src.State, esc, testRenderer{},
-		console.Access{Token: tok, Sessions: store.NewConsoleAccess(rdb, prefix), Proxies: trusted}, slog.New(slog.NewTextHandler(io.Discard, nil))))
+		withSessions(access, store.NewConsoleAccess(rdb, prefix)), slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(srv.Close)
 	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws, eps: eps, owners: owners}
+}
+
+func withSessions(a console.Access, s console.Sessions) console.Access {
+	a.Sessions = s
+	return a
 }
 
 // browserClient is a client with a cookie jar of its own that does not follow redirects.
@@ -250,7 +261,7 @@ func TestConsoleCancelsAFailedAlert(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "Cancelled: its send had failed; its failed_sends row is cancelled, so it will not be retried.")
 	require.Contains(t, body, `<dd id="alert-state">cancelled</dd>`)
-	require.Contains(t, body, "cancelled by console (order was paid)")
+	require.Contains(t, body, "cancelled by admin (order was paid)")
 	require.NotContains(t, body, `id="cancel"`, "nothing left to cancel")
 }
 
@@ -308,7 +319,7 @@ func TestConsoleLoginAndHeaders(t *testing.T) {
 
 	resp, body := s.post("/ui/login", url.Values{"token": {"wrong"}}, s.srv.URL)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	require.Contains(t, body, "That is not the admin token.")
+	require.Contains(t, body, "That is not an operator&#39;s token.")
 	require.Empty(t, resp.Cookies())
 
 	resp, _ = s.post("/ui/login", url.Values{"token": {token}, "next": {"https://evil.example/"}}, s.srv.URL)

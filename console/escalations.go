@@ -21,9 +21,6 @@ type Escalations interface {
 // episodesShown is how many live episodes the escalations view lists, the oldest first.
 const episodesShown = 200
 
-// ackedBy is who an acknowledgement from the console is recorded as, and the chat told.
-const ackedBy = "console"
-
 // episode is one live episode as the escalations view shows it.
 type episode struct {
 	escalation.Status
@@ -77,7 +74,7 @@ func (c *Console) ack(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "The form does not say which episode to acknowledge: go back to the escalations and use a row's button.")
 		return
 	}
-	end, err := c.episodes.Ack(r.Context(), key, seq, ackedBy)
+	end, err := c.episodes.Ack(r.Context(), key, seq, operatorOf(r)) // recorded as by them, and the chat told
 	if err != nil {
 		c.logger.Warn("console: acknowledge an episode", "episode", key, "seq", seq, "err", err)
 		c.fail(w, r, http.StatusServiceUnavailable, "The episode could not be acknowledged right now (Redis or the broker unreachable?); try again in a moment.")

@@ -43,7 +43,7 @@ func (s *site) ackForm(page, key string) url.Values {
 
 // The escalations page lists the live episodes with their state, steps sent, next step,
 // its target and due time; Acknowledge on a running one acknowledges that episode for
-// "console" (its outbox then names the cancel of the next step and the announcement);
+// "admin", the admin token's operator (its outbox then names the cancel of the next step and the announcement);
 // a second press, and a press for an older episode of the key, change nothing and say
 // why; a foreign CSRF token is refused; a resolved episode is no longer listed.
 func TestConsoleEscalationsView(t *testing.T) {
@@ -90,18 +90,18 @@ func TestConsoleEscalationsView(t *testing.T) {
 	ep, err = s.eps.Get(ctx, "pay-1")
 	require.NoError(t, err)
 	require.Equal(t, store.EpisodeAcked, ep.State)
-	require.Equal(t, "console", ep.AckedBy)
+	require.Equal(t, "admin", ep.AckedBy, "the admin token logs in as admin")
 	require.Equal(t, store.EpisodeOutbox{Publish: -1, Cancel: 1, Ack: true}, ep.Outbox, "the next step to cancel, the acknowledgement to announce")
 
 	_, body = s.get(resp.Header.Get("Location"))
 	require.Contains(t, body, `id="flash">Acknowledged episode`)
-	require.Regexp(t, fmt.Sprintf(`<td>pay-1</td><td>%d</td><td class="principal">—</td><td>db</td><td>acked</td><td>[^<]+</td><td>1 of 2</td><td>—</td><td>—</td><td>console</td>\s*<td></td>`, seq), body, "no Acknowledge button any more")
+	require.Regexp(t, fmt.Sprintf(`<td>pay-1</td><td>%d</td><td class="principal">—</td><td>db</td><td>acked</td><td>[^<]+</td><td>1 of 2</td><td>—</td><td>—</td><td>admin</td>\s*<td></td>`, seq), body, "no Acknowledge button any more")
 
 	resp, _ = s.post("/ui/escalations/ack", form, s.srv.URL)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	loc, err = url.Parse(resp.Header.Get("Location"))
 	require.NoError(t, err)
-	require.Equal(t, fmt.Sprintf("Not acknowledged: episode %d of pay-1 was acknowledged by console before.", seq), loc.Query().Get("done"))
+	require.Equal(t, fmt.Sprintf("Not acknowledged: episode %d of pay-1 was acknowledged by admin before.", seq), loc.Query().Get("done"))
 
 	stale := url.Values{"csrf": form["csrf"], "key": {"disk-2"}, "seq": {strconv.FormatInt(other-1, 10)}}
 	resp, _ = s.post("/ui/escalations/ack", stale, s.srv.URL)

@@ -54,6 +54,13 @@ func peer(r *http.Request) (netip.Addr, bool) {
 	return a.Unmap(), err == nil
 }
 
+// From reports whether r came straight from one of the trusted proxies, so that what
+// the proxy says in r's headers may be believed.
+func (t Trusted) From(r *http.Request) bool {
+	a, ok := peer(r)
+	return ok && t.trusts(a)
+}
+
 // Client is the address of the client that sent r: the connection's peer, or, when the
 // peer is a trusted proxy, the last address of X-Forwarded-For that is not one (each
 // proxy appends the address it was reached from, so the addresses before the first

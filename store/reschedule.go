@@ -189,7 +189,7 @@ func (w *WheelStage) Reschedule(ctx context.Context, id string, dueAt time.Time,
 	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
 		s.keys.gen(id), s.keys.parts()}
 	res, err := w.write(ctx, wheelRescheduleScript, keys, id, dueAt.UnixMilli(), reach.Milliseconds(),
-		w.opts.CancelTTL.Milliseconds(), w.moves, authorOf(ctx)).Slice()
+		w.opts.CancelTTL.Milliseconds(), w.moves, AuthorOf(ctx)).Slice()
 	if err != nil {
 		return Rescheduled{}, w.fail("reschedule", err)
 	}
@@ -222,8 +222,8 @@ func WithAuthor(ctx context.Context, name string) context.Context {
 
 type authorKey struct{}
 
-// authorOf is the name WithAuthor put in ctx, or "".
-func authorOf(ctx context.Context) string {
+// AuthorOf is the name WithAuthor put in ctx, or "".
+func AuthorOf(ctx context.Context) string {
 	name, _ := ctx.Value(authorKey{}).(string)
 	return name
 }
