@@ -26,15 +26,9 @@ func TestConsoleOperatorsActAsThemselves(t *testing.T) {
 	ctx := context.Background()
 	resp, _ := s.post("/ui/login", url.Values{"token": {anaToken}, "next": {"/ui/escalations"}}, s.srv.URL)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	seq := s.fire("pay-ana", "Payments down")
+	s.fire("pay-ana", "Payments down")
 	_, body := s.get("/ui/escalations")
-	require.Contains(t, body, `<span class="operator">ana</span>`)
-	resp, _ = s.post("/ui/escalations/ack", s.ackForm(body, "pay-ana"), s.srv.URL)
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	ep, err := s.eps.Get(ctx, "pay-ana")
-	require.NoError(t, err)
-	require.Equal(t, seq, ep.Seq)
-	require.Equal(t, "ana", ep.AckedBy)
+	s.acksAs(body, "pay-ana", "ana")
 
 	s.record("ana-row", "ops", `{"msgtype":"text","text":{"content":"x"}}`, "transient")
 	_, page := s.get("/ui/alerts/ana-row/cancel")
@@ -50,6 +44,19 @@ func TestConsoleOperatorsActAsThemselves(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 }
 
+// acksAs checks that page shows operator signed in, acknowledges the episode key from it,
+// and checks that the acknowledgement is recorded as operator's.
+func (s *site) acksAs(page, key, operator string) {
+	s.t.Helper()
+	require.Contains(s.t, page, `<span class="operator">`+operator+`</span>`)
+	resp, _ := s.post("/ui/escalations/ack", s.ackForm(page, key), s.srv.URL)
+	require.Equal(s.t, http.StatusSeeOther, resp.StatusCode)
+	ep, err := s.eps.Get(context.Background(), key)
+	require.NoError(s.t, err)
+	require.Equal(s.t, store.EpisodeAcked, ep.State)
+	require.Equal(s.t, operator, ep.AckedBy)
+}
+
 // Behind an authenticating proxy (admin.proxyUserHeader), the person the proxy names is
 // signed in without a login, and their acknowledgement is recorded as theirs; the same
 // header from an address that is not a trusted proxy is ignored (the login page).
@@ -57,7 +64,6 @@ func TestConsoleProxyNamesThePerson(t *testing.T) {
 	trusted, err := proxies.Parse([]string{"127.0.0.1/32", "::1/128"})
 	require.NoError(t, err)
 	s := newSiteWith(t, console.Access{Token: token, Proxies: trusted, ProxyUserHeader: "X-Forwarded-User"})
-	ctx := context.Background()
 	get := func(s *site, path, user string) (*http.Response, string) {
 		req, err := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
 		require.NoError(t, err)
@@ -69,16 +75,10 @@ func TestConsoleProxyNamesThePerson(t *testing.T) {
 		_, _ = io.Copy(b, resp.Body)
 		return resp, b.String()
 	}
-	seq := s.fire("pay-bo", "Payments down")
+	s.fire("pay-bo", "Payments down")
 	resp, body := get(s, "/ui/escalations", "bo@example.com")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "no login behind the proxy")
-	require.Contains(t, body, `<span class="operator">bo@example.com</span>`)
-	resp, _ = s.post("/ui/escalations/ack", s.ackForm(body, "pay-bo"), s.srv.URL)
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	ep, err := s.eps.Get(ctx, "pay-bo")
-	require.NoError(t, err)
-	require.Equal(t, seq, ep.Seq)
-	require.Equal(t, "bo@example.com", ep.AckedBy)
+	s.acksAs(body, "pay-bo", "bo@example.com")
 
 	resp, body = get(s, "/ui/escalations", "cy")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
