@@ -638,9 +638,7 @@ func (q *alertQueue) take(pick store.Pick, robots []store.PoolRobot) []*waiter {
 		// The sizes are upper bounds; the rendered message is the judge: it may carry fewer,
 		// or more.
 		n := len(batch)
-		for len(batch) > 1 && t.proto.Room(mergeMessage(t.style, batch)) < t.reserve {
-			batch = batch[:len(batch)-1]
-		}
+		batch = q.fit(batch)
 		if len(batch) == n {
 			batch = q.fill(batch, order)
 		}
@@ -648,9 +646,7 @@ func (q *alertQueue) take(pick store.Pick, robots []store.PoolRobot) []*waiter {
 			// Taken in turns; the message lists them in queue order, which may render a
 			// little longer (its title is its first alert's): it keeps what fits.
 			slices.SortFunc(batch, queueOrder)
-			for len(batch) > 1 && t.proto.Room(mergeMessage(t.style, batch)) < t.reserve {
-				batch = batch[:len(batch)-1]
-			}
+			batch = q.fit(batch)
 		}
 	}
 	if turned {
@@ -660,6 +656,15 @@ func (q *alertQueue) take(pick store.Pick, robots []store.PoolRobot) []*waiter {
 		w.taken = true
 	}
 	q.waiting = deleteTaken(q.waiting)
+	return batch
+}
+
+// fit drops the last alerts of batch until its rendered message keeps within the
+// platform's size limit (one alert always stays).
+func (q *alertQueue) fit(batch []*waiter) []*waiter {
+	for len(batch) > 1 && q.t.proto.Room(mergeMessage(q.t.style, batch)) < q.t.reserve {
+		batch = batch[:len(batch)-1]
+	}
 	return batch
 }
 
@@ -746,9 +751,8 @@ func principalLabel(principal string) string {
 // holds the queue's lock.
 func (q *alertQueue) fill(batch, order []*waiter) []*waiter {
 	s, t := q.s, q.t
-	waiting := order
-	i := slices.Index(waiting, batch[len(batch)-1])
-	for _, w := range waiting[i+1:] {
+	i := slices.Index(order, batch[len(batch)-1])
+	for _, w := range order[i+1:] {
 		if len(batch) >= s.opts.CoalesceMax {
 			break
 		}
