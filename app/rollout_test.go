@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -156,4 +157,101 @@ func TestTargetAddedOnOneReplicaFirst(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the alert for a target gone an hour is rejected")
 	require.Equal(t, "rejected_unknown_target", class)
 	require.Contains(t, detail, "the last replica that had it said so 1h0m0s ago")
+}
+
+// TestTargetOfAReplicaAwayWaitsForIt: during a rollout the only replica that has a
+// target can be away for a while (restarted, rescheduled, rolled back and forth) while
+// its alerts fall due. A (newt and ops) stores newt's alerts in the wheel stage and
+// stops; B (ops only) takes over what A held and hands them off at their due time. B
+// must not decide for a target it does not have: it keeps them as pending failed sends
+// that only a replica that has newt retries (on the old code B recorded each as
+// rejected, never to be sent), and A, back, sends each once. A pending row whose target
+// no replica has had for scheduler.unknownTargetWait is given up, saying so.
+func TestTargetOfAReplicaAwayWaitsForIt(t *testing.T) {
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{
+		{Name: "r-ops", Token: "away-ops"}, {Name: "r-new", Token: "away-new"}}, Window: 4 * time.Second})
+	a := stackConfig(t)
+	a.Sender.BaseURL = simURL
+	a.Sender.Window = 4 * time.Second // standing for DingTalk's minute: the retry job sends the 20 rows one by one
+	a.Ingress.Token = testIngestToken
+	a.FailedSends.Interval, a.FailedSends.BackoffBase = 200*time.Millisecond, 200*time.Millisecond
+	a.Targets = map[string]config.Target{
+		"ops":  {Robots: []config.Robot{{Name: "r-ops", Token: "away-ops"}}},
+		"newt": {Robots: []config.Robot{{Name: "r-new", Token: "away-new"}}},
+	}
+	b := a
+	b.Targets = map[string]config.Target{"ops": a.Targets["ops"]}
+	require.NoError(t, a.Validate())
+	require.NoError(t, b.Validate())
+	baseA, stopA := serveReplica(t, a, io.Discard)
+	t.Cleanup(func() { _ = stopA() })
+	startReplica(t, b)
+
+	const n = 20
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("away-%02d", i)
+		code, answer := publishVia(t, baseA, "newt", ids[i], "8s")
+		require.Equal(t, http.StatusAccepted, code, answer)
+	}
+	// Every alert reached the wheel stage (A stored it: B sends newt's alerts on), then A
+	// stops, before any is due.
+	require.Eventually(t, func() bool { return scrape(t, baseA, "rocketdelay_wheel_stage_puts_total") >= n },
+		30*time.Second, 20*time.Millisecond, "A stored every alert for newt")
+	require.NoError(t, stopA())
+
+	pool, err := store.OpenPostgres(context.Background(), a.Postgres.URL.Reveal())
+	require.NoError(t, err)
+	defer pool.Close()
+	rows := func(status string) int {
+		var c int
+		require.NoError(t, pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM failed_sends WHERE target = 'newt' AND status = $1`, status).Scan(&c))
+		return c
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, [3]int{n, 0, 0}, [3]int{rows("pending"), rows("rejected"), rows("dead")}, "pending, rejected, dead")
+	}, time.Minute, 50*time.Millisecond, "B, without newt, keeps each due alert for a replica that has it")
+	require.Empty(t, sim.Accepted(), "nothing sent while no replica that has newt runs")
+
+	startReplica(t, a) // A is back
+	delivered := func() map[string]int {
+		got := map[string]int{}
+		for _, m := range sim.Accepted() {
+			for line := range strings.Lines(m.Text) {
+				if id := strings.TrimSpace(line); m.Robot == "r-new" && strings.HasPrefix(id, "away-") {
+					got[id]++
+				}
+			}
+		}
+		return got
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Len(c, delivered(), n)
+	}, time.Minute, 50*time.Millisecond, "A, back, sends every alert for newt")
+	for id, c := range delivered() {
+		require.Equal(t, 1, c, "%s delivered %d times", id, c)
+	}
+	require.Equal(t, n, rows("delivered"))
+	require.Zero(t, rows("rejected")+rows("dead"))
+
+	// A row for a target the last replica that had it stopped saying so an hour ago.
+	opts, err := redis.ParseURL(a.Redis.URL.Reveal())
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	require.NoError(t, rdb.HSet(context.Background(), "{"+a.Redis.KeyPrefix+"}:targets", "gone",
+		time.Now().Add(-time.Hour).UnixMilli()).Err())
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{})
+	now := time.Now()
+	_, err = fs.Record(context.Background(), store.NewFailedSend{MessageID: "away-gone", Target: "gone", Payload: []byte("gone"),
+		DueAt: &now, ErrorClass: "transient", LastError: "robot busy", NextAttemptAt: now})
+	require.NoError(t, err)
+	var status, last string
+	require.Eventually(t, func() bool {
+		return pool.QueryRow(context.Background(), `SELECT status, last_error FROM failed_sends WHERE message_id = 'away-gone'`).
+			Scan(&status, &last) == nil && status != "pending"
+	}, 30*time.Second, 50*time.Millisecond, "the row for a target gone an hour is given up")
+	require.Equal(t, "dead", status)
+	require.Contains(t, last, "the last replica that had it said so 1h0m0s ago")
 }

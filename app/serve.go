@@ -196,8 +196,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	for name := range topic.Targets(cfg) {
 		chatMetrics.Target(name, config.KindTopic)
 	}
-	deliverer := delivery.New(channels(cfg, snd, topics), ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase},
-		logger, delivery.NewMetrics(reg), now)
+	roster := store.NewRoster(rdb, cfg.Redis.KeyPrefix) // which targets the replicas' configurations have
+	deliverer := delivery.New(channels(cfg, snd, topics), ws, failedSends, delivery.Options{FirstRetry: cfg.FailedSends.BackoffBase,
+		Roster: roster, UnknownTargetWait: cfg.Scheduler.UnknownTargetWait}, logger, delivery.NewMetrics(reg), now)
 	// The HTTP ways in publish through a producer of their own; their templates are
 	// checked before anything starts.
 	pub, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Access: scheduler.AccessFromConfig(cfg), Topic: cfg.RocketMQ.Topic,
@@ -220,7 +221,6 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	deliverer.SetGate(esc)                                    // an escalation's step goes only while its episode runs
 	producers := store.NewProducers(rdb, cfg.Redis.KeyPrefix) // who owns an id, and the principals' rates
-	roster := store.NewRoster(rdb, cfg.Redis.KeyPrefix)       // which targets the replicas' configurations have
 	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Chat: snd, Signer: signer, Logger: logger, Now: now,
 		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix), Producers: producers, Roster: roster},
 		ingress.NewMetrics(reg))

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -43,15 +45,8 @@ const ReasonBadID = "bad_id"
 // Every error a channel returns is a *sender.Failure, or sender.ErrParked.
 type Channels map[string]sender.Channel
 
-// send sends a through its target's channel.
-func (c Channels) send(ctx context.Context, a sender.Alert) (sender.Sent, error) {
-	ch, ok := c[a.Target]
-	if !ok {
-		return sender.Sent{}, &sender.Failure{Class: sender.ClassPermanent, Target: a.Target,
-			Reason: fmt.Sprintf("target %q is not configured", a.Target)}
-	}
-	return ch.Send(ctx, a)
-}
+// Targets lists the targets of c, sorted.
+func (c Channels) Targets() []string { return slices.Sorted(maps.Keys(c)) }
 
 // Claims is the part of the wheel stage delivery reads besides an alert's own claim;
 // *store.WheelStage implements it.
@@ -69,11 +64,25 @@ type Gate interface {
 	Due(ctx context.Context, a sender.Alert) (out sender.Alert, send bool, err error)
 }
 
+// Roster says when a replica of the deployment last said its configuration has a
+// target (store.Roster implements it).
+type Roster interface {
+	Known(ctx context.Context, target string) (ago time.Duration, ok bool, err error)
+}
+
 // Options tune a Deliverer. A zero field takes its default.
 type Options struct {
 	// FirstRetry is how long after a failed send the retry job first tries it again (the
 	// failure's RetryAfter, when longer, wins). Default config failedSends.backoffBase.
 	FirstRetry time.Duration
+	// Roster, when set, keeps a due alert whose target this replica's channels do not
+	// have for a replica that has it: while some replica said within UnknownTargetWait
+	// that it has the target, the alert is a pending row that only the retry job of such
+	// a replica claims, never a rejection (a configuration rolled out replica by
+	// replica). Without a Roster, such an alert is rejected at once.
+	Roster Roster
+	// UnknownTargetWait is config scheduler.unknownTargetWait. Default its default.
+	UnknownTargetWait time.Duration
 }
 
 // Deliverer delivers due alerts, and records what it cannot deliver in failed_sends.
@@ -93,9 +102,8 @@ type Deliverer struct {
 // records in fs. metrics may be nil; now is the clock of the failed rows'
 // first attempt.
 func New(senders Channels, claims Claims, fs *store.FailedSends, opts Options, logger *slog.Logger, metrics *Metrics, now func() time.Time) *Deliverer {
-	if opts.FirstRetry <= 0 {
-		opts.FirstRetry = config.DefaultFailedSendsBackoffBase
-	}
+	config.Default(&opts.FirstRetry, config.DefaultFailedSendsBackoffBase)
+	config.Default(&opts.UnknownTargetWait, config.DefaultUnknownTargetWait)
 	return &Deliverer{senders: senders, claims: claims, failed: fs, opts: opts, logger: logger.With("component", "delivery"),
 		metrics: metrics, now: now}
 }
@@ -157,7 +165,13 @@ func (d *Deliverer) DeliverWithin(ctx context.Context, a sender.Alert, within ti
 	if within > 0 {
 		sendCtx, cancel = context.WithTimeout(ctx, within)
 	}
-	sent, err := d.senders.send(sendCtx, a)
+	var sent sender.Sent
+	var err error
+	if ch, ok := d.senders[a.Target]; ok {
+		sent, err = ch.Send(sendCtx, a)
+	} else {
+		err = d.elsewhere(sendCtx, a.Target)
+	}
 	cancel()
 	if err == nil {
 		return store.Receipt{Outcome: store.Delivered, Robot: sent.Robot, Merged: sent.Merged, Parts: sent.Parts}, nil
@@ -183,6 +197,37 @@ func (d *Deliverer) DeliverWithin(ctx context.Context, a sender.Alert, within ti
 		return r.RecordFailure(ctx, f)
 	}
 	return d.record(ctx, a, f)
+}
+
+// elsewhere is the failure of an alert for target, which this replica's channels do
+// not have: transient while a replica of the deployment said within UnknownTargetWait
+// that it has the target (the row waits for that replica's retry job), permanent when
+// none did (or no Roster says). An error that is not a Failure means the roster could
+// not be read: the alert is kept and tried again.
+func (d *Deliverer) elsewhere(ctx context.Context, target string) error {
+	if d.opts.Roster == nil {
+		return &sender.Failure{Class: sender.ClassPermanent, Target: target, Reason: fmt.Sprintf("target %q is not configured", target)}
+	}
+	ago, known, err := d.opts.Roster.Known(ctx, target)
+	if err != nil {
+		return fmt.Errorf("delivery: which replicas have target %q: %w", target, err)
+	}
+	if !known || ago > d.opts.UnknownTargetWait {
+		return &sender.Failure{Class: sender.ClassPermanent, Target: target, Reason: unknownTarget(target, ago, known, d.opts.UnknownTargetWait)}
+	}
+	return &sender.Failure{Class: sender.ClassTransient, Target: target, Reason: fmt.Sprintf(
+		"target %q is not in this replica's configuration; a replica that has it said so %s ago: kept for its retry job",
+		target, ago.Round(time.Second))}
+}
+
+// unknownTarget says why an alert for target is given up: no replica of the deployment
+// has it, or the last that had it said so ago, longer than wait ago.
+func unknownTarget(target string, ago time.Duration, known bool, wait time.Duration) string {
+	if !known {
+		return fmt.Sprintf("target %q is not configured on any replica", target)
+	}
+	return fmt.Sprintf("target %q is not configured on any replica: the last replica that had it said so %s ago (scheduler.unknownTargetWait %s)",
+		target, ago.Round(time.Second), wait)
 }
 
 // refused records a, which the gate refused (rej: an escalation step's mark the service

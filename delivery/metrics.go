@@ -114,6 +114,14 @@ func (m *Metrics) dead(class string) {
 	}
 }
 
+// gaveUp counts n rows given up because no replica has their target (class
+// unknown_target).
+func (m *Metrics) gaveUp(n int) {
+	if m != nil {
+		m.deaths.WithLabelValues(store.ClassUnknownTarget).Add(float64(n))
+	}
+}
+
 func (m *Metrics) observe(st store.FailedStats, now time.Time) {
 	if m == nil {
 		return

@@ -197,6 +197,9 @@ func (j *RetryJob) Run(ctx context.Context) error {
 		if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			j.logger.Warn("retry round failed; trying again next round", "err", err, "next_in", j.opts.Interval.String())
 		}
+		if err := j.giveUpGone(ctx); err != nil && ctx.Err() == nil {
+			j.logger.Warn("cannot check the failed sends of targets this replica does not have", "err", err)
+		}
 		if time.Since(lastMetrics) >= j.opts.Interval {
 			lastMetrics = time.Now()
 			if err := j.refreshMetrics(ctx); err != nil && ctx.Err() == nil {
@@ -221,6 +224,40 @@ func (j *RetryJob) Run(ctx context.Context) error {
 		}
 		t.Reset(next)
 	}
+}
+
+// giveUpGone gives up the pending rows of targets no replica of the deployment has had
+// for UnknownTargetWait (the job claims only rows of this replica's targets, and leaves
+// the others to the replicas that have them): dead, saying so, for an operator to retry
+// once a replica has the target again. Without the Deliverer's Roster it does nothing.
+func (j *RetryJob) giveUpGone(ctx context.Context) error {
+	roster := j.d.opts.Roster
+	if roster == nil {
+		return nil
+	}
+	targets, err := j.store.PendingElsewhere(ctx, j.d.senders.Targets())
+	if err != nil {
+		return err
+	}
+	for _, target := range targets {
+		ago, known, err := roster.Known(ctx, target)
+		if err != nil {
+			return err
+		}
+		if known && ago <= j.d.opts.UnknownTargetWait {
+			continue // a replica that has it retries them
+		}
+		n, err := j.store.GiveUpTarget(ctx, target, unknownTarget(target, ago, known, j.d.opts.UnknownTargetWait))
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			j.metrics.gaveUp(n)
+			j.logger.Warn("failed sends given up: no replica has their target", "target", target, "rows", n,
+				"last_had_ago", ago.Round(time.Second).String(), "known", known)
+		}
+	}
+	return nil
 }
 
 // purging is a purge under way: its passes so far, and what is known of the rows left.
@@ -296,7 +333,7 @@ func (j *RetryJob) RunOnce(ctx context.Context) (Round, error) {
 	var r Round
 	for ctx.Err() == nil {
 		token := j.instance + "/" + strconv.FormatUint(j.seq.Add(1), 36)
-		rows, err := j.store.ClaimDue(ctx, j.opts.BatchSize, token)
+		rows, err := j.store.ClaimDue(ctx, j.opts.BatchSize, token, j.d.senders.Targets())
 		if err != nil {
 			return r, err
 		}

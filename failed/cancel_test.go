@@ -49,13 +49,13 @@ func TestCancellerAnswersWhereverTheAlertIs(t *testing.T) {
 	require.NoError(t, err)
 	failedRow := recorded("failed")
 	recorded("sent-by-the-job")
-	rows, err := fs.ClaimDue(ctx, 10, "job-1") // nothing is due for an hour
+	rows, err := fs.ClaimDue(ctx, 10, "job-1", nil) // nothing is due for an hour
 	require.NoError(t, err)
 	require.Empty(t, rows)
 	sending := recorded("being-retried")
 	_, err = fs.Retry(ctx, []int64{sending})
 	require.NoError(t, err)
-	rows, err = fs.ClaimDue(ctx, 10, "job-1")
+	rows, err = fs.ClaimDue(ctx, 10, "job-1", nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.NoError(t, fs.Confirm(ctx, sending, "job-1", 0))

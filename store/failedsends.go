@@ -246,26 +246,28 @@ func (s *FailedSends) bound(ctx context.Context) (context.Context, context.Cance
 }
 
 var (
-	qRecord         = query("failed_record.sql")
-	qRecordRejected = query("failed_record_rejected.sql")
-	qClaimDue       = query("failed_claim_due.sql")
-	qConfirm        = query("failed_confirm.sql")
-	qExtend         = query("failed_extend.sql")
-	qMarkDelivered  = query("failed_mark_delivered.sql")
-	qMarkRetry      = query("failed_mark_retry.sql")
-	qMarkDead       = query("failed_mark_dead.sql")
-	qRelease        = query("failed_release.sql")
-	qReleaseReplica = query("failed_release_replica.sql")
-	qList           = query("failed_list.sql")
-	qGet            = query("failed_get.sql")
-	qByMessage      = query("failed_by_message.sql")
-	qRetry          = query("failed_retry.sql")
-	qRetryWhere     = query("failed_retry_where.sql")
-	qDiscard        = query("failed_discard.sql")
-	qStats          = query("failed_stats.sql")
-	qOldestPending  = query("failed_oldest_pending.sql")
-	qCancelRows     = query("failed_cancel_rows.sql")
-	qCancel         = query("failed_cancel.sql")
+	qRecord           = query("failed_record.sql")
+	qRecordRejected   = query("failed_record_rejected.sql")
+	qClaimDue         = query("failed_claim_due.sql")
+	qPendingElsewhere = query("failed_pending_elsewhere.sql")
+	qGiveUpTarget     = query("failed_give_up_target.sql")
+	qConfirm          = query("failed_confirm.sql")
+	qExtend           = query("failed_extend.sql")
+	qMarkDelivered    = query("failed_mark_delivered.sql")
+	qMarkRetry        = query("failed_mark_retry.sql")
+	qMarkDead         = query("failed_mark_dead.sql")
+	qRelease          = query("failed_release.sql")
+	qReleaseReplica   = query("failed_release_replica.sql")
+	qList             = query("failed_list.sql")
+	qGet              = query("failed_get.sql")
+	qByMessage        = query("failed_by_message.sql")
+	qRetry            = query("failed_retry.sql")
+	qRetryWhere       = query("failed_retry_where.sql")
+	qDiscard          = query("failed_discard.sql")
+	qStats            = query("failed_stats.sql")
+	qOldestPending    = query("failed_oldest_pending.sql")
+	qCancelRows       = query("failed_cancel_rows.sql")
+	qCancel           = query("failed_cancel.sql")
 )
 
 // Record writes one failed send or rejected input, and says how (RecordResult). A
@@ -339,18 +341,19 @@ func storableText(s string) string {
 }
 
 // ClaimDue claims, for the claim token (unique to this claim), up to limit pending rows
-// that are due by Postgres's clock and held by no other claim (never claimed, or their
-// lease ran out), oldest due first. The claim holds a row for the lease (Postgres's
-// clock); Confirm and ExtendClaims renew it; the claimer ends it with MarkDelivered,
-// MarkRetry, MarkDead or Release. The token's replica, the part before its first "/"
-// (as for the wheel stage's claims), is noted with the row, for ReleaseReplica.
-func (s *FailedSends) ClaimDue(ctx context.Context, limit int, token string) ([]FailedSend, error) {
-	if limit <= 0 {
+// of targets that are due by Postgres's clock and held by no other claim (never
+// claimed, or their lease ran out), oldest due first; nil targets claims rows of any
+// target. The claim holds a row for the lease (Postgres's clock); Confirm and
+// ExtendClaims renew it; the claimer ends it with MarkDelivered, MarkRetry, MarkDead or
+// Release. The token's replica, the part before its first "/" (as for the wheel stage's
+// claims), is noted with the row, for ReleaseReplica.
+func (s *FailedSends) ClaimDue(ctx context.Context, limit int, token string, targets []string) ([]FailedSend, error) {
+	if limit <= 0 || (targets != nil && len(targets) == 0) {
 		return nil, nil
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, qClaimDue, token, limit, s.lease)
+	rows, err := s.pool.Query(ctx, qClaimDue, token, limit, s.lease, targets)
 	if err != nil {
 		return nil, pgErr(ctx, "claim due failed sends", err)
 	}
@@ -359,6 +362,39 @@ func (s *FailedSends) ClaimDue(ctx context.Context, limit int, token string) ([]
 		return nil, pgErr(ctx, "claim due failed sends", err)
 	}
 	return out, nil
+}
+
+// PendingElsewhere lists the targets of pending rows that targets does not name: rows
+// that a replica with those targets leaves to the others (ClaimDue), and whose targets
+// no replica may have any more.
+func (s *FailedSends) PendingElsewhere(ctx context.Context, targets []string) ([]string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, qPendingElsewhere, targets)
+	if err != nil {
+		return nil, pgErr(ctx, "list the targets of pending failed sends", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, pgErr(ctx, "list the targets of pending failed sends", err)
+	}
+	return out, nil
+}
+
+// ClassUnknownTarget is the error class of rows GiveUpTarget gave up.
+const ClassUnknownTarget = "unknown_target"
+
+// GiveUpTarget marks dead (class ClassUnknownTarget), with reason as their last error, every pending row of target
+// that no claim holds: no replica of the deployment has the target any more. It returns
+// how many rows it gave up.
+func (s *FailedSends) GiveUpTarget(ctx context.Context, target, reason string) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, qGiveUpTarget, target, storableText(reason))
+	if err != nil {
+		return 0, pgErr(ctx, fmt.Sprintf("give up the failed sends of target %q", target), err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // ReleaseReplica releases, in one statement, every pending row that the claims of

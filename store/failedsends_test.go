@@ -133,6 +133,55 @@ func dbNow(t testing.TB, pool *pgxpool.Pool) time.Time {
 	return now
 }
 
+// A replica claims only the rows of its own targets; the targets of the rows it leaves
+// are listed, and a target's unheld pending rows can be given up at once, dead with the
+// reason, while a claimed row of it is left to its claim.
+func TestFailedSendsClaimOnlyTheirTargets(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	past := time.Now().Add(-time.Minute)
+	ops := record(t, fs, store.NewFailedSend{MessageID: "ops-1", Target: "ops", NextAttemptAt: past})
+	newt := record(t, fs, store.NewFailedSend{MessageID: "newt-1", Target: "newt", NextAttemptAt: past})
+	gone1 := record(t, fs, store.NewFailedSend{MessageID: "gone-1", Target: "gone", NextAttemptAt: past})
+	gone2 := record(t, fs, store.NewFailedSend{MessageID: "gone-2", Target: "gone", NextAttemptAt: past})
+
+	got, err := fs.ClaimDue(ctx, 10, "b/1", []string{"ops"})
+	require.NoError(t, err)
+	require.Equal(t, []int64{ops}, rowIDs(got), "B has ops only")
+	none, err := fs.ClaimDue(ctx, 10, "b/2", []string{})
+	require.NoError(t, err)
+	require.Empty(t, none, "no targets, no rows")
+	elsewhere, err := fs.PendingElsewhere(ctx, []string{"ops"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"gone", "newt"}, elsewhere)
+
+	held, err := fs.ClaimDue(ctx, 1, "a/1", []string{"gone"})
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	n, err := fs.GiveUpTarget(ctx, "gone", "no replica has it")
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the row a claim holds is its claim's to settle")
+	for _, id := range []int64{gone1, gone2} {
+		r, err := fs.Get(ctx, id)
+		require.NoError(t, err)
+		if id == held[0].ID {
+			require.Equal(t, store.StatusPending, r.Status)
+			continue
+		}
+		require.Equal(t, store.StatusDead, r.Status)
+		require.Equal(t, store.ClassUnknownTarget, r.ErrorClass)
+		require.Equal(t, "no replica has it", r.LastError)
+		require.Nil(t, r.NextAttemptAt)
+	}
+	r, err := fs.Get(ctx, newt)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, r.Status, "another target's rows are untouched")
+	all, err := fs.ClaimDue(ctx, 10, "a/2", nil)
+	require.NoError(t, err)
+	require.Equal(t, []int64{newt}, rowIDs(all), "nil claims any target's")
+}
+
 func TestFailedSendsClaimDue(t *testing.T) {
 	t.Parallel()
 	pool, fs := testenv.FailedSends(t)
@@ -144,7 +193,7 @@ func TestFailedSendsClaimDue(t *testing.T) {
 	record(t, fs, store.NewFailedSend{MessageID: "rej", Rejected: true})
 
 	before := dbNow(t, pool)
-	got, err := fs.ClaimDue(ctx, 10, "t1")
+	got, err := fs.ClaimDue(ctx, 10, "t1", nil)
 	require.NoError(t, err)
 	after := dbNow(t, pool)
 	require.ElementsMatch(t, []int64{a, b}, rowIDs(got))
@@ -153,7 +202,7 @@ func TestFailedSendsClaimDue(t *testing.T) {
 		require.False(t, r.LeaseUntil.Before(before.Add(fs.ClaimLease())), "the lease runs from Postgres's now")
 		require.False(t, r.LeaseUntil.After(after.Add(fs.ClaimLease())))
 	}
-	again, err := fs.ClaimDue(ctx, 10, "t2")
+	again, err := fs.ClaimDue(ctx, 10, "t2", nil)
 	require.NoError(t, err)
 	require.Empty(t, again, "claimed rows stay hidden during the lease")
 
@@ -168,7 +217,7 @@ func TestFailedSendsClaimDue(t *testing.T) {
 	require.Equal(t, "HTTP 502", rb.LastError)
 	require.Nil(t, rb.ClaimedBy, "settled: the claim ended")
 	require.ErrorIs(t, fs.MarkRetry(ctx, b, "t1", 2, 0, attempt), store.ErrNotHeld, "a settled claim settles nothing more")
-	got, err = fs.ClaimDue(ctx, 10, "t3")
+	got, err = fs.ClaimDue(ctx, 10, "t3", nil)
 	require.NoError(t, err)
 	require.Equal(t, []int64{b}, rowIDs(got))
 	require.NoError(t, fs.MarkDead(ctx, b, "t3", 2, store.FailedAttempt{Class: "payload_permanent", LastError: "errcode 430101", Errcode: ptr(430101)}))
@@ -183,7 +232,7 @@ func TestFailedSendsClaimDue(t *testing.T) {
 
 	// The backoff of MarkRetry runs on Postgres's clock.
 	c := record(t, fs, store.NewFailedSend{MessageID: "c", NextAttemptAt: now.Add(-time.Second)})
-	_, err = fs.ClaimDue(ctx, 10, "t4")
+	_, err = fs.ClaimDue(ctx, 10, "t4", nil)
 	require.NoError(t, err)
 	before = dbNow(t, pool)
 	require.NoError(t, fs.MarkRetry(ctx, c, "t4", 1, time.Hour, store.FailedAttempt{Class: "transient"}))
@@ -195,7 +244,7 @@ func TestFailedSendsClaimDue(t *testing.T) {
 
 	// A discarded row is not resurrected by a late MarkRetry.
 	d := record(t, fs, store.NewFailedSend{MessageID: "d", NextAttemptAt: now.Add(-time.Second)})
-	_, err = fs.ClaimDue(ctx, 10, "t5")
+	_, err = fs.ClaimDue(ctx, 10, "t5", nil)
 	require.NoError(t, err)
 	_, err = fs.Discard(ctx, []int64{d}, "operator gave up")
 	require.NoError(t, err)
@@ -215,7 +264,7 @@ func TestFailedSendsClaimsAreFenced(t *testing.T) {
 	fs := store.NewFailedSends(pool, store.FailedSendsOptions{ClaimLease: 3 * time.Second})
 	ctx := context.Background()
 	id := record(t, fs, store.NewFailedSend{MessageID: "z", NextAttemptAt: time.Now().Add(-time.Second)})
-	got, err := fs.ClaimDue(ctx, 10, "zombie")
+	got, err := fs.ClaimDue(ctx, 10, "zombie", nil)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
@@ -225,7 +274,7 @@ func TestFailedSendsClaimsAreFenced(t *testing.T) {
 	require.Equal(t, []int64{id}, retried)
 	// The lease is long enough that only a machine stalled for seconds between two
 	// statements would see it run out here: that fails too, and says so.
-	taken, err := fs.ClaimDue(ctx, 10, "other")
+	taken, err := fs.ClaimDue(ctx, 10, "other", nil)
 	require.NoError(t, err)
 	require.Empty(t, taken, "claimed while its lease runs, after an operator's retry (or the machine stalled past the 3s lease)")
 	renewed, err := fs.ExtendClaims(ctx, []int64{id, 999999}, "zombie")
@@ -236,7 +285,7 @@ func TestFailedSendsClaimsAreFenced(t *testing.T) {
 	taken = nil
 	for deadline := time.Now().Add(10 * time.Second); len(taken) == 0; time.Sleep(50 * time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "an expired lease was never taken over")
-		taken, err = fs.ClaimDue(ctx, 10, "sweeper")
+		taken, err = fs.ClaimDue(ctx, 10, "sweeper", nil)
 		require.NoError(t, err)
 	}
 	require.Equal(t, []int64{id}, rowIDs(taken))
@@ -284,7 +333,7 @@ func TestFailedSendsConcurrentClaimersNeverShareARow(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for {
-				got, err := fs.ClaimDue(ctx, 7, newToken())
+				got, err := fs.ClaimDue(ctx, 7, newToken(), nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -451,18 +500,18 @@ func TestFailedSendsReleaseOnlyTheOwnClaim(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	a := record(t, fs, store.NewFailedSend{MessageID: "a", NextAttemptAt: now.Add(-time.Second)})
-	got, err := fs.ClaimDue(ctx, 10, "mine")
+	got, err := fs.ClaimDue(ctx, 10, "mine", nil)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
 	// A release by another claim changes nothing.
 	require.NoError(t, fs.Release(ctx, []int64{a}, "theirs"))
-	again, err := fs.ClaimDue(ctx, 10, "next")
+	again, err := fs.ClaimDue(ctx, 10, "next", nil)
 	require.NoError(t, err)
 	require.Empty(t, again)
 
 	require.NoError(t, fs.Release(ctx, []int64{a}, "mine"))
-	again, err = fs.ClaimDue(ctx, 10, "next")
+	again, err = fs.ClaimDue(ctx, 10, "next", nil)
 	require.NoError(t, err)
 	require.Equal(t, []int64{a}, rowIDs(again))
 }
@@ -576,7 +625,7 @@ func TestFailedSendsBoundsEveryCall(t *testing.T) {
 			_, err := fs.Record(ctx, store.NewFailedSend{MessageID: "m", ErrorClass: "transient"})
 			return err
 		},
-		"claim":   func(ctx context.Context) error { _, err := fs.ClaimDue(ctx, 1, "t"); return err },
+		"claim":   func(ctx context.Context) error { _, err := fs.ClaimDue(ctx, 1, "t", nil); return err },
 		"confirm": func(ctx context.Context) error { return fs.Confirm(ctx, 1, "t", 0) },
 		"stats":   func(ctx context.Context) error { _, err := fs.Stats(ctx); return err },
 	}
@@ -605,7 +654,7 @@ func TestFailedSendsCancel(t *testing.T) {
 	pending := record(t, fs, store.NewFailedSend{MessageID: "c-pending", Target: "ops", DueAt: &due, NextAttemptAt: time.Now()})
 
 	// Claimed but not confirmed yet: the cancel wins, and the claim cannot send it.
-	claimed, err := fs.ClaimDue(ctx, 10, "job-1")
+	claimed, err := fs.ClaimDue(ctx, 10, "job-1", nil)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	got, err := fs.Cancel(ctx, "c-pending", note)
@@ -640,7 +689,7 @@ func TestFailedSendsCancel(t *testing.T) {
 	// Confirmed: its request may be in flight, so the cancel is too late, until the claim
 	// settles the row.
 	sending := record(t, fs, store.NewFailedSend{MessageID: "c-sending", Target: "ops", NextAttemptAt: time.Now()})
-	claimed, err = fs.ClaimDue(ctx, 10, "job-2")
+	claimed, err = fs.ClaimDue(ctx, 10, "job-2", nil)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.NoError(t, fs.Confirm(ctx, sending, "job-2", 0))
@@ -661,7 +710,7 @@ func TestFailedSendsCancel(t *testing.T) {
 		n := record(t, fs, store.NewFailedSend{MessageID: id, Target: "ops", Rejected: id == "c-rejected", NextAttemptAt: time.Now()})
 		switch id {
 		case "c-dead":
-			claimed, err := fs.ClaimDue(ctx, 10, "job-3")
+			claimed, err := fs.ClaimDue(ctx, 10, "job-3", nil)
 			require.NoError(t, err)
 			require.Len(t, claimed, 1)
 			require.NoError(t, fs.MarkDead(ctx, n, "job-3", 20, store.FailedAttempt{Class: "transient"}))
@@ -712,10 +761,10 @@ func TestReleaseReplicaRows(t *testing.T) {
 	a := record(t, fs, store.NewFailedSend{MessageID: "a", NextAttemptAt: now.Add(-3 * time.Minute)})
 	b := record(t, fs, store.NewFailedSend{MessageID: "b", NextAttemptAt: now.Add(-2 * time.Minute)})
 	c := record(t, fs, store.NewFailedSend{MessageID: "c", NextAttemptAt: now.Add(-time.Minute)})
-	got, err := fs.ClaimDue(ctx, 2, "ra/1")
+	got, err := fs.ClaimDue(ctx, 2, "ra/1", nil)
 	require.NoError(t, err)
 	require.Equal(t, []int64{a, b}, rowIDs(got))
-	got, err = fs.ClaimDue(ctx, 10, "rb/1")
+	got, err = fs.ClaimDue(ctx, 10, "rb/1", nil)
 	require.NoError(t, err)
 	require.Equal(t, []int64{c}, rowIDs(got))
 	require.Equal(t, "ra", claimedReplica(t, pool, a), "a claim notes its token's replica")
@@ -725,7 +774,7 @@ func TestReleaseReplicaRows(t *testing.T) {
 	n, err := fs.ReleaseReplica(ctx, "ra")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	got, err = fs.ClaimDue(ctx, 10, "rb/2")
+	got, err = fs.ClaimDue(ctx, 10, "rb/2", nil)
 	require.NoError(t, err)
 	require.Equal(t, []int64{a}, rowIDs(got), "a at once; b waits for its guard; c is rb/1's")
 	require.Equal(t, "rb", claimedReplica(t, pool, a))
@@ -737,7 +786,7 @@ func TestReleaseReplicaRows(t *testing.T) {
 	require.Equal(t, rb.ConfirmedAt.Add(guard), *rb.LeaseUntil, "b is released when the guard after its confirm ends")
 	require.Empty(t, claimedReplica(t, pool, b))
 	require.Eventually(t, func() bool {
-		got, err := fs.ClaimDue(ctx, 10, "rb/3")
+		got, err := fs.ClaimDue(ctx, 10, "rb/3", nil)
 		require.NoError(t, err)
 		return len(got) == 1 && got[0].ID == b
 	}, 30*time.Second, 50*time.Millisecond)

@@ -247,7 +247,7 @@ func TestFailedSendsReschedule(t *testing.T) {
 	pending := record(t, fs, store.NewFailedSend{MessageID: "r-pending", Target: "ops", NextAttemptAt: time.Now()})
 
 	// Claimed but not confirmed: the reschedule wins, and the claim cannot send it.
-	claimed, err := fs.ClaimDue(ctx, 10, "job-1")
+	claimed, err := fs.ClaimDue(ctx, 10, "job-1", nil)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	to := time.Now().Add(time.Hour).Truncate(time.Microsecond)
@@ -262,7 +262,7 @@ func TestFailedSendsReschedule(t *testing.T) {
 	require.Equal(t, store.StatusPending, row.Status)
 	require.True(t, to.Equal(*row.NextAttemptAt))
 	require.Nil(t, row.ClaimedBy)
-	claimed, err = fs.ClaimDue(ctx, 10, "job-2")
+	claimed, err = fs.ClaimDue(ctx, 10, "job-2", nil)
 	require.NoError(t, err)
 	require.Empty(t, claimed, "not due before the new time")
 
@@ -271,7 +271,7 @@ func TestFailedSendsReschedule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.RescheduleRowMoved, got.Result)
 	require.WithinDuration(t, time.Now(), got.DueAt, 5*time.Second)
-	claimed, err = fs.ClaimDue(ctx, 10, "job-3")
+	claimed, err = fs.ClaimDue(ctx, 10, "job-3", nil)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 
@@ -283,7 +283,7 @@ func TestFailedSendsReschedule(t *testing.T) {
 
 	// Dead, delivered, cancelled, none.
 	dead := record(t, fs, store.NewFailedSend{MessageID: "r-dead", Target: "ops", NextAttemptAt: time.Now()})
-	claimed, err = fs.ClaimDue(ctx, 10, "job-4")
+	claimed, err = fs.ClaimDue(ctx, 10, "job-4", nil)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.NoError(t, fs.MarkDead(ctx, dead, "job-4", 20, store.FailedAttempt{Class: "transient"}))

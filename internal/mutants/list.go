@@ -334,6 +334,26 @@ end`,
 		Tests:     "^TestFailedSendsClaimDue$",
 	},
 	{
+		// killed: B's claim for ops takes newt's and gone's rows too: require.Equal([]int64{ops}, rowIDs(got), "B has ops only") fails
+		Name:      "failed-claim-ignores-targets",
+		Invariant: "a replica never decides for a configuration it does not have: the retry job claims only rows of its own targets",
+		File:      "store/sql/failed_claim_due.sql",
+		From:      "AND ($4::text[] IS NULL OR target = ANY($4::text[]))",
+		To:        "AND ($4::text[] IS NOT NULL OR TRUE)",
+		Package:   "./store",
+		Tests:     "^TestFailedSendsClaimOnlyTheirTargets$",
+	},
+	{
+		// killed: B records newt's due alerts as rejected: require.Eventually(rows("pending") == n) fails
+		Name:      "handoff-decides-for-a-target-elsewhere",
+		Invariant: "a replica never decides for a configuration it does not have: a due alert for a target another replica has waits for it",
+		File:      "delivery/deliverer.go",
+		From:      "if !known || ago > d.opts.UnknownTargetWait {",
+		To:        "if true {",
+		Package:   "./app",
+		Tests:     "^TestTargetOfAReplicaAwayWaitsForIt$",
+	},
+	{
 		// killed: the zombie's Confirm after the sweeper took the row succeeds: require.ErrorIs(fs.Confirm(id, "zombie"), ErrNotHeld) fails
 		Name:      "failed-confirm-ignores-claim",
 		Invariant: "failed_sends fence: only the claim that holds a pending row may confirm (send) it",

@@ -6,12 +6,15 @@
 -- claim whose lease ran out is no longer being sent by it: confirmed_at starts over.
 -- claimed_replica is the token's replica, the part before its first "/"
 -- (failed_release_replica.sql).
--- $1 claim token, $2 limit, $3 lease (interval)
+-- Only rows for the targets $4 (the claimer's configuration has them), or of any target
+-- when $4 is NULL: a replica never decides for a target it does not have.
+-- $1 claim token, $2 limit, $3 lease (interval), $4 targets (text[], or NULL)
 WITH due AS (
     SELECT id
     FROM failed_sends
     WHERE status = 'pending' AND next_attempt_at <= now()
       AND (lease_until IS NULL OR lease_until <= now())
+      AND ($4::text[] IS NULL OR target = ANY($4::text[]))
     ORDER BY next_attempt_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
