@@ -3,7 +3,10 @@
 // broker, Redis with AOF, Postgres — started with deploy/local/up under a state
 // directory and ports of its own) and a chat simulator that serves DingTalk, WeCom and
 // Feishu robots, injects faults (SIGKILLed replicas, restarted Redis and broker, a
-// stopped Postgres, storms of each chat platform's answers, malformed inputs), and counts
+// stopped Postgres, storms of each chat platform's answers, malformed inputs; and the
+// routine changes: a rolling update, the previous release beside this one, a new
+// configuration beside the old one, a second deployment on the same key prefix, a
+// replica started while Redis is out of reach), and counts
 // at the simulator what was delivered, lost, duplicated and late, and how close each
 // robot came to its limits.
 //

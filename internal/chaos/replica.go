@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,6 +39,20 @@ type replica struct {
 // startReplica starts `rocketdelay serve -f cfg ARGS…` with env and waits until /readyz answers
 // 200, at most 90s.
 func startReplica(ctx context.Context, bin, cfg, logPath, name string, env []string, args ...string) (*replica, error) {
+	r, err := launchReplica(bin, cfg, logPath, name, env, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.waitReady(ctx, 90*time.Second, logPath); err != nil {
+		r.kill()
+		return nil, err
+	}
+	return r, nil
+}
+
+// launchReplica starts `rocketdelay serve -f cfg ARGS…` with env, its output appended to
+// logPath, and returns at once.
+func launchReplica(bin, cfg, logPath, name string, env []string, args ...string) (*replica, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -59,26 +74,47 @@ func startReplica(ctx context.Context, bin, cfg, logPath, name string, env []str
 		logf.Close()
 		close(r.done)
 	}()
+	return r, nil
+}
+
+// waitReady waits until the replica's /readyz answers 200, at most timeout; it fails at
+// once when the process exits (its log is logPath).
+func (r *replica) waitReady(ctx context.Context, timeout time.Duration, logPath string) error {
 	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		select {
-		case <-r.done:
-			return nil, fmt.Errorf("chaos: %s exited during start (%s); see %s", name, cmd.ProcessState, logPath)
-		default:
+		if r.exited() {
+			return fmt.Errorf("chaos: %s exited during start (%s); see %s", r.name, r.cmd.ProcessState, logPath)
 		}
-		if resp, err := client.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return r, nil
-			}
+		if code, _ := r.get(client, "/readyz"); code == http.StatusOK {
+			return nil
 		}
 		if !sleep(ctx, 300*time.Millisecond) {
 			break
 		}
 	}
-	r.kill()
-	return nil, fmt.Errorf("chaos: %s not ready within 90s; see %s", name, logPath)
+	return fmt.Errorf("chaos: %s not ready within %s; see %s", r.name, timeout, logPath)
+}
+
+// exited reports whether the replica's process has ended.
+func (r *replica) exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// get answers the status and body of GET path on the replica, 0 when it does not answer.
+func (r *replica) get(client *http.Client, path string) (int, string) {
+	resp, err := client.Get("http://" + r.addr + path)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(b)
 }
 
 // kill sends SIGKILL — no graceful stop, no give-back, no offset commit — and waits.

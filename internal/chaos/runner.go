@@ -71,12 +71,22 @@ const (
 	ScenarioKillBusy = "kill-busy"
 	// (20) a rolling update under a steady load: each replica in turn stopped with SIGTERM
 	// and started again, ready before the next one stops
-	ScenarioRolling   = "rolling"
-	ScenarioBaseline  = "baseline" // no fault: the reference row
-	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+	ScenarioRolling = "rolling"
+	// (21) the previous release and this one side by side under a steady load, replica by
+	// replica: old+old, old+new, new+new
+	ScenarioRollingUpgrade = "rolling-upgrade"
+	// (22) a configuration change rolled out replica by replica under a steady load: a
+	// target added, a target removed, a robot added
+	ScenarioRollingConfig = "rolling-config"
+	// (23) a second deployment started on the first's Redis key prefix
+	ScenarioTwoDeployments = "two-deployments"
+	// (24) a replica started while Redis is out of reach
+	ScenarioStartWithoutRedis = "start-without-redis"
+	ScenarioBaseline          = "baseline" // no fault: the reference row
+	scenarioIDPattern         = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
-// AllScenarios lists every scenario in the order Run runs them: (21) and on, a kill-one
+// AllScenarios lists every scenario in the order Run runs them: (25) and on, a kill-one
 // and a storm with every alert for the target of each chat platform but DingTalk
 // (ChannelScenarios), their robots' limits held at the simulator (per second too, where
 // the platform has such a limit), the storms in each platform's own answers.
@@ -84,7 +94,8 @@ var AllScenarios = append([]string{ScenarioKillOne, ScenarioKillBoth, ScenarioRe
 	ScenarioStorm, ScenarioBroker, ScenarioMalformed, ScenarioZombie, ScenarioFastClock,
 	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisBlips, ScenarioRetryJobZombie,
 	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined, ScenarioKillOneTopic, ScenarioBrokerTopic,
-	ScenarioKillBusy, ScenarioRolling}, ChannelScenarios()...)
+	ScenarioKillBusy, ScenarioRolling, ScenarioRollingUpgrade, ScenarioRollingConfig, ScenarioTwoDeployments,
+	ScenarioStartWithoutRedis}, ChannelScenarios()...)
 
 // ChannelScenarios are the kill-one and the storm of every chat platform's target but
 // DingTalk's (whose are kill-one and storm), in the registry's order: kill-one-wecom,
@@ -134,6 +145,8 @@ var tunings = map[string]tuning{
 	// RocketMQ's 16 reconsumes at 1s apart are spent in under a minute: a bounded
 	// consumer would dead-letter within a short outage.
 	ScenarioRedisOutage: {retryMaxDelay: time.Second},
+	// The proxy is how a replica is started while Redis is out of reach.
+	ScenarioStartWithoutRedis: {redisProxy: true},
 }
 
 func tuningOf(scenario string) tuning {
@@ -423,6 +436,9 @@ type runner struct {
 	work  string
 	bin   string
 	stack *Stack
+	// prevBin is the previous release's build (previousBinary), made once a run when a
+	// scenario needs it, of commit prevCommit.
+	prevBin, prevCommit string
 }
 
 // scenarioFunc drives one scenario on a prepared env: it publishes and injects faults,
@@ -452,6 +468,11 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioBrokerTopic:    withTopicCluster(runBroker),
 	ScenarioKillBusy:       runKillBusy,
 	ScenarioRolling:        runRolling,
+
+	ScenarioRollingUpgrade:    runRollingUpgrade,
+	ScenarioRollingConfig:     runRollingConfig,
+	ScenarioTwoDeployments:    runTwoDeployments,
+	ScenarioStartWithoutRedis: runStartWithoutRedis,
 }
 
 func init() {
@@ -521,6 +542,16 @@ type env struct {
 	rateBacklog time.Duration
 	// unmet lists the storm phases no request met (runStorm).
 	unmet []string
+
+	// The change scenarios (change.go) give replicas their own build and configuration:
+	// bins[i], when set, is replica i's binary instead of the current build; revision[i]
+	// is its configuration's revision, which reconfigure (when set) applies to the
+	// configuration it writes; extraRobots are robots of that configuration's targets
+	// beyond the usual ones (for the simulator, and its limits).
+	bins        [2]string
+	revision    [2]int
+	reconfigure func(revision int, d *configData)
+	extraRobots []chatsim.Robot
 }
 
 func (e *env) note(format string, args ...any) {
@@ -550,6 +581,12 @@ func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, 
 	e.kind = kindOf(name)
 	e.target = chatTargets[e.kind]
 	defer e.cleanup()
+	if setup := setups[name]; setup != nil {
+		if err := setup(ctx, e); err != nil {
+			row.Err = err
+			return row
+		}
+	}
 	if err := e.prepare(ctx); err != nil {
 		row.Err = err
 		return row
@@ -580,6 +617,11 @@ func (e *env) prepare(ctx context.Context) error {
 		e.rdb = redis.NewClient(opt)
 	}
 	e.robots = chatRobots(e.tokenPrefix(), e.kind)
+	for _, rb := range e.extraRobots {
+		if rb.Kind == e.kind {
+			e.robots = append(e.robots, rb)
+		}
+	}
 	e.sim = startSimulator(e.simRobots(), 3*time.Second, regexp.MustCompile(scenarioIDPattern))
 	if e.kind != config.KindDingTalk {
 		e.note("every alert for the %s target %s (%d robots)", e.kind, e.target, len(e.robots))
@@ -661,8 +703,22 @@ func (e *env) replicaEnv() []string {
 	return vars
 }
 
-// startReplica starts replica i (0 or 1), replacing a dead one.
+// startReplica starts replica i (0 or 1), replacing a dead one, and waits until it is
+// ready.
 func (e *env) startReplica(ctx context.Context, i int) (*replica, error) {
+	rp, err := e.launch(ctx, i)
+	if err != nil {
+		return nil, err
+	}
+	if err := rp.waitReady(ctx, 90*time.Second, e.logPath(i)); err != nil {
+		rp.kill()
+		return nil, err
+	}
+	return rp, nil
+}
+
+// launch starts replica i (0 or 1), replacing a dead one, and returns at once.
+func (e *env) launch(ctx context.Context, i int) (*replica, error) {
 	e.mu.Lock()
 	e.serial++
 	name := fmt.Sprintf("%s-r%d-%d", e.name, i, e.serial)
@@ -675,11 +731,15 @@ func (e *env) startReplica(ctx context.Context, i int) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := e.writeConfig(name, root)
+	cfg, err := e.writeConfig(name, root, e.revision[i])
 	if err != nil {
 		return nil, err
 	}
-	rp, err := startReplica(ctx, e.r.bin, cfg, filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+fmt.Sprintf("-r%d.log", i)), name, e.replicaEnv(), args...)
+	bin := e.r.bin
+	if e.bins[i] != "" {
+		bin = e.bins[i]
+	}
+	rp, err := launchReplica(bin, cfg, e.logPath(i), name, e.replicaEnv(), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -690,6 +750,11 @@ func (e *env) startReplica(ctx context.Context, i int) (*replica, error) {
 	e.replicas[i] = rp
 	e.mu.Unlock()
 	return rp, nil
+}
+
+// logPath is the log file of replica i's instances.
+func (e *env) logPath(i int) string {
+	return filepath.Join(e.r.stack.Dir, "logs", fmt.Sprintf("chaos-%s-r%d.log", e.name, i))
 }
 
 func (e *env) replica(i int) *replica {

@@ -16,15 +16,17 @@ import (
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
-// concurrently runs the publisher and a fault script, and returns the first error.
-func concurrently(ctx context.Context, publish, faults func(ctx context.Context) error) error {
+// concurrently runs the publishers and fault scripts fns at once, and returns the first
+// error (which cancels the others).
+func concurrently(ctx context.Context, fns ...func(ctx context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 2)
-	go func() { errs <- publish(ctx) }()
-	go func() { errs <- faults(ctx) }()
+	errs := make(chan error, len(fns))
+	for _, fn := range fns {
+		go func() { errs <- fn(ctx) }()
+	}
 	var first error
-	for range 2 {
+	for range fns {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 			cancel()

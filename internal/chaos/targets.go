@@ -187,12 +187,12 @@ func (e *env) simRobots() []chatsim.Robot {
 	for _, kind := range chatKinds {
 		out = append(out, chatRobots(e.tokenPrefix(), kind)...)
 	}
-	return append(out, otherRobot(e.tokenPrefix()))
+	return append(append(out, otherRobot(e.tokenPrefix())), e.extraRobots...)
 }
 
 // writeConfig writes the configuration of replica instance, whose address of the
-// simulator is root, and returns its path.
-func (e *env) writeConfig(instance, root string) (string, error) {
+// simulator is root, at revision (e.reconfigure), and returns its path.
+func (e *env) writeConfig(instance, root string, revision int) (string, error) {
 	d := configData{Levels: e.r.stack.Env["ROCKETDELAY_LEVELS"], Lease: e.tuning.lease, RetryMaxDelay: e.tuning.retryMaxDelay,
 		ClaimLease: e.tuning.claimLease, BizTopic: e.bizTopic(), TopicRate: topicRate, Window: senderWindow, WindowGuard: senderWindowGuard,
 		URLs: map[string]string{}, Limits: senderLimits}
@@ -206,6 +206,9 @@ func (e *env) writeConfig(instance, root string) (string, error) {
 		}
 	}
 	d.Targets = append(d.Targets, configTarget{Name: "other", Kind: dingtalk.Kind, Robots: []chatsim.Robot{otherRobot(e.tokenPrefix())}})
+	if e.reconfigure != nil {
+		e.reconfigure(revision, &d)
+	}
 	var b strings.Builder
 	if err := configTemplate.Execute(&b, d); err != nil {
 		return "", err

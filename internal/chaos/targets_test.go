@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,7 +23,7 @@ func TestReplicaConfigLoads(t *testing.T) {
 		name: killOneOf(feishu.Kind), idPrefix: "abc123-" + killOneOf(feishu.Kind), topic: "rd_chaos_x", tuning: tuningOf(killOneOf(feishu.Kind))}
 	e.sim = startSimulator(e.simRobots(), 0, regexp.MustCompile(scenarioIDPattern))
 	const root = "http://127.0.0.1:1"
-	path, err := e.writeConfig("kill-one-feishu-r0-1", root)
+	path, err := e.writeConfig("kill-one-feishu-r0-1", root, 0)
 	require.NoError(t, err)
 	env := map[string]string{"ROCKETDELAY_NAMESRV": "127.0.0.1:9876", "ROCKETDELAY_REDIS_URL": "redis://127.0.0.1:6379/0",
 		"ROCKETDELAY_POSTGRES_URL": "postgres://u:p@127.0.0.1:5432/db"}
@@ -57,4 +59,37 @@ func TestReplicaConfigLoads(t *testing.T) {
 	require.Equal(t, feishu.Kind, kindOf("storm-feishu"))
 	require.Equal(t, wecom.Kind, kindOf("kill-one-wecom"))
 	require.Equal(t, config.KindDingTalk, kindOf(ScenarioKillOne))
+}
+
+// rolling-config's two revisions load, and differ as the scenario says: revision 0 has
+// "oldt" and not "newt", revision 1 the other way round and a fifth robot in "ops"; the
+// simulator knows every robot of both.
+func TestRollingConfigRevisionsLoad(t *testing.T) {
+	e := &env{r: &runner{work: t.TempDir(), stack: &Stack{Env: map[string]string{"ROCKETDELAY_LEVELS": "1s 2s 3s 4s 5s 6s"}}},
+		name: ScenarioRollingConfig, idPrefix: "abc123-" + ScenarioRollingConfig, topic: "rd_chaos_x", tuning: tuningOf(ScenarioRollingConfig)}
+	require.NoError(t, setupRollingConfig(context.Background(), e))
+	e.sim = startSimulator(e.simRobots(), 0, regexp.MustCompile(scenarioIDPattern))
+	env := map[string]string{"ROCKETDELAY_NAMESRV": "127.0.0.1:9876", "ROCKETDELAY_REDIS_URL": "redis://127.0.0.1:6379/0",
+		"ROCKETDELAY_POSTGRES_URL": "postgres://u:p@127.0.0.1:5432/db"}
+	known := map[string]bool{}
+	for _, rb := range e.simRobots() {
+		known[rb.Token] = true
+	}
+	for revision, want := range []struct {
+		has, hasNot string
+		ops         int
+	}{{removedTarget, addedTarget, 4}, {addedTarget, removedTarget, 5}} {
+		path, err := e.writeConfig(fmt.Sprintf("rolling-config-r0-%d", revision), "http://127.0.0.1:1", revision)
+		require.NoError(t, err)
+		c, err := config.Load(path, func(k string) string { return env[k] })
+		require.NoError(t, err, "revision %d", revision)
+		require.Contains(t, c.Targets, want.has, "revision %d", revision)
+		require.NotContains(t, c.Targets, want.hasNot, "revision %d", revision)
+		require.Len(t, c.Targets["ops"].Robots, want.ops, "revision %d", revision)
+		for name, target := range c.Targets {
+			for _, rb := range target.Robots {
+				require.True(t, known[rb.Token.Reveal()], "revision %d: robot %s of %s unknown to the simulator", revision, rb.Name, name)
+			}
+		}
+	}
 }

@@ -1,0 +1,353 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/wire"
+)
+
+// The change scenarios stage the routine changes of a deployment under a steady load,
+// replica by replica as a Kubernetes rolling update makes them: a new release beside the
+// previous one (rolling-upgrade), a new configuration beside the old one
+// (rolling-config), a second deployment started on the same Redis key prefix
+// (two-deployments) and a replica started while Redis is out of reach
+// (start-without-redis). Each is judged at the simulator like every other scenario:
+// nothing lost, nothing doubled, nothing early.
+
+// previousReleaseFile names the previous release: the commit rolling-upgrade builds
+// from the repository's git history and runs beside the current build.
+const previousReleaseFile = "internal/chaos/previous-release"
+
+// setups prepare a scenario's env before its replicas start (prepare).
+var setups = map[string]func(ctx context.Context, e *env) error{
+	ScenarioRollingUpgrade: setupPreviousRelease,
+	ScenarioRollingConfig:  setupRollingConfig,
+}
+
+// previousRelease reads the commit of the previous release from previousReleaseFile
+// under root: its first line that is neither blank nor a comment.
+func previousRelease(root string) (string, error) {
+	f, err := os.Open(filepath.Join(root, previousReleaseFile))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			return line, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("chaos: %s names no commit", previousReleaseFile)
+}
+
+// previousBinary builds the previous release once per run, from the git history of the
+// repository (git archive of its commit into the run's work directory), and returns the
+// binary and the commit.
+func (r *runner) previousBinary(ctx context.Context) (bin, commit string, err error) {
+	if r.prevBin != "" {
+		return r.prevBin, r.prevCommit, nil
+	}
+	commit, err = previousRelease(r.opts.RepoRoot)
+	if err != nil {
+		return "", "", err
+	}
+	if out, err := exec.CommandContext(ctx, "git", "-C", r.opts.RepoRoot, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("chaos: the previous release %s is not in the repository's git history (a shallow clone?): %v %s",
+			commit, err, strings.TrimSpace(string(out)))
+	}
+	src := filepath.Join(r.work, "previous-release")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", "", err
+	}
+	archive := exec.CommandContext(ctx, "sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh",
+		r.opts.RepoRoot, commit, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("chaos: extract the previous release %s: %v\n%s", commit, err, out)
+	}
+	r.logf("building the previous release %s (%s)", commit[:min(12, len(commit))], previousReleaseFile)
+	binDir := filepath.Join(r.work, "previous-bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", "", err
+	}
+	if bin, err = BuildBinary(ctx, src, binDir); err != nil {
+		return "", "", err
+	}
+	r.prevBin, r.prevCommit = bin, commit
+	return bin, commit, nil
+}
+
+// setupPreviousRelease has both replicas start on the previous release.
+func setupPreviousRelease(ctx context.Context, e *env) error {
+	bin, commit, err := e.r.previousBinary(ctx)
+	if err != nil {
+		return err
+	}
+	e.bins = [2]string{bin, bin}
+	e.note("both replicas start on the previous release %s", commit[:min(12, len(commit))])
+	return nil
+}
+
+// rollingUpdate stops each replica in turn with SIGTERM, applies change(i) to what it
+// starts with, and starts it again (ready before the next one stops), the first a third
+// into the publishing and the second dwell after the first is ready: a rollout that
+// leaves the two replicas different for a while.
+func rollingUpdate(ctx context.Context, e *env, dwell time.Duration, change func(i int) string) error {
+	start := time.Now()
+	sleep(ctx, e.r.opts.PublishOver/3)
+	for i := range 2 {
+		if i > 0 {
+			sleep(ctx, dwell)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := e.roll(ctx, i, start, func() string { return change(i) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// roll stops replica i with SIGTERM (what Kubernetes sends), applies change to what it
+// starts with, starts it again and waits until it is ready; the note says when, from
+// start, and what changed.
+func (e *env) roll(ctx context.Context, i int, start time.Time, change func() string) error {
+	rp := e.replica(i)
+	e.scrape(rp) // its counters survive its stop
+	at := time.Now()
+	rp.stop()
+	stopped := time.Since(at)
+	what := change()
+	if _, err := e.startReplica(ctx, i); err != nil {
+		return err
+	}
+	e.note("replica %d: SIGTERM at +%s, stopped in %s, %s, ready again %s after the SIGTERM", i,
+		at.Sub(start).Round(100*time.Millisecond), stopped.Round(100*time.Millisecond), what,
+		time.Since(at).Round(100*time.Millisecond))
+	return nil
+}
+
+// rolling-upgrade: the previous release (previousReleaseFile) and this one side by side
+// under a steady load: both replicas start on the previous release, then each in turn is
+// stopped with SIGTERM and started on the current build, the second a third of the
+// publishing after the first (old+old, old+new, new+new). Nothing may be lost, doubled
+// or early, and the p99 lateness stays within 1s.
+func runRollingUpgrade(ctx context.Context, e *env) error {
+	o := e.r.opts
+	e.latenessBound = time.Second
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		return rollingUpdate(ctx, e, o.PublishOver/3, func(i int) string {
+			e.bins[i] = ""
+			return "started on the current build"
+		})
+	})
+}
+
+// The targets rolling-config adds and removes, and the robot it adds to "ops".
+const (
+	addedTarget   = "newt"
+	removedTarget = "oldt"
+)
+
+// setupRollingConfig gives the scenario two revisions of the configuration. Revision 0
+// (both replicas at start) has the usual targets and "oldt"; revision 1 has "newt"
+// instead of "oldt" and a fifth robot in "ops". Each has a robot of its own.
+func setupRollingConfig(_ context.Context, e *env) error {
+	p := e.tokenPrefix()
+	limit := senderLimits[dingtalk.Kind]
+	removed := chatsim.Robot{Name: "d1", Kind: dingtalk.Kind, Token: p + "-" + removedTarget + "-1", Limit: limit}
+	added := chatsim.Robot{Name: "n1", Kind: dingtalk.Kind, Token: p + "-" + addedTarget + "-1", Limit: limit}
+	fifth := chatsim.Robot{Name: "r5", Kind: dingtalk.Kind, Token: p + "-ops-5", Limit: limit}
+	e.extraRobots = []chatsim.Robot{removed, added, fifth}
+	e.reconfigure = func(revision int, d *configData) {
+		if revision == 0 {
+			d.Targets = append(d.Targets, configTarget{Name: removedTarget, Kind: dingtalk.Kind, Robots: []chatsim.Robot{removed}})
+			return
+		}
+		d.Targets = append(d.Targets, configTarget{Name: addedTarget, Kind: dingtalk.Kind, Robots: []chatsim.Robot{added}})
+		for k := range d.Targets {
+			if d.Targets[k].Name == chatTargets[dingtalk.Kind] {
+				d.Targets[k].Robots = append(d.Targets[k].Robots, fifth)
+			}
+		}
+	}
+	return nil
+}
+
+// rolling-config: a configuration change rolled out replica by replica under a steady
+// load, the replicas on different revisions for a third of the publishing: a target
+// added ("newt"), a target removed ("oldt") and a robot added to "ops". Midway, the
+// replica that has the new revision is restarted once more (a new pod rescheduled
+// during the rollout): while it is away, the other hands off newt's alerts that fall
+// due, and must keep them for it. Alerts for "ops" all along; for "oldt" until the
+// second replica's turn, each due before it; for "newt" from the moment the first
+// replica has it, at any delay. Published to the scheduler topic, so that either replica
+// consumes each: the one that does not have its target must leave it to the one that
+// does. Nothing may be lost, doubled, early or rejected.
+func runRollingConfig(ctx context.Context, e *env) error {
+	o := e.r.opts
+	dwell := o.PublishOver / 3
+	first := make(chan time.Time, 1) // when the first replica runs revision 1
+	// One generator per publishing goroutine (e.rng is publishDefault's), seeded from the
+	// fault script's, which this scenario draws nothing else from.
+	oldRNG := rand.New(rand.NewPCG(e.faultRNG.Uint64(), e.faultRNG.Uint64()))
+	newRNG := rand.New(rand.NewPCG(e.faultRNG.Uint64(), e.faultRNG.Uint64()))
+	changed := fmt.Sprintf("started with %q added, %q removed and a fifth robot in %q", addedTarget, removedTarget,
+		chatTargets[dingtalk.Kind])
+	return concurrently(ctx,
+		e.publishDefault(o.OtherAlerts),
+		func(ctx context.Context) error { // "oldt": published over the first two thirds, each due before the second turn
+			start := time.Now()
+			until := start.Add(2 * o.PublishOver / 3)
+			n := o.OtherAlerts / 4
+			for k := range n {
+				if !sleep(ctx, time.Until(start.Add(time.Duration(int64(2*o.PublishOver/3)*int64(k)/int64(n))))) {
+					return nil
+				}
+				left := time.Until(until) - 2*time.Second
+				if left <= 0 {
+					break
+				}
+				if err := e.publishTo(ctx, removedTarget, 20000+k, time.Duration(oldRNG.Int64N(int64(left)))); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		func(ctx context.Context) error { // "newt": from the first turn to the end of the publishing
+			var at time.Time
+			select {
+			case at = <-first:
+			case <-ctx.Done():
+				return nil
+			}
+			over := max(time.Until(at.Add(o.PublishOver-o.PublishOver/3)), time.Second)
+			n := o.OtherAlerts / 4
+			begin := time.Now()
+			for k := range n {
+				if !sleep(ctx, time.Until(begin.Add(time.Duration(int64(over)*int64(k)/int64(n))))) {
+					return nil
+				}
+				if err := e.publishTo(ctx, addedTarget, 10000+k, time.Duration(newRNG.Int64N(int64(o.MaxDelay)+1))); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		func(ctx context.Context) error {
+			start := time.Now()
+			sleep(ctx, o.PublishOver/3)
+			if err := e.roll(ctx, 0, start, func() string { e.revision[0] = 1; return changed }); err != nil {
+				return err
+			}
+			first <- time.Now()
+			if !sleep(ctx, dwell/2) {
+				return nil
+			}
+			if err := e.roll(ctx, 0, start, func() string { return "restarted on the same revision (a pod rescheduled mid-rollout)" }); err != nil {
+				return err
+			}
+			if !sleep(ctx, dwell/2) {
+				return nil
+			}
+			return e.roll(ctx, 1, start, func() string { e.revision[1] = 1; return changed })
+		})
+}
+
+// publishTo publishes valid alert number k of the scenario for target, due in delay.
+func (e *env) publishTo(ctx context.Context, target string, k int, delay time.Duration) error {
+	id := fmt.Sprintf("%s-%05d", e.idPrefix, k)
+	at := time.Now().Add(delay).Truncate(time.Millisecond)
+	return e.publishOne(ctx, wire.Publication{Target: target, At: at, ID: id, Body: alertBody(dingtalk.Kind, e.name, id, k)})
+}
+
+// two-deployments: a second deployment (its own topic and consumer group) is started on
+// the first's Redis key prefix a third into the publishing. It must refuse to start,
+// naming the deployment that owns the prefix, and leave the first's alerts alone:
+// nothing lost, doubled or early.
+func runTwoDeployments(ctx context.Context, e *env) error {
+	o := e.r.opts
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		sleep(ctx, o.PublishOver/3)
+		root, err := e.sim.listen(e.name + "-second")
+		if err != nil {
+			return err
+		}
+		cfg, err := e.writeConfig(e.name+"-second", root, 0)
+		if err != nil {
+			return err
+		}
+		logPath := filepath.Join(e.r.stack.Dir, "logs", "chaos-"+e.name+"-second.log")
+		vars := append(e.replicaEnv(), "ROCKETDELAY_TOPIC="+e.topic+"_second", "ROCKETDELAY_GROUP="+e.group+"_second")
+		rp, err := launchReplica(e.r.bin, cfg, logPath, e.name+"-second", vars)
+		if err != nil {
+			return err
+		}
+		select {
+		case <-rp.done:
+		case <-time.After(90 * time.Second):
+			rp.kill()
+			return fmt.Errorf("chaos: a second deployment on the prefix %s was still running after 90s; see %s", e.prefix, logPath)
+		case <-ctx.Done():
+			rp.kill()
+			return nil
+		}
+		log, _ := os.ReadFile(logPath)
+		if rp.cmd.ProcessState.Success() || !strings.Contains(string(log), e.group) {
+			return fmt.Errorf("chaos: a second deployment on the prefix %s ended with %s without naming the owner %s; see %s",
+				e.prefix, rp.cmd.ProcessState, e.group, logPath)
+		}
+		e.note("a second deployment (group %s_second) on the prefix refused to start (%s), naming the owner", e.group, rp.cmd.ProcessState)
+		return nil
+	})
+}
+
+// start-without-redis: a third into the publishing, replica 1 is SIGKILLed and started
+// again while Redis is out of reach of both replicas (the proxy refuses every
+// connection) for Outage. It must stay up and unready (/healthz 200, /readyz 503) and be
+// ready once Redis is back; nothing may be lost, doubled or early.
+func runStartWithoutRedis(ctx context.Context, e *env) error {
+	o := e.r.opts
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		sleep(ctx, o.PublishOver/3)
+		e.killReplicas(1)
+		e.redisProxy.Down()
+		down := time.Now() // not a fault: a store out of reach loses no write
+		rp, err := e.launch(ctx, 1)
+		if err != nil {
+			return err
+		}
+		sleep(ctx, o.Outage)
+		client := &http.Client{Timeout: time.Second}
+		health, _ := rp.get(client, "/healthz")
+		ready, why := rp.get(client, "/readyz")
+		if err := e.redisProxy.Up(); err != nil {
+			return err
+		}
+		if rp.exited() || health != http.StatusOK || ready != http.StatusServiceUnavailable {
+			return fmt.Errorf("chaos: a replica started while Redis was out of reach: exited %v, /healthz %d, /readyz %d %q; see %s",
+				rp.exited(), health, ready, why, e.logPath(1))
+		}
+		if err := rp.waitReady(ctx, 90*time.Second, e.logPath(1)); err != nil {
+			return err
+		}
+		e.note("replica 1 SIGKILLed and started while Redis was out of reach for %s: up and unready (/readyz %d %s), ready %s after Redis was back",
+			o.Outage, ready, strings.Join(strings.Fields(why), " "), time.Since(down.Add(o.Outage)).Round(100*time.Millisecond))
+		return nil
+	})
+}
