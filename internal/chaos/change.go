@@ -9,8 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
@@ -190,18 +194,23 @@ func setupRollingConfig(_ context.Context, e *env) error {
 }
 
 // rolling-config: a configuration change rolled out replica by replica under a steady
-// load, the replicas on different revisions for a third of the publishing: a target
-// added ("newt"), a target removed ("oldt") and a robot added to "ops". Midway, the
-// replica that has the new revision is restarted once more (a new pod rescheduled
-// during the rollout): while it is away, the other hands off newt's alerts that fall
-// due, and must keep them for it. Alerts for "ops" all along; for "oldt" until the
-// second replica's turn, each due before it; for "newt" from the moment the first
-// replica has it, at any delay. Published to the scheduler topic, so that either replica
-// consumes each: the one that does not have its target must leave it to the one that
-// does. Nothing may be lost, doubled, early or rejected.
+// load, the replicas on different revisions for half the publishing: a target added
+// ("newt"), a target removed ("oldt") and a robot added to "ops". Midway, the replica
+// that has the new revision is restarted once more (a new pod rescheduled during the
+// rollout): while it is away, the other hands off newt's alerts that fall due, and must
+// keep them for it. Alerts for "ops" all along; for "newt" from the moment the first
+// replica has it, at any delay; for "oldt" until the first replica's turn, each due at
+// least half the dwell before the second replica's turn: the replica without "oldt"
+// sends its alerts back to the topic for the one that has it, a step of about a second
+// over the topic's queues, which it reaches within a few steps, not within none (an
+// alert of a removed target due in the last moments of the last replica that has it
+// can miss it, and is then rejected once unknownTargetWait passed, as after the
+// removal). Published to the scheduler topic, so that either replica consumes each: the
+// one that does not have its target must leave it to the one that does. Nothing may be
+// lost, doubled, early or rejected.
 func runRollingConfig(ctx context.Context, e *env) error {
 	o := e.r.opts
-	dwell := o.PublishOver / 3
+	dwell := o.PublishOver / 2
 	first := make(chan time.Time, 1) // when the first replica runs revision 1
 	// One generator per publishing goroutine (e.rng is publishDefault's), seeded from the
 	// fault script's, which this scenario draws nothing else from.
@@ -209,21 +218,18 @@ func runRollingConfig(ctx context.Context, e *env) error {
 	newRNG := rand.New(rand.NewPCG(e.faultRNG.Uint64(), e.faultRNG.Uint64()))
 	changed := fmt.Sprintf("started with %q added, %q removed and a fifth robot in %q", addedTarget, removedTarget,
 		chatTargets[dingtalk.Kind])
+	start := time.Now()
 	return concurrently(ctx,
 		e.publishDefault(o.OtherAlerts),
-		func(ctx context.Context) error { // "oldt": published over the first two thirds, each due before the second turn
-			start := time.Now()
-			until := start.Add(2 * o.PublishOver / 3)
+		func(ctx context.Context) error { // "oldt": until the first turn, each due before the middle of the dwell
+			over := o.PublishOver / 3
+			until := start.Add(over + dwell/2)
 			n := o.OtherAlerts / 4
 			for k := range n {
-				if !sleep(ctx, time.Until(start.Add(time.Duration(int64(2*o.PublishOver/3)*int64(k)/int64(n))))) {
+				if !sleep(ctx, time.Until(start.Add(time.Duration(int64(over)*int64(k)/int64(n))))) {
 					return nil
 				}
-				left := time.Until(until) - 2*time.Second
-				if left <= 0 {
-					break
-				}
-				if err := e.publishTo(ctx, removedTarget, 20000+k, time.Duration(oldRNG.Int64N(int64(left)))); err != nil {
+				if err := e.publishTo(ctx, removedTarget, 20000+k, time.Duration(oldRNG.Int64N(int64(time.Until(until))))); err != nil {
 					return err
 				}
 			}
@@ -250,7 +256,6 @@ func runRollingConfig(ctx context.Context, e *env) error {
 			return nil
 		},
 		func(ctx context.Context) error {
-			start := time.Now()
 			sleep(ctx, o.PublishOver/3)
 			if err := e.roll(ctx, 0, start, func() string { e.revision[0] = 1; return changed }); err != nil {
 				return err
@@ -350,4 +355,88 @@ func runStartWithoutRedis(ctx context.Context, e *env) error {
 			o.Outage, ready, strings.Join(strings.Fields(why), " "), time.Since(down.Add(o.Outage)).Round(100*time.Millisecond))
 		return nil
 	})
+}
+
+// failover-degraded: the replicas use Redis through Sentinel with redis.durability
+// replicas=1, and a third into the publishing the only Redis replica is SIGKILLed for
+// Outage: every write falls short of the durability the operator chose, so alerts are
+// held (handed back to RocketMQ) rather than acknowledged on the primary alone. The
+// replicas must say so while it lasts (rocketdelay_redis_durability_met 0 on each), and
+// once the Redis replica is back, deliver everything: nothing lost, doubled or early.
+func runFailoverDegraded(ctx context.Context, e *env) error {
+	o := e.r.opts
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		sleep(ctx, o.PublishOver/3)
+		master := e.r.stack.Env["ROCKETDELAY_LOCAL_SENTINEL_MASTER"]
+		primary, err := e.r.stack.SentinelPrimary(ctx, master)
+		if err != nil {
+			return err
+		}
+		// The Redis node that is not the primary: the sentinel-primary process can be the
+		// replica after an earlier failover.
+		_, primaryPort, _ := strings.Cut(primary, ":")
+		victim := "sentinel-replica"
+		if port, err := e.r.stack.ListenPort("sentinel-replica"); err == nil && strconv.Itoa(port) == primaryPort {
+			victim = "sentinel-primary"
+		}
+		at := time.Now()
+		if err := e.r.stack.Kill(ctx, victim); err != nil {
+			return err
+		}
+		sleep(ctx, o.Outage)
+		said := make([]string, 0, 2)
+		for i := range 2 {
+			v, err := e.replica(i).gauge("rocketdelay_redis_durability_met")
+			if err != nil {
+				return err
+			}
+			if v != 0 {
+				return fmt.Errorf("chaos: replica %d says rocketdelay_redis_durability_met %v %s after the only Redis replica was SIGKILLed", i, v, o.Outage)
+			}
+			said = append(said, fmt.Sprintf("replica %d: durability_met 0", i))
+		}
+		if err := e.r.stack.StartTopology(context.WithoutCancel(ctx), "sentinel"); err != nil {
+			return err
+		}
+		back := time.Now()
+		for i := range 2 {
+			for v := 0.0; v != 1; {
+				if time.Since(back) > time.Minute {
+					return fmt.Errorf("chaos: replica %d still says rocketdelay_redis_durability_met %v a minute after the Redis replica was back", i, v)
+				}
+				if !sleep(ctx, 200*time.Millisecond) {
+					return nil
+				}
+				if v, err = e.replica(i).gauge("rocketdelay_redis_durability_met"); err != nil {
+					return err
+				}
+			}
+		}
+		e.note("the only Redis replica (%s) SIGKILLed at +%s for %s (%s); started again, both replicas met the durability again %s later",
+			victim, (o.PublishOver / 3).Round(100*time.Millisecond), back.Sub(at).Round(100*time.Millisecond),
+			strings.Join(said, ", "), time.Since(back).Round(100*time.Millisecond))
+		return nil
+	})
+}
+
+// gauge reads the gauge name (the sum of its series) from the replica's /metrics.
+func (r *replica) gauge(name string) (float64, error) {
+	code, body := r.get(&http.Client{Timeout: 5 * time.Second}, "/metrics")
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("chaos: %s /metrics answered %d", r.name, code)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("chaos: %s /metrics: %w", r.name, err)
+	}
+	mf, ok := mfs[name]
+	if !ok {
+		return 0, fmt.Errorf("chaos: %s has no metric %s", r.name, name)
+	}
+	var sum float64
+	for _, m := range mf.GetMetric() {
+		sum += m.GetGauge().GetValue()
+	}
+	return sum, nil
 }

@@ -113,7 +113,7 @@ func (r *replica) get(client *http.Client, path string) (int, string) {
 		return 0, ""
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	return resp.StatusCode, string(b)
 }
 
@@ -151,8 +151,11 @@ func (r *replica) stop() {
 // /proc): a message the broker stored names its producer's connection by that port
 // (MessageExt.BornHost), so the suite can tell which replica sent it. Nil when the
 // process is gone or /proc cannot be read.
-func (r *replica) localPorts() []int {
-	pid := r.cmd.Process.Pid
+func (r *replica) localPorts() []int { return processPorts(r.cmd.Process.Pid, false) }
+
+// processPorts returns the local ports of the TCP sockets process pid has open (only
+// those that listen, when listening), from /proc.
+func processPorts(pid int, listening bool) []int {
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return nil
@@ -174,7 +177,7 @@ func (r *replica) localPorts() []int {
 		for sc.Scan() {
 			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode …
 			fields := strings.Fields(sc.Text())
-			if len(fields) < 10 || !inodes[fields[9]] {
+			if len(fields) < 10 || !inodes[fields[9]] || (listening && fields[3] != "0A") {
 				continue
 			}
 			_, hexPort, _ := strings.Cut(fields[1], ":")

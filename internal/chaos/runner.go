@@ -82,11 +82,13 @@ const (
 	ScenarioTwoDeployments = "two-deployments"
 	// (24) a replica started while Redis is out of reach
 	ScenarioStartWithoutRedis = "start-without-redis"
-	ScenarioBaseline          = "baseline" // no fault: the reference row
-	scenarioIDPattern         = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+	// (25) the only Redis replica lost for a while with redis.durability replicas=1
+	ScenarioFailoverDegraded = "failover-degraded"
+	ScenarioBaseline         = "baseline" // no fault: the reference row
+	scenarioIDPattern        = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
-// AllScenarios lists every scenario in the order Run runs them: (25) and on, a kill-one
+// AllScenarios lists every scenario in the order Run runs them: (26) and on, a kill-one
 // and a storm with every alert for the target of each chat platform but DingTalk
 // (ChannelScenarios), their robots' limits held at the simulator (per second too, where
 // the platform has such a limit), the storms in each platform's own answers.
@@ -95,7 +97,7 @@ var AllScenarios = append([]string{ScenarioKillOne, ScenarioKillBoth, ScenarioRe
 	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisBlips, ScenarioRetryJobZombie,
 	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined, ScenarioKillOneTopic, ScenarioBrokerTopic,
 	ScenarioKillBusy, ScenarioRolling, ScenarioRollingUpgrade, ScenarioRollingConfig, ScenarioTwoDeployments,
-	ScenarioStartWithoutRedis}, ChannelScenarios()...)
+	ScenarioStartWithoutRedis, ScenarioFailoverDegraded}, ChannelScenarios()...)
 
 // ChannelScenarios are the kill-one and the storm of every chat platform's target but
 // DingTalk's (whose are kill-one and storm), in the registry's order: kill-one-wecom,
@@ -160,8 +162,9 @@ func tuningOf(scenario string) tuning {
 // topologies says which scenarios run on another Redis than the stack's single node,
 // with which redis.durability.
 var topologies = map[string]struct{ topology, durability string }{
-	ScenarioRedisFailover:  {"sentinel", "replicas=1"},
-	ScenarioKillOneCluster: {"redis-cluster", "write"},
+	ScenarioRedisFailover:    {"sentinel", "replicas=1"},
+	ScenarioFailoverDegraded: {"sentinel", "replicas=1"},
+	ScenarioKillOneCluster:   {"redis-cluster", "write"},
 }
 
 // Options choose the scenarios and their sizes.
@@ -473,6 +476,7 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioRollingConfig:     runRollingConfig,
 	ScenarioTwoDeployments:    runTwoDeployments,
 	ScenarioStartWithoutRedis: runStartWithoutRedis,
+	ScenarioFailoverDegraded:  runFailoverDegraded,
 }
 
 func init() {

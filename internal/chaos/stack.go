@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -315,6 +316,24 @@ func (s *Stack) Kill(ctx context.Context, name string) error {
 		}
 	}
 	return fmt.Errorf("chaos: %s (pid %d) still alive 10s after SIGKILL", name, pid)
+}
+
+// ListenPort is the TCP port a process of the stack (redis, sentinel-replica, …) listens
+// on, found by its pid file and /proc.
+func (s *Stack) ListenPort(name string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "pids", name+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("chaos: %s pid: %w", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("chaos: %s pid %q: %w", name, b, err)
+	}
+	ports := processPorts(pid, true)
+	if len(ports) == 0 {
+		return 0, fmt.Errorf("chaos: %s (pid %d) listens on no TCP port", name, pid)
+	}
+	return slices.Min(ports), nil
 }
 
 // KillRedis SIGKILLs the stack's Redis — no shutdown, no final AOF rewrite or flush —
