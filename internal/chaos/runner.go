@@ -371,7 +371,7 @@ func Run(ctx context.Context, opts Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{opts: opts, logf: func(format string, args ...any) {
+	r := &runner{opts: opts, nonce: fmt.Sprintf("%04x", rand.Uint32()&0xffff), logf: func(format string, args ...any) {
 		fmt.Fprintf(opts.Log, "[chaos %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}}
 	// rocketmq-client-go and go-redis log process-wide; keep them out of the table's way.
@@ -439,6 +439,9 @@ type runner struct {
 	work  string
 	bin   string
 	stack *Stack
+	// nonce is this run's own (not the seed's): it tells its topics, key prefixes and
+	// schemas from an earlier run's on a kept stack.
+	nonce string
 	// prevBin is the previous release's build (previousBinary), made once a run when a
 	// scenario needs it, of commit prevCommit.
 	prevBin, prevCommit string
@@ -579,9 +582,12 @@ func (r *runner) runScenario(ctx context.Context, name string, fn scenarioFunc, 
 		rng: rand.New(rand.NewPCG(seed, stream)), faultRNG: rand.New(rand.NewPCG(seed, stream+1))}
 	short := randHex(e.rng, 3)
 	e.idPrefix = short + "-" + name
-	e.topic = "rd_chaos_" + strings.ReplaceAll(name, "-", "_") + "_" + short
+	// The topic, the key prefix and the schema carry the run's nonce too: a run with the
+	// seed of an earlier one on the same kept stack (-stack-dir) publishes the same ids,
+	// and must not find the earlier run's done markers and rows.
+	e.topic = "rd_chaos_" + strings.ReplaceAll(name, "-", "_") + "_" + short + r.nonce
 	e.group = e.topic
-	e.prefix = "rdchaos" + short
+	e.prefix = "rdchaos" + short + r.nonce
 	e.kind = kindOf(name)
 	e.target = chatTargets[e.kind]
 	defer e.cleanup()
@@ -640,7 +646,7 @@ func (e *env) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	if e.dsn, err = migratedSchema(ctx, e.r.stack.Env["ROCKETDELAY_POSTGRES_URL"], "chaos_"+strings.ReplaceAll(e.idPrefix, "-", "_")); err != nil {
+	if e.dsn, err = migratedSchema(ctx, e.r.stack.Env["ROCKETDELAY_POSTGRES_URL"], "chaos_"+strings.ReplaceAll(e.idPrefix, "-", "_")+"_"+e.r.nonce); err != nil {
 		return err
 	}
 	ns := e.r.stack.Env["ROCKETDELAY_NAMESRV"]
