@@ -37,6 +37,8 @@ func (e *env) checkMechanism(row *Row, got map[string][]acceptance) {
 		e.checkShared(row)
 	case e.name == ScenarioRedisBlips:
 		e.checkNoTakeOver(row)
+	case e.name == ScenarioRollingConfig:
+		e.checkSentOn(row)
 	}
 	e.checkLimits(row)
 	if stormScenarios[e.name] {
@@ -54,6 +56,17 @@ func (e *env) checkNoTakeOver(row *Row) {
 	observe(row, "take-overs: %d replicas departed, %d claims lost; %d beats found their replica lapsed", departed, lost, lapses)
 	if departed > 0 || lost > 0 {
 		row.Problems = append(row.Problems, fmt.Sprintf("the blips caused take-overs: %d replicas departed, %d claims lost", departed, lost))
+	}
+}
+
+// checkSentOn checks, from the replicas' metrics, that the rollout was staged: a replica
+// consumed alerts for a target it did not have and sent them on for one that had it, or
+// the scenario proves nothing about replicas on two revisions.
+func (e *env) checkSentOn(row *Row) {
+	sent := int(e.counterLocked("rocketdelay_unknown_target_sent_on_total", nil))
+	observe(row, "%d alerts sent on by a replica without their target", sent)
+	if sent == 0 {
+		row.Problems = append(row.Problems, "no replica sent an alert on for a target it did not have: the two revisions never met")
 	}
 }
 
