@@ -118,8 +118,13 @@ func TestTargetAddedOnOneReplicaFirst(t *testing.T) {
 		require.Equal(t, 1, c, "%s delivered %d times", id, c)
 	}
 	require.Zero(t, scrape(t, baseA, "rocketdelay_rejected_total")+scrape(t, baseB, "rocketdelay_rejected_total"), "nothing rejected")
-	require.Positive(t, scrape(t, baseB, "rocketdelay_unknown_target_sent_on_total"),
-		"B consumed some of newt's alerts and sent them on (else the test proves nothing)")
+	sentOn := scrape(t, baseB, "rocketdelay_unknown_target_sent_on_total")
+	require.Positive(t, sentOn, "B consumed some of newt's alerts and sent them on (else the test proves nothing)")
+	// B consumes about half of them (its share of the queues) and sends each on to a
+	// queue of A's, once. Sent on to any queue (round robin), half would come back to B
+	// each time, and B would send on about n in all (measured 92-111 before).
+	t.Logf("B sent on %.0f of the %d alerts for newt", sentOn, n)
+	require.LessOrEqual(t, sentOn, float64(n)*3/4, "B sends each alert on to A's queues, not back to its own")
 
 	code, answer := publishVia(t, baseB, "newt", "via-b", "1s")
 	require.Equal(t, http.StatusServiceUnavailable, code, answer)

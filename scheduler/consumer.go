@@ -106,7 +106,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		if hop, ok := s.broker.route.Next(a.DueAt.Sub(now)); ok {
 			// An alert cancelled while hopping keeps hopping and is dropped by the wheel
 			// stage's Put, which checks the cancel tombstone.
-			return "hop", s.publishHop(ctx, msg, a, hop)
+			return "hop", s.publishHop(ctx, msg, a, hop, nil)
 		}
 		var err error
 		res, err = s.store.Put(ctx, a)
@@ -190,9 +190,11 @@ func (s *Scheduler) dropStale(a store.Entry) {
 }
 
 // publishHop re-publishes msg for hop h (a delay level, or a timer message), carrying
-// its properties.
-func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a store.Entry, h Hop) error {
+// its properties. queue is nil, or sendOn for a message sent on for another replica
+// (hopSelector).
+func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, a store.Entry, h Hop, queue *primitive.MessageQueue) error {
 	m := primitive.NewMessage(s.opts.Topic, orig.Body)
+	m.Queue = queue
 	for k, v := range orig.GetProperties() {
 		if !wire.SystemProperty(k) {
 			m.WithProperty(k, v)

@@ -92,7 +92,7 @@ func (s *Scheduler) elsewhere(ctx context.Context, msg *primitive.MessageExt, a 
 	if !ok {
 		hop = Hop{Level: 1}
 	}
-	if err := s.publishHop(ctx, msg, a, hop); err != nil {
+	if err := s.publishHop(ctx, msg, a, hop, sendOn); err != nil {
 		return false, err
 	}
 	s.metrics.elsewhere.Inc()

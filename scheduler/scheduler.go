@@ -281,6 +281,7 @@ type lifecycle struct {
 type brokerSide struct {
 	producer rocketmq.Producer
 	consumer rocketmq.PushConsumer
+	own      ownQueues // the consumer's queues, as last allocated (hopSelector)
 	route    Route
 	mode     atomic.Pointer[string] // route's mode, for readers outside Start
 	handling sync.RWMutex           // consume handlers hold it shared; Stop takes it to drain them
@@ -431,6 +432,7 @@ func (s *Scheduler) startHopProducer(context.Context) error {
 		producer.WithInstanceName(s.opts.InstanceName+"-hops"),
 		producer.WithSendMsgTimeout(s.opts.SendTimeout),
 		producer.WithRetry(2),
+		producer.WithQueueSelector(hopSelector{mine: &s.broker.own, next: producer.NewRoundRobinQueueSelector()}),
 	)...)
 	if err != nil {
 		return fmt.Errorf("scheduler: hop producer: %w", err)
@@ -476,7 +478,7 @@ func (s *Scheduler) startConsumer(context.Context) error {
 		consumer.WithConsumeGoroutineNums(s.opts.ConsumeGoroutines),
 		consumer.WithConsumeMessageBatchMaxSize(1),
 		// Queues only to the consumers of live replicas (allocate.go).
-		consumer.WithStrategy(allocateLive(s.heart.absentReplicas)),
+		consumer.WithStrategy(allocateLive(s.heart.absentReplicas, &s.broker.own)),
 		// Never to the dead-letter queue: a message handed back while Redis or Postgres is
 		// down comes back until they are up (see retryLevel).
 		consumer.WithMaxReconsumeTimes(math.MaxInt32),

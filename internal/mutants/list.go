@@ -334,6 +334,16 @@ end`,
 		Tests:     "^TestFailedSendsClaimDue$",
 	},
 	{
+		// killed: a hop marked sendOn goes round robin, to this replica's own queues too: require.False(owned[q.QueueId]) fails
+		Name:      "sent-on-to-own-queue",
+		Invariant: "a replica never decides for a configuration it does not have: an alert sent on for another replica goes to another replica's queue",
+		File:      "scheduler/allocate.go",
+		From:      "if msg.Queue == sendOn {",
+		To:        "if false {",
+		Package:   "./scheduler",
+		Tests:     "^TestSentOnHopsGoToAnotherReplicasQueue$",
+	},
+	{
 		// killed: B's claim for ops takes newt's and gone's rows too: require.Equal([]int64{ops}, rowIDs(got), "B has ops only") fails
 		Name:      "failed-claim-ignores-targets",
 		Invariant: "a replica never decides for a configuration it does not have: the retry job claims only rows of its own targets",
