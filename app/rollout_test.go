@@ -51,6 +51,30 @@ func scrape(t *testing.T, base, name string) float64 {
 	return sum
 }
 
+// twoRevisions are the configurations of two replicas of one deployment in the middle of
+// a rollout: a has the targets ops and newt, b only ops, each target one robot of the
+// returned simulator (tokens made from name). A 4s window stands for DingTalk's minute
+// (20 messages each): alerts that come back one by one, or that the retry job sends one
+// by one, are not left waiting for a minute's window.
+func twoRevisions(t *testing.T, name string) (sim *chatsim.Server, a, b config.Config) {
+	t.Helper()
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{
+		{Name: "r-ops", Token: name + "-ops"}, {Name: "r-new", Token: name + "-new"}}, Window: 4 * time.Second})
+	a = stackConfig(t)
+	a.Sender.BaseURL = simURL
+	a.Sender.Window = 4 * time.Second
+	a.Ingress.Token = testIngestToken
+	a.Targets = map[string]config.Target{
+		"ops":  {Robots: []config.Robot{{Name: "r-ops", Token: config.Secret(name + "-ops")}}},
+		"newt": {Robots: []config.Robot{{Name: "r-new", Token: config.Secret(name + "-new")}}},
+	}
+	b = a
+	b.Targets = map[string]config.Target{"ops": a.Targets["ops"]}
+	require.NoError(t, a.Validate())
+	require.NoError(t, b.Validate())
+	return sim, a, b
+}
+
 // TestTargetAddedOnOneReplicaFirst: a configuration rolled out replica by replica. A's
 // configuration already has the new target newt, B's does not yet; both are one
 // deployment and share the topic's queues. Every alert published for newt through A's
@@ -60,22 +84,7 @@ func scrape(t *testing.T, base, name string) float64 {
 // replica has is refused at once; and a target whose last replica stopped saying it has
 // it longer than scheduler.unknownTargetWait ago is rejected, saying so.
 func TestTargetAddedOnOneReplicaFirst(t *testing.T) {
-	// A 4s window stands for DingTalk's minute (20 messages each): the alerts that come
-	// back one by one from B are not left waiting for a minute's window.
-	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{
-		{Name: "r-ops", Token: "roll-ops"}, {Name: "r-new", Token: "roll-new"}}, Window: 4 * time.Second})
-	a := stackConfig(t)
-	a.Sender.BaseURL = simURL
-	a.Sender.Window = 4 * time.Second
-	a.Ingress.Token = testIngestToken
-	a.Targets = map[string]config.Target{
-		"ops":  {Robots: []config.Robot{{Name: "r-ops", Token: "roll-ops"}}},
-		"newt": {Robots: []config.Robot{{Name: "r-new", Token: "roll-new"}}},
-	}
-	b := a
-	b.Targets = map[string]config.Target{"ops": a.Targets["ops"]}
-	require.NoError(t, a.Validate())
-	require.NoError(t, b.Validate())
+	sim, a, b := twoRevisions(t, "roll")
 	baseA, baseB := startReplica(t, a), startReplica(t, b)
 
 	// Both consume: warm-up alerts for ops (both have it) until each replica received some.
@@ -173,21 +182,9 @@ func TestTargetAddedOnOneReplicaFirst(t *testing.T) {
 // rejected, never to be sent), and A, back, sends each once. A pending row whose target
 // no replica has had for scheduler.unknownTargetWait is given up, saying so.
 func TestTargetOfAReplicaAwayWaitsForIt(t *testing.T) {
-	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{
-		{Name: "r-ops", Token: "away-ops"}, {Name: "r-new", Token: "away-new"}}, Window: 4 * time.Second})
-	a := stackConfig(t)
-	a.Sender.BaseURL = simURL
-	a.Sender.Window = 4 * time.Second // standing for DingTalk's minute: the retry job sends the 20 rows one by one
-	a.Ingress.Token = testIngestToken
+	sim, a, b := twoRevisions(t, "away")
 	a.FailedSends.Interval, a.FailedSends.BackoffBase = 200*time.Millisecond, 200*time.Millisecond
-	a.Targets = map[string]config.Target{
-		"ops":  {Robots: []config.Robot{{Name: "r-ops", Token: "away-ops"}}},
-		"newt": {Robots: []config.Robot{{Name: "r-new", Token: "away-new"}}},
-	}
-	b := a
-	b.Targets = map[string]config.Target{"ops": a.Targets["ops"]}
-	require.NoError(t, a.Validate())
-	require.NoError(t, b.Validate())
+	b.FailedSends = a.FailedSends
 	baseA, stopA := serveReplica(t, a, io.Discard)
 	t.Cleanup(func() { _ = stopA() })
 	startReplica(t, b)

@@ -367,8 +367,7 @@ func runFailoverDegraded(ctx context.Context, e *env) error {
 	o := e.r.opts
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
 		sleep(ctx, o.PublishOver/3)
-		master := e.r.stack.Env["ROCKETDELAY_LOCAL_SENTINEL_MASTER"]
-		primary, err := e.r.stack.SentinelPrimary(ctx, master)
+		_, primary, err := e.sentinelPrimary(ctx)
 		if err != nil {
 			return err
 		}

@@ -752,8 +752,7 @@ func runRedisFailover(ctx context.Context, e *env) error {
 	o := e.r.opts
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
 		sleep(ctx, o.PublishOver/2)
-		master := e.r.stack.Env["ROCKETDELAY_LOCAL_SENTINEL_MASTER"]
-		primary, err := e.r.stack.SentinelPrimary(ctx, master)
+		master, primary, err := e.sentinelPrimary(ctx)
 		if err != nil {
 			return err
 		}
@@ -776,6 +775,14 @@ func runRedisFailover(ctx context.Context, e *env) error {
 		e.note("the old primary started again (the sentinels make it a replica) %s after the kill", time.Since(at).Round(100*time.Millisecond))
 		return nil
 	})
+}
+
+// sentinelPrimary is the Sentinel master's name on the private stack and the address of
+// its primary now.
+func (e *env) sentinelPrimary(ctx context.Context) (master, primary string, err error) {
+	master = e.r.stack.Env["ROCKETDELAY_LOCAL_SENTINEL_MASTER"]
+	primary, err = e.r.stack.SentinelPrimary(ctx, master)
+	return master, primary, err
 }
 
 // kill-busy: a cluster of alerts falls due at once for the target "other", whose one
