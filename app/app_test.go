@@ -92,6 +92,18 @@ postgres: {url: "postgres://u:pg-pw-88@127.0.0.1/db"}
 
 func stackConfig(t *testing.T) config.Config {
 	t.Helper()
+	env := stackEnv(t)
+	cfg, err := config.Load("", func(k string) string { return env[k] })
+	require.NoError(t, err)
+	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "t"}}}}
+	cfg.ShutdownTimeout = 5 * time.Second
+	return cfg
+}
+
+// stackEnv is the environment that points a configuration at the shared stack, with a
+// schema, a topic, a group and a key prefix of the test's own.
+func stackEnv(t *testing.T) map[string]string {
+	t.Helper()
 	dsn := testenv.MigratedPostgres(t)
 	_, prefix := testenv.Redis(t) // its keys are deleted when the test ends
 	env := map[string]string{
@@ -104,11 +116,7 @@ func stackConfig(t *testing.T) config.Config {
 		"ROCKETDELAY_GROUP":            testenv.Unique("rd_app_"),
 		"ROCKETDELAY_REDIS_KEY_PREFIX": prefix,
 	}
-	cfg, err := config.Load("", func(k string) string { return env[k] })
-	require.NoError(t, err)
-	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "t"}}}}
-	cfg.ShutdownTimeout = 5 * time.Second
-	return cfg
+	return env
 }
 
 func get(t *testing.T, url string) (int, string) {

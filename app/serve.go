@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,12 +49,24 @@ func newServeCmd(stdio IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logger := cfg.Log.Logger(stdio.Stderr)
-			// The RocketMQ client's and go-redis's loggers are process-wide: set them
-			// here, once, not in Serve.
-			scheduler.RouteClientLog(logger)
-			store.RouteRedisLog(logger)
-			return Serve(c.Context(), cfg, ServeOptions{Logger: logger, ClockOffset: offset})
+			logger := func(cfg config.Config) *slog.Logger {
+				l := cfg.Log.Logger(stdio.Stderr)
+				// The RocketMQ client's and go-redis's loggers are process-wide: set
+				// them here, not in Serve.
+				scheduler.RouteClientLog(l)
+				store.RouteRedisLog(l)
+				return l
+			}
+			opts := ServeOptions{ClockOffset: offset}
+			file := config.File(path, stdio.Getenv)
+			if file == "" { // the environment alone: nothing to reload
+				opts.Logger = logger(cfg)
+				return Serve(c.Context(), cfg, opts)
+			}
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			return Reloading{Path: file, Getenv: stdio.Getenv, Hup: hup, Logger: logger}.Serve(c.Context(), cfg, opts)
 		},
 	}
 	configFlag(cmd, &path)
@@ -71,6 +86,9 @@ type ServeOptions struct {
 	PublicListener net.Listener
 	// Registry, when set, receives the metrics instead of a fresh registry.
 	Registry *prometheus.Registry
+	// Gatherer, when set, adds its metrics to /metrics (Reloading's, which outlive one
+	// run of Serve).
+	Gatherer prometheus.Gatherer
 	// ClockOffset shifts every clock the service reads (its wall clock, its timing
 	// wheel) by this much: the fault suite's fast-clock scenario. Default 0.
 	ClockOffset time.Duration
@@ -290,7 +308,11 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", h.live)
 	mux.HandleFunc("GET /readyz", h.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	var gatherer prometheus.Gatherer = reg
+	if opts.Gatherer != nil {
+		gatherer = prometheus.Gatherers{reg, opts.Gatherer}
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{Registry: reg}))
 	adminAPI := failed.Handler(failedSends, failed.Targets(cfg.Targets), logger, cfg.Admin.Token)
 	inspector := failed.Inspector{Wheel: ws, Rows: failedSends, Config: cfg, Now: now, Owners: producers}
 	mux.Handle("GET "+failed.AlertsPath+"/{id}", failed.InspectHandler(inspector, logger, cfg.Admin.Token))

@@ -1,0 +1,144 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+)
+
+// TestServeReloadsItsConfiguration: serve applies a changed configuration file without
+// a restart of the process. A target added to the file is in force within a poll (the
+// API takes an alert for it, which reaches its robot) and the metrics name the new
+// content; a file that does not load keeps the running configuration, said once in the
+// log and counted, and SIGHUP reads the file at once. On the code before, the added
+// target was never in force.
+func TestServeReloadsItsConfiguration(t *testing.T) {
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{
+		{Name: "r-ops", Token: "reload-ops"}, {Name: "r-new", Token: "reload-new"}}})
+	env := stackEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	env["ROCKETDELAY_HTTP_ADDR"] = addr
+	env["ROCKETDELAY_INGEST_TOKEN"] = testIngestToken
+	getenv := func(k string) string { return env[k] }
+	path := filepath.Join(t.TempDir(), "rocketdelay.yaml")
+	write := func(body string) {
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+	}
+	const ops = "  ops: {robots: [{name: r-ops, token: reload-ops}]}\n"
+	head := fmt.Sprintf("shutdownTimeout: 5s\nsender: {baseURL: %q}\ntargets:\n", simURL)
+	write(head + ops)
+	cfg, err := config.Load(path, getenv)
+	require.NoError(t, err)
+
+	var logs lockedWriter
+	logs.w = &bytes.Buffer{}
+	hup := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	r := Reloading{Path: path, Getenv: getenv, Hup: hup, Poll: 100 * time.Millisecond,
+		Logger: func(config.Config) *slog.Logger { return slog.New(slog.NewJSONHandler(&logs, nil)) }}
+	go func() { done <- r.Serve(ctx, cfg, ServeOptions{}) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	base := "http://" + addr
+	ready := func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false // not listening yet, or between two runs
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	require.Eventually(t, ready, time.Minute, 50*time.Millisecond, "serve is ready")
+	code, answer := publishVia(t, base, "newt", "reload-1", "0s")
+	require.Equal(t, http.StatusBadRequest, code, answer)
+	_, metrics := get(t, base+"/metrics")
+	first := configDigest(t, metrics)
+
+	// A target added to the file.
+	write(head + ops + "  newt: {robots: [{name: r-new, token: reload-new}]}\n")
+	accepted := func(id string) bool { // no failure while the service restarts between two runs
+		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/alerts",
+			strings.NewReader(fmt.Sprintf(`{"target":"newt","id":%q,"in":"0s","text":%q}`, id, id)))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+testIngestToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusAccepted
+	}
+	require.Eventually(t, func() bool { return accepted("reload-1") }, time.Minute, 100*time.Millisecond,
+		"the added target is in force")
+	require.Eventually(t, func() bool { return acceptedIDs(sim, regexp.MustCompile(`reload-\d+`))["reload-1"] == 1 },
+		time.Minute, 50*time.Millisecond, "the alert for the added target reaches its robot")
+	_, metrics = get(t, base+"/metrics")
+	second := configDigest(t, metrics)
+	require.NotEqual(t, first, second, "the metrics name the new content")
+	require.Equal(t, 1.0, gaugeSum(metrics, `rocketdelay_config_reloads_total{result="applied"}`))
+
+	// A file that does not load: the running configuration stays, said once.
+	write(head + ops + "  newt: {robots: [{name: r-new, token: reload-new}]}\n  broken: {kind: carrier-pigeon}\n")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "does not load") },
+		time.Minute, 50*time.Millisecond, "the bad file is said")
+	hup <- syscall.SIGHUP // read again at once: said again
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), "does not load") == 2 },
+		time.Minute, 50*time.Millisecond, "SIGHUP reads the file again")
+	require.True(t, ready(), "still ready on the running configuration")
+	code, answer = publishVia(t, base, "newt", "reload-2", "0s")
+	require.Equal(t, http.StatusAccepted, code, answer)
+	_, metrics = get(t, base+"/metrics")
+	require.Equal(t, second, configDigest(t, metrics))
+	require.Equal(t, 2.0, gaugeSum(metrics, `rocketdelay_config_reloads_total{result="invalid"}`))
+	require.Equal(t, 1.0, gaugeSum(metrics, `rocketdelay_config_reloads_total{result="applied"}`))
+
+	// A file that loads but cannot start (its public listener's port is taken): the
+	// previous configuration starts again.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	write(fmt.Sprintf("http: {publicAddr: %q}\n", busy.Addr().String()) + head + ops +
+		"  newt: {robots: [{name: r-new, token: reload-new}]}\n")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "the previous one starts again") },
+		time.Minute, 50*time.Millisecond, "the configuration that cannot start is said")
+	require.Eventually(t, func() bool { return accepted("reload-3") }, time.Minute, 100*time.Millisecond,
+		"the previous configuration runs again")
+	_, metrics = get(t, base+"/metrics")
+	require.Equal(t, second, configDigest(t, metrics))
+	require.Equal(t, 1.0, gaugeSum(metrics, `rocketdelay_config_reloads_total{result="failed"}`))
+}
+
+// configDigest is the digest label of rocketdelay_config_info in a /metrics page.
+func configDigest(t *testing.T, page string) string {
+	t.Helper()
+	for line := range strings.Lines(page) {
+		if rest, ok := strings.CutPrefix(line, `rocketdelay_config_info{digest="`); ok {
+			digest, _, _ := strings.Cut(rest, `"`)
+			return digest
+		}
+	}
+	t.Fatalf("no rocketdelay_config_info in /metrics")
+	return ""
+}
