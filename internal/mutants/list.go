@@ -334,6 +334,16 @@ end`,
 		Tests:     "^TestFailedSendsClaimDue$",
 	},
 	{
+		// killed: the file with newt is never applied: require.Eventually(accepted("reload-1"), "the added target is in force") fails
+		Name:      "reload-never-applies",
+		Invariant: "change without a restart: a changed configuration file that loads is applied",
+		File:      "app/reload.go",
+		From:      "if d == digest {",
+		To:        "if true {",
+		Package:   "./app",
+		Tests:     "^TestServeReloadsItsConfiguration$",
+	},
+	{
 		// killed: a hop marked sendOn goes round robin, to this replica's own queues too: require.False(owned[q.QueueId]) fails
 		Name:      "sent-on-to-own-queue",
 		Invariant: "a replica never decides for a configuration it does not have: an alert sent on for another replica goes to another replica's queue",
