@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -37,6 +38,7 @@ const previousReleaseFile = "internal/chaos/previous-release"
 var setups = map[string]func(ctx context.Context, e *env) error{
 	ScenarioRollingUpgrade: setupPreviousRelease,
 	ScenarioRollingConfig:  setupRollingConfig,
+	ScenarioReloadConfig:   setupRollingConfig,
 }
 
 // previousRelease reads the commit of the previous release from previousReleaseFile
@@ -146,6 +148,40 @@ func (e *env) roll(ctx context.Context, i int, start time.Time, change func() st
 	return nil
 }
 
+// reload applies change to what replica i's configuration file says, rewrites the file
+// in place and waits until the replica runs it (rocketdelay_config_info names another
+// content) and is ready again, without a restart of its process; the note says when,
+// from start, and what changed.
+func (e *env) reload(ctx context.Context, i int, start time.Time, change func() string) error {
+	rp := e.replica(i)
+	before, err := rp.configDigest()
+	if err != nil {
+		return err
+	}
+	at := time.Now()
+	what := change()
+	if _, err := e.writeConfig(rp.name, rp.root, e.revision[i]); err != nil {
+		return err
+	}
+	for {
+		if time.Since(at) > time.Minute {
+			return fmt.Errorf("chaos: %s still runs configuration %s a minute after its file changed; see %s", rp.name, before, e.logPath(i))
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return nil
+		}
+		if d, err := rp.configDigest(); err == nil && d != before {
+			break
+		}
+	}
+	if err := rp.waitReady(ctx, time.Minute, e.logPath(i)); err != nil {
+		return err
+	}
+	e.note("replica %d: its file rewritten at +%s, %s, reloaded and ready again %s later, the same process", i,
+		at.Sub(start).Round(100*time.Millisecond), what, time.Since(at).Round(100*time.Millisecond))
+	return nil
+}
+
 // rolling-upgrade: the previous release (previousReleaseFile) and this one side by side
 // under a steady load: both replicas start on the previous release, then each in turn is
 // stopped with SIGTERM and started on the current build, the second a third of the
@@ -207,7 +243,9 @@ func setupRollingConfig(_ context.Context, e *env) error {
 // can miss it, and is then rejected once unknownTargetWait passed, as after the
 // removal). Published to the scheduler topic, so that either replica consumes each: the
 // one that does not have its target must leave it to the one that does. Nothing may be
-// lost, doubled, early or rejected.
+// lost, doubled, early or rejected. reload-config is the same change applied by
+// rewriting each replica's file, which the replica reloads without a restart of its
+// process (the mid-rollout restart stays a restart).
 func runRollingConfig(ctx context.Context, e *env) error {
 	o := e.r.opts
 	dwell := o.PublishOver / 2
@@ -256,8 +294,14 @@ func runRollingConfig(ctx context.Context, e *env) error {
 			return nil
 		},
 		func(ctx context.Context) error {
+			// rolling-config restarts each replica with its new revision; reload-config
+			// rewrites its file and lets it reload.
+			apply := e.roll
+			if e.name == ScenarioReloadConfig {
+				apply = e.reload
+			}
 			sleep(ctx, o.PublishOver/3)
-			if err := e.roll(ctx, 0, start, func() string { e.revision[0] = 1; return changed }); err != nil {
+			if err := apply(ctx, 0, start, func() string { e.revision[0] = 1; return changed }); err != nil {
 				return err
 			}
 			first <- time.Now()
@@ -270,7 +314,7 @@ func runRollingConfig(ctx context.Context, e *env) error {
 			if !sleep(ctx, dwell/2) {
 				return nil
 			}
-			return e.roll(ctx, 1, start, func() string { e.revision[1] = 1; return changed })
+			return apply(ctx, 1, start, func() string { e.revision[1] = 1; return changed })
 		})
 }
 
@@ -418,24 +462,50 @@ func runFailoverDegraded(ctx context.Context, e *env) error {
 	})
 }
 
-// gauge reads the gauge name (the sum of its series) from the replica's /metrics.
-func (r *replica) gauge(name string) (float64, error) {
+// metric reads the family name from the replica's /metrics.
+func (r *replica) metric(name string) (*dto.MetricFamily, error) {
 	code, body := r.get(&http.Client{Timeout: 5 * time.Second}, "/metrics")
 	if code != http.StatusOK {
-		return 0, fmt.Errorf("chaos: %s /metrics answered %d", r.name, code)
+		return nil, fmt.Errorf("chaos: %s /metrics answered %d", r.name, code)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("chaos: %s /metrics: %w", r.name, err)
+		return nil, fmt.Errorf("chaos: %s /metrics: %w", r.name, err)
 	}
 	mf, ok := mfs[name]
 	if !ok {
-		return 0, fmt.Errorf("chaos: %s has no metric %s", r.name, name)
+		return nil, fmt.Errorf("chaos: %s has no metric %s", r.name, name)
+	}
+	return mf, nil
+}
+
+// gauge reads the gauge name (the sum of its series) from the replica's /metrics.
+func (r *replica) gauge(name string) (float64, error) {
+	mf, err := r.metric(name)
+	if err != nil {
+		return 0, err
 	}
 	var sum float64
 	for _, m := range mf.GetMetric() {
 		sum += m.GetGauge().GetValue()
 	}
 	return sum, nil
+}
+
+// configDigest is the digest of the configuration the replica runs
+// (rocketdelay_config_info).
+func (r *replica) configDigest() (string, error) {
+	mf, err := r.metric("rocketdelay_config_info")
+	if err != nil {
+		return "", err
+	}
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "digest" {
+				return l.GetValue(), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("chaos: %s names no configuration digest", r.name)
 }

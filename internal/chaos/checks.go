@@ -37,7 +37,7 @@ func (e *env) checkMechanism(row *Row, got map[string][]acceptance) {
 		e.checkShared(row)
 	case e.name == ScenarioRedisBlips:
 		e.checkNoTakeOver(row)
-	case e.name == ScenarioRollingConfig:
+	case e.name == ScenarioRollingConfig, e.name == ScenarioReloadConfig:
 		e.checkSentOn(row)
 	}
 	e.checkLimits(row)

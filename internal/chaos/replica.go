@@ -34,6 +34,9 @@ type replica struct {
 	addr string // its HTTP listener
 	cmd  *exec.Cmd
 	done chan struct{}
+	// root is its address of the simulator (simulator.listen), which its configuration
+	// names; the env sets it.
+	root string
 }
 
 // startReplica starts `rocketdelay serve -f cfg ARGS…` with env and waits until /readyz answers

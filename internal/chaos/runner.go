@@ -84,11 +84,13 @@ const (
 	ScenarioStartWithoutRedis = "start-without-redis"
 	// (25) the only Redis replica lost for a while with redis.durability replicas=1
 	ScenarioFailoverDegraded = "failover-degraded"
-	ScenarioBaseline         = "baseline" // no fault: the reference row
-	scenarioIDPattern        = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+	// (26) rolling-config's change applied by reloading each replica's file, no restart
+	ScenarioReloadConfig = "reload-config"
+	ScenarioBaseline     = "baseline" // no fault: the reference row
+	scenarioIDPattern    = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
-// AllScenarios lists every scenario in the order Run runs them: (26) and on, a kill-one
+// AllScenarios lists every scenario in the order Run runs them: (27) and on, a kill-one
 // and a storm with every alert for the target of each chat platform but DingTalk
 // (ChannelScenarios), their robots' limits held at the simulator (per second too, where
 // the platform has such a limit), the storms in each platform's own answers.
@@ -97,7 +99,7 @@ var AllScenarios = append([]string{ScenarioKillOne, ScenarioKillBoth, ScenarioRe
 	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisBlips, ScenarioRetryJobZombie,
 	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined, ScenarioKillOneTopic, ScenarioBrokerTopic,
 	ScenarioKillBusy, ScenarioRolling, ScenarioRollingUpgrade, ScenarioRollingConfig, ScenarioTwoDeployments,
-	ScenarioStartWithoutRedis, ScenarioFailoverDegraded}, ChannelScenarios()...)
+	ScenarioStartWithoutRedis, ScenarioFailoverDegraded, ScenarioReloadConfig}, ChannelScenarios()...)
 
 // ChannelScenarios are the kill-one and the storm of every chat platform's target but
 // DingTalk's (whose are kill-one and storm), in the registry's order: kill-one-wecom,
@@ -480,6 +482,7 @@ var scenarios = map[string]scenarioFunc{
 	ScenarioTwoDeployments:    runTwoDeployments,
 	ScenarioStartWithoutRedis: runStartWithoutRedis,
 	ScenarioFailoverDegraded:  runFailoverDegraded,
+	ScenarioReloadConfig:      runRollingConfig,
 }
 
 func init() {
@@ -753,6 +756,7 @@ func (e *env) launch(ctx context.Context, i int) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	rp.root = root
 	e.mu.Lock()
 	for len(e.replicas) <= i {
 		e.replicas = append(e.replicas, nil)
