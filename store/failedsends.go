@@ -364,7 +364,7 @@ func (s *FailedSends) ClaimDue(ctx context.Context, limit int, token string, tar
 	return out, nil
 }
 
-// PendingElsewhere lists the targets of pending rows that targets does not name: rows
+// PendingElsewhere lists the targets of due pending rows that targets does not name: rows
 // that a replica with those targets leaves to the others (ClaimDue), and whose targets
 // no replica may have any more.
 func (s *FailedSends) PendingElsewhere(ctx context.Context, targets []string) ([]string, error) {
@@ -384,9 +384,10 @@ func (s *FailedSends) PendingElsewhere(ctx context.Context, targets []string) ([
 // ClassUnknownTarget is the error class of rows GiveUpTarget gave up.
 const ClassUnknownTarget = "unknown_target"
 
-// GiveUpTarget marks dead (class ClassUnknownTarget), with reason as their last error, every pending row of target
-// that no claim holds: no replica of the deployment has the target any more. It returns
-// how many rows it gave up.
+// GiveUpTarget marks dead (class ClassUnknownTarget), with reason as their last error,
+// every due pending row of target that no claim holds: no replica of the deployment has
+// the target any more. A row not due yet waits for its time. It returns how many rows it
+// gave up.
 func (s *FailedSends) GiveUpTarget(ctx context.Context, target, reason string) (int, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

@@ -133,9 +133,10 @@ func dbNow(t testing.TB, pool *pgxpool.Pool) time.Time {
 	return now
 }
 
-// A replica claims only the rows of its own targets; the targets of the rows it leaves
-// are listed, and a target's unheld pending rows can be given up at once, dead with the
-// reason, while a claimed row of it is left to its claim.
+// A replica claims only the rows of its own targets; the targets of the due rows it
+// leaves are listed, and a target's due, unheld pending rows can be given up at once,
+// dead with the reason, while a claimed row of it is left to its claim and a row not due
+// yet to its time.
 func TestFailedSendsClaimOnlyTheirTargets(t *testing.T) {
 	t.Parallel()
 	_, fs := testenv.FailedSends(t)
@@ -145,6 +146,8 @@ func TestFailedSendsClaimOnlyTheirTargets(t *testing.T) {
 	newt := record(t, fs, store.NewFailedSend{MessageID: "newt-1", Target: "newt", NextAttemptAt: past})
 	gone1 := record(t, fs, store.NewFailedSend{MessageID: "gone-1", Target: "gone", NextAttemptAt: past})
 	gone2 := record(t, fs, store.NewFailedSend{MessageID: "gone-2", Target: "gone", NextAttemptAt: past})
+	goneLater := record(t, fs, store.NewFailedSend{MessageID: "gone-later", Target: "gone", NextAttemptAt: time.Now().Add(time.Hour)})
+	record(t, fs, store.NewFailedSend{MessageID: "other-later", Target: "other", NextAttemptAt: time.Now().Add(time.Hour)})
 
 	got, err := fs.ClaimDue(ctx, 10, "b/1", []string{"ops"})
 	require.NoError(t, err)
@@ -154,7 +157,7 @@ func TestFailedSendsClaimOnlyTheirTargets(t *testing.T) {
 	require.Empty(t, none, "no targets, no rows")
 	elsewhere, err := fs.PendingElsewhere(ctx, []string{"ops"})
 	require.NoError(t, err)
-	require.Equal(t, []string{"gone", "newt"}, elsewhere)
+	require.Equal(t, []string{"gone", "newt"}, elsewhere, "the targets of due rows only")
 
 	held, err := fs.ClaimDue(ctx, 1, "a/1", []string{"gone"})
 	require.NoError(t, err)
@@ -177,6 +180,9 @@ func TestFailedSendsClaimOnlyTheirTargets(t *testing.T) {
 	r, err := fs.Get(ctx, newt)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusPending, r.Status, "another target's rows are untouched")
+	r, err = fs.Get(ctx, goneLater)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, r.Status, "a row not due yet waits for its time")
 	all, err := fs.ClaimDue(ctx, 10, "a/2", nil)
 	require.NoError(t, err)
 	require.Equal(t, []int64{newt}, rowIDs(all), "nil claims any target's")
