@@ -75,6 +75,18 @@ func twoRevisions(t *testing.T, name string) (sim *chatsim.Server, a, b config.C
 	return sim, a, b
 }
 
+// goneAnHourAgo records in cfg's roster that the last replica that had target said so an
+// hour ago.
+func goneAnHourAgo(t *testing.T, cfg config.Config, target string) {
+	t.Helper()
+	opts, err := redis.ParseURL(cfg.Redis.URL.Reveal())
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	require.NoError(t, rdb.HSet(context.Background(), "{"+cfg.Redis.KeyPrefix+"}:targets", target,
+		time.Now().Add(-time.Hour).UnixMilli()).Err())
+}
+
 // TestTargetAddedOnOneReplicaFirst: a configuration rolled out replica by replica. A's
 // configuration already has the new target newt, B's does not yet; both are one
 // deployment and share the topic's queues. Every alert published for newt through A's
@@ -150,12 +162,7 @@ func TestTargetAddedOnOneReplicaFirst(t *testing.T) {
 	require.Contains(t, answer, "unknown_target")
 
 	// A target the last replica that had it stopped saying so an hour ago.
-	opts, err := redis.ParseURL(a.Redis.URL.Reveal())
-	require.NoError(t, err)
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	require.NoError(t, rdb.HSet(context.Background(), "{"+a.Redis.KeyPrefix+"}:targets", "gone",
-		time.Now().Add(-time.Hour).UnixMilli()).Err())
+	goneAnHourAgo(t, a, "gone")
 	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: a.RocketMQ.NameServers, Topic: a.RocketMQ.Topic})
 	require.NoError(t, err)
 	defer p.Close()
@@ -238,12 +245,7 @@ func TestTargetOfAReplicaAwayWaitsForIt(t *testing.T) {
 	require.Zero(t, rows("rejected")+rows("dead"))
 
 	// A row for a target the last replica that had it stopped saying so an hour ago.
-	opts, err := redis.ParseURL(a.Redis.URL.Reveal())
-	require.NoError(t, err)
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	require.NoError(t, rdb.HSet(context.Background(), "{"+a.Redis.KeyPrefix+"}:targets", "gone",
-		time.Now().Add(-time.Hour).UnixMilli()).Err())
+	goneAnHourAgo(t, a, "gone")
 	fs := store.NewFailedSends(pool, store.FailedSendsOptions{})
 	now := time.Now()
 	_, err = fs.Record(context.Background(), store.NewFailedSend{MessageID: "away-gone", Target: "gone", Payload: []byte("gone"),
