@@ -123,7 +123,7 @@ func TestExitCodesOfTheProgram(t *testing.T) {
 	put("order-2-in-flight")
 	_, err = ws.Put(ctx, store.Entry{ID: "order-3-waiting", Target: "ops", DueAt: time.Now().Add(time.Hour), Body: []byte("x")})
 	require.NoError(t, err)
-	require.NoError(t, ws.TraceHop(ctx, "order-4-hopping", time.Now().Add(time.Hour), "ops", 1, time.Minute))
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "order-4-hopping", Due: time.Now().Add(time.Hour), Target: "ops", Hops: 1, Delay: time.Minute}))
 
 	env := map[string]string{"ROCKETDELAY_REDIS_URL": testenv.RedisURL(t), "ROCKETDELAY_POSTGRES_URL": dsn,
 		"ROCKETDELAY_REDIS_KEY_PREFIX": prefix, "ROCKETDELAY_NAMESRV": "127.0.0.1:1"}

@@ -38,7 +38,7 @@ redis: {keyPrefix: `+prefix+`}
 	require.Len(t, c.Entries, 1)
 	_, err = ws.Release(ctx, store.Delivered, c.Entries[0].Claim())
 	require.NoError(t, err)
-	require.NoError(t, ws.TraceHop(ctx, "order-4-hopping", time.Now().Add(time.Hour), "ops", 1, 10*time.Minute))
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "order-4-hopping", Due: time.Now().Add(time.Hour), Target: "ops", Hops: 1, Delay: 10 * time.Minute}))
 
 	at := time.Now().Add(20 * time.Second).Truncate(time.Millisecond)
 	env["USER"] = "alice"

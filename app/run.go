@@ -74,6 +74,7 @@ their rate limits, or to RocketMQ business topics.
 		newCancelCmd(stdio),
 		newRescheduleCmd(stdio),
 		newInspectCmd(stdio),
+		newAlertsCmd(stdio),
 		newBenchCmd(stdio),
 		newFailedCmd(stdio),
 		newChatSimCmd(stdio),

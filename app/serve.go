@@ -239,7 +239,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	deliverer.SetGate(esc)                                    // an escalation's step goes only while its episode runs
 	producers := store.NewProducers(rdb, cfg.Redis.KeyPrefix) // who owns an id, and the principals' rates
-	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Chat: snd, Signer: signer, Logger: logger, Now: now,
+	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Pending: ws, Chat: snd, Signer: signer, Logger: logger, Now: now,
 		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix), Producers: producers, Roster: roster},
 		ingress.NewMetrics(reg))
 	if err != nil {
@@ -250,6 +250,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	schedOpts.CheckBody = snd.Check
 	schedOpts.Liveness = ws.Liveness(beatRdb)
 	schedOpts.Roster = roster
+	schedOpts.Principal = func(e store.Entry) string { // who published it, for the list of pending alerts
+		return signer.ProvenPrincipal(e.ID, e.Target, e.Props[wire.PropPrincipal], e.Props[wire.PropPrincipalSig])
+	}
 	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
 	if err != nil {
 		return err

@@ -51,7 +51,7 @@ func TestInspectNamesEveryState(t *testing.T) {
 
 	// Due in 45s: 30s, then 10s, then under 10s in the wheel stage, whatever a slow
 	// machine takes between here and the trace (anything from 40s to 50s plans the same).
-	require.NoError(t, ws.TraceHop(ctx, "hopping", time.Now().Add(45*time.Second), "ops", 1, 30*time.Second))
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "hopping", Due: time.Now().Add(45 * time.Second), Target: "ops", Hops: 1, Delay: 30 * time.Second}))
 	_, err := ws.Put(ctx, entry("waiting", time.Now().Add(time.Minute)))
 	require.NoError(t, err)
 	claimed("handoff")

@@ -65,6 +65,8 @@ type Deps struct {
 	// Rescheduler serves POST /api/v1/alerts/{id}/reschedule; nil answers it 503,
 	// disabled.
 	Rescheduler Rescheduler
+	// Pending serves GET /api/v1/alerts; nil answers it 503, disabled.
+	Pending     PendingLister
 	Escalations Escalations
 	Dedupe      Dedupe
 	// Producers records who owns each alert id and episode key, and takes the
@@ -160,6 +162,7 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 // Handler returns the HTTP handler of both ways in, answering JSON:
 //
 //	POST   /api/v1/alerts                     publish one alert (202 once the broker stored it)
+//	GET    /api/v1/alerts                     the pending alerts, earliest due first (pending.go)
 //	DELETE /api/v1/alerts/{id}                cancel an alert not sent yet
 //	POST   /api/v1/alerts/{id}/reschedule     move it to {"at": RFC 3339} or {"in": "90s"}, keeping its id
 //	POST   /api/v1/alertmanager/{target}      Alertmanager's webhook (?policy=NAME or ?delay=10m, &sendResolved=false)
@@ -174,6 +177,7 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 func (in *Ingress) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+AlertsPath, in.publish)
+	mux.HandleFunc("GET "+AlertsPath, in.listPending)
 	mux.HandleFunc("DELETE "+AlertsPath+"/{id}", in.cancel)
 	mux.HandleFunc("POST "+AlertsPath+"/{id}/reschedule", in.reschedule)
 	mux.HandleFunc("POST "+AlertmanagerPath+"/{target}", in.alertmanager)

@@ -116,7 +116,7 @@ func newSite(t *testing.T, token config.Secret, configure ...func(*config.Config
 	moves := failed.Rescheduler{Stage: ws, Rows: fs, Publisher: p, Reach: cfg.Scheduler.Threshold, Horizon: cfg.Scheduler.Horizon}
 	s.signer, err = escalation.NewSigner("the-test-site's-signing-key")
 	require.NoError(t, err)
-	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Rescheduler: moves, Escalations: s.esc, Dedupe: store.NewDedupe(rdb, prefix), Producers: store.NewProducers(rdb, prefix), Chat: chat,
+	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Rescheduler: moves, Pending: ws, Escalations: s.esc, Dedupe: store.NewDedupe(rdb, prefix), Producers: store.NewProducers(rdb, prefix), Chat: chat,
 		Signer: s.signer, Logger: testenv.Logger(), Now: s.clock.Now}, s.metrics)
 	require.NoError(t, err)
 	s.in, s.owners = in, store.NewProducers(rdb, prefix)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,4 +256,70 @@ func TestPrincipalsFileIsReloaded(t *testing.T) {
 	write("principals: []\n")
 	require.Eventually(t, func() bool { return status() == http.StatusUnauthorized }, 10*time.Second, 10*time.Millisecond,
 		"the removed principal is gone")
+}
+
+// GET /api/v1/alerts lists the pending alerts: a principal sees its own and is refused
+// another's list and the counts; ingress.token (every right) sees all, filters, pages and
+// counts; a bad parameter is a 400 naming it.
+func TestPrincipalsListTheirPendingAlerts(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, withPrincipals)
+	now := s.clock.Now()
+	note := func(id, target, principal string, in time.Duration) {
+		require.NoError(t, s.ws.TraceHop(t.Context(), store.HopNote{ID: id, Target: target, Due: now.Add(in), Hops: 1,
+			Delay: time.Hour, Principal: principal}))
+	}
+	note("shop-1", "orders", "shop", 3*time.Hour)
+	note("shop-2", "orders", "shop", 90*time.Minute)
+	note("team-1", "ops", "team", 2*time.Hour)
+	note("topic-1", "ops", "", 30*time.Minute)
+	ids := func(out map[string]any) []string {
+		var got []string
+		for _, a := range out["alerts"].([]any) {
+			got = append(got, a.(map[string]any)["id"].(string))
+		}
+		return got
+	}
+
+	code, out := s.do("GET", AlertsPath, nil, shopToken)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, []string{"shop-2", "shop-1"}, ids(out), "its own, earliest due first")
+	first := out["alerts"].([]any)[0].(map[string]any)
+	require.Equal(t, map[string]any{"id": "shop-2", "target": "orders", "principal": "shop", "stage": "hopping", "hops": 1.0,
+		"dueAt": now.Add(90 * time.Minute).UTC().Format(time.RFC3339Nano)}, mapUTC(first))
+	code, out = s.do("GET", AlertsPath+"?principal=team", nil, shopToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+	code, out = s.do("GET", AlertsPath+"?counts=24", nil, shopToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+
+	code, out = s.do("GET", AlertsPath+"?limit=3", nil)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, []string{"topic-1", "shop-2", "team-1"}, ids(out))
+	code, out = s.do("GET", AlertsPath+"?limit=3&cursor="+out["next"].(string), nil)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, []string{"shop-1"}, ids(out))
+	require.NotContains(t, out, "next", "the last page")
+	code, out = s.do("GET", AlertsPath+"?target=ops&due_before=1h", nil)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, []string{"topic-1"}, ids(out))
+	code, out = s.do("GET", AlertsPath+"?counts=2&limit=1", nil)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, map[string]any{"total": 4.0, "byTarget": map[string]any{"orders": 2.0, "ops": 2.0}, "overdue": 0.0,
+		"byHour": []any{1.0, 1.0}, "later": 2.0}, out["counts"])
+
+	for _, q := range []string{"limit=0", "limit=x", "due_before=tomorrow", "cursor=zz", "counts=-1"} {
+		code, out = s.do("GET", AlertsPath+"?"+q, nil)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %v", q, out)
+		require.Contains(t, out["error"], strings.SplitN(q, "=", 2)[0], q)
+	}
+}
+
+// mapUTC returns a's dueAt in UTC, as the test writes times.
+func mapUTC(a map[string]any) map[string]any {
+	if s, ok := a["dueAt"].(string); ok {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			a["dueAt"] = t.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	return a
 }

@@ -32,7 +32,7 @@ func TestRescheduleAPI(t *testing.T) {
 	}
 	_, err = s.ws.Cancel(ctx, "cancelled")
 	require.NoError(t, err)
-	require.NoError(t, s.ws.TraceHop(ctx, "hopping", time.Now().Add(time.Hour), "ops", 1, 10*time.Minute))
+	require.NoError(t, s.ws.TraceHop(ctx, store.HopNote{ID: "hopping", Due: time.Now().Add(time.Hour), Target: "ops", Hops: 1, Delay: 10 * time.Minute}))
 	require.NoError(t, s.ws.MarkDelivered(ctx, "sent"))
 	_, err = s.fs.Record(ctx, store.NewFailedSend{MessageID: "failed", Target: "ops", Payload: []byte("x"),
 		ErrorClass: "transient", NextAttemptAt: time.Now().Add(time.Minute)})

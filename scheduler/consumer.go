@@ -77,6 +77,10 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	now := s.now()
 	a, rej := decode(msg, decodeRules{knownTarget: s.opts.KnownTarget, topics: s.opts.Topics, checkBody: s.opts.CheckBody,
 		horizon: s.opts.Horizon, dedupe: s.opts.DedupeWindow}, now)
+	a.Priority = a.Props[wire.PropPriority]
+	if s.opts.Principal != nil {
+		a.Principal = s.opts.Principal(a)
+	}
 	if rej != nil && rej.Reason == wire.RejectUnknownTarget {
 		if sent, err := s.elsewhere(ctx, msg, a, rej, now); err != nil || sent {
 			return "elsewhere", err
@@ -226,6 +230,7 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 	if h.Level > 0 {
 		delay = s.opts.Levels[h.Level-1]
 	}
-	s.noteHop(hopTrace{id: a.ID, target: a.Target, due: a.DueAt, hops: a.Hops + 1, delay: delay})
+	s.noteHop(store.HopNote{ID: a.ID, Target: a.Target, Due: a.DueAt, Hops: a.Hops + 1, Delay: delay,
+		Priority: a.Priority, Principal: a.Principal})
 	return nil
 }

@@ -3,10 +3,12 @@ package scheduler
 import (
 	"context"
 	"time"
+
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
-// A hop is noted in its alert's trace for operators (`rocketdelay inspect`) off the
-// consume path: the hop is durable once the broker took it, so it never waits for Redis.
+// A hop is noted in its alert's trace for operators (`rocketdelay inspect`), and lists
+// the alert among the pending ones (store.WheelStage.Pending), off the consume path: the hop is durable once the broker took it, so it never waits for Redis.
 // A note that finds the buffer full (Redis slow or down, or notes coming faster than it
 // takes them) is dropped and counted (rocketdelay_hop_traces_dropped_total); inspect then
 // shows an older hop.
@@ -19,16 +21,8 @@ const (
 	traceTimeout = time.Second
 )
 
-// hopTrace is one hop's note.
-type hopTrace struct {
-	id, target string
-	due        time.Time
-	hops       int
-	delay      time.Duration
-}
-
 // noteHop hands a hop's note to the writers, or drops it when they are behind.
-func (s *Scheduler) noteHop(t hopTrace) {
+func (s *Scheduler) noteHop(t store.HopNote) {
 	select {
 	case s.broker.traces <- t:
 	default:
@@ -45,9 +39,9 @@ func (s *Scheduler) traceLoop(ctx context.Context) {
 			return
 		case t := <-s.broker.traces:
 			wctx, cancel := context.WithTimeout(ctx, traceTimeout)
-			if err := s.store.TraceHop(wctx, t.id, t.due, t.target, t.hops, t.delay); err != nil {
+			if err := s.store.TraceHop(wctx, t); err != nil {
 				s.metrics.tracesDropped.Inc()
-				s.logger.Debug("hop not traced", "rd_id", t.id, "err", err)
+				s.logger.Debug("hop not traced", "rd_id", t.ID, "err", err)
 			}
 			cancel()
 		}

@@ -48,8 +48,9 @@ type WheelStage interface {
 	// SettleRequeue settles the generation of a copy a reschedule sent back to the
 	// broker, when the copy arrives before the reschedule settled it.
 	SettleRequeue(ctx context.Context, id string, gen int64, dueAt time.Time, commit bool) (store.Rescheduled, error)
-	// TraceHop notes a broker hop in the alert's trace for operators (best effort).
-	TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error
+	// TraceHop notes a broker hop in the alert's trace for operators, and lists the
+	// alert among the pending ones (best effort).
+	TraceHop(ctx context.Context, h store.HopNote) error
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
 	// Confirm and MarkFailed are the powers of a claim over its alert while it is sent
 	// (claim.go).
@@ -143,6 +144,10 @@ type Options struct {
 	// would (sender.Chat.Check); a body it refuses is rejected on arrival. Default: every
 	// body is accepted here, and one the platform refuses is recorded at its due time.
 	CheckBody func(target string, body []byte) error
+	// Principal is the producer an alert's RD_PRINCIPAL_SIG proves it was published by,
+	// "" when none; it is noted with the alert for the list of pending alerts. Default:
+	// none is ever proven.
+	Principal func(e store.Entry) string
 	// Brokers, when set, are broker addresses on which the topic is created if the name
 	// server does not know it; when empty a missing topic is an error at Start.
 	Brokers []string
@@ -286,7 +291,7 @@ type brokerSide struct {
 	mode     atomic.Pointer[string] // route's mode, for readers outside Start
 	handling sync.RWMutex           // consume handlers hold it shared; Stop takes it to drain them
 	closing  bool                   // set under handling's write lock
-	traces   chan hopTrace          // hops to note in their alerts' traces (traceLoop)
+	traces   chan store.HopNote     // hops to note in their alerts' traces (traceLoop)
 
 	rebalanceMu sync.Mutex                          // a rebalance of the heartbeat, or the consumer's stop
 	rebalancer  interface{ RebalanceIfNotPaused() } // the running consumer; nil before its start and from its stop
@@ -329,7 +334,7 @@ func New(opts Options, ws WheelStage, d Delivery, logger *slog.Logger, metrics *
 		metrics:  metrics,
 		now:      now,
 		life:     lifecycle{running: make(chan struct{})},
-		broker:   brokerSide{traces: make(chan hopTrace, traceBuffer)},
+		broker:   brokerSide{traces: make(chan store.HopNote, traceBuffer)},
 	}
 	s.heart = &heartbeat{s: s, gone: make(chan struct{}, 1), rebalance: make(chan struct{}, 1)}
 	return s, nil

@@ -2,6 +2,7 @@ package store
 
 import (
 	"embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -17,22 +18,17 @@ func script(name string) *redis.Script {
 	return redis.NewScript(mustRead("lua/" + name))
 }
 
-// holdingScript loads the Lua script lua/name after the functions of lib_holding.lua,
-// which every script that changes who holds an id calls.
-func holdingScript(name string) *redis.Script {
-	return redis.NewScript(mustRead("lua/lib_holding.lua") + mustRead("lua/"+name))
-}
-
-// rateScript loads the Lua script lua/name after the functions of lib_rate.lua, which
-// every script that takes a rate calls.
-func rateScript(name string) *redis.Script {
-	return redis.NewScript(mustRead("lua/lib_rate.lua") + mustRead("lua/"+name))
-}
-
-// doneScript loads the Lua script lua/name after the functions of lib_done.lua, which
-// every script that answers for an alert by its done marker calls.
-func doneScript(name string) *redis.Script {
-	return redis.NewScript(mustRead("lua/lib_done.lua") + mustRead("lua/"+name))
+// scriptWith loads the Lua script lua/name after the functions of the libraries libs
+// (lua/lib_*.lua files): lib_holding.lua for every script that changes who holds an id,
+// lib_rate.lua for one that takes a rate, lib_done.lua for one that answers for an alert
+// by its done marker, lib_pending.lua for one that lists or unlists a pending alert.
+func scriptWith(name string, libs ...string) *redis.Script {
+	var src strings.Builder
+	for _, lib := range libs {
+		src.WriteString(mustRead("lua/" + lib))
+	}
+	src.WriteString(mustRead("lua/" + name))
+	return redis.NewScript(src.String())
 }
 
 // asFunction is the Lua script lua/file as a local function name(KEYS, ARGV), for a

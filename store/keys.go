@@ -46,6 +46,9 @@ import (
 //	  {p}:gen:<id>     hash        generation record of an alert a reschedule sent back to the
 //	                               broker: live, decided, next (wheel_requeue.lua)
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
+//	  {p}:pending      sorted set  id → due time, Unix ms: every alert accepted and not yet
+//	                               handed off or cancelled, hopping or waiting (pending.go)
+//	  {p}:pending-by   hash        target → how many ids of pending are its
 //	  {p}:park:<g>     sorted set  id → its turn: target g's parked alerts (park.go)
 //	  {p}:turn:<g>     hash        share → the next turn of target g's park (wheel_park.lua)
 //	  {p}:adopt:<tok>  sorted set  id → its turn: the ids one adopt took (lives an hour, or a lease if longer)
@@ -202,6 +205,8 @@ func (k keys) epAlertsPrev(key string) string {
 	return k.stage() + "ep-alerts-prev:" + key
 }
 func (k keys) trace(id string) string        { return k.stage() + "trace:" + id }
+func (k keys) pending() string               { return k.stage() + "pending" }
+func (k keys) pendingBy() string             { return k.stage() + "pending-by" }
 func (k keys) live() string                  { return k.stage() + "live" }
 func (k keys) liveMeta() string              { return k.stage() + "live-meta" }
 func (k keys) guard() string                 { return k.stage() + "guard" }

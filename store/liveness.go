@@ -33,7 +33,7 @@ var (
 	liveBeatScript     = script("live_beat.lua")
 	liveViewScript     = script("live_view.lua")
 	liveTakeGoneScript = script("live_take_gone.lua")
-	liveLeaveScript    = holdingScript("live_leave.lua")
+	liveLeaveScript    = scriptWith("live_leave.lua", "lib_holding.lua")
 )
 
 // Liveness is the heartbeat of the replicas that share a wheel stage. It is safe for

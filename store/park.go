@@ -17,8 +17,8 @@ import (
 // entry's shard (a target has a park in every shard).
 
 var (
-	wheelParkScript  = holdingScript("wheel_park.lua")
-	wheelAdoptScript = holdingScript("wheel_adopt.lua")
+	wheelParkScript  = scriptWith("wheel_park.lua", "lib_holding.lua")
+	wheelAdoptScript = scriptWith("wheel_adopt.lua", "lib_holding.lua")
 )
 
 func (k keys) park(target string) string { return k.stage() + "park:" + target }

@@ -87,7 +87,7 @@ func (p *Producers) Take(ctx context.Context, principal string, perSecond float6
 	return time.Duration(max(v[1], 1)) * time.Microsecond, nil
 }
 
-var principalPublishScript = rateScript("principal_publish.lua")
+var principalPublishScript = scriptWith("principal_publish.lua", "lib_rate.lua")
 
 // Publish takes what principal's publish of the alert id asks of Redis in one round
 // trip: one request of its rate (perSecond, bursts of burst; perSecond 0: none), then,

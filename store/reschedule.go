@@ -187,7 +187,7 @@ type Requeue struct {
 func (w *WheelStage) Reschedule(ctx context.Context, id string, dueAt time.Time, reach time.Duration) (Rescheduled, error) {
 	s := w.shardOf(id)
 	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
-		s.keys.gen(id), s.keys.parts()}
+		s.keys.gen(id), s.keys.parts(), s.keys.pending(), s.keys.pendingBy()}
 	res, err := w.write(ctx, wheelRescheduleScript, keys, id, dueAt.UnixMilli(), reach.Milliseconds(),
 		w.opts.CancelTTL.Milliseconds(), w.moves, AuthorOf(ctx)).Slice()
 	if err != nil {

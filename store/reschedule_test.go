@@ -118,7 +118,7 @@ func TestWheelStageRescheduleHopping(t *testing.T) {
 	now := redisNow(t, rdb)
 	due := now.Add(10 * time.Minute).Truncate(time.Millisecond)
 	for _, id := range []string{"later", "back", "early"} {
-		require.NoError(t, ws.TraceHop(ctx, id, due, "ops", 1, 2*time.Minute)) // back in about 2 minutes
+		require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: id, Due: due, Target: "ops", Hops: 1, Delay: 2 * time.Minute})) // back in about 2 minutes
 	}
 
 	later := due.Add(time.Hour)
@@ -129,7 +129,7 @@ func TestWheelStageRescheduleHopping(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, (2 * time.Hour).Seconds(), ttl.Seconds(), 5, "the record lives as long as a tombstone")
 	// A hop noted after the move keeps the record's due time in the trace.
-	require.NoError(t, ws.TraceHop(ctx, "later", due, "ops", 2, 2*time.Minute))
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "later", Due: due, Target: "ops", Hops: 2, Delay: 2 * time.Minute}))
 	st, err := ws.Inspect(ctx, "later")
 	require.NoError(t, err)
 	require.Equal(t, later, st.DueAt, "the trace shows the new due time")
@@ -444,7 +444,7 @@ func TestRescheduleIsRecordedAndAnnounced(t *testing.T) {
 	first := time.Now().Add(45 * time.Second).Truncate(time.Millisecond)
 	_, err := ws.Put(ctx, entryAt("mv", first))
 	require.NoError(t, err)
-	require.NoError(t, ws.TraceHop(ctx, "mv", first, "ops", 0, 0)) // the trace a consumer starts
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "mv", Due: first, Target: "ops"})) // the trace a consumer starts
 
 	// The subscription is live once a move sent after it arrives: move until one does.
 	var got store.Moved

@@ -219,7 +219,7 @@ func TestShardsRoundTrip(t *testing.T) {
 
 	// Reschedule a hopping alert: its trace and record sit in its shard.
 	const moving = "rt-moving"
-	require.NoError(t, ws.TraceHop(ctx, moving, now.Add(30*time.Minute), "ops", 1, 10*time.Minute))
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: moving, Due: now.Add(30 * time.Minute), Target: "ops", Hops: 1, Delay: 10 * time.Minute}))
 	res, err := ws.Reschedule(ctx, moving, now.Add(2*time.Hour), time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, store.RescheduleHopMoved, res.Result)

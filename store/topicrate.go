@@ -12,7 +12,7 @@ import (
 // ratePerSecond, under the target's hash tag {p:g} (see keys.go), so that all replicas
 // together deliver at most that many messages per second to it.
 
-var topicRateScript = rateScript("topic_rate.lua")
+var topicRateScript = scriptWith("topic_rate.lua", "lib_rate.lua")
 
 // TopicRate paces deliveries to topic targets, for all replicas together, on Redis's
 // clock. It is safe for concurrent use.

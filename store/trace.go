@@ -15,16 +15,32 @@ import (
 // the release) and by one write per broker hop (TraceHop), that lives as long as the
 // alert's done marker. Inspect reads it together with the alert's live state.
 
-var traceHopScript = script("trace_hop.lua")
+var traceHopScript = scriptWith("trace_hop.lua", "lib_pending.lua")
 
-// TraceHop notes in id's trace that the alert took its hops-th broker hop, of delay,
-// carrying the due time due, for target (the trace's due time is its reschedule
-// record's, if it has one). It is one round trip and changes nothing else; a trace of an alert
-// that is done already (a late copy) is left alone.
-func (w *WheelStage) TraceHop(ctx context.Context, id string, due time.Time, target string, hops int, delay time.Duration) error {
-	s := w.shardOf(id)
-	err := traceHopScript.Run(ctx, w.rdb, []string{s.keys.trace(id), s.keys.resched(id)}, due.UnixMilli(), target, hops, delay.Milliseconds(),
-		w.opts.CancelTTL.Milliseconds()).Err()
+// HopNote is one broker hop of an alert, as TraceHop notes it.
+type HopNote struct {
+	ID, Target string
+	// Due is the due time the hop's message carries (the trace's due time is its
+	// reschedule record's, if it has one).
+	Due time.Time
+	// Hops counts the hops taken, this one included; Delay is this one's.
+	Hops  int
+	Delay time.Duration
+	// Priority (RD_PRIORITY) and Principal (the producer its signature proves, "" when
+	// none), for the list of pending alerts.
+	Priority, Principal string
+}
+
+// TraceHop notes in its alert's trace that the alert took a broker hop, and lists it
+// among the pending alerts (Pending) unless it was cancelled. It is one round trip and
+// changes nothing else; a trace of an alert that is done already (a late copy) is left
+// alone.
+func (w *WheelStage) TraceHop(ctx context.Context, h HopNote) error {
+	s := w.shardOf(h.ID)
+	err := traceHopScript.Run(ctx, w.rdb, []string{s.keys.trace(h.ID), s.keys.resched(h.ID), s.keys.cancel(h.ID),
+		s.keys.pending(), s.keys.pendingBy()},
+		h.Due.UnixMilli(), h.Target, h.Hops, h.Delay.Milliseconds(), w.opts.CancelTTL.Milliseconds(),
+		h.Priority, h.Principal, h.ID).Err()
 	if err != nil {
 		return w.fail("trace hop", err)
 	}

@@ -23,7 +23,7 @@ func TestTraceFollowsAnAlert(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.AlertState{}, s, "never seen")
 
-	require.NoError(t, ws.TraceHop(ctx, "order-1", due, "ops", 1, 10*time.Second))
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "order-1", Due: due, Target: "ops", Hops: 1, Delay: 10 * time.Second}))
 	s, err = ws.Inspect(ctx, "order-1")
 	require.NoError(t, err)
 	require.True(t, s.Traced)
@@ -58,7 +58,7 @@ func TestTraceFollowsAnAlert(t *testing.T) {
 	_, err = ws.ReleaseReceipt(ctx, store.Receipt{Outcome: store.Delivered, Robot: "r2", Merged: 3, Parts: 1, Replica: "replica-a"},
 		store.Claim{ID: "order-1", Token: tok})
 	require.NoError(t, err)
-	require.NoError(t, ws.TraceHop(ctx, "order-1", due, "ops", 2, time.Second)) // a late copy
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "order-1", Due: due, Target: "ops", Hops: 2, Delay: time.Second})) // a late copy
 	s, err = ws.Inspect(ctx, "order-1")
 	require.NoError(t, err)
 	require.Equal(t, "delivered", s.Stage)

@@ -115,6 +115,10 @@ type Entry struct {
 	// that sends an alert back to the broker makes a copy of a new generation, and Put
 	// stores only the live one. Not stored in the entry.
 	Gen int64
+	// Priority (RD_PRIORITY) and Principal (the producer its RD_PRINCIPAL_SIG proves, ""
+	// when none) are noted by Put in the alert's trace, where the list of pending alerts
+	// reads them (Pending). Not stored in the entry.
+	Priority, Principal string
 
 	// The claim state, set on entries returned by Claim and ClaimOverdue:
 
@@ -339,15 +343,15 @@ func (r CancelResult) String() string {
 }
 
 var (
-	wheelPutScript           = script("wheel_put.lua")
-	wheelClaimScript         = holdingScript("wheel_claim.lua")
-	wheelClaimOverdueScript  = holdingScript("wheel_claim_overdue.lua")
-	wheelReleaseScript       = holdingScript("wheel_release.lua")
-	wheelGiveBackScript      = holdingScript("wheel_give_back.lua")
+	wheelPutScript           = scriptWith("wheel_put.lua", "lib_pending.lua")
+	wheelClaimScript         = scriptWith("wheel_claim.lua", "lib_holding.lua")
+	wheelClaimOverdueScript  = scriptWith("wheel_claim_overdue.lua", "lib_holding.lua")
+	wheelReleaseScript       = scriptWith("wheel_release.lua", "lib_holding.lua", "lib_pending.lua")
+	wheelGiveBackScript      = scriptWith("wheel_give_back.lua", "lib_holding.lua")
 	wheelDueWithinScript     = script("wheel_due_within.lua")
-	wheelCancelScript        = doneScript("wheel_cancel.lua")
-	wheelRescheduleScript    = doneScript("wheel_reschedule.lua")
-	wheelRequeueScript       = doneScript("wheel_requeue.lua")
+	wheelCancelScript        = scriptWith("wheel_cancel.lua", "lib_done.lua", "lib_pending.lua")
+	wheelRescheduleScript    = scriptWith("wheel_reschedule.lua", "lib_done.lua", "lib_pending.lua")
+	wheelRequeueScript       = scriptWith("wheel_requeue.lua", "lib_done.lua")
 	wheelConfirmScript       = script("wheel_confirm.lua")
 	wheelMarkFailedScript    = script("wheel_mark_failed.lua")
 	wheelMarkDeliveredScript = script("wheel_mark_delivered.lua")
@@ -473,9 +477,9 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 	}
 	s := w.shardOf(e.ID)
 	keys := []string{s.due, s.inflight, s.entries, s.keys.done(e.ID), s.keys.cancel(e.ID), s.keys.trace(e.ID),
-		s.keys.resched(e.ID), s.keys.gen(e.ID)}
+		s.keys.resched(e.ID), s.keys.gen(e.ID), s.keys.pending(), s.keys.pendingBy()}
 	code, err := w.write(ctx, wheelPutScript, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e), e.Target, e.Hops,
-		w.opts.CancelTTL.Milliseconds(), e.Gen).Int()
+		w.opts.CancelTTL.Milliseconds(), e.Gen, e.Priority, e.Principal).Int()
 	if err != nil {
 		return 0, w.fail("put", err)
 	}
@@ -728,8 +732,9 @@ func (w *WheelStage) releaseAll(ctx context.Context, rs []Released, lost []bool)
 		if len(at) == 0 {
 			return nil
 		}
-		keys := make([]string, 0, 2*len(at)+9)
+		keys := make([]string, 0, 2*len(at)+11)
 		keys = append(keys, s.holdKeys()...)
+		keys = append(keys, s.keys.pending(), s.keys.pendingBy())
 		args := make([]any, 0, 7*len(at)+1)
 		args = append(args, w.opts.DoneTTL.Milliseconds())
 		for _, k := range at {
@@ -1038,7 +1043,8 @@ func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
 // failed_sends, so the service cancels through failed.Canceller, which asks both.
 func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	s := w.shardOf(id)
-	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.tries(), s.keys.failed(), s.keys.parts()}
+	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.tries(), s.keys.failed(), s.keys.parts(),
+		s.keys.trace(id), s.keys.pending(), s.keys.pendingBy()}
 	code, err := wheelCancelScript.Run(ctx, w.rdb, keys, id, w.opts.CancelTTL.Milliseconds()).Int()
 	if err != nil {
 		return 0, w.fail("cancel", err)

@@ -868,7 +868,7 @@ func TestWheelStageKeysShareHashTag(t *testing.T) {
 		"{" + prefix + "}:done:a", "{" + prefix + "}:done:{d}",
 		"{" + prefix + "}:cancel:c", "{" + prefix + "}:cancel:f",
 		"{" + prefix + "}:trace:a", "{" + prefix + "}:trace:b", "{" + prefix + "}:trace:c", "{" + prefix + "}:trace:{d}",
-		"{" + prefix + "}:trace:e}",
+		"{" + prefix + "}:trace:e}", "{" + prefix + "}:pending", "{" + prefix + "}:pending-by",
 	}, keys)
 	slot := clusterSlot("{" + prefix + "}:due")
 	for _, k := range keys {

@@ -1,5 +1,5 @@
 -- lib_done.lua: functions of the scripts that answer for an alert by its done marker
--- (cancel, reschedule, requeue); prepended to them (store/embed.go, doneScript).
+-- (cancel, reschedule, requeue); prepended to them (store/embed.go, scriptWith).
 
 -- done_code is the answer a done marker gives: 5 recorded (its hand-off recorded its
 -- failure in failed_sends, "recorded:"), 7 withheld (a step of an ended escalation

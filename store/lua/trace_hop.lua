@@ -12,25 +12,38 @@
 --            put    when the alert entered the wheel stage
 --            at     when its hand-off ended;  late  ms after the due time
 --            robot, merged, parts, by   how it was delivered, by which replica
+--            pri    its priority ("" normal);  who  the principal that published it, as
+--                   its signature proves ("" when none)
 -- KEYS[2]  {p}:resched:<id>  reschedule record (wheel_reschedule.lua): the due time that
 --                            overrides the message's
+-- KEYS[3]  {p}:cancel:<id>   cancel tombstone of this id
+-- KEYS[4]  {p}:pending       sorted set: id -> due time (Unix ms) of every alert accepted
+--                            and not yet handed off or cancelled (pending.go)
+-- KEYS[5]  {p}:pending-by    hash: target -> how many of pending are its
 -- ARGV[1]  the due time the message carries, Unix ms
 -- ARGV[2]  target
 -- ARGV[3]  hops taken, this one included
 -- ARGV[4]  the hop's delay, ms
 -- ARGV[5]  the trace's lifetime, ms
+-- ARGV[6]  priority;  ARGV[7]  principal;  ARGV[8]  id
 --
--- A trace whose alert is done (delivered or recorded: a late copy still hopping) is left
--- alone. Returns 1 when written.
+-- A trace whose alert is done (delivered, recorded or withheld: a late copy still
+-- hopping) is left alone. The alert is listed in pending (pending_note in
+-- lib_pending.lua) unless it has a cancel tombstone. Returns 1 when written.
 local st = redis.call('HGET', KEYS[1], 'st')
-if st == 'delivered' or st == 'recorded' then
+if st == 'delivered' or st == 'recorded' or st == 'withheld' then
   return 0
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSETNX', KEYS[1], 'acc', string.format('%d', now))
-redis.call('HSET', KEYS[1], 'st', 'hopping', 'due', redis.call('GET', KEYS[2]) or ARGV[1], 'carried', ARGV[1],
+local due = redis.call('GET', KEYS[2]) or ARGV[1]
+redis.call('HSET', KEYS[1], 'st', 'hopping', 'due', due, 'carried', ARGV[1],
   'tgt', ARGV[2], 'hops', ARGV[3],
-  'hop', string.format('%d', now), 'next', string.format('%d', now + tonumber(ARGV[4])))
+  'hop', string.format('%d', now), 'next', string.format('%d', now + tonumber(ARGV[4])),
+  'pri', ARGV[6], 'who', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  pending_note(KEYS[4], KEYS[5], ARGV[8], due, ARGV[2])
+end
 return 1

@@ -8,6 +8,9 @@
 -- KEYS[6]  {p}:tries        hash: id -> hand-offs given back so far
 -- KEYS[7]  {p}:failed       hash: id -> the failure of its send
 -- KEYS[8]  {p}:parts        hash: id -> leading parts of a split alert delivered so far
+-- KEYS[9]  {p}:trace:<id>   the alert's trace (its target: tgt)
+-- KEYS[10] {p}:pending      sorted set: id -> due time of every pending alert (lib_pending.lua)
+-- KEYS[11] {p}:pending-by   hash: target -> how many of pending are its
 -- ARGV[1]  id
 -- ARGV[2]  tombstone lifetime, ms
 --
@@ -22,7 +25,8 @@
 --           failed_sends row decides; nothing changed),
 --         7 withheld (the done marker says "withheld:": a step of an escalation episode
 --           that ended before it was due; it will never be sent).
--- The tombstone's value is Redis now in Unix ms.
+-- The tombstone's value is Redis now in Unix ms. A removed or tombstoned alert is
+-- unlisted from pending.
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
   return 2
@@ -35,6 +39,7 @@ if redis.call('ZREM', KEYS[1], id) == 1 then
   redis.call('HDEL', KEYS[7], id)
   redis.call('HDEL', KEYS[8], id)
   redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
+  pending_drop(KEYS[10], KEYS[11], id, redis.call('HGET', KEYS[9], 'tgt'))
   return 1
 end
 local marker = redis.call('GET', KEYS[4])
@@ -42,4 +47,5 @@ if marker then
   return done_code(marker)
 end
 redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
+pending_drop(KEYS[10], KEYS[11], id, redis.call('HGET', KEYS[9], 'tgt'))
 return 4

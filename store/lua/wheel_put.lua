@@ -9,6 +9,8 @@
 -- KEYS[7]  {p}:resched:<id> reschedule record (wheel_reschedule.lua): the due time, Unix
 --                           ms, every arrival of the alert must carry
 -- KEYS[8]  {p}:gen:<id>     generation record (wheel_requeue.lua): live, decided, next
+-- KEYS[9]  {p}:pending      sorted set: id -> due time of every pending alert (lib_pending.lua)
+-- KEYS[10] {p}:pending-by   hash: target -> how many of pending are its
 -- ARGV[1]  id
 -- ARGV[2]  due time, Unix ms
 -- ARGV[3]  encoded entry
@@ -16,9 +18,11 @@
 -- ARGV[5]  broker hops taken
 -- ARGV[6]  the trace's lifetime, ms
 -- ARGV[7]  the arriving copy's generation (RD_GEN; 0 when absent)
+-- ARGV[8]  priority;  ARGV[9]  principal (for the trace: pri, who)
 --
 -- A stored entry's trace says st=waiting (and acc, the first time rocketdelay saw the
--- alert, if no hop wrote it before).
+-- alert, if no hop wrote it before), and the alert is listed in pending at its due time.
+-- A delivered or cancelled id is unlisted (a hop's note may have listed it).
 -- Returns 1 stored (entry written, id added to due),
 --         2 duplicate (the id is already waiting or in flight: nothing changed),
 --         3 done (the id was delivered already: nothing changed),
@@ -46,9 +50,11 @@ if redis.call('HEXISTS', KEYS[3], id) == 1
   return 2
 end
 if redis.call('EXISTS', KEYS[4]) == 1 then
+  pending_drop(KEYS[9], KEYS[10], id, ARGV[4])
   return 3
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then
+  pending_drop(KEYS[9], KEYS[10], id, ARGV[4])
   return 4
 end
 local moved = redis.call('GET', KEYS[7])
@@ -60,6 +66,8 @@ redis.call('ZADD', KEYS[1], ARGV[2], id)
 local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 redis.call('HSETNX', KEYS[6], 'acc', now)
-redis.call('HSET', KEYS[6], 'st', 'waiting', 'put', now, 'due', ARGV[2], 'tgt', ARGV[4], 'hops', ARGV[5])
+redis.call('HSET', KEYS[6], 'st', 'waiting', 'put', now, 'due', ARGV[2], 'tgt', ARGV[4], 'hops', ARGV[5],
+  'pri', ARGV[8], 'who', ARGV[9])
 redis.call('PEXPIRE', KEYS[6], ARGV[6])
+pending_note(KEYS[9], KEYS[10], id, ARGV[2], ARGV[4])
 return 1

@@ -10,7 +10,9 @@
 -- KEYS[7]   {p}:parts     hash: id -> leading parts of a split alert delivered so far
 -- KEYS[8]   {p}:by        hash: id -> the replica responsible for it (lib_holding.lua)
 -- KEYS[9]   {p}:held      sorted set: "<replica>/<id>" of each id in by
--- KEYS[10…] per id, in the order of ARGV's groups: {p}:done:<id>, then {p}:trace:<id>
+-- KEYS[10]  {p}:pending     sorted set: id -> due time of every pending alert (lib_pending.lua)
+-- KEYS[11]  {p}:pending-by  hash: target -> how many of pending are its
+-- KEYS[12…] per id, in the order of ARGV's groups: {p}:done:<id>, then {p}:trace:<id>
 -- ARGV[1]   done marker (and trace) lifetime, ms
 -- ARGV[2…]  groups of 7 per id: id, token of the claim the caller held it by, done
 --           marker prefix ("" for delivered, "recorded:" for a recorded failure,
@@ -22,7 +24,8 @@
 --
 -- For each id: deletes the entry and its claim state (no replica is responsible for it
 -- any more), removes it from inflight and (defensively) from due, and sets its done
--- marker (value: the prefix, then Redis now in Unix ms) to expire after ARGV[1] ms. A
+-- marker (value: the prefix, then Redis now in Unix ms) to expire after ARGV[1] ms, and
+-- unlists it from pending (its target read from its trace). A
 -- done marker is never downgraded: a "recorded:" release of an id whose marker says
 -- delivered (the retry job delivered it meanwhile) keeps that marker and only renews its
 -- lifetime, and its trace keeps saying delivered.
@@ -62,10 +65,30 @@ for _, key in ipairs({KEYS[3], KEYS[4], KEYS[8], KEYS[5], KEYS[6], KEYS[7]}) do
 end
 redis.call('ZREM', KEYS[2], unpack(ids))
 redis.call('ZREM', KEYS[1], unpack(ids))
+-- Unlist the batch from pending: one ZMSCORE and one ZREM, and one HINCRBY per target.
+local listed = redis.call('ZMSCORE', KEYS[10], unpack(ids))
+local unlist, gone = {}, {}
+for j, id in ipairs(ids) do
+  if listed[j] then
+    unlist[#unlist + 1] = id
+    local tgt = redis.pcall('HGET', KEYS[12 + (j - 1) * 2 + 1], 'tgt')
+    if type(tgt) == 'string' then
+      gone[tgt] = (gone[tgt] or 0) + 1
+    end
+  end
+end
+if #unlist > 0 then
+  redis.call('ZREM', KEYS[10], unpack(unlist))
+  for tgt, n in pairs(gone) do
+    if redis.call('HINCRBY', KEYS[11], tgt, -n) <= 0 then
+      redis.call('HDEL', KEYS[11], tgt)
+    end
+  end
+end
 -- An id's own keys cannot stop the batch: SET replaces a key of any type, and the
 -- marker's read and the trace's writes (for operators) are pcalls, so a key damaged by
 -- another writer costs its own trace at most, never the other ids' done markers.
-local k = 10
+local k = 12
 for i = 2, #ARGV, 7 do
   local prefix = ARGV[i + 2]
   local marker = prefix ~= '' and redis.pcall('GET', KEYS[k])

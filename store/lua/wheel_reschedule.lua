@@ -12,6 +12,8 @@
 --                            stage (wheel_put.lua)
 -- KEYS[8]  {p}:gen:<id>      generation record (wheel_requeue.lua lists its fields)
 -- KEYS[9]  {p}:parts         hash: id -> leading parts of a split alert delivered so far
+-- KEYS[10] {p}:pending       sorted set: id -> due time of every pending alert (lib_pending.lua)
+-- KEYS[11] {p}:pending-by    hash: target -> how many of pending are its
 -- ARGV[1]  id
 -- ARGV[2]  new due time, Unix ms; a time before Redis now means now
 -- ARGV[3]  reach, ms: a waiting entry moves only to a due time less than this from now
@@ -21,7 +23,8 @@
 --          "<id> <new due, Unix ms>", for the replica whose wheel holds its timer
 -- ARGV[6]  who moved it ("" when unknown), for the trace
 --
--- A move (1 and 6) is on the alert's record: the trace keeps the due time it was first
+-- A move (1 and 6) moves the alert in pending too (a requeue, 8, once its copy's hop is
+-- noted: trace_hop.lua). A move is on the alert's record: the trace keeps the due time it was first
 -- accepted with (due0, set by the first move), counts the moves (moves), and notes each
 -- of the first maxMoves as move:<n> = "<when> <from> <to> <who>" (Unix ms, Redis clock).
 --
@@ -105,6 +108,7 @@ if redis.call('ZSCORE', KEYS[1], id) then
   note_move(string.format('%d', tonumber(from)), dues, now)
   if redis.call('EXISTS', KEYS[6]) == 1 then
     redis.call('HSET', KEYS[6], 'due', dues)
+    pending_note(KEYS[10], KEYS[11], id, dues, redis.call('HGET', KEYS[6], 'tgt'))
   end
   redis.call('PUBLISH', ARGV[5], id .. ' ' .. dues)
   return {1, due}
@@ -126,4 +130,5 @@ end
 redis.call('SET', KEYS[7], dues, 'PX', ARGV[4])
 note_move(redis.call('HGET', KEYS[6], 'due') or string.format('%d', carried), dues, now)
 redis.call('HSET', KEYS[6], 'due', dues)
+pending_note(KEYS[10], KEYS[11], id, dues, redis.call('HGET', KEYS[6], 'tgt'))
 return {6, due}

@@ -1,0 +1,78 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/ingress"
+)
+
+// `rocketdelay alerts list` shows, from a running service, alerts hopping hours ahead
+// with the due time they were published with, and keeps up as one is cancelled and one
+// falls due (its send fails here: recorded in failed_sends, it is no longer pending).
+func TestAlertsListShowsWhatIsScheduled(t *testing.T) {
+	env := stackEnv(t)
+	cfg, err := config.Load("", func(k string) string { return env[k] })
+	require.NoError(t, err)
+	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "t"}}}}
+	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Ingress.Token = testIngestToken
+	base := startReplica(t, cfg)
+
+	now := time.Now()
+	due := map[string]time.Time{}
+	for id, in := range map[string]time.Duration{"list-2h": 2 * time.Hour, "list-5m": 5 * time.Minute, "list-3s": 3 * time.Second} {
+		at := now.Add(in).Truncate(time.Millisecond)
+		due[id] = at
+		body := fmt.Sprintf(`{"target":"ops","id":%q,"at":%q,"text":"disk full"}`, id, at.Format(time.RFC3339Nano))
+		code, out := call(t, http.MethodPost, base+ingress.AlertsPath, string(testIngestToken), []byte(body))
+		require.Equal(t, http.StatusAccepted, code, out)
+	}
+	list := func(args ...string) ingress.PendingResponse {
+		out, _, err := run(t, env, append([]string{"alerts", "list", "-o", "json"}, args...)...)
+		require.NoError(t, err)
+		var res ingress.PendingResponse
+		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+		return res
+	}
+	ids := func(res ingress.PendingResponse) []string {
+		var out []string
+		for _, a := range res.Alerts {
+			out = append(out, a.ID)
+		}
+		return out
+	}
+	// The two far alerts are listed once their first hop is noted (off the consume path).
+	require.Eventually(t, func() bool {
+		got := ids(list())
+		return slices.Contains(got, "list-2h") && slices.Contains(got, "list-5m")
+	}, 30*time.Second, 200*time.Millisecond)
+	res := list("--due-after", "1m")
+	require.Equal(t, []string{"list-5m", "list-2h"}, ids(res))
+	for _, a := range res.Alerts {
+		require.Equal(t, due[a.ID].UnixMilli(), a.DueAt.UnixMilli(), a.ID)
+		require.Equal(t, "ops", a.Target)
+		require.Equal(t, "hopping", a.Stage, a.ID)
+	}
+
+	code, out := call(t, http.MethodDelete, base+ingress.AlertsPath+"/list-5m", string(testIngestToken), nil)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, []string{"list-2h"}, ids(list("--due-after", "1m")), "a cancelled alert is no longer pending")
+
+	// The alert due in 3 seconds falls due; its robot is not reachable here, so its send
+	// is recorded in failed_sends and it leaves the list.
+	require.Eventually(t, func() bool { return !slices.Contains(ids(list()), "list-3s") }, 60*time.Second, 250*time.Millisecond)
+	res = list("--counts", "3", "--limit", "0")
+	require.Empty(t, res.Alerts)
+	require.NotNil(t, res.Counts)
+	require.Equal(t, int64(1), res.Counts.Total)
+	require.Equal(t, map[string]int64{"ops": 1}, res.Counts.ByTarget)
+	require.Equal(t, []int64{0, 1, 0}, res.Counts.ByHour, "the 2-hour alert is due within its second hour from now")
+}
