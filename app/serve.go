@@ -329,7 +329,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(ingress.EscalationsPath+"/", ingressAPI)
 	ackHandler := esc.AckHandler(trusted, logger)
 	mux.Handle(escalation.AckPath, ackHandler)
-	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller, Rescheduler: rescheduler}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
+	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller, Rescheduler: rescheduler, List: ws}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, templates,
 		console.Access{Token: cfg.Admin.Token, Sessions: store.NewConsoleAccess(rdb, cfg.Redis.KeyPrefix), Proxies: trusted,
 			Operators: cfg.Admin.Operators, ProxyUserHeader: cfg.Admin.ProxyUserHeader}, logger))

@@ -22,6 +22,14 @@ type Alerts interface {
 	// EpisodeOwner is the principal that started the escalation episode key through the
 	// HTTP ways in; "" when none is recorded.
 	EpisodeOwner(ctx context.Context, key string) (string, error)
+	Scheduled
+}
+
+// Scheduled lists and counts the pending alerts, hopping or waiting; *store.WheelStage
+// implements it.
+type Scheduled interface {
+	Pending(ctx context.Context, q store.PendingQuery) (store.PendingPage, error)
+	CountPending(ctx context.Context, now time.Time, hours int) (store.PendingCounts, error)
 }
 
 // AlertFinder is the Alerts of a running service: the inspector, the canceller and the
@@ -30,6 +38,28 @@ type AlertFinder struct {
 	failed.Inspector
 	Canceller   failed.Canceller
 	Rescheduler failed.Rescheduler
+	// List is the list of pending alerts; nil: the Scheduled page says it is not
+	// available.
+	List Scheduled
+}
+
+// errNoList is the error of the Scheduled methods of an AlertFinder without a List.
+var errNoList = errors.New("the list of pending alerts is not available in this service")
+
+// Pending returns a page of the pending alerts (List).
+func (a AlertFinder) Pending(ctx context.Context, q store.PendingQuery) (store.PendingPage, error) {
+	if a.List == nil {
+		return store.PendingPage{}, errNoList
+	}
+	return a.List.Pending(ctx, q)
+}
+
+// CountPending counts the pending alerts (List).
+func (a AlertFinder) CountPending(ctx context.Context, now time.Time, hours int) (store.PendingCounts, error) {
+	if a.List == nil {
+		return store.PendingCounts{}, errNoList
+	}
+	return a.List.CountPending(ctx, now, hours)
 }
 
 // EpisodeOwner is the principal that started the episode key, from the inspector's

@@ -75,7 +75,7 @@ func newSiteWith(t *testing.T, access console.Access) *site {
 		}}
 	owners := store.NewProducers(rdb, prefix)
 	alerts := console.AlertFinder{Inspector: failed.Inspector{Wheel: ws, Rows: fs, Config: config.Config{Targets: testTargets}.WithDefaults(), Owners: owners},
-		Canceller: failed.Canceller{Stage: ws, Rows: fs}, Rescheduler: failed.Rescheduler{Stage: ws, Rows: fs, Reach: time.Minute, Horizon: 24 * time.Hour}}
+		Canceller: failed.Canceller{Stage: ws, Rows: fs}, Rescheduler: failed.Rescheduler{Stage: ws, Rows: fs, Reach: time.Minute, Horizon: 24 * time.Hour}, List: ws}
 	// The escalator leaves what an acknowledgement names to carry out in the episode's
 	// outbox (CarryLater), where the tests see it: it publishes and cancels nothing.
 	eps := store.NewEpisodes(rdb, prefix, time.Hour)
@@ -658,4 +658,48 @@ func TestConsoleBulkActsOnThePreviewedRows(t *testing.T) {
 	row, err := s.fs.Get(ctx, rows[0])
 	require.NoError(t, err)
 	require.Equal(t, store.StatusDiscarded, row.Status, "the row that left the set was not retried")
+}
+
+// The Scheduled page counts and lists every pending alert, hours ahead included: by
+// target, by hour, a page of 50 at a time with a link to the next, filtered by target
+// and by how soon they are due; an id is text in the page and a query value in its link.
+func TestConsoleScheduledPage(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 55 {
+		require.NoError(t, s.ws.TraceHop(ctx, store.HopNote{ID: fmt.Sprintf("far-%02d", i), Target: "ops", Due: now.Add(3*time.Hour + time.Duration(i)*time.Second),
+			Hops: 1, Delay: time.Hour, Principal: "billing"}))
+	}
+	hostile := `<b>x</b>&target=db`
+	_, err := s.ws.Put(ctx, store.Entry{ID: hostile, Target: "db", DueAt: now.Add(10 * time.Second), Body: []byte("x")})
+	require.NoError(t, err)
+
+	resp, body := s.get("/ui/scheduled")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `id="pending-total">56<`)
+	require.Contains(t, body, `>ops: 55</a>`)
+	require.Contains(t, body, `>db: 1</a>`)
+	require.Contains(t, body, `href="/ui/alerts?id=`+strings.ToLower(url.QueryEscape(hostile))+`">`+html.EscapeString(hostile)+`</a>`)
+	require.NotContains(t, body, "<b>x</b>")
+	require.Equal(t, 50, strings.Count(body, `<td class="principal">`), "a page of 50")
+	require.Contains(t, body, "<td>1</td>\n</tr>", "the hops")
+	next := regexp.MustCompile(`href="([^"]+)" id="next-page"`).FindStringSubmatch(body)
+	require.Len(t, next, 2, "a next page")
+	resp, body = s.get(html.UnescapeString(next[1]))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, 6, strings.Count(body, `<td class="principal">`), "the other 6")
+	require.Contains(t, body, ">far-54</a>")
+	require.NotContains(t, body, `id="next-page"`)
+
+	_, body = s.get("/ui/scheduled?within=1h")
+	require.Equal(t, 1, strings.Count(body, `<td class="principal">`), "only the alert due in 10s")
+	_, body = s.get("/ui/scheduled?target=ops&within=4h")
+	require.Equal(t, 50, strings.Count(body, `<td class="principal">`))
+	require.NotContains(t, body, html.EscapeString(hostile)+"</a>")
+	resp, _ = s.get("/ui/scheduled?within=soon")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	resp, _ = s.get("/ui/scheduled?cursor=zz")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }
