@@ -96,6 +96,13 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		if err != nil {
 			return "reject", fmt.Errorf("record the rejection (%s): %w", rej.Reason, err)
 		}
+		if a.Hops > 0 {
+			// Its hops listed it among the pending alerts (best effort, as the notes are).
+			if err := s.store.Unlist(ctx, a.ID); err != nil {
+				s.metrics.tracesDropped.Inc()
+				s.logger.Warn("rejected alert left in the list of pending alerts", "rd_id", a.ID, "err", err)
+			}
+		}
 		s.metrics.rejected.WithLabelValues(string(rej.Reason)).Inc()
 		s.logger.Error("message rejected: it can never be delivered", "rd_id", a.ID, "target", a.Target,
 			"reason", string(rej.Reason), "detail", rej.Detail, "msg_id", msg.MsgId)

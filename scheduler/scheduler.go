@@ -49,8 +49,10 @@ type WheelStage interface {
 	// broker, when the copy arrives before the reschedule settled it.
 	SettleRequeue(ctx context.Context, id string, gen int64, dueAt time.Time, commit bool) (store.Rescheduled, error)
 	// TraceHop notes a broker hop in the alert's trace for operators, and lists the
-	// alert among the pending ones (best effort).
+	// alert among the pending ones (best effort); Unlist removes an alert rejected after
+	// it hopped from that list.
 	TraceHop(ctx context.Context, h store.HopNote) error
+	Unlist(ctx context.Context, id string) error
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
 	// Confirm and MarkFailed are the powers of a claim over its alert while it is sent
 	// (claim.go).

@@ -26,7 +26,21 @@ import (
 // each) is listed only once it reaches the wheel stage. What an alert's row shows besides
 // its id and due time (target, priority, principal, stage) is read from its trace.
 
-var pendingPageScript = script("pending_page.lua")
+var (
+	pendingPageScript   = script("pending_page.lua")
+	pendingUnlistScript = scriptWith("pending_unlist.lua", "lib_pending.lua")
+)
+
+// Unlist removes id from the pending alerts: it will never be handed off (the scheduler
+// rejected it after it hopped, its target gone). One round trip; an id not listed is no
+// error.
+func (w *WheelStage) Unlist(ctx context.Context, id string) error {
+	s := w.shardOf(id)
+	if err := pendingUnlistScript.Run(ctx, w.rdb, []string{s.keys.pending(), s.keys.pendingBy(), s.keys.trace(id)}, id).Err(); err != nil {
+		return w.fail("unlist", err)
+	}
+	return nil
+}
 
 // Pending is one pending alert as the index lists it.
 type Pending struct {
@@ -159,7 +173,13 @@ func (w *WheelStage) Pending(ctx context.Context, q PendingQuery) (PendingPage, 
 					return err
 				}
 				for k, r := range rows {
-					if r != nil && (q.Target == "" || r.Target == q.Target) && (q.Principal == "" || r.Principal == q.Principal) {
+					if r == nil {
+						// Ended without being unlisted (released by a release without the
+						// list, during an upgrade), or its trace is gone: mend the list.
+						_ = w.Unlist(ctx, ids[k])
+						continue
+					}
+					if (q.Target == "" || r.Target == q.Target) && (q.Principal == "" || r.Principal == q.Principal) {
 						p.found = append(p.found, *r)
 						p.pos = append(p.pos, position{ms: dues[k], id: ids[k]})
 					}
@@ -252,8 +272,8 @@ func (w *WheelStage) pendingPage(ctx context.Context, s *shard, at position, las
 }
 
 // pendingRows reads what the traces of ids (listed at dues) say, and whether each
-// waits in the wheel stage or is in flight, in one pipeline. An id whose trace says it ended (a release that ran
-// between the two reads) is nil.
+// waits in the wheel stage or is in flight, in one pipeline. An id whose trace says it
+// ended, or that has no trace, is nil.
 func (w *WheelStage) pendingRows(ctx context.Context, s *shard, ids []string, dues []int64) ([]*Pending, error) {
 	traces := make([]*redis.SliceCmd, len(ids))
 	sending := make([]*redis.FloatCmd, len(ids))
@@ -279,8 +299,8 @@ func (w *WheelStage) pendingRows(ctx context.Context, s *shard, ids []string, du
 			}
 			return ""
 		}
-		if st := str(3); st == "delivered" || st == "recorded" || st == "withheld" {
-			continue
+		if st := str(3); st == "delivered" || st == "recorded" || st == "withheld" || st == "" && str(0) == "" {
+			continue // ended, or no trace left
 		}
 		// The stage is the alert's state, not its trace's (a hop's note may come late).
 		st := StageHopping

@@ -1,11 +1,14 @@
 package chaos
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/rocketdelay/rocketdelay/sender/platforms"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // A scenario that stages a mechanism checks, from the replicas' metrics and what was
@@ -225,4 +228,25 @@ func rateOf(stored []time.Time) (peak int, worst overRate) {
 		}
 	}
 	return peakWithin(stored, time.Second), worst
+}
+
+// checkPending: once every alert was handed off, none may be left in the list of pending
+// alerts (store.WheelStage.Pending, `rocketdelay alerts list`): the list is kept exact
+// through the scenario's faults. Not judged where the previous release ran (it keeps no
+// list), nor on a Redis topology of the scenario's own.
+func (e *env) checkPending(ctx context.Context, row *Row) {
+	if e.rdb == nil || row.Lost > 0 || e.name == ScenarioRollingUpgrade {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	c, err := store.NewWheelStage(e.rdb, e.prefix, store.WheelStageOptions{}).CountPending(ctx, time.Now(), 0)
+	if err != nil {
+		row.Err = errors.Join(row.Err, fmt.Errorf("chaos: count the pending alerts: %w", err))
+		return
+	}
+	if c.Total != 0 || len(c.ByTarget) != 0 {
+		row.Problems = append(row.Problems, fmt.Sprintf("every alert was handed off, yet the list of pending alerts holds %d (by target %v)",
+			c.Total, c.ByTarget))
+	}
 }

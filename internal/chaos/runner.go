@@ -1103,6 +1103,7 @@ func (e *env) measure(ctx context.Context, row *Row) {
 	row.Faults = strings.Join(e.notes, "; ")
 	e.checkMechanism(row, got)
 	e.checkRejected(ctx, row)
+	e.checkPending(ctx, row)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if row.DLQ, err = scheduler.DLQDepth(dctx, []string{e.r.stack.Env["ROCKETDELAY_NAMESRV"]}, wire.Access{}, e.group, "chaos-"+e.idPrefix); err != nil {

@@ -452,4 +452,34 @@ end`,
 		Package:   "./scheduler",
 		Tests:     "^TestReleasesFinishingTogetherShareACall$",
 	},
+	{
+		// killed: a delivered alert stays counted: require.Equal(int64(len(want)), c.Total) fails
+		Name:      "release-keeps-listed",
+		Invariant: "the list of pending alerts: a hand-off's release unlists the alert in the same step",
+		File:      "store/lua/wheel_release.lua",
+		From:      "  redis.call('ZREM', KEYS[10], unpack(unlist))",
+		To:        "  -- not unlisted",
+		Package:   "./store",
+		Tests:     "^TestPendingIndexIsExact$",
+	},
+	{
+		// killed: a hopping alert cancelled stays listed: require.Equal(int64(len(want)), c.Total) fails
+		Name:      "cancel-keeps-hopping-listed",
+		Invariant: "the list of pending alerts: a cancel of a hopping alert unlists it with its tombstone",
+		File:      "store/lua/wheel_cancel.lua",
+		From:      "pending_drop(KEYS[10], KEYS[11], id, redis.call('HGET', KEYS[9], 'tgt'))\nreturn 4",
+		To:        "return 4",
+		Package:   "./store",
+		Tests:     "^TestPendingIndexIsExact$",
+	},
+	{
+		// killed: a late hop note lists the cancelled alert again: require.Equal([]string{"near", "far"}, ...) fails
+		Name:      "hop-note-lists-cancelled",
+		Invariant: "the list of pending alerts: a hop's note never lists an alert that has a cancel tombstone",
+		File:      "store/lua/trace_hop.lua",
+		From:      "if redis.call('EXISTS', KEYS[3]) == 0 then",
+		To:        "if true then",
+		Package:   "./store",
+		Tests:     "^(TestPendingIndexIsExact|TestPendingListsAndCounts)$",
+	},
 }
