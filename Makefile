@@ -16,6 +16,9 @@ export GOTOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
 GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB := golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 CHAOS_TEST_TIMEOUT ?= 30m
+# The packages whose tests take longest, started first: go test runs two packages at a
+# time (its -p, the cores here), so the long ones run side by side instead of last.
+SLOW_PKGS := ./app ./scheduler ./sender ./store
 
 .PHONY: help build run test test-topologies test-short bench bench-timewheel bench-pipeline bench-sender bench-modes bench-scale bench-burst bench-topic bench-alertmanager bench-api mutants gremlins chaos down status fmt vet vulncheck
 FUZZ_TIME ?= 20s
@@ -43,7 +46,8 @@ test: ## check no built artifact is tracked, start the local stack (test delay l
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	eval "$$(deploy/local/env)"; \
 	go vet ./...; \
-	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) $$(go list ./... | grep -v /internal/chaos); \
+	slow="$$(go list $(SLOW_PKGS))"; \
+	go test -race -count=1 -timeout $(GO_TEST_TIMEOUT) $$slow $$(go list ./... | grep -v /internal/chaos | grep -vxF "$$slow"); \
 	go test -count=1 -timeout $(CHAOS_TEST_TIMEOUT) ./internal/chaos/
 	$(MAKE) vulncheck > /tmp/rocketdelay-vulncheck.log 2>&1 & vuln=$$!; \
 	k8s=0; (cd deploy/k8s && go vet ./... && go test -count=1 ./...) || k8s=$$?; \

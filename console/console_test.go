@@ -697,9 +697,68 @@ func TestConsoleScheduledPage(t *testing.T) {
 	require.Equal(t, 1, strings.Count(body, `<td class="principal">`), "only the alert due in 10s")
 	_, body = s.get("/ui/scheduled?target=ops&within=4h")
 	require.Equal(t, 50, strings.Count(body, `<td class="principal">`))
+	require.Contains(t, body, `href="/ui/scheduled/cancel?target=ops&amp;within=4h" id="bulk-cancel"`, "the filter carried to Cancel all…")
 	require.NotContains(t, body, html.EscapeString(hostile)+"</a>")
 	resp, _ = s.get("/ui/scheduled?within=soon")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	resp, _ = s.get("/ui/scheduled?cursor=zz")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+// "Cancel all…" on the Scheduled page cancels exactly the previewed alerts: a set that
+// changed since the preview (another alert now matches) is refused with 409 and a new
+// preview, nothing cancelled; the confirmed preview cancels every matching alert, hopping
+// ones included, and nothing else. A reason is required, and a filter.
+func TestConsoleCancelsThePreviewedScheduledAlerts(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	now := time.Now()
+	hop := func(id, target string) {
+		require.NoError(t, s.ws.TraceHop(ctx, store.HopNote{ID: id, Target: target, Due: now.Add(2 * time.Hour), Hops: 1, Delay: time.Hour}))
+	}
+	for i := range 5 {
+		hop(fmt.Sprintf("db-%d", i), "db")
+	}
+	for i := range 3 {
+		hop(fmt.Sprintf("ops-%d", i), "ops")
+	}
+	resp, body := s.get("/ui/scheduled/cancel?target=db")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `<p id="count"><strong>5</strong> alerts match.</p>`)
+	set := regexp.MustCompile(`name="set" value="([0-9a-f]+)"`).FindStringSubmatch(body)
+	require.Len(t, set, 2)
+	csrf := s.csrf(body)
+
+	hop("db-late", "db") // matches after the preview
+	resp, body = s.post("/ui/scheduled/cancel", url.Values{"csrf": {csrf}, "target": {"db"}, "set": {set[1]}, "count": {"5"}, "reason": {"db retired"}}, s.srv.URL)
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	require.Contains(t, body, "changed since the preview, which showed 5: nothing was cancelled")
+	require.Contains(t, body, `<strong>6</strong> alerts match.`)
+	c, err := s.ws.CountPending(ctx, now, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(9), c.Total, "nothing cancelled")
+
+	set = regexp.MustCompile(`name="set" value="([0-9a-f]+)"`).FindStringSubmatch(body)
+	resp, _ = s.post("/ui/scheduled/cancel", url.Values{"csrf": {csrf}, "target": {"db"}, "set": {set[1]}, "count": {"6"}}, s.srv.URL)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "no reason")
+	resp, _ = s.post("/ui/scheduled/cancel", url.Values{"csrf": {csrf}, "target": {"db"}, "set": {set[1]}, "count": {"6"}, "reason": {"db retired"}}, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Location"), "Cancelled+6+of+the+6+previewed+alerts")
+	c, err = s.ws.CountPending(ctx, now, 0)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"ops": 3}, c.ByTarget)
+	for _, id := range []string{"db-0", "db-4", "db-late"} {
+		cancelled, err := s.ws.IsCancelled(ctx, id)
+		require.NoError(t, err)
+		require.True(t, cancelled, id)
+	}
+	cancelled, err := s.ws.IsCancelled(ctx, "ops-0")
+	require.NoError(t, err)
+	require.False(t, cancelled)
+
+	resp, _ = s.get("/ui/scheduled/cancel")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a bulk cancel needs a filter")
+	resp, _ = s.post("/ui/scheduled/cancel", url.Values{"target": {"ops"}, "set": {"x"}, "count": {"3"}, "reason": {"r"}}, s.srv.URL)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token")
 }

@@ -1,7 +1,11 @@
 package console
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
@@ -66,7 +70,8 @@ func (c *Console) scheduled(w http.ResponseWriter, r *http.Request) {
 		hours[h] = hourCount{From: now.Add(time.Duration(h) * time.Hour), To: now.Add(time.Duration(h+1) * time.Hour), N: n}
 	}
 	data := map[string]any{"Counts": counts, "Targets": counts.SortedTargets(), "Hours": hours, "Alerts": page.Alerts,
-		"Filter": filter, "Filtered": len(filter) > 0, "Now": now, "First": q.Cursor == ""}
+		"Filter": filter, "Filtered": len(filter) > 0, "Now": now, "First": q.Cursor == "", "Flash": v.Get("done"),
+		"Query": template.URL(filter.Encode())} // encoded by url.Values: safe in an href
 	if page.Next != "" {
 		next := url.Values{}
 		for k, vs := range filter {
@@ -76,4 +81,134 @@ func (c *Console) scheduled(w http.ResponseWriter, r *http.Request) {
 		data["Next"] = Prefix + "scheduled?" + next.Encode()
 	}
 	c.render(w, r, http.StatusOK, "scheduled", data)
+}
+
+// pendingFilter reads the Scheduled page's filter from r's form for a bulk cancel:
+// target, principal, and before (RFC 3339), to which a "within" from now is resolved, so
+// that the preview's form confirms the alerts of the same window however long later it
+// is posted.
+func (c *Console) pendingFilter(r *http.Request) (url.Values, store.PendingQuery, error) {
+	v := url.Values{}
+	for _, k := range []string{"target", "principal", "before"} {
+		if s := strings.TrimSpace(r.Form.Get(k)); s != "" {
+			v.Set(k, s)
+		}
+	}
+	if s := strings.TrimSpace(r.Form.Get("within")); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return nil, store.PendingQuery{}, errors.New("“due within” takes a duration such as 30m or 6h")
+		}
+		v.Set("before", c.now().Add(d).UTC().Format(time.RFC3339Nano))
+	}
+	q := store.PendingQuery{Target: v.Get("target"), Principal: v.Get("principal"), Limit: store.MaxPendingPage}
+	if s := v.Get("before"); s != "" {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return nil, store.PendingQuery{}, errors.New("“before” takes an RFC 3339 time")
+		}
+		q.DueBefore = t
+	}
+	return v, q, nil
+}
+
+// pendingMatching returns the ids of the pending alerts q selects, earliest due first,
+// at most bulkMax+1 of them.
+func (c *Console) pendingMatching(r *http.Request, q store.PendingQuery) ([]string, error) {
+	var ids []string
+	for {
+		page, err := c.alerts.Pending(r.Context(), q)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range page.Alerts {
+			ids = append(ids, a.ID)
+		}
+		if page.Next == "" || len(ids) > bulkMax {
+			return ids, nil
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// pendingSet is the digest of a set of pending alerts' ids, in the list's order.
+func pendingSet(ids []string) string {
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// cancelScheduled previews a cancel of every pending alert the Scheduled page's filter
+// matches (GET: how many, and a reason to give) and carries it out (POST) on exactly the
+// alerts the preview counted: when they changed meanwhile (one was sent, cancelled or
+// moved, or another now matches), nothing is cancelled and the answer is 409 with a new
+// preview. Each cancel is recorded as the operator's, with the reason.
+func (c *Console) cancelScheduled(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	v, q, err := c.pendingFilter(r)
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, "The filter is wrong: "+err.Error()+".")
+		return
+	}
+	if len(v) == 0 {
+		c.fail(w, r, http.StatusBadRequest, "A bulk cancel needs a filter (a target, a principal or a due time): it never applies to everything scheduled.")
+		return
+	}
+	ids, err := c.pendingMatching(r, q)
+	if err != nil {
+		c.logger.Warn("console: pending alerts", "err", err)
+		c.fail(w, r, http.StatusServiceUnavailable, "The pending alerts cannot be read right now (Redis unreachable?); try again in a moment.")
+		return
+	}
+	preview := func(status int, msg string) {
+		data := map[string]any{"Filter": v, "Count": len(ids), "Max": bulkMax, "Set": pendingSet(ids), "TooMany": len(ids) > bulkMax,
+			"Back": template.URL(v.Encode())} // encoded by url.Values: safe in an href
+		if msg != "" {
+			data["Error"] = msg
+		}
+		c.render(w, r, status, "scheduled-cancel", data)
+	}
+	if r.Method == http.MethodGet {
+		preview(http.StatusOK, "")
+		return
+	}
+	shown, count := r.PostForm.Get("set"), r.PostForm.Get("count")
+	if shown == "" {
+		preview(http.StatusConflict, "Nothing was cancelled: a bulk cancel confirms a preview. Here it is; confirm it to go on.")
+		return
+	}
+	if pendingSet(ids) != shown || len(ids) > bulkMax {
+		preview(http.StatusConflict, fmt.Sprintf("The matching alerts changed since the preview, which showed %s: nothing was cancelled. "+
+			"Here is the new preview; confirm it to go on.", count))
+		return
+	}
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	if reason == "" {
+		preview(http.StatusBadRequest, "Say why these alerts are cancelled: the reason is logged and kept with any failed send's row.")
+		return
+	}
+	cancelled := 0
+	for _, id := range ids {
+		res, err := c.alerts.Cancel(r.Context(), id, reason)
+		if err != nil {
+			c.storeFail(w, r, fmt.Sprintf("cancel (after %d of %d)", cancelled, len(ids)), err)
+			return
+		}
+		if res.Cancelled() {
+			cancelled++
+		}
+	}
+	c.logger.Info("console: bulk cancel", "filter", v.Encode(), "matched", len(ids), "cancelled", cancelled, "reason", reason,
+		"by", store.AuthorOf(r.Context()), "remote", r.RemoteAddr)
+	back := url.Values{}
+	for _, k := range []string{"target", "principal"} {
+		if v.Has(k) {
+			back.Set(k, v.Get(k))
+		}
+	}
+	back.Set("done", fmt.Sprintf("Cancelled %d of the %d previewed alerts (the others were being sent or sent already).", cancelled, len(ids)))
+	http.Redirect(w, r, Prefix+"scheduled?"+back.Encode(), http.StatusSeeOther)
 }
