@@ -19,8 +19,9 @@ import (
 
 // The console's Scheduled page with 10,000 pending alerts, in Chromium: the counts say
 // 10,000 (by target and by hour), the first page lists the 50 due soonest, the next page
-// the 50 after them, and a filter by target keeps only its alerts. A screenshot of the
-// page lands in the test's artifact directory.
+// the 50 after them, and a filter by target keeps only its alerts; then the Templates
+// page, open with a sample. A screenshot of each lands in the test's artifact directory
+// (docs/img has them).
 func TestConsoleScheduledPageInABrowser(t *testing.T) {
 	const adminToken = "browser-admin-token-5c1d77"
 	cfg := stackConfig(t)
@@ -101,4 +102,14 @@ func TestConsoleScheduledPageInABrowser(t *testing.T) {
 		require.Zero(t, i%10, "%s is not db's", id)
 	}
 	require.True(t, strings.HasSuffix(text("#next-page"), "Next page →"))
+
+	// The Templates page opens with a sample rendered by the real receiver's template, as
+	// DingTalk shows it.
+	run("templates", chromedp.Navigate(base+"/ui/template"), chromedp.WaitVisible(chromedp.CSS("#as-shown")))
+	require.Contains(t, text("#as-shown"), "DiskFull")
+	require.Contains(t, text("#as-shown"), "db-3")
+	require.Contains(t, text("#rendered-body"), `"msgtype": "markdown"`)
+	png, err = chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(t.ArtifactDir(), "template.png"), png, 0o644))
 }

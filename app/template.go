@@ -161,7 +161,7 @@ func (r renderer) Render(target string, notification []byte) (console.Rendered, 
 	if err != nil {
 		return console.Rendered{}, err
 	}
-	return console.Rendered{Title: m.Title, Mentions: mentions(m), Text: m.Text, Body: body}, nil
+	return console.Rendered{Title: m.Title, Mentions: mentions(m), Text: m.Text, Body: body, Kind: r.cfg.Targets[target].Channel()}, nil
 }
 
 // writeRendered prints a rendered message for a person: its title, whom it mentions, its

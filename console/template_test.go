@@ -33,8 +33,13 @@ func (testRenderer) Render(target string, notification []byte) (console.Rendered
 	if len(n.Alerts) == 0 {
 		return console.Rendered{}, errors.New("template: the notification has no alert")
 	}
-	return console.Rendered{Title: n.CommonLabels["alertname"], Mentions: "nobody", Text: n.Alerts[0].Annotations["summary"],
-		Body: `{"msgtype": "markdown", "target": "` + target + `"}`}, nil
+	title, text := n.CommonLabels["alertname"], n.Alerts[0].Annotations["summary"]
+	body, err := json.MarshalIndent(map[string]any{"msgtype": "markdown", "target": target,
+		"markdown": map[string]string{"title": title, "text": "### " + title + "\n**" + text + "**"}}, "", "  ")
+	if err != nil {
+		return console.Rendered{}, err
+	}
+	return console.Rendered{Title: title, Mentions: "nobody", Text: text, Body: string(body), Kind: "dingtalk"}, nil
 }
 
 // The template page renders a pasted notification with the chosen target's template and
@@ -57,6 +62,8 @@ func TestTemplatePage(t *testing.T) {
 	require.Contains(t, page, `<pre id="rendered-text">&lt;script&gt;alert(1)&lt;/script&gt; disk 91% full</pre>`)
 	require.NotContains(t, page, "<script>")
 	require.Contains(t, page, `&#34;target&#34;: &#34;wecom-ops&#34;`, "the body of the chosen target")
+	require.Contains(t, page, "<h3>DiskFull</h3>\n<p><strong><!-- raw HTML omitted -->alert(1)<!-- raw HTML omitted --> disk 91% full</strong></p>",
+		"the markdown as the chat shows it, raw HTML left out")
 	require.Contains(t, page, "&lt;script&gt;alert(1)&lt;/script&gt; disk 91% full&#34;}}]}</textarea>", "the form keeps the notification")
 
 	for _, tc := range []struct {
@@ -78,4 +85,24 @@ func TestTemplatePage(t *testing.T) {
 	resp, page = s.post("/ui/template", url.Values{"csrf": {strings.Repeat("0", len(csrf))}, "target": {"ops"}, "notification": {notification}}, s.srv.URL)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.NotContains(t, page, `id="rendered"`)
+}
+
+// The template page opens with a sample notification (firing, or resolved) rendered for
+// the first target, as the chat shows it beside the JSON the receiver publishes.
+func TestTemplatePageOpensWithASample(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	resp, page := s.get("/ui/template")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "<option selected>ops</option>")
+	require.Contains(t, page, "(shown: the firing sample)")
+	require.Contains(t, page, `&#34;status&#34;: &#34;firing&#34;`)
+	require.Contains(t, page, `<dd id="rendered-title">DiskFull</dd>`)
+	require.Contains(t, page, "<h3>DiskFull</h3>\n<p><strong>Disk /var on db-3 is 97% full</strong></p>")
+	require.Regexp(t, `What the receiver publishes \([0-9]+ bytes\)`, page)
+	resp, page = s.get("/ui/template?sample=resolved&target=wecom-ops")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "<option selected>wecom-ops</option>")
+	require.Contains(t, page, `&#34;status&#34;: &#34;resolved&#34;`)
+	require.Contains(t, page, `&#34;endsAt&#34;`)
 }
