@@ -44,7 +44,7 @@ func sampleNotification(status string, now time.Time) string {
 	}
 	alert := func(instance, summary string) map[string]any {
 		a := map[string]any{"status": status,
-			"labels": map[string]string{"alertname": "DiskFull", "severity": "critical", "instance": instance},
+			"labels":      map[string]string{"alertname": "DiskFull", "severity": "critical", "instance": instance},
 			"annotations": map[string]string{"summary": summary, "runbook_url": "https://runbooks.example.com/disk-full"},
 			"startsAt":    now.Add(-10 * time.Minute).UTC().Format(time.RFC3339), "generatorURL": "http://prometheus.example.com/graph?g0.expr=disk"}
 		if !ends.IsZero() {
