@@ -118,7 +118,7 @@ retry and which (the newest 10 as a table), and changes nothing.`,
 					if dryRun {
 						return op.RetryDryRun(c.Context(), ids)
 					}
-					return op.Retry(c.Context(), ids)
+					return op.Retry(store.WithAuthor(c.Context(), cliAuthor(stdio)), ids)
 				})
 			case retryStatus != "":
 				st, err := failed.ParseRetryStatus(retryStatus)
@@ -129,7 +129,7 @@ retry and which (the newest 10 as a table), and changes nothing.`,
 					if dryRun {
 						return op.RetryWhereDryRun(c.Context(), st, retryTarget)
 					}
-					return op.RetryWhere(c.Context(), st, retryTarget)
+					return op.RetryWhere(store.WithAuthor(c.Context(), cliAuthor(stdio)), st, retryTarget)
 				})
 			default:
 				return usageError(c, "give the row ids to retry, or --status dead (with an optional --target)")
@@ -163,7 +163,7 @@ retry and which (the newest 10 as a table), and changes nothing.`,
 				if dryRun {
 					return op.DiscardDryRun(c.Context(), ids)
 				}
-				return op.Discard(c.Context(), ids, reason)
+				return op.Discard(store.WithAuthor(c.Context(), cliAuthor(stdio)), ids, reason)
 			})
 		},
 	}

@@ -37,3 +37,12 @@ func durationVar(f *pflag.FlagSet, p *time.Duration, name string, value time.Dur
 	*p = value
 	f.Var(duration{p}, name, usage)
 }
+
+// cliAuthor names the person at the command line, for what the command records as
+// theirs (a cancel, a reschedule, a retry, a discard): "cli:$USER", or "cli".
+func cliAuthor(stdio IO) string {
+	if user := stdio.Getenv("USER"); user != "" {
+		return "cli:" + user
+	}
+	return "cli"
+}

@@ -86,11 +86,7 @@ the id when the alert was moved.`,
 				r := failed.Rescheduler{Stage: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
 					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Publisher: pub, Reach: cfg.Scheduler.Threshold,
 					Horizon: cfg.Scheduler.Horizon}
-				by := "cli"
-				if user := stdio.Getenv("USER"); user != "" {
-					by += ":" + user
-				}
-				res, err = r.Reschedule(store.WithAuthor(c.Context(), by), id, due)
+				res, err = r.Reschedule(store.WithAuthor(c.Context(), cliAuthor(stdio)), id, due)
 				return err
 			})
 		})

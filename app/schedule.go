@@ -317,10 +317,7 @@ already_delivered or recorded. With -o name it prints the id when the alert is c
 		if err := wire.CheckID(id); err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
-		by := "cli"
-		if user := stdio.Getenv("USER"); user != "" {
-			by += ":" + user
-		}
+		by := cliAuthor(stdio)
 		var (
 			res   store.CancelResult
 			known = true

@@ -139,13 +139,13 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 	var done []int64
 	switch action {
 	case "retry":
-		done, err = c.failed.Retry(r.Context(), ids)
+		done, err = c.failed.Retry(store.WithAuthor(r.Context(), operatorOf(r)), ids)
 	case "discard":
 		if reason == "" {
 			c.preview(w, r, http.StatusBadRequest, action, v, f, "Say why these alerts are discarded: the reason is kept with each row.")
 			return
 		}
-		done, err = c.failed.Discard(r.Context(), ids, reason)
+		done, err = c.failed.Discard(store.WithAuthor(r.Context(), operatorOf(r)), ids, reason)
 	}
 	if err != nil {
 		c.storeFail(w, r, action+" the failed sends", err)

@@ -418,9 +418,11 @@ func TestConsoleRetryAndDiscard(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	_, body := s.get(resp.Header.Get("Location"))
 	require.Contains(t, body, fmt.Sprintf("Retry: row %d", retry))
+	require.Contains(t, body, `id="retried-by">admin, `, "the retry is the operator's")
 	row, err = s.fs.Get(context.Background(), retry)
 	require.NoError(t, err)
 	require.False(t, row.NextAttemptAt.After(time.Now()), "due now for the retry job")
+	require.Equal(t, "admin", *row.RetriedBy)
 
 	path = fmt.Sprintf("/ui/failed/%d/discard", discard)
 	resp, body = s.post(path, url.Values{"csrf": {csrf}}, s.srv.URL)
@@ -430,9 +432,11 @@ func TestConsoleRetryAndDiscard(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	_, body = s.get(resp.Header.Get("Location"))
 	require.Contains(t, body, `id="discard-reason">duplicate of INC-7 &lt;b&gt;<`)
+	require.Contains(t, body, `id="discarded-by">admin<`, "the discard is the operator's")
 	row, err = s.fs.Get(context.Background(), discard)
 	require.NoError(t, err)
 	require.Equal(t, store.StatusDiscarded, row.Status)
+	require.Equal(t, "admin", *row.DiscardedBy)
 }
 
 func TestConsoleSchedulerView(t *testing.T) {

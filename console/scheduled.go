@@ -192,7 +192,7 @@ func (c *Console) cancelScheduled(w http.ResponseWriter, r *http.Request) {
 	}
 	cancelled := 0
 	for _, id := range ids {
-		res, err := c.alerts.Cancel(r.Context(), id, reason)
+		res, err := c.alerts.Cancel(store.WithAuthor(r.Context(), operatorOf(r)), id, reason)
 		if err != nil {
 			c.storeFail(w, r, fmt.Sprintf("cancel (after %d of %d)", cancelled, len(ids)), err)
 			return
@@ -202,7 +202,7 @@ func (c *Console) cancelScheduled(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.logger.Info("console: bulk cancel", "filter", v.Encode(), "matched", len(ids), "cancelled", cancelled, "reason", reason,
-		"by", store.AuthorOf(r.Context()), "remote", r.RemoteAddr)
+		"by", operatorOf(r), "remote", r.RemoteAddr)
 	back := url.Values{}
 	for _, k := range []string{"target", "principal"} {
 		if v.Has(k) {

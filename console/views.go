@@ -231,14 +231,14 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch action {
 	case "retry":
-		done, err = c.failed.Retry(r.Context(), []int64{row.ID})
+		done, err = c.failed.Retry(store.WithAuthor(r.Context(), operatorOf(r)), []int64{row.ID})
 	case "discard":
 		if reason == "" {
 			c.render(w, r, http.StatusBadRequest, "confirm", map[string]any{"Row": row, "Action": action, "Verb": actions[action],
 				"Error": "Say why the alert is discarded: the reason is kept with the row."})
 			return
 		}
-		done, err = c.failed.Discard(r.Context(), []int64{row.ID}, reason)
+		done, err = c.failed.Discard(store.WithAuthor(r.Context(), operatorOf(r)), []int64{row.ID}, reason)
 	}
 	if err != nil {
 		c.storeFail(w, r, action+" the failed send", err)

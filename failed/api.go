@@ -79,7 +79,7 @@ func authenticate(token config.Secret, next http.Handler) http.Handler {
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <admin.token>)")
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(store.WithAuthor(r.Context(), "admin"))) // what it retries or discards is the admin's
 	})
 }
 

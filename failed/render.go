@@ -39,11 +39,16 @@ type View struct {
 	DiscardReason *string    `json:"discard_reason"`
 	// CancelledBy and CancelReason say who cancelled the alert and why, once the row is
 	// cancelled.
-	CancelledBy  *string           `json:"cancelled_by"`
-	CancelReason *string           `json:"cancel_reason"`
-	CreatedAt    time.Time         `json:"created_at"`
-	UpdatedAt    time.Time         `json:"updated_at"`
-	Properties   map[string]string `json:"properties"`
+	CancelledBy  *string `json:"cancelled_by"`
+	CancelReason *string `json:"cancel_reason"`
+	// DiscardedBy names who discarded the row; RetriedBy and RetriedAt who last asked
+	// for it to be retried, and when (absent: nobody, or nobody named).
+	DiscardedBy *string           `json:"discarded_by,omitempty"`
+	RetriedBy   *string           `json:"retried_by,omitempty"`
+	RetriedAt   *time.Time        `json:"retried_at,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+	Properties  map[string]string `json:"properties"`
 	// Payload is the alert body when it is UTF-8 text; otherwise PayloadBase64 holds it.
 	Payload       *string `json:"payload,omitempty"`
 	PayloadBase64 string  `json:"payload_base64,omitempty"`
@@ -69,6 +74,9 @@ func NewView(row store.FailedSend, targets Targets) View {
 		DiscardReason: row.DiscardReason,
 		CancelledBy:   row.CancelledBy,
 		CancelReason:  row.CancelReason,
+		DiscardedBy:   row.DiscardedBy,
+		RetriedBy:     row.RetriedBy,
+		RetriedAt:     utcPtr(row.RetriedAt),
 		CreatedAt:     row.CreatedAt.UTC(),
 		UpdatedAt:     row.UpdatedAt.UTC(),
 		Properties:    row.Properties,
@@ -213,6 +221,12 @@ func WriteDetail(w io.Writer, r store.FailedSend, now time.Time, targets Targets
 	line("Updated", timeAndRelative(&r.UpdatedAt, now))
 	if r.DiscardReason != nil {
 		line("Discard reason", oneLine(*r.DiscardReason))
+	}
+	if r.DiscardedBy != nil {
+		line("Discarded by", oneLine(*r.DiscardedBy))
+	}
+	if r.RetriedBy != nil {
+		line("Retried by", oneLine(*r.RetriedBy)+", "+timeAndRelative(r.RetriedAt, now))
 	}
 	if r.CancelledBy != nil {
 		line("Cancelled by", oneLine(*r.CancelledBy))

@@ -111,6 +111,12 @@ type FailedSend struct {
 	// ConfirmedAt is when the claim that holds the row last confirmed a request (Confirm);
 	// nil when none of its requests may be in flight.
 	ConfirmedAt *time.Time
+	// RetriedBy and RetriedAt say who last asked for the row to be retried, and when;
+	// DiscardedBy who discarded it (nil: nobody did, or the caller was not named: Retry
+	// and Discard take the name from WithAuthor).
+	RetriedBy   *string
+	RetriedAt   *time.Time
+	DiscardedBy *string
 }
 
 // NewFailedSend is what Record stores about one alert.
@@ -591,11 +597,12 @@ func (s *FailedSends) ByMessageID(ctx context.Context, id string) ([]FailedSend,
 // unknown ids do not. Attempts, error class and last error stay as history, so a row that had used
 // up its attempts or age gets exactly one more attempt. It returns the ids that changed,
 // in ascending order.
+// The name WithAuthor put in ctx is kept with each row as who retried it.
 func (s *FailedSends) Retry(ctx context.Context, ids []int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return s.collectIDs(ctx, "retry failed sends", qRetry, ids)
+	return s.collectIDs(ctx, "retry failed sends", qRetry, ids, AuthorOf(ctx))
 }
 
 // RetryWhere is Retry for every row with status status (pending, dead, rejected or
@@ -606,12 +613,13 @@ func (s *FailedSends) RetryWhere(ctx context.Context, status FailedStatus, targe
 	default:
 		return nil, fmt.Errorf("store: retry failed sends: %w: status %q cannot be retried (want pending, dead, rejected or discarded)", ErrInvalid, status)
 	}
-	return s.collectIDs(ctx, "retry failed sends", qRetryWhere, string(status), target)
+	return s.collectIDs(ctx, "retry failed sends", qRetryWhere, string(status), target, AuthorOf(ctx))
 }
 
 // Discard gives up on the rows ids for reason: rows that are pending, dead or rejected
 // become discarded and the retry job leaves them alone; delivered, cancelled and
 // discarded rows and unknown ids do not change. It returns the ids that changed, in ascending order.
+// The name WithAuthor put in ctx is kept with each row as who discarded it.
 func (s *FailedSends) Discard(ctx context.Context, ids []int64, reason string) ([]int64, error) {
 	if strings.TrimSpace(reason) == "" {
 		return nil, fmt.Errorf("store: discard failed sends: %w: a reason is required", ErrInvalid)
@@ -619,7 +627,7 @@ func (s *FailedSends) Discard(ctx context.Context, ids []int64, reason string) (
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return s.collectIDs(ctx, "discard failed sends", qDiscard, ids, reason)
+	return s.collectIDs(ctx, "discard failed sends", qDiscard, ids, reason, AuthorOf(ctx))
 }
 
 // CancelNote says who cancelled an alert and why; a cancelled failed_sends row keeps it.
@@ -759,7 +767,7 @@ func scanFailedSend(row pgx.CollectableRow) (FailedSend, error) {
 	err := row.Scan(&f.ID, &f.MessageID, &f.Target, &f.Payload, &f.Properties, &f.DueAt, &status,
 		&f.ErrorClass, &f.LastError, &f.HTTPStatus, &f.Errcode, &f.Attempts, &f.NextAttemptAt,
 		&f.DiscardReason, &f.CreatedAt, &f.UpdatedAt, &f.PartsSent, &f.ClaimedBy, &f.LeaseUntil,
-		&f.CancelledBy, &f.CancelReason, &f.ConfirmedAt)
+		&f.CancelledBy, &f.CancelReason, &f.ConfirmedAt, &f.RetriedBy, &f.RetriedAt, &f.DiscardedBy)
 	f.Status = FailedStatus(status)
 	if f.Properties == nil {
 		f.Properties = map[string]string{}

@@ -467,14 +467,17 @@ func TestFailedSendsRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 
 	_, err = fs.Discard(ctx, []int64{id[2]}, "  ")
 	require.ErrorIs(t, err, store.ErrInvalid)
-	changed, err = fs.Discard(ctx, []int64{id[2], id[3], id[5]}, "noise from the test cluster")
+	changed, err = fs.Discard(store.WithAuthor(ctx, "alice"), []int64{id[2], id[3], id[5]}, "noise from the test cluster")
 	require.NoError(t, err)
 	require.Equal(t, []int64{id[2], id[5]}, changed)
 	r5, err := fs.Get(ctx, id[5])
 	require.NoError(t, err)
 	require.Equal(t, store.StatusDiscarded, r5.Status)
 	require.Equal(t, "noise from the test cluster", *r5.DiscardReason)
+	require.Equal(t, "alice", *r5.DiscardedBy, "who discarded it")
 	require.Nil(t, r5.NextAttemptAt)
+	require.Nil(t, r0.RetriedBy, "a retry by nobody named names nobody")
+	require.NotNil(t, r0.RetriedAt)
 
 	st, err := fs.Stats(ctx)
 	require.NoError(t, err)
@@ -483,13 +486,16 @@ func TestFailedSendsRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 	require.Equal(t, map[string]int64{"transient": 3}, st.ByErrorClass)
 	require.NotNil(t, st.OldestPending)
 
-	// Retried, a discarded row comes back without its discard reason.
-	changed, err = fs.Retry(ctx, []int64{id[5]})
+	// Retried, a discarded row comes back without its discard reason, as bob's retry.
+	changed, err = fs.Retry(store.WithAuthor(ctx, "bob"), []int64{id[5]})
 	require.NoError(t, err)
 	require.Equal(t, []int64{id[5]}, changed)
 	r5, err = fs.Get(ctx, id[5])
 	require.NoError(t, err)
 	require.Nil(t, r5.DiscardReason)
+	require.Nil(t, r5.DiscardedBy)
+	require.Equal(t, "bob", *r5.RetriedBy)
+	require.WithinDuration(t, time.Now(), *r5.RetriedAt, time.Minute)
 }
 
 func rowIDs(rows []store.FailedSend) []int64 {

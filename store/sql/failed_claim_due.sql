@@ -27,4 +27,4 @@ WHERE f.id = due.id
 RETURNING f.id, f.message_id, f.target, f.payload, f.properties, f.due_at, f.status,
           f.error_class, f.last_error, f.http_status, f.errcode, f.attempts,
           f.next_attempt_at, f.discard_reason, f.created_at, f.updated_at, f.parts_sent,
-          f.claimed_by, f.lease_until, f.cancelled_by, f.cancel_reason, f.confirmed_at
+          f.claimed_by, f.lease_until, f.cancelled_by, f.cancel_reason, f.confirmed_at, f.retried_by, f.retried_at, f.discarded_by

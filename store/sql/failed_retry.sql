@@ -4,9 +4,10 @@
 -- left as it is: a row the retry job is sending right now stays its claimer's until it
 -- is settled or its lease runs out, so no second instance sends it meanwhile. A
 -- discarded row whose RD_ID has a live row of a later episode stays discarded.
--- $1 ids (bigint[])
+-- $1 ids (bigint[]), $2 who asks ("" unnamed: retried_by NULL)
 UPDATE failed_sends
-SET status = 'pending', next_attempt_at = now(), discard_reason = NULL, updated_at = now()
+SET status = 'pending', next_attempt_at = now(), discard_reason = NULL, discarded_by = NULL,
+    retried_by = NULLIF($2, ''), retried_at = now(), updated_at = now()
 WHERE id = ANY($1::bigint[]) AND status IN ('pending', 'dead', 'rejected', 'discarded')
   AND (status IN ('pending', 'dead', 'rejected') OR NOT EXISTS (
       SELECT 1 FROM failed_sends live

@@ -1,8 +1,9 @@
 -- An operator asks for every row with status $1 (and target $2 unless empty) to be
 -- retried now; the same rules as failed_retry.sql.
--- $1 status, $2 target
+-- $1 status, $2 target, $3 who asks ("" unnamed)
 UPDATE failed_sends
-SET status = 'pending', next_attempt_at = now(), discard_reason = NULL, updated_at = now()
+SET status = 'pending', next_attempt_at = now(), discard_reason = NULL, discarded_by = NULL,
+    retried_by = NULLIF($3, ''), retried_at = now(), updated_at = now()
 WHERE status = $1 AND status IN ('pending', 'dead', 'rejected', 'discarded')
   AND ($2::text = '' OR target = $2)
   AND (status IN ('pending', 'dead', 'rejected') OR NOT EXISTS (
