@@ -142,8 +142,8 @@ func Handler(failedSends failed.Store, targets failed.Targets, alerts Alerts, st
 	mux.HandleFunc("POST "+Prefix+"failed/{id}/{action}", c.authed(c.act))
 	mux.HandleFunc("GET "+Prefix+"scheduler", c.authed(c.scheduler))
 	mux.HandleFunc("GET "+Prefix+"scheduled", c.authed(c.scheduled))
-	mux.HandleFunc("GET "+Prefix+"scheduled/cancel", c.authed(c.cancelScheduled))
-	mux.HandleFunc("POST "+Prefix+"scheduled/cancel", c.authed(c.cancelScheduled))
+	mux.HandleFunc("GET "+Prefix+"scheduled/{action}", c.authed(c.bulkScheduled))
+	mux.HandleFunc("POST "+Prefix+"scheduled/{action}", c.authed(c.bulkScheduled))
 	mux.HandleFunc("GET "+Prefix+"escalations", c.authed(c.escalations))
 	mux.HandleFunc("POST "+Prefix+"escalations/ack", c.authed(c.ack))
 	mux.HandleFunc("GET "+Prefix+"template", c.authed(c.templatePage))
@@ -387,7 +387,7 @@ func parsePages() map[string]*template.Template {
 		"query": pageQuery,
 	}
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler", "scheduled", "scheduled-cancel", "alert", "cancel", "bulk", "escalations", "template"} {
+	for _, p := range []string{"login", "error", "list", "detail", "confirm", "scheduler", "scheduled", "scheduled-bulk", "alert", "cancel", "bulk", "escalations", "template"} {
 		pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+p+".html"))
 	}
 	return pages

@@ -737,7 +737,7 @@ func TestConsoleCancelsThePreviewedScheduledAlerts(t *testing.T) {
 	hop("db-late", "db") // matches after the preview
 	resp, body = s.post("/ui/scheduled/cancel", url.Values{"csrf": {csrf}, "target": {"db"}, "set": {set[1]}, "count": {"5"}, "reason": {"db retired"}}, s.srv.URL)
 	require.Equal(t, http.StatusConflict, resp.StatusCode)
-	require.Contains(t, body, "changed since the preview, which showed 5: nothing was cancelled")
+	require.Contains(t, body, "changed since the preview, which showed 5: nothing was changed")
 	require.Contains(t, body, `<strong>6</strong> alerts match.`)
 	c, err := s.ws.CountPending(ctx, now, 0)
 	require.NoError(t, err)
@@ -765,4 +765,50 @@ func TestConsoleCancelsThePreviewedScheduledAlerts(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a bulk cancel needs a filter")
 	resp, _ = s.post("/ui/scheduled/cancel", url.Values{"target": {"ops"}, "set": {"x"}, "count": {"3"}, "reason": {"r"}}, s.srv.URL)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token")
+}
+
+// "Reschedule all…" moves exactly the previewed pending alerts to the new due time, each
+// as the operator's move: hopping alerts to a later time, a waiting one within the wheel
+// stage's reach; a hopping alert cannot be moved earlier than its message carries, and
+// the count says so.
+func TestConsoleReschedulesThePreviewedScheduledAlerts(t *testing.T) {
+	s := newSite(t, token)
+	s.login()
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 3 {
+		require.NoError(t, s.ws.TraceHop(ctx, store.HopNote{ID: fmt.Sprintf("ops-%d", i), Target: "ops", Due: now.Add(2 * time.Hour), Hops: 1, Delay: time.Hour}))
+	}
+	preview := func() url.Values {
+		_, body := s.get("/ui/scheduled/reschedule?target=ops")
+		set := regexp.MustCompile(`name="set" value="([0-9a-f]+)"`).FindStringSubmatch(body)
+		require.Len(t, set, 2)
+		n := regexp.MustCompile(`<strong>([0-9]+)</strong> alerts match.`).FindStringSubmatch(body)
+		require.Len(t, n, 2)
+		return url.Values{"csrf": {s.csrf(body)}, "target": {"ops"}, "set": {set[1]}, "count": {n[1]}}
+	}
+	form := preview()
+	form.Set("when", "soon")
+	resp, _ := s.post("/ui/scheduled/reschedule", form, s.srv.URL)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "not a time")
+	form.Set("when", "3h")
+	resp, _ = s.post("/ui/scheduled/reschedule", form, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Location"), "Rescheduled+3+of+the+3+previewed+alerts")
+	c, err := s.ws.CountPending(ctx, now.Add(time.Minute), 3)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 0, 3}, c.ByHour, "all three due in 3 hours")
+	st, err := s.ws.Inspect(ctx, "ops-1")
+	require.NoError(t, err)
+	require.Equal(t, "admin", st.Moves[0].By, "the move is the operator's")
+
+	// Earlier than the hopping alerts' messages carry: only the waiting one moves.
+	_, err = s.ws.Put(ctx, store.Entry{ID: "ops-waiting", Target: "ops", DueAt: now.Add(30 * time.Second), Body: []byte("x")})
+	require.NoError(t, err)
+	form = preview()
+	require.Equal(t, "4", form.Get("count"))
+	form.Set("when", "45s")
+	resp, _ = s.post("/ui/scheduled/reschedule", form, s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Location"), "Rescheduled+1+of+the+4+previewed+alerts")
 }

@@ -141,12 +141,23 @@ func pendingSet(ids []string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// cancelScheduled previews a cancel of every pending alert the Scheduled page's filter
-// matches (GET: how many, and a reason to give) and carries it out (POST) on exactly the
-// alerts the preview counted: when they changed meanwhile (one was sent, cancelled or
-// moved, or another now matches), nothing is cancelled and the answer is 409 with a new
-// preview. Each cancel is recorded as the operator's, with the reason.
-func (c *Console) cancelScheduled(w http.ResponseWriter, r *http.Request) {
+// scheduledActions are the bulk actions on the pending alerts a filter matches, by the
+// path's {action}, and their verbs.
+var scheduledActions = map[string]string{"cancel": "Cancel", "reschedule": "Reschedule"}
+
+// bulkScheduled previews a bulk action on every pending alert the Scheduled page's
+// filter matches (GET: how many, and what the action needs: a reason to cancel, a new
+// due time to reschedule) and carries it out (POST) on exactly the alerts the preview
+// counted: when they changed meanwhile (one was sent, cancelled or moved, or another now
+// matches), nothing is changed and the answer is 409 with a new preview. Each cancel or
+// move is recorded as the operator's.
+func (c *Console) bulkScheduled(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	verb, ok := scheduledActions[action]
+	if !ok {
+		c.fail(w, r, http.StatusNotFound, "There is no such action.")
+		return
+	}
 	_ = r.ParseForm()
 	v, q, err := c.pendingFilter(r)
 	if err != nil {
@@ -154,7 +165,7 @@ func (c *Console) cancelScheduled(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(v) == 0 {
-		c.fail(w, r, http.StatusBadRequest, "A bulk cancel needs a filter (a target, a principal or a due time): it never applies to everything scheduled.")
+		c.fail(w, r, http.StatusBadRequest, "A bulk action needs a filter (a target, a principal or a due time): it never applies to everything scheduled.")
 		return
 	}
 	ids, err := c.pendingMatching(r, q)
@@ -163,13 +174,15 @@ func (c *Console) cancelScheduled(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusServiceUnavailable, "The pending alerts cannot be read right now (Redis unreachable?); try again in a moment.")
 		return
 	}
+	when := strings.TrimSpace(r.Form.Get("when"))
 	preview := func(status int, msg string) {
-		data := map[string]any{"Filter": v, "Count": len(ids), "Max": bulkMax, "Set": pendingSet(ids), "TooMany": len(ids) > bulkMax,
+		data := map[string]any{"Action": action, "Verb": verb, "Filter": v, "Count": len(ids), "Max": bulkMax, "Set": pendingSet(ids),
+			"TooMany": len(ids) > bulkMax, "When": when,
 			"Back": template.URL(v.Encode())} // encoded by url.Values: safe in an href
 		if msg != "" {
 			data["Error"] = msg
 		}
-		c.render(w, r, status, "scheduled-cancel", data)
+		c.render(w, r, status, "scheduled-bulk", data)
 	}
 	if r.Method == http.MethodGet {
 		preview(http.StatusOK, "")
@@ -177,38 +190,70 @@ func (c *Console) cancelScheduled(w http.ResponseWriter, r *http.Request) {
 	}
 	shown, count := r.PostForm.Get("set"), r.PostForm.Get("count")
 	if shown == "" {
-		preview(http.StatusConflict, "Nothing was cancelled: a bulk cancel confirms a preview. Here it is; confirm it to go on.")
+		preview(http.StatusConflict, "Nothing was changed: a bulk action confirms a preview. Here it is; confirm it to go on.")
 		return
 	}
 	if pendingSet(ids) != shown || len(ids) > bulkMax {
-		preview(http.StatusConflict, fmt.Sprintf("The matching alerts changed since the preview, which showed %s: nothing was cancelled. "+
+		preview(http.StatusConflict, fmt.Sprintf("The matching alerts changed since the preview, which showed %s: nothing was changed. "+
 			"Here is the new preview; confirm it to go on.", count))
 		return
 	}
 	reason := strings.TrimSpace(r.PostForm.Get("reason"))
-	if reason == "" {
-		preview(http.StatusBadRequest, "Say why these alerts are cancelled: the reason is logged and kept with any failed send's row.")
-		return
-	}
-	cancelled := 0
-	for _, id := range ids {
-		res, err := c.alerts.Cancel(store.WithAuthor(r.Context(), operatorOf(r)), id, reason)
-		if err != nil {
-			c.storeFail(w, r, fmt.Sprintf("cancel (after %d of %d)", cancelled, len(ids)), err)
+	var due time.Time
+	switch action {
+	case "cancel":
+		if reason == "" {
+			preview(http.StatusBadRequest, "Say why these alerts are cancelled: the reason is logged and kept with any failed send's row.")
 			return
 		}
-		if res.Cancelled() {
-			cancelled++
+	case "reschedule":
+		if due, ok = parseWhen(when, c.now()); !ok {
+			preview(http.StatusBadRequest, fmt.Sprintf("Give the new due time as a duration from now (90s, 2h30m) "+
+				"or an RFC 3339 time (2026-12-02T15:04:05+08:00), not %q.", when))
+			return
 		}
 	}
-	c.logger.Info("console: bulk cancel", "filter", v.Encode(), "matched", len(ids), "cancelled", cancelled, "reason", reason,
-		"by", operatorOf(r), "remote", r.RemoteAddr)
+	ctx := store.WithAuthor(r.Context(), operatorOf(r))
+	changed := 0
+	for k, id := range ids {
+		var done bool
+		switch action {
+		case "cancel":
+			res, err := c.alerts.Cancel(ctx, id, reason)
+			if err != nil {
+				c.storeFail(w, r, fmt.Sprintf("cancel (after %d of %d)", k, len(ids)), err)
+				return
+			}
+			done = res.Cancelled()
+		case "reschedule":
+			res, err := c.alerts.Reschedule(ctx, id, due)
+			if errors.Is(err, store.ErrInvalid) {
+				preview(http.StatusBadRequest, "Not rescheduled: "+err.Error()+".")
+				return
+			}
+			if err != nil {
+				c.storeFail(w, r, fmt.Sprintf("reschedule (after %d of %d)", k, len(ids)), err)
+				return
+			}
+			done = res.Result.Moved()
+		}
+		if done {
+			changed++
+		}
+	}
+	c.logger.Info("console: bulk "+action, "filter", v.Encode(), "matched", len(ids), "changed", changed, "reason", reason,
+		"when", when, "by", operatorOf(r), "remote", r.RemoteAddr)
 	back := url.Values{}
 	for _, k := range []string{"target", "principal"} {
 		if v.Has(k) {
 			back.Set(k, v.Get(k))
 		}
 	}
-	back.Set("done", fmt.Sprintf("Cancelled %d of the %d previewed alerts (the others were being sent or sent already).", cancelled, len(ids)))
+	msg := fmt.Sprintf("Cancelled %d of the %d previewed alerts (the others were being sent or sent already).", changed, len(ids))
+	if action == "reschedule" {
+		msg = fmt.Sprintf("Rescheduled %d of the %d previewed alerts to %s (the others were being sent, sent already, or "+
+			"hopping toward a later time: they can be moved earlier once they reach the wheel stage).", changed, len(ids), due.UTC().Format(time.RFC3339))
+	}
+	back.Set("done", msg)
 	http.Redirect(w, r, Prefix+"scheduled?"+back.Encode(), http.StatusSeeOther)
 }
