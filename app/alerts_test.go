@@ -1,9 +1,12 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +15,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/ingress"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // `rocketdelay alerts list` shows, from a running service, alerts hopping hours ahead
@@ -75,4 +80,43 @@ func TestAlertsListShowsWhatIsScheduled(t *testing.T) {
 	require.Equal(t, int64(1), res.Counts.Total)
 	require.Equal(t, map[string]int64{"ops": 1}, res.Counts.ByTarget)
 	require.Equal(t, []int64{0, 1, 0}, res.Counts.ByHour, "the 2-hour alert is due within its second hour from now")
+}
+
+// `rocketdelay alerts cancel` cancels every pending alert a filter matches, after a
+// --dry-run that changes nothing; it needs a filter and a reason.
+func TestAlertsCancelCommand(t *testing.T) {
+	dsn := testenv.MigratedPostgres(t)
+	rdb, prefix := testenv.Redis(t)
+	file := filepath.Join(t.TempDir(), "rocketdelay.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`rocketmq: {nameServers: ["127.0.0.1:1"]}
+redis: {keyPrefix: `+prefix+`}
+`), 0o600))
+	env := map[string]string{"ROCKETDELAY_REDIS_URL": testenv.RedisURL(t), "ROCKETDELAY_POSTGRES_URL": dsn, "USER": "alice"}
+	ctx := context.Background()
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	for i, target := range []string{"ops", "ops", "ops", "db"} {
+		require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: fmt.Sprintf("bulk-%d", i), Target: target, Due: time.Now().Add(time.Hour),
+			Hops: 1, Delay: time.Hour}))
+	}
+
+	_, _, err := run(t, env, "alerts", "cancel", "-f", file, "--reason", "x")
+	require.ErrorIs(t, err, ErrUsage, "no filter")
+	_, _, err = run(t, env, "alerts", "cancel", "-f", file, "--target", "ops")
+	require.ErrorIs(t, err, ErrUsage, "no reason")
+	out, _, err := run(t, env, "alerts", "cancel", "-f", file, "--target", "ops", "--dry-run")
+	require.NoError(t, err)
+	require.Equal(t, "3 pending alerts match (nothing changed: --dry-run)\n  bulk-0\n  bulk-1\n  bulk-2\n", out)
+	c, err := ws.CountPending(ctx, time.Now(), 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), c.Total, "a dry run changes nothing")
+
+	out, _, err = run(t, env, "alerts", "cancel", "-f", file, "--target", "ops", "--reason", "maintenance window")
+	require.NoError(t, err)
+	require.Equal(t, "cancelled 3 of the 3 matching alerts\n", out)
+	c, err = ws.CountPending(ctx, time.Now(), 0)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"db": 1}, c.ByTarget)
+	cancelled, err := ws.IsCancelled(ctx, "bulk-1")
+	require.NoError(t, err)
+	require.True(t, cancelled)
 }
