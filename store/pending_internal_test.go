@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rocketdelay/rocketdelay/internal/quantile"
+)
+
+// pendingOff is lib_pending.lua's functions doing nothing: the scripts as they were
+// before the list of pending alerts, for the benchmark's baseline.
+const pendingOff = "local function pending_note() end\nlocal function pending_drop() end\n"
+
+// BenchmarkPendingIndexCost measures what the list of pending alerts costs an alert's
+// life in Redis, against the same scripts without it, in one run: each iteration takes
+// one alert through its hop's note, the wheel stage's put, a claim and a release, with
+// the list and without it in turn (so both halves share the machine's state of the
+// moment), and reports p50 and p99 of each and their ratio.
+//
+//	go test -run '^$' -bench PendingIndexCost -benchtime 3000x ./store/
+func BenchmarkPendingIndexCost(b *testing.B) {
+	u := os.Getenv("ROCKETDELAY_REDIS_URL")
+	if u == "" {
+		b.Skip("needs Redis: eval \"$(deploy/local/env)\"")
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx := context.Background()
+	prefix := fmt.Sprintf("rdbench%d", time.Now().UnixNano())
+	defer func() { _, _ = DeleteKeys(ctx, rdb, prefix) }()
+	ws := NewWheelStage(rdb, prefix, WheelStageOptions{})
+
+	on := [3]*redis.Script{wheelPutScript, wheelReleaseScript, traceHopScript}
+	off := [3]*redis.Script{
+		redis.NewScript(pendingOff + mustRead("lua/wheel_put.lua")),
+		redis.NewScript(mustRead("lua/lib_holding.lua") + pendingOff + mustRead("lua/wheel_release.lua")),
+		redis.NewScript(pendingOff + mustRead("lua/trace_hop.lua")),
+	}
+	defer func() { wheelPutScript, wheelReleaseScript, traceHopScript = on[0], on[1], on[2] }()
+	body := make([]byte, 512)
+	_, _ = rand.Read(body)
+	life := func(id string) time.Duration {
+		start := time.Now()
+		due := time.Now()
+		if err := ws.TraceHop(ctx, HopNote{ID: id, Target: "ops", Due: due, Hops: 1, Delay: time.Second}); err != nil {
+			b.Fatal(err)
+		}
+		if r, err := ws.Put(ctx, Entry{ID: id, Target: "ops", DueAt: due, Body: body, Hops: 1}); err != nil || r != PutStored {
+			b.Fatal(r, err)
+		}
+		c, err := ws.Claim(ctx, []string{id}, "bench-claim")
+		if err != nil || len(c.Entries) != 1 {
+			b.Fatal(len(c.Entries), err)
+		}
+		if _, err := ws.Release(ctx, Delivered, Claim{ID: id, Token: "bench-claim"}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	var with, without []time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		wheelPutScript, wheelReleaseScript, traceHopScript = on[0], on[1], on[2]
+		with = append(with, life("with-"+strconv.Itoa(i)))
+		wheelPutScript, wheelReleaseScript, traceHopScript = off[0], off[1], off[2]
+		without = append(without, life("without-"+strconv.Itoa(i)))
+	}
+	slices.Sort(with)
+	slices.Sort(without)
+	w, wo := quantile.Summarize(with), quantile.Summarize(without)
+	b.ReportMetric(float64(w.P50.Microseconds()), "µs-p50-with")
+	b.ReportMetric(float64(wo.P50.Microseconds()), "µs-p50-without")
+	b.ReportMetric(float64(w.P99.Microseconds()), "µs-p99-with")
+	b.ReportMetric(float64(wo.P99.Microseconds()), "µs-p99-without")
+	if wo.P99 > 0 {
+		b.ReportMetric(float64(w.P99)/float64(wo.P99), "p99-ratio")
+	}
+	if wo.P50 > 0 {
+		b.ReportMetric(float64(w.P50)/float64(wo.P50), "p50-ratio")
+	}
+}
