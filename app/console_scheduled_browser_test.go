@@ -21,7 +21,7 @@ import (
 // 10,000 (by target and by hour), the first page lists the 50 due soonest, the next page
 // the 50 after them, and a filter by target keeps only its alerts; then the Templates
 // page, open with a sample. A screenshot of each lands in the test's artifact directory
-// (docs/img has them).
+// (docs/console has them).
 func TestConsoleScheduledPageInABrowser(t *testing.T) {
 	const adminToken = "browser-admin-token-5c1d77"
 	cfg := stackConfig(t)
