@@ -1,8 +1,6 @@
 package console
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -131,16 +129,6 @@ func (c *Console) pendingMatching(r *http.Request, q store.PendingQuery) ([]stri
 	}
 }
 
-// pendingSet is the digest of a set of pending alerts' ids, in the list's order.
-func pendingSet(ids []string) string {
-	h := sha256.New()
-	for _, id := range ids {
-		h.Write([]byte(id))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
 // scheduledActions are the bulk actions on the pending alerts a filter matches, by the
 // path's {action}, and their verbs.
 var scheduledActions = map[string]string{"cancel": "Cancel", "reschedule": "Reschedule"}
@@ -176,7 +164,7 @@ func (c *Console) bulkScheduled(w http.ResponseWriter, r *http.Request) {
 	}
 	when := strings.TrimSpace(r.Form.Get("when"))
 	preview := func(status int, msg string) {
-		data := map[string]any{"Action": action, "Verb": verb, "Filter": v, "Count": len(ids), "Max": bulkMax, "Set": pendingSet(ids),
+		data := map[string]any{"Action": action, "Verb": verb, "Filter": v, "Count": len(ids), "Max": bulkMax, "Set": store.PendingSet(ids),
 			"TooMany": len(ids) > bulkMax, "When": when,
 			"Back": template.URL(v.Encode())} // encoded by url.Values: safe in an href
 		if msg != "" {
@@ -193,7 +181,7 @@ func (c *Console) bulkScheduled(w http.ResponseWriter, r *http.Request) {
 		preview(http.StatusConflict, "Nothing was changed: a bulk action confirms a preview. Here it is; confirm it to go on.")
 		return
 	}
-	if pendingSet(ids) != shown || len(ids) > bulkMax {
+	if store.PendingSet(ids) != shown || len(ids) > bulkMax {
 		preview(http.StatusConflict, fmt.Sprintf("The matching alerts changed since the preview, which showed %s: nothing was changed. "+
 			"Here is the new preview; confirm it to go on.", count))
 		return

@@ -163,6 +163,7 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 //
 //	POST   /api/v1/alerts                     publish one alert (202 once the broker stored it)
 //	GET    /api/v1/alerts                     the pending alerts, earliest due first (pending.go)
+//	POST   /api/v1/alerts/cancel              cancel every pending alert a filter matches, after a preview
 //	DELETE /api/v1/alerts/{id}                cancel an alert not sent yet
 //	POST   /api/v1/alerts/{id}/reschedule     move it to {"at": RFC 3339} or {"in": "90s"}, keeping its id
 //	POST   /api/v1/alertmanager/{target}      Alertmanager's webhook (?policy=NAME or ?delay=10m, &sendResolved=false)
@@ -178,6 +179,7 @@ func (in *Ingress) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+AlertsPath, in.publish)
 	mux.HandleFunc("GET "+AlertsPath, in.listPending)
+	mux.HandleFunc("POST "+AlertsPath+"/cancel", in.cancelPending)
 	mux.HandleFunc("DELETE "+AlertsPath+"/{id}", in.cancel)
 	mux.HandleFunc("POST "+AlertsPath+"/{id}/reschedule", in.reschedule)
 	mux.HandleFunc("POST "+AlertmanagerPath+"/{target}", in.alertmanager)

@@ -132,3 +132,167 @@ func ParseWhen(s string, now time.Time) (time.Time, error) {
 	}
 	return t, nil
 }
+
+// maxBulkCancel is the most alerts one bulk cancel cancels: a filter that matches more is
+// to be narrowed first.
+const maxBulkCancel = 10000
+
+// BulkCancelRequest is the body of POST /api/v1/alerts/cancel: a filter of the pending
+// alerts (as GET /api/v1/alerts's; due times RFC 3339 or a duration from now), and either
+// Preview, or the Set of the preview it confirms.
+type BulkCancelRequest struct {
+	Target    string `json:"target,omitempty"`
+	Principal string `json:"principal,omitempty"`
+	DueAfter  string `json:"dueAfter,omitempty"`
+	DueBefore string `json:"dueBefore,omitempty"`
+	Preview   bool   `json:"preview,omitempty"`
+	Set       string `json:"set,omitempty"`
+}
+
+// BulkCancelResponse says what a bulk cancel matched, and, confirmed, what it did: how
+// many it cancelled and every result by count. A preview holds the Set to confirm and
+// the first 10 ids.
+type BulkCancelResponse struct {
+	Matched   int            `json:"matched"`
+	Set       string         `json:"set"`
+	IDs       []string       `json:"ids,omitempty"`
+	Cancelled int            `json:"cancelled"`
+	Results   map[string]int `json:"results,omitempty"`
+	Error     string         `json:"error,omitempty"`
+	Reason    string         `json:"reason,omitempty"`
+}
+
+// cancelPending serves POST /api/v1/alerts/cancel: every pending alert a filter matches
+// (at most 10,000) is cancelled, in two steps as the console's bulk actions: a preview
+// ({"preview": true}) answers how many match and their set's digest; the confirmation
+// with that set cancels exactly them, or, when the matching alerts changed meanwhile,
+// answers 409 with the new preview and cancels nothing. It takes the right "cancel"
+// (and a principal without "others" acts on its own alerts only: the principal filter
+// is its own, and an id another principal owns is never matched).
+func (in *Ingress) cancelPending(w http.ResponseWriter, r *http.Request) {
+	const op = "bulk_cancel"
+	bad := func(format string, args ...any) {
+		in.metrics.requests.WithLabelValues(op, "bad_request").Inc()
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf(format, args...))
+	}
+	if in.deps.Pending == nil {
+		writeError(w, http.StatusServiceUnavailable, "disabled", "listing pending alerts is not enabled in this service")
+		return
+	}
+	p := principalOf(r)
+	if !p.Can(config.RightCancel) && !p.Can(config.RightOthers) {
+		in.forbid(w, op, p, "forbidden", "may not cancel alerts: that takes the right %q", config.RightCancel)
+		return
+	}
+	var req BulkCancelRequest
+	if !decodeJSON(w, r, &req, true) {
+		return
+	}
+	now := in.deps.Now()
+	q := store.PendingQuery{Target: req.Target, Principal: req.Principal, Limit: store.MaxPendingPage}
+	var err error
+	for _, t := range []struct {
+		name, value string
+		into        *time.Time
+	}{{"dueAfter", req.DueAfter, &q.DueAfter}, {"dueBefore", req.DueBefore, &q.DueBefore}} {
+		if t.value == "" {
+			continue
+		}
+		if *t.into, err = ParseWhen(t.value, now); err != nil {
+			bad("%s %q: %v", t.name, t.value, err)
+			return
+		}
+	}
+	if !p.Can(config.RightOthers) {
+		if q.Principal != "" && q.Principal != p.Name {
+			in.forbid(w, op, p, "forbidden", "may not cancel the alerts of principal %q: that takes the right %q", q.Principal, config.RightOthers)
+			return
+		}
+		q.Principal = p.Name
+	}
+	if q.Target == "" && q.Principal == "" && q.DueAfter.IsZero() && q.DueBefore.IsZero() {
+		bad("give a filter (target, principal, dueAfter or dueBefore): a bulk cancel never applies to everything scheduled")
+		return
+	}
+	ids, err := in.matchingPending(r, q, p)
+	if errors.Is(err, errTooMany) {
+		bad("more than %d pending alerts match: narrow the filter", maxBulkCancel)
+		return
+	}
+	if err != nil {
+		in.metrics.requests.WithLabelValues(op, "redis").Inc()
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "redis", "the pending alerts could not be read; nothing was cancelled, ask again")
+		return
+	}
+	res := BulkCancelResponse{Matched: len(ids), Set: store.PendingSet(ids)}
+	switch {
+	case req.Preview:
+		res.IDs = ids[:min(len(ids), 10)]
+		in.metrics.requests.WithLabelValues(op, "preview").Inc()
+		writeJSON(w, http.StatusOK, res)
+		return
+	case req.Set == "":
+		bad("confirm a preview: send {\"preview\": true} with the filter first, then its set")
+		return
+	case req.Set != res.Set:
+		res.IDs = ids[:min(len(ids), 10)]
+		res.Error, res.Reason = "the matching alerts changed since the preview: nothing was cancelled; confirm this preview's set to go on", "changed"
+		in.metrics.requests.WithLabelValues(op, "changed").Inc()
+		writeJSON(w, http.StatusConflict, res)
+		return
+	}
+	res.Results = map[string]int{}
+	for _, id := range ids {
+		c, err := in.deps.Wheel.Cancel(r.Context(), id)
+		if err != nil {
+			in.metrics.requests.WithLabelValues(op, "redis").Inc()
+			in.deps.Logger.Warn("bulk cancel API: Redis did not answer", "rd_id", id, "cancelled", res.Cancelled, "err", err)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "redis",
+				fmt.Sprintf("cancelled %d of %d before Redis stopped answering; preview again and confirm the rest", res.Cancelled, len(ids)))
+			return
+		}
+		res.Results[c.String()]++
+		if c.Cancelled() {
+			res.Cancelled++
+		}
+	}
+	in.deps.Logger.Info("bulk cancel", "principal", p.Name, "target", q.Target, "matched", len(ids), "cancelled", res.Cancelled)
+	in.metrics.requests.WithLabelValues(op, "ok").Inc()
+	writeJSON(w, http.StatusOK, res)
+}
+
+// errTooMany is matchingPending's error past maxBulkCancel alerts.
+var errTooMany = errors.New("too many pending alerts match")
+
+// matchingPending returns the ids of the pending alerts q selects, earliest due first;
+// for a principal without the right "others", only the ids it owns.
+func (in *Ingress) matchingPending(r *http.Request, q store.PendingQuery, p config.Principal) ([]string, error) {
+	var ids []string
+	for {
+		page, err := in.deps.Pending.Pending(r.Context(), q)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range page.Alerts {
+			if !p.Can(config.RightOthers) {
+				owner, err := in.deps.Producers.Owner(r.Context(), store.OwnAlert, a.ID)
+				if err != nil {
+					return nil, err
+				}
+				if owner != p.Name {
+					continue
+				}
+			}
+			ids = append(ids, a.ID)
+		}
+		if len(ids) > maxBulkCancel {
+			return nil, errTooMany
+		}
+		if page.Next == "" {
+			return ids, nil
+		}
+		q.Cursor = page.Next
+	}
+}

@@ -323,3 +323,54 @@ func mapUTC(a map[string]any) map[string]any {
 	}
 	return a
 }
+
+// POST /api/v1/alerts/cancel cancels a principal's pending alerts that a filter matches,
+// after a preview: a set that changed since is refused (409) and nothing cancelled; the
+// confirmed set is cancelled; another principal's alerts are never in its set, nor may it
+// name that principal; without a filter (ingress.token) it is a 400.
+func TestPrincipalsCancelTheirPendingAlertsInBulk(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, withPrincipals)
+	publish := func(id, target, principal, token string) {
+		code, out := s.do("POST", AlertsPath, map[string]any{"target": target, "in": "90m", "id": id, "text": "x"}, token)
+		require.Equal(t, http.StatusAccepted, code, out)
+		// The hop's note lists it, as the scheduler's consumer would.
+		require.NoError(t, s.ws.TraceHop(t.Context(), store.HopNote{ID: id, Target: target, Due: s.clock.Now().Add(90 * time.Minute),
+			Hops: 1, Delay: time.Hour, Principal: principal}))
+	}
+	publish("shop-1", "orders", "shop", shopToken)
+	publish("shop-2", "orders", "shop", shopToken)
+	publish("team-1", "ops", "team", teamToken)
+
+	code, out := s.do("POST", AlertsPath+"/cancel", map[string]any{"preview": true}, shopToken)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, 2.0, out["matched"], "its own two")
+	require.ElementsMatch(t, []any{"shop-1", "shop-2"}, out["ids"])
+	set := out["set"].(string)
+	code, out = s.do("POST", AlertsPath+"/cancel", map[string]any{"principal": "team", "preview": true}, shopToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+
+	publish("shop-3", "orders", "shop", shopToken) // matches after the preview
+	code, out = s.do("POST", AlertsPath+"/cancel", map[string]any{"set": set}, shopToken)
+	require.Equal(t, http.StatusConflict, code, out)
+	require.Equal(t, 3.0, out["matched"])
+	require.Zero(t, out["cancelled"])
+	for _, id := range []string{"shop-1", "shop-2", "shop-3"} {
+		cancelled, err := s.ws.IsCancelled(t.Context(), id)
+		require.NoError(t, err)
+		require.False(t, cancelled, "%s: nothing cancelled on a changed set", id)
+	}
+	code, out = s.do("POST", AlertsPath+"/cancel", map[string]any{"set": out["set"]}, shopToken)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, 3.0, out["cancelled"])
+	cancelled, err := s.ws.IsCancelled(t.Context(), "team-1")
+	require.NoError(t, err)
+	require.False(t, cancelled, "another principal's alert")
+
+	code, out = s.do("POST", AlertsPath+"/cancel", map[string]any{"preview": true})
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Contains(t, out["error"], "give a filter")
+	code, out = s.do("POST", AlertsPath+"/cancel", map[string]any{"target": "ops"})
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Contains(t, out["error"], "confirm a preview")
+}

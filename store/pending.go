@@ -3,7 +3,9 @@ package store
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -372,6 +374,17 @@ func (w *WheelStage) CountPending(ctx context.Context, now time.Time, hours int)
 		c.Later += p.bucket[hours+1].Val()
 	}
 	return c, nil
+}
+
+// PendingSet is the digest of a set of pending alerts' ids, in the list's order: a bulk
+// action's preview shows it, and its confirmation acts only while the set is the same.
+func PendingSet(ids []string) string {
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // SortedTargets are the targets of c.ByTarget, most pending first (then by name).
