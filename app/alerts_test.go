@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/ingress"
-	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -85,13 +82,8 @@ func TestAlertsListShowsWhatIsScheduled(t *testing.T) {
 // `rocketdelay alerts cancel` cancels every pending alert a filter matches, after a
 // --dry-run that changes nothing; it needs a filter and a reason.
 func TestAlertsCancelCommand(t *testing.T) {
-	dsn := testenv.MigratedPostgres(t)
-	rdb, prefix := testenv.Redis(t)
-	file := filepath.Join(t.TempDir(), "rocketdelay.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(`rocketmq: {nameServers: ["127.0.0.1:1"]}
-redis: {keyPrefix: `+prefix+`}
-`), 0o600))
-	env := map[string]string{"ROCKETDELAY_REDIS_URL": testenv.RedisURL(t), "ROCKETDELAY_POSTGRES_URL": dsn, "USER": "alice"}
+	file, env, rdb, prefix := cliStack(t)
+	env["USER"] = "alice"
 	ctx := context.Background()
 	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
 	for i, target := range []string{"ops", "ops", "ops", "db"} {

@@ -2,14 +2,11 @@ package app
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -17,15 +14,10 @@ import (
 // retry: it exits 0 saying so. An alert that was delivered is too late: it fails,
 // saying so.
 func TestCancelCommandStopsAFailedSend(t *testing.T) {
-	dsn := testenv.MigratedPostgres(t)
-	rdb, prefix := testenv.Redis(t)
-	file := filepath.Join(t.TempDir(), "rocketdelay.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(`rocketmq: {nameServers: ["127.0.0.1:1"]}
-redis: {keyPrefix: `+prefix+`}
-`), 0o600))
-	env := map[string]string{"ROCKETDELAY_REDIS_URL": testenv.RedisURL(t), "ROCKETDELAY_POSTGRES_URL": dsn, "USER": "alice"}
+	file, env, rdb, prefix := cliStack(t)
+	env["USER"] = "alice"
 	ctx := context.Background()
-	pg, err := store.OpenPostgres(ctx, dsn)
+	pg, err := store.OpenPostgres(ctx, env["ROCKETDELAY_POSTGRES_URL"])
 	require.NoError(t, err)
 	defer pg.Close()
 	fs := store.NewFailedSends(pg, store.FailedSendsOptions{})

@@ -8,14 +8,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
 )
 
 func prometheusRegistry(*testing.T) *prometheus.Registry { return prometheus.NewRegistry() }
@@ -94,4 +98,18 @@ func serveWith(t *testing.T, cfg config.Config, opts ServeOptions) (base string,
 		return err == nil && resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond)
 	return base, stop
+}
+
+// cliStack is what a command run against the shared Redis and Postgres, with no broker,
+// needs: a config file with a Redis key prefix of the test's own (rdb and prefix), and
+// the environment naming the stores (USER unset).
+func cliStack(t *testing.T) (file string, env map[string]string, rdb redis.UniversalClient, prefix string) {
+	t.Helper()
+	dsn := testenv.MigratedPostgres(t)
+	rdb, prefix = testenv.Redis(t)
+	file = filepath.Join(t.TempDir(), "rocketdelay.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`rocketmq: {nameServers: ["127.0.0.1:1"]}
+redis: {keyPrefix: `+prefix+`}
+`), 0o600))
+	return file, map[string]string{"ROCKETDELAY_REDIS_URL": testenv.RedisURL(t), "ROCKETDELAY_POSTGRES_URL": dsn}, rdb, prefix
 }

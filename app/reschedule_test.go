@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,13 +16,7 @@ import (
 // 0 moved, 2 a bad time or one it cannot reach, 3 unknown, 4 too late, 1 refused where it
 // is, 5 a store down.
 func TestRescheduleCommand(t *testing.T) {
-	dsn := testenv.MigratedPostgres(t)
-	rdb, prefix := testenv.Redis(t)
-	file := filepath.Join(t.TempDir(), "rocketdelay.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(`rocketmq: {nameServers: ["127.0.0.1:1"]}
-redis: {keyPrefix: `+prefix+`}
-`), 0o600))
-	env := map[string]string{"ROCKETDELAY_REDIS_URL": testenv.RedisURL(t), "ROCKETDELAY_POSTGRES_URL": dsn}
+	file, env, rdb, prefix := cliStack(t)
 	ctx := context.Background()
 	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
 	for _, id := range []string{"order-1-waiting", "order-2-waiting"} {
@@ -88,7 +80,7 @@ redis: {keyPrefix: `+prefix+`}
 	st, err = ws.Inspect(ctx, "order-2-waiting")
 	require.NoError(t, err)
 	require.Equal(t, "waiting", st.Stage, "a move RocketMQ refused changed nothing")
-	_, _, err = run(t, map[string]string{"ROCKETDELAY_REDIS_URL": "redis://" + testenv.ClosedAddr(t), "ROCKETDELAY_POSTGRES_URL": dsn},
+	_, _, err = run(t, map[string]string{"ROCKETDELAY_REDIS_URL": "redis://" + testenv.ClosedAddr(t), "ROCKETDELAY_POSTGRES_URL": env["ROCKETDELAY_POSTGRES_URL"]},
 		"reschedule", "-f", file, "order-2-waiting", "--in", "1s")
 	require.Equal(t, ExitUnavailable, ExitCode(err), "%v", err)
 }

@@ -40,12 +40,8 @@ const maxCountHours = 7 * 24
 // counts of all of them (?counts=HOURS: in all, by target, and by hour ahead).
 func (in *Ingress) listPending(w http.ResponseWriter, r *http.Request) {
 	const op = "list"
-	bad := func(format string, args ...any) {
-		in.metrics.requests.WithLabelValues(op, "bad_request").Inc()
-		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf(format, args...))
-	}
-	if in.deps.Pending == nil {
-		writeError(w, http.StatusServiceUnavailable, "disabled", "listing pending alerts is not enabled in this service")
+	bad, ok := in.pendingRequest(w, op)
+	if !ok {
 		return
 	}
 	v := r.URL.Query()
@@ -105,6 +101,19 @@ func (in *Ingress) listPending(w http.ResponseWriter, r *http.Request) {
 	}
 	in.metrics.requests.WithLabelValues(op, "ok").Inc()
 	writeJSON(w, http.StatusOK, res)
+}
+
+// pendingRequest starts a request op on the pending alerts: it answers 503 when the
+// service lists none (ok false), and returns bad, which answers a 400 of the request.
+func (in *Ingress) pendingRequest(w http.ResponseWriter, op string) (bad func(format string, args ...any), ok bool) {
+	if in.deps.Pending == nil {
+		writeError(w, http.StatusServiceUnavailable, "disabled", "listing pending alerts is not enabled in this service")
+		return nil, false
+	}
+	return func(format string, args ...any) {
+		in.metrics.requests.WithLabelValues(op, "bad_request").Inc()
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf(format, args...))
+	}, true
 }
 
 // timeParam reads the query parameter name with ParseWhen; the zero time when it is
@@ -171,12 +180,8 @@ type BulkCancelResponse struct {
 // is its own, and an id another principal owns is never matched).
 func (in *Ingress) cancelPending(w http.ResponseWriter, r *http.Request) {
 	const op = "bulk_cancel"
-	bad := func(format string, args ...any) {
-		in.metrics.requests.WithLabelValues(op, "bad_request").Inc()
-		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf(format, args...))
-	}
-	if in.deps.Pending == nil {
-		writeError(w, http.StatusServiceUnavailable, "disabled", "listing pending alerts is not enabled in this service")
+	bad, ok := in.pendingRequest(w, op)
+	if !ok {
 		return
 	}
 	p := principalOf(r)
