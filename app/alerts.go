@@ -188,22 +188,12 @@ reason, or when more than 10,000 alerts match; 5 when Redis or Postgres cannot b
 		err = withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
 			return withPostgres(c, cfg, func(pg *pgxpool.Pool) error {
 				ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
-				var ids []string
-				for {
-					page, err := ws.Pending(c.Context(), q)
-					if err != nil {
-						return err
-					}
-					for _, a := range page.Alerts {
-						ids = append(ids, a.ID)
-					}
-					if len(ids) > maxBulkCancel {
-						return usageError(c, "more than %d pending alerts match: narrow the filter", maxBulkCancel)
-					}
-					if page.Next == "" {
-						break
-					}
-					q.Cursor = page.Next
+				ids, err := store.PendingIDs(c.Context(), ws, q, maxBulkCancel, nil)
+				if err != nil {
+					return err
+				}
+				if len(ids) > maxBulkCancel {
+					return usageError(c, "more than %d pending alerts match: narrow the filter", maxBulkCancel)
 				}
 				view = bulkCancelView{Matched: len(ids), Results: map[string]int{}, DryRun: dryRun}
 				if dryRun {

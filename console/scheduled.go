@@ -110,25 +110,6 @@ func (c *Console) pendingFilter(r *http.Request) (url.Values, store.PendingQuery
 	return v, q, nil
 }
 
-// pendingMatching returns the ids of the pending alerts q selects, earliest due first,
-// at most bulkMax+1 of them.
-func (c *Console) pendingMatching(r *http.Request, q store.PendingQuery) ([]string, error) {
-	var ids []string
-	for {
-		page, err := c.alerts.Pending(r.Context(), q)
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range page.Alerts {
-			ids = append(ids, a.ID)
-		}
-		if page.Next == "" || len(ids) > bulkMax {
-			return ids, nil
-		}
-		q.Cursor = page.Next
-	}
-}
-
 // scheduledActions are the bulk actions on the pending alerts a filter matches, by the
 // path's {action}, and their verbs.
 var scheduledActions = map[string]string{"cancel": "Cancel", "reschedule": "Reschedule"}
@@ -156,7 +137,7 @@ func (c *Console) bulkScheduled(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "A bulk action needs a filter (a target, a principal or a due time): it never applies to everything scheduled.")
 		return
 	}
-	ids, err := c.pendingMatching(r, q)
+	ids, err := store.PendingIDs(r.Context(), c.alerts, q, bulkMax, nil)
 	if err != nil {
 		c.logger.Warn("console: pending alerts", "err", err)
 		c.fail(w, r, http.StatusServiceUnavailable, "The pending alerts cannot be read right now (Redis unreachable?); try again in a moment.")

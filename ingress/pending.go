@@ -219,8 +219,8 @@ func (in *Ingress) cancelPending(w http.ResponseWriter, r *http.Request) {
 		bad("give a filter (target, principal, dueAfter or dueBefore): a bulk cancel never applies to everything scheduled")
 		return
 	}
-	ids, err := in.matchingPending(r, q, p)
-	if errors.Is(err, errTooMany) {
+	ids, err := store.PendingIDs(r.Context(), in.deps.Pending, q, maxBulkCancel, in.ownedBy(r.Context(), p))
+	if err == nil && len(ids) > maxBulkCancel {
 		bad("more than %d pending alerts match: narrow the filter", maxBulkCancel)
 		return
 	}
@@ -268,36 +268,13 @@ func (in *Ingress) cancelPending(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// errTooMany is matchingPending's error past maxBulkCancel alerts.
-var errTooMany = errors.New("too many pending alerts match")
-
-// matchingPending returns the ids of the pending alerts q selects, earliest due first;
-// for a principal without the right "others", only the ids it owns.
-func (in *Ingress) matchingPending(r *http.Request, q store.PendingQuery, p config.Principal) ([]string, error) {
-	var ids []string
-	for {
-		page, err := in.deps.Pending.Pending(r.Context(), q)
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range page.Alerts {
-			if !p.Can(config.RightOthers) {
-				owner, err := in.deps.Producers.Owner(r.Context(), store.OwnAlert, a.ID)
-				if err != nil {
-					return nil, err
-				}
-				if owner != p.Name {
-					continue
-				}
-			}
-			ids = append(ids, a.ID)
-		}
-		if len(ids) > maxBulkCancel {
-			return nil, errTooMany
-		}
-		if page.Next == "" {
-			return ids, nil
-		}
-		q.Cursor = page.Next
+// ownedBy keeps, for a principal without the right "others", only the alerts it owns.
+func (in *Ingress) ownedBy(ctx context.Context, p config.Principal) func(store.Pending) (bool, error) {
+	if p.Can(config.RightOthers) {
+		return nil
+	}
+	return func(a store.Pending) (bool, error) {
+		owner, err := in.deps.Producers.Owner(ctx, store.OwnAlert, a.ID)
+		return owner == p.Name, err
 	}
 }

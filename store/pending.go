@@ -248,6 +248,40 @@ func (w *WheelStage) Pending(ctx context.Context, q PendingQuery) (PendingPage, 
 	return page, nil
 }
 
+// PendingPager pages the pending alerts; *WheelStage implements it.
+type PendingPager interface {
+	Pending(ctx context.Context, q PendingQuery) (PendingPage, error)
+}
+
+// PendingIDs pages through the pending alerts q selects (its Cursor and Limit are its
+// own) and returns the ids of those keep accepts (nil: every one), earliest due first,
+// stopping once it has more than max: a bulk action that finds more than max refuses.
+func PendingIDs(ctx context.Context, l PendingPager, q PendingQuery, max int, keep func(Pending) (bool, error)) ([]string, error) {
+	q.Cursor, q.Limit = "", MaxPendingPage
+	var ids []string
+	for {
+		page, err := l.Pending(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range page.Alerts {
+			ok := true
+			if keep != nil {
+				if ok, err = keep(a); err != nil {
+					return nil, err
+				}
+			}
+			if ok {
+				ids = append(ids, a.ID)
+			}
+		}
+		if page.Next == "" || len(ids) > max {
+			return ids, nil
+		}
+		q.Cursor = page.Next
+	}
+}
+
 // pendingPage reads the next count ids of s's index after at, due at most last.
 func (w *WheelStage) pendingPage(ctx context.Context, s *shard, at position, last int64, count int) ([]string, []int64, error) {
 	start := at.ms
