@@ -72,7 +72,8 @@ the id when the alert was moved.`,
 		if err != nil {
 			return err
 		}
-		// An alert moved farther than the wheel stage holds goes back to RocketMQ.
+		// An alert moved farther than the wheel stage holds goes back to RocketMQ, and a
+		// hopping alert moved earlier is read back from it and published again.
 		scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
 		pub, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Access: scheduler.AccessFromConfig(cfg), Topic: cfg.RocketMQ.Topic,
 			SendTimeout: cfg.RocketMQ.SendTimeout})
@@ -85,7 +86,8 @@ the id when the alert was moved.`,
 			return withPostgres(c, cfg, func(pg *pgxpool.Pool) (err error) {
 				r := failed.Rescheduler{Stage: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
 					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Publisher: pub, Reach: cfg.Scheduler.Threshold,
-					Horizon: cfg.Scheduler.Horizon}
+					Horizon: cfg.Scheduler.Horizon,
+					Reader: wire.Reader{Access: scheduler.AccessFromConfig(cfg), Timeout: cfg.RocketMQ.SendTimeout}}
 				res, err = r.Reschedule(store.WithAuthor(c.Context(), cliAuthor(stdio)), id, due)
 				return err
 			})

@@ -232,7 +232,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		Reason: "DELETE " + ingress.AlertsPath + "/{id}, or an Alertmanager notification that replaced or resolved it"}
 	// And reschedules through one rescheduler.
 	rescheduler := failed.Rescheduler{Stage: ws, Rows: failedSends, Publisher: pub, Reach: cfg.Scheduler.Threshold,
-		Horizon: cfg.Scheduler.Horizon, Now: now}
+		Horizon: cfg.Scheduler.Horizon, Now: now,
+		Reader: wire.Reader{Access: scheduler.AccessFromConfig(cfg), Timeout: cfg.RocketMQ.SendTimeout}}
 	esc, err := escalator(cfg, rdb, signer, pub, canceller, snd, logger, reg, now)
 	if err != nil {
 		return err

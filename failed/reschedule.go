@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
@@ -21,6 +24,12 @@ type StageRescheduler interface {
 // it.
 type CopyPublisher interface {
 	PublishCopy(ctx context.Context, c wire.Copy) (string, error)
+}
+
+// MessageReader reads the message of a hopping alert's last hop back from the broker's
+// store by its offset message id; wire.Reader implements it.
+type MessageReader interface {
+	Read(ctx context.Context, offsetID string) (*primitive.MessageExt, error)
 }
 
 // RowRescheduler moves the next attempt of an alert's pending failed_sends row;
@@ -40,8 +49,13 @@ type Rescheduler struct {
 	Stage StageRescheduler
 	Rows  RowRescheduler
 	// Publisher sends an alert moved farther than the wheel stage holds back to the
-	// broker. nil: such a move is refused (store.RescheduleTooFar).
+	// broker, and a hopping alert moved earlier than its message carries. nil: such a
+	// move is refused (store.RescheduleTooFar, store.RescheduleInHop).
 	Publisher CopyPublisher
+	// Reader reads a hopping alert moved earlier than its message carries back from the
+	// broker, for Publisher to publish a copy of at the new time. nil: such a move is
+	// refused (store.RescheduleInHop).
+	Reader MessageReader
 	// Reach is how far ahead the wheel stage holds alerts: the scheduler's hop threshold
 	// (config scheduler.threshold). Required.
 	Reach time.Duration
@@ -75,7 +89,15 @@ func (r Rescheduler) Reschedule(ctx context.Context, id string, dueAt time.Time)
 		return store.Rescheduled{}, err
 	}
 	if res.Requeue != nil {
-		return r.requeue(ctx, id, *res.Requeue)
+		e := res.Requeue.Entry
+		return r.requeue(ctx, id, res.Requeue.Gen, e.DueAt, func() error {
+			_, err := r.Publisher.PublishCopy(ctx, wire.Copy{ID: e.ID, Target: e.Target, At: e.DueAt, Body: e.Body,
+				Props: e.Props, Hops: e.Hops, Gen: res.Requeue.Gen})
+			return err
+		})
+	}
+	if res.Recall != nil {
+		return r.recall(ctx, res)
 	}
 	if res.Result != store.RescheduleRecorded && res.Result != store.RescheduleUnknown {
 		return res, nil
@@ -94,21 +116,19 @@ func (r Rescheduler) Reschedule(ctx context.Context, id string, dueAt time.Time)
 // context ended.
 const settleTimeout = 10 * time.Second
 
-// requeue publishes q, the copy of the alert id that goes back to the broker, and
-// settles its generation: committed when the publish succeeded, refused when it failed.
-func (r Rescheduler) requeue(ctx context.Context, id string, q store.Requeue) (store.Rescheduled, error) {
-	e, perr := q.Entry, error(nil)
-	if r.Publisher == nil {
-		perr = errors.New("this process has no RocketMQ producer")
-	} else {
-		_, perr = r.Publisher.PublishCopy(ctx, wire.Copy{ID: e.ID, Target: e.Target, At: e.DueAt, Body: e.Body, Props: e.Props,
-			Hops: e.Hops, Gen: q.Gen})
+// requeue publishes the copy of generation gen of the alert id that goes back to the
+// broker, due at dueAt, and settles gen: committed when the publish succeeded, refused
+// when it failed.
+func (r Rescheduler) requeue(ctx context.Context, id string, gen int64, dueAt time.Time, publish func() error) (store.Rescheduled, error) {
+	perr := errors.New("this process has no RocketMQ producer")
+	if r.Publisher != nil {
+		perr = publish()
 	}
 	// Settled even when ctx ended: an unsettled generation is settled by its copy's
 	// arrival, but a refused one must not wait for that.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	res, err := r.Stage.SettleRequeue(sctx, id, q.Gen, e.DueAt, perr == nil)
+	res, err := r.Stage.SettleRequeue(sctx, id, gen, dueAt, perr == nil)
 	switch {
 	case err != nil && perr == nil:
 		return store.Rescheduled{}, fmt.Errorf("%w (the copy was sent to RocketMQ: it moves the alert when it arrives, "+
@@ -119,4 +139,39 @@ func (r Rescheduler) requeue(ctx context.Context, id string, q store.Requeue) (s
 		return store.Rescheduled{}, fmt.Errorf("%w: reschedule %s: send it back to RocketMQ: %v", store.ErrUnavailable, id, perr)
 	}
 	return res, nil
+}
+
+// recall moves a hopping alert earlier than its message carries (store.Recall): its
+// last hop's message is read back from the broker and a copy of it, due at the new
+// time, is published and settled as a requeue's. When the message cannot be had (this
+// process cannot read or publish, or the broker no longer has it) nothing changes and
+// the answer is the wheel stage's: store.RescheduleInHop, with the earliest time.
+func (r Rescheduler) recall(ctx context.Context, in store.Rescheduled) (store.Rescheduled, error) {
+	q := *in.Recall
+	refuse := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		_, err := r.Stage.SettleRequeue(sctx, q.ID, q.Gen, q.DueAt, false)
+		return err
+	}
+	inHop := store.Rescheduled{Result: store.RescheduleInHop, DueAt: in.DueAt}
+	if r.Reader == nil || r.Publisher == nil {
+		return inHop, refuse()
+	}
+	msg, err := r.Reader.Read(ctx, q.Msg)
+	switch {
+	case errors.Is(err, wire.ErrMessageGone), err == nil && msg.GetProperty(wire.PropID) != q.ID:
+		return inHop, refuse()
+	case err != nil:
+		if rerr := refuse(); rerr != nil {
+			return store.Rescheduled{}, rerr
+		}
+		return store.Rescheduled{}, fmt.Errorf("%w: reschedule %s: read its message back from RocketMQ: %v", store.ErrUnavailable, q.ID, err)
+	}
+	hops, _ := strconv.Atoi(msg.GetProperty(wire.PropHops))
+	return r.requeue(ctx, q.ID, q.Gen, q.DueAt, func() error {
+		_, err := r.Publisher.PublishCopy(ctx, wire.Copy{ID: q.ID, Target: msg.GetProperty(wire.PropTarget), At: q.DueAt,
+			Body: msg.Body, Props: wire.CopyProps(msg), Hops: hops, Gen: q.Gen})
+		return err
+	})
 }

@@ -238,6 +238,6 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 		delay = s.opts.Levels[h.Level-1]
 	}
 	s.noteHop(store.HopNote{ID: a.ID, Target: a.Target, Due: a.DueAt, Hops: a.Hops + 1, Delay: delay,
-		Priority: a.Priority, Principal: a.Principal})
+		Priority: a.Priority, Principal: a.Principal, Msg: res.OffsetMsgID, Gen: a.Gen})
 	return nil
 }

@@ -79,7 +79,7 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.
 	if t, ok := rules.topics[a.Target]; ok {
 		// A topic target's body is any bytes; where it goes is decided now, so a
 		// destination it may not choose is refused on arrival, not at its due time.
-		a.Props = storedProps(msg)
+		a.Props = wire.CopyProps(msg)
 		if _, err := t.Resolve(a.ID, a.Props); err != nil {
 			return a, wire.Reject(wire.RejectDestination, "%v", err)
 		}
@@ -101,21 +101,6 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.
 		}
 	}
 	return a, nil
-}
-
-// storedProps are the properties of a topic target's message that its delivery needs:
-// all but the broker's own and the scheduling ones (due time, target, id, hops,
-// generation), which the wheel stage keeps in fields of their own or drops.
-func storedProps(msg *primitive.MessageExt) map[string]string {
-	out := map[string]string{}
-	for k, v := range msg.GetProperties() {
-		switch {
-		case wire.SystemProperty(k), k == wire.PropDeliverAt, k == wire.PropDelay, k == wire.PropTarget, k == wire.PropID, k == wire.PropHops, k == wire.PropGen:
-		default:
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // absurdMillis is a due time no alert can have: year 9999.

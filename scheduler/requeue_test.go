@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,11 +26,24 @@ func (h *harness) waiting(id string) {
 
 // reschedule moves id to dueAt as failed.Rescheduler does (which imports this package):
 // in the wheel stage, or beyond its reach, back to the broker: publish the copy, then
-// settle it.
+// settle it; a hopping alert moved earlier than its message carries is read back from
+// the broker first.
 func (h *harness) reschedule(ctx context.Context, id string, dueAt time.Time) (store.Rescheduled, error) {
 	res, err := h.ws.Reschedule(ctx, id, dueAt, h.threshold)
-	if err != nil || res.Requeue == nil {
+	switch {
+	case err != nil:
 		return res, err
+	case res.Recall != nil:
+		q := res.Recall
+		msg, err := wire.Reader{}.Read(ctx, q.Msg)
+		require.NoError(h.t, err)
+		require.Equal(h.t, id, msg.GetProperty(wire.PropID))
+		hops, _ := strconv.Atoi(msg.GetProperty(wire.PropHops))
+		_, err = h.producer.PublishCopy(ctx, wire.Copy{ID: id, Target: msg.GetProperty(wire.PropTarget), At: q.DueAt,
+			Body: msg.Body, Props: wire.CopyProps(msg), Hops: hops, Gen: q.Gen})
+		return h.ws.SettleRequeue(ctx, id, q.Gen, q.DueAt, err == nil)
+	case res.Requeue == nil:
+		return res, nil
 	}
 	e := res.Requeue.Entry
 	_, err = h.producer.PublishCopy(ctx, wire.Copy{ID: e.ID, Target: e.Target, At: e.DueAt, Body: e.Body, Props: e.Props,

@@ -15,8 +15,10 @@ import (
 
 // TestRescheduleWhileHopping moves alerts while their hop is in the broker: later is
 // recorded and met when the alert reaches the wheel stage; earlier than the due time its
-// message carries is refused (no arrival reads the record), and the alert keeps that due
-// time. Each is handed off once, never before the due time it ends up with.
+// message carries, its message is read back from the broker and a copy of a new
+// generation published for the new time, and the copy still hopping is dropped when it
+// arrives. Each is handed off once, at the due time it ends up with, never before (by
+// the receiving side's clock).
 func TestRescheduleWhileHopping(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
@@ -24,7 +26,7 @@ func TestRescheduleWhileHopping(t *testing.T) {
 	ctx := context.Background()
 
 	later := h.publish("r-later", 12*time.Second, "moved later while hopping")
-	earlier := h.publish("r-earlier", 14*time.Second, "not moved earlier while hopping")
+	earlier := h.publish("r-earlier", 14*time.Second, "moved earlier while hopping")
 	hopping := func(id string) {
 		require.Eventually(t, func() bool {
 			st, err := h.ws.Inspect(ctx, id)
@@ -39,14 +41,22 @@ func TestRescheduleWhileHopping(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.Rescheduled{Result: store.RescheduleHopMoved, DueAt: newLater}, res)
 
-	carried := earlier.DeliverAt.Truncate(time.Millisecond)
-	res, err = h.ws.Reschedule(ctx, "r-earlier", carried.Add(-3*time.Second), h.threshold)
+	// Far earlier than it carries, past the wheel stage's reach too: "page this in 2s".
+	newEarlier := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
+	require.Greater(t, earlier.DeliverAt.Sub(newEarlier), h.threshold)
+	res, err = h.reschedule(ctx, "r-earlier", newEarlier)
 	require.NoError(t, err)
-	require.Equal(t, store.Rescheduled{Result: store.RescheduleInHop, DueAt: carried}, res)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleRequeued, DueAt: newEarlier}, res)
 
-	want := map[string]time.Time{"r-later": newLater, "r-earlier": earlier.DeliverAt}
+	want := map[string]time.Time{"r-later": newLater, "r-earlier": newEarlier}
 	h.rec.waitAll(t, []string{"r-later", "r-earlier"}, 60*time.Second)
 	h.settle([]string{"r-later", "r-earlier"}, m)
+	staleDropped(t, m, 1) // the copy that carried the old time, on its arrival
+	h.rec.mu.Lock()
+	first := h.rec.at["r-earlier"][0]
+	h.rec.mu.Unlock()
+	require.True(t, first.Before(earlier.DeliverAt), "handed off at %s, not before the time it was published with, %s",
+		first.Format(time.StampMilli), earlier.DeliverAt.Format(time.StampMilli))
 	_, p99, _ := h.rec.latenessReport(t, want) // once each, never early, carrying the due time it ended up with
 	t.Logf("lateness p99 %s", p99)
 	// Moved later, it is not left to a later hop: the last hop of each was to come back

@@ -52,7 +52,8 @@ const (
 	// refused. Nothing changed.
 	RescheduleTooFar
 	// RescheduleInHop means the alert is hopping and the new due time is before the one
-	// its message carries (Rescheduled.DueAt): its hops lead there, so it could only be
+	// its message carries (Rescheduled.DueAt), and its message cannot be read back to be
+	// published again at the new time (Recall): its hops lead there, so it could only be
 	// met late. Nothing changed.
 	RescheduleInHop
 	// RescheduleUnknown means Redis has no trace of the alert: never published, not
@@ -132,7 +133,9 @@ func (r RescheduleResult) Explain() string {
 		return "not moved: it waits in the wheel stage and the new due time is beyond scheduler.threshold from now, " +
 			"so it must go back to RocketMQ, which this process could not do"
 	case RescheduleInHop:
-		return "it is hopping through RocketMQ toward the due time its message carries: it can be moved to that time or later now, and earlier once it reaches the wheel stage (within scheduler.threshold of that time)"
+		return "it is hopping through RocketMQ toward the due time its message carries, and that message cannot be read back " +
+			"(the broker no longer has it, or its hop was noted by an earlier release): it can be moved to that time or later now, " +
+			"and earlier once it reaches the wheel stage (within scheduler.threshold of that time)"
 	case RescheduleUnknown:
 		return "no alert of this id is known: never published, not received yet, or done longer ago than scheduler.doneTTL"
 	case RescheduleRowMoved:
@@ -159,6 +162,31 @@ type Rescheduled struct {
 	// Requeue is, for WheelStage's RescheduleTooFar, the copy to publish: the alert goes
 	// back to the broker. nil otherwise.
 	Requeue *Requeue
+	// Recall is, for WheelStage's RescheduleInHop, the hopping alert's message to read
+	// back from the broker and publish again at the new due time, when its trace names
+	// one. nil otherwise: the alert can be moved no earlier than DueAt while it hops.
+	Recall *Recall
+}
+
+// recallCode is wheel_reschedule.lua's answer for a hopping alert moved earlier than
+// the due time its message carries whose last hop's message it knows: Recall.
+const recallCode = 11
+
+// Recall is a hopping alert that a reschedule moves earlier than its message carries:
+// its body and properties are only in the broker, in the message of its last hop, so
+// the rescheduler reads that message back (its offset message id, Msg), publishes a copy
+// of it due at DueAt carrying RD_GEN=Gen, and settles Gen with SettleRequeue (committed
+// if the publish succeeded, refused if not), as for a Requeue. The copy of the old
+// generation still hopping is dropped when it arrives.
+type Recall struct {
+	ID  string
+	Gen int64
+	// Msg is the offset message id (primitive.SendResult.OffsetMsgID) of the alert's
+	// last hop.
+	Msg string
+	// DueAt is the new due time (the one asked, or now when that had passed by Redis's
+	// clock).
+	DueAt time.Time
 }
 
 // Requeue is a copy of an alert waiting in the wheel stage that a reschedule sends back
@@ -194,6 +222,16 @@ func (w *WheelStage) Reschedule(ctx context.Context, id string, dueAt time.Time,
 		return Rescheduled{}, w.fail("reschedule", err)
 	}
 	code, ms, ok := codeAndMillis(res)
+	if ok && code == recallCode && len(res) == 5 {
+		gen, _ := res[2].(int64)
+		msg, _ := res[3].(string)
+		due, _ := res[4].(int64)
+		if gen <= 0 || msg == "" || due <= 0 {
+			return Rescheduled{}, fmt.Errorf("store: reschedule: unexpected script result %v", res)
+		}
+		return Rescheduled{Result: RescheduleInHop, DueAt: time.UnixMilli(ms),
+			Recall: &Recall{ID: id, Gen: gen, Msg: msg, DueAt: time.UnixMilli(due)}}, nil
+	}
 	if !ok || code < int64(RescheduleMoved) || code > int64(RescheduleUnknown) || (code == int64(RescheduleTooFar)) != (len(res) == 4) {
 		return Rescheduled{}, fmt.Errorf("store: reschedule: unexpected script result %v", res)
 	}
@@ -300,8 +338,9 @@ func (w *WheelStage) SettleRequeue(ctx context.Context, id string, gen int64, du
 	}
 	s := w.shardOf(id)
 	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
-		s.keys.gen(id), s.keys.tries(), s.keys.failed(), s.keys.parts()}
-	res, err := w.write(ctx, wheelRequeueScript, keys, id, gen, dueAt.UnixMilli(), mode, w.opts.CancelTTL.Milliseconds()).Slice()
+		s.keys.gen(id), s.keys.tries(), s.keys.failed(), s.keys.parts(), s.keys.pending(), s.keys.pendingBy()}
+	res, err := w.write(ctx, wheelRequeueScript, keys, id, gen, dueAt.UnixMilli(), mode, w.opts.CancelTTL.Milliseconds(),
+		AuthorOf(ctx)).Slice()
 	if err != nil {
 		return Rescheduled{}, w.fail("settle requeue", err)
 	}

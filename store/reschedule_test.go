@@ -181,6 +181,94 @@ func TestWheelStageRescheduleHopping(t *testing.T) {
 	require.Equal(t, latest, at)
 }
 
+// TestWheelStageRecallsAHoppingAlert moves a hopping alert earlier than its message
+// carries when its trace names its last hop's message: the answer is a generation and
+// that message to read back (Recall), and nothing changes until the copy's generation
+// is settled; committed, the move is on the record (its author, both times), the list
+// of pending alerts has the new time, the copy of the old generation is stale (its hop
+// notes leave the trace alone, its arrival is dropped) and the new copy is the alert.
+// Without a message to read back (a hop noted by an earlier release) it is refused as
+// before.
+func TestWheelStageRecallsAHoppingAlert(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{CancelTTL: 2 * time.Hour})
+	now := redisNow(t, rdb)
+	due := now.Add(10 * time.Minute).Truncate(time.Millisecond)
+	for _, id := range []string{"recall", "refused", "old-release"} {
+		msg := "OM-" + id
+		if id == "old-release" {
+			msg = ""
+		}
+		require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: id, Due: due, Target: "ops", Hops: 1, Delay: 2 * time.Minute, Msg: msg}))
+	}
+	soon := now.Add(5 * time.Second).Truncate(time.Millisecond)
+	got, err := ws.Reschedule(ctx, "recall", soon, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleInHop, DueAt: due,
+		Recall: &store.Recall{ID: "recall", Gen: 1, Msg: "OM-recall", DueAt: soon}}, got)
+	st, err := ws.Inspect(ctx, "recall")
+	require.NoError(t, err)
+	require.Equal(t, due, st.DueAt, "nothing moved before the settle")
+	require.Zero(t, st.MoveCount)
+
+	res, err := ws.SettleRequeue(store.WithAuthor(ctx, "ana"), "recall", 1, soon, true)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleRequeued, DueAt: soon}, res)
+	st, err = ws.Inspect(ctx, "recall")
+	require.NoError(t, err)
+	require.Equal(t, soon, st.DueAt)
+	require.Equal(t, due, st.FirstDueAt, "the first due time is kept")
+	require.Len(t, st.Moves, 1)
+	require.Equal(t, store.Move{At: st.Moves[0].At, From: due, To: soon, By: "ana"}, st.Moves[0])
+	page, err := ws.Pending(ctx, store.PendingQuery{})
+	require.NoError(t, err)
+	listed := map[string]time.Time{}
+	for _, p := range page.Alerts {
+		listed[p.ID] = p.DueAt
+	}
+	require.Equal(t, map[string]time.Time{"recall": soon, "refused": due, "old-release": due}, listed)
+
+	// The old copy hops on: its notes are a stale generation's, and leave the trace alone.
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "recall", Due: due, Target: "ops", Hops: 2, Delay: 2 * time.Minute, Msg: "OM-stale"}))
+	om, err := rdb.HGet(ctx, "{"+prefix+"}:trace:recall", "om").Result()
+	require.NoError(t, err)
+	require.Equal(t, "OM-recall", om)
+	// The new copy's hop is noted; its arrival is stored, the old copy's is dropped.
+	copyAt := entryAt("recall", soon)
+	copyAt.Gen = 1
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "recall", Due: soon, Target: "ops", Hops: 2, Delay: time.Second, Msg: "OM-copy", Gen: 1}))
+	om, err = rdb.HGet(ctx, "{"+prefix+"}:trace:recall", "om").Result()
+	require.NoError(t, err)
+	require.Equal(t, "OM-copy", om)
+	put, err := ws.Put(ctx, copyAt)
+	require.NoError(t, err)
+	require.Equal(t, store.PutStored, put)
+	put, err = ws.Put(ctx, entryAt("recall", due))
+	require.NoError(t, err)
+	require.Equal(t, store.PutStale, put)
+
+	// A refused settle (the publish failed) changes nothing; the next move asks again.
+	got, err = ws.Reschedule(ctx, "refused", soon, time.Minute)
+	require.NoError(t, err)
+	require.NotNil(t, got.Recall)
+	res, err = ws.SettleRequeue(ctx, "refused", got.Recall.Gen, soon, false)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleTooFar, res.Result)
+	st, err = ws.Inspect(ctx, "refused")
+	require.NoError(t, err)
+	require.Equal(t, due, st.DueAt)
+	require.Zero(t, st.MoveCount)
+	again, err := ws.Reschedule(ctx, "refused", soon, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, got.Recall.Gen+1, again.Recall.Gen)
+
+	// Noted without its message: refused, naming the carried time.
+	got, err = ws.Reschedule(ctx, "old-release", soon, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleInHop, DueAt: due}, got)
+}
+
 // TestWheelStageRescheduleRacesTheClaim moves alerts at the very moment they fall due,
 // while a claimer takes them, many rounds: each alert is claimed exactly once, and never
 // before the due time the reschedule answered (or, refused, its own).

@@ -29,25 +29,29 @@ type HopNote struct {
 	// Priority (RD_PRIORITY) and Principal (the producer its signature proves, "" when
 	// none), for the list of pending alerts.
 	Priority, Principal string
+	// Msg is the offset message id of the hop's message (primitive.SendResult.OffsetMsgID),
+	// by which a reschedule earlier reads the alert back (Recall). Gen is the copy's
+	// generation (RD_GEN): the note of a stale copy is not written.
+	Msg string
+	Gen int64
 }
 
 // TraceHop notes in its alert's trace that the alert took a broker hop, and lists it
 // among the pending alerts (Pending) unless it was cancelled. It is one round trip and
-// changes nothing else; a trace of an alert that is done already (a late copy) is left
-// alone.
+// changes nothing else; a trace of an alert that is done already (a late copy), or a
+// note of a stale copy (a generation that lost), is left alone.
 func (w *WheelStage) TraceHop(ctx context.Context, h HopNote) error {
 	s := w.shardOf(h.ID)
 	err := traceHopScript.Run(ctx, w.rdb, []string{s.keys.trace(h.ID), s.keys.resched(h.ID), s.keys.cancel(h.ID),
-		s.keys.pending(), s.keys.pendingBy()},
+		s.keys.pending(), s.keys.pendingBy(), s.keys.gen(h.ID)},
 		h.Due.UnixMilli(), h.Target, h.Hops, h.Delay.Milliseconds(), w.opts.CancelTTL.Milliseconds(),
-		h.Priority, h.Principal, h.ID).Err()
+		h.Priority, h.Principal, h.ID, h.Msg, h.Gen).Err()
 	if err != nil {
 		return w.fail("trace hop", err)
 	}
 	return nil
 }
 
-// AlertState is what Redis knows of one alert.
 // Move is a reschedule of an alert, as its trace records it: when (Redis's clock), from
 // which due time to which, and who asked (store.WithAuthor; "" when unknown).
 type Move struct {
@@ -55,6 +59,7 @@ type Move struct {
 	By           string
 }
 
+// AlertState is what Redis knows of one alert.
 type AlertState struct {
 	// Traced reports that the alert has a trace: rocketdelay saw it within the trace's
 	// life (the done marker's, scheduler.doneTTL, once it was handed off).

@@ -14,6 +14,7 @@
 --            robot, merged, parts, by   how it was delivered, by which replica
 --            pri    its priority ("" normal);  who  the principal that published it, as
 --                   its signature proves ("" when none)
+--            om     the offset message id of its last hop's message
 -- KEYS[2]  {p}:resched:<id>  reschedule record (wheel_reschedule.lua): the due time that
 --                            overrides the message's
 -- KEYS[3]  {p}:cancel:<id>   cancel tombstone of this id
@@ -25,13 +26,23 @@
 -- ARGV[3]  hops taken, this one included
 -- ARGV[4]  the hop's delay, ms
 -- ARGV[5]  the trace's lifetime, ms
+-- KEYS[6]  {p}:gen:<id>      generation record (wheel_requeue.lua lists its fields)
 -- ARGV[6]  priority;  ARGV[7]  principal;  ARGV[8]  id
+-- ARGV[9]  the offset message id of the hop's message ("" when unknown), kept as om: a
+--          reschedule earlier reads the alert back by it (wheel_reschedule.lua)
+-- ARGV[10] the copy's generation (RD_GEN; 0 when absent)
 --
 -- A trace whose alert is done (delivered, recorded or withheld: a late copy still
--- hopping) is left alone. The alert is listed in pending (pending_note in
+-- hopping) is left alone, and so is one of a stale copy: its generation is not the live
+-- one and was decided (a reschedule made another copy the alert). The alert is listed in pending (pending_note in
 -- lib_pending.lua) unless it has a cancel tombstone. Returns 1 when written.
 local st = redis.call('HGET', KEYS[1], 'st')
 if st == 'delivered' or st == 'recorded' or st == 'withheld' then
+  return 0
+end
+local gens = redis.call('HMGET', KEYS[6], 'live', 'decided')
+local gen = tonumber(ARGV[10])
+if gen ~= tonumber(gens[1] or '0') and gen <= tonumber(gens[2] or '0') then
   return 0
 end
 local t = redis.call('TIME')
@@ -41,7 +52,7 @@ local due = redis.call('GET', KEYS[2]) or ARGV[1]
 redis.call('HSET', KEYS[1], 'st', 'hopping', 'due', due, 'carried', ARGV[1],
   'tgt', ARGV[2], 'hops', ARGV[3],
   'hop', string.format('%d', now), 'next', string.format('%d', now + tonumber(ARGV[4])),
-  'pri', ARGV[6], 'who', ARGV[7])
+  'pri', ARGV[6], 'who', ARGV[7], 'om', ARGV[9])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 if redis.call('EXISTS', KEYS[3]) == 0 then
   pending_note(KEYS[4], KEYS[5], ARGV[8], due, ARGV[2])

@@ -22,7 +22,13 @@
 -- ARGV[2]  g
 -- ARGV[3]  generation g's due time, Unix ms
 -- ARGV[4]  "commit" (g's copy is in the broker) or "refuse" (its publish failed)
+-- KEYS[12] {p}:pending       sorted set: id -> due time of every pending alert (lib_pending.lua)
+-- KEYS[13] {p}:pending-by    hash: target -> how many of pending are its
 -- ARGV[5]  the records' lifetime, ms (a cancel tombstone's)
+-- ARGV[6]  who moved it ("" when unknown: a copy that arrived first settles itself)
+--
+-- A commit (1) is the move: on the alert's record (note_move, lib_move.lua), and in
+-- pending at the new due time.
 --
 -- Returns {code, ms}: ms is g's due time for 1, else 0.
 --         1 moved (g is the live generation: the entry that waited is gone, the copy of
@@ -50,6 +56,7 @@ end
 if redis.call('ZSCORE', KEYS[2], id) or redis.call('HEXISTS', KEYS[11], id) == 1 then
   return {2, 0}
 end
+local from = redis.call('ZSCORE', KEYS[1], id) or redis.call('HGET', KEYS[6], 'due')
 local waiting = redis.call('ZREM', KEYS[1], id) == 1
 if waiting then
   redis.call('HDEL', KEYS[3], id)
@@ -69,8 +76,12 @@ redis.call('HSET', KEYS[8], 'live', ARGV[2])
 redis.call('SET', KEYS[7], ARGV[3], 'PX', ARGV[5])
 local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+if from then
+  note_move(KEYS[6], string.format('%d', tonumber(from)), ARGV[3], tonumber(now), ARGV[6])
+end
 if waiting or redis.call('EXISTS', KEYS[6]) == 1 then
   redis.call('HSET', KEYS[6], 'st', 'hopping', 'due', ARGV[3], 'hop', now, 'next', now)
   redis.call('PEXPIRE', KEYS[6], ARGV[5])
+  pending_note(KEYS[12], KEYS[13], id, ARGV[3], redis.call('HGET', KEYS[6], 'tgt'))
 end
 return {1, tonumber(ARGV[3])}

@@ -23,13 +23,13 @@
 --          "<id> <new due, Unix ms>", for the replica whose wheel holds its timer
 -- ARGV[6]  who moved it ("" when unknown), for the trace
 --
--- A move (1 and 6) moves the alert in pending too (a requeue, 8, once its copy's hop is
--- noted: trace_hop.lua). A move is on the alert's record: the trace keeps the due time it was first
--- accepted with (due0, set by the first move), counts the moves (moves), and notes each
--- of the first maxMoves as move:<n> = "<when> <from> <to> <who>" (Unix ms, Redis clock).
+-- A move (1 and 6) moves the alert in pending too (8 and 11 once their copy is settled:
+-- wheel_requeue.lua). A move is on the alert's record (note_move, lib_move.lua).
 --
 -- Returns {code, ms}: ms is the effective due time for 1, 6 and 8, the due time the
--- hopping message carries for 9, else 0; for 8 also the allocated generation and the encoded entry.
+-- hopping message carries for 9 and 11, else 0; for 8 also the allocated generation and
+-- the encoded entry; for 11 also the allocated generation, the offset message id of the
+-- alert's last hop, and the effective due time.
 --         1 moved (was waiting in due: its score and the due time inside its entry are
 --           the new due time; a record, if any, too),
 --         2 too late (in flight: claimed or parked; nothing changed),
@@ -46,25 +46,17 @@
 --           caller publishes a hop of the entry carrying RD_GEN=g and settles g with
 --           wheel_requeue.lua. Until then nothing else changed; a split alert partly
 --           sent is too late instead),
---         9 in hop (hopping, and the new due time is before the one its message carries:
---           the hops lead there, and an arrival reads no record on the way (a hop never
---           waits for Redis), so it could only be met late; nothing changed),
---        10 unknown (no trace, nothing in Redis).
-local maxMoves = 20
-
--- note_move records in the trace, if there is one, that the alert moved from the due
--- time from to to, at now.
-local function note_move(from, to, now)
-  if redis.call('EXISTS', KEYS[6]) == 0 then
-    return
-  end
-  redis.call('HSETNX', KEYS[6], 'due0', from)
-  local n = redis.call('HINCRBY', KEYS[6], 'moves', 1)
-  if n <= maxMoves then
-    redis.call('HSET', KEYS[6], 'move:' .. n, string.format('%d', now) .. ' ' .. from .. ' ' .. to .. ' ' .. ARGV[6])
-  end
-end
-
+--         9 in hop (hopping, the new due time is before the one its message carries,
+--           and the trace names no message to read back (its hop was noted by a release
+--           before this one): the hops lead there, and an arrival reads no record on the
+--           way (a hop never waits for Redis), so it could only be met late; nothing
+--           changed),
+--        10 unknown (no trace, nothing in Redis),
+--        11 recall (hopping, the new due time is before the one its message carries, and
+--           the trace names its last hop's message (om, trace_hop.lua): the alert's body
+--           and properties are in the broker only, so the caller reads that message back,
+--           publishes a copy of it carrying RD_GEN=g at the new due time, and settles g
+--           with wheel_requeue.lua, as for 8. Until then nothing else changed).
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then
   return {2, 0}
@@ -105,7 +97,7 @@ if redis.call('ZSCORE', KEYS[1], id) then
   if redis.call('EXISTS', KEYS[7]) == 1 then
     redis.call('SET', KEYS[7], dues, 'KEEPTTL')
   end
-  note_move(string.format('%d', tonumber(from)), dues, now)
+  note_move(KEYS[6], string.format('%d', tonumber(from)), dues, now, ARGV[6])
   if redis.call('EXISTS', KEYS[6]) == 1 then
     redis.call('HSET', KEYS[6], 'due', dues)
     pending_note(KEYS[10], KEYS[11], id, dues, redis.call('HGET', KEYS[6], 'tgt'))
@@ -125,10 +117,18 @@ if redis.call('HGET', KEYS[6], 'st') ~= 'hopping' then
 end
 local carried = tonumber(redis.call('HGET', KEYS[6], 'carried') or redis.call('HGET', KEYS[6], 'due') or '0')
 if due < carried then
-  return {9, carried}
+  local om = redis.call('HGET', KEYS[6], 'om')
+  if not om or om == '' then
+    return {9, carried}
+  end
+  local gens = redis.call('HMGET', KEYS[8], 'next', 'decided')
+  local g = math.max(tonumber(gens[1] or '0'), tonumber(gens[2] or '0')) + 1
+  redis.call('HSET', KEYS[8], 'next', string.format('%d', g))
+  redis.call('PEXPIRE', KEYS[8], ARGV[4])
+  return {11, carried, g, om, due}
 end
 redis.call('SET', KEYS[7], dues, 'PX', ARGV[4])
-note_move(redis.call('HGET', KEYS[6], 'due') or string.format('%d', carried), dues, now)
+note_move(KEYS[6], redis.call('HGET', KEYS[6], 'due') or string.format('%d', carried), dues, now, ARGV[6])
 redis.call('HSET', KEYS[6], 'due', dues)
 pending_note(KEYS[10], KEYS[11], id, dues, redis.call('HGET', KEYS[6], 'tgt'))
 return {6, due}
