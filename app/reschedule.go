@@ -87,7 +87,7 @@ the id when the alert was moved.`,
 				r := failed.Rescheduler{Stage: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
 					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Publisher: pub, Reach: cfg.Scheduler.Threshold,
 					Horizon: cfg.Scheduler.Horizon,
-					Reader: wire.Reader{Access: scheduler.AccessFromConfig(cfg), Timeout: cfg.RocketMQ.SendTimeout}}
+					Reader:  wire.Reader{Access: scheduler.AccessFromConfig(cfg), Timeout: cfg.RocketMQ.SendTimeout}}
 				res, err = r.Reschedule(store.WithAuthor(c.Context(), cliAuthor(stdio)), id, due)
 				return err
 			})
