@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -271,4 +274,85 @@ func screenshot(t *testing.T, b *browser, name string, docs bool) {
 	}
 	require.Less(t, len(png), 100<<10, "a screenshot for the docs stays small")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+}
+
+// TestAcknowledgeThroughASignInProxyInABrowser: an operator reaches the console through
+// an authenticating proxy in front of it (a reverse proxy that sets X-Forwarded-User,
+// as oauth2-proxy does; http.trustedProxies names it, admin.proxyUserHeader the header)
+// and, in Chromium, with no login of the console's own, acknowledges a running episode
+// from the Escalations page. The chat is told "Acknowledged by" that person, and the
+// console's page and the API show them as the one who acknowledged. The same page
+// reached directly, not through the proxy, with the header forged, asks for a login.
+func TestAcknowledgeThroughASignInProxyInABrowser(t *testing.T) {
+	const (
+		robotToken = "tok-ack-proxy-1"
+		person     = "ana.oncall@example.com"
+	)
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: robotToken}}})
+	cfg := stackConfig(t)
+	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: robotToken}}}}
+	cfg.Sender.BaseURL = simURL
+	cfg.Admin.Token = "browser-admin-token-proxy-5e21"
+	cfg.Ingress.Token = testIngestToken
+	cfg.Escalations = map[string]config.Policy{"oncall": config.Policy{Steps: []config.EscalationStep{
+		{Target: "ops"}, {After: time.Hour, Target: "ops"}}}.WithDefaults()}
+	// The proxy reaches the service from 127.0.0.2, the browser from 127.0.0.1: only the
+	// proxy's address is trusted.
+	cfg.HTTP.TrustedProxies = []string{"127.0.0.2/32"}
+	cfg.Admin.ProxyUserHeader = "X-Forwarded-User"
+	require.NoError(t, cfg.Validate())
+	base := serveInTest(t, cfg)
+	proxy := signInProxy(t, base, person)
+
+	key := testenv.Unique("payments-")
+	code, out := apiJSON(t, "POST", base+ingress.EscalationsPath, testIngestToken,
+		map[string]string{"key": key, "policy": "oncall", "title": "Payments down", "text": "checkout fails"})
+	require.Equal(t, http.StatusCreated, code, out)
+	require.Eventually(t, func() bool { return len(accepted(sim, "checkout fails")) == 1 }, 30*time.Second, 50*time.Millisecond,
+		"the first step reaches the chat")
+
+	b := newBrowser(t)
+	// Directly, a forged header is no one: the console asks for its own login.
+	b.run("direct", chromedp.Navigate(base+"/ui/escalations"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	require.Contains(t, b.location(), "/ui/login")
+
+	row := fmt.Sprintf(`//tr[td[1][text()=%q]]`, key)
+	b.run("through the proxy", chromedp.Navigate(proxy+"/ui/escalations"), chromedp.WaitVisible(chromedp.Search(row)))
+	require.Equal(t, proxy+"/ui/escalations", b.location(), "no login: the proxy says who")
+	status := b.submit(chromedp.Click(chromedp.Search(row + `//button[text()="Acknowledge"]`)))
+	require.Equal(t, http.StatusOK, status)
+	b.run("acknowledged", chromedp.WaitVisible(chromedp.CSS("#flash")))
+	require.Contains(t, b.text("#flash"), "Acknowledged episode")
+	require.Eventually(t, func() bool { return len(accepted(sim, "Acknowledged by "+person)) == 1 }, 30*time.Second, 50*time.Millisecond,
+		"the chat is told who acknowledged")
+
+	code, out = apiJSON(t, "GET", base+ingress.EscalationsPath+"/"+key, testIngestToken, nil)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, store.EpisodeAcked, out["state"])
+	require.Equal(t, person, out["ackedBy"])
+	b.run("the list again", chromedp.Navigate(proxy+"/ui/escalations"), chromedp.WaitVisible(chromedp.Search(row)))
+	require.Contains(t, b.text("#episodes"), person, "the console shows who acknowledged")
+}
+
+// signInProxy stands for an authenticating proxy in front of the service at base: a
+// reverse proxy that reaches it from 127.0.0.2 and names person in X-Forwarded-User on every request (and
+// drops any such header the client sent), until the test ends. It returns its base URL.
+func signInProxy(t *testing.T, base, person string) string {
+	t.Helper()
+	target, err := url.Parse(base)
+	require.NoError(t, err)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = r.In.Host // the console checks Origin against the host the browser used
+			r.Out.Header.Set("X-Forwarded-User", person)
+		},
+		Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
 }
