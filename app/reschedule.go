@@ -30,13 +30,15 @@ func newRescheduleCmd(stdio IO) *cobra.Command {
 		Long: `reschedule moves the alert ID to --at TIME (RFC 3339) or --in DURATION from now, wherever
 it is: waiting in the wheel stage (moved there, atomically against its delivery; moved
 beyond scheduler.threshold, it goes back to RocketMQ as a new copy that replaces it),
-still hopping through the broker (the new time is met when it reaches the wheel stage;
-earlier than the due time its message carries is refused until then), or, after its send failed, pending in failed_sends (the row's
-next attempt moves). A time that has passed means now. It exits 0 when the alert was
+still hopping through the broker (a later time is met when it reaches the wheel stage;
+for an earlier one its message is read back from the broker and published again, due
+at the new time, as a new copy that replaces it), or, after its send failed, pending in
+failed_sends (the row's next attempt moves). A time that has passed means now. It exits 0 when the alert was
 moved, printing its new due time; 2 for a bad or missing time, or one beyond
 scheduler.horizon; 3 (not found) when rocketdelay has no trace of ID; 4 (too late) when
 it is being sent, was delivered, was cancelled or withheld; 1 when it cannot be moved
-that early (in a broker hop) or its failed_sends row is not pending; 5 when Redis,
+that early (in a broker hop whose message the broker no longer has) or its failed_sends
+row is not pending; 5 when Redis,
 Postgres or, for a move back to the broker, RocketMQ cannot be reached (nothing moved).
 
 With -o json it prints {"id", "result", "explanation", "due", "earliest"} whatever the

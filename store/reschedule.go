@@ -66,9 +66,10 @@ const (
 	// is dead, rejected or discarded, and only an operator's retry sends it. Nothing
 	// changed.
 	RescheduleNotPending
-	// RescheduleRequeued means the alert waited in the wheel stage and went back to the
-	// broker to hop to its new due time, farther than the wheel stage holds: a copy of a
-	// new generation (RD_GEN) is the alert now, and the one that waited is gone.
+	// RescheduleRequeued means a copy of a new generation (RD_GEN), due at the new time,
+	// went to the broker and is the alert now: it waited in the wheel stage and moves
+	// farther than the wheel stage holds (the one that waited is gone), or it hopped and
+	// moves earlier than its message carries (Recall; the copy still hopping is stale).
 	RescheduleRequeued
 )
 
@@ -143,7 +144,8 @@ func (r RescheduleResult) Explain() string {
 	case RescheduleNotPending:
 		return "its send failed for good (its failed_sends row is dead, rejected or discarded): retry the row instead"
 	case RescheduleRequeued:
-		return "it went back to RocketMQ to hop to its new due time, farther than the wheel stage holds"
+		return "a new copy of it went to RocketMQ, due at the new time, and replaces it " +
+			"(it waited in the wheel stage and moves farther than the wheel stage holds, or it hopped and moves earlier than its message carried)"
 	}
 	return "unknown result"
 }

@@ -482,4 +482,34 @@ end`,
 		Package:   "./store",
 		Tests:     "^(TestPendingIndexIsExact|TestPendingListsAndCounts)$",
 	},
+	{
+		// killed: the stale copy's hop note points the trace at its message: require.Equal("OM-recall", om) fails
+		Name:      "stale-hop-note-written",
+		Invariant: "reschedule earlier while hopping: the hop notes of a copy whose generation lost never touch the trace",
+		File:      "store/lua/trace_hop.lua",
+		From:      "if gen ~= tonumber(gens[1] or '0') and gen <= tonumber(gens[2] or '0') then",
+		To:        "if false then",
+		Package:   "./store",
+		Tests:     "^TestWheelStageRecallsAHoppingAlert$",
+	},
+	{
+		// killed: the alert is listed at the time it no longer has: the map of listed due times differs
+		Name:      "recall-keeps-old-due-listed",
+		Invariant: "the list of pending alerts: a copy's settle moves the alert in the list to its new due time",
+		File:      "store/lua/wheel_requeue.lua",
+		From:      "  pending_note(KEYS[12], KEYS[13], id, ARGV[3], redis.call('HGET', KEYS[6], 'tgt'))",
+		To:        "  -- not moved in the list",
+		Package:   "./store",
+		Tests:     "^TestWheelStageRecallsAHoppingAlert$",
+	},
+	{
+		// killed: the copy of the new generation is published due at the old time: the alert is handed off late, at the due time it no longer has
+		Name:      "recall-publishes-the-old-time",
+		Invariant: "reschedule earlier while hopping: the copy read back is published at the new due time",
+		File:      "failed/reschedule.go",
+		From:      "_, err := r.Publisher.PublishCopy(ctx, wire.Copy{ID: q.ID, Target: msg.GetProperty(wire.PropTarget), At: q.DueAt,",
+		To:        "_, err := r.Publisher.PublishCopy(ctx, wire.Copy{ID: q.ID, Target: msg.GetProperty(wire.PropTarget), At: in.DueAt,",
+		Package:   "./app",
+		Tests:     "^TestRescheduleByTheCLIIsExact$",
+	},
 }
