@@ -25,8 +25,9 @@ import (
 // authentication on (deploy/local/up's RD_BROKER_AUTH): a plain RocketMQ producer without
 // credentials, or with a wrong secret, is refused, and so is an unsigned topic creation;
 // with rocketmq.accessKey and secretKey the topic is created, an alert is published, a
-// scheduler takes it through a broker hop to its hand-off, and the dead-letter queue's
-// depth is read.
+// scheduler takes it through a broker hop to its hand-off, a hopping alert's message is
+// read back (wire.Reader, signed; unsigned or with a wrong secret it is refused), and the
+// dead-letter queue's depth is read.
 func TestBrokerWithAuthentication(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a private RocketMQ broker; skipped under -short")
@@ -101,6 +102,25 @@ func TestBrokerWithAuthentication(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("the signed alert was not handed off within 90s")
 	}
+	// A hopping alert's message is read back from the broker (a reschedule earlier does
+	// it), signed: unsigned, the broker refuses the read, and not as a message it lacks.
+	_, err = p.Publish(ctx, wire.Publication{Target: "ops", ID: "far", In: time.Hour, Body: []byte("far ahead")})
+	require.NoError(t, err)
+	var om string
+	require.Eventually(t, func() bool {
+		om, _ = rdb.HGet(ctx, "{"+prefix+"}:trace:far", "om").Result()
+		return om != ""
+	}, 60*time.Second, 50*time.Millisecond, "the hop of the far alert is noted with its message")
+	msg, err := wire.Reader{Access: access}.Read(ctx, om)
+	require.NoError(t, err)
+	require.Equal(t, "far ahead", string(msg.Body))
+	require.Equal(t, "far", msg.GetProperty(wire.PropID))
+	_, err = wire.Reader{}.Read(ctx, om)
+	require.Error(t, err, "an unsigned read is refused")
+	require.NotErrorIs(t, err, wire.ErrMessageGone)
+	_, err = wire.Reader{Access: wire.Access{AccessKey: user, SecretKey: "wrong"}}.Read(ctx, om)
+	require.Error(t, err, "a read with a wrong secret is refused")
+
 	// The dead-letter queue's depth is read from the broker, signed.
 	depth, err := scheduler.DLQDepth(ctx, ns, access, group, instance)
 	require.NoError(t, err)
