@@ -25,7 +25,8 @@
 -- For each id: deletes the entry and its claim state (no replica is responsible for it
 -- any more), removes it from inflight and (defensively) from due, and sets its done
 -- marker (value: the prefix, then Redis now in Unix ms) to expire after ARGV[1] ms, and
--- unlists it from pending (its target read from its trace). A
+-- unlists it from pending (its target read from its trace, with its due time, in one
+-- HMGET). A
 -- done marker is never downgraded: a "recorded:" release of an id whose marker says
 -- delivered (the retry job delivered it meanwhile) keeps that marker and only renews its
 -- lifetime, and its trace keeps saying delivered.
@@ -65,31 +66,26 @@ for _, key in ipairs({KEYS[3], KEYS[4], KEYS[8], KEYS[5], KEYS[6], KEYS[7]}) do
 end
 redis.call('ZREM', KEYS[2], unpack(ids))
 redis.call('ZREM', KEYS[1], unpack(ids))
--- Unlist the batch from pending: one ZMSCORE and one ZREM, and one HINCRBY per target.
+-- The batch leaves pending: one ZMSCORE and one ZREM, and one HINCRBY per target (each
+-- listed id's target read from its trace in the loop below, with its due time).
 local listed = redis.call('ZMSCORE', KEYS[10], unpack(ids))
 local unlist, gone = {}, {}
-for j, id in ipairs(ids) do
-  if listed[j] then
-    unlist[#unlist + 1] = id
-    local tgt = redis.pcall('HGET', KEYS[12 + (j - 1) * 2 + 1], 'tgt')
-    if type(tgt) == 'string' then
-      gone[tgt] = (gone[tgt] or 0) + 1
-    end
-  end
-end
-if #unlist > 0 then
-  redis.call('ZREM', KEYS[10], unpack(unlist))
-  for tgt, n in pairs(gone) do
-    if redis.call('HINCRBY', KEYS[11], tgt, -n) <= 0 then
-      redis.call('HDEL', KEYS[11], tgt)
-    end
-  end
-end
 -- An id's own keys cannot stop the batch: SET replaces a key of any type, and the
--- marker's read and the trace's writes (for operators) are pcalls, so a key damaged by
--- another writer costs its own trace at most, never the other ids' done markers.
+-- marker's read and the trace's reads and writes (for operators) are pcalls, so a key
+-- damaged by another writer costs its own trace at most, never the other ids' done markers.
 local k = 12
 for i = 2, #ARGV, 7 do
+  local j = (k - 10) / 2
+  local tf = redis.pcall('HMGET', KEYS[k + 1], 'due', 'tgt')
+  if type(tf) ~= 'table' or tf.err then
+    tf = {}
+  end
+  if listed[j] then
+    unlist[#unlist + 1] = ids[j]
+    if tf[2] then
+      gone[tf[2]] = (gone[tf[2]] or 0) + 1
+    end
+  end
   local prefix = ARGV[i + 2]
   local marker = prefix ~= '' and redis.pcall('GET', KEYS[k])
   if type(marker) == 'table' then
@@ -105,7 +101,7 @@ for i = 2, #ARGV, 7 do
       st = string.sub(prefix, 1, #prefix - 1)
     end
     local fields = {'st', st, 'at', nowms, 'by', ARGV[i + 6]}
-    local due = tonumber(redis.pcall('HGET', trace, 'due'))
+    local due = tonumber(tf[1])
     if due then
       fields[#fields + 1] = 'late'
       fields[#fields + 1] = string.format('%d', now - due)
@@ -120,5 +116,13 @@ for i = 2, #ARGV, 7 do
   end
   redis.pcall('PEXPIRE', trace, ARGV[1])
   k = k + 2
+end
+if #unlist > 0 then
+  redis.call('ZREM', KEYS[10], unpack(unlist))
+  for tgt, n in pairs(gone) do
+    if redis.call('HINCRBY', KEYS[11], tgt, -n) <= 0 then
+      redis.call('HDEL', KEYS[11], tgt)
+    end
+  end
 end
 return lost
