@@ -161,9 +161,9 @@ func TestRescheduleByTheCLIIsExact(t *testing.T) {
 		late := m.At.Sub(due[id])
 		t.Logf("%s: handed off %s after its new due time (by the chat's clock)", id, late)
 		require.GreaterOrEqual(t, late, time.Duration(0), "%s early", id)
-		// Bounded loosely against a loaded machine: the sweeper's grace, which a move the
-		// timer did not learn of waits for, is 2 s and more.
-		require.Less(t, late, time.Second, "%s: handed off as if its timer had not moved", id)
+		// Bounded loosely against a loaded machine: a move the timer did not learn of waits
+		// for the sweeper, past its grace (scheduler.grace, 2 s).
+		require.Less(t, late, 1500*time.Millisecond, "%s: handed off as if its timer had not moved", id)
 	}
 	for id, first := range published {
 		out, _, err := run(t, env, "inspect", id)
