@@ -22,9 +22,10 @@ const episodeRetention = 7 * 24 * time.Hour
 
 // escalator builds the escalation runtime: episodes in Redis, steps published through
 // pub, cancelled through cancels (noted as the escalation's), rendered by snd, their
-// marks and links signed by signer.
+// marks and links signed by signer; a step due early is taken as moved only when the
+// wheel stage ws recorded the reschedule that moved it.
 func escalator(cfg config.Config, rdb redis.UniversalClient, signer *escalation.Signer, pub escalation.Publisher, cancels failed.Canceller,
-	snd *sender.Chat, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*escalation.Escalator, error) {
+	ws *store.WheelStage, snd *sender.Chat, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*escalation.Escalator, error) {
 	rotations, err := oncall.NewRotations(cfg.Rotations)
 	if err != nil {
 		return nil, err // validated with the configuration: only a bug reaches this
@@ -34,7 +35,8 @@ func escalator(cfg config.Config, rdb redis.UniversalClient, signer *escalation.
 		links = escalation.NewLinks(cfg.Ingress.PublicURL, signer, cfg.Ingress.AckLinkTTL)
 	}
 	cancels.Note = store.CancelNote{By: "escalation", Reason: "its episode was resolved or acknowledged"}
-	return escalation.New(escalation.Options{Policies: cfg.Escalations, Rotations: rotations, Links: links, Signer: signer},
+	return escalation.New(escalation.Options{Policies: cfg.Escalations, Rotations: rotations, Links: links, Signer: signer,
+		MovedTo: ws.MovedTo},
 		store.NewEpisodes(rdb, cfg.Redis.KeyPrefix, episodeRetention), pub, cancels, snd, logger,
 		escalation.NewMetrics(reg), now), nil
 }

@@ -234,7 +234,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	rescheduler := failed.Rescheduler{Stage: ws, Rows: failedSends, Publisher: pub, Reach: cfg.Scheduler.Threshold,
 		Horizon: cfg.Scheduler.Horizon, Now: now,
 		Reader: wire.Reader{Access: scheduler.AccessFromConfig(cfg), Timeout: cfg.RocketMQ.SendTimeout}}
-	esc, err := escalator(cfg, rdb, signer, pub, canceller, snd, logger, reg, now)
+	esc, err := escalator(cfg, rdb, signer, pub, canceller, ws, snd, logger, reg, now)
 	if err != nil {
 		return err
 	}

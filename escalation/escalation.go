@@ -91,6 +91,12 @@ type Options struct {
 	// CarryLater leaves what a transition names to publish or cancel to the replicas'
 	// sweepers: for the command line, which publishes nothing itself.
 	CarryLater bool
+	// MovedTo is the due time a reschedule moved the alert id to, as the service's own
+	// record of its moves says (store.WheelStage.MovedTo); zero when it was never moved.
+	// A step due before its time is refused as forged unless a reschedule moved it there:
+	// only the service writes that record, and only for a caller allowed to move the id.
+	// nil: a step due early is always refused.
+	MovedTo func(ctx context.Context, id string) (time.Time, error)
 }
 
 // Escalator runs escalation episodes. It is safe for concurrent use.
@@ -481,7 +487,13 @@ func (e *Escalator) Due(ctx context.Context, a sender.Alert) (sender.Alert, bool
 	if !ok {
 		return a, false, nil // its policy has no such step (any more): withheld
 	}
-	if why := e.forged(a, ep, seq, k, offset, step.Target); why != "" {
+	var movedTo time.Time // read only for a step due before its time: a move, or a forgery
+	if early := ep.Started.Add(offset).Truncate(time.Millisecond); e.opts.MovedTo != nil && !a.Due.IsZero() && a.Due.Before(early) {
+		if movedTo, err = e.opts.MovedTo(ctx, a.ID); err != nil {
+			return a, false, fmt.Errorf("escalation: read the moves of step %s: %w", a.ID, err)
+		}
+	}
+	if why := e.forged(a, ep, seq, k, offset, step.Target, movedTo); why != "" {
 		return a, false, e.refuse(a, key, why)
 	}
 	next := -1
@@ -514,8 +526,10 @@ func (e *Escalator) Due(ctx context.Context, a sender.Alert) (sender.Alert, bool
 
 // forged says why a, marked as step k of episode number seq of ep (due offset after the
 // episode's start, to target), is not the service's own step; "" when it is. A step of an
-// earlier episode is not judged here: the episode's state withholds it.
-func (e *Escalator) forged(a sender.Alert, ep store.Episode, seq int64, k int, offset time.Duration, target string) string {
+// earlier episode is not judged here: the episode's state withholds it. A step due before
+// its time is forged unless movedTo, the due time a reschedule moved it to by the
+// service's record (Options.MovedTo), is its due time.
+func (e *Escalator) forged(a sender.Alert, ep store.Episode, seq int64, k int, offset time.Duration, target string, movedTo time.Time) string {
 	if seq != ep.Seq {
 		return ""
 	}
@@ -530,7 +544,7 @@ func (e *Escalator) forged(a sender.Alert, ep store.Episode, seq int64, k int, o
 		return "its mark carries no signature"
 	case sig != "" && !e.opts.Signer.verify(purposeMark, markPayload(a.ID, a.Target, mark), sig):
 		return "its mark's signature is not the service's"
-	case !a.Due.IsZero() && a.Due.Before(ep.Started.Add(offset).Truncate(time.Millisecond)):
+	case !a.Due.IsZero() && a.Due.Before(ep.Started.Add(offset).Truncate(time.Millisecond)) && movedTo.UnixMilli() != a.Due.UnixMilli():
 		return fmt.Sprintf("it is due %s before the step's time", ep.Started.Add(offset).Sub(a.Due))
 	}
 	return ""

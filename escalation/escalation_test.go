@@ -108,7 +108,7 @@ func newWorld(t *testing.T, policies map[string]config.Policy, rotations map[str
 		pub: &recorder{p: p, by: map[string][]wire.Publication{}}, bodies: bodies,
 		cancels: failed.Canceller{Stage: ws, Rows: fs, Note: store.CancelNote{By: "escalation"}},
 		clock:   &clock{now: time.Now()}, opts: escalation.Options{Policies: policies, Rotations: rots,
-			Signer: mustSigner(t, "the-worlds-key-0123456789-0123456789")}}
+			Signer: mustSigner(t, "the-worlds-key-0123456789-0123456789"), MovedTo: ws.MovedTo}}
 }
 
 // escalator returns an escalator of the world (a replica) with opts' changes applied.
@@ -414,6 +414,45 @@ func TestForgedMarksAreRefused(t *testing.T) {
 	_, send, err = e.Due(ctx, step1)
 	require.NoError(t, err)
 	require.True(t, send, "step 1 as an earlier release published it")
+}
+
+// A step that a reschedule moved earlier than its time (an operator's "page this now")
+// is the service's own: its record of the move names the due time it carries, so it is
+// sent. A copy due at any other early time, or one due early whose id's trace records no
+// move, is still refused as forged.
+func TestAStepMovedEarlierIsSent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"db": {Steps: []config.EscalationStep{
+		{After: time.Hour, Target: "ops"}, {After: 2 * time.Hour, Target: "ops"}}}}, nil)
+	e := w.escalator(nil)
+	ctx := context.Background()
+	key := testenv.Unique("moved-")
+	f, err := e.Fire(ctx, key, "db", escalation.Content{Title: "T", Text: "x"})
+	require.NoError(t, err)
+	step := alertOf(w.only(t, escalation.StepID(key, f.Seq, 0)))
+
+	// Not moved: due early is forged.
+	early := step
+	early.Due = time.Now().Truncate(time.Millisecond)
+	_, _, err = e.Due(ctx, early)
+	require.ErrorContains(t, err, "forged_mark")
+
+	// Moved there by a reschedule (in the wheel stage, as the step waits there within the
+	// threshold of its time).
+	_, err = w.ws.Put(ctx, store.Entry{ID: step.ID, Target: step.Target, DueAt: time.Now().Add(30 * time.Second), Body: []byte("x")})
+	require.NoError(t, err)
+	moved, err := w.ws.Reschedule(ctx, step.ID, time.Now().Add(time.Second), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleMoved, moved.Result)
+	other := step
+	other.Due = moved.DueAt.Add(-time.Second)
+	_, _, err = e.Due(ctx, other)
+	require.ErrorContains(t, err, "forged_mark", "early, but not at the time it was moved to")
+	step.Due = moved.DueAt
+	a, send, err := e.Due(ctx, step)
+	require.NoError(t, err)
+	require.True(t, send, "the step moved earlier")
+	require.Contains(t, string(a.Body), "**Escalation**, step 1")
 }
 
 // flip changes the first character of a signature to another of its alphabet.

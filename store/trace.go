@@ -117,6 +117,23 @@ type AlertState struct {
 	CancelledAt time.Time
 }
 
+// MovedTo is the due time a reschedule moved the alert id to, by its trace (the record
+// only the service's reschedule scripts write, for a caller allowed to move the id); zero
+// when its trace records no move, or is gone. One round trip.
+func (w *WheelStage) MovedTo(ctx context.Context, id string) (time.Time, error) {
+	vals, err := w.rdb.HMGet(ctx, w.shardOf(id).keys.trace(id), "moves", "due").Result()
+	if err != nil {
+		return time.Time{}, w.fail("moved to", err)
+	}
+	moves, _ := vals[0].(string)
+	due, _ := vals[1].(string)
+	ms, err := strconv.ParseInt(due, 10, 64)
+	if moves == "" || moves == "0" || err != nil {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms), nil
+}
+
 // Inspect reads, in one round trip and without changing anything, what Redis knows of
 // the alert id: its trace, its place in the wheel stage, its claim, its done marker and
 // its cancel tombstone.
