@@ -417,9 +417,9 @@ func TestForgedMarksAreRefused(t *testing.T) {
 }
 
 // A step that a reschedule moved earlier than its time (an operator's "page this now")
-// is the service's own: its record of the move names the due time it carries, so it is
-// sent. A copy due at any other early time, or one due early whose id's trace records no
-// move, is still refused as forged.
+// is the service's own: its record of the move names the due time it carries and who
+// moved it, so it is sent. A copy due at any other early time, one due early whose id's
+// trace records no move, or one whose move names no one, is still refused as forged.
 func TestAStepMovedEarlierIsSent(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, map[string]config.Policy{"db": {Steps: []config.EscalationStep{
@@ -437,11 +437,20 @@ func TestAStepMovedEarlierIsSent(t *testing.T) {
 	_, _, err = e.Due(ctx, early)
 	require.ErrorContains(t, err, "forged_mark")
 
-	// Moved there by a reschedule (in the wheel stage, as the step waits there within the
-	// threshold of its time).
+	// Moved there, but by no one named (as a copy that settles itself on arrival records
+	// it): not trusted.
 	_, err = w.ws.Put(ctx, store.Entry{ID: step.ID, Target: step.Target, DueAt: time.Now().Add(30 * time.Second), Body: []byte("x")})
 	require.NoError(t, err)
-	moved, err := w.ws.Reschedule(ctx, step.ID, time.Now().Add(time.Second), time.Minute)
+	anon, err := w.ws.Reschedule(ctx, step.ID, time.Now().Add(2*time.Second), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleMoved, anon.Result)
+	early.Due = anon.DueAt
+	_, _, err = e.Due(ctx, early)
+	require.ErrorContains(t, err, "forged_mark", "a move that names no one")
+
+	// Moved there by a reschedule of someone allowed to (in the wheel stage, as the step
+	// waits there within the threshold of its time).
+	moved, err := w.ws.Reschedule(store.WithAuthor(ctx, "ana"), step.ID, time.Now().Add(time.Second), time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, store.RescheduleMoved, moved.Result)
 	other := step

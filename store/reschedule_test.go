@@ -212,9 +212,26 @@ func TestWheelStageRecallsAHoppingAlert(t *testing.T) {
 	require.Equal(t, due, st.DueAt, "nothing moved before the settle")
 	require.Zero(t, st.MoveCount)
 
-	res, err := ws.SettleRequeue(store.WithAuthor(ctx, "ana"), "recall", 1, soon, true)
+	// Until it is settled, notes of the copy (and of any generation no reschedule
+	// allocated) leave the trace alone, and a generation never allocated is stale.
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "recall", Due: soon, Target: "ops", Hops: 2, Delay: time.Second, Msg: "OM-undecided", Gen: 1}))
+	forged := entryAt("recall", soon)
+	forged.Gen = 99
+	put, err := ws.Put(ctx, forged)
+	require.NoError(t, err)
+	require.Equal(t, store.PutStale, put, "a generation no reschedule allocated cannot displace the alert")
+
+	// The copy arrives first and settles itself (by no one), then the rescheduler's settle
+	// learns the decision and names who moved it.
+	res, err := ws.SettleRequeue(ctx, "recall", 1, soon, true)
 	require.NoError(t, err)
 	require.Equal(t, store.Rescheduled{Result: store.RescheduleRequeued, DueAt: soon}, res)
+	res, err = ws.SettleRequeue(store.WithAuthor(ctx, "ana"), "recall", 1, soon, true)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleRequeued, DueAt: soon}, res)
+	moved, err := ws.MovedTo(ctx, "recall")
+	require.NoError(t, err)
+	require.Equal(t, soon, moved)
 	st, err = ws.Inspect(ctx, "recall")
 	require.NoError(t, err)
 	require.Equal(t, soon, st.DueAt)
@@ -231,6 +248,9 @@ func TestWheelStageRecallsAHoppingAlert(t *testing.T) {
 
 	// The old copy hops on: its notes are a stale generation's, and leave the trace alone.
 	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "recall", Due: due, Target: "ops", Hops: 2, Delay: 2 * time.Minute, Msg: "OM-stale"}))
+	// Nor do the notes of another principal's message with the same id.
+	require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: "recall", Due: soon, Target: "ops", Hops: 2, Delay: 2 * time.Minute,
+		Msg: "OM-mallory", Gen: 1, Principal: "mallory"}))
 	om, err := rdb.HGet(ctx, "{"+prefix+"}:trace:recall", "om").Result()
 	require.NoError(t, err)
 	require.Equal(t, "OM-recall", om)
@@ -241,7 +261,7 @@ func TestWheelStageRecallsAHoppingAlert(t *testing.T) {
 	om, err = rdb.HGet(ctx, "{"+prefix+"}:trace:recall", "om").Result()
 	require.NoError(t, err)
 	require.Equal(t, "OM-copy", om)
-	put, err := ws.Put(ctx, copyAt)
+	put, err = ws.Put(ctx, copyAt)
 	require.NoError(t, err)
 	require.Equal(t, store.PutStored, put)
 	put, err = ws.Put(ctx, entryAt("recall", due))

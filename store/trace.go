@@ -118,17 +118,21 @@ type AlertState struct {
 }
 
 // MovedTo is the due time a reschedule moved the alert id to, by its trace (the record
-// only the service's reschedule scripts write, for a caller allowed to move the id); zero
-// when its trace records no move, or is gone. One round trip.
+// only the service's reschedule scripts write): the due time of its last move when that
+// move names who made it (a principal or an operator: a caller allowed to move the id);
+// zero when its trace records no such move, or is gone. One round trip.
 func (w *WheelStage) MovedTo(ctx context.Context, id string) (time.Time, error) {
-	vals, err := w.rdb.HMGet(ctx, w.shardOf(id).keys.trace(id), "moves", "due").Result()
+	trace, err := w.rdb.HGetAll(ctx, w.shardOf(id).keys.trace(id)).Result()
 	if err != nil {
 		return time.Time{}, w.fail("moved to", err)
 	}
-	moves, _ := vals[0].(string)
-	due, _ := vals[1].(string)
-	ms, err := strconv.ParseInt(due, 10, 64)
-	if moves == "" || moves == "0" || err != nil {
+	last := trace["move:"+trace["moves"]]
+	fields := strings.SplitN(last, " ", 4)
+	if len(fields) < 4 || fields[3] == "" || fields[2] != trace["due"] {
+		return time.Time{}, nil
+	}
+	ms, err := strconv.ParseInt(fields[2], 10, 64)
+	if err != nil {
 		return time.Time{}, nil
 	}
 	return time.UnixMilli(ms), nil

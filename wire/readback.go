@@ -15,6 +15,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -28,7 +29,8 @@ import (
 // client signs its own (Access).
 
 // ErrMessageGone means the broker no longer has the message at that offset (its commit
-// log file was deleted) or never had one there: reading it again will not help.
+// log file was deleted) or never had one there, or the id names no message this reader
+// can read: reading it again will not help.
 var ErrMessageGone = errors.New("wire: the broker has no message at that offset")
 
 // Reader reads messages back from the brokers' stores. The zero value reads unsigned
@@ -45,6 +47,10 @@ type Reader struct {
 const (
 	requestViewMessageByID = 33
 	responseSuccess        = 0
+	responseSystemError    = 1
+	// notFoundRemark begins the broker's answer for an offset its store does not hold
+	// (AdminBrokerProcessor.viewMessageById).
+	notFoundRemark = "can not find message by the offset"
 	remotingVersion        = 317 // what the pinned client sends
 	maxFrame               = 16 << 20
 )
@@ -57,7 +63,7 @@ const (
 func (r Reader) Read(ctx context.Context, offsetID string) (*primitive.MessageExt, error) {
 	id, err := primitive.UnmarshalMsgID([]byte(offsetID))
 	if err != nil {
-		return nil, fmt.Errorf("wire: read back %q: not an offset message id: %v", offsetID, err)
+		return nil, fmt.Errorf("%w: %q is not an offset message id: %v", ErrMessageGone, offsetID, err)
 	}
 	timeout := r.Timeout
 	if timeout <= 0 {
@@ -93,16 +99,17 @@ func (r Reader) Read(ctx context.Context, offsetID string) (*primitive.MessageEx
 		return nil, fmt.Errorf("wire: read back a message from broker %s: %w", addr, err)
 	}
 	if code != responseSuccess {
-		// The broker answers SYSTEM_ERROR for an offset it does not hold (the store's
-		// lookup found nothing); other codes are refusals (no permission, busy).
-		if code == 1 {
+		// The broker answers SYSTEM_ERROR with this remark for an offset its store does
+		// not hold; SYSTEM_ERROR with another (an ACL refusal, a fault) and other codes
+		// (no permission, busy) may pass.
+		if code == responseSystemError && strings.HasPrefix(remark, notFoundRemark) {
 			return nil, fmt.Errorf("%w (broker %s, offset %d: %s)", ErrMessageGone, addr, id.Offset, remark)
 		}
 		return nil, fmt.Errorf("wire: read back offset %d from broker %s: answered code %d: %s", id.Offset, addr, code, remark)
 	}
 	msgs := primitive.DecodeMessage(body)
 	if len(msgs) != 1 {
-		return nil, fmt.Errorf("wire: read back offset %d from broker %s: %d messages decoded from %d bytes", id.Offset, addr, len(msgs), len(body))
+		return nil, fmt.Errorf("%w: offset %d of broker %s: %d messages decoded from %d bytes", ErrMessageGone, id.Offset, addr, len(msgs), len(body))
 	}
 	return msgs[0], nil
 }

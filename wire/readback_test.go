@@ -72,6 +72,7 @@ func TestReaderReadsAScheduledMessageBack(t *testing.T) {
 	require.NotErrorIs(t, err, wire.ErrMessageGone)
 
 	_, err = r.Read(ctx, "not-an-id")
+	require.ErrorIs(t, err, wire.ErrMessageGone, "an id that names no message cannot name one later")
 	require.ErrorContains(t, err, "not an offset message id")
 }
 

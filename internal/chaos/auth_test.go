@@ -120,6 +120,7 @@ func TestBrokerWithAuthentication(t *testing.T) {
 	require.NotErrorIs(t, err, wire.ErrMessageGone)
 	_, err = wire.Reader{Access: wire.Access{AccessKey: user, SecretKey: "wrong"}}.Read(ctx, om)
 	require.Error(t, err, "a read with a wrong secret is refused")
+	require.NotErrorIs(t, err, wire.ErrMessageGone)
 
 	// The dead-letter queue's depth is read from the broker, signed.
 	depth, err := scheduler.DLQDepth(ctx, ns, access, group, instance)

@@ -483,11 +483,11 @@ end`,
 		Tests:     "^(TestPendingIndexIsExact|TestPendingListsAndCounts)$",
 	},
 	{
-		// killed: the stale copy's hop note points the trace at its message: require.Equal("OM-recall", om) fails
+		// killed: the undecided copy's hop note points the trace at its message: require.Equal("OM-recall", om) fails
 		Name:      "stale-hop-note-written",
-		Invariant: "reschedule earlier while hopping: the hop notes of a copy whose generation lost never touch the trace",
+		Invariant: "reschedule earlier while hopping: only the live generation's hop notes touch the trace",
 		File:      "store/lua/trace_hop.lua",
-		From:      "if gen ~= tonumber(gens[1] or '0') and gen <= tonumber(gens[2] or '0') then",
+		From:      "if tonumber(ARGV[10]) ~= tonumber(redis.call('HGET', KEYS[6], 'live') or '0') then",
 		To:        "if false then",
 		Package:   "./store",
 		Tests:     "^TestWheelStageRecallsAHoppingAlert$",
@@ -511,5 +511,35 @@ end`,
 		To:        "_, err := r.Publisher.PublishCopy(ctx, wire.Copy{ID: q.ID, Target: msg.GetProperty(wire.PropTarget), At: in.DueAt,",
 		Package:   "./app",
 		Tests:     "^TestRescheduleByTheCLIIsExact$",
+	},
+	{
+		// killed: a generation no reschedule allocated is settled instead of dropped: require.Equal(store.PutStale, put) fails
+		Name:      "unallocated-generation-settles",
+		Invariant: "RD_GEN from a producer grants nothing: a generation no reschedule allocated is stale, it cannot displace the alert",
+		File:      "store/lua/wheel_put.lua",
+		From:      "if gen > tonumber(gens[2] or '0') and gen <= tonumber(gens[3] or '0') then",
+		To:        "if gen > tonumber(gens[2] or '0') then",
+		Package:   "./store",
+		Tests:     "^TestWheelStageRecallsAHoppingAlert$",
+	},
+	{
+		// killed: another principal's message with the id is noted as the alert's last hop: require.Equal("OM-recall", om) fails
+		Name:      "foreign-hop-note-written",
+		Invariant: "a message of another principal with the same id is never taken for the alert's hop (never read back as it)",
+		File:      "store/lua/trace_hop.lua",
+		From:      "if who and who ~= ARGV[7] then",
+		To:        "if false then",
+		Package:   "./store",
+		Tests:     "^TestWheelStageRecallsAHoppingAlert$",
+	},
+	{
+		// killed: a move that names no one lets a step due early through: require.ErrorContains(err, "forged_mark") fails
+		Name:      "anonymous-move-trusted",
+		Invariant: "a step due before its time is sent only when a reschedule by someone named moved it there",
+		File:      "store/trace.go",
+		From:      `if len(fields) < 4 || fields[3] == "" || fields[2] != trace["due"] {`,
+		To:        `if len(fields) < 4 || fields[2] != trace["due"] {`,
+		Package:   "./escalation",
+		Tests:     "^TestAStepMovedEarlierIsSent$",
 	},
 }

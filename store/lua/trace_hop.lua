@@ -33,16 +33,21 @@
 -- ARGV[10] the copy's generation (RD_GEN; 0 when absent)
 --
 -- A trace whose alert is done (delivered, recorded or withheld: a late copy still
--- hopping) is left alone, and so is one of a stale copy: its generation is not the live
--- one and was decided (a reschedule made another copy the alert). The alert is listed in pending (pending_note in
+-- hopping) is left alone, and so is it by a copy that is not the live one (its
+-- generation is not the live generation: a reschedule made another copy the alert, or
+-- has not settled this one yet, or never made it) or by a message of another principal
+-- with the same id (its proven principal is not the trace's: its hop is not this
+-- alert's, and its message must never be read back as this alert's). The alert is listed in pending (pending_note in
 -- lib_pending.lua) unless it has a cancel tombstone. Returns 1 when written.
 local st = redis.call('HGET', KEYS[1], 'st')
 if st == 'delivered' or st == 'recorded' or st == 'withheld' then
   return 0
 end
-local gens = redis.call('HMGET', KEYS[6], 'live', 'decided')
-local gen = tonumber(ARGV[10])
-if gen ~= tonumber(gens[1] or '0') and gen <= tonumber(gens[2] or '0') then
+if tonumber(ARGV[10]) ~= tonumber(redis.call('HGET', KEYS[6], 'live') or '0') then
+  return 0
+end
+local who = redis.call('HGET', KEYS[1], 'who')
+if who and who ~= ARGV[7] then
   return 0
 end
 local t = redis.call('TIME')

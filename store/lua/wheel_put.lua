@@ -31,15 +31,17 @@
 --           nothing stored; the caller routes the alert by the record's due time),
 --         6 stale (the copy's generation is not the live one, and was decided: a
 --           reschedule sent the alert back to the broker as another copy, or refused
---           this one; nothing stored),
---         7 undecided (the copy's generation is above every decided one: its requeue was
---           not settled yet; nothing stored: the caller settles it, wheel_requeue.lua,
---           and puts again).
+--           this one; or it was never allocated; nothing stored),
+--         7 undecided (the copy's generation is above every decided one and was
+--           allocated: its requeue was not settled yet; nothing stored: the caller
+--           settles it, wheel_requeue.lua, and puts again).
 local id = ARGV[1]
-local gens = redis.call('HMGET', KEYS[8], 'live', 'decided')
+local gens = redis.call('HMGET', KEYS[8], 'live', 'decided', 'next')
 local gen = tonumber(ARGV[7])
 if gen ~= tonumber(gens[1] or '0') then
-  if gen > tonumber(gens[2] or '0') then
+  -- A generation no reschedule allocated is no copy of the service's (RD_GEN set by a
+  -- producer, never by rocketdelay's own): stale, it cannot displace the alert.
+  if gen > tonumber(gens[2] or '0') and gen <= tonumber(gens[3] or '0') then
     return 7
   end
   return 6

@@ -44,6 +44,13 @@ local g = tonumber(ARGV[2])
 local gens = redis.call('HMGET', KEYS[8], 'live', 'decided')
 if g <= tonumber(gens[2] or '0') then
   if g == tonumber(gens[1] or '0') then
+    -- Committed already (its copy arrived first and settled itself, by no one): the
+    -- move is the caller's, if it names itself.
+    local n = tonumber(redis.call('HGET', KEYS[6], 'moves') or '0')
+    local last = n > 0 and redis.call('HGET', KEYS[6], 'move:' .. n)
+    if ARGV[6] ~= '' and last and string.sub(last, -1) == ' ' then
+      redis.call('HSET', KEYS[6], 'move:' .. n, last .. ARGV[6])
+    end
     return {1, tonumber(redis.call('GET', KEYS[7]) or ARGV[3])}
   end
   return {2, 0}
@@ -80,7 +87,7 @@ if from then
   note_move(KEYS[6], string.format('%d', tonumber(from)), ARGV[3], tonumber(now), ARGV[6])
 end
 if waiting or redis.call('EXISTS', KEYS[6]) == 1 then
-  redis.call('HSET', KEYS[6], 'st', 'hopping', 'due', ARGV[3], 'hop', now, 'next', now)
+  redis.call('HSET', KEYS[6], 'st', 'hopping', 'due', ARGV[3], 'carried', ARGV[3], 'hop', now, 'next', now)
   redis.call('PEXPIRE', KEYS[6], ARGV[5])
   pending_note(KEYS[12], KEYS[13], id, ARGV[3], redis.call('HGET', KEYS[6], 'tgt'))
 end
