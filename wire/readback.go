@@ -50,9 +50,9 @@ const (
 	responseSystemError    = 1
 	// notFoundRemark begins the broker's answer for an offset its store does not hold
 	// (AdminBrokerProcessor.viewMessageById).
-	notFoundRemark = "can not find message by the offset"
-	remotingVersion        = 317 // what the pinned client sends
-	maxFrame               = 16 << 20
+	notFoundRemark  = "can not find message by the offset"
+	remotingVersion = 317 // what the pinned client sends
+	maxFrame        = 16 << 20
 )
 
 // Read returns the message whose offset message id (primitive.SendResult.OffsetMsgID: the
