@@ -9,13 +9,15 @@
 // POST /api/v1/alerts/{id}/reschedule moves an alert not sent yet to {"at": RFC 3339}
 // or {"in": "90s"} (exactly one; a time that has passed means now), keeping its id,
 // through failed.Rescheduler wherever the alert is (docs/design.md, Reschedule). It
-// answers {"id", "result", "detail", "due"}: 200 moved (in the wheel stage), requeued
-// (it waited in the wheel stage and the time is beyond scheduler.threshold: a new copy in
-// the broker replaces it), hop_moved (still hopping: it takes the new time when it
-// reaches the wheel stage) or row_moved (a pending failed_sends row's next attempt), with
-// the new due time; 404 unknown; 409 too_late (being sent), already_delivered, cancelled,
-// withheld, in_hop (hopping, and the time is before the due time its message carries:
-// "earliest" says which that is), not_pending (a dead, rejected or discarded row: retry
+// answers {"id", "result", "detail", "due"}: 200 moved (in the wheel stage), requeued (a
+// new copy in the broker, due at the new time, replaces it: it waited in the wheel stage
+// and the time is beyond scheduler.threshold, or it hopped and the time is before the one
+// its message carries, which is read back from the broker), hop_moved (still hopping: it
+// takes the later time when it reaches the wheel stage) or row_moved (a pending
+// failed_sends row's next attempt), with the new due time; 404 unknown; 409 too_late
+// (being sent), already_delivered, cancelled, withheld, in_hop (hopping, the time is
+// before the due time its message carries, and the broker no longer has that message:
+// "earliest" says which time that is), not_pending (a dead, rejected or discarded row: retry
 // it instead); 400 a bad body or a time beyond scheduler.horizon; 503 when Redis,
 // Postgres or, for a copy sent back to the broker, RocketMQ cannot be reached.
 //
