@@ -292,6 +292,23 @@ func TestSecondDeploymentOnAPrefixIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "the first deployment runs on")
 }
 
+// TestAnotherShardCountIsRefusedUntilDrained: a rollout that changes redis.shards is
+// refused while the deployment runs: the replica with the new count does not start,
+// naming the deployment's count and its live replica, and the first runs on. On the code
+// before, it started and looked for every alert's records in other shards.
+func TestAnotherShardCountIsRefusedUntilDrained(t *testing.T) {
+	first := stackConfig(t)
+	base := startReplica(t, first)
+	second := first
+	second.Redis.Shards = 3
+	second.HTTP.Addr = "127.0.0.1:0"
+	err := Serve(context.Background(), second, ServeOptions{Logger: slog.New(slog.DiscardHandler)})
+	require.ErrorIs(t, err, store.ErrShardsChanged)
+	require.ErrorContains(t, err, "it is 3, and the deployment's wheel stage has 1 shards and is not drained (replicas live in it: ")
+	code, _ := get(t, base+"/readyz")
+	require.Equal(t, http.StatusOK, code, "the deployment runs on")
+}
+
 // TestServeWaitsForRedis: a replica started while Redis cannot be reached stays up: it
 // is alive, not ready, /readyz names Redis (its error, without the password, only with
 // the admin token), the API answers 503; once Redis answers it starts and is ready. On

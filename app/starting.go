@@ -120,6 +120,9 @@ func openStoresOnce(ctx context.Context, cfg config.Config, logger *slog.Logger)
 	if err = store.ClaimPrefix(ctx, st.rdb, cfg.Redis.KeyPrefix, cfg.RocketMQ.Topic+"/"+cfg.RocketMQ.Group); err != nil {
 		return st, "redis", fmt.Errorf("serve: %w", err)
 	}
+	if err = store.ClaimShards(ctx, st.rdb, cfg.Redis.KeyPrefix, max(cfg.Redis.Shards, 1)); err != nil {
+		return st, "redis", fmt.Errorf("serve: %w", err)
+	}
 	// The heartbeat has connections of its own: a beat never waits behind the hand-offs.
 	beat, err := store.OpenBeatRedis(ctx, cfg.Redis)
 	if err != nil {

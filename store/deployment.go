@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +15,7 @@ import (
 // in it which targets their configurations have:
 //
 //	{p}:deployment  string  "<topic>/<group>": the deployment the prefix belongs to
+//	{p}:shards      string  the number of shards of its wheel stage (redis.shards)
 //	{p}:targets     hash    target → when a replica last said it knows it, Unix ms by the
 //	                        Redis clock (roster_affirm.lua)
 
@@ -36,6 +39,89 @@ func ClaimPrefix(ctx context.Context, rdb redis.UniversalClient, prefix, deploym
 	return fmt.Errorf("%w: redis.keyPrefix %q is the deployment %q's (topic/group), not %q's; give each "+
 		"deployment a prefix of its own (to move a drained deployment to another topic or group, delete the key %s)",
 		ErrPrefixTaken, prefix, prev, deployment, key)
+}
+
+// ErrShardsChanged is returned by ClaimShards when a replica's redis.shards is not the
+// count the deployment's wheel stage was laid out with, and the stage is not drained.
+var ErrShardsChanged = errors.New("store: redis.shards is not the deployment's")
+
+// ClaimShards records that the deployment under prefix lays its wheel stage out in n
+// shards, or checks that it already does. An alert's shard depends on the count, and
+// there is no online resharding (docs/design.md, Shards): a replica started with another
+// count would look for every alert's records in another shard, deliver what was
+// cancelled, send again what was delivered, and never sweep a shard past its count. So
+// another count is taken only when the deployment is drained — nothing waits, is in
+// flight or parked in the wheel stage, nothing is listed as pending (hopping alerts
+// included), and no replica is live in the old layout — and refused otherwise,
+// the error wrapping ErrShardsChanged and naming what is left. What the drain cannot see
+// (a cancelled alert still hopping: its tombstone stays in the old layout) is the
+// procedure's to wait out.
+func ClaimShards(ctx context.Context, rdb redis.UniversalClient, prefix string, n int) error {
+	key := newKeys(prefix).shardCount()
+	want := strconv.Itoa(n)
+	prev, err := rdb.SetArgs(ctx, key, want, redis.SetArgs{Mode: "NX", Get: true}).Result()
+	switch {
+	case errors.Is(err, redis.Nil), err == nil && prev == want:
+		return nil
+	case err != nil:
+		return redisFail("claim the shard count", err)
+	}
+	m, err := strconv.Atoi(prev)
+	if err != nil || m < 1 {
+		return fmt.Errorf("%w: the key %s holds %q, not a shard count", ErrShardsChanged, key, prev)
+	}
+	old := NewWheelStage(rdb, prefix, WheelStageOptions{Shards: m})
+	left, err := old.drainLeft(ctx)
+	if err != nil {
+		return err
+	}
+	if left != "" {
+		return fmt.Errorf("%w: it is %d, and the deployment's wheel stage has %d shards and is not drained (%s). "+
+			"Changing the count needs a drain (docs/design.md, Shards): stop publishing, wait until nothing is "+
+			"pending, stop every replica, then start them all with the new count; or start this one with redis.shards: %d",
+			ErrShardsChanged, n, m, left, m)
+	}
+	set, err := rdb.SetArgs(ctx, key, want, redis.SetArgs{Mode: "XX", Get: true}).Result()
+	if err != nil {
+		return redisFail("claim the shard count", err)
+	}
+	if set != prev {
+		return fmt.Errorf("%w: another replica changed it to %s meanwhile; start again", ErrShardsChanged, set)
+	}
+	return nil
+}
+
+// drainLeft says what the wheel stage holds that a change of its shard count would lose
+// (entries, pending alerts, live replicas; a lapsed replica's holdings are entries), ""
+// when nothing.
+func (w *WheelStage) drainLeft(ctx context.Context) (string, error) {
+	var entries, pending int64
+	for _, s := range w.shards {
+		e, err := w.rdb.HLen(ctx, s.entries).Result()
+		if err != nil {
+			return "", w.fail("drain check", err)
+		}
+		p, err := w.rdb.ZCard(ctx, s.keys.pending()).Result()
+		if err != nil {
+			return "", w.fail("drain check", err)
+		}
+		entries, pending = entries+e, pending+p
+	}
+	view, err := w.Liveness(nil).View(ctx)
+	if err != nil {
+		return "", err
+	}
+	var left []string
+	if entries > 0 {
+		left = append(left, fmt.Sprintf("%d alerts in the wheel stage", entries))
+	}
+	if pending > 0 {
+		left = append(left, fmt.Sprintf("%d listed as pending", pending))
+	}
+	if len(view.Live) > 0 {
+		left = append(left, fmt.Sprintf("replicas live in it: %s", strings.Join(view.Live, ", ")))
+	}
+	return strings.Join(left, "; "), nil
 }
 
 // Roster is what the replicas of a deployment say their configurations know: a target

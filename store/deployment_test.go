@@ -29,6 +29,55 @@ func TestClaimPrefixKeepsOneDeployment(t *testing.T) {
 	require.NoError(t, store.ClaimPrefix(ctx, rdb, prefix+"-b", "guava/rocketdelay-b"), "on a prefix of its own")
 }
 
+// TestClaimShardsRefusesAnotherCountUntilDrained: the first replica records the
+// deployment's shard count; a replica with another count is refused, naming what is
+// left, while the wheel stage holds an alert, while an alert is listed as hopping, and
+// while a replica of the old layout is live; once drained, the new count is taken. On
+// the code before, any count was taken at any time.
+func TestClaimShardsRefusesAnotherCountUntilDrained(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 1))
+	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 1), "the same count again")
+	one := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: 1, Liveness: time.Minute})
+	refused := func(what string) {
+		t.Helper()
+		err := store.ClaimShards(ctx, rdb, prefix, 3)
+		require.ErrorIs(t, err, store.ErrShardsChanged)
+		require.ErrorContains(t, err, "it is 3, and the deployment's wheel stage has 1 shards")
+		require.ErrorContains(t, err, what)
+	}
+
+	_, err := one.Put(ctx, store.Entry{ID: "waiting", Target: "ops", DueAt: time.Now().Add(time.Minute), Body: []byte("x")})
+	require.NoError(t, err)
+	refused("1 alerts in the wheel stage")
+	res, err := one.Cancel(ctx, "waiting")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelRemoved, res)
+
+	require.NoError(t, one.TraceHop(ctx, store.HopNote{ID: "hopping", Due: time.Now().Add(time.Hour), Target: "ops", Hops: 1, Delay: time.Minute}))
+	refused("1 listed as pending")
+	_, err = one.Cancel(ctx, "hopping")
+	require.NoError(t, err)
+
+	live := one.Liveness(nil)
+	_, err = live.Beat(ctx, "replica-a")
+	require.NoError(t, err)
+	refused("replicas live in it: replica-a")
+	_, _, err = live.Leave(ctx, "replica-a")
+	require.NoError(t, err)
+
+	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 3), "drained: the new count is taken")
+	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 3))
+	three := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: 3})
+	_, err = three.Put(ctx, store.Entry{ID: "after", Target: "ops", DueAt: time.Now().Add(time.Minute), Body: []byte("x")})
+	require.NoError(t, err)
+	err = store.ClaimShards(ctx, rdb, prefix, 1)
+	require.ErrorIs(t, err, store.ErrShardsChanged, "and now the old count is the other one")
+	require.ErrorContains(t, err, "start this one with redis.shards: 3")
+}
+
 // TestRosterSaysWhoKnowsATarget: a target no replica affirmed is not known; one affirmed
 // is known since then by the Redis clock; another replica's affirmation of other targets
 // leaves it as it was.

@@ -178,6 +178,7 @@ func (k keys) gen(id string) string           { return k.stage() + "gen:" + id }
 func (k keys) once(key string) string         { return k.stage() + "once:" + key }
 func (k keys) signingKey() string             { return k.stage() + "signing-key" }
 func (k keys) deployment() string             { return k.stage() + "deployment" }
+func (k keys) shardCount() string             { return k.stage() + "shards" }
 func (k keys) roster() string                 { return k.stage() + "targets" }
 func (k keys) consoleSession(h string) string { return k.stage() + "console:session:" + h }
 func (k keys) ownerOf(kind, id string) string { return k.stage() + "principal:" + kind + ":" + id }

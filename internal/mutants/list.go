@@ -542,4 +542,14 @@ end`,
 		Package:   "./escalation",
 		Tests:     "^TestAStepMovedEarlierIsSent$",
 	},
+	{
+		// killed: a replica with another redis.shards starts on a deployment that is not drained: require.ErrorIs(err, store.ErrShardsChanged) fails
+		Name:      "shard-count-taken-undrained",
+		Invariant: "a replica with another shard count than the deployment's never starts while the wheel stage holds anything",
+		File:      "store/deployment.go",
+		From:      "	if left != \"\" {",
+		To:        "	if false {",
+		Package:   "./store",
+		Tests:     "^TestClaimShardsRefusesAnotherCountUntilDrained$",
+	},
 }
