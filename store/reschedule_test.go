@@ -203,7 +203,7 @@ func TestWheelStageRecallsAHoppingAlert(t *testing.T) {
 		require.NoError(t, ws.TraceHop(ctx, store.HopNote{ID: id, Due: due, Target: "ops", Hops: 1, Delay: 2 * time.Minute, Msg: msg}))
 	}
 	soon := now.Add(5 * time.Second).Truncate(time.Millisecond)
-	got, err := ws.Reschedule(ctx, "recall", soon, time.Minute)
+	got, err := ws.Reschedule(store.WithAuthor(ctx, "ana"), "recall", soon, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, store.Rescheduled{Result: store.RescheduleInHop, DueAt: due,
 		Recall: &store.Recall{ID: "recall", Gen: 1, Msg: "OM-recall", DueAt: soon}}, got)
@@ -221,17 +221,17 @@ func TestWheelStageRecallsAHoppingAlert(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.PutStale, put, "a generation no reschedule allocated cannot displace the alert")
 
-	// The copy arrives first and settles itself (by no one), then the rescheduler's settle
-	// learns the decision and names who moved it.
+	// The copy arrives first and settles itself (naming no one): the move is by who asked
+	// for it; the rescheduler's settle then learns the decision.
 	res, err := ws.SettleRequeue(ctx, "recall", 1, soon, true)
-	require.NoError(t, err)
-	require.Equal(t, store.Rescheduled{Result: store.RescheduleRequeued, DueAt: soon}, res)
-	res, err = ws.SettleRequeue(store.WithAuthor(ctx, "ana"), "recall", 1, soon, true)
 	require.NoError(t, err)
 	require.Equal(t, store.Rescheduled{Result: store.RescheduleRequeued, DueAt: soon}, res)
 	moved, err := ws.MovedTo(ctx, "recall")
 	require.NoError(t, err)
-	require.Equal(t, soon, moved)
+	require.Equal(t, soon, moved, "a move by someone named, before the rescheduler's own settle")
+	res, err = ws.SettleRequeue(store.WithAuthor(ctx, "ana"), "recall", 1, soon, true)
+	require.NoError(t, err)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleRequeued, DueAt: soon}, res)
 	st, err = ws.Inspect(ctx, "recall")
 	require.NoError(t, err)
 	require.Equal(t, soon, st.DueAt)

@@ -25,7 +25,9 @@
 -- KEYS[12] {p}:pending       sorted set: id -> due time of every pending alert (lib_pending.lua)
 -- KEYS[13] {p}:pending-by    hash: target -> how many of pending are its
 -- ARGV[5]  the records' lifetime, ms (a cancel tombstone's)
--- ARGV[6]  who moved it ("" when unknown: a copy that arrived first settles itself)
+-- ARGV[6]  who settles it ("" for a copy that arrived first and settles itself); the move
+--          is recorded as by whoever asked for the reschedule that allocated g (the
+--          generation record's by:<g>, wheel_reschedule.lua), else by ARGV[6]
 --
 -- A commit (1) is the move: on the alert's record (note_move, lib_move.lua), and in
 -- pending at the new due time.
@@ -44,13 +46,6 @@ local g = tonumber(ARGV[2])
 local gens = redis.call('HMGET', KEYS[8], 'live', 'decided')
 if g <= tonumber(gens[2] or '0') then
   if g == tonumber(gens[1] or '0') then
-    -- Committed already (its copy arrived first and settled itself, by no one): the
-    -- move is the caller's, if it names itself.
-    local n = tonumber(redis.call('HGET', KEYS[6], 'moves') or '0')
-    local last = n > 0 and redis.call('HGET', KEYS[6], 'move:' .. n)
-    if ARGV[6] ~= '' and last and string.sub(last, -1) == ' ' then
-      redis.call('HSET', KEYS[6], 'move:' .. n, last .. ARGV[6])
-    end
     return {1, tonumber(redis.call('GET', KEYS[7]) or ARGV[3])}
   end
   return {2, 0}
@@ -84,7 +79,10 @@ redis.call('SET', KEYS[7], ARGV[3], 'PX', ARGV[5])
 local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 if from then
-  note_move(KEYS[6], string.format('%d', tonumber(from)), ARGV[3], tonumber(now), ARGV[6])
+  -- The move is the one who asked for the reschedule that allocated g (by:<g>), whoever
+  -- settles it: often the copy itself, arriving first.
+  local who = redis.call('HGET', KEYS[8], 'by:' .. ARGV[2]) or ARGV[6]
+  note_move(KEYS[6], string.format('%d', tonumber(from)), ARGV[3], tonumber(now), who)
 end
 if waiting or redis.call('EXISTS', KEYS[6]) == 1 then
   redis.call('HSET', KEYS[6], 'st', 'hopping', 'due', ARGV[3], 'carried', ARGV[3], 'hop', now, 'next', now)

@@ -21,7 +21,9 @@
 -- ARGV[4]  the records' lifetime, ms (a cancel tombstone's)
 -- ARGV[5]  the Pub/Sub channel of moves: a move of a waiting entry is published there as
 --          "<id> <new due, Unix ms>", for the replica whose wheel holds its timer
--- ARGV[6]  who moved it ("" when unknown), for the trace
+-- ARGV[6]  who moved it ("" when unknown), for the trace; a generation allocated for a
+--          copy (8, 11) keeps it in the generation record as by:<g>, for the move its
+--          settle records whoever settles it (wheel_requeue.lua)
 --
 -- A move (1 and 6) moves the alert in pending too (8 and 11 once their copy is settled:
 -- wheel_requeue.lua). A move is on the alert's record (note_move, lib_move.lua).
@@ -73,7 +75,7 @@ if redis.call('ZSCORE', KEYS[1], id) then
     end
     local gens = redis.call('HMGET', KEYS[8], 'next', 'decided')
     local g = math.max(tonumber(gens[1] or '0'), tonumber(gens[2] or '0')) + 1
-    redis.call('HSET', KEYS[8], 'next', string.format('%d', g))
+    redis.call('HSET', KEYS[8], 'next', string.format('%d', g), 'by:' .. g, ARGV[6])
     redis.call('PEXPIRE', KEYS[8], ARGV[4])
     return {8, due, g, rec or ''}
   end
@@ -123,7 +125,7 @@ if due < carried then
   end
   local gens = redis.call('HMGET', KEYS[8], 'next', 'decided')
   local g = math.max(tonumber(gens[1] or '0'), tonumber(gens[2] or '0')) + 1
-  redis.call('HSET', KEYS[8], 'next', string.format('%d', g))
+  redis.call('HSET', KEYS[8], 'next', string.format('%d', g), 'by:' .. g, ARGV[6])
   redis.call('PEXPIRE', KEYS[8], ARGV[4])
   return {11, carried, g, om, due}
 end
