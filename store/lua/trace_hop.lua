@@ -37,16 +37,17 @@
 -- generation is not the live generation: a reschedule made another copy the alert, or
 -- has not settled this one yet, or never made it) or by a message of another principal
 -- with the same id (its proven principal is not the trace's: its hop is not this
--- alert's, and its message must never be read back as this alert's). The alert is listed in pending (pending_note in
--- lib_pending.lua) unless it has a cancel tombstone. Returns 1 when written.
-local st = redis.call('HGET', KEYS[1], 'st')
+-- alert's, and its message must never be read back as this alert's). The alert is
+-- listed in pending (pending_note in lib_pending.lua) unless it has a cancel tombstone.
+-- Returns 1 when written.
+local was = redis.call('HMGET', KEYS[1], 'st', 'who')
+local st, who = was[1], was[2]
 if st == 'delivered' or st == 'recorded' or st == 'withheld' then
   return 0
 end
 if tonumber(ARGV[10]) ~= tonumber(redis.call('HGET', KEYS[6], 'live') or '0') then
   return 0
 end
-local who = redis.call('HGET', KEYS[1], 'who')
 if who and who ~= ARGV[7] then
   return 0
 end
