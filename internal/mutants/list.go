@@ -287,9 +287,9 @@ end`,
 		File:      "store/lua/wheel_cancel.lua",
 		From: `  redis.call('HDEL', KEYS[8], id)
   redis.call('SET', KEYS[5], now, 'PX', ARGV[2])
-  return 1`,
+  pending_drop(`,
 		To: `  redis.call('HDEL', KEYS[8], id)
-  return 1`,
+  pending_drop(`,
 		Package: "./store",
 		Tests:   "^TestWheelStageCancel$",
 	},
