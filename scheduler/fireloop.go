@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/rocketdelay/rocketdelay/store"
@@ -52,35 +53,47 @@ func (s *Scheduler) claimToken() string {
 	return s.opts.InstanceName + "/" + strconv.FormatUint(s.claims.Add(1), 36)
 }
 
-// fireLoop claims the keys the wheel fires and queues the won entries for hand-off.
-// Keys that are not due yet by Redis's clock (this replica's clock runs ahead of it)
-// go back into the wheel for the time Redis says is left.
+// fireChunk bounds the keys of one claim of the fire loop: a burst of keys fired
+// together is claimed a chunk at a time, each chunk queued for hand-off as soon as its
+// claim lands, so the first alerts of a burst go while the rest are being claimed.
+const fireChunk = 256
+
+// fireLoop claims the keys the wheel fires, a chunk at a time, and queues the won
+// entries for hand-off. Keys that are not due yet by Redis's clock (this replica's
+// clock runs ahead of it) go back into the wheel for the time Redis says is left.
 func (s *Scheduler) fireLoop(ctx context.Context) {
 	defer s.life.loops.Done()
-	for batch := range s.wheel.C() {
-		token := s.claimToken()
-		claim := func(ctx context.Context) (store.Claimed, error) { return s.store.Claim(ctx, batch, token) }
-		c, err := s.pool.claim(ctx, "claim", claim)
-		if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
-			// It may have run: the same claim again, aside, until its outcome is known
-			// (claimKnown); what it did not take stays due, for the sweeper.
-			s.logger.Warn("claim of fired keys failed; trying it again", "keys", len(batch), "err", err)
-			s.life.loops.Add(1)
-			go func() {
-				defer s.life.loops.Done()
-				if c, err := s.pool.claimKnown(ctx, "claim", claim, func(error) {}); err == nil {
-					s.fired(ctx, batch, c)
-				}
-			}()
-			continue
+	for fired := range s.wheel.C() {
+		for batch := range slices.Chunk(fired, fireChunk) {
+			s.claimFired(ctx, batch)
 		}
-		if err != nil {
-			// It did not run: the entries stay due; the sweeper claims them once overdue.
-			s.logger.Warn("claim of fired keys failed; the sweeper will retry", "keys", len(batch), "err", err)
-			continue
-		}
-		s.fired(ctx, batch, c)
 	}
+}
+
+// claimFired claims a chunk of fired keys and queues what it won for hand-off.
+func (s *Scheduler) claimFired(ctx context.Context, batch []string) {
+	token := s.claimToken()
+	claim := func(ctx context.Context) (store.Claimed, error) { return s.store.Claim(ctx, batch, token) }
+	c, err := s.pool.claim(ctx, "claim", claim)
+	if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
+		// It may have run: the same claim again, aside, until its outcome is known
+		// (claimKnown); what it did not take stays due, for the sweeper.
+		s.logger.Warn("claim of fired keys failed; trying it again", "keys", len(batch), "err", err)
+		s.life.loops.Add(1)
+		go func() {
+			defer s.life.loops.Done()
+			if c, err := s.pool.claimKnown(ctx, "claim", claim, func(error) {}); err == nil {
+				s.fired(ctx, batch, c)
+			}
+		}()
+		return
+	}
+	if err != nil {
+		// It did not run: the entries stay due; the sweeper claims them once overdue.
+		s.logger.Warn("claim of fired keys failed; the sweeper will retry", "keys", len(batch), "err", err)
+		return
+	}
+	s.fired(ctx, batch, c)
 }
 
 // fired queues the entries a claim of the fired keys batch won for hand-off and puts

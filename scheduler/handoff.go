@@ -50,8 +50,9 @@ func newHandoffPool(opts Options, ws WheelStage, d Delivery, logger *slog.Logger
 	wheel *timewheel.Wheel, heart *heartbeat) *handoffPool {
 	p := &handoffPool{opts: opts, store: ws, delivery: d, logger: logger, metrics: m, now: now, wheel: wheel, heart: heart,
 		work: make(chan store.Entry, opts.ClaimBatch), quit: make(chan struct{}), gate: newTargetGate(opts.HandoffsPerTarget),
-		running: handing{ids: map[string]int{}}, releases: &releaser{store: ws, metrics: m}}
+		running: handing{ids: map[string]int{}}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.releases = newReleaser(p.ctx, ws, m)
 	return p
 }
 
@@ -127,7 +128,7 @@ func (p *handoffPool) handingOff() []string { return p.running.list() }
 // then cancels them and waits a little more.
 func (p *handoffPool) wait(ctx context.Context) {
 	done := make(chan struct{})
-	go func() { p.workers.Wait(); p.adopting.running.Wait(); close(done) }()
+	go func() { p.workers.Wait(); p.adopting.running.Wait(); p.releases.wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -198,7 +199,12 @@ func (p *handoffPool) handle(e store.Entry) {
 // the replica is stopping (it hands the entry back with everything else).
 func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 	p.running.add(e.ID)
-	defer p.running.remove(e.ID)
+	releasing := false
+	defer func() {
+		if !releasing {
+			p.running.remove(e.ID)
+		}
+	}()
 	if early := e.DueAt.Sub(p.now()); early > 0 {
 		// Not due yet by the reference clock as this replica knows it (the claim itself
 		// judged by Redis's): the offset moved since. Never early by either.
@@ -244,7 +250,8 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 		p.metrics.lateness.Observe(max(start.Sub(e.DueAt), 0).Seconds())
 	}
 	receipt.Replica = p.opts.InstanceName
-	p.release(e, receipt)
+	releasing = true // running until its release lands: a stop keeps it (Scheduler.Stop)
+	p.release(e, receipt, func() { p.running.remove(e.ID) })
 }
 
 func outcomeLabel(o store.Outcome) string {
@@ -255,22 +262,25 @@ func outcomeLabel(o store.Outcome) string {
 }
 
 // release ends the claim of a hand-off that is done: the entry leaves the wheel stage
-// and gets its done marker, and its trace the receipt. This replica knows the outcome,
-// so a release that fails (Redis cut off for a moment) is tried again until it lands,
-// the claim held meanwhile (this replica is live): taken over, the alert would be sent
-// again. Only a stop past its deadline gives up.
-func (p *handoffPool) release(e store.Entry, receipt store.Receipt) {
-	lost, err := p.releases.release(p.ctx, store.Released{Claim: e.Claim(), Receipt: receipt})
-	switch {
-	case err != nil:
-		// Stopping past the deadline, or a Redis error that is not an outage: the entry is
-		// claimed again once this replica is gone (or its lease runs out); the done marker or
-		// the noted failure decides then (see delivery).
-		p.logger.Error("release after hand-off failed; the alert may be handed off again", "rd_id", e.ID, "err", err)
-	case lost:
-		p.logger.Warn("released an alert whose claim had run out; it is done, and the replica that took it over will not send it",
-			"rd_id", e.ID)
-	}
+// and gets its done marker, and its trace the receipt. It queues the release
+// (release.go) and returns; landed runs once the release has landed or failed. This
+// replica knows the outcome, so a release that fails (Redis cut off for a moment) is
+// tried again until it lands, the claim held meanwhile (this replica is live): taken
+// over, the alert would be sent again. Only a stop past its deadline gives up.
+func (p *handoffPool) release(e store.Entry, receipt store.Receipt, landed func()) {
+	p.releases.release(store.Released{Claim: e.Claim(), Receipt: receipt}, func(lost bool, err error) {
+		defer landed()
+		switch {
+		case err != nil:
+			// Stopping past the deadline, or a Redis error that is not an outage: the entry
+			// is claimed again once this replica is gone (or its lease runs out); the done
+			// marker or the noted failure decides then (see delivery).
+			p.logger.Error("release after hand-off failed; the alert may be handed off again", "rd_id", e.ID, "err", err)
+		case lost:
+			p.logger.Warn("released an alert whose claim had run out; it is done, and the replica that took it over will not send it",
+				"rd_id", e.ID)
+		}
+	})
 }
 
 // giveBack returns a claimed entry to the due index for retryAt, noting the parts of a
@@ -311,7 +321,7 @@ func (p *handoffPool) quarantine(ctx context.Context, corrupt []store.Corrupt) {
 		}
 		p.metrics.quarantined.Inc()
 		p.logger.Error("corrupt wheel-stage entry recorded as rejected and released", "rd_id", c.Claim.ID, "err", c.Err)
-		p.release(entry, store.Receipt{Outcome: store.Recorded, Replica: p.opts.InstanceName})
+		p.release(entry, store.Receipt{Outcome: store.Recorded, Replica: p.opts.InstanceName}, func() {})
 	}
 }
 

@@ -67,6 +67,9 @@ func TestDeliverRefusesWhatIsNotDueByTheReplicasClock(t *testing.T) {
 
 	p.deliver(store.Entry{ID: "due", Target: "ops", DueAt: now, Token: "t"}, false)
 	require.Equal(t, 1, rec.count("due"))
+	p.releases.wait()
+	stage.mu.Lock()
+	defer stage.mu.Unlock()
 	require.Equal(t, []store.Outcome{store.Delivered}, stage.released)
 }
 

@@ -9,32 +9,37 @@ import (
 )
 
 // releaser ends the claims of finished hand-offs in batches (a group commit): a worker
-// queues its release and waits for it to land; the first worker to find fewer than
-// releaseFlushes batches on their way becomes a flusher, and sends everything queued,
-// up to releaseBatch releases per call, until nothing is left. A burst whose hand-offs
-// finish together thus costs a few round trips to Redis instead of one per alert, while
-// one hand-off alone is released at once, as before. Each release is retried, with its
-// batch, until it lands or ctx ends (retryStore): a release is idempotent, and this
-// replica, being live, keeps its claims meanwhile (a repeat after a reply was lost, or
-// after one shard's call failed, reports the claims that landed the first time as lost:
-// a warning, nothing else). Under a sustained burst the flushers keep flushing until the
-// queue is empty: up to releaseFlushes workers serve as the pool's flushers meanwhile.
+// queues its release and goes on to its next hand-off; up to releaseFlushes flushers
+// send what is queued, up to releaseBatch releases per call, until nothing is left. A
+// burst whose hand-offs finish together thus costs a few round trips to Redis instead of
+// one per alert, and the hand-offs never wait for Redis's answer; one hand-off alone is
+// released at once, as before. Each release is retried, with its batch, until it lands
+// or ctx ends (retryStore): a release is idempotent, and this replica, being live, keeps
+// its claims meanwhile (a repeat after a reply was lost, or after one shard's call
+// failed, reports the claims that landed the first time as lost: a warning, nothing
+// else).
+//
+// At most releaseOutstanding releases are queued or on their way at once; past that a
+// worker waits for a slot before its next hand-off. That bounds what a replica killed
+// mid-burst can have delivered without its release having landed (sent again once it is
+// taken over), and what a slow Redis lets pile up.
 type releaser struct {
+	ctx     context.Context // every release's: the pool's, cancelled at the stop's deadline
 	store   WheelStage
 	metrics *Metrics
+	slots   chan struct{}  // one per release queued or on its way
+	landing sync.WaitGroup // the releases queued or on their way
 
 	mu       sync.Mutex
 	queued   []*release
 	flushers int // batches on their way
 }
 
-// release is one hand-off's release: the claim, how it ended, and once done whether its
-// claim had been lost on the way, or the error that stopped it.
+// release is one hand-off's release: the claim, how it ended, and whom to tell how the
+// release went.
 type release struct {
 	r    store.Released
-	lost bool
-	err  error
-	done chan struct{}
+	done func(lost bool, err error)
 }
 
 const (
@@ -42,54 +47,71 @@ const (
 	releaseFlushes = 2
 	// releaseBatch bounds the releases of one script call.
 	releaseBatch = 256
+	// releaseOutstanding bounds the releases queued or on their way.
+	releaseOutstanding = releaseFlushes * releaseBatch
 )
 
-// release ends r's claim and reports whether it had been lost (another replica took the
-// entry over after this claim's lease ran out). ctx bounds the retries.
-func (rl *releaser) release(ctx context.Context, r store.Released) (lost bool, err error) {
-	req := &release{r: r, done: make(chan struct{})}
-	rl.mu.Lock()
-	rl.queued = append(rl.queued, req)
-	if rl.flushers >= releaseFlushes {
-		rl.mu.Unlock()
-		select {
-		case <-req.done:
-			return req.lost, req.err
-		case <-ctx.Done():
-			return false, ctx.Err() // the flusher that takes it fails it at once
-		}
+func newReleaser(ctx context.Context, ws WheelStage, m *Metrics) *releaser {
+	return &releaser{ctx: ctx, store: ws, metrics: m, slots: make(chan struct{}, releaseOutstanding)}
+}
+
+// release queues r's release and returns, having waited only for a slot when
+// releaseOutstanding are queued or on their way. done is told, once, from another
+// goroutine, whether r's claim had been lost on the way (another replica took the entry
+// over after this claim's lease ran out), or the error that stopped the release (the
+// releaser's context ended: the stop's deadline).
+func (rl *releaser) release(r store.Released, done func(lost bool, err error)) {
+	select {
+	case rl.slots <- struct{}{}:
+	case <-rl.ctx.Done():
+		done(false, rl.ctx.Err())
+		return
 	}
-	rl.flushers++
+	rl.landing.Add(1)
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.queued = append(rl.queued, &release{r: r, done: done})
+	if rl.flushers < releaseFlushes {
+		rl.flushers++
+		go rl.flushQueued()
+	}
+}
+
+// wait waits until every release queued so far has landed or failed.
+func (rl *releaser) wait() { rl.landing.Wait() }
+
+// flushQueued sends what is queued, a batch per call, until nothing is left.
+func (rl *releaser) flushQueued() {
+	rl.mu.Lock()
 	for len(rl.queued) > 0 {
 		n := min(len(rl.queued), releaseBatch)
 		batch := slices.Clone(rl.queued[:n])
 		rl.queued = slices.Delete(rl.queued, 0, n)
 		rl.mu.Unlock()
-		rl.flush(ctx, batch)
+		rl.flush(batch)
 		rl.mu.Lock()
 	}
 	rl.flushers--
 	rl.mu.Unlock()
-	<-req.done // flushed by this call, or by another flusher that took it first
-	return req.lost, req.err
 }
 
 // flush releases a batch in one call per shard, retried while Redis cannot be reached,
 // and tells each release how it ended.
-func (rl *releaser) flush(ctx context.Context, batch []*release) {
+func (rl *releaser) flush(batch []*release) {
 	rs := make([]store.Released, len(batch))
 	for i, req := range batch {
 		rs[i] = req.r
 	}
 	var lost []bool
-	err := retryStore(ctx, rl.metrics, "release", 0, func(ctx context.Context) error {
+	err := retryStore(rl.ctx, rl.metrics, "release", 0, func(ctx context.Context) error {
 		var err error
 		lost, err = rl.store.ReleaseAll(ctx, rs)
 		return err
 	})
 	rl.metrics.releaseBatch.Observe(float64(len(batch)))
 	for i, req := range batch {
-		req.lost, req.err = err == nil && lost[i], err
-		close(req.done)
+		req.done(err == nil && lost[i], err)
+		<-rl.slots
+		rl.landing.Done()
 	}
 }
