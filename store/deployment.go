@@ -95,17 +95,22 @@ func ClaimShards(ctx context.Context, rdb redis.UniversalClient, prefix string, 
 // (entries, pending alerts, live replicas; a lapsed replica's holdings are entries), ""
 // when nothing.
 func (w *WheelStage) drainLeft(ctx context.Context) (string, error) {
+	entryCmds := make([]*redis.IntCmd, len(w.shards))
+	pendingCmds := make([]*redis.IntCmd, len(w.shards))
+	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range w.shards {
+			entryCmds[i] = p.HLen(ctx, s.entries)
+			pendingCmds[i] = p.ZCard(ctx, s.keys.pending())
+		}
+		return nil
+	})
+	if err != nil {
+		return "", w.fail("drain check", err)
+	}
 	var entries, pending int64
-	for _, s := range w.shards {
-		e, err := w.rdb.HLen(ctx, s.entries).Result()
-		if err != nil {
-			return "", w.fail("drain check", err)
-		}
-		p, err := w.rdb.ZCard(ctx, s.keys.pending()).Result()
-		if err != nil {
-			return "", w.fail("drain check", err)
-		}
-		entries, pending = entries+e, pending+p
+	for i := range w.shards {
+		entries += entryCmds[i].Val()
+		pending += pendingCmds[i].Val()
 	}
 	view, err := w.Liveness(nil).View(ctx)
 	if err != nil {
