@@ -14,6 +14,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/timewheel"
 )
 
 // heldRelease is the wheel stage with its releases counted, and the first of them held
@@ -127,5 +128,34 @@ func TestReleasesOutstandingAreBounded(t *testing.T) {
 		require.True(t, returned.Load())
 		rl.wait()
 		require.EqualValues(t, releaseOutstanding+1, landed.Load())
+	})
+}
+
+// An alert handed off whose release has not landed yet is still being handed off: a
+// graceful stop keeps it out of what it hands back (handingOff) and waits for its release
+// (wait), so no other replica takes over, and sends again, what this one sent.
+func TestAStopWaitsForTheReleasesOfWhatWasSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wheel, err := timewheel.New(timewheel.Config{})
+		require.NoError(t, err)
+		defer wheel.Stop()
+		stage := heldCalls{open: make(chan struct{})}
+		rec := newRecorder()
+		p := newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now, wheel, nil)
+		p.deliver(store.Entry{ID: "sent", Target: "ops", DueAt: time.Now(), Token: "t"}, false)
+		require.Equal(t, 1, rec.count("sent"))
+		require.Equal(t, []string{"sent"}, p.handingOff(), "sent, its release not landed: still being handed off")
+
+		var waited atomic.Bool
+		go func() {
+			p.wait(context.Background())
+			waited.Store(true)
+		}()
+		synctest.Wait()
+		require.False(t, waited.Load(), "the stop did not wait for the release")
+		close(stage.open)
+		synctest.Wait()
+		require.True(t, waited.Load())
+		require.Empty(t, p.handingOff())
 	})
 }
