@@ -42,7 +42,7 @@ func (noOwners) OpenEpisode(context.Context, string, string, int) (bool, int, er
 // target, no raw right, so its text is checked for mentions; a rate it never reaches,
 // taken in Redis; its id recorded with SET NX before the publish). It reports each
 // way's p50 and p99 (from the request to the 202, which waits for the broker) and the
-// ratio of the p99s, against the target of 1.5 (PASS or FAIL: a report).
+// ratio of the p99s, against the goal of 1.05 (PASS or FAIL: a report, not a gate).
 //
 //	make bench-api   (go test -run '^$' -bench PublishAPIPrincipals -benchtime 2000x ./ingress/)
 func BenchmarkPublishAPIPrincipals(b *testing.B) {
@@ -113,13 +113,15 @@ func BenchmarkPublishAPIPrincipals(b *testing.B) {
 	b.ReportMetric(float64(s.P99.Microseconds())/1000, "principals-p99-ms")
 	ratio := float64(s.P99) / float64(w.P99)
 	b.ReportMetric(ratio, "p99-ratio")
-	// The target: a principal adds one Redis round trip (its rate and its id's owner,
-	// principal_publish.lua) to a broker send, not another send's worth: p99 within 1.5x
-	// of the single token's. A report, not a gate. (Without the round trip, both paths
-	// measure the same: the rest of what a principal does costs nothing measurable.)
+	// The goal: principals cost at most 5 % of the p99. A principal adds one Redis round
+	// trip before the broker's send (its rate and its id's owner, principal_publish.lua:
+	// an id is refused to another principal before anything is published), which this
+	// machine's p99 shows as 1.1-1.4x (docs/performance.md, Principals on the publish
+	// API). Without the round trip both paths measure the same: the rest of what a
+	// principal does costs nothing measurable.
 	verdict := "PASS"
-	if ratio > 1.5 {
+	if ratio > 1.05 {
 		verdict = "FAIL"
 	}
-	b.Logf("target: principals' p99 within 1.5x of the single token's (%.2fx: %s)", ratio, verdict)
+	b.Logf("goal: principals' p99 within 1.05x of the single token's (%.2fx: %s)", ratio, verdict)
 }

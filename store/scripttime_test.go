@@ -22,7 +22,7 @@ import (
 // each step: a burst of n alerts needs n × (claim + release) of Redis after its due
 // instant, whatever the process does (docs/performance.md, Burst).
 //
-//	go test -run '^$' -bench ScriptTimePerAlert -benchtime 3x ./store/
+//	go test -run '^$' -bench ScriptTimePerAlert -benchtime 5x ./store/
 func BenchmarkScriptTimePerAlert(b *testing.B) {
 	ctx := context.Background()
 	rdb, prefix := testenv.Redis(b)
