@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/rocketdelay/rocketdelay/store"
@@ -64,14 +63,24 @@ const fireChunk = 256
 func (s *Scheduler) fireLoop(ctx context.Context) {
 	defer s.life.loops.Done()
 	for fired := range s.wheel.C() {
-		for batch := range slices.Chunk(fired, fireChunk) {
-			s.claimFired(ctx, batch)
+		for len(fired) > 0 {
+			n := min(len(fired), fireChunk)
+			chunk := fired[:n:n]
+			fired = fired[n:]
+			if !s.claimFired(ctx, chunk) {
+				// Redis failed the chunk after a lease of retries, or the replica is
+				// stopping: the rest stays due in Redis, for the sweeper once overdue (or
+				// the other replicas), rather than each chunk waiting out the outage again.
+				fired = nil
+			}
 		}
 	}
 }
 
-// claimFired claims a chunk of fired keys and queues what it won for hand-off.
-func (s *Scheduler) claimFired(ctx context.Context, batch []string) {
+// claimFired claims a batch of fired keys and queues what it won for hand-off; it
+// reports false when the claim failed (retried aside when it may have run; what it did
+// not take stays due, for the sweeper).
+func (s *Scheduler) claimFired(ctx context.Context, batch []string) bool {
 	token := s.claimToken()
 	claim := func(ctx context.Context) (store.Claimed, error) { return s.store.Claim(ctx, batch, token) }
 	c, err := s.pool.claim(ctx, "claim", claim)
@@ -86,14 +95,15 @@ func (s *Scheduler) claimFired(ctx context.Context, batch []string) {
 				s.fired(ctx, batch, c)
 			}
 		}()
-		return
+		return false
 	}
 	if err != nil {
 		// It did not run: the entries stay due; the sweeper claims them once overdue.
 		s.logger.Warn("claim of fired keys failed; the sweeper will retry", "keys", len(batch), "err", err)
-		return
+		return false
 	}
 	s.fired(ctx, batch, c)
+	return true
 }
 
 // fired queues the entries a claim of the fired keys batch won for hand-off and puts

@@ -321,7 +321,8 @@ func (p *handoffPool) quarantine(ctx context.Context, corrupt []store.Corrupt) {
 		}
 		p.metrics.quarantined.Inc()
 		p.logger.Error("corrupt wheel-stage entry recorded as rejected and released", "rd_id", c.Claim.ID, "err", c.Err)
-		p.release(entry, store.Receipt{Outcome: store.Recorded, Replica: p.opts.InstanceName}, func() {})
+		p.running.add(entry.ID) // this replica's until its release lands, as a hand-off's
+		p.release(entry, store.Receipt{Outcome: store.Recorded, Replica: p.opts.InstanceName}, func() { p.running.remove(entry.ID) })
 	}
 }
 

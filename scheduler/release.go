@@ -56,11 +56,16 @@ func newReleaser(ctx context.Context, ws WheelStage, m *Metrics) *releaser {
 }
 
 // release queues r's release and returns, having waited only for a slot when
-// releaseOutstanding are queued or on their way. done is told, once, from another
-// goroutine, whether r's claim had been lost on the way (another replica took the entry
-// over after this claim's lease ran out), or the error that stopped the release (the
-// releaser's context ended: the stop's deadline).
+// releaseOutstanding are queued or on their way. done is told, once, whether r's claim
+// had been lost on the way (another replica took the entry over after this claim's
+// lease ran out), or the error that stopped the release (the releaser's context ended:
+// the stop's deadline); it runs on a flusher's goroutine, or on the caller's when the
+// context had ended. The caller holds no lock done takes.
 func (rl *releaser) release(r store.Released, done func(lost bool, err error)) {
+	if err := rl.ctx.Err(); err != nil {
+		done(false, err)
+		return
+	}
 	select {
 	case rl.slots <- struct{}{}:
 	case <-rl.ctx.Done():

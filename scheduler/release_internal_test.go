@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -156,6 +157,26 @@ func TestAStopWaitsForTheReleasesOfWhatWasSent(t *testing.T) {
 		close(stage.open)
 		synctest.Wait()
 		require.True(t, waited.Load())
+		require.Empty(t, p.handingOff())
+	})
+}
+
+// A corrupt entry recorded as rejected is this replica's until its release lands, as a
+// hand-off is: a stop keeps it out of what it hands back, so no other replica records
+// it a second time meanwhile.
+func TestAQuarantinedEntryIsHeldUntilItsReleaseLands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wheel, err := timewheel.New(timewheel.Config{})
+		require.NoError(t, err)
+		defer wheel.Stop()
+		stage := heldCalls{open: make(chan struct{})}
+		rec := newRecorder()
+		p := newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now, wheel, nil)
+		p.quarantine(t.Context(), []store.Corrupt{{Claim: store.Claim{ID: "damaged", Token: "t"}, Record: []byte("?"), Err: errors.New("bad record")}})
+		require.Len(t, rec.rejected, 1)
+		require.Equal(t, []string{"damaged"}, p.handingOff(), "recorded, its release not landed: still this replica's")
+		close(stage.open)
+		p.releases.wait()
 		require.Empty(t, p.handingOff())
 	})
 }

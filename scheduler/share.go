@@ -74,7 +74,11 @@ func (p *handoffPool) handOffAdopted(c store.Claimed) {
 	a := &p.adopting
 	p.metrics.claims.WithLabelValues("adopted").Add(float64(len(c.Entries) + len(c.Corrupt)))
 	if len(c.Corrupt) > 0 {
-		go p.quarantine(p.ctx, c.Corrupt)
+		a.running.Add(1) // its releases are queued before the pool's wait waits for them
+		go func() {
+			defer a.running.Done()
+			p.quarantine(p.ctx, c.Corrupt)
+		}()
 	}
 	for _, e := range c.Entries {
 		a.running.Add(1)

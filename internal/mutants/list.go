@@ -582,4 +582,14 @@ end`,
 		Package:   "./scheduler",
 		Tests:     "^TestReleasesOutstandingAreBounded$",
 	},
+	{
+		// killed: a recorded corrupt entry whose release is queued is not this replica's: require.Equal([]string{"damaged"}, p.handingOff()) fails
+		Name:      "quarantined-unheld-before-its-release",
+		Invariant: "a corrupt entry recorded as rejected stays this replica's until its release lands: no other replica records it again",
+		File:      "scheduler/handoff.go",
+		From:      "		p.running.add(entry.ID) // this replica's until its release lands, as a hand-off's\n",
+		To:        "",
+		Package:   "./scheduler",
+		Tests:     "^TestAQuarantinedEntryIsHeldUntilItsReleaseLands$",
+	},
 }
