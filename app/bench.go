@@ -231,7 +231,8 @@ func newBenchScaleCmd(stdio IO) *cobra.Command {
 	cmd.Flags().StringSliceVar(&o.Topologies, "redis", []string{"config"}, "Redis topologies: config, sentinel, cluster")
 	cmd.Flags().IntSliceVar(&o.Shards, "shards", []int{1}, "shard counts of the wheel stage (redis.shards)")
 	cmd.Flags().IntVarP(&o.N, "alerts", "n", 4000, "alerts per run")
-	durationVar(cmd.Flags(), &o.Goal, "goal", 0, "judge each run's max lateness by this bound: PASS or FAIL (0: no verdict)")
+	durationVar(cmd.Flags(), &o.Goal, "goal", 0, "judge each row's max lateness by this bound: PASS or FAIL (0: no verdict)")
+	cmd.Flags().IntVar(&o.Repeat, "repeat", 1, "measure each row this many times and show the run whose max lateness is the median, with the spread")
 	cmd.Flags().StringVar(&o.Profile, "profile", "", "write each run's CPU and allocation profiles and its Redis commands by name into this directory")
 	return cmd
 }

@@ -77,7 +77,9 @@ schedulers (--replicas) in one consumer group on a topic of 8 queues, once per R
 wheel stage (--shards, redis.shards), and prints hand-off throughput and its ratio to the
 first replica count, lateness p50/p99/max, and the claims lost to another replica and the
 sweeper's recoveries per alert (a claim storm shows there). The replicas share this
-machine's cores.
+machine's cores, so one run's lateness moves by tens of percent: --repeat N measures each
+row N times and shows the run whose max lateness is the median, with the spread over the
+N runs; --goal judges that run.
 
 A second table shows each run's Redis primaries (every master of a cluster): the
 commands each served from the publishing to the last confirmed hand-off (INFO
