@@ -132,17 +132,24 @@ func TestReleasesOutstandingAreBounded(t *testing.T) {
 	})
 }
 
+// heldPool is a hand-off pool whose releases wait until stage.open is closed, its
+// hand-offs recorded by rec; its wheel stops when t ends. For a synctest bubble.
+func heldPool(t *testing.T) (*handoffPool, heldCalls, *recorder) {
+	wheel, err := timewheel.New(timewheel.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { wheel.Stop() })
+	stage := heldCalls{open: make(chan struct{})}
+	rec := newRecorder()
+	return newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now, wheel, nil),
+		stage, rec
+}
+
 // An alert handed off whose release has not landed yet is still being handed off: a
 // graceful stop keeps it out of what it hands back (handingOff) and waits for its release
 // (wait), so no other replica takes over, and sends again, what this one sent.
 func TestAStopWaitsForTheReleasesOfWhatWasSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		wheel, err := timewheel.New(timewheel.Config{})
-		require.NoError(t, err)
-		defer wheel.Stop()
-		stage := heldCalls{open: make(chan struct{})}
-		rec := newRecorder()
-		p := newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now, wheel, nil)
+		p, stage, rec := heldPool(t)
 		p.deliver(store.Entry{ID: "sent", Target: "ops", DueAt: time.Now(), Token: "t"}, false)
 		require.Equal(t, 1, rec.count("sent"))
 		require.Equal(t, []string{"sent"}, p.handingOff(), "sent, its release not landed: still being handed off")
@@ -166,12 +173,7 @@ func TestAStopWaitsForTheReleasesOfWhatWasSent(t *testing.T) {
 // it a second time meanwhile.
 func TestAQuarantinedEntryIsHeldUntilItsReleaseLands(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		wheel, err := timewheel.New(timewheel.Config{})
-		require.NoError(t, err)
-		defer wheel.Stop()
-		stage := heldCalls{open: make(chan struct{})}
-		rec := newRecorder()
-		p := newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now, wheel, nil)
+		p, stage, rec := heldPool(t)
 		p.quarantine(t.Context(), []store.Corrupt{{Claim: store.Claim{ID: "damaged", Token: "t"}, Record: []byte("?"), Err: errors.New("bad record")}})
 		require.Len(t, rec.rejected, 1)
 		require.Equal(t, []string{"damaged"}, p.handingOff(), "recorded, its release not landed: still this replica's")
