@@ -33,6 +33,7 @@ type Metrics struct {
 	quarantined    prometheus.Counter
 	storeRetries   *prometheus.CounterVec
 	releaseBatch   prometheus.Histogram
+	releasing      prometheus.Gauge
 	movesApplied   prometheus.Counter
 	tracesDropped  prometheus.Counter
 
@@ -148,6 +149,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "Finished hand-offs released from the wheel stage by one call to Redis: the hand-offs that finished while the call before was on its way.",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 	})
+	m.releasing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rocketdelay_releases_waiting",
+		Help: "Hand-offs done whose release is queued or on its way to Redis (at most 512; at the bound a hand-off waits for a slot): alerts sent that a kill of this replica now would leave to be sent again.",
+	})
 	m.movesApplied = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "rocketdelay_wheel_moves_applied_total",
 		Help: "Reschedules of waiting alerts whose timer this replica's wheel held, moved to the new due time as the reschedule announced it.",
@@ -199,7 +204,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.mode, m.received, m.elsewhere, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
 		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries,
-		m.quarantined, m.storeRetries, m.releaseBatch, m.movesApplied, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)
+		m.quarantined, m.storeRetries, m.releaseBatch, m.releasing, m.movesApplied, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)
 	for _, r := range wire.RejectReasons {
 		m.rejected.WithLabelValues(string(r))
 	}

@@ -73,6 +73,7 @@ func (rl *releaser) release(r store.Released, done func(lost bool, err error)) {
 		return
 	}
 	rl.landing.Add(1)
+	rl.metrics.releasing.Inc()
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	rl.queued = append(rl.queued, &release{r: r, done: done})
@@ -116,6 +117,7 @@ func (rl *releaser) flush(batch []*release) {
 	rl.metrics.releaseBatch.Observe(float64(len(batch)))
 	for i, req := range batch {
 		req.done(err == nil && lost[i], err)
+		rl.metrics.releasing.Dec()
 		<-rl.slots
 		rl.landing.Done()
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
@@ -124,11 +125,13 @@ func TestReleasesOutstandingAreBounded(t *testing.T) {
 		synctest.Wait()
 		require.False(t, returned.Load(), "a release past the bound did not wait for a slot")
 		require.Zero(t, landed.Load())
+		require.Equal(t, float64(releaseOutstanding), testutil.ToFloat64(rl.metrics.releasing), "rocketdelay_releases_waiting")
 		close(stage.open)
 		synctest.Wait()
 		require.True(t, returned.Load())
 		rl.wait()
 		require.EqualValues(t, releaseOutstanding+1, landed.Load())
+		require.Zero(t, testutil.ToFloat64(rl.metrics.releasing))
 	})
 }
 
