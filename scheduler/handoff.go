@@ -199,12 +199,7 @@ func (p *handoffPool) handle(e store.Entry) {
 // the replica is stopping (it hands the entry back with everything else).
 func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 	p.running.add(e.ID)
-	releasing := false
-	defer func() {
-		if !releasing {
-			p.running.remove(e.ID)
-		}
-	}()
+	defer p.running.remove(e.ID)
 	if early := e.DueAt.Sub(p.now()); early > 0 {
 		// Not due yet by the reference clock as this replica knows it (the claim itself
 		// judged by Redis's): the offset moved since. Never early by either.
@@ -250,8 +245,7 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 		p.metrics.lateness.Observe(max(start.Sub(e.DueAt), 0).Seconds())
 	}
 	receipt.Replica = p.opts.InstanceName
-	releasing = true // running until its release lands: a stop keeps it (Scheduler.Stop)
-	p.release(e, receipt, func() { p.running.remove(e.ID) })
+	p.release(e, receipt)
 }
 
 func outcomeLabel(o store.Outcome) string {
@@ -263,13 +257,15 @@ func outcomeLabel(o store.Outcome) string {
 
 // release ends the claim of a hand-off that is done: the entry leaves the wheel stage
 // and gets its done marker, and its trace the receipt. It queues the release
-// (release.go) and returns; landed runs once the release has landed or failed. This
-// replica knows the outcome, so a release that fails (Redis cut off for a moment) is
-// tried again until it lands, the claim held meanwhile (this replica is live): taken
-// over, the alert would be sent again. Only a stop past its deadline gives up.
-func (p *handoffPool) release(e store.Entry, receipt store.Receipt, landed func()) {
+// (release.go) and returns; the alert counts as being handed off (running) until the
+// release has landed or failed, so a stop keeps it (Scheduler.Stop). This replica knows
+// the outcome, so a release that fails (Redis cut off for a moment) is tried again until
+// it lands, the claim held meanwhile (this replica is live): taken over, the alert would
+// be sent again. Only a stop past its deadline gives up.
+func (p *handoffPool) release(e store.Entry, receipt store.Receipt) {
+	p.running.add(e.ID) // this replica's until its release lands
 	p.releases.release(store.Released{Claim: e.Claim(), Receipt: receipt}, func(lost bool, err error) {
-		defer landed()
+		defer p.running.remove(e.ID)
 		switch {
 		case err != nil:
 			// Stopping past the deadline, or a Redis error that is not an outage: the entry
@@ -321,8 +317,7 @@ func (p *handoffPool) quarantine(ctx context.Context, corrupt []store.Corrupt) {
 		}
 		p.metrics.quarantined.Inc()
 		p.logger.Error("corrupt wheel-stage entry recorded as rejected and released", "rd_id", c.Claim.ID, "err", c.Err)
-		p.running.add(entry.ID) // this replica's until its release lands, as a hand-off's
-		p.release(entry, store.Receipt{Outcome: store.Recorded, Replica: p.opts.InstanceName}, func() { p.running.remove(entry.ID) })
+		p.release(entry, store.Receipt{Outcome: store.Recorded, Replica: p.opts.InstanceName})
 	}
 }
 
