@@ -264,7 +264,7 @@ func outcomeLabel(o store.Outcome) string {
 // be sent again. Only a stop past its deadline gives up.
 func (p *handoffPool) release(e store.Entry, receipt store.Receipt) {
 	p.running.add(e.ID) // this replica's until its release lands
-	p.releases.release(store.Released{Claim: e.Claim(), Receipt: receipt}, func(lost bool, err error) {
+	p.releases.release(store.Released{Claim: e.Claim(), Receipt: receipt, Target: e.Target, DueAt: e.DueAt}, func(lost bool, err error) {
 		defer p.running.remove(e.ID)
 		switch {
 		case err != nil:

@@ -17,10 +17,11 @@ import (
 // BenchmarkScriptTimePerAlert measures what an alert's life in the wheel stage costs
 // the single-threaded Redis, by Redis's own account (INFO commandstats, the usec of
 // EVALSHA): b.N times, a burst of 4000 alerts put one by one, claimed 1000 per call (the
-// store's largest script call) and released 256 per call (scheduler/release.go's
-// batch), as a burst due at one instant is. It reports the script time per alert of
-// each step: a burst of n alerts needs n × (claim + release) of Redis after its due
-// instant, whatever the process does (docs/performance.md, Burst).
+// store's largest script call) and released 256 per call (scheduler/release.go's batch,
+// each given its entry's target and due time, as a hand-off's release is), as a burst
+// due at one instant is. It reports the script time per alert of each step: a burst of n
+// alerts needs n × (claim + release) of Redis after its due instant, whatever the
+// process does (docs/performance.md, Burst).
 //
 //	go test -run '^$' -bench ScriptTimePerAlert -benchtime 5x ./store/
 func BenchmarkScriptTimePerAlert(b *testing.B) {
@@ -55,7 +56,8 @@ func BenchmarkScriptTimePerAlert(b *testing.B) {
 		for i := 0; i < n; i += 256 {
 			var rs []store.Released
 			for _, e := range claimed[i:min(i+256, n)] {
-				rs = append(rs, store.Released{Claim: e.Claim(), Receipt: store.Receipt{Outcome: store.Delivered, Replica: "r"}})
+				rs = append(rs, store.Released{Claim: e.Claim(), Receipt: store.Receipt{Outcome: store.Delivered, Replica: "r"},
+					Target: e.Target, DueAt: e.DueAt}) // as a hand-off's release is
 			}
 			if _, err := ws.ReleaseAll(ctx, rs); err != nil {
 				b.Fatal(err)

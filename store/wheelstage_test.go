@@ -1280,6 +1280,45 @@ func TestWheelStageReleaseAllMixed(t *testing.T) {
 	requireEmptyStage(t, ws)
 }
 
+// A release given its entry's target and due time (as a hand-off's is) takes them from
+// there and reads nothing of the trace: the alert leaves the pending counts of its target
+// even when its trace is gone (a release that read the target from the trace left it
+// counted for ever), and its trace's lateness is measured from the given due time.
+func TestWheelStageReleaseTakesTheEntrysTargetAndDueTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{DoneTTL: time.Hour, Shards: 1}) // one shard: its trace key is named below
+	due := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	for _, id := range []string{"traceless", "traced"} {
+		_, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+	}
+	c, err := ws.CountPending(ctx, time.Now(), 1)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"ops": 2}, c.ByTarget)
+	claimed, err := entriesOf(ws.Claim(ctx, []string{"traceless", "traced"}, tok))
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	require.NoError(t, rdb.Del(ctx, "{"+prefix+"}:trace:traceless").Err())
+
+	var rs []store.Released
+	for _, e := range claimed {
+		rs = append(rs, store.Released{Claim: e.Claim(), Receipt: store.Receipt{Outcome: store.Delivered, Replica: "a"},
+			Target: e.Target, DueAt: e.DueAt})
+	}
+	lost, err := ws.ReleaseAll(ctx, rs)
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false}, lost)
+	c, err = ws.CountPending(ctx, time.Now(), 1)
+	require.NoError(t, err)
+	require.Equal(t, store.PendingCounts{ByTarget: map[string]int64{}, ByHour: []int64{0}}, c, "nothing is pending")
+	st, err := ws.Inspect(ctx, "traced")
+	require.NoError(t, err)
+	require.True(t, st.Done)
+	require.GreaterOrEqual(t, st.Late, time.Minute, "late since its due time, a minute ago")
+	requireEmptyStage(t, ws)
+}
+
 // A claim or a release of more ids than one script takes (maxScriptIDs, 1000) goes in
 // several calls and loses none of them; the claim returns them in the order asked.
 func TestWheelStageClaimAndReleaseManyAtOnce(t *testing.T) {

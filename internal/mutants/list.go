@@ -463,6 +463,16 @@ end`,
 		Tests:     "^TestPendingIndexIsExact$",
 	},
 	{
+		// killed: the traceless alert stays counted for its target: require.Equal(store.PendingCounts{…}, c) fails
+		Name:      "release-reads-the-target-from-the-trace",
+		Invariant: "the list of pending alerts: a hand-off's release unlists the alert from its target's count by the target it was given, trace or no trace",
+		File:      "store/lua/wheel_release.lua",
+		From:      "  if tf[2] == '' then",
+		To:        "  if true then",
+		Package:   "./store",
+		Tests:     "^TestWheelStageReleaseTakesTheEntrysTargetAndDueTime$",
+	},
+	{
 		// killed: a hopping alert cancelled stays listed: require.Equal(int64(len(want)), c.Total) fails
 		Name:      "cancel-keeps-hopping-listed",
 		Invariant: "the list of pending alerts: a cancel of a hopping alert unlists it with its tombstone",

@@ -14,10 +14,12 @@
 -- KEYS[11]  {p}:pending-by  hash: target -> how many of pending are its
 -- KEYS[12…] per id, in the order of ARGV's groups: {p}:done:<id>, then {p}:trace:<id>
 -- ARGV[1]   done marker (and trace) lifetime, ms
--- ARGV[2…]  groups of 7 per id: id, token of the claim the caller held it by, done
+-- ARGV[2…]  groups of 9 per id: id, token of the claim the caller held it by, done
 --           marker prefix ("" for delivered, "recorded:" for a recorded failure,
 --           "withheld:" for an alert not sent on purpose: an ended escalation's step),
---           robot, merged, parts ("" when not known), the releasing replica
+--           robot, merged, parts ("" when not known), the releasing replica, and the
+--           entry's due time (Unix ms) and target, "" when the caller does not know
+--           them: then both are read from the trace
 --
 -- One call releases the hand-offs of many workers at once (scheduler/release.go), each
 -- ended its own way.
@@ -25,8 +27,8 @@
 -- For each id: deletes the entry and its claim state (no replica is responsible for it
 -- any more), removes it from inflight and (defensively) from due, and sets its done
 -- marker (value: the prefix, then Redis now in Unix ms) to expire after ARGV[1] ms, and
--- unlists it from pending (its target read from its trace, with its due time, in one
--- HMGET). A
+-- unlists it from pending (its target, and its due time for the trace's lateness, given
+-- by the caller, who holds the entry; read from its trace only when not given). A
 -- done marker is never downgraded: a "recorded:" release of an id whose marker says
 -- delivered (the retry job delivered it meanwhile) keeps that marker and only renews its
 -- lifetime, and its trace keeps saying delivered.
@@ -39,7 +41,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local nowms = string.format('%d', now)
 local ids, lost = {}, {}
-for i = 2, #ARGV, 7 do
+for i = 2, #ARGV, 9 do
   ids[#ids + 1] = ARGV[i]
 end
 if #ids == 0 then
@@ -51,7 +53,7 @@ local owners = redis.call('HMGET', KEYS[4], unpack(ids))
 local was = redis.call('HMGET', KEYS[8], unpack(ids))
 local members = {}
 for j, id in ipairs(ids) do
-  if owners[j] ~= ARGV[2 + (j - 1) * 7 + 1] then
+  if owners[j] ~= ARGV[2 + (j - 1) * 9 + 1] then
     lost[#lost + 1] = j
   end
   if was[j] then
@@ -67,18 +69,21 @@ end
 redis.call('ZREM', KEYS[2], unpack(ids))
 redis.call('ZREM', KEYS[1], unpack(ids))
 -- The batch leaves pending: one ZMSCORE and one ZREM, and one HINCRBY per target (each
--- listed id's target read from its trace in the loop below, with its due time).
+-- listed id's target taken in the loop below).
 local listed = redis.call('ZMSCORE', KEYS[10], unpack(ids))
 local unlist, gone = {}, {}
 -- An id's own keys cannot stop the batch: SET replaces a key of any type, and the
 -- marker's read and the trace's reads and writes (for operators) are pcalls, so a key
 -- damaged by another writer costs its own trace at most, never the other ids' done markers.
 local k = 12
-for i = 2, #ARGV, 7 do
+for i = 2, #ARGV, 9 do
   local j = (k - 10) / 2
-  local tf = redis.pcall('HMGET', KEYS[k + 1], 'due', 'tgt')
-  if type(tf) ~= 'table' or tf.err then
-    tf = {}
+  local tf = {ARGV[i + 7], ARGV[i + 8]}
+  if tf[2] == '' then
+    tf = redis.pcall('HMGET', KEYS[k + 1], 'due', 'tgt')
+    if type(tf) ~= 'table' or tf.err then
+      tf = {}
+    end
   end
   if listed[j] then
     unlist[#unlist + 1] = ids[j]
