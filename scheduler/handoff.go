@@ -209,10 +209,19 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 		p.giveBack(e, e.DueAt, e.PartsSent)
 		return
 	}
+	// The release's slot first: what is sent and not released yet stays bounded
+	// (release.go), a kill leaving at most that many to be sent again.
+	if err := p.releases.reserve(); err != nil {
+		p.metrics.handoffs.WithLabelValues("stopping").Inc()
+		return
+	}
 	a := alertOf(e)
 	a.Claim, a.Adopted = heldEntry{p: p, e: e}, adopted
 	start := p.now()
 	receipt, err := p.delivery.Deliver(p.ctx, a)
+	if err != nil {
+		p.releases.unreserve() // nothing to release: the slot goes back
+	}
 	switch {
 	case errors.Is(err, delivery.ErrParked):
 		p.metrics.handoffs.WithLabelValues("parked").Inc()
@@ -245,7 +254,7 @@ func (p *handoffPool) deliver(e store.Entry, adopted bool) {
 		p.metrics.lateness.Observe(max(start.Sub(e.DueAt), 0).Seconds())
 	}
 	receipt.Replica = p.opts.InstanceName
-	p.release(e, receipt)
+	p.release(e, receipt) // in the slot reserved
 }
 
 func outcomeLabel(o store.Outcome) string {
@@ -255,9 +264,9 @@ func outcomeLabel(o store.Outcome) string {
 	return "ok"
 }
 
-// release ends the claim of a hand-off that is done: the entry leaves the wheel stage
-// and gets its done marker, and its trace the receipt. It queues the release
-// (release.go) and returns; the alert counts as being handed off (running) until the
+// release ends the claim of a hand-off that is done, in the slot the hand-off reserved
+// (release.go): the entry leaves the wheel stage and gets its done marker, and its trace
+// the receipt. It queues the release and returns; the alert counts as being handed off (running) until the
 // release has landed or failed, so a stop keeps it (Scheduler.Stop). This replica knows
 // the outcome, so a release that fails (Redis cut off for a moment) is tried again until
 // it lands, the claim held meanwhile (this replica is live): taken over, the alert would
@@ -306,19 +315,32 @@ func (p *handoffPool) giveBack(e store.Entry, retryAt time.Time, partsSent int) 
 // rejection cannot be recorded now is given back for later.
 func (p *handoffPool) quarantine(ctx context.Context, corrupt []store.Corrupt) {
 	for _, c := range corrupt {
-		err := p.delivery.Reject(ctx, delivery.Rejected{Alert: sender.Alert{ID: c.Claim.ID, Body: c.Record},
-			Reason: rejectCorruptEntry, Detail: "the wheel stage's record of this alert cannot be decoded (" + c.Err.Error() +
-				"): it was damaged in Redis or written by an unknown version; the record is kept as this row's payload"})
-		entry := store.Entry{ID: c.Claim.ID, Token: c.Claim.Token}
-		if err != nil {
-			p.logger.Warn("cannot record a corrupt wheel-stage entry; it is given back and tried again", "rd_id", c.Claim.ID, "err", err)
-			p.giveBack(entry, p.now().Add(p.opts.RetryMaxDelay), 0)
-			continue
-		}
-		p.metrics.quarantined.Inc()
-		p.logger.Error("corrupt wheel-stage entry recorded as rejected and released", "rd_id", c.Claim.ID, "err", c.Err)
-		p.release(entry, store.Receipt{Outcome: store.Recorded, Replica: p.opts.InstanceName})
+		p.quarantineOne(ctx, c)
 	}
+}
+
+// quarantineOne records c as rejected and releases it, or gives it back; from the
+// record on until its release lands it is this replica's (running), as a hand-off is,
+// so a stop does not hand it back to be recorded again.
+func (p *handoffPool) quarantineOne(ctx context.Context, c store.Corrupt) {
+	p.running.add(c.Claim.ID)
+	defer p.running.remove(c.Claim.ID)
+	if err := p.releases.reserve(); err != nil {
+		return // past the stop's deadline: claimed again once this replica is gone
+	}
+	err := p.delivery.Reject(ctx, delivery.Rejected{Alert: sender.Alert{ID: c.Claim.ID, Body: c.Record},
+		Reason: rejectCorruptEntry, Detail: "the wheel stage's record of this alert cannot be decoded (" + c.Err.Error() +
+			"): it was damaged in Redis or written by an unknown version; the record is kept as this row's payload"})
+	entry := store.Entry{ID: c.Claim.ID, Token: c.Claim.Token}
+	if err != nil {
+		p.releases.unreserve()
+		p.logger.Warn("cannot record a corrupt wheel-stage entry; it is given back and tried again", "rd_id", c.Claim.ID, "err", err)
+		p.giveBack(entry, p.now().Add(p.opts.RetryMaxDelay), 0)
+		return
+	}
+	p.metrics.quarantined.Inc()
+	p.logger.Error("corrupt wheel-stage entry recorded as rejected and released", "rd_id", c.Claim.ID, "err", c.Err)
+	p.release(entry, store.Receipt{Outcome: store.Recorded, Replica: p.opts.InstanceName})
 }
 
 // rejectCorruptEntry is the rejection reason of a wheel-stage record that cannot be

@@ -151,7 +151,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.releasing = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "rocketdelay_releases_waiting",
-		Help: "Hand-offs done whose release is queued or on its way to Redis (at most 512; at the bound a hand-off waits for a slot): alerts sent that a kill of this replica now would leave to be sent again.",
+		Help: "Hand-offs done whose release is queued or on its way to Redis: alerts sent that a kill of this replica now would leave to be sent again. With the hand-offs sending, at most 512: a hand-off takes its release's slot before it sends, and waits for one at the bound.",
 	})
 	m.movesApplied = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "rocketdelay_wheel_moves_applied_total",

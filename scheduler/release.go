@@ -19,15 +19,16 @@ import (
 // failed, reports the claims that landed the first time as lost: a warning, nothing
 // else).
 //
-// At most releaseOutstanding releases are queued or on their way at once; past that a
-// worker waits for a slot before its next hand-off. That bounds what a replica killed
-// mid-burst can have delivered without its release having landed (sent again once it is
-// taken over), and what a slow Redis lets pile up.
+// At most releaseOutstanding hand-offs are sending or have their release queued or on
+// its way at once: a hand-off takes its release's slot before it sends (reserve), and
+// past the bound it waits for one. That bounds what a replica killed mid-burst can have
+// delivered without its release having landed (sent again once it is taken over), and
+// what a slow Redis lets pile up.
 type releaser struct {
 	ctx     context.Context // every release's: the pool's, cancelled at the stop's deadline
 	store   WheelStage
 	metrics *Metrics
-	slots   chan struct{}  // one per release queued or on its way
+	slots   chan struct{}  // one per hand-off sending, or whose release is queued or on its way
 	landing sync.WaitGroup // the releases queued or on their way
 
 	mu       sync.Mutex
@@ -47,7 +48,8 @@ const (
 	releaseFlushes = 2
 	// releaseBatch bounds the releases of one script call.
 	releaseBatch = 256
-	// releaseOutstanding bounds the releases queued or on their way.
+	// releaseOutstanding bounds the hand-offs sending or whose release is queued or on
+	// its way.
 	releaseOutstanding = releaseFlushes * releaseBatch
 )
 
@@ -55,21 +57,34 @@ func newReleaser(ctx context.Context, ws WheelStage, m *Metrics) *releaser {
 	return &releaser{ctx: ctx, store: ws, metrics: m, slots: make(chan struct{}, releaseOutstanding)}
 }
 
-// release queues r's release and returns, having waited only for a slot when
-// releaseOutstanding are queued or on their way. done is told, once, whether r's claim
-// had been lost on the way (another replica took the entry over after this claim's
-// lease ran out), or the error that stopped the release (the releaser's context ended:
-// the stop's deadline); it runs on a flusher's goroutine, or on the caller's when the
-// context had ended. The caller holds no lock done takes.
-func (rl *releaser) release(r store.Released, done func(lost bool, err error)) {
+// reserve takes the slot of a release to come, before its hand-off sends: it waits
+// while releaseOutstanding are taken, and fails once the releaser's context ended (the
+// stop's deadline), when nothing may be sent. The slot goes with release, or back with
+// unreserve when the hand-off ends without one (not sent, parked, given back).
+func (rl *releaser) reserve() error {
 	if err := rl.ctx.Err(); err != nil {
-		done(false, err)
-		return
+		return err
 	}
 	select {
 	case rl.slots <- struct{}{}:
+		return nil
 	case <-rl.ctx.Done():
-		done(false, rl.ctx.Err())
+		return rl.ctx.Err()
+	}
+}
+
+// unreserve gives back a slot reserve took for a hand-off that ended without a release.
+func (rl *releaser) unreserve() { <-rl.slots }
+
+// release queues r's release, in the slot reserve took for it, and returns. done is told,
+// once, whether r's claim had been lost on the way (another replica took the entry over
+// after this claim's lease ran out), or the error that stopped the release (the
+// releaser's context ended: the stop's deadline); it runs on a flusher's goroutine, or on
+// the caller's when the context had ended. The caller holds no lock done takes.
+func (rl *releaser) release(r store.Released, done func(lost bool, err error)) {
+	if err := rl.ctx.Err(); err != nil {
+		rl.unreserve()
+		done(false, err)
 		return
 	}
 	rl.landing.Add(1)

@@ -67,6 +67,7 @@ func TestReleasesFinishingTogetherShareACall(t *testing.T) {
 		if i == n-1 {
 			token = "r/other" // a claim that was lost on the way
 		}
+		require.NoError(t, rl.reserve())
 		rl.release(store.Released{Claim: store.Claim{ID: id, Token: token}, Receipt: store.Receipt{Outcome: store.Delivered}},
 			func(l bool, err error) { lost[i], errs[i] = l, err; landed.Add(1) })
 	}
@@ -106,24 +107,26 @@ func (h heldCalls) ReleaseAll(_ context.Context, rs []store.Released) ([]bool, e
 	return make([]bool, len(rs)), nil
 }
 
-// A hand-off waits for a slot once releaseOutstanding releases are queued or on their
-// way, and only then: what a replica killed mid-burst has sent without its release
-// having landed is bounded.
+// A hand-off waits for a slot once releaseOutstanding are taken, and only then: what a
+// replica killed mid-burst has sent without its release having landed is bounded.
 func TestReleasesOutstandingAreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		stage := heldCalls{open: make(chan struct{})}
 		rl := newReleaser(t.Context(), stage, NewMetrics(prometheus.NewRegistry()))
 		var landed atomic.Int32
 		for i := range releaseOutstanding {
+			require.NoError(t, rl.reserve())
 			rl.release(store.Released{Claim: store.Claim{ID: fmt.Sprint(i), Token: "r/1"}}, func(bool, error) { landed.Add(1) })
 		}
 		var returned atomic.Bool
 		go func() {
-			rl.release(store.Released{Claim: store.Claim{ID: "one more", Token: "r/1"}}, func(bool, error) { landed.Add(1) })
+			if rl.reserve() == nil {
+				rl.release(store.Released{Claim: store.Claim{ID: "one more", Token: "r/1"}}, func(bool, error) { landed.Add(1) })
+			}
 			returned.Store(true)
 		}()
 		synctest.Wait()
-		require.False(t, returned.Load(), "a release past the bound did not wait for a slot")
+		require.False(t, returned.Load(), "a hand-off past the bound did not wait for a slot")
 		require.Zero(t, landed.Load())
 		require.Equal(t, float64(releaseOutstanding), testutil.ToFloat64(rl.metrics.releasing), "rocketdelay_releases_waiting")
 		close(stage.open)
@@ -132,6 +135,33 @@ func TestReleasesOutstandingAreBounded(t *testing.T) {
 		rl.wait()
 		require.EqualValues(t, releaseOutstanding+1, landed.Load())
 		require.Zero(t, testutil.ToFloat64(rl.metrics.releasing))
+	})
+}
+
+// The bound counts what was sent, not only what was queued: a hand-off takes its
+// release's slot before it sends, so with every release held a burst larger than the
+// bound and the workers together has at most releaseOutstanding alerts sent (a worker
+// that sent first and then waited for a slot made one more each, up to
+// releaseOutstanding + HandoffWorkers sent without their release).
+func TestWhatIsSentWithoutItsReleaseIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, stage, rec := heldPool(t)
+		p.start()
+		n := releaseOutstanding + 2*p.opts.HandoffWorkers
+		entries, ids := make([]store.Entry, n), make([]string, n)
+		for i := range entries {
+			ids[i] = fmt.Sprint("a", i)
+			entries[i] = store.Entry{ID: ids[i], Target: fmt.Sprint("t", i), DueAt: time.Now(), Token: "t"}
+		}
+		go p.enqueue(t.Context(), entries)
+		synctest.Wait()
+		require.Equal(t, releaseOutstanding, rec.countAll(ids), "sent while every release is held")
+		close(stage.open)
+		synctest.Wait()
+		close(p.quit)
+		p.wait(t.Context())
+		require.Equal(t, n, rec.countAll(ids))
+		require.Empty(t, p.handingOff())
 	})
 }
 

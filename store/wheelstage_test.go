@@ -1319,6 +1319,30 @@ func TestWheelStageReleaseTakesTheEntrysTargetAndDueTime(t *testing.T) {
 	requireEmptyStage(t, ws)
 }
 
+// An id twice in one release (claimed twice by one replica, under leases) leaves the
+// pending counts once: the other alerts of its target stay counted.
+func TestWheelStageReleaseOfAnIdTwiceUnlistsItOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{DoneTTL: time.Hour})
+	due := time.Now().Add(-time.Minute)
+	for _, id := range []string{"twice", "other"} {
+		_, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+	}
+	claimed, err := entriesOf(ws.Claim(ctx, []string{"twice"}, tok))
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	e := claimed[0]
+	r := store.Released{Claim: e.Claim(), Receipt: store.Receipt{Outcome: store.Delivered}, Target: e.Target, DueAt: e.DueAt}
+	_, err = ws.ReleaseAll(ctx, []store.Released{r, r})
+	require.NoError(t, err)
+	c, err := ws.CountPending(ctx, time.Now(), 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), c.Total)
+	require.Equal(t, map[string]int64{"ops": 1}, c.ByTarget, "'other' is still pending")
+}
+
 // A claim or a release of more ids than one script takes (maxScriptIDs, 1000) goes in
 // several calls and loses none of them; the claim returns them in the order asked.
 func TestWheelStageClaimAndReleaseManyAtOnce(t *testing.T) {

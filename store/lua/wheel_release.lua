@@ -71,7 +71,7 @@ redis.call('ZREM', KEYS[1], unpack(ids))
 -- The batch leaves pending: one ZMSCORE and one ZREM, and one HINCRBY per target (each
 -- listed id's target taken in the loop below).
 local listed = redis.call('ZMSCORE', KEYS[10], unpack(ids))
-local unlist, gone = {}, {}
+local unlist, unlisted, gone = {}, {}, {}
 -- An id's own keys cannot stop the batch: SET replaces a key of any type, and the
 -- marker's read and the trace's reads and writes (for operators) are pcalls, so a key
 -- damaged by another writer costs its own trace at most, never the other ids' done markers.
@@ -85,7 +85,8 @@ for i = 2, #ARGV, 9 do
       tf = {}
     end
   end
-  if listed[j] then
+  if listed[j] and not unlisted[ids[j]] then -- an id twice in the batch leaves once
+    unlisted[ids[j]] = true
     unlist[#unlist + 1] = ids[j]
     if tf[2] then
       gone[tf[2]] = (gone[tf[2]] or 0) + 1
