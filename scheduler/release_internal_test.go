@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/delivery"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
@@ -215,3 +216,35 @@ func TestAQuarantinedEntryIsHeldUntilItsReleaseLands(t *testing.T) {
 		require.Empty(t, p.handingOff())
 	})
 }
+
+// slowReject is a recorder whose rejections wait until open is closed.
+type slowReject struct {
+	*recorder
+	open chan struct{}
+}
+
+func (s slowReject) Reject(ctx context.Context, r delivery.Rejected) error {
+	<-s.open
+	return s.recorder.Reject(ctx, r)
+}
+
+// A corrupt entry is this replica's from the start of its record, not only once its
+// release is queued: a stop meanwhile keeps it out of what it hands back, so no other
+// replica records it a second time.
+func TestAQuarantinedEntryIsHeldWhileItIsRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, stage, rec := heldPool(t)
+		slow := slowReject{recorder: rec, open: make(chan struct{})}
+		p.delivery = slow
+		go p.quarantine(t.Context(), []store.Corrupt{{Claim: store.Claim{ID: "damaged", Token: "t"}, Record: []byte("?"), Err: errors.New("bad record")}})
+		synctest.Wait()
+		require.Equal(t, []string{"damaged"}, p.handingOff(), "being recorded: this replica's")
+		close(slow.open)
+		close(stage.open)
+		synctest.Wait()
+		p.releases.wait()
+		require.Len(t, rec.rejected, 1)
+		require.Empty(t, p.handingOff())
+	})
+}
+
