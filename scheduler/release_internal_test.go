@@ -247,4 +247,3 @@ func TestAQuarantinedEntryIsHeldWhileItIsRecorded(t *testing.T) {
 		require.Empty(t, p.handingOff())
 	})
 }
-
