@@ -150,8 +150,13 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 	now := in.deps.Now()
 	switch {
 	case policy != "":
-		if err = in.recordOwner(r.Context(), store.OwnEpisode, g.episode(policy), p, episodeOwnerTTL); err != nil {
+		var mine bool
+		if mine, err = in.recordOwner(r.Context(), store.OwnEpisode, g.episode(policy), p, episodeOwnerTTL); err != nil {
 			break
+		}
+		if !mine {
+			in.forbid(w, "alertmanager", p, "foreign_key", "episode %q (receiver %q, group %q) is another principal's", g.episode(policy), n.Receiver, n.GroupKey)
+			return
 		}
 		if n.Status == "firing" && !in.mayOpenEpisode(w, r, "alertmanager", p, g.episode(policy)) {
 			return
@@ -160,8 +165,13 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 	case n.Status == "resolved" && !opts.sendResolved:
 		outcome = "resolved_not_sent"
 	default:
+		var mine bool
 		if id, err = in.immediateID(r.Context(), g, n); err == nil {
-			err = in.recordOwner(r.Context(), store.OwnAlert, id, p, store.AlertOwnerTTL(now, now, in.cfg.Scheduler.DoneTTL))
+			mine, err = in.recordOwner(r.Context(), store.OwnAlert, id, p, store.AlertOwnerTTL(now, now, in.cfg.Scheduler.DoneTTL))
+		}
+		if err == nil && !mine {
+			in.forbid(w, "alertmanager", p, "foreign_id", "id %q (receiver %q, group %q) is another principal's", id, n.Receiver, n.GroupKey)
+			return
 		}
 		if err == nil {
 			outcome, err = "published", in.publishNow(r.Context(), p, target, id, body, now, priority)
@@ -196,7 +206,11 @@ type group struct{ target, receiver, key string }
 
 // episode names the group's escalation episodes under policy: a hash of the policy, the
 // receiver and Alertmanager's group key.
-func (g group) episode(policy string) string { return "am-" + hashHex(policy, g.receiver, g.key) }
+func (g group) episode(policy string) string { return amEpisodePrefix + hashHex(policy, g.receiver, g.key) }
+
+// amEpisodePrefix starts the key of every episode an Alertmanager receiver starts; the
+// API starts none with it.
+const amEpisodePrefix = "am-"
 
 // immediateID is the RD_ID of a notification delivered at once. Alertmanager tells one
 // notification of a group from the next by what its alerts are (its DedupStage and

@@ -158,6 +158,16 @@ func (in *Ingress) publication(req PublishRequest) (wire.Publication, string, er
 	switch {
 	case req.Text != "":
 		pub.Body = []byte(req.Text)
+		if strings.HasPrefix(strings.TrimSpace(req.Text), "{") {
+			// Text is text: one that looks like a platform's message object (a mention
+			// of everyone, a card), which the platform would read as that object, goes
+			// as the platform's text message, shown as written. The object itself takes
+			// body, and the right raw.
+			var err error
+			if pub.Body, err = in.deps.Chat.Body(req.Target, sender.Message{Format: sender.FormatText, Text: req.Text}); err != nil {
+				return bad(wire.RejectBadBody, "%v", err)
+			}
+		}
 	case req.Markdown != nil:
 		if req.Markdown.Title == "" || strings.TrimSpace(req.Markdown.Text) == "" {
 			return bad(wire.RejectBadBody, "a markdown alert needs markdown.title and markdown.text")

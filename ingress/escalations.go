@@ -79,6 +79,10 @@ func (in *Ingress) startEscalation(w http.ResponseWriter, r *http.Request) {
 		bad("bad_key", err.Error())
 		return
 	}
+	if strings.HasPrefix(req.Key, amEpisodePrefix) {
+		bad("bad_key", fmt.Sprintf("key %q starts with %q: those are the Alertmanager receiver's episodes, started by its notifications", req.Key, amEpisodePrefix))
+		return
+	}
 	if _, ok := in.cfg.Escalations[req.Policy]; !ok {
 		bad("unknown_policy", fmt.Sprintf("policy %q is not an escalation policy of the configuration (escalations)", req.Policy))
 		return
@@ -89,6 +93,10 @@ func (in *Ingress) startEscalation(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalOf(r)
 	if reason, why := in.mayEscalate(p, req.Policy); reason != "" {
+		in.forbid(w, "escalation_start", p, reason, "%s", why)
+		return
+	}
+	if reason, why := mayMention(p, req.Title, req.Text); reason != "" {
 		in.forbid(w, "escalation_start", p, reason, "%s", why)
 		return
 	}
@@ -138,6 +146,10 @@ func (in *Ingress) endEscalation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !in.episodeOwnedBy(w, r, op, principalOf(r), key) {
+		return
+	}
+	if reason, why := mayMention(principalOf(r), req.Title, req.Text); reason != "" {
+		in.forbid(w, op, principalOf(r), reason, "%s", why)
 		return
 	}
 	var end escalation.Ended

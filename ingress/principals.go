@@ -209,8 +209,23 @@ func mayPublish(p config.Principal, req PublishRequest, chat bool) (reason, why 
 		return "", ""
 	case len(req.Body) > 0:
 		return "forbidden_raw", "may not publish a platform's message object as written (body): that takes the right \"raw\"; send text or markdown"
-	case mentionSyntax.MatchString(req.Text) || req.Markdown != nil && mentionSyntax.MatchString(req.Markdown.Title+req.Markdown.Text):
-		return "forbidden_mention", "may not mention anyone (<at …>, <@…>, <!…> in the text): that takes the right \"raw\""
+	case req.Markdown != nil:
+		return mayMention(p, req.Markdown.Title, req.Markdown.Text)
+	}
+	return mayMention(p, req.Text)
+}
+
+// mayMention says why p may not send texts, "" when it may: without the right raw, a
+// text that opens a mention (<at …>, <@…>, <!…>) — in an alert, or in what an
+// escalation's pages and its resolution say.
+func mayMention(p config.Principal, texts ...string) (reason, why string) {
+	if p.Can(config.RightRaw) {
+		return "", ""
+	}
+	for _, t := range texts {
+		if mentionSyntax.MatchString(t) {
+			return "forbidden_mention", "may not mention anyone (<at …>, <@…>, <!…> in the text): that takes the right \"raw\""
+		}
 	}
 	return "", ""
 }
@@ -308,12 +323,13 @@ func (in *Ingress) mayEscalate(p config.Principal, policy string) (reason, why s
 // than an ended episode is kept (7 days).
 const episodeOwnerTTL = 8 * 24 * time.Hour
 
-// recordOwner records p as the owner of kind's id unless another principal owns it. An
-// Alertmanager receiver records so: the copies of a notification (an HA pair, a retry)
-// are all taken, whoever sends them.
-func (in *Ingress) recordOwner(ctx context.Context, kind, id string, p config.Principal, ttl time.Duration) error {
-	_, err := in.deps.Producers.Own(ctx, kind, id, p.Name, ttl)
-	return err
+// recordOwner records p as the owner of kind's id unless another principal owns it, and
+// reports whether p may act on it (owns): its own, or anyone's with the right others.
+// The copies of an Alertmanager notification (an HA pair, a retry) come through one
+// receiver path, with its credential, so they are all their first sender's.
+func (in *Ingress) recordOwner(ctx context.Context, kind, id string, p config.Principal, ttl time.Duration) (bool, error) {
+	owner, err := in.deps.Producers.Own(ctx, kind, id, p.Name, ttl)
+	return err == nil && owns(p, owner), err
 }
 
 // episodeOwnedBy reports whether p may act on the episode key: with the right

@@ -12,6 +12,8 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/failed"
+	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
 )
 
@@ -85,6 +87,15 @@ func TestPrincipalsPublishWithinTheirRights(t *testing.T) {
 	}
 	code, out := s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "1m", "text": "latency < 5ms, ok"}, teamToken)
 	require.Equal(t, http.StatusAccepted, code, "a < that opens nothing: %v", out)
+	// A text that is itself DingTalk's message object, mentioning everyone, goes as the
+	// text it is: the platform reads it as a text message that mentions nobody.
+	object := `{"msgtype":"text","text":{"content":"x"},"at":{"isAtAll":true}}`
+	code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": "team-object", "text": object}, teamToken)
+	require.Equal(t, http.StatusAccepted, code, out)
+	_, body := s.published("team-object")
+	m, err := dingtalk.New("").Parse(body)
+	require.NoError(t, err)
+	require.Equal(t, sender.Message{Format: sender.FormatText, Text: object, Type: dingtalk.TypeText}, m, "published as %s", body)
 	code, out = s.do("POST", AlertsPath, map[string]any{"target": "orders", "in": "1m", "text": "x", "priority": "normal"}, shopToken)
 	require.Equal(t, http.StatusAccepted, code, out)
 
@@ -92,6 +103,20 @@ func TestPrincipalsPublishWithinTheirRights(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, code, out, "an Alertmanager receiver is its target's")
 	code, out = s.do("POST", AlertmanagerPath+"/ops?policy=db", amFiring("g-1"), teamToken)
 	require.Equal(t, http.StatusOK, code, out, "team escalates on its own target")
+
+	// What an escalation's pages and its resolution say mentions nobody either.
+	code, out = s.do("POST", EscalationsPath, map[string]any{"key": "team-mention", "policy": "db", "text": "db down <at id=all></at>"}, teamToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+	require.Equal(t, "forbidden_mention", out["reason"])
+	code, out = s.do("POST", EscalationsPath, map[string]any{"key": "team-mention", "policy": "db", "title": "<@ana>", "text": "db down"}, teamToken)
+	require.Equal(t, "forbidden_mention", out["reason"], "%d %v", code, out)
+	code, out = s.do("POST", EscalationsPath, map[string]any{"key": "team-mention", "policy": "db", "text": "db down"}, teamToken)
+	require.Equal(t, http.StatusCreated, code, out)
+	code, out = s.do("POST", EscalationsPath+"/team-mention/resolve", map[string]any{"text": "fixed <!channel>"}, teamToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+	require.Equal(t, "forbidden_mention", out["reason"])
+	code, out = s.do("POST", EscalationsPath+"/team-mention/resolve", map[string]any{"text": "fixed"}, teamToken)
+	require.Equal(t, http.StatusOK, code, out)
 }
 
 // amFiring is a firing notification of one alert of group g.
@@ -146,6 +171,24 @@ func TestPrincipalsCannotTouchAnothersEpisodes(t *testing.T) {
 	code, out = s.do("POST", EscalationsPath+"/team-db/ack", map[string]any{"by": "ana"}, teamToken)
 	require.Equal(t, http.StatusOK, code, out)
 	require.Equal(t, "acknowledged", out["result"])
+
+	// An Alertmanager group's episode is its first sender's too: another principal that
+	// names the same receiver and group (through its own receiver path) changes nothing,
+	// nor may it claim the receiver's keys through the API first.
+	code, out = s.do("POST", AlertmanagerPath+"/ops?policy=db", amFiring("g-team"), teamToken)
+	require.Equal(t, http.StatusOK, code, out)
+	episode := out["episode"].(string)
+	resolved := amFiring("g-team")
+	resolved["status"] = "resolved"
+	code, out = s.do("POST", AlertmanagerPath+"/ops?policy=db", resolved, ops2)
+	require.Equal(t, http.StatusForbidden, code, out)
+	require.Equal(t, "foreign_key", out["reason"])
+	code, out = s.do("GET", EscalationsPath+"/"+episode, nil, teamToken)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, "pending", out["state"], "ops2's resolve changed nothing")
+	code, out = s.do("POST", EscalationsPath, map[string]any{"key": "am-0123456789abcdef", "policy": "db", "text": "squat"}, ops2)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Equal(t, "bad_key", out["reason"])
 }
 
 // A principal over its rate is answered 429 with Retry-After, for all replicas

@@ -67,7 +67,7 @@ func (in *Ingress) reschedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The owner's record lasts as long as the alert at its new time.
-	if err := in.recordOwner(r.Context(), store.OwnAlert, id, p, store.AlertOwnerTTL(due, now, in.cfg.Scheduler.DoneTTL)); err != nil {
+	if _, err := in.recordOwner(r.Context(), store.OwnAlert, id, p, store.AlertOwnerTTL(due, now, in.cfg.Scheduler.DoneTTL)); err != nil {
 		in.unavailableRedis(w, "reschedule", id, err)
 		return
 	}
