@@ -206,7 +206,9 @@ type group struct{ target, receiver, key string }
 
 // episode names the group's escalation episodes under policy: a hash of the policy, the
 // receiver and Alertmanager's group key.
-func (g group) episode(policy string) string { return amEpisodePrefix + hashHex(policy, g.receiver, g.key) }
+func (g group) episode(policy string) string {
+	return amEpisodePrefix + hashHex(policy, g.receiver, g.key)
+}
 
 // amEpisodePrefix starts the key of every episode an Alertmanager receiver starts; the
 // API starts none with it.
