@@ -265,10 +265,17 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	job := delivery.NewRetryJob(deliverer, retryOpts)
 	sched.SetRetryJob(job)
 	// One deadline bounds the whole stop, set when the stop begins; Stop is idempotent,
-	// so this deferred call only matters when Serve returns early.
+	// so this deferred call only matters when Serve returns early (a listener that cannot
+	// open, a start that fails part way), and then it has the same deadline: without one
+	// a release retrying against an unreachable Redis kept Serve from returning, and a
+	// reload from falling back.
 	stopCtx, cancelStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelStop()
-	defer func() { _ = sched.Stop(stopCtx) }()
+	defer func() {
+		bounded, cancel := context.WithTimeout(stopCtx, cfg.ShutdownTimeout)
+		defer cancel()
+		_ = sched.Stop(bounded)
+	}()
 	if err := sched.Start(ctx); err != nil {
 		return err
 	}
