@@ -28,6 +28,10 @@ const (
 	DefaultLiveness              = 3 * time.Second
 	// DefaultUnknownTargetWait is config scheduler.unknownTargetWait's default.
 	DefaultUnknownTargetWait = 2 * time.Minute
+	// MinUnknownTargetWait is the least scheduler.unknownTargetWait a configuration may
+	// set: replicas say which targets they have four times within it, whatever their own
+	// setting, so one whose wait is the least never takes another for gone.
+	MinUnknownTargetWait = 10 * time.Second
 	DefaultDoneTTL           = 7 * 24 * time.Hour
 	DefaultRetention         = 72 * time.Hour
 	DefaultMaxMessageSize    = 4 << 20

@@ -225,8 +225,9 @@ func (s Scheduler) validate(bad badFunc, retention time.Duration) {
 	if s.Grace <= 0 {
 		bad("scheduler.grace", "must be positive, got %s", s.Grace)
 	}
-	if s.UnknownTargetWait < 10*time.Second {
-		bad("scheduler.unknownTargetWait", "must be at least 10s (replicas say which targets they have every 10s), got %s", s.UnknownTargetWait)
+	if s.UnknownTargetWait < MinUnknownTargetWait {
+		bad("scheduler.unknownTargetWait", "must be at least %s (replicas say which targets they have four times within it), got %s",
+			MinUnknownTargetWait, s.UnknownTargetWait)
 	}
 	switch {
 	case s.DoneTTL < time.Minute:

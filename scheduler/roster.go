@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
@@ -31,9 +32,10 @@ type TargetRoster interface {
 	Known(ctx context.Context, target string) (ago time.Duration, ok bool, err error)
 }
 
-// rosterEvery is how often a replica says which targets it has: well within any
-// UnknownTargetWait.
-func (o Options) rosterEvery() time.Duration { return min(10*time.Second, o.UnknownTargetWait/4) }
+// rosterEvery is how often a replica says which targets it has: four times within the
+// least UnknownTargetWait any replica may have, not within its own, as the replicas of a
+// rollout may be configured differently and each judges the others by its own wait.
+const rosterEvery = config.MinUnknownTargetWait / 4
 
 // affirmTargets says once which targets this replica has.
 func (s *Scheduler) affirmTargets(ctx context.Context) error {
@@ -49,7 +51,7 @@ func (s *Scheduler) affirmTargets(ctx context.Context) error {
 // rosterLoop says which targets this replica has every rosterEvery.
 func (s *Scheduler) rosterLoop(ctx context.Context) {
 	defer s.life.loops.Done()
-	t := time.NewTicker(s.opts.rosterEvery())
+	t := time.NewTicker(rosterEvery)
 	defer t.Stop()
 	for {
 		select {
