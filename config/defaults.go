@@ -31,19 +31,19 @@ const (
 	// MinUnknownTargetWait is the least scheduler.unknownTargetWait a configuration may
 	// set: replicas say which targets they have four times within it, whatever their own
 	// setting, so one whose wait is the least never takes another for gone.
-	MinUnknownTargetWait = 10 * time.Second
-	DefaultDoneTTL           = 7 * 24 * time.Hour
-	DefaultRetention         = 72 * time.Hour
-	DefaultMaxMessageSize    = 4 << 20
-	DefaultRetryMaxDelay     = 60 * time.Second
-	DefaultMode              = ModeLevels
-	DefaultTimerMargin       = 2 * time.Second
-	DefaultKeyPrefix         = "rd"
-	DefaultDurability        = DurabilityWrite
-	DefaultWaitTimeout       = time.Second
-	DefaultShards            = 1
-	MaxShards                = 1024
-	DefaultShutdownTimeout   = 30 * time.Second
+	MinUnknownTargetWait   = 10 * time.Second
+	DefaultDoneTTL         = 7 * 24 * time.Hour
+	DefaultRetention       = 72 * time.Hour
+	DefaultMaxMessageSize  = 4 << 20
+	DefaultRetryMaxDelay   = 60 * time.Second
+	DefaultMode            = ModeLevels
+	DefaultTimerMargin     = 2 * time.Second
+	DefaultKeyPrefix       = "rd"
+	DefaultDurability      = DurabilityWrite
+	DefaultWaitTimeout     = time.Second
+	DefaultShards          = 1
+	MaxShards              = 1024
+	DefaultShutdownTimeout = 30 * time.Second
 
 	DefaultSenderLimit           = 19
 	DefaultSenderWindow          = 60 * time.Second
