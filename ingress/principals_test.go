@@ -11,10 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/failed"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 const (
@@ -189,6 +191,14 @@ func TestPrincipalsCannotTouchAnothersEpisodes(t *testing.T) {
 	code, out = s.do("POST", EscalationsPath, map[string]any{"key": "am-0123456789abcdef", "policy": "db", "text": "squat"}, ops2)
 	require.Equal(t, http.StatusBadRequest, code, out)
 	require.Equal(t, "bad_key", out["reason"])
+	// Nor may a producer publish under the id of a step to come (its key's hash and the
+	// deployment's episode number are no secret), which would stand in for the step.
+	step := escalation.StepID("team-db", 1_000_000, 0)
+	for _, id := range []string{step, "am-0123456789abcdef"} {
+		code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": id, "text": "squat"})
+		require.Equal(t, http.StatusBadRequest, code, "even ingress.token: %v", out)
+		require.Equal(t, string(wire.RejectBadID), out["reason"])
+	}
 }
 
 // A principal over its rate is answered 429 with Retry-After, for all replicas
