@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rocketdelay/rocketdelay/config"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // reloadPoll is how often serve reads its configuration file again: a Kubernetes
@@ -76,12 +77,28 @@ func (m *reloadMetrics) inForce(digest string) {
 	m.info.WithLabelValues(digest).Set(1)
 }
 
-// fileDigest names a configuration file's content: the first 12 hex digits of its
-// SHA-256.
-func fileDigest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:6])
+// contentDigest names a configuration's content: the first 12 hex digits of the SHA-256
+// of its file's bytes (raw) and of those of every file its values come from (files:
+// config.Config.Files, such as a Kubernetes Secret's mounted file:). A file that cannot
+// be read counts as missing, so its arrival is a change.
+func contentDigest(raw []byte, files []string) string {
+	h := sha256.New()
+	h.Write(raw)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintf(h, "\x00%d:%s missing", len(f), f)
+			continue
+		}
+		fmt.Fprintf(h, "\x00%d:%s %d:", len(f), f, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:6])
 }
+
+// fallbackWithin is how long after a reload a service that fails starts again with the
+// previous configuration; one that fails later ends, as it would without a reload.
+const fallbackWithin = 2 * time.Minute
 
 // Serve runs the service with cfg, loaded from r.Path, and applies each change of the
 // file as the type's documentation says, until ctx ends.
@@ -95,10 +112,11 @@ func (r Reloading) Serve(ctx context.Context, cfg config.Config, opts ServeOptio
 	if err != nil {
 		return fmt.Errorf("serve: read %s: %w", r.Path, err)
 	}
-	digest := fileDigest(raw)
-	refused := "" // the digest of the last file that did not load, said once
+	digest := contentDigest(raw, cfg.Files())
+	st := reloadState{}
 	// fallback is the configuration before the last reload while the reloaded one has not
-	// failed: a service that fails with it starts again with this one, once.
+	// failed: a service that fails with it within fallbackWithin starts again with this
+	// one, once.
 	var fallback *config.Config
 	fallbackDigest := ""
 	for {
@@ -107,21 +125,24 @@ func (r Reloading) Serve(ctx context.Context, cfg config.Config, opts ServeOptio
 		opts.Logger.Info("configuration in force", "file", r.Path, "digest", digest)
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
+		started := time.Now()
 		go func() { done <- Serve(runCtx, cfg, opts) }()
-		next, nextDigest, err := r.wait(ctx, done, digest, &refused, m, opts.Logger)
+		next, nextDigest, err := r.wait(ctx, done, digest, cfg.Files(), &st, m, opts.Logger)
 		if ctx.Err() != nil {
 			stop()
 			return err
 		}
 		if err != nil { // the service ended on its own
 			stop()
-			if fallback == nil {
+			if fallback == nil || time.Since(started) > fallbackWithin {
 				return err
 			}
 			m.reloads.WithLabelValues("failed").Inc()
 			opts.Logger.Error("the service failed with the reloaded configuration; the previous one starts again",
 				"digest", digest, "previous", fallbackDigest, "err", err)
-			refused = digest // not again until the file changes
+			if !errors.Is(err, store.ErrUnavailable) {
+				st.failed = digest // not again until it changes; a store cut off for a moment is tried again
+			}
 			cfg, digest, fallback = *fallback, fallbackDigest, nil
 			continue
 		}
@@ -137,11 +158,21 @@ func (r Reloading) Serve(ctx context.Context, cfg config.Config, opts ServeOptio
 	}
 }
 
-// wait returns once the running service ended (its error), ctx ended, or the file holds
-// a new valid configuration (that configuration and its digest; the service is still
-// running and the caller stops it). A file that does not load is said once per content
+// reloadState is what the reloading remembers between polls: the error of the last file
+// that did not load (said once), and the digest of the last configuration that loaded
+// but could not start (not tried again until it changes, or a SIGHUP).
+type reloadState struct {
+	refused string
+	failed  string
+}
+
+// wait returns once the running service ended (its error), ctx ended, or the file, or a
+// file its values come from (files, the running configuration's), holds a new valid
+// configuration (that configuration and its digest; the service is still running and the
+// caller stops it). A file that does not load is tried again at each poll, as a file it
+// needs may come later (a Secret mounted after the ConfigMap), and said once per error,
 // and counted.
-func (r Reloading) wait(ctx context.Context, done <-chan error, digest string, refused *string, m *reloadMetrics, logger *slog.Logger) (config.Config, string, error) {
+func (r Reloading) wait(ctx context.Context, done <-chan error, digest string, files []string, st *reloadState, m *reloadMetrics, logger *slog.Logger) (config.Config, string, error) {
 	t := time.NewTicker(r.Poll)
 	defer t.Stop()
 	for {
@@ -160,28 +191,31 @@ func (r Reloading) wait(ctx context.Context, done <-chan error, digest string, r
 		}
 		raw, err := os.ReadFile(r.Path)
 		if err != nil {
-			if hup || *refused != "unreadable" {
+			if hup || st.refused != "unreadable" {
 				logger.Error("configuration file unreadable; the running configuration stays", "file", r.Path, "err", err)
 				m.reloads.WithLabelValues("invalid").Inc()
-				*refused = "unreadable"
+				st.refused = "unreadable"
 			}
 			continue
 		}
-		d := fileDigest(raw)
-		if d == digest {
+		if d := contentDigest(raw, files); d == digest {
 			if hup {
-				logger.Info("SIGHUP: the configuration file is unchanged", "digest", d)
+				logger.Info("SIGHUP: the configuration is unchanged", "digest", d)
 			}
-			continue
-		}
-		if d == *refused && !hup {
 			continue
 		}
 		next, err := config.Load(r.Path, r.Getenv)
 		if err != nil {
-			logger.Error("configuration file does not load; the running configuration stays", "file", r.Path, "digest", d, "err", err)
-			m.reloads.WithLabelValues("invalid").Inc()
-			*refused = d
+			if hup || st.refused != err.Error() {
+				logger.Error("configuration file does not load; the running configuration stays", "file", r.Path, "err", err)
+				m.reloads.WithLabelValues("invalid").Inc()
+				st.refused = err.Error()
+			}
+			continue
+		}
+		st.refused = ""
+		d := contentDigest(raw, next.Files())
+		if d == digest || d == st.failed && !hup {
 			continue
 		}
 		return next, d, nil

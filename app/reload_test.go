@@ -171,3 +171,82 @@ func notReadyLines(logs string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestServeReloadsWhenAFileItNeedsChanges: the configuration is its file and the files its
+// values come from. A robot's token in a file: secret (a Kubernetes Secret's mounted
+// file) rotated while the service runs is in force within a poll, its alerts reaching the
+// robot of the new token; and a file that needs a secret file not there yet (the
+// ConfigMap updated before the Secret) is tried again at each poll and applied once the
+// secret arrives, without a SIGHUP. On the code before, the rotated token was never in
+// force and the file that waited for its secret was never tried again.
+func TestServeReloadsWhenAFileItNeedsChanges(t *testing.T) {
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{
+		{Name: "r-old", Token: "rotate-old"}, {Name: "r-new", Token: "rotate-new"}, {Name: "r-late", Token: "rotate-late"}}})
+	env := stackEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	env["ROCKETDELAY_HTTP_ADDR"] = addr
+	env["ROCKETDELAY_INGEST_TOKEN"] = testIngestToken
+	getenv := func(k string) string { return env[k] }
+	dir := t.TempDir()
+	path, secret, late := filepath.Join(dir, "rocketdelay.yaml"), filepath.Join(dir, "ops-token"), filepath.Join(dir, "late-token")
+	head := fmt.Sprintf("shutdownTimeout: 5s\nsender: {baseURL: %q}\ntargets:\n  ops: {robots: [{name: r-ops, token: %q}]}\n",
+		simURL, "file:"+secret)
+	require.NoError(t, os.WriteFile(secret, []byte("rotate-old\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(head), 0o600))
+	cfg, err := config.Load(path, getenv)
+	require.NoError(t, err)
+
+	var logs lockedWriter
+	logs.w = &bytes.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	r := Reloading{Path: path, Getenv: getenv, Poll: 100 * time.Millisecond,
+		Logger: func(config.Config) *slog.Logger { return slog.New(slog.NewJSONHandler(&logs, nil)) }}
+	go func() { done <- r.Serve(ctx, cfg, ServeOptions{}) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	base := "http://" + addr
+	reaches := func(target, id, robot string) {
+		t.Helper()
+		require.Eventually(t, func() bool { // no failure while the service starts, or restarts between two runs
+			req, err := http.NewRequest(http.MethodPost, base+"/api/v1/alerts",
+				strings.NewReader(fmt.Sprintf(`{"target":%q,"id":%q,"in":"0s","text":%q}`, target, id, id)))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+testIngestToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusAccepted
+		}, time.Minute, 100*time.Millisecond, "%s accepted", id)
+		if !assert.Eventually(t, func() bool {
+			for _, m := range sim.Accepted() {
+				if strings.Contains(m.Text, id) {
+					return m.Robot == robot
+				}
+			}
+			return false
+		}, time.Minute, 50*time.Millisecond, "%s reaches robot %s", id, robot) {
+			t.Fatalf("accepted: %+v\nthe service's last lines:\n%s", sim.Accepted(), lastLines(logs.String(), 30))
+		}
+	}
+	reaches("ops", "rotate-1", "r-old")
+
+	require.NoError(t, os.WriteFile(secret, []byte("rotate-new\n"), 0o600)) // the Secret rotated
+	reaches("ops", "rotate-2", "r-new")
+
+	// A target whose token's file is not there yet: the file does not load, and is tried
+	// again until the secret arrives.
+	require.NoError(t, os.WriteFile(path, []byte(head+fmt.Sprintf("  late: {robots: [{name: r-late, token: %q}]}\n", "file:"+late)), 0o600))
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "does not load") },
+		time.Minute, 50*time.Millisecond, "the file that needs a missing secret is said")
+	require.NoError(t, os.WriteFile(late, []byte("rotate-late\n"), 0o600))
+	reaches("late", "rotate-3", "r-late")
+	require.Equal(t, 1, strings.Count(logs.String(), "does not load"), "said once, tried at every poll")
+}

@@ -59,6 +59,10 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful stop: stop consuming, drain, close stores.
 	// Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout" json:"shutdownTimeout"`
+
+	// files are the files besides the configuration file that its values come from: the
+	// file: secrets and the targets' Alertmanager templates (Files).
+	files []string
 }
 
 // Signing holds the service's own signing keys: they sign the marks of escalation steps

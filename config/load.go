@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -127,6 +129,11 @@ func Load(path string, getenv func(string) string, sections ...Section) (Config,
 	}
 	if err := only(c.resolveSecrets(getenv, os.ReadFile), sections); err != nil {
 		return Config{}, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Targets)) {
+		if am := c.Targets[name].Alertmanager; am != nil && am.Template != "" {
+			c.files = append(c.files, am.Template)
+		}
 	}
 	c = c.WithDefaults()
 	if err := c.ValidateSections(sections...); err != nil {
@@ -280,3 +287,8 @@ func (c Config) Redacted() string {
 	}
 	return string(out)
 }
+
+// Files are the files besides the configuration file that c's values came from when it
+// was loaded: the file: secrets and the targets' Alertmanager templates, read at load
+// or at the service's start. A change of one of them is a change of the configuration.
+func (c Config) Files() []string { return slices.Clone(c.files) }

@@ -109,6 +109,9 @@ func (s Secret) resolve(getenv func(string) string, readFile func(string) ([]byt
 func (c *Config) resolveSecrets(getenv func(string) string, readFile func(string) ([]byte, error)) error {
 	var errs []error
 	one := func(key string, s *Secret) {
+		if path, ok := strings.CutPrefix(string(*s), secretFilePrefix); ok && path != "" {
+			c.files = append(c.files, path)
+		}
 		v, err := s.resolve(getenv, readFile)
 		if err != nil {
 			errs = append(errs, &FieldError{Key: key, Reason: err.Error()})
