@@ -69,7 +69,8 @@ import (
 //	  {p}:console:…    strings     console sessions and failed-login counters (console.go)
 //	  {p}:principal:…  strings     the principal that owns an alert id or an episode key;
 //	                               {p}:rate:principal:<name>, a principal's rate;
-//	                               {p}:principal:eps:<name>, a set of its open episodes (producers.go)
+//	                               {p}:principal:eps:<name>, a set of its open episodes, and
+//	                               {p}:principal:eps-at:<name>, when each was recorded (producers.go)
 //	  {p}:ep:<key>     hash        an escalation episode (episodes.go); {p}:ep-seq, the episode
 //	                               counter; {p}:ep-live and {p}:ep-outbox, sorted sets of keys;
 //	                               {p}:ep-alerts:<key>, the set of alerts it saw firing;
@@ -184,6 +185,9 @@ func (k keys) consoleSession(h string) string { return k.stage() + "console:sess
 func (k keys) ownerOf(kind, id string) string { return k.stage() + "principal:" + kind + ":" + id }
 func (k keys) principalEpisodes(name string) string {
 	return k.stage() + "principal:eps:" + name
+}
+func (k keys) principalEpisodesAt(name string) string {
+	return k.stage() + "principal:eps-at:" + name
 }
 func (k keys) principalRate(name string) string {
 	return k.stage() + "rate:principal:" + name

@@ -122,11 +122,17 @@ func AlertOwnerTTL(due, now time.Time, doneTTL time.Duration) time.Duration {
 
 var principalEpisodesScript = script("principal_episodes.lua")
 
+// episodeStarting is how long an episode recorded by OpenEpisode counts while it is not
+// live yet: the start that follows the record (a request's next step) lands well within
+// it.
+const episodeStarting = time.Minute
+
 // OpenEpisode records that principal opens the escalation episode key, unless it has max
 // open already (ok false); an episode of its own that is open is no new one. open is how
 // many it has open, key included when ok. Episodes that ended are forgotten here.
 func (p *Producers) OpenEpisode(ctx context.Context, principal, key string, max int) (ok bool, open int, err error) {
-	v, err := principalEpisodesScript.Run(ctx, p.rdb, []string{p.keys.principalEpisodes(principal), p.keys.episodesLive()}, key, max).Int64Slice()
+	v, err := principalEpisodesScript.Run(ctx, p.rdb, []string{p.keys.principalEpisodes(principal), p.keys.episodesLive(),
+		p.keys.principalEpisodesAt(principal)}, key, max, episodeStarting.Milliseconds()).Int64Slice()
 	if err != nil {
 		return false, 0, redisFail("open a principal's episode", err)
 	}
