@@ -162,14 +162,18 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 
 	mode, replicas, _ := config.ParseDurability(cfg.Redis.Durability) // validated
+	durability := newDurabilityWatch(reg, logger)
 	switch err := store.CheckDurability(ctx, rdb, mode, replicas); {
-	case errors.Is(err, store.ErrCannotCheck), err != nil && mode == "replicas":
+	case errors.Is(err, store.ErrCannotCheck):
 		logger.Warn("cannot confirm the Redis durability setting; trusting the operator", "durability", cfg.Redis.Durability, "err", err)
+	case err != nil && mode == "replicas":
+		// Too few replicas now: said at once (gauge, /readyz), not at the first write; the
+		// writes wait for them, and the first that meets it says so.
+		durability.changed(false, err.Error())
 	case err != nil:
 		return err
 	}
 	wsOpts := store.WheelStageOptionsFromConfig(cfg)
-	durability := newDurabilityWatch(reg, logger)
 	wsOpts.OnDurability = durability.changed
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wsOpts)
 	// Every clock of the service is the reference clock: this replica's own clock corrected

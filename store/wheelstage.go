@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -378,8 +377,10 @@ type WheelStage struct {
 	rdb    redis.UniversalClient
 	opts   WheelStageOptions
 	shards []*shard
-	short  atomic.Bool // the last write fell short of opts.Replicas
-	moves  string      // the Pub/Sub channel of moves (reschedule.go)
+	// durableMu orders the changes of short and what OnDurability hears of them.
+	durableMu sync.Mutex
+	short     bool   // the last write fell short of opts.Replicas
+	moves     string // the Pub/Sub channel of moves (reschedule.go)
 }
 
 // shard is one shard of the wheel stage: its keys, and the names of those every claim
@@ -912,8 +913,16 @@ func (w *WheelStage) write(ctx context.Context, s *redis.Script, keys []string, 
 
 // durable notes whether the last write met the durability (took: the replicas that took
 // it); OnDurability hears of a change.
+// OnDurability is called under durableMu, so that writes landing at once cannot tell it
+// of their changes in another order than they made them.
 func (w *WheelStage) durable(met bool, took int64) {
-	if w.short.Swap(!met) != !met && w.opts.OnDurability != nil {
+	w.durableMu.Lock()
+	defer w.durableMu.Unlock()
+	if w.short == !met {
+		return
+	}
+	w.short = !met
+	if w.opts.OnDurability != nil {
 		w.opts.OnDurability(met, fmt.Sprintf("%d of %d replicas took the last write within %s", took, w.opts.Replicas, w.opts.WaitTimeout))
 	}
 }
