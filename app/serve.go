@@ -255,6 +255,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	schedOpts.CheckBody = snd.Check
 	schedOpts.Liveness = ws.Liveness(beatRdb)
 	schedOpts.Roster = roster
+	schedOpts.AfterFirstBeat = func(ctx context.Context) error {
+		return store.ConfirmShards(ctx, rdb, cfg.Redis.KeyPrefix, max(cfg.Redis.Shards, 1))
+	}
 	schedOpts.Principal = func(e store.Entry) string { // who published it, for the list of pending alerts
 		return signer.ProvenPrincipal(e.ID, e.Target, e.Props[wire.PropPrincipal], e.Props[wire.PropPrincipalSig])
 	}

@@ -135,6 +135,11 @@ type Options struct {
 	// (roster.go): an alert for a target this replica does not know waits for one that
 	// does. Default none: such an alert is rejected at once.
 	Roster TargetRoster
+	// AfterFirstBeat, when set, runs once this replica's first beat has landed (it is
+	// live: a replica that changes the deployment's layout now sees it) and before it
+	// claims or consumes anything; an error ends the start. Serve re-reads the
+	// deployment's shard count there (store.ConfirmShards). Default none.
+	AfterFirstBeat func(context.Context) error
 	// UnknownTargetWait is how long after the last replica that had a target said so its
 	// alerts still wait for one. Default config scheduler.unknownTargetWait.
 	UnknownTargetWait time.Duration
@@ -370,6 +375,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	if err := s.heart.first(ctx); err != nil {
 		return err
+	}
+	if s.opts.AfterFirstBeat != nil {
+		if err := s.opts.AfterFirstBeat(ctx); err != nil {
+			return err
+		}
 	}
 	if err := s.startWheel(); err != nil {
 		return err

@@ -88,6 +88,35 @@ func ClaimShards(ctx context.Context, rdb redis.UniversalClient, prefix string, 
 	if set != prev {
 		return fmt.Errorf("%w: another replica changed it to %s meanwhile; start again", ErrShardsChanged, set)
 	}
+	// A replica of the old count that passed its own claim before this one's change may
+	// have beaten since: then the change is taken back. One that beats later sees the new
+	// count after its first beat (ConfirmShards) and does not start.
+	view, err := old.Liveness(nil).View(ctx)
+	if err != nil {
+		return err
+	}
+	if len(view.Live) > 0 {
+		if err := rdb.SetArgs(ctx, key, prev, redis.SetArgs{Mode: "XX"}).Err(); err != nil {
+			return redisFail("claim the shard count", err)
+		}
+		return fmt.Errorf("%w: a replica of the deployment's count %d went live meanwhile (%s); the count stays %d",
+			ErrShardsChanged, m, strings.Join(view.Live, ", "), m)
+	}
+	return nil
+}
+
+// ConfirmShards checks, once this replica is live, that the deployment under prefix still
+// lays its wheel stage out in n shards: a replica that changed the count between this
+// one's ClaimShards and its first beat saw no replica live, and the two layouts must not
+// run side by side. The error wraps ErrShardsChanged.
+func ConfirmShards(ctx context.Context, rdb redis.UniversalClient, prefix string, n int) error {
+	got, err := rdb.Get(ctx, newKeys(prefix).shardCount()).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return redisFail("confirm the shard count", err)
+	}
+	if got != strconv.Itoa(n) {
+		return fmt.Errorf("%w: it is %d, and another replica changed the deployment's count to %q while this one started", ErrShardsChanged, n, got)
+	}
 	return nil
 }
 

@@ -78,6 +78,21 @@ func TestClaimShardsRefusesAnotherCountUntilDrained(t *testing.T) {
 	require.ErrorContains(t, err, "start this one with redis.shards: 3")
 }
 
+// A replica that passed ClaimShards with the old count before another changed it (it
+// saw nobody live: the first had not beaten yet) learns of it once it is live, before it
+// takes anything: ConfirmShards refuses it, and the two layouts never run side by side.
+func TestConfirmShardsRefusesALayoutChangedWhileStarting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 1), "replica c, waiting for Postgres")
+	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 3), "replica a: drained, nobody live")
+	err := store.ConfirmShards(ctx, rdb, prefix, 1)
+	require.ErrorIs(t, err, store.ErrShardsChanged, "replica c, after its first beat")
+	require.ErrorContains(t, err, `changed the deployment's count to "3"`)
+	require.NoError(t, store.ConfirmShards(ctx, rdb, prefix, 3), "replica a")
+}
+
 // TestRosterSaysWhoKnowsATarget: a target no replica affirmed is not known; one affirmed
 // is known since then by the Redis clock; another replica's affirmation of other targets
 // leaves it as it was.
