@@ -160,7 +160,7 @@ func (in *Ingress) authenticate(next http.Handler) http.Handler {
 				return
 			}
 			if wait > 0 {
-				in.overRate(w, p, wait)
+				in.overRate(w, r, p, wait)
 				return
 			}
 		}
@@ -176,11 +176,21 @@ func (in *Ingress) rateUnknown(w http.ResponseWriter, p config.Principal, err er
 }
 
 // overRate answers 429 with Retry-After: p is over its rate for wait.
-func (in *Ingress) overRate(w http.ResponseWriter, p config.Principal, wait time.Duration) {
+func (in *Ingress) overRate(w http.ResponseWriter, r *http.Request, p config.Principal, wait time.Duration) {
 	in.metrics.refused.WithLabelValues(p.Name, "rate").Inc()
 	w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-	writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
+	writeError(w, tooMany(r), "rate_limited", fmt.Sprintf(
 		"principal %q is over its rate (%g per second, bursts of %d): send it again after Retry-After", p.Name, p.RatePerSecond, p.Burst))
+}
+
+// tooMany is the status of a request refused for now (a rate, a cap): 429, or for an
+// Alertmanager receiver 503, as Alertmanager sends a notification again only after a
+// 5xx; a 4xx, 429 included, drops it.
+func tooMany(r *http.Request) int {
+	if strings.HasPrefix(r.URL.Path, AlertmanagerPath+"/") {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusTooManyRequests
 }
 
 // forbid answers 403 with reason: a principal asked for more than it may do. Nothing
@@ -263,7 +273,7 @@ func (in *Ingress) ownAlert(w http.ResponseWriter, r *http.Request, op string, p
 		return false
 	}
 	if wait > 0 {
-		in.overRate(w, p, wait)
+		in.overRate(w, r, p, wait)
 		return false
 	}
 	if owner != p.Name {
@@ -372,7 +382,7 @@ func (in *Ingress) mayOpenEpisode(w http.ResponseWriter, r *http.Request, op str
 	in.deps.Logger.Warn("an escalation refused: the principal has as many episodes open as it may", "principal", p.Name,
 		"episode", key, "open", open, "max", p.MaxOpenEpisodes)
 	w.Header().Set("Retry-After", "60")
-	writeError(w, http.StatusTooManyRequests, "open_episodes",
+	writeError(w, tooMany(r), "open_episodes",
 		fmt.Sprintf("%s has %d escalation episodes open, its maxOpenEpisodes: one must be resolved first", p.Name, open))
 	return false
 }

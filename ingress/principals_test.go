@@ -224,7 +224,8 @@ func TestPrincipalsOpenEpisodesAreCapped(t *testing.T) {
 	code, out = s.do("GET", EscalationsPath+"/cap-3", nil, teamToken)
 	require.NotEqual(t, http.StatusOK, code, "cap-3 did not start: %v", out)
 	code, out = s.do("POST", AlertmanagerPath+"/ops?policy=db", amFiring("g-cap"), teamToken)
-	require.Equal(t, http.StatusTooManyRequests, code, "nor through a receiver: %v", out)
+	require.Equal(t, http.StatusServiceUnavailable, code, "nor through a receiver, answered so that Alertmanager sends it again (it drops a 4xx): %v", out)
+	require.Equal(t, "open_episodes", out["reason"])
 	code, out = start("cap-1")
 	require.Equal(t, http.StatusOK, code, "an update of its own open episode: %v", out)
 
@@ -252,6 +253,11 @@ func TestPrincipalsRate(t *testing.T) {
 	require.Equal(t, "rate_limited", out["reason"])
 	code, out = s.do("DELETE", AlertsPath+"/none", nil, teamToken)
 	require.Equal(t, http.StatusForbidden, code, "team has a rate of its own: %v", out)
+	// Over its rate, an Alertmanager receiver is answered 503, which Alertmanager sends
+	// again (a 429 it drops).
+	code, out = s.do("POST", AlertmanagerPath+"/orders", amFiring("g-rate"), shopToken)
+	require.Equal(t, http.StatusServiceUnavailable, code, out)
+	require.Equal(t, "rate_limited", out["reason"])
 }
 
 // A publish takes its principal's rate with the ownership of its id, in one round trip
