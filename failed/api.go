@@ -304,6 +304,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusBadRequest, msg)
 		return false
 	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "the body must be one JSON object: something follows it")
+		return false
+	}
 	return true
 }
 

@@ -1,13 +1,16 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
@@ -196,20 +199,34 @@ func (in *Ingress) Handler() http.Handler {
 	return in.authenticate(http.MaxBytesHandler(mux, in.cfg.Ingress.MaxBody))
 }
 
-// decodeJSON reads r's JSON body into v strictly (unknown fields are errors); it answers
-// the error itself and reports false.
+// decodeJSON reads r's JSON body into v, strictly when strict (unknown fields are
+// errors); the body must be one JSON value, in valid UTF-8, and nothing after it. It
+// answers the error itself and reports false.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
-	dec := json.NewDecoder(r.Body)
-	if strict {
-		dec.DisallowUnknownFields()
-	}
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes (ingress.maxBody)", tooLarge.Limit))
 			return false
 		}
+		writeError(w, http.StatusBadRequest, "bad_json", "the body could not be read: "+err.Error())
+		return false
+	}
+	if !utf8.Valid(body) {
+		writeError(w, http.StatusBadRequest, "bad_json", "the body is not valid UTF-8")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_json", "the body is not the expected JSON: "+err.Error())
+		return false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "bad_json", "the body is not the expected JSON: something follows its value")
 		return false
 	}
 	return true

@@ -229,6 +229,17 @@ func TestPublishAPI(t *testing.T) {
 	code, out = s.do("POST", AlertsPath, []byte(`{"target":"ops","in":"1m","text":"x","colour":"red"}`))
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Contains(t, out["error"], `unknown field "colour"`)
+	// One JSON value in valid UTF-8, and nothing after it.
+	for body, says := range map[string]string{
+		`{"target":"ops","in":"1m","text":"a"}{"target":"x"}`:  "something follows its value",
+		`{"target":"ops","in":"1m","text":"a"} garbage`:        "something follows its value",
+		"{\"target\":\"ops\",\"in\":\"1m\",\"text\":\"\xff\"}": "not valid UTF-8",
+	} {
+		code, out = s.do("POST", AlertsPath, []byte(body))
+		require.Equal(t, http.StatusBadRequest, code, "%q: %v", body, out)
+		require.Equal(t, "bad_json", out["reason"], "%q", body)
+		require.Contains(t, out["error"], says, "%q", body)
+	}
 	code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "1m", "text": strings.Repeat("x", 70<<10)})
 	require.Equal(t, http.StatusRequestEntityTooLarge, code)
 	require.Contains(t, out["error"], "ingress.maxBody")
