@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -75,6 +76,10 @@ func (c *Console) ack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	end, err := c.episodes.Ack(r.Context(), key, seq, operatorOf(r)) // recorded as by them, and the chat told
+	if errors.Is(err, escalation.ErrBadName) {                       // not a passing failure: said as it is
+		c.fail(w, r, http.StatusBadRequest, "Your operator name cannot be recorded with an acknowledgement: "+err.Error())
+		return
+	}
 	if err != nil {
 		c.logger.Warn("console: acknowledge an episode", "episode", key, "seq", seq, "err", err)
 		c.fail(w, r, http.StatusServiceUnavailable, "The episode could not be acknowledged right now (Redis or the broker unreachable?); try again in a moment.")

@@ -29,17 +29,18 @@ const (
 )
 
 // ErrBadName is the error of a name an acknowledgement cannot record.
-var ErrBadName = errors.New("give a name of 1 to 64 letters, digits, spaces and . - _ @ ' : (it is posted to the chat, so no markup)")
+var ErrBadName = errors.New("give a name of 1 to 64 letters, digits, spaces and . - _ @ ' : + (it is posted to the chat, so no markup)")
 
 // CheckName checks the name an acknowledgement records: it is posted to the chat, so it
-// may hold letters, digits, spaces and . - _ @ ' : only — nothing that makes a link, a
-// mention or a new line of the message.
+// may hold letters, digits, spaces and . - _ @ ' : + only — nothing that makes a link, a
+// mention or a new line of the message. Every operator name (config.ValidOperatorName,
+// a sign-in proxy's e-mail such as ana+oncall@corp.com) is one.
 func CheckName(by string) error {
 	if by == "" || utf8.RuneCountInString(by) > maxAckName || strings.TrimSpace(by) != by {
 		return ErrBadName
 	}
 	for _, r := range by {
-		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != ' ' && !strings.ContainsRune(".-_@':", r) {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != ' ' && !strings.ContainsRune(".-_@':+", r) {
 			return ErrBadName
 		}
 	}
