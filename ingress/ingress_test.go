@@ -344,6 +344,8 @@ func TestPublishRefusesWhatTheSchedulerWouldReject(t *testing.T) {
 			wire.RejectDestination, `property "DELAY" is reserved (rocketdelay's RD_* or the broker's own)`},
 		{"timer property", AlertsPath, order("p-timer", props("__STARTDELIVERTIME", "1")), "p-timer",
 			wire.RejectDestination, `property "__STARTDELIVERTIME" is reserved (rocketdelay's RD_* or the broker's own)`},
+		{"properties over the broker's bound", AlertsPath, order("p-big", props("note", strings.Repeat("x", 40<<10))), "p-big",
+			wire.RejectDestination, "at most 16384 are accepted"},
 		{"empty key", AlertsPath, order("k-empty", map[string]any{"keys": []string{"order-1", ""}}), "k-empty",
 			wire.RejectDestination, `key "" is empty or holds whitespace (keys are separated by spaces)`},
 		{"key with a space", AlertsPath, order("k-space", map[string]any{"keys": []string{"order 1"}}), "k-space",

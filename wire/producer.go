@@ -172,6 +172,14 @@ func (pub Publication) Check(now time.Time, limits DueLimits) *Rejection {
 			return Reject(RejectDestination, "key %q holds %s", k, separators)
 		}
 	}
+	size := len(pub.Tag) + len(strings.Join(pub.Keys, " "))
+	for k, v := range pub.Properties {
+		size += len(k) + len(v) + 2 // and the encoding's two separators
+	}
+	if size > MaxPropertyBytes {
+		return Reject(RejectDestination, "the tag, keys and properties take %d bytes; at most %d are accepted "+
+			"(the broker refuses a message whose properties pass 32767 bytes, and rocketdelay adds its own)", size, MaxPropertyBytes)
+	}
 	for _, k := range slices.Sorted(maps.Keys(pub.Properties)) {
 		switch {
 		case k == "" || strings.ContainsFunc(k, unicode.IsSpace):
@@ -188,6 +196,12 @@ func (pub Publication) Check(now time.Time, limits DueLimits) *Rejection {
 	}
 	return limits.Check(at, now)
 }
+
+// MaxPropertyBytes bounds what a producer's tag, keys and properties may take of a
+// message's properties, encoded: the broker refuses a message whose properties pass
+// 32767 bytes (their length is a 16-bit field), and the rest is left for rocketdelay's
+// own (RD_*) and the broker's.
+const MaxPropertyBytes = 16 << 10
 
 // separators are the characters the broker's encoding of a message's properties
 // separates names, values and properties with: a value holding one would be read back as
