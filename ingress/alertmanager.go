@@ -129,10 +129,11 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_payload", err.Error())
 		return
 	}
-	msg, err := rd.render(n)
-	var body []byte
-	if err == nil {
-		body, err = in.deps.Chat.Body(target, msg)
+	msg, body, err := in.renderFitting(rd, target, n)
+	if errors.Is(err, sender.ErrInvalidBody) {
+		in.metrics.requests.WithLabelValues("alertmanager", "bad_body").Inc()
+		writeError(w, http.StatusUnprocessableEntity, "bad_body", fmt.Sprintf("the notification cannot be sent to target %q: %v", target, err))
+		return
 	}
 	if err != nil {
 		in.metrics.requests.WithLabelValues("alertmanager", "template").Inc()
@@ -342,4 +343,52 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	return hex.EncodeToString(b)
+}
+
+// renderFitting renders n for target and returns the message and its body, within the
+// platform's limits: a notification too large for them (a group of hundreds of alerts;
+// a platform splits a long text into a few messages at most) is rendered with as many of
+// its alerts as fit, firing ones first, and says how many more it has, so it is
+// delivered rather than refused. An error wrapping sender.ErrInvalidBody means not even
+// one alert fits.
+func (in *Ingress) renderFitting(rd *renderer, target string, n Notification) (sender.Message, []byte, error) {
+	try := func(k int) (sender.Message, []byte, error) {
+		part := n
+		if k < len(n.Alerts) {
+			part.Alerts = slices.Concat(n.Alerts.Firing(), n.Alerts.Resolved())[:k]
+			part.TruncatedAlerts = n.TruncatedAlerts + len(n.Alerts) - k
+		}
+		msg, err := rd.render(part)
+		if err != nil {
+			return sender.Message{}, nil, err
+		}
+		if k < len(n.Alerts) {
+			msg.Text += fmt.Sprintf("\n\n… and %d more alerts, not shown: the message would pass the platform's size limit", len(n.Alerts)-k)
+		}
+		body, err := in.deps.Chat.Body(target, msg)
+		if err == nil {
+			err = in.deps.Chat.Check(target, body)
+		}
+		return msg, body, err
+	}
+	msg, body, err := try(len(n.Alerts))
+	if !errors.Is(err, sender.ErrInvalidBody) || len(n.Alerts) <= 1 {
+		return msg, body, err
+	}
+	// The most alerts that fit: fits(lo) holds, fits(hi) does not.
+	lo, hi := 0, len(n.Alerts)
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if _, _, err := try(mid); err == nil {
+			lo = mid
+		} else if !errors.Is(err, sender.ErrInvalidBody) {
+			return sender.Message{}, nil, err
+		} else {
+			hi = mid
+		}
+	}
+	if lo == 0 {
+		return msg, body, err
+	}
+	return try(lo)
 }
