@@ -539,6 +539,65 @@ func TestWheelStageRequeue(t *testing.T) {
 	require.Equal(t, store.PutStale, put("cancelled", far, q.Gen))
 }
 
+// The last move accepted wins: a move answered "moved" or "hop moved" refuses an
+// earlier move's generation that is not settled yet, whose copy would otherwise have
+// undone it (the alert sent at the earlier move's time, or a move within reach dropped);
+// and it keeps the generation record as long as the reschedule record, so that a copy
+// hopping on past the record's first lifetime is still its alert's (it was dropped as
+// stale, the alert lost).
+func TestTheLastMoveAcceptedWins(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{CancelTTL: 2 * time.Hour, Shards: 1}) // one shard: its keys are named below
+	const reach = time.Minute
+	now := redisNow(t, rdb)
+	old := now.Add(30 * time.Second).Truncate(time.Millisecond)
+	far, farther := now.Add(time.Hour).Truncate(time.Millisecond), now.Add(90*time.Minute).Truncate(time.Millisecond)
+	put := func(id string, due time.Time, gen int64) store.PutResult {
+		e := entryAt(id, due)
+		e.Gen = gen
+		res, err := ws.Put(ctx, e)
+		require.NoError(t, err)
+		return res
+	}
+	reschedule := func(id string, due time.Time) store.Rescheduled {
+		got, err := ws.Reschedule(ctx, id, due, reach)
+		require.NoError(t, err)
+		return got
+	}
+
+	// A move far (a copy of generation 1 on its way), then one within reach, answered
+	// moved: the copy's settle is too late, and the copy is stale.
+	require.Equal(t, store.PutStored, put("near-wins", old, 0))
+	q := reschedule("near-wins", far)
+	require.Equal(t, store.RescheduleTooFar, q.Result)
+	soon := now.Add(40 * time.Second).Truncate(time.Millisecond)
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleMoved, DueAt: soon}, reschedule("near-wins", soon))
+	got, err := ws.SettleRequeue(ctx, "near-wins", q.Requeue.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleTooLate, got.Result, "the move within reach was the last accepted")
+	require.Equal(t, store.PutStale, put("near-wins", far, q.Requeue.Gen))
+	st, err := ws.Inspect(ctx, "near-wins")
+	require.NoError(t, err)
+	require.Equal(t, soon, st.DueAt)
+
+	// Settled far and hopping; its generation record near its end; moved farther (hop
+	// moved): the record lives as long as the move's, and the copy, when it arrives, is
+	// the alert.
+	require.Equal(t, store.PutStored, put("outlives", old, 0))
+	q = reschedule("outlives", far)
+	got, err = ws.SettleRequeue(ctx, "outlives", q.Requeue.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleRequeued, got.Result)
+	gen := "{" + prefix + "}:gen:outlives"
+	require.NoError(t, rdb.PExpire(ctx, gen, time.Second).Err()) // as if most of its lifetime had passed
+	require.Equal(t, store.Rescheduled{Result: store.RescheduleHopMoved, DueAt: farther}, reschedule("outlives", farther))
+	ttl, err := rdb.PTTL(ctx, gen).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, time.Hour, "the generation record is kept with the move's record")
+	require.Equal(t, store.PutMoved, put("outlives", far, q.Requeue.Gen), "its copy arrives: routed to the move's time")
+}
+
 // A move of a waiting alert is on its record (the due time it was accepted with, each
 // move with its time and author, oldest first) and is announced on the moves channel
 // the moment it lands, with the new due time.

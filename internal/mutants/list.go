@@ -473,6 +473,16 @@ end`,
 		Tests:     "^TestWheelStageReleaseTakesTheEntrysTargetAndDueTime$",
 	},
 	{
+		// killed: the far move's settle commits after the move within reach: require.Equal(t, store.RescheduleTooLate, got.Result) fails
+		Name:      "reschedule-keeps-an-earlier-generation",
+		Invariant: "cancel and reschedule: the last move accepted wins; an earlier move's copy not settled yet never undoes it",
+		File:      "store/lua/wheel_reschedule.lua",
+		From:      "    redis.call('HSET', KEYS[8], 'decided', string.format('%d', nxt))",
+		To:        "    -- not overruled",
+		Package:   "./store",
+		Tests:     "^TestTheLastMoveAcceptedWins$",
+	},
+	{
 		// killed: a hopping alert cancelled stays listed: require.Equal(int64(len(want)), c.Total) fails
 		Name:      "cancel-keeps-hopping-listed",
 		Invariant: "the list of pending alerts: a cancel of a hopping alert unlists it with its tombstone",

@@ -26,7 +26,8 @@
 --          settle records whoever settles it (wheel_requeue.lua)
 --
 -- A move (1 and 6) moves the alert in pending too (8 and 11 once their copy is settled:
--- wheel_requeue.lua). A move is on the alert's record (note_move, lib_move.lua).
+-- wheel_requeue.lua). A move is on the alert's record (note_move, lib_move.lua). A move
+-- (1 and 6) overrules an earlier one's generation not settled yet (overrule).
 --
 -- Returns {code, ms}: ms is the effective due time for 1, 6 and 8, the due time the
 -- hopping message carries for 9 and 11, else 0; for 8 also the allocated generation and
@@ -60,6 +61,23 @@
 --           publishes a copy of it carrying RD_GEN=g at the new due time, and settles g
 --           with wheel_requeue.lua, as for 8. Until then nothing else changed).
 local id = ARGV[1]
+
+-- overrule makes the move made now the last one accepted: a generation allocated by an
+-- earlier move and not settled yet (its copy on its way, 8 or 11) is decided refused,
+-- so its settle answers too late and its copy is dropped on arrival, where it would
+-- have undone this move; and the generation record is kept as long as the reschedule
+-- record, so a copy that hops on past the record's first lifetime is still its alert's.
+local function overrule()
+  local gens = redis.call('HMGET', KEYS[8], 'next', 'decided')
+  local nxt = tonumber(gens[1] or '0')
+  if nxt > tonumber(gens[2] or '0') then
+    redis.call('HSET', KEYS[8], 'decided', string.format('%d', nxt))
+  end
+  if redis.call('EXISTS', KEYS[8]) == 1 then
+    redis.call('PEXPIRE', KEYS[8], ARGV[4])
+  end
+end
+
 if redis.call('ZSCORE', KEYS[2], id) then
   return {2, 0}
 end
@@ -79,6 +97,7 @@ if redis.call('ZSCORE', KEYS[1], id) then
     redis.call('PEXPIRE', KEYS[8], ARGV[4])
     return {8, due, g, rec or ''}
   end
+  overrule()
   if rec then
     -- The record (store/wheelstage.go, encodeWheelEntry) is a version byte, then the due
     -- time as a zigzag varint (2*ms for ms >= 0), then the rest: swap the varint.
@@ -129,6 +148,7 @@ if due < carried then
   redis.call('PEXPIRE', KEYS[8], ARGV[4])
   return {11, carried, g, om, due}
 end
+overrule()
 redis.call('SET', KEYS[7], dues, 'PX', ARGV[4])
 note_move(KEYS[6], redis.call('HGET', KEYS[6], 'due') or string.format('%d', carried), dues, now, ARGV[6])
 redis.call('HSET', KEYS[6], 'due', dues)
