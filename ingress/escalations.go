@@ -91,6 +91,10 @@ func (in *Ingress) startEscalation(w http.ResponseWriter, r *http.Request) {
 		bad("bad_request", "text is required: what the steps say")
 		return
 	}
+	if why := contentTooLong(req.Title, req.Text); why != "" {
+		bad("bad_request", why)
+		return
+	}
 	p := principalOf(r)
 	if reason, why := in.mayEscalate(p, req.Policy); reason != "" {
 		in.forbid(w, "escalation_start", p, reason, "%s", why)
@@ -150,6 +154,11 @@ func (in *Ingress) endEscalation(w http.ResponseWriter, r *http.Request) {
 	}
 	if reason, why := mayMention(principalOf(r), req.Title, req.Text); reason != "" {
 		in.forbid(w, op, principalOf(r), reason, "%s", why)
+		return
+	}
+	if why := contentTooLong(req.Title, req.Text); why != "" {
+		in.metrics.requests.WithLabelValues(op, "bad_request").Inc()
+		writeError(w, http.StatusBadRequest, "bad_request", why)
 		return
 	}
 	var end escalation.Ended
@@ -275,4 +284,24 @@ func (in *Ingress) unavailable(w http.ResponseWriter, op string, err error) bool
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, reason, msg)
 	return true
+}
+
+// The longest title and text an escalation's pages and resolution may say: within what
+// every chat platform takes as one message split into parts, with room for what a step
+// adds (its header, its acknowledge link). A longer one would be refused by the platform
+// when published, and retried by the outbox for ever.
+const (
+	maxEscalationTitle = 256
+	maxEscalationText  = 16 << 10
+)
+
+// contentTooLong says why title and text are too long for an escalation, "" when not.
+func contentTooLong(title, text string) string {
+	switch {
+	case len(title) > maxEscalationTitle:
+		return fmt.Sprintf("title is %d bytes; at most %d are accepted", len(title), maxEscalationTitle)
+	case len(text) > maxEscalationText:
+		return fmt.Sprintf("text is %d bytes; at most %d are accepted", len(text), maxEscalationText)
+	}
+	return ""
 }

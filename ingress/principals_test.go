@@ -117,8 +117,13 @@ func TestPrincipalsPublishWithinTheirRights(t *testing.T) {
 	code, out = s.do("POST", EscalationsPath+"/team-mention/resolve", map[string]any{"text": "fixed <!channel>"}, teamToken)
 	require.Equal(t, http.StatusForbidden, code, out)
 	require.Equal(t, "forbidden_mention", out["reason"])
+	code, out = s.do("POST", EscalationsPath+"/team-mention/resolve", map[string]any{"text": strings.Repeat("fixed ", 3000)}, teamToken)
+	require.Equal(t, http.StatusBadRequest, code, "a text longer than a page can say is refused now, not retried for ever: %v", out)
+	require.Contains(t, out["error"], "at most 16384")
 	code, out = s.do("POST", EscalationsPath+"/team-mention/resolve", map[string]any{"text": "fixed"}, teamToken)
 	require.Equal(t, http.StatusOK, code, out)
+	code, out = s.do("POST", EscalationsPath, map[string]any{"key": "team-long", "policy": "db", "text": strings.Repeat("down ", 4000)}, teamToken)
+	require.Equal(t, http.StatusBadRequest, code, out)
 }
 
 // amFiring is a firing notification of one alert of group g.
