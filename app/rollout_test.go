@@ -68,8 +68,11 @@ func twoRevisions(t *testing.T, name string) (sim *chatsim.Server, a, b config.C
 		"ops":  {Robots: []config.Robot{{Name: "r-ops", Token: config.Secret(name + "-ops")}}},
 		"newt": {Robots: []config.Robot{{Name: "r-new", Token: config.Secret(name + "-new")}}},
 	}
+	a.Escalations = map[string]config.Policy{"newpol": {Steps: []config.EscalationStep{{Target: "ops"}}}}
+	a = a.WithDefaults()
 	b = a
 	b.Targets = map[string]config.Target{"ops": a.Targets["ops"]}
+	b.Escalations = nil
 	require.NoError(t, a.Validate())
 	require.NoError(t, b.Validate())
 	return sim, a, b
@@ -157,6 +160,22 @@ func TestTargetAddedOnOneReplicaFirst(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "Alertmanager sends it again")
+	// So for an escalation policy A has and B not yet: through B's receiver or API, 503
+	// (a 404 or 400 dropped the notification, the page).
+	for path, body := range map[string]string{
+		"/api/v1/alertmanager/ops?policy=newpol": `{"version":"4","status":"firing","receiver":"r","groupKey":"g","alerts":[{"status":"firing","labels":{"alertname":"X"},"fingerprint":"f","startsAt":"2026-12-05T10:00:00Z"}]}`,
+		"/api/v1/escalations":                    `{"key":"roll-episode","policy":"newpol","text":"db down"}`,
+	} {
+		req, err := http.NewRequest(http.MethodPost, baseB+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+testIngestToken)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s: %s", path, answer)
+		require.Contains(t, string(answer), "policy_elsewhere", path)
+	}
 	code, answer = publishVia(t, baseB, "nobody-has-it", "nobody", "1s")
 	require.Equal(t, http.StatusBadRequest, code, answer)
 	require.Contains(t, answer, "unknown_target")

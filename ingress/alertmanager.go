@@ -84,6 +84,9 @@ func (in *Ingress) receiver(w http.ResponseWriter, r *http.Request, target strin
 		return fail(http.StatusBadRequest, "bad_request", err.Error())
 	}
 	if _, ok := in.cfg.Escalations[opts.policy]; opts.policy != "" && !ok {
+		if in.policyElsewhere(w, r, "alertmanager", opts.policy) {
+			return nil, receiverOptions{}, false
+		}
 		return fail(http.StatusNotFound, "unknown_policy", fmt.Sprintf("policy=%q is not an escalation policy of the configuration (escalations)", opts.policy))
 	}
 	p := principalOf(r)

@@ -84,6 +84,9 @@ func (in *Ingress) startEscalation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, ok := in.cfg.Escalations[req.Policy]; !ok {
+		if in.policyElsewhere(w, r, "escalation_start", req.Policy) {
+			return
+		}
 		bad("unknown_policy", fmt.Sprintf("policy %q is not an escalation policy of the configuration (escalations)", req.Policy))
 		return
 	}

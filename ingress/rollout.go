@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // Roster is what the replicas of the deployment say their configurations have;
@@ -20,24 +22,36 @@ type Roster interface {
 // does. It reports whether it answered; when it did not, target is unknown to the
 // deployment and the caller refuses the request for good.
 func (in *Ingress) elsewhere(w http.ResponseWriter, r *http.Request, route, target string) bool {
+	return in.inRollout(w, r, route, "target", target, target)
+}
+
+// policyElsewhere is elsewhere for an escalation policy this replica's configuration
+// does not have.
+func (in *Ingress) policyElsewhere(w http.ResponseWriter, r *http.Request, route, policy string) bool {
+	return in.inRollout(w, r, route, "policy", policy, store.RosterPolicy(policy))
+}
+
+// inRollout is elsewhere for what (a target or a policy) named name, held in the roster
+// as rostered.
+func (in *Ingress) inRollout(w http.ResponseWriter, r *http.Request, route, what, name, rostered string) bool {
 	if in.deps.Roster == nil {
 		return false
 	}
-	ago, ok, err := in.deps.Roster.Known(r.Context(), target)
+	ago, ok, err := in.deps.Roster.Known(r.Context(), rostered)
 	if err != nil {
 		in.metrics.requests.WithLabelValues(route, "redis").Inc()
-		in.deps.Logger.Warn("cannot tell whether another replica has a target", "target", target, "err", err)
+		in.deps.Logger.Warn("cannot tell whether another replica has a "+what, what, name, "err", err)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "redis",
-			fmt.Sprintf("target %q is not in this replica's configuration, and whether another replica's has it cannot be read now; try again", target))
+			fmt.Sprintf("%s %q is not in this replica's configuration, and whether another replica's has it cannot be read now; try again", what, name))
 		return true
 	}
 	if !ok || ago > in.cfg.Scheduler.UnknownTargetWait {
 		return false
 	}
-	in.metrics.requests.WithLabelValues(route, "target_elsewhere").Inc()
+	in.metrics.requests.WithLabelValues(route, what+"_elsewhere").Inc()
 	w.Header().Set("Retry-After", "5")
-	writeError(w, http.StatusServiceUnavailable, "target_elsewhere",
-		fmt.Sprintf("target %q is in another replica's configuration but not yet in this one's (a configuration rollout in progress); try again", target))
+	writeError(w, http.StatusServiceUnavailable, what+"_elsewhere",
+		fmt.Sprintf("%s %q is in another replica's configuration but not yet in this one's (a configuration rollout in progress); try again", what, name))
 	return true
 }

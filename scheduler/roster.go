@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,7 +43,11 @@ func (s *Scheduler) affirmTargets(ctx context.Context) error {
 	if s.opts.Roster == nil {
 		return nil
 	}
-	if err := s.opts.Roster.Affirm(ctx, s.opts.Targets); err != nil {
+	names := slices.Clone(s.opts.Targets)
+	for _, p := range s.opts.Policies {
+		names = append(names, store.RosterPolicy(p))
+	}
+	if err := s.opts.Roster.Affirm(ctx, names); err != nil {
 		return fmt.Errorf("scheduler: say which targets this replica has: %w", err)
 	}
 	return nil

@@ -129,8 +129,10 @@ type Options struct {
 	// KnownTarget says whether a target name is configured. Required.
 	KnownTarget func(string) bool
 	// Targets are the names of the configured targets, which this replica says it has
-	// in Roster.
-	Targets []string
+	// in Roster; Policies those of its escalation policies, said with them
+	// (store.RosterPolicy), so that a policy one replica has and another not yet is not
+	// refused as unknown.
+	Targets, Policies []string
 	// Roster is what the replicas of the deployment say their configurations have
 	// (roster.go): an alert for a target this replica does not know waits for one that
 	// does. Default none: such an alert is rejected at once.
@@ -251,6 +253,7 @@ func OptionsFromConfig(c config.Config) Options {
 		RetryMaxDelay: c.Scheduler.RetryMaxDelay,
 		KnownTarget:   func(name string) bool { _, ok := c.Targets[name]; return ok },
 		Targets:       slices.Sorted(maps.Keys(c.Targets)),
+		Policies:      slices.Sorted(maps.Keys(c.Escalations)),
 
 		UnknownTargetWait: c.Scheduler.UnknownTargetWait,
 		Topics:            topic.Targets(c),

@@ -166,6 +166,11 @@ type Roster struct {
 	key string
 }
 
+// RosterPolicy is the name under which the roster holds the escalation policy name
+// (target names hold no ":", so the two never meet): a replica says which policies its
+// configuration has with its targets.
+func RosterPolicy(name string) string { return "policy:" + name }
+
 // NewRoster returns the roster in rdb under prefix.
 func NewRoster(rdb redis.UniversalClient, prefix string) *Roster {
 	return &Roster{rdb: rdb, key: newKeys(prefix).roster()}
