@@ -915,6 +915,9 @@ func batchContext(batch []*waiter) (context.Context, func()) {
 // bytes it adds to the message (separator, section, mentions).
 func section(style MergeStyle, m Message) (string, int) {
 	text := m.Text
+	if m.Format == FormatText && style.Text != nil {
+		text = style.Text(text)
+	}
 	if title := strings.TrimSpace(m.Title); m.Format == FormatMarkdown && title != "" && !strings.Contains(text, title) {
 		text = style.SectionTitle(title) + "\n\n" + text
 	}

@@ -156,6 +156,11 @@ type MergeStyle struct {
 	// Hint renders, at the end of a section, the mentions of its alert that its text does
 	// not show, so a reader sees whom each alert concerns; "" shows nothing.
 	Hint func(text string, m Mentions) string
+	// Text escapes a text alert's content for the merged markup: a text message shows
+	// "<@all>" or "[x](url)" as written, and merged into markdown it must still, so that
+	// merging never makes a mention, a link or an image. Nil: as it is, for a platform
+	// whose text messages read the same markup as its merged ones.
+	Text func(string) string
 }
 
 // Robot is one robot of a chat target as the core uses it.

@@ -116,6 +116,7 @@ func (*Channel) Style() sender.MergeStyle {
 		Separator:    "\n\n---\n\n",
 		SectionTitle: func(title string) string { return "#### " + title },
 		Hint:         atHint,
+		Text:         Escape, // a text alert's [x](url) links nothing; merged into markdown it would
 	}
 }
 

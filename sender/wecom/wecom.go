@@ -224,6 +224,7 @@ func (*Channel) Style() sender.MergeStyle {
 		Separator:    "\n\n<font color=\"comment\">────────</font>\n\n",
 		SectionTitle: func(title string) string { return "#### " + title },
 		Hint:         func(text string, m sender.Mentions) string { return strings.TrimPrefix(userTags(text, m.Users), "\n") },
+		Text:         Escape, // a text alert's <@userid> mentions nobody; merged into markdown it would
 	}
 }
 

@@ -112,3 +112,21 @@ func TestClassify(t *testing.T) {
 	require.Equal(t, sender.ClassTransient, failures.Classify(sender.Answer{Status: 502, Header: http.Header{}}, now).Class)
 	require.Equal(t, sender.ClassTransient, failures.Classify(sender.Answer{Status: 200, Header: http.Header{}, Body: []byte("<html>")}, now).Class)
 }
+
+// A text alert shows "<@all>" and "[x](url)" as written; merged with others into one
+// markdown message it still does: merging never makes a mention or a link the
+// configuration did not ask for. Its configured users are still mentioned.
+func TestAMergedTextAlertMentionsNobodyByItsText(t *testing.T) {
+	m := sender.Merge(New("").Style(), []sender.Message{
+		{Format: sender.FormatText, Text: "disk full <@all> see [runbook](https://evil.example)", Mentions: sender.Mentions{Users: []string{"ana"}}},
+		{Format: sender.FormatText, Text: "cpu high"},
+	})
+	require.Equal(t, sender.FormatMarkdown, m.Format)
+	require.NotContains(t, m.Text, "<@all>")
+	require.NotContains(t, m.Text, "[runbook](")
+	require.Contains(t, m.Text, "&lt;@all&gt;", "shown as written")
+	require.Contains(t, m.Text, "<@ana>", "the configured mention stays")
+	body, err := New("").Body(m)
+	require.NoError(t, err)
+	require.NotContains(t, string(body), `"mentioned_list":["@all"]`)
+}
