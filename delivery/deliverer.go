@@ -45,8 +45,14 @@ const ReasonBadID = "bad_id"
 // Every error a channel returns is a *sender.Failure, or sender.ErrParked.
 type Channels map[string]sender.Channel
 
-// Targets lists the targets of c, sorted.
-func (c Channels) Targets() []string { return slices.Sorted(maps.Keys(c)) }
+// Targets lists the targets of c, sorted; never nil, so that a replica with no targets
+// claims no failed row (store.FailedSends.ClaimDue reads nil as every target).
+func (c Channels) Targets() []string {
+	if len(c) == 0 {
+		return []string{}
+	}
+	return slices.Sorted(maps.Keys(c))
+}
 
 // Claims is the part of the wheel stage delivery reads besides an alert's own claim;
 // *store.WheelStage implements it.

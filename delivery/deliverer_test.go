@@ -334,3 +334,11 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name, label string) fl
 	}
 	return 0
 }
+
+// A replica with no targets of its own claims no failed row: nil targets would claim
+// every target's rows (store.FailedSends.ClaimDue), which it could only put off until
+// they died.
+func TestNoTargetsIsNotEveryTarget(t *testing.T) {
+	require.NotNil(t, delivery.Channels{}.Targets())
+	require.Empty(t, delivery.Channels{}.Targets())
+}
