@@ -419,7 +419,18 @@ func (j *RetryJob) try(ctx context.Context, row store.FailedSend, token string) 
 	claim := &rowClaim{j: j, row: row, token: token, log: log}
 	a := sender.Alert{ID: row.MessageID, Target: row.Target, Body: row.Payload, Props: row.Properties,
 		PartsSent: row.PartsSent, Claim: claim}
-	receipt, err := j.d.DeliverWithin(ctx, a, j.opts.SendTimeout)
+	// A stop (ctx ends) cuts the attempt while it waits (for a robot, a backoff), and the
+	// row is handed back; once a confirm landed, a request may be on the wire, and it goes
+	// on to its answer (within SendTimeout), as a hand-off's does: cut, the platform may
+	// have taken it, and the replica that takes the row would send it again.
+	sendCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+	defer context.AfterFunc(ctx, func() {
+		if !claim.confirmed.Load() {
+			cut()
+		}
+	})()
+	receipt, err := j.d.DeliverWithin(sendCtx, a, j.opts.SendTimeout)
 	switch {
 	case claim.outcome != 0:
 		return claim.outcome // recorded by the claim: retried, dead, or taken over meanwhile

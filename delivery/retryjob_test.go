@@ -158,6 +158,71 @@ func TestJobHandsBackRowsWhenStopped(t *testing.T) {
 	}
 }
 
+// A stop while a row's request is on the wire (its claim confirmed) lets the request go
+// on to its answer and settles the row by it; only what waits is handed back. Cut, the
+// platform may have taken it, and the replica that took the row would send it again.
+func TestJobStoppedMidRequestLetsItFinish(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 2 {
+		_, err := fs.Record(ctx, store.NewFailedSend{MessageID: fmt.Sprint("wire-", i), ErrorClass: "transient", NextAttemptAt: time.Now()})
+		require.NoError(t, err)
+	}
+	snd := &wireSender{onWire: make(chan struct{}, 2), answer: make(chan struct{})}
+	job := newJob(t, fs, snd, delivery.RetryOptions{}, nil, time.Now)
+	done := make(chan delivery.Round)
+	go func() {
+		r, _ := job.RunOnce(ctx)
+		done <- r
+	}()
+	<-snd.onWire
+	cancel() // the stop, while the first row's request is on the wire
+	close(snd.answer)
+	r := <-done
+	require.Equal(t, delivery.Round{Delivered: 1, Released: 1}, r)
+	rows, _, err := fs.List(context.Background(), store.Filter{})
+	require.NoError(t, err)
+	statuses := map[string]int{}
+	for _, row := range rows {
+		statuses[string(row.Status)]++
+	}
+	require.Equal(t, map[string]int{string(store.StatusDelivered): 1, string(store.StatusPending): 1}, statuses)
+	require.Equal(t, 1, snd.sent(), "the request on the wire was answered, the other never started")
+}
+
+// wireSender confirms the claim (the request is then on the wire), says so on onWire,
+// and answers once answer is closed, unless its context ends first.
+type wireSender struct {
+	onWire chan struct{}
+	answer chan struct{}
+	mu     sync.Mutex
+	n      int
+}
+
+func (s *wireSender) Send(ctx context.Context, a sender.Alert) (sender.Sent, error) {
+	if err := a.Claim.Confirm(ctx, 0); err != nil {
+		return sender.Sent{}, &sender.Failure{Class: sender.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
+	}
+	s.onWire <- struct{}{}
+	select {
+	case <-s.answer:
+	case <-ctx.Done():
+		return sender.Sent{}, &sender.Failure{Class: sender.ClassTransient, Reason: "cut on the wire", Err: ctx.Err()}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	return sender.Sent{Merged: 1, Parts: 1}, nil
+}
+
+func (s *wireSender) sent() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
 type blockingSender struct{ started chan struct{} }
 
 func (s blockingSender) Send(ctx context.Context, _ sender.Alert) (sender.Sent, error) {

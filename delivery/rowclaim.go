@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/store"
@@ -22,12 +23,19 @@ type rowClaim struct {
 	log   *slog.Logger
 	// outcome is what RecordFailure did: tryRetried, tryDead or tryLost.
 	outcome outcome
+	// confirmed is set once a confirm landed: a request of the row's alert may be on
+	// the wire from then on, and a stop lets it go on to its answer (RetryJob.try).
+	confirmed atomic.Bool
 }
 
 // Confirm checks that the row is still this claim's and notes the parts of a split alert
 // delivered so far.
 func (c *rowClaim) Confirm(ctx context.Context, partsSent int) error {
-	return c.j.store.Confirm(ctx, c.row.ID, c.token, partsSent)
+	err := c.j.store.Confirm(ctx, c.row.ID, c.token, partsSent)
+	if err == nil {
+		c.confirmed.Store(true)
+	}
+	return err
 }
 
 // Park returns sender.ErrNoPark: a row's alert waits in this replica's queue.
