@@ -362,6 +362,10 @@ failedSends:
 
 	_, err = Load(writeFile(t, validYAML+"failedSends:\n  backoffBase: -1s\n"), noEnv)
 	require.ErrorContains(t, err, "config: failedSends.backoffBase:")
+
+	// A claim lease shorter than a request can be on the wire (sender.httpTimeout).
+	_, err = Load(writeFile(t, validYAML+"failedSends:\n  claimLease: 4s\n"), noEnv)
+	require.ErrorContains(t, err, "config: failedSends.claimLease: must be at least sender.httpTimeout (5s), got 4s")
 }
 
 func TestSenderDefaultsAndValidation(t *testing.T) {

@@ -158,6 +158,12 @@ func (c Config) Validate() error {
 		}
 	}
 	c.FailedSends.validate(bad)
+	if c.FailedSends.ClaimLease >= time.Second && c.FailedSends.ClaimLease < c.Sender.HTTPTimeout {
+		// A row's confirm, right before its request, renews its lease; a lease shorter
+		// than the request can take lets a cancel or another replica take the row while
+		// the request is on the wire.
+		bad("failedSends.claimLease", "must be at least sender.httpTimeout (%s), got %s", c.Sender.HTTPTimeout, c.FailedSends.ClaimLease)
+	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
