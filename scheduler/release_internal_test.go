@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -245,5 +246,58 @@ func TestAQuarantinedEntryIsHeldWhileItIsRecorded(t *testing.T) {
 		p.releases.wait()
 		require.Len(t, rec.rejected, 1)
 		require.Empty(t, p.handingOff())
+	})
+}
+
+// slowAdopt is a wheel stage whose first adopt lands but answers only after its caller
+// gave up (a Redis slow past the sender's bound); a repeat with the same token returns
+// what that token took, as the adopt script does.
+type slowAdopt struct {
+	heldCalls
+	mu    sync.Mutex
+	calls int
+	took  []store.Entry
+}
+
+func (s *slowAdopt) Adopt(ctx context.Context, _ string, _ int, token string) (store.Claimed, int, error) {
+	s.mu.Lock()
+	s.calls++
+	first := s.calls == 1
+	if first {
+		s.took = []store.Entry{{ID: "parked", Target: "ops", DueAt: time.Now(), Token: token}}
+	}
+	took := slices.Clone(s.took)
+	s.mu.Unlock()
+	if first {
+		<-ctx.Done()
+		return store.Claimed{}, 0, ctx.Err()
+	}
+	return store.Claimed{Entries: took}, 0, nil
+}
+
+func (*slowAdopt) Lease() time.Duration { return time.Minute }
+
+// An adopt whose caller gave up while it landed (its deadline passed with Redis slow)
+// is repeated with its token until its outcome is known, and what it took is handed
+// off: the adopted alerts were this replica's, spared by the sweeper while it lives, and
+// nobody sent them until it stopped.
+func TestAnAdoptPastItsCallersDeadlineIsHandedOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, stage, rec := heldPool(t)
+		close(stage.open)
+		slow := &slowAdopt{heldCalls: stage}
+		p.store = slow
+		p.releases = newReleaser(p.ctx, slow, p.metrics)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		_, _, err := p.adopt(ctx, "ops", 10, "r/adopt-1")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		time.Sleep(2 * claimAgainAfter)
+		synctest.Wait()
+		require.Equal(t, 1, rec.count("parked"), "handed off once its outcome was known")
+		p.cancel()
+		p.closeAdopting()
+		p.adopting.running.Wait()
+		p.releases.wait()
 	})
 }

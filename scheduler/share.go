@@ -48,8 +48,10 @@ func (p *handoffPool) adopt(ctx context.Context, target string, limit int, token
 		return c, err
 	}
 	c, err := p.claim(ctx, "adopt", adopt)
-	if errors.Is(err, store.ErrUnavailable) && p.ctx.Err() == nil {
-		// It may have run: the same adopt again, aside and for as long as the replica
+	mayHaveRun := errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	if mayHaveRun && p.ctx.Err() == nil {
+		// It may have run: Redis cut off with its reply lost, or the caller's time up
+		// while Redis was slow. The same adopt again, aside and for as long as the replica
 		// runs, until its outcome is known (claimKnown); what it took is handed off then.
 		go func() {
 			if c, err := p.claimKnown(p.ctx, "adopt", adopt, func(error) {}); err == nil {
