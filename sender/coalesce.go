@@ -386,6 +386,10 @@ func (q *alertQueue) drain() {
 		}
 		robots := s.closedCircuits(t)
 		if len(robots) == 0 {
+			// Nothing can be sent here for a while: what waits is given back, and this
+			// replica stops adopting the target's parked alerts (their park's lease hands
+			// them on), so the run ends rather than spins until a breaker half-opens.
+			q.stopSharing()
 			q.failWaiting(func() *Failure {
 				return &Failure{Class: ClassTransient, Reason: "the circuit breaker of every robot is open",
 					Target: t.name, RetryAfter: s.opts.BreakerOpen}

@@ -281,8 +281,9 @@ func (s *Chat) newBreaker(target, robot string) *gobreaker.CircuitBreaker[Outcom
 		MaxRequests: 1,
 		Timeout:     s.opts.BreakerOpen,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		// A request stopped by its confirm fence never reached the robot.
-		IsExcluded: func(err error) bool { return errors.Is(err, ErrStaleConfirm) },
+		// A request stopped by its confirm fence, or by its slot's hold (a paused replica,
+		// a slow dial), never reached the robot: it says nothing of the robot.
+		IsExcluded: func(err error) bool { return errors.Is(err, ErrStaleConfirm) || errors.Is(err, ErrStaleSlot) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			s.logger.Warn("robot circuit breaker changed state", "target", target, "robot", robot,
 				"from", from.String(), "to", to.String())
