@@ -425,6 +425,38 @@ func TestFailedSendsListFiltersAndPages(t *testing.T) {
 	require.Equal(t, 7, count)
 }
 
+// An alert whose id came back after its done marker passed has a row per episode; with
+// two of them discarded, a retry of the discarded rows retries its newest (one live row
+// per RD_ID), where it failed whole (a unique violation) and retried nothing.
+func TestRetryOfAnAlertsDiscardedRowsTakesItsNewest(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	// The ids are this test's own: the table is shared with the package's other tests.
+	msg, other := testenv.Unique("episodes-"), testenv.Unique("alone-")
+	var rows []int64
+	for i := range 2 {
+		due := time.Now().Add(time.Duration(i) * time.Hour) // another episode: another due time
+		id := record(t, fs, store.NewFailedSend{MessageID: msg, Target: "ops", DueAt: &due, NextAttemptAt: time.Now()})
+		_, err := fs.Discard(ctx, []int64{id}, "an earlier episode")
+		require.NoError(t, err)
+		rows = append(rows, id)
+	}
+	alone := record(t, fs, store.NewFailedSend{MessageID: other, Target: "ops", NextAttemptAt: time.Now()})
+	_, err := fs.Discard(ctx, []int64{alone}, "noise")
+	require.NoError(t, err)
+
+	changed, err := fs.Retry(ctx, []int64{rows[0], rows[1], alone})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{rows[1], alone}, changed, "the alert's newest row, and the other alert's")
+	_, err = fs.Discard(ctx, []int64{rows[1], alone}, "again")
+	require.NoError(t, err)
+	changed, err = fs.RetryWhere(ctx, store.StatusDiscarded, "ops")
+	require.NoError(t, err)
+	require.Subset(t, changed, []int64{rows[1], alone})
+	require.NotContains(t, changed, rows[0])
+}
+
 func TestFailedSendsRetryAndDiscardChangeExactlyTheRowsNamed(t *testing.T) {
 	t.Parallel()
 	pool, fs := testenv.FailedSends(t)

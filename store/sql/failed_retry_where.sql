@@ -10,4 +10,9 @@ WHERE status = $1 AND status IN ('pending', 'dead', 'rejected', 'discarded')
       SELECT 1 FROM failed_sends live
       WHERE live.message_id = failed_sends.message_id AND live.id <> failed_sends.id
         AND live.status NOT IN ('delivered', 'discarded', 'cancelled')))
+  -- of an alert's discarded rows asked for, only its newest: one live row per RD_ID
+  AND (status IN ('pending', 'dead', 'rejected') OR NOT EXISTS (
+      SELECT 1 FROM failed_sends newer
+      WHERE newer.message_id = failed_sends.message_id AND newer.id > failed_sends.id
+        AND newer.status = 'discarded' AND ($2::text = '' OR newer.target = $2)))
 RETURNING id
