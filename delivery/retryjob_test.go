@@ -606,6 +606,54 @@ func TestOperatorRetryMidSendIsSentOnce(t *testing.T) {
 	require.Empty(t, second.sends())
 }
 
+// An operator's retry of a row whose attempt is on the wire (after its confirm) is kept
+// when the attempt fails: the row is due again at once, even past its last attempt,
+// where the attempt's settle pushed it back, or gave up on it, and the retry answered
+// "retried" did nothing.
+func TestOperatorRetryMidRequestOutlivesItsFailure(t *testing.T) {
+	t.Parallel()
+	_, fs := testenv.FailedSends(t)
+	ctx := context.Background()
+	msg := testenv.Unique("mid-fail-")
+	_, err := fs.Record(ctx, store.NewFailedSend{MessageID: msg, Target: "ops", Payload: []byte("x"),
+		ErrorClass: "transient", NextAttemptAt: time.Now()})
+	require.NoError(t, err)
+	id := rowID(t, fs, msg)
+	snd := &failOnWire{onWire: make(chan struct{}, 1), answer: make(chan struct{})}
+	round := make(chan delivery.Round, 1)
+	go func() {
+		r, _ := newJob(t, fs, snd, delivery.RetryOptions{MaxAttempts: 1}, nil, time.Now).RunOnce(ctx)
+		round <- r
+	}()
+	<-snd.onWire
+	retried, err := fs.Retry(ctx, []int64{id})
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, retried)
+	close(snd.answer)
+	<-round
+	row, err := fs.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusPending, row.Status, "the operator's retry outlives the attempt's failure")
+	require.NotNil(t, row.NextAttemptAt)
+	require.WithinDuration(t, time.Now(), *row.NextAttemptAt, 10*time.Second, "due at once")
+}
+
+// failOnWire confirms the claim, says so on onWire, and fails (transient) once answer
+// is closed.
+type failOnWire struct {
+	onWire chan struct{}
+	answer chan struct{}
+}
+
+func (s *failOnWire) Send(ctx context.Context, a sender.Alert) (sender.Sent, error) {
+	if err := a.Claim.Confirm(ctx, 0); err != nil {
+		return sender.Sent{}, &sender.Failure{Class: sender.ClassTransient, Reason: "not sent: " + err.Error(), Err: err}
+	}
+	s.onWire <- struct{}{}
+	<-s.answer
+	return sender.Sent{}, &sender.Failure{Class: sender.ClassTransient, Reason: "HTTP 503"}
+}
+
 // TestTakeOverRunsARoundAtOnce: the retry job of replica ra claimed a row and went
 // silent mid-send (its send waits at a gate). The job of rb, between two rounds an hour
 // apart, takes over what ra's job held, as a survivor does once ra departed: rb's job
