@@ -747,8 +747,12 @@ type slot struct {
 // pickSlot asks the pool for a robot of t among robots, with pacing.
 func (s *Chat) pickSlot(ctx context.Context, t *target, robots []store.PoolRobot, pacing store.Pacing) (slot, error) {
 	asked := s.now()
+	// A request may start up to HTTPTimeout after its pick (the slot fence) and take as
+	// long again: a probe holds its robot in doubt that long (its Hold), so that a second
+	// probe never reaches a robot whose first is still on the wire.
+	hold := 2 * s.opts.HTTPTimeout
 	pick, err := s.pool.Pick(ctx, t.name, robots, store.PickOptions{Pacing: pacing, Learn: s.learn(),
-		ProbeTimeout: s.opts.HTTPTimeout + time.Second, Busy: t.busy, Hold: 2 * s.opts.HTTPTimeout})
+		ProbeTimeout: hold + time.Second, Busy: t.busy, Hold: hold})
 	return slot{Pick: pick, asked: asked}, err
 }
 
