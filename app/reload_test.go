@@ -32,14 +32,7 @@ import (
 func TestServeReloadsItsConfiguration(t *testing.T) {
 	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{
 		{Name: "r-ops", Token: "reload-ops"}, {Name: "r-new", Token: "reload-new"}}})
-	env := stackEnv(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	env["ROCKETDELAY_HTTP_ADDR"] = addr
-	env["ROCKETDELAY_INGEST_TOKEN"] = testIngestToken
-	getenv := func(k string) string { return env[k] }
+	getenv, base := reloadEnv(t)
 	path := filepath.Join(t.TempDir(), "rocketdelay.yaml")
 	write := func(body string) {
 		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
@@ -50,19 +43,8 @@ func TestServeReloadsItsConfiguration(t *testing.T) {
 	cfg, err := config.Load(path, getenv)
 	require.NoError(t, err)
 
-	var logs lockedWriter
-	logs.w = &bytes.Buffer{}
 	hup := make(chan os.Signal, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	r := Reloading{Path: path, Getenv: getenv, Hup: hup, Poll: 100 * time.Millisecond,
-		Logger: func(config.Config) *slog.Logger { return slog.New(slog.NewJSONHandler(&logs, nil)) }}
-	go func() { done <- r.Serve(ctx, cfg, ServeOptions{}) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	base := "http://" + addr
+	logs := serveReloading(t, Reloading{Path: path, Getenv: getenv, Hup: hup}, cfg)
 	ready := func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
@@ -79,18 +61,7 @@ func TestServeReloadsItsConfiguration(t *testing.T) {
 
 	// A target added to the file.
 	write(head + ops + "  newt: {robots: [{name: r-new, token: reload-new}]}\n")
-	accepted := func(id string) bool { // no failure while the service restarts between two runs
-		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/alerts",
-			strings.NewReader(fmt.Sprintf(`{"target":"newt","id":%q,"in":"0s","text":%q}`, id, id)))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+testIngestToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusAccepted
-	}
+	accepted := func(id string) bool { return postAlert(t, base, "newt", id) }
 	require.Eventually(t, func() bool { return accepted("reload-1") }, time.Minute, 100*time.Millisecond,
 		"the added target is in force")
 	require.Eventually(t, func() bool { return acceptedIDs(sim, regexp.MustCompile(`reload-\d+`))["reload-1"] == 1 },
@@ -182,14 +153,7 @@ func notReadyLines(logs string) string {
 func TestServeReloadsWhenAFileItNeedsChanges(t *testing.T) {
 	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{
 		{Name: "r-old", Token: "rotate-old"}, {Name: "r-new", Token: "rotate-new"}, {Name: "r-late", Token: "rotate-late"}}})
-	env := stackEnv(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	env["ROCKETDELAY_HTTP_ADDR"] = addr
-	env["ROCKETDELAY_INGEST_TOKEN"] = testIngestToken
-	getenv := func(k string) string { return env[k] }
+	getenv, base := reloadEnv(t)
 	dir := t.TempDir()
 	path, secret, late := filepath.Join(dir, "rocketdelay.yaml"), filepath.Join(dir, "ops-token"), filepath.Join(dir, "late-token")
 	head := fmt.Sprintf("shutdownTimeout: 5s\nsender: {baseURL: %q}\ntargets:\n  ops: {robots: [{name: r-ops, token: %q}]}\n",
@@ -199,32 +163,11 @@ func TestServeReloadsWhenAFileItNeedsChanges(t *testing.T) {
 	cfg, err := config.Load(path, getenv)
 	require.NoError(t, err)
 
-	var logs lockedWriter
-	logs.w = &bytes.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	r := Reloading{Path: path, Getenv: getenv, Poll: 100 * time.Millisecond,
-		Logger: func(config.Config) *slog.Logger { return slog.New(slog.NewJSONHandler(&logs, nil)) }}
-	go func() { done <- r.Serve(ctx, cfg, ServeOptions{}) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	base := "http://" + addr
+	logs := serveReloading(t, Reloading{Path: path, Getenv: getenv}, cfg)
 	reaches := func(target, id, robot string) {
 		t.Helper()
-		require.Eventually(t, func() bool { // no failure while the service starts, or restarts between two runs
-			req, err := http.NewRequest(http.MethodPost, base+"/api/v1/alerts",
-				strings.NewReader(fmt.Sprintf(`{"target":%q,"id":%q,"in":"0s","text":%q}`, target, id, id)))
-			require.NoError(t, err)
-			req.Header.Set("Authorization", "Bearer "+testIngestToken)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusAccepted
-		}, time.Minute, 100*time.Millisecond, "%s accepted", id)
+		require.Eventually(t, func() bool { return postAlert(t, base, target, id) }, time.Minute, 100*time.Millisecond,
+			"%s accepted", id)
 		if !assert.Eventually(t, func() bool {
 			for _, m := range sim.Accepted() {
 				if strings.Contains(m.Text, id) {
@@ -249,4 +192,51 @@ func TestServeReloadsWhenAFileItNeedsChanges(t *testing.T) {
 	require.NoError(t, os.WriteFile(late, []byte("rotate-late\n"), 0o600))
 	reaches("late", "rotate-3", "r-late")
 	require.Equal(t, 1, strings.Count(logs.String(), "does not load"), "said once, tried at every poll")
+}
+
+// reloadEnv is the local stack's environment for a service on a free local port, with
+// the ingest token: its getenv, and the service's base URL.
+func reloadEnv(t *testing.T) (func(string) string, string) {
+	t.Helper()
+	env := stackEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	env["ROCKETDELAY_HTTP_ADDR"] = addr
+	env["ROCKETDELAY_INGEST_TOKEN"] = testIngestToken
+	return func(k string) string { return env[k] }, "http://" + addr
+}
+
+// serveReloading runs r (polling every 100 ms) with cfg until the test ends, which it
+// then stops and requires to end cleanly; it returns the service's log.
+func serveReloading(t *testing.T, r Reloading, cfg config.Config) *lockedWriter {
+	t.Helper()
+	logs := &lockedWriter{w: &bytes.Buffer{}}
+	r.Poll = 100 * time.Millisecond
+	r.Logger = func(config.Config) *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx, cfg, ServeOptions{}) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return logs
+}
+
+// postAlert publishes an alert id due now for target through base's API and reports
+// whether it was accepted; false, not a failure, while the service is not listening
+// (starting, or between two runs of a reload).
+func postAlert(t *testing.T, base, target, id string) bool {
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/alerts",
+		strings.NewReader(fmt.Sprintf(`{"target":%q,"id":%q,"in":"0s","text":%q}`, target, id, id)))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testIngestToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusAccepted
 }

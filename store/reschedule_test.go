@@ -441,13 +441,7 @@ func TestWheelStageRequeue(t *testing.T) {
 		_, err := rdb.ZScore(ctx, "{"+prefix+"}:due", id).Result()
 		return err == nil
 	}
-	put := func(id string, due time.Time, gen int64) store.PutResult {
-		e := entryAt(id, due)
-		e.Gen = gen
-		res, err := ws.Put(ctx, e)
-		require.NoError(t, err)
-		return res
-	}
+	put := func(id string, due time.Time, gen int64) store.PutResult { return putGen(t, ws, id, due, gen) }
 
 	// Published, then settled: the waiting entry is gone, the new generation is the
 	// alert; the old one (a redelivered copy of the original message) is stale, the new
@@ -553,13 +547,7 @@ func TestTheLastMoveAcceptedWins(t *testing.T) {
 	now := redisNow(t, rdb)
 	old := now.Add(30 * time.Second).Truncate(time.Millisecond)
 	far, farther := now.Add(time.Hour).Truncate(time.Millisecond), now.Add(90*time.Minute).Truncate(time.Millisecond)
-	put := func(id string, due time.Time, gen int64) store.PutResult {
-		e := entryAt(id, due)
-		e.Gen = gen
-		res, err := ws.Put(ctx, e)
-		require.NoError(t, err)
-		return res
-	}
+	put := func(id string, due time.Time, gen int64) store.PutResult { return putGen(t, ws, id, due, gen) }
 	reschedule := func(id string, due time.Time) store.Rescheduled {
 		got, err := ws.Reschedule(ctx, id, due, reach)
 		require.NoError(t, err)
@@ -649,4 +637,15 @@ func TestRescheduleIsRecordedAndAnnounced(t *testing.T) {
 func normalizeMoved(m store.Moved) store.Moved {
 	m.DueAt = time.UnixMilli(m.DueAt.UnixMilli())
 	return m
+}
+
+// putGen puts the copy of generation gen of the alert id, due at due, and returns how
+// the put went.
+func putGen(t *testing.T, ws *store.WheelStage, id string, due time.Time, gen int64) store.PutResult {
+	t.Helper()
+	e := entryAt(id, due)
+	e.Gen = gen
+	res, err := ws.Put(context.Background(), e)
+	require.NoError(t, err)
+	return res
 }
