@@ -38,10 +38,24 @@ func Decode(r io.Reader) (Config, error) {
 			for i, e := range te.Errors {
 				te.Errors[i] = cannotUnmarshal.ReplaceAllStringFunc(unknownKey.ReplaceAllStringFunc(e, hideOddKey), hideValue)
 			}
+			return Config{}, fmt.Errorf("config: %w", err)
 		}
-		return Config{}, fmt.Errorf("config: %w", err)
+		// A parse error may quote the input (an alias's anchor name: a secret pasted
+		// after a "*"): what it quotes is shown only when it looks like a key name.
+		return Config{}, fmt.Errorf("config: %s", quoted.ReplaceAllStringFunc(err.Error(), hideQuoted))
 	}
 	return c, nil
+}
+
+// quoted finds what a YAML parse error quotes: 'text'.
+var quoted = regexp.MustCompile(`'[^']*'`)
+
+// hideQuoted keeps a quoted text that looks like a key name and hides any other.
+func hideQuoted(q string) string {
+	if keyName.MatchString(q[1 : len(q)-1]) {
+		return q
+	}
+	return "'(not shown)'"
 }
 
 // unknownKey finds the strict decoder's "field KEY not found in type T".
