@@ -41,7 +41,7 @@ than scheduler.doneTTL).`,
 			return withPostgres(c, cfg, func(pg *pgxpool.Pool) error {
 				in := failed.Inspector{Wheel: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
 					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Config: cfg, Now: time.Now,
-					Owners: store.NewProducers(rdb, cfg.Redis.KeyPrefix)}
+					Owners: store.NewProducers(rdb, cfg.Redis.KeyPrefix, cfg.Redis.Shards)}
 				rep, err := in.Inspect(c.Context(), args[0])
 				if err != nil {
 					return err

@@ -73,7 +73,7 @@ func newSiteWith(t *testing.T, access console.Access) *site {
 		Mode: func() string { return "timer" }, Lateness: func() (uint64, time.Duration, time.Duration) {
 			return 42, 5 * time.Millisecond, 50 * time.Millisecond
 		}}
-	owners := store.NewProducers(rdb, prefix)
+	owners := store.NewProducers(rdb, prefix, 1)
 	alerts := console.AlertFinder{Inspector: failed.Inspector{Wheel: ws, Rows: fs, Config: config.Config{Targets: testTargets}.WithDefaults(), Owners: owners},
 		Canceller: failed.Canceller{Stage: ws, Rows: fs}, Rescheduler: failed.Rescheduler{Stage: ws, Rows: fs, Reach: time.Minute, Horizon: 24 * time.Hour}, List: ws}
 	// The escalator leaves what an acknowledgement names to carry out in the episode's

@@ -51,7 +51,7 @@ func TestAlertmanagerContractModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		w := amWorld{clock: &clock{now: time.Now().Truncate(time.Millisecond)}, pub: &recorder{}}
 		for i := range w.replicas {
-			in, err := New(cfg, Deps{Publisher: w.pub, Dedupe: store.NewDedupe(rdb, prefix), Producers: store.NewProducers(rdb, prefix), Chat: chat,
+			in, err := New(cfg, Deps{Publisher: w.pub, Dedupe: store.NewDedupe(rdb, prefix), Producers: store.NewProducers(rdb, prefix, 1), Chat: chat,
 				Logger: testenv.Logger(), Now: w.clock.Now}, NewMetrics(nil))
 			require.NoError(rt, err)
 			w.replicas[i] = in.Handler()

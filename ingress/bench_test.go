@@ -26,7 +26,10 @@ type noOwners struct{}
 func (noOwners) Own(_ context.Context, _, _, principal string, _ time.Duration) (string, error) {
 	return principal, nil
 }
-func (noOwners) Owner(context.Context, string, string) (string, error)             { return "", nil }
+func (noOwners) Owner(context.Context, string, string) (string, error) { return "", nil }
+func (noOwners) Extend(context.Context, string, string, time.Duration) (string, error) {
+	return "", nil
+}
 func (noOwners) Take(context.Context, string, float64, int) (time.Duration, error) { return 0, nil }
 func (noOwners) Publish(_ context.Context, principal string, _ float64, _ int, _ string, _ time.Duration) (time.Duration, string, error) {
 	return 0, principal, nil
@@ -72,7 +75,7 @@ func BenchmarkPublishAPIPrincipals(b *testing.B) {
 		b.Cleanup(srv.Close)
 		return srv.URL
 	}
-	base, principals := server(noOwners{}), server(store.NewProducers(rdb, prefix))
+	base, principals := server(noOwners{}), server(store.NewProducers(rdb, prefix, 1))
 	publish := func(url, auth string, i int) time.Duration {
 		body, _ := json.Marshal(map[string]any{"target": "ops", "in": "1h", "id": fmt.Sprintf("bench-%s-%d", auth[7:11], i),
 			"markdown": map[string]any{"title": "disk", "text": "### disk full\n**db-3** at 97%, see [runbook](https://runbook.example/db)"}})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -44,6 +45,8 @@ const ingestToken = "ingest-token-for-the-tests-0123"
 type site struct {
 	t        *testing.T
 	srv      *httptest.Server
+	rdb      redis.UniversalClient
+	prefix   string
 	ws       *store.WheelStage
 	fs       *store.FailedSends
 	stored   *sinktest.Sink
@@ -91,7 +94,6 @@ func newSite(t *testing.T, token config.Secret, configure ...func(*config.Config
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	rdb, prefix := testenv.Redis(t)
-	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
 	cfg := config.Config{Targets: map[string]config.Target{
 		"ops":    {Robots: []config.Robot{{Name: "r1", Token: "t"}}},
 		"orders": {Topic: &config.TopicTarget{Name: "order-events"}},
@@ -104,9 +106,10 @@ func newSite(t *testing.T, token config.Secret, configure ...func(*config.Config
 	}
 	cfg = cfg.WithDefaults()
 	cfg.Ingress.MaxBody = 64 << 10
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: cfg.Redis.Shards})
 	_, fs := testenv.FailedSends(t)
 	// The real time to the millisecond (what RD_DELIVER_AT_MS carries), held still.
-	s := &site{t: t, ws: ws, fs: fs, stored: stored, cfg: cfg, clock: &clock{now: time.Now().Truncate(time.Millisecond)},
+	s := &site{t: t, rdb: rdb, prefix: prefix, ws: ws, fs: fs, stored: stored, cfg: cfg, clock: &clock{now: time.Now().Truncate(time.Millisecond)},
 		episodes: store.NewEpisodes(rdb, prefix, time.Hour), metrics: NewMetrics(nil)}
 	cancels := failed.Canceller{Stage: ws, Rows: fs, Note: store.CancelNote{By: "ingress"}}
 	chat, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{
@@ -116,10 +119,10 @@ func newSite(t *testing.T, token config.Secret, configure ...func(*config.Config
 	moves := failed.Rescheduler{Stage: ws, Rows: fs, Publisher: p, Reach: cfg.Scheduler.Threshold, Horizon: cfg.Scheduler.Horizon}
 	s.signer, err = escalation.NewSigner("the-test-site's-signing-key")
 	require.NoError(t, err)
-	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Rescheduler: moves, Pending: ws, Escalations: s.esc, Dedupe: store.NewDedupe(rdb, prefix), Producers: store.NewProducers(rdb, prefix), Chat: chat,
+	in, err := New(cfg, Deps{Publisher: p, Wheel: cancels, Rescheduler: moves, Pending: ws, Escalations: s.esc, Dedupe: store.NewDedupe(rdb, prefix), Producers: store.NewProducers(rdb, prefix, cfg.Redis.Shards), Chat: chat,
 		Signer: s.signer, Logger: testenv.Logger(), Now: s.clock.Now}, s.metrics)
 	require.NoError(t, err)
-	s.in, s.owners = in, store.NewProducers(rdb, prefix)
+	s.in, s.owners = in, store.NewProducers(rdb, prefix, cfg.Redis.Shards)
 	s.srv = httptest.NewServer(in.Handler())
 	t.Cleanup(s.srv.Close)
 	return s

@@ -27,6 +27,9 @@ import (
 type Producers interface {
 	Own(ctx context.Context, kind, id, principal string, ttl time.Duration) (string, error)
 	Owner(ctx context.Context, kind, id string) (string, error)
+	// Extend keeps kind's id's owner record, whoever's, at least ttl from now; it records
+	// none.
+	Extend(ctx context.Context, kind, id string, ttl time.Duration) (string, error)
 	Take(ctx context.Context, principal string, perSecond float64, burst int) (time.Duration, error)
 	// Publish is Take (perSecond 0: none) and then, unless over the rate, Own of the alert
 	// id, in one round trip: the publish route's.
@@ -276,8 +279,12 @@ func (in *Ingress) ownAlert(w http.ResponseWriter, r *http.Request, op string, p
 		in.overRate(w, r, p, wait)
 		return false
 	}
-	if owner != p.Name {
-		in.forbid(w, op, p, "foreign_id", "id %q is another principal's", id)
+	switch {
+	case owner == "":
+		in.forbid(w, op, p, "foreign_id", "id %q is an alert published to the topic directly (nobody's): choose another id", id)
+		return false
+	case owner != p.Name:
+		in.forbid(w, op, p, "foreign_id", "id %q is principal %q's: choose another id", id, owner)
 		return false
 	}
 	return true

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -65,6 +66,70 @@ func TestPrincipalsCannotTouchAnothersAlerts(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, code, out, "an id nobody owns (the topic's) takes the right others")
 	code, out = s.do("DELETE", AlertsPath+"/never-published", nil)
 	require.Equal(t, http.StatusOK, code, out, "ingress.token has every right")
+}
+
+// An id the wheel stage holds as another's stays so, with one shard or several: a
+// principal publishing under the id of an alert published to the topic directly (nobody's)
+// or of another principal's whose owner record is gone (its trace still names it) is
+// refused, and does not become the id's owner — it would then cancel or move an alert
+// not its own, while its copy was dropped as that alert's duplicate. Its own id, traced
+// as its own, it publishes again.
+func TestPrincipalsCannotTakeAnIDTheStageHolds(t *testing.T) {
+	t.Parallel()
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, ingestToken, withPrincipals, func(c *config.Config) { c.Redis.Shards = shards })
+			hop := func(id, principal string) {
+				require.NoError(t, s.ws.TraceHop(t.Context(), store.HopNote{ID: id, Target: "ops", Due: s.clock.Now().Add(time.Hour),
+					Hops: 1, Delay: time.Hour, Principal: principal}))
+			}
+			for i := range 6 { // ids in every shard
+				id := fmt.Sprintf("topic-%d", i)
+				hop(id, "")
+				code, out := s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": id, "text": "mine now"}, teamToken)
+				require.Equal(t, http.StatusForbidden, code, out)
+				require.Equal(t, "foreign_id", out["reason"])
+				require.Contains(t, out["error"], "published to the topic directly")
+				owner, err := s.owners.Owner(t.Context(), store.OwnAlert, id)
+				require.NoError(t, err)
+				require.Empty(t, owner, "the refused publish recorded no owner")
+				code, out = s.do("DELETE", AlertsPath+"/"+id, nil, teamToken)
+				require.Equal(t, http.StatusForbidden, code, out)
+			}
+			hop("shop-9", "shop")
+			code, out := s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": "shop-9", "text": "mine now"}, teamToken)
+			require.Equal(t, http.StatusForbidden, code, out)
+			require.Contains(t, out["error"], `"shop"`)
+			hop("team-9", "team")
+			code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "1m", "id": "team-9", "text": "again"}, teamToken)
+			require.Equal(t, http.StatusAccepted, code, out)
+		})
+	}
+}
+
+// A principal with the right others that moves another's alert later keeps the owner's
+// record as long as the alert at its new time (the owner can still act on it there),
+// and moving an alert nobody owns makes it nobody's still.
+func TestMovingAnothersAlertKeepsItsOwner(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, withPrincipals)
+	code, out := s.do("POST", AlertsPath, map[string]any{"target": "orders", "in": "90m", "id": "shop-1", "text": "order 1 unpaid"}, shopToken)
+	require.Equal(t, http.StatusAccepted, code, out)
+	// Past its done marker's lifetime (7 days) beyond the old time, where the record
+	// would end. ingress.token has every right.
+	s.do("POST", AlertsPath+"/shop-1/reschedule", map[string]any{"in": "200h"})
+	ttl, err := s.rdb.PTTL(t.Context(), "{"+s.prefix+"}:principal:alert:shop-1").Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, 200*time.Hour, "the owner's record lasts as long as the alert at its new time")
+	owner, err := s.owners.Owner(t.Context(), store.OwnAlert, "shop-1")
+	require.NoError(t, err)
+	require.Equal(t, "shop", owner)
+
+	s.do("POST", AlertsPath+"/topic-1/reschedule", map[string]any{"in": "200h"})
+	owner, err = s.owners.Owner(t.Context(), store.OwnAlert, "topic-1")
+	require.NoError(t, err)
+	require.Empty(t, owner, "moving an alert makes its mover no owner of it")
 }
 
 // A principal publishes only to its targets, at most at its highest priority, and

@@ -66,8 +66,9 @@ func (in *Ingress) reschedule(w http.ResponseWriter, r *http.Request) {
 	if !in.alertOwnedBy(w, r, "reschedule", p, id) {
 		return
 	}
-	// The owner's record lasts as long as the alert at its new time.
-	if _, err := in.recordOwner(r.Context(), store.OwnAlert, id, p, store.AlertOwnerTTL(due, now, in.cfg.Scheduler.DoneTTL)); err != nil {
+	// The owner's record, whoever's, lasts as long as the alert at its new time; an alert
+	// nobody owns stays nobody's.
+	if _, err := in.deps.Producers.Extend(r.Context(), store.OwnAlert, id, store.AlertOwnerTTL(due, now, in.cfg.Scheduler.DoneTTL)); err != nil {
 		in.unavailableRedis(w, "reschedule", id, err)
 		return
 	}

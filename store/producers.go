@@ -21,13 +21,15 @@ import (
 // SET NX: the first principal to use an id owns it until the record expires, and no other
 // principal's request with the same id is taken.
 type Producers struct {
-	rdb  redis.UniversalClient
-	keys keys
+	rdb    redis.UniversalClient
+	keys   keys
+	shards int
 }
 
-// NewProducers returns the producers' records in rdb under prefix.
-func NewProducers(rdb redis.UniversalClient, prefix string) *Producers {
-	return &Producers{rdb: rdb, keys: newKeys(prefix)}
+// NewProducers returns the producers' records in rdb under prefix, beside a wheel stage
+// of shards shards (redis.shards), whose traces say whose an alert id is.
+func NewProducers(rdb redis.UniversalClient, prefix string, shards int) *Producers {
+	return &Producers{rdb: rdb, keys: newKeys(prefix), shards: max(shards, 1)}
 }
 
 // Kinds of what a principal owns.
@@ -40,19 +42,30 @@ const (
 // returns the owner (principal when it is now theirs). A record of principal's own is
 // kept at least ttl from now.
 func (p *Producers) Own(ctx context.Context, kind, id, principal string, ttl time.Duration) (string, error) {
-	key := p.keys.ownerOf(kind, id)
-	prev, err := p.rdb.SetArgs(ctx, key, principal, redis.SetArgs{Mode: "NX", Get: true, TTL: ttl}).Result()
+	prev, err := p.rdb.SetArgs(ctx, p.keys.ownerOf(kind, id), principal, redis.SetArgs{Mode: "NX", Get: true, TTL: ttl}).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return principal, nil
 	case err != nil:
 		return "", redisFail("record an owner", err)
-	case prev == principal:
-		if err := p.rdb.Expire(ctx, key, ttl).Err(); err != nil { // refresh: a longer use of one's own id
-			return "", redisFail("record an owner", err)
+	case prev == principal: // a longer use of one's own id
+		if _, err := p.Extend(ctx, kind, id, ttl); err != nil {
+			return "", err
 		}
 	}
 	return prev, nil
+}
+
+var principalExtendScript = script("principal_extend.lua")
+
+// Extend keeps the owner record of kind's id, whoever's it is, at least ttl from now,
+// and returns its owner; it records none ("" when the id has no owner).
+func (p *Producers) Extend(ctx context.Context, kind, id string, ttl time.Duration) (string, error) {
+	owner, err := principalExtendScript.Run(ctx, p.rdb, []string{p.keys.ownerOf(kind, id)}, max(ttl.Milliseconds(), 1)).Text()
+	if err != nil {
+		return "", redisFail("extend an owner", err)
+	}
+	return owner, nil
 }
 
 // Owner is the principal that owns kind's id; "" when none does (published to the topic
@@ -92,13 +105,29 @@ var principalPublishScript = scriptWith("principal_publish.lua", "lib_rate.lua")
 // Publish takes what principal's publish of the alert id asks of Redis in one round
 // trip: one request of its rate (perSecond, bursts of burst; perSecond 0: none), then,
 // unless it is over the rate (wait > 0, nothing recorded), the ownership of id for ttl,
-// as Own: owner is the id's owner, principal when it is now theirs.
+// as Own: owner is the id's owner, principal when it is now theirs. An id with no owner
+// record that the wheel stage holds as another's (its trace's principal; "" for an alert
+// published to the topic directly) is not taken: owner is that other. With several shards the trace is in another slot than the record:
+// it is read first, another round trip.
 func (p *Producers) Publish(ctx context.Context, principal string, perSecond float64, burst int, id string, ttl time.Duration) (wait time.Duration, owner string, err error) {
 	if perSecond > 0 && burst < 1 {
 		return 0, "", errors.New("store: a principal's publish: burst must be positive")
 	}
-	v, err := principalPublishScript.Run(ctx, p.rdb, []string{p.keys.principalRate(principal), p.keys.ownerOf(OwnAlert, id)},
-		max(perSecond, 0), burst, principal, max(ttl.Milliseconds(), 1)).Slice()
+	keys := []string{p.keys.principalRate(principal), p.keys.ownerOf(OwnAlert, id)}
+	trace := p.keys.shard(shardIndex(id, p.shards), p.shards).trace(id)
+	if p.shards == 1 {
+		keys = append(keys, trace)
+	} else if who, held, err := p.heldAs(ctx, trace); err != nil {
+		return 0, "", err
+	} else if held && who != principal {
+		switch owner, err := p.Owner(ctx, OwnAlert, id); {
+		case err != nil:
+			return 0, "", err
+		case owner == "": // else its record decides, in the script
+			return 0, who, nil
+		}
+	}
+	v, err := principalPublishScript.Run(ctx, p.rdb, keys, max(perSecond, 0), burst, principal, max(ttl.Milliseconds(), 1)).Slice()
 	if err != nil {
 		return 0, "", redisFail("a principal's publish", err)
 	}
@@ -111,6 +140,17 @@ func (p *Producers) Publish(ctx context.Context, principal string, perSecond flo
 	}
 	owner, _ = v[1].(string)
 	return 0, owner, nil
+}
+
+// heldAs reads whose the wheel stage holds an alert as, by its trace: held is false when
+// there is no trace.
+func (p *Producers) heldAs(ctx context.Context, trace string) (who string, held bool, err error) {
+	v, err := p.rdb.HMGet(ctx, trace, "st", "who").Result()
+	if err != nil {
+		return "", false, redisFail("read a trace's principal", err)
+	}
+	who, _ = v[1].(string)
+	return who, v[0] != nil, nil
 }
 
 // AlertOwnerTTL is how long an alert's owner is kept: until the alert is due and its

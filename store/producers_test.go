@@ -18,7 +18,7 @@ func TestOpenEpisodeCountsAStartOnItsWay(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	rdb, prefix := testenv.Redis(t)
-	p := store.NewProducers(rdb, prefix)
+	p := store.NewProducers(rdb, prefix, 1)
 	ok, open, err := p.OpenEpisode(ctx, "team", "first", 1)
 	require.NoError(t, err)
 	require.True(t, ok)

@@ -715,6 +715,9 @@ func (anyOwner) Own(_ context.Context, _, _, principal string, _ time.Duration) 
 	return principal, nil
 }
 func (anyOwner) Owner(context.Context, string, string) (string, error) { return "", nil }
+func (anyOwner) Extend(context.Context, string, string, time.Duration) (string, error) {
+	return "", nil
+}
 func (anyOwner) Take(context.Context, string, float64, int) (time.Duration, error) {
 	return 0, nil
 }

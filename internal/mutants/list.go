@@ -553,6 +553,36 @@ end`,
 		Tests:     "^TestWheelStageRecallsAHoppingAlert$",
 	},
 	{
+		// killed: a principal takes the id of an alert published to the topic directly: require.Equal(http.StatusForbidden, code) fails
+		Name:      "publish-ignores-the-stage",
+		Invariant: "an id the wheel stage holds as another's (a topic alert, another principal's) is never taken by a principal's publish",
+		File:      "store/lua/principal_publish.lua",
+		From:      "if tr[1] and (tr[2] or '') ~= ARGV[3] then",
+		To:        "if false then",
+		Package:   "./ingress",
+		Tests:     "^TestPrincipalsCannotTakeAnIDTheStageHolds$",
+	},
+	{
+		// killed: with several shards the trace is not looked at: require.Equal(http.StatusForbidden, code) fails in "3 shards"
+		Name:      "sharded-publish-ignores-the-stage",
+		Invariant: "an id the wheel stage holds as another's is never taken, whatever the number of shards",
+		File:      "store/producers.go",
+		From:      "} else if held && who != principal {",
+		To:        "} else if held && who == \"\\x00\" {",
+		Package:   "./ingress",
+		Tests:     "^TestPrincipalsCannotTakeAnIDTheStageHolds$",
+	},
+	{
+		// killed: a principal with others moving another's alert leaves the owner's record to end before the alert: require.Greater(ttl, 200h) fails
+		Name:      "move-leaves-the-owner-short",
+		Invariant: "an alert is its owner's as long as it waits, whoever moved it",
+		File:      "store/lua/principal_extend.lua",
+		From:      "if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then",
+		To:        "if false then",
+		Package:   "./ingress",
+		Tests:     "^TestMovingAnothersAlertKeepsItsOwner$",
+	},
+	{
 		// killed: a move that names no one lets a step due early through: require.ErrorContains(err, "forged_mark") fails
 		Name:      "anonymous-move-trusted",
 		Invariant: "a step due before its time is sent only when a reschedule by someone named moved it there",
