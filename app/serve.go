@@ -242,7 +242,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	deliverer.SetGate(esc)                                    // an escalation's step goes only while its episode runs
+	deliverer.SetGate(esc)                                                      // an escalation's step goes only while its episode runs
 	producers := store.NewProducers(rdb, cfg.Redis.KeyPrefix, cfg.Redis.Shards) // who owns an id, and the principals' rates
 	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Pending: ws, Chat: snd, Signer: signer, Logger: logger, Now: now,
 		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix), Producers: producers, Roster: roster},
