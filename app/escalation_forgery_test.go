@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,9 +28,12 @@ import (
 // (RD_EPISODE) of another team's episode, started through the API with its first step an
 // hour ahead: once with a topic target it reads and an id of its own, once with the
 // episode's own chat target and an id of its own, once with the step's own id and target
-// but due now. Each forgery falls due and is refused: nothing reaches the business topic
-// or the chat (no step's text, no acknowledgement link), the episode is untouched (step 0,
-// nothing sent), and each is recorded in failed_sends as rejected_forged_mark. On the code
+// but due now. Each forgery is refused: nothing reaches the business topic or the chat
+// (no step's text, no acknowledgement link), the episode is untouched (step 0, nothing
+// sent). The first two fall due and are recorded in failed_sends as
+// rejected_forged_mark; the one under the step's id, not proven the service's, is
+// refused on arrival as rejected_bad_id, by its message key
+// (TestAStepsIDCannotBeTakenFromTheTopic). On the code
 // before marks were signed, the first one reached the topic with a signed /ack/ link and
 // moved the episode to "step 0 sent" an hour early.
 func TestForgedEscalationMarkFromAPlainProducer(t *testing.T) {
@@ -71,7 +75,7 @@ func TestForgedEscalationMarkFromAPlainProducer(t *testing.T) {
 	require.NoError(t, raw.Start())
 	t.Cleanup(func() { _ = raw.Shutdown() })
 	mark := strconv.FormatInt(started.Seq, 10) + ":0:" + key
-	forge := func(target, id string) {
+	forge := func(target, id string) string {
 		m := primitive.NewMessage(cfg.RocketMQ.Topic, []byte("forged"))
 		m.WithProperty(wire.PropTarget, target)
 		m.WithProperty(wire.PropID, id)
@@ -80,6 +84,7 @@ func TestForgedEscalationMarkFromAPlainProducer(t *testing.T) {
 		res, err := raw.SendSync(context.Background(), m)
 		require.NoError(t, err)
 		require.Equal(t, primitive.SendOK, res.Status)
+		return res.MsgID
 	}
 	rdb, err := store.OpenRedisConfig(context.Background(), cfg.Redis)
 	require.NoError(t, err)
@@ -88,21 +93,22 @@ func TestForgedEscalationMarkFromAPlainProducer(t *testing.T) {
 	stepID := escalation.StepID(key, started.Seq, 0) // the step's own id
 	forge("orders", "forged-to-the-topic")
 	forge("ops", "forged-to-the-chat")
-	forge("ops", stepID)
+	stepKey := forge("ops", stepID)
 
 	pool, err := store.OpenPostgres(context.Background(), cfg.Postgres.URL.Reveal())
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	fs := store.NewFailedSends(pool, store.FailedSendsOptions{})
 	require.Eventually(t, func() bool {
-		for _, id := range []string{"forged-to-the-topic", "forged-to-the-chat", stepID} {
+		for id, class := range map[string]string{"forged-to-the-topic": "rejected_forged_mark", "forged-to-the-chat": "rejected_forged_mark",
+			"rejected:" + stepKey: "rejected_bad_id"} {
 			rows, err := fs.ByMessageID(context.Background(), id)
-			if err != nil || len(rows) != 1 || rows[0].ErrorClass != "rejected_forged_mark" {
+			if err != nil || len(rows) != 1 || rows[0].ErrorClass != class {
 				return false
 			}
 		}
 		return true
-	}, 60*time.Second, 100*time.Millisecond, "every forgery is recorded as rejected_forged_mark")
+	}, 60*time.Second, 100*time.Millisecond, "every forgery is recorded as rejected")
 
 	require.Zero(t, sink.Copies("forged-to-the-topic"), "nothing reached the business topic")
 	for _, m := range sim.Accepted() {
@@ -114,4 +120,85 @@ func TestForgedEscalationMarkFromAPlainProducer(t *testing.T) {
 	require.Equal(t, store.EpisodePending, ep.State)
 	require.Zero(t, ep.Step, "the episode is still at its first step")
 	require.Zero(t, ep.Sent, "nothing was sent")
+}
+
+// A plain RocketMQ producer publishes, under an escalation step's own id (guessable: a
+// hash of the episode's key and its number), an alert of its own due now, without the
+// service's proof, before the step falls due; and one under an Alertmanager
+// notification's id. Each is refused on arrival (rejected_bad_id, recorded by its
+// message key, never under the id) and takes nothing of the id: the step itself is
+// still sent when it falls due, once. On the code before, the squatter was delivered to
+// the chat under the step's id and the step, arriving later, was dropped as its copy.
+func TestAStepsIDCannotBeTakenFromTheTopic(t *testing.T) {
+	sim, simURL := testenv.DingTalkSim(t, chatsim.Options{Robots: []chatsim.Robot{{Name: "r1", Token: "squat-tok-1"}}})
+	cfg := stackConfig(t)
+	cfg.Targets = map[string]config.Target{"ops": {Robots: []config.Robot{{Name: "r1", Token: "squat-tok-1"}}}}
+	cfg.Escalations = map[string]config.Policy{"db": config.Policy{Steps: []config.EscalationStep{
+		{After: 3 * time.Second, Target: "ops"}}}.WithDefaults()}
+	cfg.Sender.BaseURL = simURL
+	cfg.Ingress.Token = testIngestToken
+	require.NoError(t, cfg.Validate())
+	base := startReplica(t, cfg)
+
+	key := testenv.Unique("db-")
+	body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": "db down", "text": "db-1 refuses connections"})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/escalations", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testIngestToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var started struct {
+		Seq int64 `json:"seq"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&started))
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "the episode started")
+
+	raw, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.RocketMQ.NameServers)),
+		producer.WithGroupName(testenv.Unique("squatter")), producer.WithInstanceName(testenv.Unique("squatter")))
+	require.NoError(t, err)
+	require.NoError(t, raw.Start())
+	t.Cleanup(func() { _ = raw.Shutdown() })
+	var keys []string
+	for _, id := range []string{escalation.StepID(key, started.Seq, 0), "am-squatted-notification"} {
+		m := primitive.NewMessage(cfg.RocketMQ.Topic, []byte(`{"msgtype":"text","text":{"content":"squatter"}}`))
+		m.WithProperty(wire.PropTarget, "ops")
+		m.WithProperty(wire.PropID, id)
+		m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().UnixMilli(), 10))
+		res, err := raw.SendSync(context.Background(), m)
+		require.NoError(t, err)
+		require.Equal(t, primitive.SendOK, res.Status)
+		keys = append(keys, res.MsgID)
+	}
+
+	pool, err := store.OpenPostgres(context.Background(), cfg.Postgres.URL.Reveal())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	fs := store.NewFailedSends(pool, store.FailedSendsOptions{})
+	require.Eventually(t, func() bool {
+		for _, k := range keys {
+			rows, err := fs.ByMessageID(context.Background(), "rejected:"+k)
+			if err != nil || len(rows) != 1 || rows[0].ErrorClass != "rejected_bad_id" {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "each squatter is recorded as rejected_bad_id, by its message key")
+	require.Eventually(t, func() bool {
+		for _, m := range sim.Accepted() {
+			if strings.Contains(m.Text, "db down") {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 100*time.Millisecond, "the step itself is sent when it falls due")
+	steps := 0
+	for _, m := range sim.Accepted() {
+		require.NotContains(t, m.Text, "squatter", "no squatter reached the chat")
+		if strings.Contains(m.Text, "db down") {
+			steps++
+		}
+	}
+	require.Equal(t, 1, steps, "the step is sent once")
 }

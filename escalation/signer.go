@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // Signer signs what only the service writes and checks what it is shown: the marks of
@@ -27,8 +29,8 @@ const (
 
 // StepsPrincipal is the principal of the escalations' steps (RD_PRINCIPAL): pages wait
 // in a share of their own while a target's robots are busy, so no producer's flood
-// starves them.
-const StepsPrincipal = "escalations"
+// starves them; and only a message it proves may carry a step's id (wire.ReservedID).
+const StepsPrincipal = wire.StepsPrincipal
 
 // SignPrincipal is the signature (RD_PRINCIPAL_SIG) of principal as the producer of the
 // alert id for target.

@@ -241,7 +241,8 @@ func (in *Ingress) immediateID(ctx context.Context, g group, n Notification) (st
 	slices.Sort(firing)
 	slices.Sort(resolved)
 	key := hashHex(g.target, g.receiver, g.key, strings.Join(firing, ","), "|", strings.Join(resolved, ","))
-	return in.deps.Dedupe.Once(ctx, "am-"+key, "am-"+key+"-"+randomHex(4), in.deps.Now(), in.cfg.Ingress.DedupeWindow)
+	id := wire.AlertmanagerIDPrefix + key
+	return in.deps.Dedupe.Once(ctx, id, id+"-"+randomHex(4), in.deps.Now(), in.cfg.Ingress.DedupeWindow)
 }
 
 func hashHex(parts ...string) string {

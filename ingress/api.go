@@ -125,7 +125,7 @@ func (in *Ingress) publication(req PublishRequest) (wire.Publication, string, er
 		return bad(wire.RejectUnknownTarget, "target %q is not a target of the configuration (known: %s)", req.Target,
 			strings.Join(slices.Sorted(maps.Keys(in.cfg.Targets)), ", "))
 	}
-	if prefix, ok := reservedID(req.ID); ok {
+	if prefix, _, ok := wire.ReservedID(req.ID); ok {
 		return bad(wire.RejectBadID, "id %q begins with %q: ids beginning so are the service's own (escalation steps, "+
 			"Alertmanager notifications), which a producer's alert would stand in for", req.ID, prefix)
 	}
@@ -269,17 +269,4 @@ func (in *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusConflict
 	}
 	writeJSON(w, code, CancelResponse{ID: id, Result: res.String(), Detail: res.Explain()})
-}
-
-// reservedID reports whether id begins with a prefix of the ids the service gives its own
-// alerts: an escalation's steps, resolutions and announcements (esc-), and an
-// Alertmanager receiver's notifications (am-). A producer's alert under such an id
-// would be stored first and the service's own, published later, dropped as its copy.
-func reservedID(id string) (prefix string, ok bool) {
-	for _, prefix := range []string{"esc-", amEpisodePrefix} {
-		if strings.HasPrefix(id, prefix) {
-			return prefix, true
-		}
-	}
-	return "", false
 }

@@ -80,6 +80,9 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	a.Priority = a.Props[wire.PropPriority]
 	if s.opts.Principal != nil {
 		a.Principal = s.opts.Principal(a)
+		if rej == nil {
+			rej = serviceIDProven(a)
+		}
 	}
 	if rej != nil && rej.Reason == wire.RejectUnknownTarget {
 		if sent, err := s.elsewhere(ctx, msg, a, rej, now); err != nil || sent {
@@ -240,4 +243,22 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 	s.noteHop(store.HopNote{ID: a.ID, Target: a.Target, Due: a.DueAt, Hops: a.Hops + 1, Delay: delay,
 		Priority: a.Priority, Principal: a.Principal, Msg: res.OffsetMsgID, Gen: a.Gen})
 	return nil
+}
+
+// serviceIDProven refuses a, whose principal the service's signature proves (or not), when
+// its id is one of the service's own (wire.ReservedID: an escalation's step, an
+// Alertmanager notification) and it is not proven to be the service's: a message
+// published to the topic directly under such an id would take it, and the service's own
+// alert, arriving later, would be dropped as its copy. Refused with RejectBadID, which is
+// recorded by the message's key, never under the id.
+func serviceIDProven(a store.Entry) *wire.Rejection {
+	prefix, principal, ok := wire.ReservedID(a.ID)
+	switch {
+	case !ok:
+		return nil
+	case principal == "" && a.Principal != "", principal != "" && a.Principal == principal:
+		return nil
+	}
+	return wire.Reject(wire.RejectBadID, "id %q begins with %q, the service's own ids (escalation steps, Alertmanager "+
+		"notifications), and the message is not proven to be the service's (published to the topic directly?)", a.ID, prefix)
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -87,6 +88,34 @@ const (
 	// keys the message was published with.
 	PropKeys = "RD_KEYS"
 )
+
+// The ids the service gives its own alerts, and who publishes them. A producer's alert
+// under one would be stored first and the service's own, published later, dropped as its
+// copy: the HTTP ways in refuse such an id, and the scheduler refuses, on arrival, a
+// message under one whose principal (PropPrincipal) the service's signature does not
+// prove to be the one below.
+const (
+	// StepIDPrefix begins the ids of an escalation's steps, resolutions and
+	// announcements, published as StepsPrincipal.
+	StepIDPrefix = "esc-"
+	// StepsPrincipal is the principal of the escalations' steps and announcements.
+	StepsPrincipal = "escalations"
+	// AlertmanagerIDPrefix begins the ids of an Alertmanager receiver's notifications,
+	// published as the receiver's principal (any).
+	AlertmanagerIDPrefix = "am-"
+)
+
+// ReservedID reports whether id begins with a prefix of the service's own ids, and
+// which; principal is who must publish it: StepsPrincipal, or "" for any principal.
+func ReservedID(id string) (prefix, principal string, ok bool) {
+	switch {
+	case strings.HasPrefix(id, StepIDPrefix):
+		return StepIDPrefix, StepsPrincipal, true
+	case strings.HasPrefix(id, AlertmanagerIDPrefix):
+		return AlertmanagerIDPrefix, "", true
+	}
+	return "", "", false
+}
 
 // MaxIDLength bounds RD_ID.
 const MaxIDLength = 128

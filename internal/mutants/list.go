@@ -583,6 +583,16 @@ end`,
 		Tests:     "^TestMovingAnothersAlertKeepsItsOwner$",
 	},
 	{
+		// killed: a message published to the topic directly under a step's id takes it: require.Eventually(rejected_bad_id) fails
+		Name:      "service-ids-unproven",
+		Invariant: "only the service's proven messages carry its own ids (esc-, am-): a squatter never takes a step's id",
+		File:      "scheduler/consumer.go",
+		From:      `case principal == "" && a.Principal != "", principal != "" && a.Principal == principal:`,
+		To:        `case true:`,
+		Package:   "./app",
+		Tests:     "^TestAStepsIDCannotBeTakenFromTheTopic$",
+	},
+	{
 		// killed: a move that names no one lets a step due early through: require.ErrorContains(err, "forged_mark") fails
 		Name:      "anonymous-move-trusted",
 		Invariant: "a step due before its time is sent only when a reschedule by someone named moved it there",
