@@ -18,9 +18,15 @@ import (
 	"github.com/rocketdelay/rocketdelay/escalation"
 )
 
+// http2Streams is the most requests one HTTP/2 connection has served at once (Go's
+// default is 250): with http.maxConnections, it bounds the requests in hand. A browser
+// loading the console asks fewer at once; more wait for a free stream.
+const http2Streams = 16
+
 // newHTTPServer is the service's HTTP server with cfg's limits: how long it reads a
 // request's headers and its body, how long it writes the answer, how long it keeps an
-// idle connection, and how large the headers may be. Its log goes to logger at warn.
+// idle connection, how large the headers may be, and how many requests an HTTP/2
+// connection carries at once (http2Streams). Its log goes to logger at warn.
 func newHTTPServer(cfg config.HTTP, h http.Handler, tlsConf *tls.Config, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -30,6 +36,7 @@ func newHTTPServer(cfg config.HTTP, h http.Handler, tlsConf *tls.Config, logger 
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: http2Streams},
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 }

@@ -16,15 +16,19 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/config"
 )
 
 // The HTTP server's limits, on the real server Serve runs.
@@ -246,4 +250,49 @@ func TestPublicListenerServesOnlyTheAcknowledgementPages(t *testing.T) {
 	require.Eventually(t, func() bool { return status(c2, out+"/healthz") == http.StatusOK }, 30*time.Second, 100*time.Millisecond,
 		"the renewed certificate is served without a restart")
 	require.Equal(t, 0, status(c, out+"/healthz"), "and the old one no longer")
+}
+
+// TestStreamsPerConnectionAreCapped: over HTTP/2 one connection carries many requests
+// at once; the server serves at most http2Streams of one connection together, so that
+// http.maxConnections bounds the requests in hand (it served 250 per connection, Go's
+// default). 40 requests sent together to a handler that holds each a moment: never more
+// than http2Streams of one connection in it at once, and every one answered.
+func TestStreamsPerConnectionAreCapped(t *testing.T) {
+	const sent = 40
+	var mu sync.Mutex
+	in, most, served := map[string]int{}, 0, 0
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		in[r.RemoteAddr]++
+		most = max(most, in[r.RemoteAddr])
+		proto := r.ProtoMajor
+		mu.Unlock()
+		select { // held so that the streams pile up
+		case <-time.After(200 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		in[r.RemoteAddr]--
+		if proto == 2 {
+			served++
+		}
+		mu.Unlock()
+	})
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config = newHTTPServer(config.Config{}.WithDefaults().HTTP, h, nil, slog.New(slog.DiscardHandler))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	client := srv.Client()
+	var wg sync.WaitGroup
+	for range sent {
+		wg.Go(func() {
+			if resp, err := client.Get(srv.URL); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, sent, served, "every request answered, over HTTP/2")
+	require.LessOrEqual(t, most, http2Streams, "at most %d requests of one connection served at once", http2Streams)
 }
