@@ -38,7 +38,7 @@ import (
 
 // Episodes is the episodes' state; *store.Episodes implements it.
 type Episodes interface {
-	FireCopies(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies store.Copies) (store.Fire, error)
+	FireCopies(ctx context.Context, key, policy string, terms, content []byte, reackAfter time.Duration, copies store.Copies) (store.Fire, error)
 	StepDue(ctx context.Context, key string, seq int64, k int, target string, next int) (bool, string, error)
 	ResolveCopies(ctx context.Context, key string, resolution []byte, copies store.Copies) (store.Ended, error)
 	Ack(ctx context.Context, key string, seq int64, by string) (store.Ended, error)
@@ -144,6 +144,21 @@ func (e *Escalator) policy(name string) (config.Policy, bool) {
 	return config.Policy{}, false
 }
 
+// policyOf is the policy episode ep runs: the terms it started with, so that every
+// replica judges its steps alike while their configurations differ (a policy changed on
+// one replica first); for an episode started by a release that kept no terms, the policy
+// of this replica's configuration by its name.
+func (e *Escalator) policyOf(ep store.Episode) (config.Policy, bool) {
+	if len(ep.Terms) > 0 {
+		var p config.Policy
+		if err := json.Unmarshal(ep.Terms, &p); err == nil && len(p.Steps) > 0 {
+			return p.WithDefaults(), true
+		}
+		e.logger.Warn("an episode's terms cannot be read; judged by the configuration's policy", "episode", ep.Key, "policy", ep.Policy)
+	}
+	return e.policy(ep.Policy)
+}
+
 // DelayPolicy names the one-step policy of an Alertmanager receiver's ?delay=D for
 // target: a step D after the episode's start, to target, mentioning nobody.
 func DelayPolicy(target string, delay time.Duration) string {
@@ -192,14 +207,15 @@ func (e *Escalator) FireCopies(ctx context.Context, key, policy string, c Conten
 		return Fired{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, policy)
 	}
 	content, _ := json.Marshal(c) // plain fields: cannot fail
-	f, err := e.episodes.FireCopies(ctx, key, policy, content, p.ReackAfter, copies)
+	terms, _ := json.Marshal(p)   // likewise
+	f, err := e.episodes.FireCopies(ctx, key, policy, terms, content, p.ReackAfter, copies)
 	if err == nil && f.Result == "busy" {
 		// The last episode's resolution or cancel is not carried out yet (its replica
 		// died, or is at it now): carry it out, then fire again.
 		if err := e.Carry(ctx, key); err != nil {
 			return Fired{}, err
 		}
-		f, err = e.episodes.FireCopies(ctx, key, policy, content, p.ReackAfter, copies)
+		f, err = e.episodes.FireCopies(ctx, key, policy, terms, content, p.ReackAfter, copies)
 	}
 	if err != nil {
 		return Fired{}, err
@@ -346,7 +362,7 @@ func (e *Escalator) Carry(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	p, ok := e.policy(ep.Policy)
+	p, ok := e.policyOf(ep)
 	if !ok {
 		return fmt.Errorf("%w: %q (episode %s)", ErrUnknownPolicy, ep.Policy, key)
 	}
@@ -478,7 +494,7 @@ func (e *Escalator) Due(ctx context.Context, a sender.Alert) (sender.Alert, bool
 	if err != nil {
 		return a, false, err
 	}
-	p, ok := e.policy(ep.Policy)
+	p, ok := e.policyOf(ep)
 	if !ok {
 		return a, false, fmt.Errorf("%w: %q (episode %s)", ErrUnknownPolicy, ep.Policy, key)
 	}
@@ -627,7 +643,7 @@ func (e *Escalator) count(ctx context.Context) {
 			continue
 		}
 		counts[ep.State]++
-		if p, ok := e.policy(ep.Policy); ok && ep.State == store.EpisodePending && ep.Step >= oncall.NewSchedule(p).Len() &&
+		if p, ok := e.policyOf(ep); ok && ep.State == store.EpisodePending && ep.Step >= oncall.NewSchedule(p).Len() &&
 			e.now().Sub(ep.LastAt) > stuckAfter {
 			counts["stuck"]++
 		}

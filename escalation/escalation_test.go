@@ -221,6 +221,48 @@ func TestStepsFollowThePolicyAndTheRotation(t *testing.T) {
 	require.Zero(t, st.Next, "no step left")
 }
 
+// A policy changed on one replica before the other (a configuration rolled out replica
+// by replica): an episode runs the steps its policy had when it started, whichever
+// replica judges and carries them. A, whose db pages ops and then ops again an hour
+// later, starts an episode; B, whose db has one step, to ops-feishu, judges A's steps:
+// each is sent, and B publishes step 1 as A's policy has it. On the code before, B
+// refused step 0 as paging another target than its own step 0. An episode started by
+// a release that kept no terms is judged by the replica's own policy, as before.
+func TestAnEpisodeRunsThePolicyItStartedWith(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"db": {Steps: []config.EscalationStep{
+		{Target: "ops"}, {After: time.Hour, Target: "ops"}}}}, nil)
+	a := w.escalator(nil)
+	b := w.escalator(nil, func(o *escalation.Options) {
+		o.Policies = map[string]config.Policy{"db": config.Policy{Steps: []config.EscalationStep{{Target: "ops-feishu"}}}.WithDefaults()}
+	})
+	ctx := context.Background()
+	key := testenv.Unique("db-")
+	f, err := a.Fire(ctx, key, "db", escalation.Content{Title: "DB down", Text: "primary unreachable"})
+	require.NoError(t, err)
+	ep, err := w.episodes.Get(ctx, key)
+	require.NoError(t, err)
+
+	send, _ := due(t, b, w.only(t, escalation.StepID(key, f.Seq, 0)))
+	require.True(t, send, "B sends A's step 0, to ops")
+	step1 := w.only(t, escalation.StepID(key, f.Seq, 1))
+	require.Equal(t, "ops", step1.Target, "B publishes step 1 as the episode's policy has it")
+	require.Equal(t, ep.Started.Add(time.Hour), step1.At)
+	send, _ = due(t, b, step1)
+	require.True(t, send, "B sends step 1, which its own policy does not have")
+	st, err := b.Status(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Sent)
+
+	// An episode of a release that kept no terms: B's own policy judges it.
+	old := testenv.Unique("db-old-")
+	f, err = a.Fire(ctx, old, "db", escalation.Content{Title: "DB down", Text: "primary unreachable"})
+	require.NoError(t, err)
+	require.NoError(t, w.rdb.HDel(ctx, "{"+w.prefix+"}:ep:"+old, "terms").Err())
+	_, _, err = b.Due(ctx, alertOf(w.only(t, escalation.StepID(old, f.Seq, 0))))
+	require.ErrorContains(t, err, "forged_mark", "B's step 0 pages ops-feishu: A's, to ops, is not its own")
+}
+
 // A replica that made a transition and died before carrying it out (CarryLater stands
 // for it) leaves its outbox; another replica's sweeper publishes the step it named, and
 // later cancels the next step and publishes the resolution of a resolve it named.

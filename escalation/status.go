@@ -32,7 +32,7 @@ func (e *Escalator) Status(ctx context.Context, key string) (Status, error) {
 	}
 	s := Status{Episode: ep}
 	_ = json.Unmarshal(ep.Content, &s.Content)
-	if p, ok := e.policy(ep.Policy); ok {
+	if p, ok := e.policyOf(ep); ok {
 		sched := oncall.NewSchedule(p)
 		s.Steps = sched.Len()
 		if offset, step, ok := sched.At(ep.Step); ok && ep.State == store.EpisodePending {

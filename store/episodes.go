@@ -65,6 +65,10 @@ type Episode struct {
 	State string `json:"state"`
 	// Policy names the escalation policy.
 	Policy string `json:"policy"`
+	// Terms are the policy as the episode started with it (its JSON, the escalation
+	// package's to read), nil for an episode started by a release that kept none: every
+	// replica judges the episode's steps by them, whatever its own configuration says.
+	Terms []byte `json:"-"`
 	// Started is when the episode started (Redis's clock).
 	Started time.Time `json:"started"`
 	// Step is the next step to grant; Sent counts the steps granted (sent).
@@ -167,15 +171,16 @@ type Copies struct {
 // acknowledgement is over, and a new one starts. Every firing after a resolve starts a
 // new episode: FireCopies tells late copies apart.
 func (s *Episodes) Fire(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration) (Fire, error) {
-	return s.FireCopies(ctx, key, policy, content, reackAfter, Copies{})
+	return s.FireCopies(ctx, key, policy, nil, content, reackAfter, Copies{})
 }
 
 // FireCopies is Fire for a firing that may be a late copy (Copies): of the episode's
 // own after it resolved, absorbed ("resolved"); of the previous episode's while this one
-// runs, absorbed ("stale").
-func (s *Episodes) FireCopies(ctx context.Context, key, policy string, content []byte, reackAfter time.Duration, copies Copies) (Fire, error) {
-	args := make([]any, 0, 5+len(copies.Alerts))
-	args = append(args, key, policy, content, reackAfter.Milliseconds(), copies.Window.Milliseconds())
+// runs, absorbed ("stale"). A new episode keeps terms (Episode.Terms; nil: none); one
+// that runs keeps those it started with.
+func (s *Episodes) FireCopies(ctx context.Context, key, policy string, terms, content []byte, reackAfter time.Duration, copies Copies) (Fire, error) {
+	args := make([]any, 0, 6+len(copies.Alerts))
+	args = append(args, key, policy, content, reackAfter.Milliseconds(), copies.Window.Milliseconds(), terms)
 	for _, a := range copies.Alerts {
 		args = append(args, a)
 	}
@@ -334,7 +339,7 @@ func decodeEpisode(key string, m map[string]string) Episode {
 		}
 		return time.UnixMilli(v)
 	}
-	e := Episode{Key: key, State: m["state"], Policy: m["policy"], Started: ms("started"), LastTarget: m["last_target"],
+	e := Episode{Key: key, State: m["state"], Policy: m["policy"], Terms: []byte(m["terms"]), Started: ms("started"), LastTarget: m["last_target"],
 		LastAt: ms("last_at"), Content: []byte(m["content"]), AckedBy: m["acked_by"], AckedAt: ms("acked_at"),
 		ResolvedAt: ms("resolved_at"), Resolution: []byte(m["resolution"])}
 	e.Seq, _ = strconv.ParseInt(m["seq"], 10, 64)

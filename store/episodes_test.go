@@ -130,11 +130,11 @@ func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
 	}
 	copies := func(alerts ...string) store.Copies { return store.Copies{Alerts: alerts, Window: 5 * time.Minute} }
 
-	f, err := s.FireCopies(ctx, "g1", "db", []byte("a"), time.Hour, copies("fa@1000"))
+	f, err := s.FireCopies(ctx, "g1", "db", nil, []byte("a"), time.Hour, copies("fa@1000"))
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 	first := f.Seq
-	f, err = s.FireCopies(ctx, "g1", "db", []byte("a b"), time.Hour, copies("fa@1000", "fb@2000"))
+	f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("a b"), time.Hour, copies("fa@1000", "fb@2000"))
 	require.NoError(t, err)
 	require.Equal(t, "pending", f.Result)
 	done("g1", first, store.ActionPublish, 0)
@@ -147,13 +147,13 @@ func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
 
 	// The late member's copies, before and after the resolve was wound up.
 	for _, alerts := range [][]string{{"fa@1000"}, {"fb@2000", "fa@1000"}} {
-		f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies(alerts...))
+		f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("late"), time.Hour, copies(alerts...))
 		require.NoError(t, err)
 		require.Equal(t, store.Fire{Result: "resolved", Seq: first, Publish: -1}, f, alerts)
 	}
 	done("g1", first, store.ActionCancel, 1)
 	done("g1", first, store.ActionResolution, 0)
-	f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@1000"))
+	f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("late"), time.Hour, copies("fa@1000"))
 	require.NoError(t, err)
 	require.Equal(t, "resolved", f.Result)
 	e, err := s.Get(ctx, "g1")
@@ -165,7 +165,7 @@ func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
 	require.Greater(t, ttl, 59*time.Minute, "the alerts seen are kept as long as the episode")
 
 	// fa fired again (a new start): a new episode, which forgets the alerts of the last.
-	f, err = s.FireCopies(ctx, "g1", "db", []byte("again"), time.Hour, copies("fa@1000", "fa@9000"))
+	f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("again"), time.Hour, copies("fa@1000", "fa@9000"))
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 	require.Greater(t, f.Seq, first)
@@ -180,11 +180,11 @@ func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
 	_, err = s.Resolve(ctx, "g1", nil)
 	require.NoError(t, err)
 	done("g1", f.Seq, store.ActionCancel, 0)
-	f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@9000"))
+	f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("late"), time.Hour, copies("fa@9000"))
 	require.NoError(t, err)
 	require.Equal(t, "resolved", f.Result)
 	require.NoError(t, rdb.HSet(ctx, "{"+prefix+"}:ep:g1", "resolved_at", time.Now().Add(-6*time.Minute).UnixMilli()).Err())
-	f, err = s.FireCopies(ctx, "g1", "db", []byte("after"), time.Hour, copies("fa@9000"))
+	f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("after"), time.Hour, copies("fa@9000"))
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 
@@ -194,7 +194,7 @@ func TestEpisodeLateCopyOfAFiringAfterItsResolve(t *testing.T) {
 	_, err = s.Resolve(ctx, "api", nil)
 	require.NoError(t, err)
 	done("api", f.Seq, store.ActionCancel, 0)
-	f, err = s.FireCopies(ctx, "api", "db", []byte("x"), time.Hour, store.Copies{Window: time.Hour})
+	f, err = s.FireCopies(ctx, "api", "db", nil, []byte("x"), time.Hour, store.Copies{Window: time.Hour})
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 }
@@ -333,7 +333,7 @@ func TestEpisodeLateCopiesOfAnEarlierEpisode(t *testing.T) {
 		require.True(t, ok, action)
 	}
 
-	f, err := s.FireCopies(ctx, "g1", "db", []byte("one"), time.Hour, copies("fa@1000", "fb@1500"))
+	f, err := s.FireCopies(ctx, "g1", "db", nil, []byte("one"), time.Hour, copies("fa@1000", "fb@1500"))
 	require.NoError(t, err)
 	first := f.Seq
 	done(first, store.ActionPublish, 0)
@@ -342,13 +342,13 @@ func TestEpisodeLateCopiesOfAnEarlierEpisode(t *testing.T) {
 	require.Equal(t, "resolved", end.Result)
 	done(first, store.ActionCancel, 0)
 
-	f, err = s.FireCopies(ctx, "g1", "db", []byte("two"), time.Hour, copies("fa@9000"))
+	f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("two"), time.Hour, copies("fa@9000"))
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result, "fa fired again: a new episode")
 	second := f.Seq
 
 	for _, late := range [][]string{{"fa@1000"}, {"fa@1000", "fb@1500"}} {
-		f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies(late...))
+		f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("late"), time.Hour, copies(late...))
 		require.NoError(t, err)
 		require.Equal(t, store.Fire{Result: "stale", Seq: second, Publish: -1}, f, "a late copy of the first episode's firing %v", late)
 		end, err = s.ResolveCopies(ctx, "g1", nil, copies(late...))
@@ -365,14 +365,14 @@ func TestEpisodeLateCopiesOfAnEarlierEpisode(t *testing.T) {
 	require.Equal(t, int64(1), n, "a late copy adds no alert to those the episode saw")
 
 	// The same alerts, or a new one beside them, update the running episode.
-	f, err = s.FireCopies(ctx, "g1", "db", []byte("two, fb too"), time.Hour, copies("fa@9000", "fb@9500"))
+	f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("two, fb too"), time.Hour, copies("fa@9000", "fb@9500"))
 	require.NoError(t, err)
 	require.Equal(t, "pending", f.Result)
 
 	// Acknowledged, the episode absorbs the late copies the same way.
 	_, err = s.Ack(ctx, "g1", second, "ana")
 	require.NoError(t, err)
-	f, err = s.FireCopies(ctx, "g1", "db", []byte("late"), time.Hour, copies("fa@1000"))
+	f, err = s.FireCopies(ctx, "g1", "db", nil, []byte("late"), time.Hour, copies("fa@1000"))
 	require.NoError(t, err)
 	require.Equal(t, "stale", f.Result)
 	end, err = s.ResolveCopies(ctx, "g1", nil, copies("fb@1500"))

@@ -593,6 +593,16 @@ end`,
 		Tests:     "^TestAStepsIDCannotBeTakenFromTheTopic$",
 	},
 	{
+		// killed: a replica judges an open episode by its own policy: B refuses A's step 0 (require.NoError fails)
+		Name:      "episode-terms-ignored",
+		Invariant: "an episode runs the policy it started with, whichever replica judges its steps (a policy rolled out replica by replica)",
+		File:      "escalation/escalation.go",
+		From:      "	if len(ep.Terms) > 0 {",
+		To:        "	if false {",
+		Package:   "./escalation",
+		Tests:     "^TestAnEpisodeRunsThePolicyItStartedWith$",
+	},
+	{
 		// killed: a move that names no one lets a step due early through: require.ErrorContains(err, "forged_mark") fails
 		Name:      "anonymous-move-trusted",
 		Invariant: "a step due before its time is sent only when a reschedule by someone named moved it there",

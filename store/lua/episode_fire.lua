@@ -14,7 +14,10 @@
 --          after its acknowledgement ends, and the firing starts a new one
 -- ARGV[5]  the copy window, ms: for this long after the episode resolved, a firing of
 --          alerts it all saw firing is a late copy of one of its own firings
--- ARGV[6…] the alerts firing, each named once for good (an Alertmanager alert: its
+-- ARGV[6]  the policy's terms as the episode starts with them (JSON; "" for none): the
+--          steps every replica judges the episode's steps by, whatever its own
+--          configuration says (a policy changed on one replica first)
+-- ARGV[7…] the alerts firing, each named once for good (an Alertmanager alert: its
 --          fingerprint and its start); none for a start through the API
 --
 -- Returns {result, seq, k}:
@@ -24,11 +27,11 @@
 --              runs; its content is now ARGV[3];
 --   'acked',   its number, '': acknowledged; the content is kept for the record;
 --   'stale',   its number, '': the episode runs (pending or acknowledged), and every alert
---              of ARGV[6…] is one the key's previous episode saw and this one did not: a
+--              of ARGV[7…] is one the key's previous episode saw and this one did not: a
 --              late copy of a firing of the previous episode (the slow member of an HA
 --              pair); the content is kept;
 --   'resolved', its number, '': a late copy of a firing of the episode, which resolved
---              less than ARGV[5] ago: it saw every alert of ARGV[6…] firing, and each of
+--              less than ARGV[5] ago: it saw every alert of ARGV[7…] firing, and each of
 --              them has ended since (the second member of an Alertmanager HA pair whose
 --              gossip failed sends what it has not seen sent, late); absorbed;
 --   'busy',    its number, '': the last episode's outbox is not done yet (a resolution or
@@ -40,14 +43,14 @@ local ep = redis.call('HMGET', KEYS[1], 'state', 'seq', 'acked_at', 'ob_publish'
 local state, seq = ep[1], ep[2]
 -- the episode saw the alerts of this firing
 local function saw()
-  for i = 6, #ARGV, 1000 do
+  for i = 7, #ARGV, 1000 do
     redis.call('SADD', KEYS[5], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
 end
 -- every alert of the firing is one the previous episode saw and this one did not
 local function earlier()
-  if #ARGV < 6 then return false end
-  for i = 6, #ARGV do
+  if #ARGV < 7 then return false end
+  for i = 7, #ARGV do
     if redis.call('SISMEMBER', KEYS[6], ARGV[i]) == 0 or redis.call('SISMEMBER', KEYS[5], ARGV[i]) == 1 then
       return false
     end
@@ -67,9 +70,9 @@ if state == 'acked' and now - tonumber(ep[3]) < tonumber(ARGV[4]) then
   saw()
   return {'acked', seq, ''}
 end
-if state == 'resolved' and #ARGV >= 6 and now - tonumber(ep[8]) < tonumber(ARGV[5]) then
+if state == 'resolved' and #ARGV >= 7 and now - tonumber(ep[8]) < tonumber(ARGV[5]) then
   local seen = true
-  for i = 6, #ARGV do
+  for i = 7, #ARGV do
     if redis.call('SISMEMBER', KEYS[5], ARGV[i]) == 0 then
       seen = false
       break
@@ -90,6 +93,9 @@ if redis.call('EXISTS', KEYS[5]) == 1 then
 end
 redis.call('HSET', KEYS[1], 'seq', n, 'state', 'pending', 'policy', ARGV[2], 'started', string.format('%d', now),
   'step', 0, 'sent', 0, 'content', ARGV[3], 'ob_publish', 0, 'signed', 0)
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[1], 'terms', ARGV[6])
+end
 saw()
 redis.call('ZADD', KEYS[3], now, ARGV[1])
 redis.call('ZADD', KEYS[4], now, ARGV[1])
