@@ -82,7 +82,7 @@ bench: ## the Go benchmarks of every package, the timing wheel table, the pipeli
 
 bench-api: ## the publish API with principals (owner records, a rate, the mention check) against without, interleaved: p50, p99, ratio
 	deploy/local/up --profile test >/dev/null
-	eval "$$(deploy/local/env)"; go test -run '^$$' -bench PublishAPIPrincipals -benchtime 2000x ./ingress/
+	eval "$$(deploy/local/env)"; go test -run '^$$' -bench PublishAPIPrincipals -benchtime 10000x ./ingress/
 
 bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one table
 	cd timewheel/bench && go run .

@@ -47,7 +47,7 @@ func (noOwners) OpenEpisode(context.Context, string, string, int) (bool, int, er
 // way's p50 and p99 (from the request to the 202, which waits for the broker) and the
 // ratio of the p99s, against the goal of 1.05 (PASS or FAIL: a report, not a gate).
 //
-//	make bench-api   (go test -run '^$' -bench PublishAPIPrincipals -benchtime 2000x ./ingress/)
+//	make bench-api   (go test -run '^$' -bench PublishAPIPrincipals -benchtime 10000x ./ingress/)
 func BenchmarkPublishAPIPrincipals(b *testing.B) {
 	ns := testenv.NameServer(b)
 	rdb, prefix := testenv.Redis(b)
