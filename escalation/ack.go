@@ -172,10 +172,10 @@ func (e *Escalator) AckHandler(trusted proxies.Trusted, logger *slog.Logger) htt
 			}
 			end, err := e.Ack(r.Context(), key, seq, by)
 			if err != nil {
-				// The acknowledgement may be recorded and only its cancel or announcement
-				// left for the sweeper: the episode's state says.
+				// The acknowledgement may be recorded and only its answer lost (Redis cut
+				// off after the write): the episode's state says.
 				if got, gerr := e.episodes.Get(r.Context(), key); gerr == nil && got.Seq == seq && got.State == store.EpisodeAcked {
-					logger.Warn("escalation acknowledged; its cancel or announcement is left to the sweeper", "episode", key, "err", err)
+					logger.Warn("escalation acknowledged, its answer lost on the way", "episode", key, "err", err)
 					end = Ended{Result: "acknowledged", Seq: seq, Sent: got.Sent, By: got.AckedBy}
 					if got.AckedBy != by {
 						end.Result = "already"

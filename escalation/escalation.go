@@ -257,7 +257,8 @@ type Ended struct {
 
 // Resolve resolves episode key: its next step is cancelled, and when a step was sent
 // the resolution (c, to the last step's target; none when c is empty) is published.
-// Both are carried out before it answers.
+// Both are carried out before it answers, or, when they cannot be now, by a replica's
+// sweeper (the episode's outbox keeps them).
 func (e *Escalator) Resolve(ctx context.Context, key string, c Content) (Ended, error) {
 	return e.ResolveCopies(ctx, key, c, store.Copies{})
 }
@@ -298,8 +299,13 @@ func (e *Escalator) ended(ctx context.Context, key string, end store.Ended, what
 				e.metrics.timeToAck.Observe(max(ep.AckedAt.Sub(ep.Started), 0).Seconds())
 			}
 		}
+		// The episode has ended: that is done, whatever follows. What it named (the next
+		// step's cancel, the resolution or the announcement) stays in its outbox when it
+		// cannot be carried out now, and a replica's sweeper carries it out (Run); the
+		// gate withholds the step meanwhile. So the answer is the ending's, never "try
+		// again", which would be answered "ended before".
 		if err := e.Carry(ctx, key); err != nil {
-			return Ended{}, err
+			e.logger.Warn("an episode ended; what it names is left to the sweeper", "episode", key, "ended", what, "err", err)
 		}
 	case "other":
 		out.Result = "resolved_before"

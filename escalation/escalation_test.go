@@ -2,6 +2,7 @@ package escalation_test
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"maps"
 	"strings"
@@ -261,6 +262,42 @@ func TestAnEpisodeRunsThePolicyItStartedWith(t *testing.T) {
 	require.NoError(t, w.rdb.HDel(ctx, "{"+w.prefix+"}:ep:"+old, "terms").Err())
 	_, _, err = b.Due(ctx, alertOf(w.only(t, escalation.StepID(old, f.Seq, 0))))
 	require.ErrorContains(t, err, "forged_mark", "B's step 0 pages ops-feishu: A's, to ops, is not its own")
+}
+
+// failingPublisher refuses every publication, as a broker that cannot be reached.
+type failingPublisher struct{}
+
+func (failingPublisher) Publish(context.Context, wire.Publication) (wire.Published, error) {
+	return wire.Published{}, errors.New("broker unreachable")
+}
+
+// An acknowledgement whose announcement cannot be published now is still an
+// acknowledgement: it is answered as done (not "try again": a retry would be answered
+// "acknowledged before"), and the announcement stays in the episode's outbox, which a
+// replica carries out. On the code before, the ack was recorded and answered with the
+// broker's error.
+func TestAnAckIsDoneWhenItsAnnouncementMustWait(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"db": {Steps: []config.EscalationStep{{Target: "ops"}}}}, nil)
+	e := w.escalator(nil)
+	ctx := context.Background()
+	key := testenv.Unique("db-")
+	f, err := e.Fire(ctx, key, "db", escalation.Content{Title: "DB down", Text: "primary unreachable"})
+	require.NoError(t, err)
+	send, _ := due(t, e, w.only(t, escalation.StepID(key, f.Seq, 0)))
+	require.True(t, send)
+
+	cut := escalation.New(w.opts, w.episodes, failingPublisher{}, w.cancels, w.bodies, testenv.Logger(), nil, w.clock.Now)
+	end, err := cut.Ack(ctx, key, f.Seq, "ana")
+	require.NoError(t, err, "the ack is recorded: it is done")
+	require.Equal(t, "acknowledged", end.Result)
+	require.Empty(t, w.pub.get(escalation.AckID(key, f.Seq)), "not announced yet")
+	require.NoError(t, e.Carry(ctx, key), "a replica carries the outbox out")
+	require.Len(t, w.pub.get(escalation.AckID(key, f.Seq)), 1, "announced once")
+	end, err = e.Ack(ctx, key, f.Seq, "bo")
+	require.NoError(t, err)
+	require.Equal(t, "already", end.Result)
+	require.Equal(t, "ana", end.By)
 }
 
 // A replica that made a transition and died before carrying it out (CarryLater stands

@@ -151,10 +151,11 @@ func newAckSite(t *testing.T, brokenRows bool) *ackSite {
 	links := escalation.NewLinks("https://rd.example.com", mustSigner(t, "service-key-0123456789-0123456789"), time.Hour)
 	policies := map[string]config.Policy{"db": {Steps: []config.EscalationStep{
 		{After: time.Hour, Target: "ops"}, {After: 2 * time.Hour, Target: "ops"}}}}
-	esc := escalation.New(escalation.Options{Policies: policies, Links: links}, store.NewEpisodes(rdb, prefix, time.Hour), p,
-		cancels, chat, testenv.Logger(), nil, time.Now)
 	log := &syncBuffer{}
-	srv := httptest.NewServer(esc.AckHandler(nil, slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	esc := escalation.New(escalation.Options{Policies: policies, Links: links}, store.NewEpisodes(rdb, prefix, time.Hour), p,
+		cancels, chat, logger, nil, time.Now)
+	srv := httptest.NewServer(esc.AckHandler(nil, logger))
 	t.Cleanup(srv.Close)
 	return &ackSite{t: t, srv: srv, links: links, esc: esc, log: log}
 }
