@@ -300,6 +300,37 @@ func TestAnAckIsDoneWhenItsAnnouncementMustWait(t *testing.T) {
 	require.Equal(t, "ana", end.By)
 }
 
+// A step granted before the episode ended, whose send failed and comes back later (the
+// retry job's row, a hand-off repeated after a crash), is not sent once the episode was
+// acknowledged or resolved: nobody is paged after "no more steps" was said. While the
+// episode runs it is sent again (the wheel stage dedupes a delivered one). On the code
+// before, the grant stood and the page went out after the acknowledgement.
+func TestAGrantedStepIsNotSentAfterTheEpisodeEnded(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"db": {Steps: []config.EscalationStep{
+		{Target: "ops"}, {After: time.Hour, Target: "ops"}}}}, nil)
+	e := w.escalator(nil)
+	ctx := context.Background()
+	for _, end := range []string{"ack", "resolve"} {
+		key := testenv.Unique("db-" + end + "-")
+		f, err := e.Fire(ctx, key, "db", escalation.Content{Title: "DB down", Text: "primary unreachable"})
+		require.NoError(t, err)
+		step0 := w.only(t, escalation.StepID(key, f.Seq, 0))
+		send, _ := due(t, e, step0)
+		require.True(t, send, "granted")
+		send, _ = due(t, e, step0)
+		require.True(t, send, "while the episode runs, a granted step handed off again is sent again")
+		if end == "ack" {
+			_, err = e.Ack(ctx, key, f.Seq, "ana")
+		} else {
+			_, err = e.Resolve(ctx, key, escalation.Content{Title: "fine", Text: "fine"})
+		}
+		require.NoError(t, err)
+		send, _ = due(t, e, step0)
+		require.False(t, send, "%s: the failed send of step 0, retried after the end, is withheld", end)
+	}
+}
+
 // A replica that made a transition and died before carrying it out (CarryLater stands
 // for it) leaves its outbox; another replica's sweeper publishes the step it named, and
 // later cancels the next step and publishes the resolution of a resolve it named.

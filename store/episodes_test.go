@@ -68,9 +68,10 @@ func TestEpisodeLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, send, "a step due after the resolve is not sent")
 	require.Equal(t, "resolved", why)
-	send, _, err = s.StepDue(ctx, "g1", first, 0, "ops", 1)
+	send, why, err = s.StepDue(ctx, "g1", first, 0, "ops", 1)
 	require.NoError(t, err)
-	require.True(t, send, "a grant stands: the resolve was answered knowing step 0 was sent")
+	require.False(t, send, "a step granted before the resolve, handed off again, pages nobody once it resolved")
+	require.Equal(t, "resolved", why)
 
 	f, err = s.Fire(ctx, "g1", "db", []byte("v3"), time.Hour)
 	require.NoError(t, err)
@@ -240,11 +241,11 @@ func (m *episodeModel) apply(e episodeEvent) string {
 		if m.state == "" || e.seq != m.seq {
 			return "skip old"
 		}
-		if e.k < m.step {
-			return "send again"
-		}
 		if m.state != store.EpisodePending {
 			return "skip " + m.state
+		}
+		if e.k < m.step {
+			return "send again"
 		}
 		if e.k > m.step {
 			return "skip ahead"

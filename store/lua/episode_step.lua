@@ -12,10 +12,11 @@
 -- The next step a grant names is noted as signed (its mark is signed when it is
 -- published): a step up to 'signed' whose mark is not signed is forged.
 --
--- A grant stands: the same step due again (its hand-off repeated after a crash or a lost
--- reply) is granted again, even if the episode was resolved or acknowledged since, because
--- the resolve and the acknowledgement were answered knowing it was sent; the wheel
--- stage's claim makes its send happen once.
+-- A grant stands while the episode runs: the same step due again (its hand-off repeated
+-- after a crash or a lost reply, its failed send retried) is granted again, and the
+-- wheel stage's claim and done marker make its send happen once. Once the episode was
+-- acknowledged or resolved, nobody is paged: a step granted before whose send had not
+-- gone through is withheld ('acked', 'resolved').
 -- Returns {'send', 'granted'|'again'} or {'skip', why}: why is 'old' (a step of an earlier
 -- episode, or of none), 'acked', 'resolved', or 'ahead' (not the episode's next step).
 local t = redis.call('TIME')
@@ -26,11 +27,11 @@ local k = tonumber(ARGV[3])
 if not state or seq ~= ARGV[2] then
   return {'skip', 'old'}
 end
-if k < step then
-  return {'send', 'again'}
-end
 if state ~= 'pending' then
   return {'skip', state}
+end
+if k < step then
+  return {'send', 'again'}
 end
 if k > step then
   return {'skip', 'ahead'}
