@@ -2,8 +2,8 @@ package escalation_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"maps"
 	"strings"
 	"sync"
