@@ -161,11 +161,19 @@ func TestAStepsIDCannotBeTakenFromTheTopic(t *testing.T) {
 	require.NoError(t, raw.Start())
 	t.Cleanup(func() { _ = raw.Shutdown() })
 	var keys []string
-	for _, id := range []string{escalation.StepID(key, started.Seq, 0), "am-squatted-notification"} {
+	// The last is stale (due longer ago than the dedupe window): refused for its id all
+	// the same, not recorded as stale under the resolution's id, where an operator's
+	// retry of the row would deliver it and take the id.
+	stale := time.Now().Add(-cfg.Scheduler.DoneTTL - time.Hour)
+	for i, id := range []string{escalation.StepID(key, started.Seq, 0), "am-squatted-notification", escalation.ResolutionID(key, started.Seq)} {
 		m := primitive.NewMessage(cfg.RocketMQ.Topic, []byte(`{"msgtype":"text","text":{"content":"squatter"}}`))
 		m.WithProperty(wire.PropTarget, "ops")
 		m.WithProperty(wire.PropID, id)
-		m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().UnixMilli(), 10))
+		due := time.Now()
+		if i == 2 {
+			due = stale
+		}
+		m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(due.UnixMilli(), 10))
 		res, err := raw.SendSync(context.Background(), m)
 		require.NoError(t, err)
 		require.Equal(t, primitive.SendOK, res.Status)

@@ -261,6 +261,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	schedOpts.Principal = func(e store.Entry) string { // who published it, for the list of pending alerts
 		return signer.ProvenPrincipal(e.ID, e.Target, e.Props[wire.PropPrincipal], e.Props[wire.PropPrincipalSig])
 	}
+	schedOpts.StepMarkProven = func(e store.Entry) bool { // a step of bede048, which signed marks only
+		return signer.ProvenMark(e.ID, e.Target, e.Props[wire.PropEpisode], e.Props[wire.PropEpisodeSig])
+	}
 	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
 	if err != nil {
 		return err

@@ -47,6 +47,12 @@ func (s *Signer) ProvenPrincipal(id, target, principal, sig string) string {
 	return principal
 }
 
+// ProvenMark reports whether sig is the service's signature of mark (RD_EPISODE) as the
+// mark of the step id for target.
+func (s *Signer) ProvenMark(id, target, mark, sig string) bool {
+	return mark != "" && s.verify(purposeMark, markPayload(id, target, mark), sig)
+}
+
 func principalPayload(id, target, principal string) string {
 	return id + "\x00" + target + "\x00" + principal
 }

@@ -80,8 +80,10 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	a.Priority = a.Props[wire.PropPriority]
 	if s.opts.Principal != nil {
 		a.Principal = s.opts.Principal(a)
-		if rej == nil {
-			rej = serviceIDProven(a)
+		// Before any other reason: a rejection for another is recorded under the id,
+		// and an operator's retry of that row would deliver it under the service's id.
+		if r := s.serviceIDProven(a); r != nil {
+			rej = r
 		}
 	}
 	if rej != nil && rej.Reason == wire.RejectUnknownTarget {
@@ -99,8 +101,9 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		if err != nil {
 			return "reject", fmt.Errorf("record the rejection (%s): %w", rej.Reason, err)
 		}
-		if a.Hops > 0 {
-			// Its hops listed it among the pending alerts (best effort, as the notes are).
+		if a.Hops > 0 && rej.Reason != wire.RejectBadID {
+			// Its hops listed it among the pending alerts (best effort, as the notes are);
+			// a message refused for its id is not the alert its id names.
 			if err := s.store.Unlist(ctx, a.ID); err != nil {
 				s.metrics.tracesDropped.Inc()
 				s.logger.Warn("rejected alert left in the list of pending alerts", "rd_id", a.ID, "err", err)
@@ -249,14 +252,17 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 // its id is one of the service's own (wire.ReservedID: an escalation's step, an
 // Alertmanager notification) and it is not proven to be the service's: a message
 // published to the topic directly under such an id would take it, and the service's own
-// alert, arriving later, would be dropped as its copy. Refused with RejectBadID, which is
-// recorded by the message's key, never under the id.
-func serviceIDProven(a store.Entry) *wire.Rejection {
+// alert, arriving later, would be dropped as its copy. A step of a release that signed
+// its mark but not its principal (bede048) is proven by its mark. Refused with
+// RejectBadID, which is recorded by the message's key, never under the id.
+func (s *Scheduler) serviceIDProven(a store.Entry) *wire.Rejection {
 	prefix, principal, ok := wire.ReservedID(a.ID)
 	switch {
 	case !ok:
 		return nil
 	case principal == "" && a.Principal != "", principal != "" && a.Principal == principal:
+		return nil
+	case prefix == wire.StepIDPrefix && s.opts.StepMarkProven != nil && s.opts.StepMarkProven(a):
 		return nil
 	}
 	return wire.Reject(wire.RejectBadID, "id %q begins with %q, the service's own ids (escalation steps, Alertmanager "+

@@ -157,6 +157,10 @@ type Options struct {
 	// "" when none; it is noted with the alert for the list of pending alerts. Default:
 	// none is ever proven.
 	Principal func(e store.Entry) string
+	// StepMarkProven reports whether an escalation step's mark (RD_EPISODE) carries the
+	// service's signature (RD_EPISODE_SIG) for the entry's id and target: a step of a
+	// release that signed marks but not principals is the service's too. nil: none is.
+	StepMarkProven func(e store.Entry) bool
 	// Brokers, when set, are broker addresses on which the topic is created if the name
 	// server does not know it; when empty a missing topic is an error at Start.
 	Brokers []string

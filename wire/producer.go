@@ -160,6 +160,12 @@ func (pub Publication) Check(now time.Time, limits DueLimits) *Rejection {
 		if err := CheckID(pub.ID); err != nil {
 			return Reject(RejectBadID, "%v", err)
 		}
+		// The service's own ids go only with the service's proof; without it the
+		// consumer refuses the message (the service's publishers sign theirs).
+		if prefix, principal, ok := ReservedID(pub.ID); ok && (pub.PrincipalSig == "" || principal != "" && pub.Principal != principal) {
+			return Reject(RejectBadID, "id %q begins with %q: ids beginning so are the service's own (escalation steps, "+
+				"Alertmanager notifications), refused on arrival unless the service published them", pub.ID, prefix)
+		}
 	}
 	if separated(pub.Tag) {
 		return Reject(RejectDestination, "tag %q holds %s", pub.Tag, separators)
