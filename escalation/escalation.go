@@ -43,6 +43,7 @@ type Episodes interface {
 	ResolveCopies(ctx context.Context, key string, resolution []byte, copies store.Copies) (store.Ended, error)
 	Ack(ctx context.Context, key string, seq int64, by string) (store.Ended, error)
 	Done(ctx context.Context, key string, seq int64, action string, step int) (bool, error)
+	Tidy(ctx context.Context, key string) error
 	Get(ctx context.Context, key string) (store.Episode, error)
 	Outbox(ctx context.Context, olderThan time.Duration, limit int) ([]string, error)
 	Live(ctx context.Context, limit int) ([]string, error)
@@ -363,17 +364,21 @@ func (e *Escalator) Carry(ctx context.Context, key string) error {
 	}
 	ep, err := e.episodes.Get(ctx, key)
 	if errors.Is(err, store.ErrNoEpisode) {
-		return nil
+		return e.episodes.Tidy(ctx, key)
 	}
 	if err != nil {
 		return err
+	}
+	ob := ep.Outbox
+	if ob.Publish < 0 && ob.Cancel < 0 && !ob.Resolution && !ob.Ack {
+		// Nothing to do (an ending that named nothing: no step was sent).
+		return e.episodes.Tidy(ctx, key)
 	}
 	p, ok := e.policyOf(ep)
 	if !ok {
 		return fmt.Errorf("%w: %q (episode %s)", ErrUnknownPolicy, ep.Policy, key)
 	}
 	sched := oncall.NewSchedule(p)
-	ob := ep.Outbox
 	if ob.Cancel >= 0 {
 		if _, err := e.cancels.Cancel(ctx, StepID(key, ep.Seq, ob.Cancel)); err != nil {
 			return fmt.Errorf("escalation: cancel step %d of %s: %w", ob.Cancel, key, err)

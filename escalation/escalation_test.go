@@ -331,6 +331,37 @@ func TestAGrantedStepIsNotSentAfterTheEpisodeEnded(t *testing.T) {
 	}
 }
 
+// An episode acknowledged before any step was sent, then resolved, names nothing to do
+// (no announcement, no resolution, no cancel), and so does one whose hash expired: the
+// sweeper forgets such a key in the list of outboxes. It kept it for good before: the
+// oldest entries, the sweeper's first hundred were soon all such keys, and what a dead
+// replica left (a next step, a resolution) was never carried out.
+func TestAnEmptyOutboxIsForgotten(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"db": {Steps: []config.EscalationStep{{After: time.Hour, Target: "ops"}}}}, nil)
+	e := w.escalator(nil)
+	ctx := context.Background()
+	outbox := "{" + w.prefix + "}:ep-outbox"
+	listed := func(key string) bool {
+		_, err := w.rdb.ZScore(ctx, outbox, key).Result()
+		return err == nil
+	}
+	key := testenv.Unique("db-")
+	f, err := e.Fire(ctx, key, "db", escalation.Content{Title: "DB down", Text: "primary unreachable"})
+	require.NoError(t, err)
+	_, err = e.Ack(ctx, key, f.Seq, "ana")
+	require.NoError(t, err)
+	_, err = e.Resolve(ctx, key, escalation.Content{Title: "fine", Text: "fine"})
+	require.NoError(t, err)
+	require.NoError(t, e.Carry(ctx, key))
+	require.False(t, listed(key), "nothing left to do: not listed")
+
+	gone := testenv.Unique("db-gone-")
+	require.NoError(t, w.rdb.ZAdd(ctx, outbox, redis.Z{Score: 1, Member: gone}).Err()) // its hash expired
+	require.NoError(t, e.Carry(ctx, gone))
+	require.False(t, listed(gone), "an episode gone: not listed")
+}
+
 // A replica that made a transition and died before carrying it out (CarryLater stands
 // for it) leaves its outbox; another replica's sweeper publishes the step it named, and
 // later cancels the next step and publishes the resolution of a resolve it named.

@@ -45,6 +45,7 @@ var (
 	episodeStepScript = script("episode_step.lua")
 	episodeEndScript  = script("episode_end.lua")
 	episodeDoneScript = script("episode_done.lua")
+	episodeTidyScript = script("episode_tidy.lua")
 )
 
 // Episode states.
@@ -321,6 +322,15 @@ func (s *Episodes) Outbox(ctx context.Context, olderThan time.Duration, limit in
 		return nil, redisFail("episode outboxes", err)
 	}
 	return keys, nil
+}
+
+// Tidy forgets episode key in the list of outboxes (Outbox) when nothing of its outbox
+// is left to carry out, or the episode is gone.
+func (s *Episodes) Tidy(ctx context.Context, key string) error {
+	if err := episodeTidyScript.Run(ctx, s.rdb, []string{s.keys.episode(key), s.keys.episodeOutbox()}, key).Err(); err != nil {
+		return redisFail("tidy an episode's outbox", err)
+	}
+	return nil
 }
 
 func (s *Episodes) redisNow(ctx context.Context) (time.Time, error) {
