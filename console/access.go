@@ -61,7 +61,28 @@ func (c *Console) proxyUser(r *http.Request) (string, bool) {
 		}
 		return "", false
 	}
+	if c.tokenOperator(name) {
+		// What it does would be recorded as that login's (admin.token's, an operator's
+		// token's), and could not be told from it.
+		c.logger.Warn("console: the proxy's user header names a login of the console's tokens; asking for a login",
+			"header", c.access.ProxyUserHeader, "operator", name, "client", c.access.Proxies.Client(r))
+		return "", false
+	}
 	return name, true
+}
+
+// tokenOperator reports whether name is the login of a token: admin (admin.token) or an
+// operator of admin.operators.
+func (c *Console) tokenOperator(name string) bool {
+	if name == adminOperator {
+		return true
+	}
+	for _, o := range c.access.Operators {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // loginOfToken is the login of the operator whose token is got (admin.token: admin), if

@@ -263,6 +263,14 @@ func (c *Console) validSession(r *http.Request) (signedIn, bool, error) {
 		if !c.current(l) {
 			return signedIn{}, false, nil
 		}
+		if l.way == "p" {
+			// A session the proxy opened holds only while the proxy still names its
+			// person: not past a change of the header's setting, nor from a client that
+			// reaches the console around the proxy.
+			if person, named := c.proxyUser(r); !named || person != l.operator {
+				return signedIn{}, false, nil
+			}
+		}
 		in.operator = l.operator
 	}
 	alive, err := c.access.Sessions.Alive(r.Context(), ck.Value)

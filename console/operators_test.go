@@ -63,11 +63,14 @@ func (s *site) acksAs(page, key, operator string) {
 func TestConsoleProxyNamesThePerson(t *testing.T) {
 	trusted, err := proxies.Parse([]string{"127.0.0.1/32", "::1/128"})
 	require.NoError(t, err)
-	s := newSiteWith(t, console.Access{Token: token, Proxies: trusted, ProxyUserHeader: "X-Forwarded-User"})
+	s := newSiteWith(t, console.Access{Token: token, Proxies: trusted, ProxyUserHeader: "X-Forwarded-User",
+		Operators: []config.Operator{{Name: "ana", Token: "ana-token-0123456789abcdef"}}})
 	get := func(s *site, path, user string) (*http.Response, string) {
 		req, err := http.NewRequest(http.MethodGet, s.srv.URL+path, nil)
 		require.NoError(t, err)
-		req.Header.Set("X-Forwarded-User", user)
+		if user != "" {
+			req.Header.Set("X-Forwarded-User", user)
+		}
 		resp, err := s.client.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -76,18 +79,50 @@ func TestConsoleProxyNamesThePerson(t *testing.T) {
 		return resp, b.String()
 	}
 	s.fire("pay-bo", "Payments down")
-	resp, body := get(s, "/ui/escalations", "bo@example.com")
+	bo := s.behind("bo@example.com")
+	resp, body := bo.get("/ui/escalations")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "no login behind the proxy")
-	s.acksAs(body, "pay-bo", "bo@example.com")
+	bo.acksAs(body, "pay-bo", "bo@example.com")
 
 	resp, body = get(s, "/ui/escalations", "cy")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, `<span class="operator">cy</span>`, "another person through the same browser is signed in as themselves")
 	resp, _ = get(s.another(), "/ui/escalations", "<script>")
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "a name no operator may have asks for a login")
+	for _, name := range []string{"admin", "ana"} {
+		resp, _ = get(s.another(), "/ui/escalations", name)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the proxy cannot name %s, a login of a token", name)
+	}
+	resp, _ = get(s, "/ui/escalations", "")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode,
+		"cy's session, opened by the proxy, does not hold for a request the proxy did not name cy in")
 
 	untrusted := newSiteWith(t, console.Access{Token: token, ProxyUserHeader: "X-Forwarded-User"})
 	resp, _ = get(untrusted, "/ui/escalations", "bo@example.com")
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "from an address that is no trusted proxy the header is ignored")
 	require.Contains(t, resp.Header.Get("Location"), "/ui/login")
+}
+
+// behind is s as seen through an authenticating proxy that names user in every request
+// (X-Forwarded-User), with s's cookies.
+func (s *site) behind(user string) *site {
+	c := *s
+	base := s.client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.client = &http.Client{Jar: s.client.Jar, CheckRedirect: s.client.CheckRedirect, Transport: namedBy{base, user}}
+	return &c
+}
+
+// namedBy adds the proxy's user header to each request.
+type namedBy struct {
+	base http.RoundTripper
+	user string
+}
+
+func (n namedBy) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Forwarded-User", n.user)
+	return n.base.RoundTrip(r)
 }
