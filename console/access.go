@@ -107,8 +107,10 @@ type Sessions interface {
 	Open(ctx context.Context, session string, ttl time.Duration) error
 	Alive(ctx context.Context, session string) (bool, error)
 	End(ctx context.Context, session string) error
-	LoginWait(ctx context.Context, client string, l store.LoginLimits) (time.Duration, error)
-	LoginFailed(ctx context.Context, client string, window time.Duration) error
+	// LoginAttempt counts a login about to be tried as a failure (0), or says how long
+	// the client must wait (not counted); LoginSucceeded takes a counted one back.
+	LoginAttempt(ctx context.Context, client string, l store.LoginLimits) (time.Duration, error)
+	LoginSucceeded(ctx context.Context, client string) error
 }
 
 // loginLimits are the console's: a client that failed 5 logins within 5 minutes waits
@@ -135,7 +137,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostForm.Get("next"))
 	client := c.access.Proxies.Client(r)
-	wait, err := c.access.Sessions.LoginWait(r.Context(), client, loginLimits)
+	wait, err := c.access.Sessions.LoginAttempt(r.Context(), client, loginLimits)
 	if err != nil {
 		c.unavailable(w, r, err)
 		return
@@ -149,13 +151,13 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who, ok := c.loginOfToken(r.PostForm.Get("token"))
-	if !ok {
-		if err := c.access.Sessions.LoginFailed(r.Context(), client, loginLimits.Window); err != nil {
-			c.unavailable(w, r, err)
-			return
-		}
+	if !ok { // counted already
 		c.logger.Warn("console login refused: wrong token", "client", client)
 		c.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "That is not an operator's token."})
+		return
+	}
+	if err := c.access.Sessions.LoginSucceeded(r.Context(), client); err != nil {
+		c.unavailable(w, r, err)
 		return
 	}
 	if _, err := c.openSession(w, r, who); err != nil {

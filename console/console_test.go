@@ -87,8 +87,11 @@ func newSiteWith(t *testing.T, access console.Access) *site {
 	return &site{t: t, srv: srv, client: browserClient(t), fs: fs, ws: ws, eps: eps, owners: owners}
 }
 
+// withSessions is a with s as its Sessions, unless a has some already.
 func withSessions(a console.Access, s console.Sessions) console.Access {
-	a.Sessions = s
+	if a.Sessions == nil {
+		a.Sessions = s
+	}
 	return a
 }
 

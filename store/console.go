@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,31 +56,29 @@ type LoginLimits struct {
 	Window           time.Duration
 }
 
-// LoginWait is how long client must wait before it may try to log in again: 0 when it
-// may now.
-func (a *ConsoleAccess) LoginWait(ctx context.Context, client string, l LoginLimits) (time.Duration, error) {
-	mine, all := a.keys.consoleFails(client), a.keys.consoleFails("")
-	p := a.rdb.Pipeline()
-	counts := p.MGet(ctx, mine, all)
-	mineTTL, allTTL := p.PTTL(ctx, mine), p.PTTL(ctx, all)
-	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, redisFail("count failed console logins", err)
+var consoleLoginScript = script("console_login.lua")
+
+// LoginAttempt counts a login client is about to try as a failure, for client and for
+// everyone, before it is tried: 0 when it may be tried now, else how long client must
+// wait (the attempt is not counted then). A login that succeeds is taken back
+// (LoginSucceeded). Counting first, in one script, is what keeps logins sent at once
+// from all being tried.
+func (a *ConsoleAccess) LoginAttempt(ctx context.Context, client string, l LoginLimits) (time.Duration, error) {
+	ms, err := consoleLoginScript.Run(ctx, a.rdb, []string{a.keys.consoleFails(client), a.keys.consoleFails("")},
+		l.PerClient, l.Total, max(l.Window.Milliseconds(), 1)).Int64()
+	if err != nil {
+		return 0, redisFail("count a console login", err)
 	}
-	n := counts.Val()
-	switch {
-	case count(n[0]) >= l.PerClient:
-		return max(mineTTL.Val(), time.Millisecond), nil
-	case count(n[1]) >= l.Total:
-		return max(allTTL.Val(), time.Millisecond), nil
-	}
-	return 0, nil
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// count is a counter's value as MGET returns it (nil when absent).
-func count(v any) int {
-	s, _ := v.(string)
-	n, _ := strconv.Atoi(s)
-	return n
+var consoleLoginOKScript = script("console_login_ok.lua")
+
+// LoginSucceeded takes back the attempt LoginAttempt counted for client: it was no
+// failure.
+func (a *ConsoleAccess) LoginSucceeded(ctx context.Context, client string) error {
+	err := consoleLoginOKScript.Run(ctx, a.rdb, []string{a.keys.consoleFails(client), a.keys.consoleFails("")}).Err()
+	return consoleFail("take back a console login", err)
 }
 
 // consoleFail is err, when there is one, as the failure to op.
@@ -91,16 +87,4 @@ func consoleFail(op string, err error) error {
 		return nil
 	}
 	return redisFail(op, err)
-}
-
-// LoginFailed counts a failed login from client; the count starts a window of length
-// window at a client's (and at everyone's) first failure.
-func (a *ConsoleAccess) LoginFailed(ctx context.Context, client string, window time.Duration) error {
-	p := a.rdb.Pipeline()
-	for _, k := range []string{a.keys.consoleFails(client), a.keys.consoleFails("")} {
-		p.Incr(ctx, k)
-		p.ExpireNX(ctx, k, window)
-	}
-	_, err := p.Exec(ctx)
-	return consoleFail("count a failed console login", err)
 }
