@@ -64,6 +64,8 @@ type Canceller interface {
 type Bodies interface {
 	Body(target string, m sender.Message) ([]byte, error)
 	Kind(target string) string
+	// Check checks a body as the target's platform would, when it is published.
+	Check(target string, body []byte) error
 }
 
 // Content is what an episode's steps say: the latest firing notification, rendered.
@@ -451,7 +453,9 @@ func (e *Escalator) announce(ctx context.Context, ep store.Episode, id string, c
 	if ep.LastTarget == "" {
 		return nil
 	}
-	body, err := e.render(ep.LastTarget, sender.Message{Format: sender.FormatMarkdown, Title: c.Title, Text: c.Text})
+	body, err := e.fitted(ep.LastTarget, c.Text, func(text string) sender.Message {
+		return sender.Message{Format: sender.FormatMarkdown, Title: c.Title, Text: text}
+	})
 	if err != nil {
 		return fmt.Errorf("escalation: render %s: %w", id, err)
 	}
@@ -594,20 +598,56 @@ func (e *Escalator) stepBody(ep store.Episode, seq int64, k int, step config.Esc
 	now := e.now()
 	kind := e.bodies.Kind(step.Target)
 	mentions, duty := oncall.Mentions(step.Mention, kind, e.opts.Rotations, now)
-	var b strings.Builder
-	b.WriteString(c.Text)
-	fmt.Fprintf(&b, "\n\n**Escalation**, step %d (policy %s)", k+1, ep.Policy)
+	var footer strings.Builder
+	fmt.Fprintf(&footer, "\n\n**Escalation**, step %d (policy %s)", k+1, ep.Policy)
 	if step.Mention.Rotation != "" {
-		fmt.Fprintf(&b, "; on duty: %s", duty.Member.Name)
+		fmt.Fprintf(&footer, "; on duty: %s", duty.Member.Name)
 		if !duty.Mentioned {
-			b.WriteString(" (no id on this platform to mention)")
+			footer.WriteString(" (no id on this platform to mention)")
 		}
 	}
 	if e.opts.Links != nil {
-		fmt.Fprintf(&b, "\n\n[Acknowledge](%s)", e.opts.Links.URL(ep.Key, seq, now))
+		fmt.Fprintf(&footer, "\n\n[Acknowledge](%s)", e.opts.Links.URL(ep.Key, seq, now))
 	}
 	title := fmt.Sprintf("[ESCALATION %d] %s", k+1, c.Title)
-	return e.render(step.Target, sender.Message{Format: sender.FormatMarkdown, Title: title, Text: b.String(), Mentions: mentions})
+	return e.fitted(step.Target, c.Text, func(text string) sender.Message {
+		return sender.Message{Format: sender.FormatMarkdown, Title: title, Text: text + footer.String(), Mentions: mentions}
+	})
+}
+
+// cutNote ends a text fitted shorter for its target (fitted).
+const cutNote = "\n\n… (cut: too long for this chat)"
+
+// fitted renders message(text) for target. When the target's platform would refuse it
+// (too long even in parts: an Alertmanager group fitted to another target's platform, or
+// a step's own lines on top), text is cut, its beginning kept and cutNote after it, to
+// the longest that the platform takes: a page that goes, rather than one refused for
+// ever. A body no cut makes acceptable is returned as it is, with the platform's error.
+func (e *Escalator) fitted(target, text string, message func(text string) sender.Message) ([]byte, error) {
+	body, err := e.render(target, message(text))
+	if err != nil || e.bodies.Kind(target) == "" {
+		return body, err
+	}
+	refused := e.bodies.Check(target, body)
+	if refused == nil {
+		return body, nil
+	}
+	runes := []rune(text)
+	best := []byte(nil)
+	for lo, hi := 0, len(runes)-1; lo <= hi; { // the longest cut that goes
+		mid := (lo + hi) / 2
+		b, err := e.render(target, message(string(runes[:mid])+cutNote))
+		if err == nil && e.bodies.Check(target, b) == nil {
+			best, lo = b, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	if best == nil {
+		return body, refused
+	}
+	e.logger.Warn("an escalation's text was cut to fit its target", "target", target, "runes", len(runes), "err", refused)
+	return best, nil
 }
 
 // Run carries out, every second until ctx ends, the outboxes a replica named and left

@@ -362,6 +362,35 @@ func TestAnEmptyOutboxIsForgotten(t *testing.T) {
 	require.False(t, listed(gone), "an episode gone: not listed")
 }
 
+// An episode whose content is longer than its step's target takes even in parts (an
+// Alertmanager group fitted to the receiver's platform, paging another; or the step's
+// own lines on top) is paged with its text cut, and so is its resolution: a step the
+// platform refuses would stay in the outbox for ever, its page lost. On the code before,
+// the step's body was over DingTalk's limit (the service's producer refuses it).
+func TestAStepTooLongForItsTargetIsCut(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]config.Policy{"db": {Steps: []config.EscalationStep{{Target: "ops"}}}}, nil)
+	e := w.escalator(nil)
+	ctx := context.Background()
+	key := testenv.Unique("db-")
+	long := strings.Repeat("db-1 refuses connections; replica lag 40 s; disk 97 %\n", 5000) // 270 KB, over DingTalk's 200 KB in parts
+	f, err := e.Fire(ctx, key, "db", escalation.Content{Title: "DB down", Text: long})
+	require.NoError(t, err)
+	step0 := w.only(t, escalation.StepID(key, f.Seq, 0))
+	require.NoError(t, w.bodies.Check("ops", step0.Body), "the step's body is one DingTalk takes")
+	send, body := due(t, e, step0)
+	require.True(t, send)
+	require.NoError(t, w.bodies.Check("ops", body), "and so is the body rendered when it falls due")
+	require.Contains(t, string(body), "cut: too long for this chat")
+	require.Contains(t, string(body), "db-1 refuses connections", "its beginning kept")
+	require.Contains(t, string(body), "**Escalation**, step 1", "and the step's own lines")
+
+	_, err = e.Resolve(ctx, key, escalation.Content{Title: "DB fine", Text: long})
+	require.NoError(t, err)
+	res := w.only(t, escalation.ResolutionID(key, f.Seq))
+	require.NoError(t, w.bodies.Check("ops", res.Body), "the resolution too")
+}
+
 // A replica that made a transition and died before carrying it out (CarryLater stands
 // for it) leaves its outbox; another replica's sweeper publishes the step it named, and
 // later cancels the next step and publishes the resolution of a resolve it named.
