@@ -126,6 +126,11 @@ func TestMovingAnothersAlertKeepsItsOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "shop", owner)
 
+	s.do("POST", AlertsPath+"/shop-1/reschedule", map[string]any{"in": "876000h"}) // a hundred years: refused
+	ttl, err = s.rdb.PTTL(t.Context(), "{"+s.prefix+"}:principal:alert:shop-1").Result()
+	require.NoError(t, err)
+	require.LessOrEqual(t, ttl, s.cfg.Scheduler.Horizon+s.cfg.Scheduler.DoneTTL, "never kept past the horizon")
+
 	s.do("POST", AlertsPath+"/topic-1/reschedule", map[string]any{"in": "200h"})
 	owner, err = s.owners.Owner(t.Context(), store.OwnAlert, "topic-1")
 	require.NoError(t, err)

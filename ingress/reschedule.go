@@ -66,9 +66,11 @@ func (in *Ingress) reschedule(w http.ResponseWriter, r *http.Request) {
 	if !in.alertOwnedBy(w, r, "reschedule", p, id) {
 		return
 	}
-	// The owner's record, whoever's, lasts as long as the alert at its new time; an alert
-	// nobody owns stays nobody's.
-	if _, err := in.deps.Producers.Extend(r.Context(), store.OwnAlert, id, store.AlertOwnerTTL(due, now, in.cfg.Scheduler.DoneTTL)); err != nil {
+	// The owner's record, whoever's, lasts as long as the alert at its new time (never
+	// past the horizon: a time beyond it is refused below); an alert nobody owns stays
+	// nobody's.
+	ttl := min(store.AlertOwnerTTL(due, now, in.cfg.Scheduler.DoneTTL), in.cfg.Scheduler.Horizon+in.cfg.Scheduler.DoneTTL)
+	if _, err := in.deps.Producers.Extend(r.Context(), store.OwnAlert, id, ttl); err != nil {
 		in.unavailableRedis(w, "reschedule", id, err)
 		return
 	}

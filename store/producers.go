@@ -114,20 +114,16 @@ func (p *Producers) Publish(ctx context.Context, principal string, perSecond flo
 		return 0, "", errors.New("store: a principal's publish: burst must be positive")
 	}
 	keys := []string{p.keys.principalRate(principal), p.keys.ownerOf(OwnAlert, id)}
+	args := []any{max(perSecond, 0), burst, principal, max(ttl.Milliseconds(), 1)}
 	trace := p.keys.shard(shardIndex(id, p.shards), p.shards).trace(id)
 	if p.shards == 1 {
 		keys = append(keys, trace)
 	} else if who, held, err := p.heldAs(ctx, trace); err != nil {
 		return 0, "", err
 	} else if held && who != principal {
-		switch owner, err := p.Owner(ctx, OwnAlert, id); {
-		case err != nil:
-			return 0, "", err
-		case owner == "": // else its record decides, in the script
-			return 0, who, nil
-		}
+		args = append(args, who) // the script weighs it against the owner record, after the rate
 	}
-	v, err := principalPublishScript.Run(ctx, p.rdb, keys, max(perSecond, 0), burst, principal, max(ttl.Milliseconds(), 1)).Slice()
+	v, err := principalPublishScript.Run(ctx, p.rdb, keys, args...).Slice()
 	if err != nil {
 		return 0, "", redisFail("a principal's publish", err)
 	}

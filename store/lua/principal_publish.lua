@@ -9,11 +9,15 @@
 --                                   stage of one shard): an id without an owner record
 --                                   whose trace names another (its who: a principal, ""
 --                                   for an alert published to the topic directly) is not
---                                   taken. Absent: the caller looked at the trace itself.
+--                                   taken. Absent: the caller read the trace itself (in
+--                                   another slot, several shards) and says in ARGV[5].
 -- ARGV[1]  rate, requests per second; 0: none
 -- ARGV[2]  burst, requests that may come at once
 -- ARGV[3]  the principal's name
 -- ARGV[4]  how long the owner is kept, ms
+-- ARGV[5]  without KEYS[3]: the principal the trace names when it names another ("" for
+--          an alert published to the topic directly), absent when it names none or the
+--          principal
 --
 -- Returns {0, wait}: over the rate, wait µs until a request may go; {1, owner}: the id's
 -- owner (ARGV[3] when it is now, or already was, the principal's); {2, who}: the id has
@@ -32,6 +36,8 @@ if not prev then
     if tr[1] and (tr[2] or '') ~= ARGV[3] then
       return {2, tr[2] or ''}
     end
+  elseif ARGV[5] then
+    return {2, ARGV[5]}
   end
   redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
   return {1, ARGV[3]}
