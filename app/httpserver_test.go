@@ -296,3 +296,35 @@ func TestStreamsPerConnectionAreCapped(t *testing.T) {
 	require.Equal(t, sent, served, "every request answered, over HTTP/2")
 	require.LessOrEqual(t, most, http2Streams, "at most %d requests of one connection served at once", http2Streams)
 }
+
+// TestAdminTokenGuessesAreThrottled: the admin API, the inspect route and /readyz take
+// the admin token as the console's login does, and guesses of it count against the
+// same limits: after 5 wrong tokens from one client, even the right one waits (429 with
+// Retry-After). On the code before, the admin API answered every guess, without limit.
+func TestAdminTokenGuessesAreThrottled(t *testing.T) {
+	cfg := stackConfig(t)
+	cfg.Admin.Token = "the-admin-token-0123456789"
+	base, _ := serveWith(t, cfg, ServeOptions{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	ask := func(path, tok string) *http.Response {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	require.Equal(t, http.StatusOK, ask("/api/v1/failed", cfg.Admin.Token.Reveal()).StatusCode, "the right token is taken back")
+	for i, path := range []string{"/api/v1/failed", "/api/v1/failed/stats", "/api/v1/alerts/some-id", "/readyz", "/api/v1/failed"} {
+		resp := ask(path, "not-the-admin-token-0123456789")
+		if path != "/readyz" { // which answers, its checks' errors hidden
+			require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "guess %d", i+1)
+		}
+		require.NotEqual(t, http.StatusTooManyRequests, resp.StatusCode, "guess %d", i+1)
+	}
+	resp := ask("/api/v1/failed", cfg.Admin.Token.Reveal())
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "after five guesses the client waits, with the right token too")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Equal(t, http.StatusOK, ask("/readyz", "").StatusCode, "the probe without a token is never held")
+}

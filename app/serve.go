@@ -326,17 +326,19 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if err != nil {
 		return err // validated with the configuration: only a bug reaches this
 	}
+	logins := store.NewConsoleAccess(rdb, cfg.Redis.KeyPrefix) // the console's sessions, and guesses of the admin token
+	guard := func(h http.Handler) http.Handler { return guardAdmin(h, cfg.Admin.Token, logins, trusted, logger) }
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", h.live)
-	mux.HandleFunc("GET /readyz", h.ready)
+	mux.Handle("GET /readyz", guard(http.HandlerFunc(h.ready)))
 	var gatherer prometheus.Gatherer = reg
 	if opts.Gatherer != nil {
 		gatherer = prometheus.Gatherers{reg, opts.Gatherer}
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{Registry: reg}))
-	adminAPI := failed.Handler(failedSends, failed.Targets(cfg.Targets), logger, cfg.Admin.Token)
+	adminAPI := guard(failed.Handler(failedSends, failed.Targets(cfg.Targets), logger, cfg.Admin.Token))
 	inspector := failed.Inspector{Wheel: ws, Rows: failedSends, Config: cfg, Now: now, Owners: producers}
-	mux.Handle("GET "+failed.AlertsPath+"/{id}", failed.InspectHandler(inspector, logger, cfg.Admin.Token))
+	mux.Handle("GET "+failed.AlertsPath+"/{id}", guard(failed.InspectHandler(inspector, logger, cfg.Admin.Token)))
 	mux.Handle(failed.APIPrefix, adminAPI)
 	mux.Handle(failed.APIPrefix+"/", adminAPI)
 	ingressAPI := ing.Handler()
@@ -349,7 +351,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	mux.Handle(escalation.AckPath, ackHandler)
 	mux.Handle(console.Prefix, console.Handler(failedSends, failed.Targets(cfg.Targets), console.AlertFinder{Inspector: inspector, Canceller: canceller, Rescheduler: rescheduler, List: ws}, console.Sources{Wheel: ws, Pool: pool, Targets: chatOpts.Targets,
 		Limit: cfg.Sender.Limit, Mode: sched.Mode, Lateness: schedMetrics.HandoffLateness}.State, esc, templates,
-		console.Access{Token: cfg.Admin.Token, Sessions: store.NewConsoleAccess(rdb, cfg.Redis.KeyPrefix), Proxies: trusted,
+		console.Access{Token: cfg.Admin.Token, Sessions: logins, Proxies: trusted,
 			Operators: cfg.Admin.Operators, ProxyUserHeader: cfg.Admin.ProxyUserHeader}, logger))
 
 	handler.set(mux)

@@ -113,10 +113,10 @@ type Sessions interface {
 	LoginSucceeded(ctx context.Context, client string) error
 }
 
-// loginLimits are the console's: a client that failed 5 logins within 5 minutes waits
-// out the 5 minutes (as Grafana locks a login), and after 100 failures from everyone in
-// 5 minutes every client does.
-var loginLimits = store.LoginLimits{PerClient: 5, Total: 100, Window: 5 * time.Minute}
+// LoginLimits are the console's, and every route's that takes the admin token: a client
+// that failed 5 logins within 5 minutes waits out the 5 minutes (as Grafana locks a
+// login), and after 100 failures from everyone in 5 minutes every client does.
+var LoginLimits = store.LoginLimits{PerClient: 5, Total: 100, Window: 5 * time.Minute}
 
 // maxLoginBody bounds a login form: a token and where to go next.
 const maxLoginBody = 4 << 10
@@ -137,7 +137,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostForm.Get("next"))
 	client := c.access.Proxies.Client(r)
-	wait, err := c.access.Sessions.LoginAttempt(r.Context(), client, loginLimits)
+	wait, err := c.access.Sessions.LoginAttempt(r.Context(), client, LoginLimits)
 	if err != nil {
 		c.unavailable(w, r, err)
 		return
