@@ -26,7 +26,7 @@ func guardAdmin(h http.Handler, token config.Secret, logins *store.ConsoleAccess
 			h.ServeHTTP(w, r)
 			return
 		}
-		client := trusted.Client(r)
+		client := proxies.ThrottleKey(trusted.Client(r))
 		wait, err := logins.LoginAttempt(r.Context(), client, console.LoginLimits)
 		if err != nil {
 			logger.Warn("admin token guesses could not be counted", "client", client, "err", err)

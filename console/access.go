@@ -136,7 +136,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
-	client := c.access.Proxies.Client(r)
+	client := proxies.ThrottleKey(c.access.Proxies.Client(r))
 	wait, err := c.access.Sessions.LoginAttempt(r.Context(), client, LoginLimits)
 	if err != nil {
 		c.unavailable(w, r, err)

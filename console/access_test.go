@@ -61,6 +61,14 @@ func TestConsoleLimitsFailedLogins(t *testing.T) {
 	}
 	require.Equal(t, http.StatusTooManyRequests, proxied.loginFrom("192.0.2.1", token, false).StatusCode,
 		"100 failures in the window: everyone waits")
+
+	// An IPv6 client is its /64: taking its addresses in turn tries nothing anew.
+	v6 := newSiteBehind(t, token, mustTrust(t, "127.0.0.0/8"))
+	for i := range 5 {
+		require.Equal(t, http.StatusUnauthorized, v6.loginFrom("2001:db8:1:2::"+strconv.Itoa(i+1), "wrong", false).StatusCode)
+	}
+	require.Equal(t, http.StatusTooManyRequests, v6.loginFrom("2001:db8:1:2::99", token, false).StatusCode, "the same /64")
+	require.Equal(t, http.StatusSeeOther, v6.loginFrom("2001:db8:1:3::1", token, false).StatusCode, "another /64")
 }
 
 // The session cookie is Secure over HTTPS, also behind a trusted proxy that terminated

@@ -100,3 +100,18 @@ func (t Trusted) Secure(r *http.Request) bool {
 	protos := strings.Split(strings.Join(r.Header.Values("X-Forwarded-Proto"), ","), ",")
 	return strings.EqualFold(strings.TrimSpace(protos[len(protos)-1]), "https")
 }
+
+// ThrottleKey is the key a client address (Client's) is limited by: the address itself,
+// or for IPv6 its /64, the network one subscriber holds, whose addresses it can take in
+// turn to try anew.
+func ThrottleKey(client string) string {
+	a, err := netip.ParseAddr(client)
+	if err != nil || a.Is4() || a.Is4In6() {
+		return client
+	}
+	p, err := a.Prefix(64)
+	if err != nil {
+		return client
+	}
+	return p.String()
+}
