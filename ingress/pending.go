@@ -130,14 +130,15 @@ func timeParam(v url.Values, name string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// ParseWhen reads a moment written as RFC 3339 or as a duration from now ("2h", "-30m").
+// ParseWhen reads a moment written as RFC 3339 or as a duration from now ("2h",
+// "-30m", "3d", as every duration of the service: config.ParseDuration).
 func ParseWhen(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
+	if d, err := config.ParseDuration(s); err == nil {
 		return now.Add(d), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, errors.New("neither an RFC 3339 time nor a duration from now (2h, -30m)")
+		return time.Time{}, errors.New("neither an RFC 3339 time nor a duration from now (2h, -30m, 3d)")
 	}
 	return t, nil
 }
