@@ -425,7 +425,7 @@ func TestWheelStageRequeue(t *testing.T) {
 	now := redisNow(t, rdb)
 	old := now.Add(30 * time.Second).Truncate(time.Millisecond)
 	far := now.Add(time.Hour).Truncate(time.Millisecond)
-	ids := []string{"commit", "arrive-first", "refuse", "crash-before-publish", "claimed", "twice", "cancelled"}
+	ids := []string{"commit", "arrive-first", "refuse", "crash-before-publish", "claimed", "twice", "cancelled", "delivered-long-ago"}
 	for _, id := range ids {
 		_, err := ws.Put(ctx, entryAt(id, old))
 		require.NoError(t, err)
@@ -531,6 +531,20 @@ func TestWheelStageRequeue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.RescheduleCancelled, got.Result)
 	require.Equal(t, store.PutStale, put("cancelled", far, q.Gen))
+
+	// Not settled, the original delivered at its old time, and its done marker and trace
+	// expired (doneTTL) before the copy, due far later, arrives: the copy is refused, not
+	// sent again. (It was committed as if the alert were still hopping.)
+	q = requeue("delivered-long-ago")
+	_, err = rdb.ZRem(ctx, "{"+prefix+"}:due", "delivered-long-ago").Result()
+	require.NoError(t, err)
+	require.NoError(t, rdb.HDel(ctx, "{"+prefix+"}:entries", "delivered-long-ago").Err())
+	require.NoError(t, rdb.Del(ctx, "{"+prefix+"}:trace:delivered-long-ago").Err())
+	require.Equal(t, store.PutUndecided, put("delivered-long-ago", far, q.Gen))
+	got, err = ws.SettleRequeue(ctx, "delivered-long-ago", q.Gen, far, true)
+	require.NoError(t, err)
+	require.Equal(t, store.RescheduleTooLate, got.Result, "nothing says the alert still hops: the copy is not the alert")
+	require.Equal(t, store.PutStale, put("delivered-long-ago", far, q.Gen))
 }
 
 // The last move accepted wins: a move answered "moved" or "hop moved" refuses an

@@ -36,8 +36,9 @@
 --         1 moved (g is the live generation: the entry that waited is gone, the copy of
 --           generation g in the broker is the alert, due at ARGV[3]; every other copy is
 --           stale and dropped on arrival),
---         2 too late (the alert was in flight, partly sent, or settled by another
---           generation meanwhile: g is refused, its copy is dropped on arrival),
+--         2 too late (the alert was in flight, partly sent, settled by another
+--           generation meanwhile, or is neither waiting nor hopping by its trace: g is
+--           refused, its copy is dropped on arrival),
 --         3 already delivered, 4 cancelled, 5 recorded, 7 withheld (g is refused),
 --         8 refused (ARGV[4] was "refuse", and g was not decided before: nothing changed).
 -- A generation already decided is answered as decided: 1 if it is the live one, else 2.
@@ -72,7 +73,12 @@ else
   if redis.call('EXISTS', KEYS[5]) == 1 then
     return {4, 0}
   end
-  -- Not in Redis: the live copy, if any, is hopping; it becomes stale.
+  -- Not in Redis: the live copy is hopping, as its trace says, and becomes stale. With
+  -- no trace that says so, the alert may be long delivered, its done marker gone
+  -- (doneTTL is shorter than a move can reach): g is refused rather than sent again.
+  if redis.call('HGET', KEYS[6], 'st') ~= 'hopping' then
+    return {2, 0}
+  end
 end
 redis.call('HSET', KEYS[8], 'live', ARGV[2])
 redis.call('SET', KEYS[7], ARGV[3], 'PX', ARGV[5])
