@@ -70,7 +70,7 @@ func (s *Scheduler) retryLevel(reconsume int) int {
 // failed.
 func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stage string, err error) {
 	s.metrics.received.Inc()
-	if msg.GetProperty(PropProbe) != "" {
+	if msg.GetProperty(PropProbe) != "" && msg.GetProperty(wire.PropTarget) == "" { // a probe names no target; an alert that says it is one is not
 		s.logger.Debug("start-up probe dropped", "probe", msg.GetProperty(PropProbe), "msg_id", msg.MsgId)
 		return "probe", nil
 	}

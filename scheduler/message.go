@@ -59,6 +59,10 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.
 	if a.Target == "" {
 		return a, wire.Reject(wire.RejectMissingTarget, "the message has no %s property naming a target", wire.PropTarget)
 	}
+	if n := propertyBytes(msg); n > maxConsumedPropertyBytes {
+		return a, wire.Reject(wire.RejectDestination, "its properties take %d bytes encoded; a hop adds rocketdelay's and the broker's "+
+			"own, and the broker refuses a message whose properties pass 32767: at most %d are accepted", n, maxConsumedPropertyBytes)
+	}
 	if !rules.knownTarget(a.Target) {
 		return a, wire.Reject(wire.RejectUnknownTarget, "%s %q is not a target in the configuration", wire.PropTarget, a.Target)
 	}
@@ -143,4 +147,21 @@ func messageID(msg *primitive.MessageExt) string {
 		return k
 	}
 	return msg.MsgId
+}
+
+// maxConsumedPropertyBytes bounds a consumed message's encoded properties: the broker
+// refuses a message whose properties pass 32767 bytes, and a hop or a send-back adds
+// rocketdelay's (RD_DELIVER_AT_MS, RD_HOPS, RD_ID, …) and the broker's own (REAL_TOPIC,
+// DELAY, …), so a message nearer the limit could never hop: retried for ever, it would
+// hold its queue.
+const maxConsumedPropertyBytes = 32767 - 1024
+
+// propertyBytes is the size of msg's properties as the broker encodes them: each name and
+// value, and a separator after each.
+func propertyBytes(msg *primitive.MessageExt) int {
+	n := 0
+	for k, v := range msg.GetProperties() {
+		n += len(k) + len(v) + 2
+	}
+	return n
 }

@@ -3,9 +3,12 @@ package scheduler
 import (
 	"context"
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -14,6 +17,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 func TestPlanTimerExamples(t *testing.T) {
@@ -169,4 +173,59 @@ func TestTimerModeRefusesAMarginBelowThePrecision(t *testing.T) {
 	defer stop(t, s)
 	require.Equal(t, 1.0, testutil.ToFloat64(m.mode.WithLabelValues(config.ModeLevels)))
 	require.Nil(t, s.broker.route.Timer)
+}
+
+// A producer's message carries what only the broker or rocketdelay sets: in timer mode a
+// TIMER_DEL_UNIQKEY (copied onto the hop, it made the hop a request to delete a timer
+// message, which the broker never delivers), and an RD_PROBE with a target (dropped
+// silently as a start-up probe). Each alert is delivered once all the same.
+func TestBrokerAndProbePropertiesOfAProducerTakeNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	h.mode = config.ModeTimer
+	h.start("timer")
+	send := func(id string, props map[string]string) {
+		m := primitive.NewMessage(h.topic, []byte(`{"msgtype":"text","text":{"content":"`+id+`"}}`))
+		m.WithProperty(wire.PropTarget, "ops")
+		m.WithProperty(wire.PropID, id)
+		m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().Add(25*time.Second).UnixMilli(), 10))
+		for k, v := range props {
+			m.WithProperty(k, v)
+		}
+		res, err := h.raw.SendSync(context.Background(), m)
+		require.NoError(t, err)
+		require.Equal(t, primitive.SendOK, res.Status)
+	}
+	send("del-key", map[string]string{"TIMER_DEL_UNIQKEY": "someone-elses-key"})
+	send("probe", map[string]string{PropProbe: "route"})
+	h.rec.waitAll(t, []string{"del-key", "probe"}, 90*time.Second)
+}
+
+// A producer's message whose properties fill nearly all the broker takes (32767 bytes
+// encoded) cannot hop: the hop adds rocketdelay's and the broker's own. It is rejected
+// on arrival with its reason, not retried for ever (it held its queue: every hop and
+// send-back was refused, and nothing recorded it).
+func TestPropertiesTooLargeToHopAreRejected(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	h.start("a")
+	m := primitive.NewMessage(h.topic, []byte(`{"msgtype":"text","text":{"content":"big"}}`))
+	m.WithProperty(wire.PropTarget, "ops")
+	m.WithProperty(wire.PropID, "big-props")
+	m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().Add(20*time.Second).UnixMilli(), 10))
+	m.WithProperty("NOTE", strings.Repeat("x", 32767-300))
+	res, err := h.raw.SendSync(context.Background(), m)
+	require.NoError(t, err)
+	require.Equal(t, primitive.SendOK, res.Status)
+	require.Eventually(t, func() bool {
+		h.rec.mu.Lock()
+		defer h.rec.mu.Unlock()
+		for _, r := range h.rec.rejected {
+			if r.Alert.ID == "big-props" && r.Reason == string(wire.RejectDestination) {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond, "rejected with its reason")
+	require.Zero(t, h.rec.count("big-props"))
 }

@@ -227,7 +227,9 @@ func printable(s string) bool {
 // SystemProperty reports whether a message property is the broker's or the client's own
 // (delay level, real topic, unique key, timer fields, …): a property that must not be
 // copied onto a message rocketdelay publishes.
-func SystemProperty(name string) bool { return systemProperty[name] }
+func SystemProperty(name string) bool {
+	return systemProperty[name] || strings.HasPrefix(name, "__RMQ.TRANSIENT.")
+}
 
 var systemProperty = map[string]bool{
 	primitive.PropertyDelayTimeLevel:                 true,
@@ -260,6 +262,38 @@ var systemProperty = map[string]bool{
 	"INNER_NUM":                                      true,
 	"INNER_BASE":                                     true,
 	"TRACE_CONTEXT":                                  true,
+	// The rest of the broker's own (RocketMQ 5.3's MessageConst), KEYS and TAGS aside: a
+	// copied TIMER_DEL_UNIQKEY makes a timer hop a delete request that is never
+	// delivered, a copied MSG_TYPE=reply makes the client send it as a reply.
+	"TIMER_DEL_UNIQKEY":              true,
+	"TIMER_DELAY_LEVEL":              true,
+	"BUYER_ID":                       true,
+	"TRANSFER_FLAG":                  true,
+	"CORRECTION_FLAG":                true,
+	"MQ2_FLAG":                       true,
+	"EXTEND_UNIQ_INFO":               true,
+	"CHECK_IMMUNITY_TIME_IN_SECONDS": true,
+	"__transactionId__":              true,
+	"INSTANCE_ID":                    true,
+	"CORRELATION_ID":                 true,
+	"REPLY_TO_CLIENT":                true,
+	"TTL":                            true,
+	"ARRIVE_TIME":                    true,
+	"PUSH_REPLY_TIME":                true,
+	"MSG_TYPE":                       true,
+	"POP_CK":                         true,
+	"POP_CK_OFFSET":                  true,
+	"1ST_POP_TIME":                   true,
+	"__SHARDINGKEY":                  true,
+	"PROPERTY_FORWARD_QUEUE_ID":      true,
+	"REDIRECT":                       true,
+	"INNER_MULTI_DISPATCH":           true,
+	"INNER_MULTI_QUEUE_OFFSET":       true,
+	"__BORNHOST":                     true,
+	"BORN_TIMESTAMP":                 true,
+	"__CRC32#":                       true,
+	"DLQ_ORIGIN_TOPIC":               true,
+	"DLQ_ORIGIN_MESSAGE_ID":          true,
 }
 
 // SendStatus names a broker's send status as RocketMQ does: SEND_OK,
