@@ -135,7 +135,7 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request) {
 		c.storeFail(w, r, "cancel the alert", err)
 		return
 	}
-	c.logger.Info("console: cancel", "rd_id", id, "reason", reason, "result", res.String(), "remote", r.RemoteAddr)
+	c.logger.Info("console: cancel", "rd_id", id, "reason", reason, "result", res.String(), "by", operatorOf(r), "client", c.access.Proxies.Client(r))
 	msg := fmt.Sprintf("Cancelled: %s.", res.Explain())
 	if !res.Cancelled() {
 		msg = fmt.Sprintf("Not cancelled: %s.", res.Explain())
@@ -167,7 +167,7 @@ func (c *Console) reschedule(w http.ResponseWriter, r *http.Request) {
 		c.storeFail(w, r, "reschedule the alert", err)
 		return
 	}
-	c.logger.Info("console: reschedule", "rd_id", id, "when", when, "result", res.Result.String(), "remote", r.RemoteAddr)
+	c.logger.Info("console: reschedule", "rd_id", id, "when", when, "result", res.Result.String(), "by", operatorOf(r), "client", c.access.Proxies.Client(r))
 	msg := fmt.Sprintf("Not rescheduled: %s.", res.Result.Explain())
 	switch {
 	case res.Result.Moved():

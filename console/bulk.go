@@ -152,7 +152,7 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.logger.Info("console: bulk "+action, "filter", v.Encode(), "up_to", shown.UpTo, "matched", len(ids), "changed", len(done),
-		"reason", reason, "remote", r.RemoteAddr)
+		"reason", reason, "by", operatorOf(r), "client", c.access.Proxies.Client(r))
 	msg := fmt.Sprintf("%s: %d of the %d previewed rows (the others are in a state that does not change).", actions[action], len(done), len(ids))
 	v.Set("done", msg)
 	http.Redirect(w, r, Prefix+"failed?"+v.Encode(), http.StatusSeeOther)

@@ -85,7 +85,7 @@ func (c *Console) ack(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusServiceUnavailable, "The episode could not be acknowledged right now (Redis or the broker unreachable?); try again in a moment.")
 		return
 	}
-	c.logger.Info("console: acknowledge", "episode", key, "seq", seq, "result", end.Result, "remote", r.RemoteAddr)
+	c.logger.Info("console: acknowledge", "episode", key, "seq", seq, "result", end.Result, "by", operatorOf(r), "client", c.access.Proxies.Client(r))
 	var msg string
 	switch end.Result {
 	case "acknowledged":

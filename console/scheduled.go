@@ -211,7 +211,7 @@ func (c *Console) bulkScheduled(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.logger.Info("console: bulk "+action, "filter", v.Encode(), "matched", len(ids), "changed", changed, "reason", reason,
-		"when", when, "by", operatorOf(r), "remote", r.RemoteAddr)
+		"when", when, "by", operatorOf(r), "client", c.access.Proxies.Client(r))
 	back := url.Values{}
 	for _, k := range []string{"target", "principal"} {
 		if v.Has(k) {

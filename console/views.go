@@ -248,7 +248,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request) {
 	if len(done) == 0 {
 		msg = fmt.Sprintf("Nothing to %s: row %d is %s.", action, row.ID, row.Status)
 	}
-	c.logger.Info("console: "+action, "id", row.ID, "rd_id", row.MessageID, "reason", reason, "changed", len(done) > 0, "remote", r.RemoteAddr)
+	c.logger.Info("console: "+action, "id", row.ID, "rd_id", row.MessageID, "reason", reason, "changed", len(done) > 0, "by", operatorOf(r), "client", c.access.Proxies.Client(r))
 	http.Redirect(w, r, pagePath("failed", row.ID)+"?"+url.Values{"done": {msg}}.Encode(), http.StatusSeeOther)
 }
 
