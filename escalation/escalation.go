@@ -622,7 +622,8 @@ const cutNote = "\n\n… (cut: too long for this chat)"
 // (too long even in parts: an Alertmanager group fitted to another target's platform, or
 // a step's own lines on top), text is cut, its beginning kept and cutNote after it, to
 // the longest that the platform takes: a page that goes, rather than one refused for
-// ever. A body no cut makes acceptable is returned as it is, with the platform's error.
+// ever. A body no cut makes acceptable is returned as it is, for the platform's refusal
+// to be recorded where it is sent.
 func (e *Escalator) fitted(target, text string, message func(text string) sender.Message) ([]byte, error) {
 	body, err := e.render(target, message(text))
 	if err != nil || e.bodies.Kind(target) == "" {
@@ -644,7 +645,10 @@ func (e *Escalator) fitted(target, text string, message func(text string) sender
 		}
 	}
 	if best == nil {
-		return body, refused
+		// Its own lines alone are too long: it goes as it is, and the platform's refusal
+		// is recorded as the failure it is (the producer refuses to publish it).
+		e.logger.Warn("an escalation's message is too long for its target even cut", "target", target, "err", refused)
+		return body, nil
 	}
 	e.logger.Warn("an escalation's text was cut to fit its target", "target", target, "runes", len(runes), "err", refused)
 	return best, nil

@@ -59,7 +59,7 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.
 	if a.Target == "" {
 		return a, wire.Reject(wire.RejectMissingTarget, "the message has no %s property naming a target", wire.PropTarget)
 	}
-	if n := propertyBytes(msg); n > maxConsumedPropertyBytes {
+	if n := propertyBytes(msg); a.Hops == 0 && n > maxConsumedPropertyBytes {
 		return a, wire.Reject(wire.RejectDestination, "its properties take %d bytes encoded; a hop adds rocketdelay's and the broker's "+
 			"own, and the broker refuses a message whose properties pass 32767: at most %d are accepted", n, maxConsumedPropertyBytes)
 	}
@@ -156,12 +156,16 @@ func messageID(msg *primitive.MessageExt) string {
 // hold its queue.
 const maxConsumedPropertyBytes = 32767 - 1024
 
-// propertyBytes is the size of msg's properties as the broker encodes them: each name and
-// value, and a separator after each.
+// propertyBytes is the size of msg's own properties as the broker encodes them (each name
+// and value, and a separator after each): the broker's (wire.SystemProperty), which grow
+// from one arrival to the next and which a hop does not copy, left out. It is weighed at
+// the first arrival only, so that a message accepted then is never refused later.
 func propertyBytes(msg *primitive.MessageExt) int {
 	n := 0
 	for k, v := range msg.GetProperties() {
-		n += len(k) + len(v) + 2
+		if !wire.SystemProperty(k) {
+			n += len(k) + len(v) + 2
+		}
 	}
 	return n
 }

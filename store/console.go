@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +55,35 @@ func (a *ConsoleAccess) End(ctx context.Context, session string) error {
 type LoginLimits struct {
 	PerClient, Total int
 	Window           time.Duration
+}
+
+// LoginWait is how long client must wait before a login of its is tried, by the
+// failures counted so far (none is counted): 0 when it may be tried now. For a login
+// whose token is known right before the count (the admin token on the API's routes),
+// which takes nothing of the budget but must not be confirmed past it.
+func (a *ConsoleAccess) LoginWait(ctx context.Context, client string, l LoginLimits) (time.Duration, error) {
+	mine, all := a.keys.consoleFails(client), a.keys.consoleFails("")
+	p := a.rdb.Pipeline()
+	counts := p.MGet(ctx, mine, all)
+	mineTTL, allTTL := p.PTTL(ctx, mine), p.PTTL(ctx, all)
+	if _, err := p.Exec(ctx); err != nil {
+		return 0, redisFail("count failed console logins", err)
+	}
+	n := counts.Val()
+	switch {
+	case count(n[0]) >= l.PerClient:
+		return max(mineTTL.Val(), time.Millisecond), nil
+	case count(n[1]) >= l.Total:
+		return max(allTTL.Val(), time.Millisecond), nil
+	}
+	return 0, nil
+}
+
+// count is a counter's value as MGET returns it (nil when absent).
+func count(v any) int {
+	s, _ := v.(string)
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 var consoleLoginScript = script("console_login.lua")
