@@ -54,20 +54,7 @@ func TestForgedEscalationMarkFromAPlainProducer(t *testing.T) {
 	base := startReplica(t, cfg)
 
 	key := testenv.Unique("team-b-db-")
-	body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": "db down", "text": "db-1 refuses connections"})
-	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/escalations", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+testIngestToken)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var started struct {
-		Seq int64 `json:"seq"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&started))
-	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode, "the episode started")
-	require.Positive(t, started.Seq)
+	started := startEpisode(t, base, key)
 
 	raw, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.RocketMQ.NameServers)),
 		producer.WithGroupName(testenv.Unique("forger")), producer.WithInstanceName(testenv.Unique("forger")))
@@ -141,19 +128,7 @@ func TestAStepsIDCannotBeTakenFromTheTopic(t *testing.T) {
 	base := startReplica(t, cfg)
 
 	key := testenv.Unique("db-")
-	body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": "db down", "text": "db-1 refuses connections"})
-	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/escalations", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+testIngestToken)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var started struct {
-		Seq int64 `json:"seq"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&started))
-	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode, "the episode started")
+	started := startEpisode(t, base, key)
 
 	raw, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.RocketMQ.NameServers)),
 		producer.WithGroupName(testenv.Unique("squatter")), producer.WithInstanceName(testenv.Unique("squatter")))
@@ -209,4 +184,28 @@ func TestAStepsIDCannotBeTakenFromTheTopic(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, steps, "the step is sent once")
+}
+
+// startedEpisode is what POST /api/v1/escalations answers.
+type startedEpisode struct {
+	Seq int64 `json:"seq"`
+}
+
+// startEpisode starts an episode of key under policy db through the replica at base's
+// API (ingress.token), and returns what it answered.
+func startEpisode(t *testing.T, base, key string) startedEpisode {
+	t.Helper()
+	body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": "db down", "text": "db-1 refuses connections"})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/escalations", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testIngestToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var started startedEpisode
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&started))
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "the episode started")
+	require.Positive(t, started.Seq)
+	return started
 }
