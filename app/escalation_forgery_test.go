@@ -54,13 +54,9 @@ func TestForgedEscalationMarkFromAPlainProducer(t *testing.T) {
 	base := startReplica(t, cfg)
 
 	key := testenv.Unique("team-b-db-")
-	started := startEpisode(t, base, key)
+	started := startEpisode(t, base, testIngestToken, key, "db down")
 
-	raw, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.RocketMQ.NameServers)),
-		producer.WithGroupName(testenv.Unique("forger")), producer.WithInstanceName(testenv.Unique("forger")))
-	require.NoError(t, err)
-	require.NoError(t, raw.Start())
-	t.Cleanup(func() { _ = raw.Shutdown() })
+	raw := plainProducer(t, cfg, "forger")
 	mark := strconv.FormatInt(started.Seq, 10) + ":0:" + key
 	forge := func(target, id string) string {
 		m := primitive.NewMessage(cfg.RocketMQ.Topic, []byte("forged"))
@@ -128,13 +124,9 @@ func TestAStepsIDCannotBeTakenFromTheTopic(t *testing.T) {
 	base := startReplica(t, cfg)
 
 	key := testenv.Unique("db-")
-	started := startEpisode(t, base, key)
+	started := startEpisode(t, base, testIngestToken, key, "db down")
 
-	raw, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.RocketMQ.NameServers)),
-		producer.WithGroupName(testenv.Unique("squatter")), producer.WithInstanceName(testenv.Unique("squatter")))
-	require.NoError(t, err)
-	require.NoError(t, raw.Start())
-	t.Cleanup(func() { _ = raw.Shutdown() })
+	raw := plainProducer(t, cfg, "squatter")
 	var keys []string
 	// The last is stale (due longer ago than the dedupe window): refused for its id all
 	// the same, not recorded as stale under the resolution's id, where an operator's
@@ -191,15 +183,15 @@ type startedEpisode struct {
 	Seq int64 `json:"seq"`
 }
 
-// startEpisode starts an episode of key under policy db through the replica at base's
-// API (ingress.token), and returns what it answered.
-func startEpisode(t *testing.T, base, key string) startedEpisode {
+// startEpisode starts an episode of key under policy db, titled title, through the
+// replica at base's API with the ingest token token, and returns what it answered.
+func startEpisode(t *testing.T, base, token, key, title string) startedEpisode {
 	t.Helper()
-	body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": "db down", "text": "db-1 refuses connections"})
+	body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": title, "text": "db-1 refuses connections"})
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/escalations", bytes.NewReader(body))
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+testIngestToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -208,4 +200,16 @@ func startEpisode(t *testing.T, base, key string) startedEpisode {
 	require.Equal(t, http.StatusCreated, resp.StatusCode, "the episode started")
 	require.Positive(t, started.Seq)
 	return started
+}
+
+// plainProducer is a RocketMQ producer outside the wire contract, with no token: it
+// sends to cfg's name servers whatever a test builds.
+func plainProducer(t *testing.T, cfg config.Config, name string) rocketmq.Producer {
+	t.Helper()
+	raw, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.RocketMQ.NameServers)),
+		producer.WithGroupName(testenv.Unique(name)), producer.WithInstanceName(testenv.Unique(name)))
+	require.NoError(t, err)
+	require.NoError(t, raw.Start())
+	t.Cleanup(func() { _ = raw.Shutdown() })
+	return raw
 }

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -223,20 +222,7 @@ func TestEscalationsThroughTheService(t *testing.T) {
 		return n
 	}
 
-	start := func(key, title string) int64 {
-		body, err := json.Marshal(map[string]string{"key": key, "policy": "db", "title": title, "text": "checkout fails"})
-		require.NoError(t, err)
-		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/escalations", bytes.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+ingestToken)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var started struct{ Seq int64 }
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&started))
-		require.Equal(t, http.StatusCreated, resp.StatusCode)
-		return started.Seq
-	}
+	start := func(key, title string) int64 { return startEpisode(t, base, ingestToken, key, title).Seq }
 	key, other := testenv.Unique("pay-"), testenv.Unique("disk-")
 	seq := start(key, "Payments down")
 	start(other, "Disk full")
