@@ -41,7 +41,7 @@ func TestStopHandsBackEverything(t *testing.T) {
 	cfg.Sender.BaseURL = simURL
 	cfg.Sender.Window = time.Second
 	cfg.Sender.Limit = 2
-	cfg.Sender.CoalesceMax = 2 // four alerts a second: a backlog of seconds
+	cfg.Sender.CoalesceMax = 2 // four alerts a second: a backlog of twenty seconds
 	cfg.Scheduler.Lease = time.Hour
 	cfg.ShutdownTimeout = 20 * time.Second
 	require.NoError(t, cfg.Validate())
@@ -62,7 +62,7 @@ func TestStopHandsBackEverything(t *testing.T) {
 	p, err := wire.NewProducer(wire.ProducerOptions{NameServers: cfg.RocketMQ.NameServers, Topic: cfg.RocketMQ.Topic})
 	require.NoError(t, err)
 	defer p.Close()
-	const n = 40
+	const n = 80 // twenty seconds of backlog at four a second: A holds claims and parks together for seconds, however busy the machine
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("stop-%02d", i)
