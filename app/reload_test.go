@@ -34,9 +34,7 @@ func TestServeReloadsItsConfiguration(t *testing.T) {
 		{Name: "r-ops", Token: "reload-ops"}, {Name: "r-new", Token: "reload-new"}}})
 	getenv, base := reloadEnv(t)
 	path := filepath.Join(t.TempDir(), "rocketdelay.yaml")
-	write := func(body string) {
-		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
-	}
+	write := func(body string) { replaceFile(t, path, body) }
 	const ops = "  ops: {robots: [{name: r-ops, token: reload-ops}]}\n"
 	head := fmt.Sprintf("shutdownTimeout: 5s\nsender: {baseURL: %q}\ntargets:\n", simURL)
 	write(head + ops)
@@ -181,15 +179,15 @@ func TestServeReloadsWhenAFileItNeedsChanges(t *testing.T) {
 	}
 	reaches("ops", "rotate-1", "r-old")
 
-	require.NoError(t, os.WriteFile(secret, []byte("rotate-new\n"), 0o600)) // the Secret rotated
+	replaceFile(t, secret, "rotate-new\n") // the Secret rotated
 	reaches("ops", "rotate-2", "r-new")
 
 	// A target whose token's file is not there yet: the file does not load, and is tried
 	// again until the secret arrives.
-	require.NoError(t, os.WriteFile(path, []byte(head+fmt.Sprintf("  late: {robots: [{name: r-late, token: %q}]}\n", "file:"+late)), 0o600))
+	replaceFile(t, path, head+fmt.Sprintf("  late: {robots: [{name: r-late, token: %q}]}\n", "file:"+late))
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "does not load") },
 		time.Minute, 50*time.Millisecond, "the file that needs a missing secret is said")
-	require.NoError(t, os.WriteFile(late, []byte("rotate-late\n"), 0o600))
+	replaceFile(t, late, "rotate-late\n")
 	reaches("late", "rotate-3", "r-late")
 	require.Equal(t, 1, strings.Count(logs.String(), "does not load"), "said once, tried at every poll")
 }
@@ -239,4 +237,13 @@ func postAlert(t *testing.T, base, target, id string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusAccepted
+}
+
+// replaceFile writes body beside path and renames it over path, as Kubernetes updates a
+// mounted ConfigMap or Secret: a poll never reads half a file. (Written in place, a poll
+// once read it empty, which with the test's environment is a configuration that loads.)
+func replaceFile(t *testing.T, path, body string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path+".new", []byte(body), 0o600))
+	require.NoError(t, os.Rename(path+".new", path))
 }
