@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,4 +176,36 @@ func TestExitCode(t *testing.T) {
 		require.Equal(t, want, ExitCode(err), "%v", err)
 	}
 	require.Equal(t, "x", classError(ErrTooLate, "x").Error(), "the class adds nothing to the message")
+}
+
+// publish refuses what the consumer would refuse before it sends anything (2, usage: a
+// due time past the horizon or so far back that it is stale, a negative delay, a bad id, a
+// file that cannot be read), and a broker it cannot reach is 5, unavailable: trying again
+// may succeed. The name server here is closed, so a refusal that came after a send would
+// be 5.
+func TestPublishExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rocketdelay.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`rocketmq: {nameServers: [%q], sendTimeout: 200ms}
+targets:
+  ops: {robots: [{name: r1, token: t1}]}
+`, testenv.ClosedAddr(t))), 0o600))
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"--in", "31d", "--text", "x"}, ExitUsage, "beyond_horizon"},
+		{[]string{"--at", "2020-01-01T00:00:00Z", "--text", "x"}, ExitUsage, "stale"},
+		{[]string{"--in", "-5m", "--text", "x"}, ExitUsage, ""},
+		{[]string{"--in", "1m", "--id", "a b", "--text", "x"}, ExitUsage, "bad_id"},
+		{[]string{"--in", "1m", "--markdown-file", filepath.Join(dir, "missing.md"), "--title", "t"}, ExitUsage, "--markdown-file"},
+		{[]string{"--in", "1m", "--json", filepath.Join(dir, "missing.json")}, ExitUsage, "--json"},
+		{[]string{"--in", "1m", "--text", "x"}, ExitUnavailable, ""},
+	} {
+		_, _, err := run(t, nil, append([]string{"publish", "-f", file, "--target", "ops"}, tc.args...)...)
+		require.Error(t, err, "%v", tc.args)
+		require.Equal(t, tc.code, ExitCode(err), "%v: %v", tc.args, err)
+		require.Contains(t, err.Error(), tc.says, "%v", tc.args)
+	}
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -132,7 +133,7 @@ of the target's allowTopics (the target must allow overrides).`,
 		Args: exactArgs(0),
 	}
 	out := outputFlag(cmd, outTable, outJSON, outName)
-	needs := []config.Section{config.SectionLog, config.SectionRocketMQ, config.SectionTargets, config.SectionSender}
+	needs := []config.Section{config.SectionLog, config.SectionRocketMQ, config.SectionTargets, config.SectionSender, config.SectionScheduler}
 	cmd.RunE = withConfig(stdio, &path, needs, func(c *cobra.Command, cfg config.Config) (err error) {
 		if _, ok := cfg.Targets[target]; !ok {
 			// The consumer would reject the alert: say so now, with what is configured.
@@ -165,18 +166,33 @@ of the target's allowTopics (the target must allow overrides).`,
 				return err
 			}
 		}
+		// What the consumer would refuse is refused here, before anything is sent: the
+		// due time against the scheduler's horizon and done-marker lifetime as the HTTP
+		// way in checks it, the body as its platform would.
+		limits := wire.DueLimits{Horizon: cfg.Scheduler.Horizon, Dedupe: cfg.Scheduler.DoneTTL}
+		if rej := pub.Check(time.Now(), limits); rej != nil {
+			return fmt.Errorf("%w: the consumer would refuse it: %v", ErrUsage, rej)
+		}
+		if cfg.Targets[target].Channel() != config.KindTopic {
+			if err := chat.Check(target, pub.Body); err != nil {
+				return fmt.Errorf("%w: the consumer would refuse it (%s): %v", ErrUsage, wire.RejectBadBody, err)
+			}
+		}
 		scheduler.RouteClientLog(config.Log{Level: "warn", Format: cfg.Log.Format}.Logger(stdio.Stderr))
 		p, err := wire.NewProducer(wire.ProducerOptions{
 			NameServers: cfg.RocketMQ.NameServers, Access: scheduler.AccessFromConfig(cfg), Topic: cfg.RocketMQ.Topic, SendTimeout: cfg.RocketMQ.SendTimeout,
 			CheckBody: chat.Check,
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 		}
 		defer p.Close()
 		res, err := p.Publish(c.Context(), pub)
-		if err != nil {
-			return err
+		if rej := (*wire.Rejection)(nil); errors.As(err, &rej) {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		if err != nil { // the broker did not store it: sending it again may succeed
+			return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 		}
 		switch {
 		case out.is(outJSON):
@@ -282,11 +298,19 @@ func publishBody(chat *sender.Chat, target, text, markdownFile, title, jsonFile 
 		}
 		md, err := os.ReadFile(markdownFile)
 		if err != nil {
-			return nil, fmt.Errorf("publish: %w", err)
+			return nil, fmt.Errorf("%w: --markdown-file: %v", ErrUsage, err)
 		}
-		return chat.Body(target, sender.Message{Format: sender.FormatMarkdown, Title: title, Text: string(md)})
+		b, err := chat.Body(target, sender.Message{Format: sender.FormatMarkdown, Title: title, Text: string(md)})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		return b, nil
 	default:
-		return os.ReadFile(jsonFile)
+		b, err := os.ReadFile(jsonFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --json: %v", ErrUsage, err)
+		}
+		return b, nil
 	}
 }
 
