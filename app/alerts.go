@@ -94,6 +94,9 @@ counts of every pending alert: in all, by target, and by hour ahead for HOURS ho
 		if limit < 0 || limit > store.MaxPendingPage {
 			return usageError(c, "--limit %d: from 0 to %d", limit, store.MaxPendingPage)
 		}
+		if hours < 0 || hours > ingress.MaxCountHours {
+			return usageError(c, "--counts %d: from 0 to %d hours", hours, ingress.MaxCountHours)
+		}
 		q, err := f.query(c, now, limit)
 		if err != nil {
 			return err
@@ -116,7 +119,7 @@ counts of every pending alert: in all, by target, and by hour ahead for HOURS ho
 				}
 				res.Alerts, res.Next = page.Alerts, page.Next
 			}
-			if hours > 0 || c.Flags().Changed("counts") {
+			if hours > 0 || c.Flags().Changed("counts") || limit == 0 { // --limit 0: only the counts
 				counts, err := ws.CountPending(c.Context(), now, hours)
 				if err != nil {
 					return err

@@ -112,3 +112,28 @@ func TestAlertsCancelCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cancelled)
 }
+
+// `alerts list --limit 0` prints only the counts, as its help says (it printed "no
+// pending alert matches" with alerts pending), and --counts is bounded as the API's
+// ?counts= is (a week of hours).
+func TestAlertsListLimitZeroPrintsTheCounts(t *testing.T) {
+	file, env, rdb, prefix := cliStack(t)
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	for i := range 2 {
+		require.NoError(t, ws.TraceHop(context.Background(), store.HopNote{ID: fmt.Sprintf("counted-%d", i), Target: "ops",
+			Due: time.Now().Add(time.Hour), Hops: 1, Delay: time.Hour}))
+	}
+	out, _, err := run(t, env, "alerts", "list", "-f", file, "--limit", "0")
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^pending +2$`, out)
+	require.NotContains(t, out, "no pending alert matches")
+	out, _, err = run(t, env, "alerts", "list", "-f", file, "--limit", "0", "-o", "json")
+	require.NoError(t, err)
+	var res ingress.PendingResponse
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.NotNil(t, res.Counts, out)
+	require.Equal(t, int64(2), res.Counts.Total)
+
+	_, _, err = run(t, env, "alerts", "list", "-f", file, "--counts", fmt.Sprint(ingress.MaxCountHours+1))
+	require.ErrorIs(t, err, ErrUsage)
+}

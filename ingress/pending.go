@@ -29,8 +29,8 @@ type PendingResponse struct {
 	Counts *store.PendingCounts `json:"counts,omitempty"`
 }
 
-// maxCountHours bounds ?counts=HOURS: a week of hourly buckets.
-const maxCountHours = 7 * 24
+// MaxCountHours bounds ?counts=HOURS (and alerts list --counts): a week of hourly buckets.
+const MaxCountHours = 7 * 24
 
 // listPending serves GET /api/v1/alerts: the alerts accepted and not yet handed off or
 // cancelled, at any horizon, earliest due first, filtered by ?target=, ?principal=,
@@ -64,8 +64,8 @@ func (in *Ingress) listPending(w http.ResponseWriter, r *http.Request) {
 	}
 	hours := -1
 	if s := v.Get("counts"); s != "" {
-		if hours, err = strconv.Atoi(s); err != nil || hours < 0 || hours > maxCountHours {
-			bad("counts=%q is not a number of hours from 0 to %d", s, maxCountHours)
+		if hours, err = strconv.Atoi(s); err != nil || hours < 0 || hours > MaxCountHours {
+			bad("counts=%q is not a number of hours from 0 to %d", s, MaxCountHours)
 			return
 		}
 	}
