@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -30,29 +31,42 @@ func Decode(r io.Reader) (Config, error) {
 		return Config{}, err
 	}
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			for i, e := range te.Errors {
-				te.Errors[i] = cannotUnmarshal.ReplaceAllStringFunc(unknownKey.ReplaceAllStringFunc(e, hideOddKey), hideValue)
-			}
-			return Config{}, fmt.Errorf("config: %w", err)
-		}
-		// A parse error may quote the input (an alias's anchor name: a secret pasted
-		// after a "*"): what it quotes is shown only when it looks like a key name.
-		return Config{}, fmt.Errorf("config: %s", quoted.ReplaceAllStringFunc(err.Error(), hideQuoted))
+	if err := decodeStrict(data, &c); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	return c, nil
+}
+
+// decodeStrict decodes the YAML document data into v, refusing unknown keys; an empty
+// document leaves v as it is. Its errors show none of the values: a secret written in
+// the wrong place is never echoed, only its line and what was expected.
+func decodeStrict(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(v)
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		for i, e := range te.Errors {
+			te.Errors[i] = cannotUnmarshal.ReplaceAllStringFunc(unknownKey.ReplaceAllStringFunc(e, hideOddKey), hideValue)
+		}
+		return err
+	}
+	// A parse error may quote the input (an alias's anchor name: a secret pasted
+	// after a "*"): what it quotes is shown only when it looks like a key name.
+	return errors.New(quoted.ReplaceAllStringFunc(err.Error(), hideQuoted))
 }
 
 // quoted finds what a YAML parse error quotes: 'text'.
 var quoted = regexp.MustCompile(`'[^']*'`)
 
-// hideQuoted keeps a quoted text that looks like a key name and hides any other.
+// hideQuoted keeps a quoted text of YAML's syntax (an indicator the parser expected:
+// '-', ':') and hides any with a letter or a digit: an anchor's name is the input, and
+// a token is often letters and digits only.
 func hideQuoted(q string) string {
-	if keyName.MatchString(q[1 : len(q)-1]) {
+	if !strings.ContainsFunc(q, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
 		return q
 	}
 	return "'(not shown)'"

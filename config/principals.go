@@ -3,11 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // Principal is a producer of the HTTP ways in: a name, the credential it presents, and
@@ -120,10 +119,8 @@ func LoadPrincipals(path string) ([]Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	var doc principalsFile
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&doc); err != nil {
+	var doc principalsFile // an empty file is no principals: every one of them revoked
+	if err := decodeStrict(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	for i := range doc.Principals {
@@ -151,9 +148,16 @@ func (c Config) ValidatePrincipals(file []Principal) error {
 func (c Config) validatePrincipals(bad badFunc, file []Principal) {
 	ps := append(slices.Clone(c.Ingress.Principals), file...)
 	names, tokens := map[string]bool{}, map[string]bool{c.Ingress.Token.Reveal(): true}
+	// An operator's token is a console login: a file's principal holding one would sign
+	// in as that operator (validateOperators checks it against ingress.principals).
+	logins := map[string]bool{}
+	for _, o := range c.Admin.Operators {
+		logins[o.Token.Reveal()] = true
+	}
+	n := len(c.Ingress.Principals)
 	for i, p := range ps {
 		k := fmt.Sprintf("ingress.principals[%d]", i)
-		if n := len(c.Ingress.Principals); i >= n {
+		if i >= n {
 			k = fmt.Sprintf("ingress.principalsFile %s: principals[%d]", c.Ingress.PrincipalsFile, i-n)
 		}
 		switch {
@@ -166,8 +170,8 @@ func (c Config) validatePrincipals(bad badFunc, file []Principal) {
 		switch tok := p.Token.Reveal(); {
 		case len(tok) < MinAdminTokenLen || strings.ContainsAny(tok, " \t\r\n"):
 			bad(k+".token", "must be at least %d characters without whitespace", MinAdminTokenLen)
-		case tokens[tok] || tok == c.Admin.Token.Reveal():
-			bad(k+".token", "must be a token of its own, not another principal's, ingress.token or admin.token")
+		case tokens[tok] || tok == c.Admin.Token.Reveal() || i >= n && logins[tok]:
+			bad(k+".token", "must be a token of its own, not another principal's, ingress.token, admin.token or an operator's")
 		}
 		tokens[p.Token.Reveal()] = true
 		if len(p.Targets) == 0 {
@@ -186,8 +190,8 @@ func (c Config) validatePrincipals(bad badFunc, file []Principal) {
 		if p.MaxOpenEpisodes < 0 {
 			bad(k+".maxOpenEpisodes", "must not be negative, got %d", p.MaxOpenEpisodes)
 		}
-		if p.RatePerSecond < 0 || p.Burst < 0 {
-			bad(k+".ratePerSecond", "ratePerSecond and burst must not be negative")
+		if !(p.RatePerSecond >= 0) || math.IsInf(p.RatePerSecond, 1) || p.Burst < 0 { // NaN too: it bounded nothing
+			bad(k+".ratePerSecond", "ratePerSecond must be a number, not negative and finite, and burst not negative")
 		}
 		if p.MaxPriority != "" && !slices.Contains(PriorityNames, p.MaxPriority) {
 			bad(k+".maxPriority", "%q is not one of %s", p.MaxPriority, strings.Join(PriorityNames, ", "))

@@ -1,13 +1,12 @@
 package ingress
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -46,7 +45,7 @@ type principals struct {
 	logger *slog.Logger
 	now    atomic.Pointer[map[[32]byte]config.Principal]
 	mu     sync.Mutex // one Reload at a time
-	file   []byte     // the principals file as last loaded
+	sum    [32]byte   // the digest of the principals in force
 }
 
 func newPrincipals(cfg config.Config, logger *slog.Logger) (*principals, error) {
@@ -57,22 +56,14 @@ func newPrincipals(cfg config.Config, logger *slog.Logger) (*principals, error) 
 	return ps, nil
 }
 
-// Reload reads the principals file again and, when it changed and is valid, puts its
-// principals in force; a file that is not valid leaves the principals as they were and
-// is the error. It reports whether the principals changed.
+// Reload reads the principals file again, with the secrets its tokens reference (a
+// token's file rotated, or emptied to revoke it, is a change too), and, when the
+// principals changed and are valid, puts them in force; a file that is not valid leaves
+// the principals as they were and is the error. It reports whether the principals
+// changed.
 func (ps *principals) Reload() (bool, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	var data []byte
-	if f := ps.cfg.Ingress.PrincipalsFile; f != "" {
-		var err error
-		if data, err = os.ReadFile(f); err != nil {
-			return false, fmt.Errorf("ingress.principalsFile: %w", err)
-		}
-	}
-	if ps.now.Load() != nil && bytes.Equal(data, ps.file) {
-		return false, nil
-	}
 	all, err := ps.cfg.Principals()
 	if err == nil {
 		err = ps.cfg.ValidatePrincipals(all[len(ps.cfg.Ingress.Principals) : len(all)-legacy(ps.cfg)])
@@ -81,11 +72,22 @@ func (ps *principals) Reload() (bool, error) {
 		return false, fmt.Errorf("the principals file is not taken: %w", err)
 	}
 	m := make(map[[32]byte]config.Principal, len(all))
+	sum := sha256.New()
 	for _, p := range all {
-		m[sha256.Sum256([]byte(p.Token.Reveal()))] = p
+		tok := sha256.Sum256([]byte(p.Token.Reveal()))
+		m[tok] = p
+		p.Token = ""
+		b, _ := json.Marshal(p) // cannot fail: strings, numbers and lists
+		sum.Write(b)
+		sum.Write(tok[:])
+	}
+	var digest [32]byte
+	sum.Sum(digest[:0])
+	if ps.now.Load() != nil && digest == ps.sum {
+		return false, nil
 	}
 	ps.now.Store(&m)
-	ps.file = data
+	ps.sum = digest
 	return true, nil
 }
 

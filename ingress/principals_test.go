@@ -508,3 +508,59 @@ func TestPrincipalsCancelTheirPendingAlertsInBulk(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code, out)
 	require.Contains(t, out["error"], "confirm a preview")
 }
+
+// The principals file is read again with the secrets its tokens reference: a token's
+// file rotated in place of the old one takes effect without a restart (it did not: only
+// the principals file's own bytes were compared), and an empty file revokes every one of
+// its principals (it was refused as EOF, leaving them in force). What it may not hold is
+// refused without echoing it: a NaN rate (which bounded nothing), an operator's login
+// token, a secret pasted after a YAML alias.
+func TestPrincipalsFileFollowsItsSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file, tokFile := filepath.Join(dir, "principals.yaml"), filepath.Join(dir, "ci-token")
+	write := func(path, content string) {
+		tmp := path + ".new" // replaced whole, as a Secret's volume is
+		require.NoError(t, os.WriteFile(tmp, []byte(content), 0o600))
+		require.NoError(t, os.Rename(tmp, path))
+	}
+	write(tokFile, "first-token-0123456789abc")
+	write(file, "principals:\n  - {name: ci, token: \"file:"+tokFile+"\", targets: [ops]}\n")
+	operator := config.Secret("operator-token-0123456789")
+	s := newSite(t, ingestToken, func(c *config.Config) {
+		c.Ingress.PrincipalsFile = file
+		c.Admin.Token = "admin-token-0123456789abcdef"
+		c.Admin.Operators = []config.Operator{{Name: "ana", Token: operator}}
+	})
+	go s.in.WatchPrincipals(t.Context(), 10*time.Millisecond)
+	status := func(token string) int {
+		code, _ := s.do("DELETE", AlertsPath+"/none", nil, "Bearer "+token)
+		return code
+	}
+	require.Equal(t, http.StatusForbidden, status("first-token-0123456789abc"), "known, and may not cancel")
+
+	write(tokFile, "second-token-0123456789ab")
+	require.Eventually(t, func() bool { return status("second-token-0123456789ab") == http.StatusForbidden }, 10*time.Second,
+		10*time.Millisecond, "the rotated token is taken")
+	require.Equal(t, http.StatusUnauthorized, status("first-token-0123456789abc"), "the old one is refused")
+
+	for content, hidden := range map[string]string{
+		"principals:\n  - {name: ci, token: second-token-0123456789ab, targets: [ops], ratePerSecond: .nan}\n": "",
+		"principals:\n  - {name: ci, token: " + string(operator) + ", targets: [ops]}\n":                         string(operator),
+		"principals:\n  - {name: ci, token: *Zx9secretZx9secret, targets: [ops]}\n":                             "Zx9secret",
+	} {
+		write(file, content)
+		changed, err := s.in.principals.Reload()
+		require.Error(t, err, content)
+		require.False(t, changed)
+		if hidden != "" {
+			require.NotContains(t, err.Error(), hidden)
+		}
+	}
+	require.ErrorContains(t, s.in.cfg.ValidatePrincipals([]config.Principal{{Name: "x", Token: operator, Targets: []string{"ops"}}}),
+		"an operator's")
+
+	write(file, "")
+	require.Eventually(t, func() bool { return status("second-token-0123456789ab") == http.StatusUnauthorized }, 10*time.Second,
+		10*time.Millisecond, "an empty file revokes its principals")
+}
