@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -153,8 +154,9 @@ func (p Platform) validate(bad badFunc, key string, c ChatChannel) {
 		baseKey, limitKey = "sender.baseURL", "sender.limit"
 	}
 	u, err := url.Parse(p.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-		bad(baseKey, "%q must be an http:// or https:// URL without a query", p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.User != nil {
+		bad(baseKey, "%s must be an http:// or https:// URL without a query or a user (the robots' tokens are their own keys)",
+			shownURL(u, err))
 	}
 	if p.Limit < 1 || p.Limit > c.MaxLimit {
 		bad(limitKey, "must be between 1 and %d (%s's limit per robot and minute), got %d", c.MaxLimit, c.Name, p.Limit)
@@ -193,7 +195,7 @@ func (s Sender) windowFor(bad badFunc, c ChatChannel) {
 	if c.Host == "" || s.Window >= time.Minute || s.Window < time.Second {
 		return
 	}
-	if u, err := url.Parse(s.Settings(c).BaseURL); err == nil && u.Host == c.Host {
+	if u, err := url.Parse(s.Settings(c).BaseURL); err == nil && strings.EqualFold(strings.TrimSuffix(u.Hostname(), "."), c.Host) {
 		bad("sender.window", "%s counts per minute: the window must be at least 60s against %s, got %s", c.Name, u.Host, s.Window)
 	}
 }
@@ -217,4 +219,19 @@ func (c ChatChannel) credential(token Secret) (Secret, error) {
 		return "", fmt.Errorf("the webhook URL has no %s", c.CredentialName)
 	}
 	return Secret(tok), nil
+}
+
+// shownURL is a base URL as an error may show it: its scheme, host and path, never its
+// user or query (a webhook's access_token or key pasted into it), nothing when it is not
+// a URL at all.
+func shownURL(u *url.URL, err error) string {
+	if err != nil {
+		return "the value (not shown: not a URL)"
+	}
+	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	shown := strconv.Quote(v.String())
+	if u.User != nil || u.RawQuery != "" {
+		shown += " (its user and query not shown)"
+	}
+	return shown
 }

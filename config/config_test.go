@@ -786,3 +786,26 @@ func TestOperatorsAreChecked(t *testing.T) {
 	require.NotContains(t, msg, "ingest-token-shared-0123")
 	require.NotContains(t, msg, "admin.operators[0]")
 }
+
+// A credential pasted where it does not belong is named by its key and never echoed: a
+// webhook's token in sender.baseURL's query (the mistake the check exists for), a
+// password in a sentinel's address written as a URL. And the window check against
+// DingTalk's real endpoint is not passed by writing its port or its host in capitals.
+func TestValidateEchoesNoCredential(t *testing.T) {
+	for _, c := range []Config{
+		{Sender: Sender{BaseURL: "https://oapi.dingtalk.com/robot/send?access_token=tok-abc-123456"}},
+		{Sender: Sender{BaseURL: "https://user:tok-abc-123456@oapi.dingtalk.com/robot/send"}},
+		{Redis: Redis{Sentinel: &RedisSentinel{MasterName: "m", Addresses: []string{"redis://:tok-abc-123456@n1:6379"}}}},
+		{Redis: Redis{Cluster: &RedisCluster{Addresses: []string{"redis://:tok-abc-123456@n1:6379"}}}},
+	} {
+		err := c.WithDefaults().Validate()
+		require.Error(t, err)
+		require.NotContains(t, err.Error(), "tok-abc-123456")
+	}
+	err := Config{Sender: Sender{BaseURL: "https://oapi.dingtalk.com/robot/send?access_token=x"}}.WithDefaults().Validate()
+	require.ErrorContains(t, err, `sender.baseURL: "https://oapi.dingtalk.com/robot/send" (its user and query not shown)`)
+	for _, base := range []string{"https://oapi.dingtalk.com:443/robot/send", "https://OAPI.dingtalk.com/robot/send"} {
+		err := Config{Sender: Sender{BaseURL: base, Window: 10 * time.Second}}.WithDefaults().Validate()
+		require.ErrorContains(t, err, "sender.window", base)
+	}
+}

@@ -539,7 +539,11 @@ func (f FailedSends) validate(bad badFunc) {
 // hostPorts reports every address of list (the key key) that is not host:port.
 func hostPorts(bad badFunc, key string, list []string) {
 	for i, a := range list {
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+		_, port, err := net.SplitHostPort(a)
+		switch {
+		case strings.ContainsAny(a, "@/"): // a URL, perhaps with its password: never shown
+			bad(fmt.Sprintf("%s[%d]", key, i), "is not host:port (not shown: it looks like a URL, which may hold a password; give the password in its own key)")
+		case err != nil || port == "":
 			bad(fmt.Sprintf("%s[%d]", key, i), "%q is not host:port", a)
 		}
 	}
