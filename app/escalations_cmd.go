@@ -149,8 +149,12 @@ fails when the episode has ended (acknowledged or resolved), saying how and when
 					}
 					_, err = fmt.Fprintf(c.OutOrStdout(), "acknowledged episode %d of %s by %s: no more steps are sent; %s\n", end.Seq, key, who, what)
 					return err
-				case "none":
-					return fmt.Errorf("episode %d of %s does not run: the key's episode is number %d (%s)", n, key, st.Seq, st.State)
+				case "none": // numbers count up across keys: a lower one is over, a higher one yet to come
+					class := ErrTooLate
+					if n > st.Seq {
+						class = ErrNotFound
+					}
+					return classError(class, "episode %d of %s does not run: the key's episode is number %d (%s)", n, key, st.Seq, st.State)
 				default: // already (acknowledged), resolved_before
 					return episodeEnded(c.Context(), esc, key, end.Seq)
 				}

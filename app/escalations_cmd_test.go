@@ -145,6 +145,13 @@ func TestEscalationsCommands(t *testing.T) {
 
 	_, _, err = run(t, env, "escalations", "ack", "-f", file, "disk-2", "--seq", fmt.Sprint(pay.Seq), "--by", "bob")
 	require.EqualError(t, err, fmt.Sprintf("episode %d of disk-2 does not run: the key's episode is number %d (pending)", pay.Seq, disk.Seq))
+	want := ExitTooLate // an episode that ended is 4, one yet to come 3, as for every command
+	if pay.Seq > disk.Seq {
+		want = ExitNotFound
+	}
+	require.Equal(t, want, ExitCode(err))
+	_, _, err = run(t, env, "escalations", "ack", "-f", file, "disk-2", "--seq", fmt.Sprint(disk.Seq+1000), "--by", "bob")
+	require.Equal(t, ExitNotFound, ExitCode(err), "%v", err)
 
 	// resolve: an acknowledged episode resolves; its resolution is named for publishing.
 	out, _, err = run(t, env, "escalations", "resolve", "-f", file, "pay-1", "--title", "Payments back", "--text", "all good")
