@@ -41,8 +41,12 @@ func newHTTPServer(cfg config.HTTP, h http.Handler, tlsConf *tls.Config, logger 
 	}
 }
 
-// serveOn serves srv on ln, over TLS when srv has a TLS configuration.
+// serveOn serves srv on ln, over TLS when srv has a TLS configuration; a capped ln
+// learns which of its connections are idle.
 func serveOn(srv *http.Server, ln net.Listener) error {
+	if l, ok := ln.(*capListener); ok {
+		srv.ConnState = l.track
+	}
 	if srv.TLSConfig != nil {
 		return srv.ServeTLS(ln, "", "")
 	}
@@ -90,16 +94,20 @@ func servePublic(cfg config.HTTP, ln net.Listener, h http.Handler, tlsConf *tls.
 const overCap = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n" +
 	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 40\r\n\r\ntoo many connections; try again shortly\n"
 
-// capListener serves at most max connections at once. A connection over the cap is
-// answered 503 and closed as soon as it is accepted: it costs no goroutine, and its
-// client learns at once rather than waiting in the kernel's backlog (as with
-// golang.org/x/net/netutil.LimitListener, which stops accepting).
+// capListener serves at most max connections at once. At the cap, a new connection
+// takes the place of the one idle longest (a keep-alive connection between requests,
+// closed as its idle timeout would close it), so idle clients never lock out a probe or
+// a producer; with none idle it is answered 503 and closed as soon as it is accepted: it
+// costs no goroutine, and its client learns at once rather than waiting in the kernel's
+// backlog (as with golang.org/x/net/netutil.LimitListener, which stops accepting).
 type capListener struct {
 	net.Listener
 	max     int64
 	open    atomic.Int64
 	gauge   prometheus.Gauge
 	refused prometheus.Counter
+	mu      sync.Mutex
+	idle    map[*cappedConn]time.Time // the connections between requests, and since when
 }
 
 // connMetrics count the listeners' connections, by listener (internal, public).
@@ -125,7 +133,60 @@ func newConnMetrics(reg prometheus.Registerer) *connMetrics {
 
 // capConnections wraps ln, the listener named name, counting in m.
 func capConnections(ln net.Listener, max int, m *connMetrics, name string) net.Listener {
-	return &capListener{Listener: ln, max: int64(max), gauge: m.open.WithLabelValues(name), refused: m.refused.WithLabelValues(name)}
+	return &capListener{Listener: ln, max: int64(max), gauge: m.open.WithLabelValues(name), refused: m.refused.WithLabelValues(name),
+		idle: map[*cappedConn]time.Time{}}
+}
+
+// track is the server's ConnState hook: it keeps the set of idle connections.
+func (l *capListener) track(c net.Conn, state http.ConnState) {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
+	cc, ok := c.(*cappedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if state == http.StateIdle {
+		l.idle[cc] = time.Now()
+	} else {
+		delete(l.idle, cc)
+	}
+}
+
+// take takes a place for a new connection: a free one, or the idlest connection's.
+func (l *capListener) take() bool {
+	if l.open.Add(1) <= l.max {
+		return true
+	}
+	l.open.Add(-1)
+	if !l.closeIdlest() { // its Close gave its place back
+		return false
+	}
+	if l.open.Add(1) <= l.max {
+		return true
+	}
+	l.open.Add(-1)
+	return false
+}
+
+// closeIdlest closes the connection idle longest, reporting whether there was one.
+func (l *capListener) closeIdlest() bool {
+	l.mu.Lock()
+	var idlest *cappedConn
+	for c, since := range l.idle {
+		if idlest == nil || since.Before(l.idle[idlest]) {
+			idlest = c
+		}
+	}
+	delete(l.idle, idlest)
+	l.mu.Unlock()
+	if idlest == nil {
+		return false
+	}
+	_ = idlest.Close()
+	return true
 }
 
 // Accept returns the next connection within the cap, answering the others 503.
@@ -135,11 +196,10 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) <= l.max {
+		if l.take() {
 			l.gauge.Inc()
 			return &cappedConn{Conn: c, l: l}, nil
 		}
-		l.open.Add(-1)
 		l.refused.Inc()
 		// A fresh socket's send buffer takes this at once; the deadline only guards
 		// against a peer that already closed its window.

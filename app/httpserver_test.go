@@ -104,12 +104,14 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	t.Fatalf("the server read a %d-byte body sent over 30s with a 1s read timeout", size)
 }
 
-// TestConnectionsOverTheCapAreRefused: with http.maxConnections open, 1,000 more are each
-// answered 503 and closed at once, without a goroutine each; the open ones still work.
+// TestConnectionsOverTheCapAreRefused: with http.maxConnections open and none idle (each
+// opened, its first request not sent yet), 1,000 more are each answered 503 and closed
+// at once, without a goroutine each; the open ones still work.
 func TestConnectionsOverTheCapAreRefused(t *testing.T) {
 	const capacity, over = 20, 1000
 	cfg := stackConfig(t)
 	cfg.HTTP.MaxConnections = capacity
+	cfg.HTTP.ReadHeaderTimeout = time.Minute // the held connections wait that long for their first request
 	reg := prometheus.NewRegistry()
 	base, _ := serveWith(t, cfg, ServeOptions{Logger: slog.New(slog.DiscardHandler), Registry: reg})
 	addr := strings.TrimPrefix(base, "http://")
@@ -123,10 +125,10 @@ func TestConnectionsOverTheCapAreRefused(t *testing.T) {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
-		r := bufio.NewReader(c)
-		require.Equal(t, http.StatusOK, getOn(t, c, r, "/healthz").StatusCode)
-		held, readers = append(held, c), append(readers, r)
+		held, readers = append(held, c), append(readers, bufio.NewReader(c))
 	}
+	require.Eventually(t, func() bool { return metricValue(t, reg, "rocketdelay_http_open_connections") == capacity },
+		10*time.Second, 10*time.Millisecond, "the held connections are accepted")
 	before := runtime.NumGoroutine()
 	for i := range over {
 		c, err := net.Dial("tcp", addr)
@@ -142,6 +144,43 @@ func TestConnectionsOverTheCapAreRefused(t *testing.T) {
 	require.Equal(t, float64(over), metricValue(t, reg, "rocketdelay_http_connections_refused_total"))
 	require.Equal(t, float64(capacity), metricValue(t, reg, "rocketdelay_http_open_connections"))
 	require.Equal(t, http.StatusOK, getOn(t, held[0], readers[0], "/healthz").StatusCode, "a connection within the cap still works")
+}
+
+// TestIdleConnectionsGiveWayAtTheCap: with http.maxConnections idle keep-alive
+// connections open (a producer's pool between requests), a new connection is served —
+// the kubelet's probe is not answered 503 and the replica not restarted for clients
+// that send nothing — and the connection idle longest is closed in its place.
+func TestIdleConnectionsGiveWayAtTheCap(t *testing.T) {
+	const capacity = 5
+	cfg := stackConfig(t)
+	cfg.HTTP.MaxConnections = capacity
+	reg := prometheus.NewRegistry()
+	base, _ := serveWith(t, cfg, ServeOptions{Logger: slog.New(slog.DiscardHandler), Registry: reg})
+	addr := strings.TrimPrefix(base, "http://")
+	http.DefaultClient.CloseIdleConnections() // the readiness probe's
+	require.Eventually(t, func() bool { return metricValue(t, reg, "rocketdelay_http_open_connections") == 0 },
+		10*time.Second, 10*time.Millisecond, "the readiness probe's connection is closed")
+
+	var idle []net.Conn
+	var readers []*bufio.Reader
+	for range capacity {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		r := bufio.NewReader(c)
+		require.Equal(t, http.StatusOK, getOn(t, c, r, "/healthz").StatusCode)
+		idle, readers = append(idle, c), append(readers, r)
+	}
+	for i := range 3 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		require.Equal(t, http.StatusOK, getOn(t, c, bufio.NewReader(c), "/healthz").StatusCode, "a new connection at the cap")
+		require.True(t, closedByServer(idle[i], readers[i], 10*time.Second), "the connection idle longest (%d) gave way", i)
+	}
+	require.False(t, closedByServer(idle[capacity-1], readers[capacity-1], 100*time.Millisecond), "the others stay")
+	require.Equal(t, float64(capacity), metricValue(t, reg, "rocketdelay_http_open_connections"))
+	require.Equal(t, float64(0), metricValue(t, reg, "rocketdelay_http_connections_refused_total"))
 }
 
 // metricValue is the value of the unlabelled gauge or counter name in reg.
