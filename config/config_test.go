@@ -809,3 +809,15 @@ func TestValidateEchoesNoCredential(t *testing.T) {
 		require.ErrorContains(t, err, "sender.window", base)
 	}
 }
+
+// A bad scheduler.levels in the file is an error naming the key and the line, as the
+// docs promise for every value (it named neither).
+func TestBadLevelsNameTheirKeyAndLine(t *testing.T) {
+	_, err := Decode(strings.NewReader("log: {level: info}\nscheduler:\n  levels: \"1s 5x\"\n"))
+	require.ErrorContains(t, err, "scheduler.levels: line 3: ")
+	_, err = Decode(strings.NewReader("scheduler:\n  levels: [1s, 5s]\n"))
+	require.ErrorContains(t, err, "scheduler.levels: line 2: ")
+	c, err := Decode(strings.NewReader("scheduler:\n  levels: \"1s 5s\"\n"))
+	require.NoError(t, err)
+	require.Equal(t, DelayLevels{time.Second, 5 * time.Second}, c.Scheduler.Levels)
+}

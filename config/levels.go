@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // DelayLevels are the broker's delay levels in order; level i+1 (RocketMQ's DELAY=i+1)
@@ -73,6 +75,18 @@ func (l DelayLevels) String() string {
 
 // MarshalText prints the levels in the broker's syntax.
 func (l DelayLevels) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+// UnmarshalYAML parses scheduler.levels from the configuration file; an error names the
+// key and the line, as every other value's does.
+func (l *DelayLevels) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("scheduler.levels: line %d: want the broker's syntax, such as \"1s 5s 10s 30s 1m\"", n.Line)
+	}
+	if err := l.UnmarshalText([]byte(n.Value)); err != nil {
+		return fmt.Errorf("scheduler.levels: line %d: %w", n.Line, err)
+	}
+	return nil
+}
 
 // UnmarshalText parses the broker's syntax (see ParseDelayLevels).
 func (l *DelayLevels) UnmarshalText(b []byte) error {
