@@ -83,6 +83,32 @@ func configCheck(t *testing.T, config string, env []string) map[string]any {
 	return eff
 }
 
+// migrateCheck runs the real `rocketdelay migrate status -f` on config with exactly the
+// environment env, its Postgres URL replaced by a closed local port: the command must get
+// past loading its configuration and fail only on reaching Postgres (exit code 5,
+// unavailable). It proves that env is all the migration Job needs.
+func migrateCheck(t *testing.T, config string, env []string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(f, []byte(config), 0o600))
+	var cmdEnv []string
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); name == "ROCKETDELAY_POSTGRES_URL" {
+			kv = name + "=postgres://rocketdelay@127.0.0.1:1/rocketdelay?sslmode=disable&connect_timeout=5"
+		}
+		cmdEnv = append(cmdEnv, kv)
+	}
+	cmd := exec.Command(binary(t), "migrate", "status", "-f", f)
+	cmd.Env = cmdEnv
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "rocketdelay migrate status reached a Postgres at 127.0.0.1:1?\n%s", stderr.String())
+	require.Equal(t, 5, exit.ExitCode(),
+		"rocketdelay migrate status (environment names %v) must fail only on reaching Postgres (exit code 5):\n%s", envNames(env), stderr.String())
+}
+
 func envNames(env []string) []string {
 	names := make([]string, len(env))
 	for i, kv := range env {
@@ -94,7 +120,8 @@ func envNames(env []string) []string {
 // binaryEnvVar is one entry of config.EnvVars in the root module.
 type binaryEnvVar struct {
 	name   string
-	secret bool // it sets a config.Secret field
+	key    string // the YAML key it overrides, e.g. postgres.url
+	secret bool   // it sets a config.Secret field
 }
 
 // binaryEnvVars parses the root module's config package and returns the environment
@@ -147,8 +174,13 @@ func envVarEntry(elt ast.Expr) (binaryEnvVar, bool) {
 	ast.Inspect(elt, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.BasicLit:
-			if s, err := strconv.Unquote(n.Value); err == nil && v.name == "" && strings.HasPrefix(s, "ROCKETDELAY_") {
+			s, err := strconv.Unquote(n.Value)
+			switch {
+			case err != nil:
+			case v.name == "" && strings.HasPrefix(s, "ROCKETDELAY_"):
 				v.name = s
+			case v.name != "" && v.key == "":
+				v.key = s
 			}
 		case *ast.CallExpr:
 			if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "Secret" {
@@ -201,12 +233,17 @@ func configConst(t *testing.T, name string) string {
 // TestBinaryEnvVars guards the source parser the env check relies on.
 func TestBinaryEnvVars(t *testing.T) {
 	vars := binaryEnvVars(t)
-	for name, secret := range map[string]bool{
-		"ROCKETDELAY_REDIS_URL": true, "ROCKETDELAY_POSTGRES_URL": true, "ROCKETDELAY_ADMIN_TOKEN": true,
-		"ROCKETDELAY_NAMESRV": false, "ROCKETDELAY_HTTP_ADDR": false, "ROCKETDELAY_SHUTDOWN_TIMEOUT": false,
+	for name, want := range map[string]struct {
+		key    string
+		secret bool
+	}{
+		"ROCKETDELAY_REDIS_URL": {"redis.url", true}, "ROCKETDELAY_POSTGRES_URL": {"postgres.url", true},
+		"ROCKETDELAY_ADMIN_TOKEN": {"admin.token", true}, "ROCKETDELAY_NAMESRV": {"rocketmq.nameServers", false},
+		"ROCKETDELAY_HTTP_ADDR": {"http.addr", false}, "ROCKETDELAY_SHUTDOWN_TIMEOUT": {"shutdownTimeout", false},
 	} {
 		v, ok := vars[name]
 		require.True(t, ok, "%s not found in config.EnvVars", name)
-		require.Equal(t, secret, v.secret, "%s: secret", name)
+		require.Equal(t, want.key, v.key, "%s: key", name)
+		require.Equal(t, want.secret, v.secret, "%s: secret", name)
 	}
 }

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path"
@@ -30,12 +31,26 @@ const (
 	// for: RocketMQ's default (MessageStoreConfig.messageDelayLevel). If your brokers use
 	// another string, change it here together with scheduler.levels in the ConfigMaps.
 	brokerMessageDelayLevel = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-	// shutdownMargin is how much longer than shutdownTimeout a pod's grace period must be:
-	// time for the process to exit and for the kubelet, before SIGKILL.
-	shutdownMargin = 10 * time.Second
+	// shutdownMargin is how much longer than shutdownTimeout a pod's grace period must be.
+	// Past shutdownTimeout the scheduler's Stop still waits up to 5 s for its loops, 5 s
+	// for each of its two hand-backs and 5 s for the hand-offs in flight (20 s in all);
+	// the rest is for the process to exit and for the kubelet, before SIGKILL.
+	shutdownMargin = 25 * time.Second
 	// secretPlaceholder must appear in every value of a secret.template.yaml.
 	secretPlaceholder = "REPLACE_ME"
 )
+
+// migrateSections are the top-level config keys `rocketdelay migrate` loads and
+// validates (app/migrate.go): the migration Job's environment sets what these read and
+// nothing else.
+var migrateSections = []string{"log", "postgres"}
+
+// inMigrateSections reports whether the config key (a path such as postgres.url or
+// targets.ops.robots.0.token) lies in a section `rocketdelay migrate` loads.
+func inMigrateSections(key string) bool {
+	section, _, _ := strings.Cut(key, ".")
+	return slices.Contains(migrateSections, section)
+}
 
 // app is what the checks need from one rendering: the scheduler Deployment and the
 // migration Job, their config, and the effective configuration the binary computes for
@@ -84,6 +99,18 @@ func TestExampleProdOverlay(t *testing.T) {
 	require.True(t, redisInCluster(t, a), "the example-prod Redis URL must point at the persistent Redis of redis.yaml")
 	require.Equal(t, "rocketdelay", a.deploy.Namespace)
 	require.Equal(t, "registry.example.com/rocketdelay:1.0.0", a.container.Image, "the overlay pins its registry and release")
+	// Prometheus and Alertmanager run in the namespace "monitoring": they must reach the
+	// internal port (/metrics, the Alertmanager receiver), not only this namespace's pods.
+	peers := httpPeers(t, a)
+	require.True(t, slices.ContainsFunc(peers, func(p networkingv1.NetworkPolicyPeer) bool {
+		return p.PodSelector == nil && p.IPBlock == nil && p.NamespaceSelector != nil &&
+			len(p.NamespaceSelector.MatchExpressions) == 0 &&
+			maps.Equal(p.NamespaceSelector.MatchLabels, map[string]string{corev1.LabelMetadataName: "monitoring"})
+	}), "the NetworkPolicy must let port http in from the namespace monitoring; peers: %+v", peers)
+	require.True(t, slices.ContainsFunc(peers, func(p networkingv1.NetworkPolicyPeer) bool {
+		return p.NamespaceSelector == nil && p.IPBlock == nil && p.PodSelector != nil &&
+			len(p.PodSelector.MatchLabels) == 0 && len(p.PodSelector.MatchExpressions) == 0
+	}), "the NetworkPolicy must still let port http in from this namespace's pods; peers: %+v", peers)
 }
 
 func inspect(t *testing.T, r *rendering) *app {
@@ -191,11 +218,12 @@ func checkConfig(t *testing.T, a *app) {
 	require.Equal(t, brokerMessageDelayLevel, levels, "scheduler.levels in the ConfigMap")
 	require.Equal(t, brokerMessageDelayLevel, stringAt(t, a.effective, "scheduler", "levels"),
 		"effective scheduler.levels must equal the brokers' messageDelayLevel")
-	// The Job loads the same file with its own environment: it must pass too.
+	// The Job loads the same file with its own environment, only the sections `migrate`
+	// uses: the real command must get as far as connecting to Postgres.
 	data, name := configFile(t, a.r, a.job.Namespace, &a.job.Spec.Template.Spec, a.migrate)
 	_, deployCM := configFile(t, a.r, a.deploy.Namespace, &a.deploy.Spec.Template.Spec, a.container)
 	require.Equal(t, deployCM, name, "the Job must migrate with the Deployment's config")
-	configCheck(t, data, containerEnv(t, a.r, a.job.Namespace, a.migrate))
+	migrateCheck(t, data, containerEnv(t, a.r, a.job.Namespace, a.migrate))
 }
 
 // secretRefs returns the environment variables the config's secrets point at
@@ -215,14 +243,25 @@ func secretRefs(a *app) map[string]string {
 	return refs
 }
 
+// checkEnv: the Deployment's container sets what `serve` reads, the Job's what `migrate`
+// reads (the log and postgres sections), and neither sets anything else.
 func checkEnv(t *testing.T, a *app, binary map[string]binaryEnvVar) {
 	refs := secretRefs(a)
 	for _, c := range []*corev1.Container{a.container, a.migrate} {
+		// reads says whether the container's command reads the config key.
+		reads := func(string) bool { return true }
+		if c == a.migrate {
+			reads = inMigrateSections
+		}
 		have := map[string]bool{}
 		for _, e := range c.Env {
 			bv, known := binary[e.Name]
-			_, ref := refs[e.Name]
+			key, ref := refs[e.Name]
 			require.True(t, known || ref, "container %s sets %s, which the binary does not read: not in config.EnvVars and not an env: reference of the config", c.Name, e.Name)
+			if !ref {
+				key = bv.key
+			}
+			require.True(t, reads(key), "container %s sets %s (%s), which `%s` does not read", c.Name, e.Name, key, c.Args[0])
 			require.False(t, have[e.Name], "container %s sets %s twice", c.Name, e.Name)
 			have[e.Name] = true
 			if bv.secret || ref {
@@ -231,13 +270,17 @@ func checkEnv(t *testing.T, a *app, binary map[string]binaryEnvVar) {
 			}
 		}
 		for name, key := range refs {
-			require.True(t, have[name], "container %s: the config's %s reads env:%s, which the container does not set", c.Name, key, name)
+			if reads(key) {
+				require.True(t, have[name], "container %s: the config's %s reads env:%s, which the container does not set", c.Name, key, name)
+			}
 		}
 	}
 	for _, name := range []string{"ROCKETDELAY_REDIS_URL", "ROCKETDELAY_POSTGRES_URL", "ROCKETDELAY_ADMIN_TOKEN"} {
 		require.True(t, slices.ContainsFunc(a.container.Env, func(e corev1.EnvVar) bool { return e.Name == name }),
 			"the Deployment must set %s from the Secret", name)
 	}
+	require.True(t, slices.ContainsFunc(a.migrate.Env, func(e corev1.EnvVar) bool { return e.Name == "ROCKETDELAY_POSTGRES_URL" }),
+		"the Job must set ROCKETDELAY_POSTGRES_URL from the Secret")
 }
 
 // httpPort is the port of the effective http.addr.
@@ -378,15 +421,7 @@ func checkService(t *testing.T, a *app) {
 // internal port is reached only from the peers it names, the public one from anywhere;
 // out, DNS is allowed.
 func checkNetworkPolicy(t *testing.T, a *app) {
-	var np *networkingv1.NetworkPolicy
-	for _, p := range objectsOf[*networkingv1.NetworkPolicy](a.r) {
-		s, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
-		require.NoError(t, err)
-		if p.Namespace == a.deploy.Namespace && !s.Empty() && s.Matches(labels.Set(a.deploy.Spec.Template.Labels)) {
-			np = p
-		}
-	}
-	require.NotNil(t, np, "a NetworkPolicy selects the scheduler pods")
+	np := schedulerPolicy(t, a)
 	require.ElementsMatch(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes)
 	for _, rule := range np.Spec.Ingress {
 		for _, p := range rule.Ports {
@@ -405,6 +440,40 @@ func checkNetworkPolicy(t *testing.T, a *app) {
 		}
 	}
 	require.True(t, dns, "egress allows DNS")
+}
+
+// schedulerPolicy returns the one NetworkPolicy that selects the scheduler pods.
+func schedulerPolicy(t *testing.T, a *app) *networkingv1.NetworkPolicy {
+	t.Helper()
+	var np *networkingv1.NetworkPolicy
+	for _, p := range objectsOf[*networkingv1.NetworkPolicy](a.r) {
+		s, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+		require.NoError(t, err)
+		if p.Namespace == a.deploy.Namespace && !s.Empty() && s.Matches(labels.Set(a.deploy.Spec.Template.Labels)) {
+			if np != nil {
+				t.Fatalf("two NetworkPolicies select the scheduler pods (%s, %s): keep one", np.Name, p.Name)
+			}
+			np = p
+		}
+	}
+	require.NotNil(t, np, "a NetworkPolicy selects the scheduler pods")
+	return np
+}
+
+// httpPeers returns the peers the scheduler pods' NetworkPolicy lets in to the internal
+// port (http, by name or number).
+func httpPeers(t *testing.T, a *app) []networkingv1.NetworkPolicyPeer {
+	t.Helper()
+	port := httpPort(t, a)
+	var peers []networkingv1.NetworkPolicyPeer
+	for _, rule := range schedulerPolicy(t, a).Spec.Ingress {
+		if slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool {
+			return p.Port != nil && (p.Port.StrVal == "http" || p.Port.Type == intstr.Int && p.Port.IntVal == port)
+		}) {
+			peers = append(peers, rule.From...)
+		}
+	}
+	return peers
 }
 
 func checkPDB(t *testing.T, a *app) {
@@ -599,7 +668,8 @@ func checkSecretTemplate(t *testing.T, r *rendering) {
 
 // redisInCluster checks the Redis the Secret template's ROCKETDELAY_REDIS_URL points at,
 // when it is a Service of the rendering: a StatefulSet with a persistent volume at its
-// data directory and AOF with fsync every second, never evicting. It reports whether
+// data directory and AOF fsynced every second or every write (every write when
+// redis.durability is fsync), never evicting. It reports whether
 // the Redis is in the rendering at all.
 func redisInCluster(t *testing.T, a *app) bool {
 	raw, ok := a.r.secretValue(&corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: a.r.secret.Name}, Key: "ROCKETDELAY_REDIS_URL"})
