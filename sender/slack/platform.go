@@ -2,6 +2,7 @@ package slack
 
 import (
 	_ "embed"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -70,12 +71,13 @@ func Escape(s string) string { return markup.Replace(s) }
 // Link is text linked to target in mrkdwn: <target|text>.
 func Link(text, target string) string { return "<" + target + "|" + text + ">" }
 
-// failures is Slack's table. A webhook answers HTTP 200 "ok" and nothing else on
-// success; a refusal is an HTTP status with a plain-text word: 400 invalid_payload or
-// no_text refuses the message; 403 action_prohibited, posting_to_general_channel_denied
-// or invalid_token, 404 channel_not_found or no_service, and 410 channel_is_archived
-// take the webhook out of rotation; 429 (with Retry-After) throttles it; 5xx is
-// transient.
+// failures is Slack's table. A webhook answers HTTP 200 "ok" on success (Slack,
+// Mattermost) or HTTP 200 {"success":true} (Rocket.Chat), and nothing else; a refusal is
+// an HTTP status with a plain-text word (Rocket.Chat's: {"success":false,"error":…}
+// with HTTP 400): 400 invalid_payload or no_text refuses the message; 403
+// action_prohibited, posting_to_general_channel_denied or invalid_token, 404
+// channel_not_found or no_service, and 410 channel_is_archived take the webhook out of
+// rotation; 429 (with Retry-After) throttles it; 5xx is transient.
 var failures = sender.Failures{
 	Name: "Slack", CodeName: "HTTP", CodeFirst: true, NotAnswer: sender.ClassTransient,
 	Read: readAnswer,
@@ -92,15 +94,38 @@ var failures = sender.Failures{
 	},
 }
 
-// readAnswer reads a webhook's answer: code 0 for a 200 "ok", else the HTTP status of a
-// refusal with its word; not an answer otherwise (no answer, a 2xx or 3xx of something
-// else).
+// rocketChatAnswer is Rocket.Chat's answer to a webhook post: {"success":true}, or
+// {"success":false,"error":…}.
+type rocketChatAnswer struct {
+	Success *bool  `json:"success"`
+	Error   string `json:"error"`
+}
+
+// readRocketChat reads body as Rocket.Chat's answer; false when it is not one.
+func readRocketChat(body string) (rocketChatAnswer, bool) {
+	var a rocketChatAnswer
+	if !strings.HasPrefix(body, "{") || json.Unmarshal([]byte(body), &a) != nil || a.Success == nil {
+		return rocketChatAnswer{}, false
+	}
+	return a, true
+}
+
+// readAnswer reads a webhook's answer: code 0 for a 200 "ok" or {"success":true}, else
+// the HTTP status of a refusal with its word (Rocket.Chat's error); not an answer
+// otherwise (no answer, a 2xx or 3xx of something else). Rocket.Chat refuses with
+// {"success":false} and HTTP 400; such a refusal under another 2xx is judged as that 400.
 func readAnswer(a sender.Answer) (int, string, bool) {
 	word := strings.TrimSpace(string(a.Body))
+	rc, isRC := readRocketChat(word)
 	switch {
-	case a.Status == http.StatusOK && word == "ok":
+	case a.Status == http.StatusOK && (word == "ok" || isRC && *rc.Success):
 		return 0, word, true
+	case a.Status >= 200 && a.Status < 300 && isRC && !*rc.Success:
+		return http.StatusBadRequest, rc.Error, true
 	case a.Status >= 400:
+		if isRC {
+			return a.Status, rc.Error, true
+		}
 		if len(word) > 100 || strings.ContainsAny(word, "<{") {
 			word = "" // a page, not Slack's word
 		}

@@ -14,11 +14,20 @@ import (
 // (T…/B…/…) follows it.
 const SimPath = "/services/"
 
+// SimRocketChatPath is where they receive them when the simulator answers as Rocket.Chat
+// does (SimRules.RocketChat); the integration's id and token follow it.
+const SimRocketChatPath = "/hooks/"
+
 // SimRules are Slack's rules in the simulator (package chatsim, through the Platform):
 // the webhook's path after /services/, no signing and no keyword, a JSON body with text,
 // blocks or attachments; 60 messages a minute and bursts of 2 a second, answered over
 // them with HTTP 429 "rate_limited" and a Retry-After, and no lock-out besides.
-type SimRules struct{}
+type SimRules struct {
+	// RocketChat makes the webhooks answer as Rocket.Chat's do: at SimRocketChatPath,
+	// HTTP 200 {"success":true} on success and {"success":false,"error":WORD} with the
+	// refusal's status.
+	RocketChat bool
+}
 
 // Summary is the simulator's help line.
 func (SimRules) Summary() string {
@@ -27,11 +36,16 @@ func (SimRules) Summary() string {
             refusals are HTTP 400/403/404/410 with a word (invalid_payload, no_service, …)`
 }
 
-// Path is SimPath.
-func (SimRules) Path() string { return SimPath }
+// Path is SimPath, SimRocketChatPath for Rocket.Chat.
+func (s SimRules) Path() string {
+	if s.RocketChat {
+		return SimRocketChatPath
+	}
+	return SimPath
+}
 
-// Credential is the path after SimPath.
-func (SimRules) Credential(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, SimPath) }
+// Credential is the path after Path.
+func (s SimRules) Credential(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, s.Path()) }
 
 // Limits are 60 a minute and 2 a second, no lock-out.
 func (SimRules) Limits() sender.SimLimits { return sender.SimLimits{PerWindow: 60, PerSecond: 2} }
@@ -49,9 +63,29 @@ func refuse(status int, word string) *sender.SimReply {
 	return &sender.SimReply{Status: status, Text: word}
 }
 
+// rocketChatReply is Rocket.Chat's body of the reply r: {"success":true} for a 200 "ok",
+// else {"success":false,"error":WORD}.
+func rocketChatReply(r sender.SimReply) sender.SimReply {
+	if r.Status == 0 || r.Status == http.StatusOK {
+		r.JSON = map[string]any{"success": true}
+	} else {
+		r.JSON = map[string]any{"success": false, "error": r.Text}
+	}
+	r.Text = ""
+	return r
+}
+
 // Answer is Slack's answer: "ok", or an HTTP status with its word; an injected code is
-// an HTTP status.
-func (SimRules) Answer(a sender.SimAnswer) sender.SimReply {
+// an HTTP status. Rocket.Chat's words are JSON.
+func (s SimRules) Answer(a sender.SimAnswer) sender.SimReply {
+	r := answer(a)
+	if s.RocketChat {
+		r = rocketChatReply(r)
+	}
+	return r
+}
+
+func answer(a sender.SimAnswer) sender.SimReply {
 	switch a.Kind {
 	case sender.SimOK:
 		return sender.SimReply{Text: "ok"}
@@ -68,7 +102,16 @@ func (SimRules) Answer(a sender.SimAnswer) sender.SimReply {
 }
 
 // Check checks the message's shape: JSON with text, blocks or attachments.
-func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply) {
+func (s SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply) {
+	got, refusal := check(c)
+	if refusal != nil && s.RocketChat {
+		r := rocketChatReply(*refusal)
+		refusal = &r
+	}
+	return got, refusal
+}
+
+func check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply) {
 	var m Message
 	if err := json.Unmarshal(c.Body, &m); err != nil {
 		return sender.SimReceived{}, refuse(http.StatusBadRequest, "invalid_payload")

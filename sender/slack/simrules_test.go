@@ -64,3 +64,36 @@ func TestSlackRules(t *testing.T) {
 	require.Equal(t, sent+1, st.Accepted)
 	require.Equal(t, "slack", sim.Accepted()[0].Kind)
 }
+
+// A simulator told to answer as Rocket.Chat does serves its webhooks at /hooks/ and
+// answers {"success":true}; the channel takes that for success, so the message goes once.
+func TestRocketChatRulesAnswerSuccess(t *testing.T) {
+	p := slack.Platform
+	p.Sim = slack.SimRules{RocketChat: true}
+	sim, root := testenv.ChatSim(t, []sender.Platform{p},
+		chatsim.Options{Robots: []chatsim.Robot{{Name: "rc1", Kind: slack.Kind, Token: "id1/tok1"}}})
+	base := sim.URL(root, slack.Kind)
+	require.Equal(t, root+"/hooks", base)
+
+	resp, err := http.Post(base+"/id1/tok1", "application/json", strings.NewReader(`{"text":"x"}`))
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.JSONEq(t, `{"success":true}`, string(b))
+	resp, err = http.Post(base+"/id1/tok1", "application/json", strings.NewReader(`{"username":"x"}`))
+	require.NoError(t, err)
+	b, err = io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.JSONEq(t, `{"success":false,"error":"no_text"}`, string(b))
+
+	client := sender.NewClient(time.Second, time.Now)
+	defer client.Close()
+	o := slack.New(base).Post(t.Context(), client, sender.Robot{Name: "rc1", Token: "id1/tok1"},
+		sender.Message{Format: sender.FormatText, Text: "disk full"})
+	require.True(t, o.OK, o.Reason)
+	require.Equal(t, 2, sim.Stats().Accepted, "the message went once")
+}

@@ -106,6 +106,40 @@ func TestClassify(t *testing.T) {
 	require.Equal(t, "HTTP 429: rate_limited", o.Reason)
 }
 
+// Rocket.Chat's incoming webhooks answer a post with HTTP 200 and {"success":true}: that
+// is success, never "not an answer" (which would post the message again). Its refusal,
+// {"success":false,"error":…}, comes with HTTP 400 and refuses the message, its error
+// word in the reason; the same refusal under a 200 is judged as that 400.
+func TestClassifyRocketChatAnswers(t *testing.T) {
+	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	answer := func(status int, body string) sender.Answer {
+		return sender.Answer{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}
+	}
+	for _, body := range []string{`{"success":true}`, "{\n  \"success\": true\n}\n", `{"success":true,"responses":[]}`} {
+		o := failures.Classify(answer(200, body), now)
+		require.True(t, o.OK, "%s: %s", body, o.Reason)
+	}
+	for _, c := range []struct {
+		a      sender.Answer
+		reason string
+	}{
+		{answer(400, `{"success":false,"error":"overriding destination channel is disabled for this integration"}`),
+			"HTTP 400: overriding destination channel is disabled for this integration"},
+		{answer(200, `{"success":false,"error":"unknown-error"}`), "HTTP 400: unknown-error"},
+		{answer(200, `{"success":false}`), "HTTP 400: "},
+	} {
+		o := failures.Classify(c.a, now)
+		require.False(t, o.OK, "%d %s", c.a.Status, c.a.Body)
+		require.Equal(t, sender.ClassPermanent, o.Class, "%d %s: %s", c.a.Status, c.a.Body, o.Reason)
+		require.Equal(t, c.reason, o.Reason)
+	}
+	for _, body := range []string{`{"success":"yes"}`, `{"ok":true}`, `{}`, `[true]`} {
+		o := failures.Classify(answer(200, body), now)
+		require.False(t, o.OK, body)
+		require.Equal(t, sender.ClassTransient, o.Class, "%s is not an answer: %s", body, o.Reason)
+	}
+}
+
 // A webhook URL's credential is its path after /services/ (Slack) or /hooks/
 // (Mattermost, Rocket.Chat).
 func TestCredential(t *testing.T) {
