@@ -302,6 +302,62 @@ func TestFeishuBusyMomentTeachesNoLimit(t *testing.T) {
 	require.Equal(t, float64(p.limit), effectiveLimit(t, reg, "ops", "r1"), "the configured limit stays")
 }
 
+// A Feishu image or share_chat message cannot carry a keyword, and a bot with one
+// refuses it with 19024, the answer of a broken bot: such a message for a target whose
+// bots have a keyword is refused as a bad body, by the check of the ways in and by Send,
+// before any request, so that no bot leaves the rotation for it. Without a keyword it
+// goes.
+func TestAMessageThatCannotCarryTheKeywordDisablesNoBot(t *testing.T) {
+	t.Parallel()
+	p := platformOf(t, feishu.Kind)
+	w := newChatWorld(t, p, time.Minute, chatsim.Options{},
+		sender.Robot{Name: "f1", Token: "tok-kw-1", Keyword: "告警"}, sender.Robot{Name: "f2", Token: "tok-kw-2", Keyword: "告警"})
+	reg := prometheus.NewRegistry()
+	s := w.sender(t, fastOptions(), sender.Target{}, reg)
+	for _, body := range []string{
+		`{"msg_type":"image","content":{"image_key":"img_v2_1"}}`,
+		`{"msg_type":"share_chat","content":{"share_chat_id":"oc_1"}}`,
+	} {
+		err := s.Check("ops", []byte(body))
+		require.ErrorIs(t, err, sender.ErrInvalidBody, body)
+		require.ErrorContains(t, err, "keyword")
+		_, err = s.Send(context.Background(), sender.Alert{Target: "ops", Body: []byte(body)})
+		var f *sender.Failure
+		require.ErrorAs(t, err, &f, body)
+		require.Equal(t, sender.ClassPermanent, f.Class, f.Reason)
+		require.ErrorIs(t, err, sender.ErrInvalidBody)
+	}
+	require.Zero(t, w.sim.Stats().Requests, "nothing was sent")
+	require.Zero(t, counterSum(t, reg, "rocketdelay_sender_robots_disabled_total"), "no bot left the rotation")
+	_, err := s.Send(context.Background(), sender.Alert{Target: "ops", Body: []byte("disk full")})
+	require.NoError(t, err)
+	require.Len(t, w.sim.Accepted(), 1)
+
+	plain := newChatWorld(t, p, time.Minute, chatsim.Options{}, sender.Robot{Name: "f3", Token: "tok-no-kw"})
+	s = plain.sender(t, fastOptions(), sender.Target{}, nil)
+	image := []byte(`{"msg_type":"image","content":{"image_key":"img_v2_1"}}`)
+	require.NoError(t, s.Check("ops", image))
+	_, err = s.Send(context.Background(), sender.Alert{Target: "ops", Body: image})
+	require.NoError(t, err)
+	require.Len(t, plain.sim.Accepted(), 1)
+}
+
+// counterSum is the sum of the counter name's series in reg.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
 // effectiveLimit reads rocketdelay_sender_robot_effective_limit{target,robot} from reg.
 func effectiveLimit(t *testing.T, reg *prometheus.Registry, target, robot string) float64 {
 	t.Helper()

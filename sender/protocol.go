@@ -52,6 +52,19 @@ type BusyMoments interface {
 	Busy(window time.Duration) Busy
 }
 
+// KeywordCarrier is implemented by a platform whose keyword takes a room that depends on
+// the message (Feishu adds it to every language of a post), or that some messages cannot
+// carry at all (Feishu's image and share_chat: a robot with a keyword refuses them with
+// the answer of a robot whose keyword is wrong, which would take every robot of the
+// target out of rotation one after the other). For a target with a keyword robot, the
+// core (Chat.Check and Chat.Send) reserves that room for the message, or refuses it as
+// an invalid body before any request.
+type KeywordCarrier interface {
+	// CarryKeyword is the most bytes adding keyword to m may take (0 for ""), or an
+	// error wrapping ErrInvalidBody that says why m cannot carry it, without the keyword.
+	CarryKeyword(m Message, keyword string) (int, error)
+}
+
 // Busy are a platform's busy moments: they recur Every from the epoch on and last For,
 // during which a robot sends at most PerSecond per second (a sixtieth of the window).
 type Busy struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -165,8 +166,9 @@ type target struct {
 	robots      map[string]Robot
 	order       []store.PoolRobot
 	breakers    map[string]*gobreaker.CircuitBreaker[Outcome]
-	reserve     int // room the longest keyword needs
-	mergeRoom   int // bytes a merged message has for its sections
+	reserve     int      // room the longest keyword needs
+	keywords    []string // its robots' keywords, each once
+	mergeRoom   int      // bytes a merged message has for its sections
 	cooldown    time.Duration
 	cooldownMax time.Duration
 	busy        store.Busy // the platform's busy moments (BusyMoments)
@@ -248,6 +250,9 @@ func (s *Chat) newTarget(name string, tc Target) (*target, error) {
 		t.robots[r.Name] = r
 		t.order = append(t.order, store.PoolRobot{Name: r.Name, Limit: r.Limit, LimitPerSecond: r.LimitPerSecond})
 		t.reserve = max(t.reserve, tc.Protocol.KeywordRoom(r.Keyword))
+		if r.Keyword != "" && !slices.Contains(t.keywords, r.Keyword) {
+			t.keywords = append(t.keywords, r.Keyword)
+		}
 		t.breakers[r.Name] = s.newBreaker(name, r.Name)
 	}
 	// What the sections of a merged message may take: the room of one with a heading and
@@ -392,8 +397,31 @@ func (s *Chat) Check(target string, body []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = Split(t.proto, m, t.reserve)
+	reserve, err := t.reserveFor(m)
+	if err != nil {
+		return err
+	}
+	_, err = Split(t.proto, m, reserve)
 	return err
+}
+
+// reserveFor is the room m needs for the keyword of any robot of t (any may be picked):
+// t.reserve, or more when the platform says m needs more (KeywordCarrier); an error
+// wrapping ErrInvalidBody when m cannot carry one.
+func (t *target) reserveFor(m Message) (int, error) {
+	kc, ok := t.proto.(KeywordCarrier)
+	if !ok {
+		return t.reserve, nil
+	}
+	reserve := t.reserve
+	for _, k := range t.keywords {
+		n, err := kc.CarryKeyword(m, k)
+		if err != nil {
+			return 0, err
+		}
+		reserve = max(reserve, n)
+	}
+	return reserve, nil
 }
 
 // Body is the body a producer publishes to the chat target target for m: its platform's
@@ -421,7 +449,12 @@ func (s *Chat) send(ctx context.Context, t *target, a Alert, m Message) (Sent, e
 	if s.pool == nil {
 		return Sent{}, &Failure{Class: ClassTransient, Target: t.name, Reason: errNoPool.Error(), Err: errNoPool}
 	}
-	parts, err := Split(t.proto, m, t.reserve)
+	reserve, err := t.reserveFor(m)
+	if err != nil {
+		s.metrics.failures.WithLabelValues(t.name, string(ClassPermanent)).Inc()
+		return Sent{}, &Failure{Class: ClassPermanent, Target: t.name, Reason: err.Error(), Err: err}
+	}
+	parts, err := Split(t.proto, m, reserve)
 	if err != nil {
 		var f *Failure
 		if errors.As(err, &f) {

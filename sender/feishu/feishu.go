@@ -17,7 +17,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -242,10 +244,53 @@ func atTags(text string, m sender.Mentions, at func(string) string) string {
 	return "\n" + strings.TrimPrefix(b.String(), " ")
 }
 
+// CarryKeyword is the most bytes adding keyword to m takes: KeywordRoom for text and
+// markdown; for a card or a post, exactly what withKeyword adds (a post gets it in every
+// language). An image or a share_chat message shows no text to carry it, and Feishu
+// refuses it with 19024, the answer of a bot whose keyword is wrong: an error.
+func (c *Channel) CarryKeyword(m sender.Message, keyword string) (int, error) {
+	if keyword == "" {
+		return 0, nil
+	}
+	if m.Format != sender.FormatNative {
+		return c.KeywordRoom(keyword), nil
+	}
+	e, _ := m.Native.(envelope)
+	with, err := withKeyword(e, keyword)
+	if errors.Is(err, sender.ErrInvalidBody) {
+		return 0, err
+	}
+	if err != nil {
+		return 0, sender.Invalid("the %s message cannot take the keyword this target's bots require: %v", e.MsgType, err)
+	}
+	before, err := sender.EncodeJSON(e)
+	if err != nil {
+		return 0, sender.Invalid("the %s message: %v", e.MsgType, err)
+	}
+	after, err := sender.EncodeJSON(with)
+	if err != nil {
+		return 0, sender.Invalid("the %s message with the keyword: %v", e.MsgType, err)
+	}
+	return max(len(after)-len(before), 0), nil
+}
+
+// errNoKeyword is the refusal of a message of msgType, which cannot carry a keyword.
+func errNoKeyword(msgType string) error {
+	return sender.Invalid("a Feishu %s message cannot carry the keyword this target's bots require (Feishu would refuse it "+
+		"with %d): send it to a target whose bots have no keyword, or send a post or a card", msgType, CodeKeywordMissing)
+}
+
 // withKeyword adds keyword to a native message that does not contain it: a line in a
-// card, a paragraph in a post. Other types cannot carry it.
+// card, a paragraph in a post. An image or a share_chat message cannot carry it: an
+// error (CarryKeyword refuses them before).
 func withKeyword(e envelope, keyword string) (envelope, error) {
-	if keyword == "" || bytes.Contains(e.Card, []byte(keyword)) || bytes.Contains(e.Content, []byte(keyword)) {
+	if keyword == "" {
+		return e, nil
+	}
+	if e.MsgType == TypeImage || e.MsgType == TypeShareChat {
+		return e, errNoKeyword(e.MsgType)
+	}
+	if bytes.Contains(e.Card, []byte(keyword)) || bytes.Contains(e.Content, []byte(keyword)) {
 		return e, nil
 	}
 	switch e.MsgType {
@@ -299,7 +344,9 @@ func (*Channel) Room(m sender.Message) int {
 	return MaxBodyBytes - signRoom - len(body)
 }
 
-// KeywordRoom is the most bytes adding keyword may take.
+// KeywordRoom is the most bytes adding keyword to a text or markdown message may take
+// (a line of text, a card's markdown paragraph); CarryKeyword measures a card's or a
+// post's, which may hold it more than once.
 func (*Channel) KeywordRoom(keyword string) int {
 	if keyword == "" {
 		return 0
@@ -311,7 +358,9 @@ func (*Channel) KeywordRoom(keyword string) int {
 func (*Channel) SplitMax() int { return MaxSplitBytes }
 
 // Style is Feishu's merged card: "**n alerts**", sections between rules, each ending
-// with the <at id=…> of its users that its text does not show.
+// with the <at id=…> of its users that its text does not show. A text alert's content is
+// escaped (cardText): its [x](url) and ![i](url) would be a link and an image in the
+// card's markdown.
 func (*Channel) Style() sender.MergeStyle {
 	return sender.MergeStyle{
 		Heading:      func(n int) string { return fmt.Sprintf("**%d alerts**", n) },
@@ -320,7 +369,27 @@ func (*Channel) Style() sender.MergeStyle {
 		Hint: func(text string, m sender.Mentions) string {
 			return strings.TrimPrefix(atTags(text, sender.Mentions{Users: m.Users}, cardAt), "\n")
 		},
+		Text: cardText,
 	}
+}
+
+// textMention is a mention in a text message: <at user_id="ou_…">name</at> (and the
+// forms Feishu reads as it, by open_id or id).
+var textMention = regexp.MustCompile(`<at\s+(?:user_id|open_id|id)\s*=\s*["']?([A-Za-z0-9_\-]+)["']?\s*>[^<]*</at>`)
+
+// cardText is a text message's content as card markdown that shows what the text
+// message shows: its mentions stay mentions (<at id=…></at>); everything else is
+// escaped, so that its [x](url), ![i](url) and tags open no link, image or tag.
+func cardText(s string) string {
+	var b strings.Builder
+	last := 0
+	for _, m := range textMention.FindAllStringSubmatchIndex(s, -1) {
+		b.WriteString(Escape(s[last:m[0]]))
+		b.WriteString(cardAt(s[m[2]:m[3]]))
+		last = m[1]
+	}
+	b.WriteString(Escape(s[last:]))
+	return b.String()
 }
 
 // Post signs (when r has a secret) and sends m through bot r, with r's keyword added,

@@ -3,6 +3,7 @@ package feishu
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -195,4 +196,58 @@ func TestMarkdownBodyReadsBackAsMarkdown(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, sender.FormatNative, m.Format, native)
 	}
+}
+
+// A text alert shows "[x](url)" and "![i](url)" as written; merged with others into one
+// card's markdown it still does: merging never makes a link or an image. Its mentions
+// (<at user_id>, which a text message makes) stay mentions, in the card's syntax, and its
+// configured users are still mentioned.
+func TestAMergedTextAlertMentionsNobodyByItsText(t *testing.T) {
+	text := `see [x](https://evil.example) ![i](https://i.example/a.png) <b>&amp; <at user_id="ou_bo">Bo</at>`
+	m := sender.Merge(New("").Style(), []sender.Message{
+		{Format: sender.FormatText, Text: text, Mentions: sender.Mentions{Users: []string{"ou_ana"}}},
+		{Format: sender.FormatText, Text: "cpu high"},
+	})
+	require.Equal(t, sender.FormatMarkdown, m.Format)
+	body, err := New("").Body(m)
+	require.NoError(t, err)
+	got, refused := SimRules{}.Check(sender.SimRequest{Body: body})
+	require.Nil(t, refused)
+	require.Equal(t, TypeInteractive, got.MsgType)
+	require.Equal(t, []string{"mention:ou_bo", "mention:ou_ana"}, got.Markup, "no link, no image: %s", got.Text)
+	require.Contains(t, got.Text, "see &#91;x&#93;(https://evil.example) !&#91;i&#93;(https://i.example/a.png) &lt;b&gt;&amp;amp; <at id=ou_bo></at>",
+		"shown as written")
+}
+
+// withKeyword adds the keyword to every language of a post: a post in three languages
+// that the check accepts for a target whose bots have a keyword still fits Feishu's
+// body limit once the keyword is in each language and the body is signed.
+func TestAPostInThreeLanguagesFitsWithItsKeyword(t *testing.T) {
+	const keyword = "生产环境告警关键词"
+	chat, err := sender.NewChat(sender.Options{Targets: map[string]sender.Target{"ops": {Protocol: New(""),
+		Robots: []sender.Robot{{Name: "f1", Token: "tok-1", SigningSecret: "fs-secret", Keyword: keyword}}}}},
+		nil, slog.New(slog.DiscardHandler), nil, nil)
+	require.NoError(t, err)
+	post := func(pad int) []byte {
+		lang := func(n int) string {
+			return fmt.Sprintf(`{"title":"t","content":[[{"tag":"text","text":%q}]]}`, strings.Repeat("x", n))
+		}
+		third := pad / 3
+		return fmt.Appendf(nil, `{"msg_type":"post","content":{"post":{"zh_cn":%s,"en_us":%s,"ja_jp":%s}}}`,
+			lang(third), lang(third), lang(pad-2*third))
+	}
+	pad := MaxBodyBytes
+	for chat.Check("ops", post(pad)) != nil { // the largest post the check accepts
+		pad--
+		require.Greater(t, pad, MaxBodyBytes-1000, "the check accepts posts near the limit")
+	}
+	m, err := New("").Parse(post(pad))
+	require.NoError(t, err)
+	e, err := render(m, keyword)
+	require.NoError(t, err)
+	require.Equal(t, 3, strings.Count(string(e.Content), keyword), "the keyword is in every language")
+	e.Timestamp, e.Sign = "1700000000", Sign("fs-secret", 1700000000)
+	sent, err := sender.EncodeJSON(e)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(sent), MaxBodyBytes, "a %d-byte post the check accepted", len(post(pad)))
 }

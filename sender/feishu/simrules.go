@@ -99,11 +99,12 @@ func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply
 			return sender.SimReceived{}, refuse(0, CodeSignInvalid, "sign match fail or timestamp is not within one hour from current time")
 		}
 	}
-	text, ok := simText(e)
+	text, md, ok := simText(e)
 	if !ok {
 		return sender.SimReceived{}, refuse(0, CodeParamInvalid, "param invalid: the message has no content of its msg_type")
 	}
-	if rb.Keyword != "" && !strings.Contains(string(e.Content)+string(e.Card), rb.Keyword) {
+	noText := e.MsgType == TypeImage || e.MsgType == TypeShareChat // nothing to carry a keyword
+	if rb.Keyword != "" && (noText || !strings.Contains(string(e.Content)+string(e.Card), rb.Keyword)) {
 		return sender.SimReceived{}, refuse(0, CodeKeywordMissing, "Key Words Not Found")
 	}
 	var markup []string
@@ -112,8 +113,8 @@ func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply
 		for _, m := range atTag.FindAllStringSubmatch(text, -1) {
 			markup = append(markup, "mention:"+m[1])
 		}
-	case TypeInteractive:
-		markup = sender.SimMarkdown(text, atTag, false)
+	case TypeInteractive: // the header's plain_text is no markup
+		markup = sender.SimMarkdown(md, atTag, false)
 	}
 	return sender.SimReceived{MsgType: e.MsgType, Text: text, Markup: markup}, nil
 }
@@ -123,14 +124,16 @@ func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply
 var atTag = regexp.MustCompile(`<at\s+(?:user_id|id|open_id|email)\s*=\s*["']?([^"'\s>]+)["']?\s*>`)
 
 // simText is what a bot would show of e: a text's text, a card's header and markdown, a
-// post's title; false when e has no content of its type.
-func simText(e envelope) (string, bool) {
+// post's title; md is the card's markdown alone (its header is plain text); false when e
+// has no content of its type.
+func simText(e envelope) (text, md string, ok bool) {
 	switch e.MsgType {
 	case TypeText:
 		var c struct {
 			Text string `json:"text"`
 		}
-		return c.Text, json.Unmarshal(e.Content, &c) == nil && c.Text != ""
+		ok := json.Unmarshal(e.Content, &c) == nil && c.Text != ""
+		return c.Text, "", ok
 	case TypeInteractive:
 		var card struct {
 			Header struct {
@@ -142,15 +145,16 @@ func simText(e envelope) (string, bool) {
 			} `json:"elements"`
 		}
 		if json.Unmarshal(e.Card, &card) != nil || len(card.Elements) == 0 {
-			return "", false
+			return "", "", false
 		}
-		parts := []string{card.Header.Title.Content}
+		var elements []string
 		for _, el := range card.Elements {
-			parts = append(parts, el.Content)
+			elements = append(elements, el.Content)
 		}
-		return strings.TrimSpace(strings.Join(parts, "\n")), true
+		md = strings.Join(elements, "\n")
+		return strings.TrimSpace(card.Header.Title.Content + "\n" + md), md, true
 	case TypePost, TypeImage, TypeShareChat:
-		return string(e.Content), len(e.Content) > 0
+		return string(e.Content), "", len(e.Content) > 0
 	}
-	return "", false
+	return "", "", false
 }
