@@ -508,8 +508,12 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 // With several shards, the ids of each shard are claimed by one script of that shard,
 // the shards at once, and the answers merged in the order of ids. When one shard
 // fails the call fails, though other shards may have claimed theirs: a repeat with the
-// same token returns them, or their lease runs out.
+// same token returns them, or their lease runs out. An id named twice is claimed once.
 func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Claimed, error) {
+	// Twice in one batch (the wheel fires a key again that was re-added while its first
+	// firing waited to be received), an id would come back twice with the same token:
+	// two hand-offs whose confirms both hold, and the alert sent twice.
+	ids = distinct(ids)
 	if len(ids) == 0 {
 		return Claimed{}, nil
 	}
@@ -1300,4 +1304,17 @@ func decodeClaimedEntry(f [5]string, token string) (Entry, error) {
 		return Entry{}, fmt.Errorf("entry %q: %w: parts %q", f[0], errWheelEntryCorrupt, f[4])
 	}
 	return e, nil
+}
+
+// distinct is ids without repeats, in the order each first appears.
+func distinct(ids []string) []string {
+	seen := make(map[string]struct{}, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, ok := seen[id]; !ok {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -227,6 +227,13 @@ func TestWheelStageClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"b"}, ids(got))
 
+	// An id named twice is claimed once: twice, its alert was handed off twice.
+	_, err = ws.Put(ctx, entryAt("d", due))
+	require.NoError(t, err)
+	got, err = entriesOf(ws.Claim(ctx, []string{"d", "d"}, tok))
+	require.NoError(t, err)
+	require.Equal(t, []string{"d"}, ids(got))
+
 	// For another claim b is in flight already and x does not exist: both are lost.
 	before := redisNow(t, rdb)
 	got, err = entriesOf(ws.Claim(ctx, []string{"c", "b", "x", "a"}, "claim-2"))
@@ -254,7 +261,7 @@ func TestWheelStageClaim(t *testing.T) {
 
 	waiting, inflight, err := ws.Stats(ctx)
 	require.NoError(t, err)
-	require.Equal(t, [2]int64{0, 3}, [2]int64{waiting, inflight})
+	require.Equal(t, [2]int64{0, 4}, [2]int64{waiting, inflight}, "a, b, c and d")
 }
 
 // Eight replicas racing for the same 1000 ids: each id is claimed exactly once.

@@ -27,6 +27,16 @@ var List = []Mutant{
 		Tests:     "^(TestIntermediateWakeFiresDueKeys|TestDueKeysOfNextTickFireAtLateWakeUp)$",
 	},
 	{
+		// killed: the id named twice comes back twice: require.Equal([]string{"d"}, ids(got)) fails
+		Name:      "claim-keeps-repeated-ids",
+		Invariant: "exactly one hand-off: an id named twice in one claim is claimed once",
+		File:      "store/wheelstage.go",
+		From:      "ids = distinct(ids)",
+		To:        "_ = distinct(ids)",
+		Package:   "./store",
+		Tests:     "^TestWheelStageClaim$",
+	},
+	{
 		// killed: the entry due in an hour is claimed with the due one: require.Equal([]string{"now"}, ids(c.Entries)) fails
 		Name:      "claim-takes-not-due",
 		Invariant: "never early: the claim script takes an entry only once it is due by Redis TIME",
