@@ -163,10 +163,17 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	}
 	s.metrics.stored.WithLabelValues(res.String()).Inc()
 	switch res {
-	case store.PutStored:
+	case store.PutStored, store.PutDuplicate:
+		// A duplicate may be this very copy, stored by a Put whose answer was lost (a cut
+		// reply, a WAIT short of its replicas) and handed back: then no wheel holds it.
+		// Holding it here too costs one claim at most: the claim takes it only when it is
+		// due by Redis's clock, and only from wherever it waits.
 		if err := s.wheel.Add(a.ID, a.DueAt); err != nil {
 			// Redis holds it; the sweeper claims it once it is overdue.
 			s.logger.Warn("wheel refused a key; the sweeper will deliver it", "rd_id", a.ID, "err", err)
+		}
+		if res == store.PutDuplicate {
+			s.logger.Debug("duplicate alert: held in the wheel in case it is this copy's", "rd_id", a.ID)
 		}
 	case store.PutCancelled:
 		s.metrics.cancelled.Inc()

@@ -1,0 +1,62 @@
+package scheduler
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/timewheel"
+	"github.com/rocketdelay/rocketdelay/wire"
+)
+
+// lostReply is a wheel stage whose first Put stores the entry in Redis and then answers
+// as if Redis had not (a cut reply, a WAIT short of its replicas).
+type lostReply struct {
+	WheelStage
+	lost atomic.Bool
+}
+
+func (l *lostReply) Put(ctx context.Context, e store.Entry) (store.PutResult, error) {
+	res, err := l.WheelStage.Put(ctx, e)
+	if err == nil && l.lost.CompareAndSwap(false, true) {
+		return 0, store.ErrNotReplicated
+	}
+	return res, err
+}
+
+// An arrival whose Put stored the alert but lost its answer is handed back; its copy
+// delivered again finds the alert stored (a duplicate) and holds it in the wheel. It was
+// held by no wheel at all, and waited for the sweeper: late by the grace and a sweep.
+func TestAnArrivalWhosePutLostItsAnswerIsHeldInTheWheel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis")
+	}
+	rdb, prefix := testenv.Redis(t)
+	ws := &lostReply{WheelStage: store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})}
+	wheel, err := timewheel.New(timewheel.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { wheel.Stop() })
+	s := &Scheduler{opts: Options{KnownTarget: func(string) bool { return true }, Horizon: time.Hour}.withDefaults(),
+		store: ws, wheel: wheel, logger: discardLogger(), metrics: NewMetrics(prometheus.NewRegistry()), now: time.Now,
+		broker: brokerSide{route: Route{Levels: []time.Duration{time.Second}, Threshold: time.Minute}}}
+
+	msg := &primitive.MessageExt{Message: primitive.Message{Body: []byte("disk full")}, MsgId: "m1"}
+	msg.WithProperty(wire.PropTarget, "ops")
+	msg.WithProperty(wire.PropID, "lost-reply")
+	msg.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10))
+	_, err = s.handle(t.Context(), msg)
+	require.ErrorIs(t, err, store.ErrNotReplicated, "handed back to RocketMQ")
+	require.Zero(t, wheel.Len())
+
+	_, err = s.handle(t.Context(), msg) // RocketMQ delivers it again
+	require.NoError(t, err)
+	require.Equal(t, 1, wheel.Len(), "held in the wheel, due at its time")
+}
