@@ -60,3 +60,29 @@ func TestAnArrivalWhosePutLostItsAnswerIsHeldInTheWheel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, wheel.Len(), "held in the wheel, due at its time")
 }
+
+// A message under the service's own id, refused for another reason, is judged by the
+// proof it carries: a proven Alertmanager notification due too long ago is refused
+// stale (an operator may retry it), not bad_id, which its proof was not read for.
+func TestAProvenServiceIDKeepsItsRefusalsReason(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis")
+	}
+	rdb, prefix := testenv.Redis(t)
+	rec := newRecorder()
+	s := &Scheduler{opts: Options{KnownTarget: func(string) bool { return true }, Horizon: time.Hour, DedupeWindow: time.Hour,
+		Principal: func(e store.Entry) string { return e.Props[wire.PropPrincipal] }}.withDefaults(),
+		store: store.NewWheelStage(rdb, prefix, store.WheelStageOptions{}), delivery: rec, logger: discardLogger(),
+		metrics: NewMetrics(prometheus.NewRegistry()), now: time.Now}
+	msg := &primitive.MessageExt{Message: primitive.Message{Body: []byte("disk full")}, MsgId: "m2"}
+	msg.WithProperty(wire.PropTarget, "ops")
+	msg.WithProperty(wire.PropID, "am-0a1b2c")
+	msg.WithProperty(wire.PropPrincipal, "team")
+	msg.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().Add(-2*time.Hour).UnixMilli(), 10))
+	_, err := s.handle(t.Context(), msg)
+	require.NoError(t, err)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.rejected, 1)
+	require.Equal(t, string(wire.RejectStale), rec.rejected[0].Reason)
+}

@@ -40,6 +40,20 @@ type decodeRules struct {
 // alert's fields decoded as far as they could be (for the record of the rejection).
 func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.Entry, *wire.Rejection) {
 	a := store.Entry{Body: msg.Body, Target: msg.GetProperty(wire.PropTarget), ID: messageID(msg)}
+	// A chat alert keeps only its priority, its principal and the principal's signature
+	// and, for an escalation's step, its episode's mark and the mark's signature (a topic
+	// target's alert all its properties, below). They are read before any refusal: a
+	// refused alert of the service's own id is judged by its proof (serviceIDProven),
+	// which keeps the refusal's own reason (an unknown target sent on to a replica that
+	// knows it, a stale step retried by an operator) rather than bad_id.
+	for _, p := range []string{wire.PropPriority, wire.PropPrincipal, wire.PropPrincipalSig, wire.PropEpisode, wire.PropEpisodeSig} {
+		if v := msg.GetProperty(p); v != "" {
+			if a.Props == nil {
+				a.Props = map[string]string{}
+			}
+			a.Props[p] = v
+		}
+	}
 	if h, err := strconv.Atoi(msg.GetProperty(wire.PropHops)); err == nil && h > 0 {
 		a.Hops = h
 	}
@@ -59,9 +73,12 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.
 	if a.Target == "" {
 		return a, wire.Reject(wire.RejectMissingTarget, "the message has no %s property naming a target", wire.PropTarget)
 	}
-	if n := propertyBytes(msg); a.Hops == 0 && n > maxConsumedPropertyBytes {
+	// A hop's own properties grew by rocketdelay's (RD_HOPS, RD_DELIVER_AT_MS, …): it is
+	// allowed hopRoom more, so that what was accepted at its first arrival is never
+	// refused later, and a producer's RD_HOPS buys nothing.
+	if n, most := propertyBytes(msg), maxConsumedPropertyBytes+min(a.Hops, 1)*hopRoom; n > most {
 		return a, wire.Reject(wire.RejectDestination, "its properties take %d bytes encoded; a hop adds rocketdelay's and the broker's "+
-			"own, and the broker refuses a message whose properties pass 32767: at most %d are accepted", n, maxConsumedPropertyBytes)
+			"own, and the broker refuses a message whose properties pass 32767: at most %d are accepted", n, most)
 	}
 	if !rules.knownTarget(a.Target) {
 		return a, wire.Reject(wire.RejectUnknownTarget, "%s %q is not a target in the configuration", wire.PropTarget, a.Target)
@@ -92,16 +109,6 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.
 	if rules.checkBody != nil {
 		if err := rules.checkBody(a.Target, msg.Body); err != nil {
 			return a, wire.Reject(wire.RejectBadBody, "%v", err)
-		}
-	}
-	// A chat alert keeps only its priority, its principal and the principal's signature
-	// and, for an escalation's step, its episode's mark and the mark's signature.
-	for _, p := range []string{wire.PropPriority, wire.PropPrincipal, wire.PropPrincipalSig, wire.PropEpisode, wire.PropEpisodeSig} {
-		if v := msg.GetProperty(p); v != "" {
-			if a.Props == nil {
-				a.Props = map[string]string{}
-			}
-			a.Props[p] = v
 		}
 	}
 	return a, nil
@@ -156,10 +163,13 @@ func messageID(msg *primitive.MessageExt) string {
 // hold its queue.
 const maxConsumedPropertyBytes = 32767 - 1024
 
+// hopRoom is what a hop's own properties may take beyond a first arrival's: rocketdelay's
+// RD_* that a hop adds take a few dozen bytes.
+const hopRoom = 512
+
 // propertyBytes is the size of msg's own properties as the broker encodes them (each name
 // and value, and a separator after each): the broker's (wire.SystemProperty), which grow
-// from one arrival to the next and which a hop does not copy, left out. It is weighed at
-// the first arrival only, so that a message accepted then is never refused later.
+// from one arrival to the next and which a hop does not copy, left out.
 func propertyBytes(msg *primitive.MessageExt) int {
 	n := 0
 	for k, v := range msg.GetProperties() {
