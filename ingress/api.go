@@ -145,6 +145,9 @@ func (in *Ingress) publication(req PublishRequest) (wire.Publication, string, er
 		if err != nil {
 			return bad(wire.RejectBadDue, "at %q is not an RFC 3339 time such as 2026-12-02T15:04:05+08:00", req.At)
 		}
+		if at.IsZero() { // the year 1 would read as no due time at all: due now
+			return bad(wire.RejectBadDue, "at %q is outside the years 1970–9999", req.At)
+		}
 		pub.At = at
 	default:
 		return bad(wire.RejectMissingDue, "give in (a delay) or at (a due time)")

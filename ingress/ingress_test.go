@@ -217,6 +217,8 @@ func TestPublishAPI(t *testing.T) {
 		{map[string]any{"target": "ops", "text": "x"}, wire.RejectMissingDue, "give in"},
 		{map[string]any{"target": "ops", "in": "soon", "text": "x"}, wire.RejectBadDue, `in "soon" is not a non-negative duration`},
 		{map[string]any{"target": "ops", "in": "1m", "at": at, "text": "x"}, wire.RejectBadDue, "not both"},
+		{map[string]any{"target": "ops", "at": "0001-01-01T00:00:00Z", "text": "x"}, wire.RejectBadDue, "outside the years 1970–9999"},
+		{map[string]any{"target": "orders", "in": "1m", "text": "x", "properties": map[string]string{"shop": ""}}, wire.RejectDestination, "no value"},
 		{map[string]any{"target": "ops", "in": "1m", "id": "has space", "text": "x"}, wire.RejectBadID, "printable characters"},
 		{map[string]any{"target": "ops", "in": "1m"}, wire.RejectBadBody, "exactly one of text, markdown, body"},
 		{map[string]any{"target": "ops", "in": "1m", "body": map[string]any{"msgtype": "link"}}, wire.RejectBadBody, "link"},

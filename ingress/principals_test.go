@@ -546,8 +546,8 @@ func TestPrincipalsFileFollowsItsSecrets(t *testing.T) {
 
 	for content, hidden := range map[string]string{
 		"principals:\n  - {name: ci, token: second-token-0123456789ab, targets: [ops], ratePerSecond: .nan}\n": "",
-		"principals:\n  - {name: ci, token: " + string(operator) + ", targets: [ops]}\n":                         string(operator),
-		"principals:\n  - {name: ci, token: *Zx9secretZx9secret, targets: [ops]}\n":                             "Zx9secret",
+		"principals:\n  - {name: ci, token: " + string(operator) + ", targets: [ops]}\n":                       string(operator),
+		"principals:\n  - {name: ci, token: *Zx9secretZx9secret, targets: [ops]}\n":                            "Zx9secret",
 	} {
 		write(file, content)
 		changed, err := s.in.principals.Reload()

@@ -120,6 +120,10 @@ func ReservedID(id string) (prefix, principal string, ok bool) {
 // MaxIDLength bounds RD_ID.
 const MaxIDLength = 128
 
+// MaxDueMillis is the latest due time an alert may have, in Unix milliseconds: the end
+// of the year 9999. The earliest is the Unix epoch.
+const MaxDueMillis = 253402300799999
+
 // RejectReason classifies a message that can never be delivered; it is a metric label.
 type RejectReason string
 

@@ -147,8 +147,16 @@ func (pub Publication) Check(now time.Time, limits DueLimits) *Rejection {
 	if pub.Target == "" {
 		return Reject(RejectMissingTarget, "a target is required")
 	}
+	if separated(pub.Target) {
+		return Reject(RejectUnknownTarget, "target %q holds %s: no target is named so", pub.Target, separators)
+	}
 	if !pub.At.IsZero() && pub.In != 0 {
 		return Reject(RejectBadDue, "give a due time or a delay, not both")
+	}
+	if !pub.At.IsZero() && (pub.At.Before(time.UnixMilli(0)) || pub.At.After(time.UnixMilli(MaxDueMillis))) {
+		// As the consumer refuses it; and far enough ahead, its milliseconds would
+		// overflow into an early due time.
+		return Reject(RejectBadDue, "due time %s is outside the years 1970–9999", pub.At.UTC().Format(time.RFC3339))
 	}
 	if pub.In < 0 {
 		return Reject(RejectBadDue, "negative delay %s", pub.In)
@@ -194,6 +202,8 @@ func (pub Publication) Check(now time.Time, limits DueLimits) *Rejection {
 			return Reject(RejectDestination, "property %q is reserved (rocketdelay's RD_* or the broker's own)", k)
 		case separated(k) || separated(pub.Properties[k]):
 			return Reject(RejectDestination, "property %q holds %s", k, separators)
+		case pub.Properties[k] == "":
+			return Reject(RejectDestination, "property %q has no value: RocketMQ carries no empty property, so it would not be delivered", k)
 		}
 	}
 	at := pub.At
