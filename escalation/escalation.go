@@ -600,7 +600,15 @@ func (e *Escalator) stepBody(ep store.Episode, seq int64, k int, step config.Esc
 	mentions, duty := oncall.Mentions(step.Mention, kind, e.opts.Rotations, now)
 	var footer strings.Builder
 	fmt.Fprintf(&footer, "\n\n**Escalation**, step %d (policy %s)", k+1, ep.Policy)
-	if step.Mention.Rotation != "" {
+	switch _, known := e.opts.Rotations[step.Mention.Rotation]; {
+	case step.Mention.Rotation == "":
+	case !known:
+		// The episode keeps the policy it started with; a reload since removed or renamed
+		// the rotation its step names. The page still goes, saying who it could not name.
+		fmt.Fprintf(&footer, "; on duty: nobody named (rotation %q is no longer configured)", step.Mention.Rotation)
+		e.logger.Warn("an escalation step names a rotation that is no longer configured: nobody on duty is mentioned",
+			"episode", ep.Key, "policy", ep.Policy, "step", k, "rotation", step.Mention.Rotation)
+	default:
 		fmt.Fprintf(&footer, "; on duty: %s", duty.Member.Name)
 		if !duty.Mentioned {
 			footer.WriteString(" (no id on this platform to mention)")

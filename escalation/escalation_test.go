@@ -193,6 +193,15 @@ func TestStepsFollowThePolicyAndTheRotation(t *testing.T) {
 	require.Contains(t, dt.Markdown.Text, "on duty: ana")
 	require.Contains(t, dt.Markdown.Text, "primary unreachable")
 
+	// A replica whose configuration no longer has the rotation (a reload renamed it while
+	// the episode ran on the policy it started with) says so, rather than naming nobody
+	// with an empty name and a false reason.
+	reloaded := w.escalator(prometheus.NewRegistry(), func(o *escalation.Options) { o.Rotations = nil })
+	send, body = due(t, reloaded, step0)
+	require.True(t, send)
+	require.NoError(t, json.Unmarshal(body, &dt))
+	require.Contains(t, dt.Markdown.Text, `on duty: nobody named (rotation "primary" is no longer configured)`)
+
 	w.clock.set(time.Date(2026, 12, 4, 9, 0, 30, 0, shanghai))
 	step1 := w.only(t, escalation.StepID(key, f.Seq, 1))
 	require.Equal(t, ep.Started.Add(5*time.Minute), step1.At)
