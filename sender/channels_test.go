@@ -191,6 +191,42 @@ func TestAnUndocumentedLockOutIsLearned(t *testing.T) {
 	}
 }
 
+// A webhook that Slack answers 429 with Retry-After: 40 rests those 40 s, not the
+// target's first rest (5 s, doubling): every request before then would be another 429.
+func TestARetryAfterIsTheLeastRest(t *testing.T) {
+	t.Parallel()
+	const window = 6 * time.Second // the simulator's second is 100ms: the test waits little for Slack's 1/s
+	w := newChatWorld(t, platformOf(t, slack.Kind), window, chatsim.Options{},
+		sender.Robot{Name: "s1", Token: "T1/B1/tok-after-1"}, sender.Robot{Name: "s2", Token: "T1/B1/tok-after-2"})
+	require.NoError(t, w.sim.Inject("T1/B1/tok-after-1", chatsim.Fault{Kind: chatsim.FaultStatus, Status: 429, RetryAfter: 40 * time.Second, Count: 1}))
+	o := fastOptions()
+	o.Coalesce = config.CoalesceOff
+	// As app configures a Slack target: sender.slack.cooldown, doubling up to sender.cooldown.
+	s := w.sender(t, o, sender.Target{Cooldown: 5 * time.Second, CooldownMax: 10 * time.Minute}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := time.Now().Truncate(time.Millisecond) // Redis TIME runs on this machine's clock
+	for i := 0; w.sim.Stats().Faults == 0; i++ {
+		require.Less(t, i, 3, "s1 is picked within two alerts")
+		_, err := s.Send(ctx, sender.Alert{Target: "ops", Body: fmt.Appendf(nil, "alert-%04d", i)})
+		require.NoError(t, err)
+	}
+	_, err := s.Send(ctx, sender.Alert{Target: "ops", Body: []byte("after the 429")})
+	require.NoError(t, err)
+	for _, m := range w.sim.Accepted() {
+		require.Equal(t, "s2", m.Robot)
+	}
+	st, err := w.pool.State(ctx, "ops", []string{"s1"})
+	require.NoError(t, err)
+	require.False(t, st[0].CoolingUntil.Before(before.Add(40*time.Second)),
+		"s1 cools until %s, less than 40s after %s", st[0].CoolingUntil, before)
+	// The pool keeps every request from s1 until then.
+	pick, err := w.pool.Pick(ctx, "ops", []store.PoolRobot{{Name: "s1", Limit: w.robots[0].Limit}}, store.PickOptions{})
+	require.NoError(t, err)
+	require.Empty(t, pick.Robot)
+	require.True(t, pick.At.Add(pick.Wait).Equal(st[0].CoolingUntil), "the pool's wait ends with the cool-down")
+}
+
 // A robot whose credential the platform refuses (WeCom's 93000, Feishu's 19001 "token
 // invalid") is taken out of rotation; the alert goes through another robot.
 func TestABrokenCredentialTakesTheRobotOut(t *testing.T) {

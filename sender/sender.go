@@ -37,6 +37,8 @@ type Target struct {
 	// first request after its rest (the platform's lock-out was longer) rests twice as
 	// long, up to CooldownMax, until a request goes through. For platforms whose lock-out
 	// after a throttle is not documented (WeCom, Feishu): it is learned. 0: Cooldown.
+	// A throttle that says how long to wait (Slack's 429 with Retry-After) rests at least
+	// that long, up to the longer of Cooldown and CooldownMax.
 	CooldownMax time.Duration
 }
 
@@ -789,12 +791,14 @@ func (s *Chat) pickSlot(ctx context.Context, t *target, robots []store.PoolRobot
 	return slot{Pick: pick, asked: asked}, err
 }
 
-// throttled records that the platform throttled robot: it cools down, and, when it was
-// below its configured limit, gets a lower learned one; the start of such an episode is
-// logged once, by the replica that saw it, with what the operator may want to know.
+// throttled records that the platform throttled robot: it cools down (at least o's
+// Retry-After, up to the target's longest cool-down), and, when it was below its
+// configured limit, gets a lower learned one; the start of such an episode is logged
+// once, by the replica that saw it, with what the operator may want to know.
 func (s *Chat) throttled(ctx context.Context, t *target, robot Robot, pick store.Pick, o Outcome) {
 	done, err := s.pool.Settle(context.WithoutCancel(ctx), t.name, pick, t.order, store.Settlement{How: store.SettleThrottled,
-		Throttle: store.ThrottleOptions{Cooldown: t.cooldown, CooldownMax: t.cooldownMax, Learn: s.learn() && !o.Busy}})
+		Throttle: store.ThrottleOptions{Cooldown: t.cooldown, CooldownMax: t.cooldownMax, RetryAfter: o.RetryAfter,
+			Learn: s.learn() && !o.Busy}})
 	th := done.Throttle
 	s.metrics.cooldowns.WithLabelValues(t.name, robot.Name).Inc()
 	if err != nil {

@@ -206,7 +206,8 @@ func (p *RobotPool) Pick(ctx context.Context, target string, robots []PoolRobot,
 //     again (its doubt and strikes are over), else only its probe is over.
 //   - SettleThrottled: the platform throttled the robot (DingTalk 130101, WeCom 45009,
 //     Feishu 9499, Slack 429, a redirect): the refused send leaves the window, the robot
-//     cools down (Throttle options) and is in doubt after it; with Learn, a throttle
+//     cools down (Throttle options: at least the platform's Retry-After, up to the
+//     longest cool-down) and is in doubt after it; with Learn, a throttle
 //     while the window held fewer than its configured limit (someone else sends through
 //     the robot too) lowers its limit to three quarters of its current limit, but no
 //     more than the count that went through, and the first such throttle of an episode
@@ -244,7 +245,7 @@ func (p *RobotPool) Settle(ctx context.Context, target string, pick Pick, robots
 		}
 		o := s.Throttle
 		args = append(args, "", configured, o.Cooldown.Milliseconds(), p.window.Milliseconds(), boolArg(o.Learn),
-			max(o.CooldownMax, o.Cooldown).Milliseconds())
+			max(o.CooldownMax, o.Cooldown).Milliseconds(), max(o.RetryAfter, 0).Milliseconds())
 		args = append(args, others...)
 	case SettleDisabled:
 		ms := s.DisableFor.Milliseconds()
@@ -413,6 +414,10 @@ type ThrottleOptions struct {
 	// lock-out is longer than the rest) rests twice as long as the last time, up to
 	// CooldownMax, until a request goes through (Settle, answered and open).
 	CooldownMax time.Duration
+	// RetryAfter is the platform's Retry-After with the throttle (Slack's 429), 0 when it
+	// said none: the robot rests at least this long, but no longer than the longer of
+	// Cooldown and CooldownMax. A request before it ends would be throttled again.
+	RetryAfter time.Duration
 	// Learn lowers the limits of robots throttled below their configured limit (config
 	// sender.robotLimits learn).
 	Learn bool

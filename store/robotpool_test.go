@@ -420,6 +420,42 @@ func TestRobotPoolFullPicks(t *testing.T) {
 	require.InDelta(t, 2*60_000, (p.Wait + p.At.Sub(first)).Milliseconds(), 1, "the token after the one the paced pick reserved")
 }
 
+// A throttle that says how long to wait (Slack's 429 with Retry-After) rests the robot at
+// least that long, learning or not, but no longer than the longest cool-down (CooldownMax,
+// or Cooldown when there is none above it); a shorter one leaves the cool-down as it is.
+func TestRobotPoolRestsAtLeastTheRetryAfter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _, pool := newRobotPool(t, time.Minute)
+	robots := poolRobots(5, "a", "b")
+	for _, c := range []struct {
+		name string
+		o    store.ThrottleOptions
+		rest time.Duration
+	}{
+		{"retry-after", store.ThrottleOptions{Cooldown: 5 * time.Second, CooldownMax: 10 * time.Minute, RetryAfter: 40 * time.Second}, 40 * time.Second},
+		{"retry-after-learning", store.ThrottleOptions{Cooldown: 5 * time.Second, CooldownMax: 10 * time.Minute, RetryAfter: 40 * time.Second, Learn: true}, 40 * time.Second},
+		{"past-the-longest", store.ThrottleOptions{Cooldown: 5 * time.Second, CooldownMax: 2 * time.Minute, RetryAfter: time.Hour, Learn: true}, 2 * time.Minute},
+		{"past-the-cooldown", store.ThrottleOptions{Cooldown: 10 * time.Second, RetryAfter: time.Hour}, 10 * time.Second},
+		{"shorter", store.ThrottleOptions{Cooldown: 5 * time.Second, CooldownMax: 10 * time.Minute, RetryAfter: time.Second}, 5 * time.Second},
+	} {
+		target := "ops-" + c.name
+		p, err := pool.Pick(ctx, target, robots, store.PickOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "a", p.Robot)
+		th, err := throttled(ctx, pool, target, p, robots, c.o)
+		require.NoError(t, err)
+		after := redisNow(t, rdb)
+		require.False(t, th.CoolingUntil.Before(p.At.Add(c.rest)), "%s: cools until %s, before %s", c.name, th.CoolingUntil, p.At.Add(c.rest))
+		require.False(t, th.CoolingUntil.After(after.Add(c.rest)), "%s: cools until %s, after %s", c.name, th.CoolingUntil, after.Add(c.rest))
+		// No pick reaches the robot before then.
+		again, err := pool.Pick(ctx, target, robots[:1], store.PickOptions{})
+		require.NoError(t, err)
+		require.Empty(t, again.Robot, c.name)
+		require.True(t, again.At.Add(again.Wait).Equal(th.CoolingUntil), "%s: the wait ends with the cool-down", c.name)
+	}
+}
+
 // A throttle while the robot's window held fewer sends than its configured limit teaches
 // a lower limit (no more than the count that went through; its siblings take the count
 // too), once per episode; a further throttle lowers it by a quarter; after the cool-down

@@ -103,24 +103,27 @@ func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply
 	return sender.SimReceived{MsgType: msgType, Text: text, Markup: simMarkup(msgType, text, body)}, nil
 }
 
-// simMarkup is what a group shows of a message as markup: the people its at field
-// notifies (DingTalk notifies only those, whatever the text says) and, in markdown, its
-// links, images and headings.
+// simMarkup is what a group shows of a message as markup: the people the at field of a
+// text or markdown message notifies (DingTalk notifies only those, whatever the text
+// says; the other types have no at field, so one they carry notifies nobody) and, in
+// markdown, its links, images and headings.
 func simMarkup(msgType, text string, body []byte) []string {
-	var m struct {
-		At struct {
-			IsAtAll   bool     `json:"isAtAll"`
-			AtMobiles []string `json:"atMobiles"`
-			AtUserIDs []string `json:"atUserIds"`
-		} `json:"at"`
-	}
-	_ = json.Unmarshal(body, &m) // read by readSimMessage already
 	var out []string
-	if m.At.IsAtAll {
-		out = append(out, "mention:all")
-	}
-	for _, who := range append(m.At.AtMobiles, m.At.AtUserIDs...) {
-		out = append(out, "mention:"+who)
+	if msgType == TypeText || msgType == TypeMarkdown {
+		var m struct {
+			At struct {
+				IsAtAll   bool     `json:"isAtAll"`
+				AtMobiles []string `json:"atMobiles"`
+				AtUserIDs []string `json:"atUserIds"`
+			} `json:"at"`
+		}
+		_ = json.Unmarshal(body, &m) // read by readSimMessage already
+		if m.At.IsAtAll {
+			out = append(out, "mention:all")
+		}
+		for _, who := range append(m.At.AtMobiles, m.At.AtUserIDs...) {
+			out = append(out, "mention:"+who)
+		}
 	}
 	if msgType == TypeMarkdown || msgType == TypeActionCard {
 		out = append(out, sender.SimMarkdown(text, nil, true)...)

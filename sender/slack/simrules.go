@@ -20,8 +20,9 @@ const SimRocketChatPath = "/hooks/"
 
 // SimRules are Slack's rules in the simulator (package chatsim, through the Platform):
 // the webhook's path after /services/, no signing and no keyword, a JSON body with text,
-// blocks or attachments; 60 messages a minute and bursts of 2 a second, answered over
-// them with HTTP 429 "rate_limited" and a Retry-After, and no lock-out besides.
+// blocks or attachments, the text shown truncated to its first TruncateChars characters;
+// 60 messages a minute and bursts of 2 a second, answered over them with HTTP 429
+// "rate_limited" and a Retry-After, and no lock-out besides.
 type SimRules struct {
 	// RocketChat makes the webhooks answer as Rocket.Chat's do: at SimRocketChatPath,
 	// HTTP 200 {"success":true} on success and {"success":false,"error":WORD} with the
@@ -118,11 +119,25 @@ func check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply) {
 	}
 	switch {
 	case len(m.Blocks) > 0 || len(m.Attachments) > 0:
-		return sender.SimReceived{MsgType: TypeBlocks, Text: m.Text, Markup: simMarkup(m.Text)}, nil
+		text := truncated(m.Text)
+		return sender.SimReceived{MsgType: TypeBlocks, Text: text, Markup: simMarkup(text)}, nil
 	case strings.TrimSpace(m.Text) == "":
 		return sender.SimReceived{}, refuse(http.StatusBadRequest, "no_text")
 	}
-	return sender.SimReceived{MsgType: TypeText, Text: m.Text, Markup: simMarkup(m.Text)}, nil
+	text := truncated(m.Text)
+	return sender.SimReceived{MsgType: TypeText, Text: text, Markup: simMarkup(text)}, nil
+}
+
+// truncated is text as Slack shows it: its first TruncateChars characters.
+func truncated(text string) string {
+	n := 0
+	for i := range text {
+		if n == TruncateChars {
+			return text[:i]
+		}
+		n++
+	}
+	return text
 }
 
 // mrkdwnTag is Slack's markup in text: <@U…> a user, <!here>, <!channel>, <!everyone>

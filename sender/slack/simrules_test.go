@@ -3,9 +3,11 @@ package slack_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -96,4 +98,25 @@ func TestRocketChatRulesAnswerSuccess(t *testing.T) {
 		sender.Message{Format: sender.FormatText, Text: "disk full"})
 	require.True(t, o.OK, o.Reason)
 	require.Equal(t, 2, sim.Stats().Accepted, "the message went once")
+}
+
+// Slack truncates a text past 40,000 characters (not bytes): the simulator records what
+// the channel shows, the first 40,000 characters, and none of the markup past them.
+func TestSimTruncatesLongTexts(t *testing.T) {
+	const shown = 40_000 // characters (DESIGN.md)
+	check := func(text string) sender.SimReceived {
+		t.Helper()
+		body := `{"text":"` + text + `"}`
+		got, refused := slack.SimRules{}.Check(sender.SimRequest{Request: httptest.NewRequest("POST", slack.SimPath+"T1/B1/x1", strings.NewReader(body)),
+			Body: []byte(body), Now: time.Now(), Skew: time.Hour})
+		require.Nil(t, refused)
+		return got
+	}
+	whole := strings.Repeat("é", shown-1) + "x" // 40,000 characters, 80,001 bytes
+	require.Equal(t, whole, check(whole).Text, "a text of 40,000 characters is shown whole")
+
+	got := check(whole + "yz <!channel>")
+	require.Equal(t, shown, utf8.RuneCountInString(got.Text))
+	require.Equal(t, whole, got.Text)
+	require.Empty(t, got.Markup, "the mention past the cut is not shown")
 }

@@ -24,7 +24,10 @@ import (
 
 // Slack's size rules, bytes of text.
 const (
-	// MaxTextBytes bounds a message's text: Slack truncates a text past 40,000
+	// TruncateChars is where Slack cuts a text: it shows a longer one truncated to its
+	// first 40,000 characters.
+	TruncateChars = 40_000
+	// MaxTextBytes bounds a message's text: Slack truncates a text past TruncateChars
 	// characters, and a character is at least a byte.
 	MaxTextBytes = 39_000
 	// MaxSplitBytes bounds a text alert, which is split into numbered parts; a larger one

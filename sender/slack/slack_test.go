@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,6 +61,25 @@ func TestRender(t *testing.T) {
 
 	require.Equal(t, MaxTextBytes-3, New("").Room(sender.Message{Format: sender.FormatText, Text: "abc"}))
 	require.Equal(t, "*3 alerts*", New("").Style().Heading(3))
+}
+
+// A long alert is split so that Slack shows every part whole: each part's text is at
+// most MaxTextBytes, and so fewer characters than Slack's cut, TruncateChars.
+func TestSplitPartsStayUnderSlacksCut(t *testing.T) {
+	require.Less(t, MaxTextBytes, TruncateChars, "a character is at least a byte")
+	ch := New("")
+	for _, text := range []string{strings.Repeat("disk full ", 30_000), strings.Repeat("磁盘满", 20_000)} {
+		for _, f := range []sender.Format{sender.FormatText, sender.FormatMarkdown} {
+			parts, err := sender.Split(ch, sender.Message{Format: f, Title: "disk", Text: text, Mentions: sender.Mentions{All: true}}, 0)
+			require.NoError(t, err)
+			require.Greater(t, len(parts), 1)
+			for i, p := range parts {
+				r := render(p).(Message)
+				require.LessOrEqual(t, len(r.Text), MaxTextBytes, "part %d", i)
+				require.Less(t, utf8.RuneCountInString(r.Text), TruncateChars, "part %d", i)
+			}
+		}
+	}
 }
 
 // A label can open no mention or link in Slack's mrkdwn.

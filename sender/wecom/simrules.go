@@ -86,6 +86,9 @@ func (SimRules) Check(c sender.SimRequest) (sender.SimReceived, *sender.SimReply
 		}
 		var markup []string
 		for _, who := range append(m.Text.Mentioned, m.Text.MentionedTels...) {
+			if who == all {
+				who = "all" // everyone, as every platform's simulator shows it (sender.SimReceived)
+			}
 			markup = append(markup, "mention:"+who)
 		}
 		return sender.SimReceived{MsgType: m.MsgType, Text: m.Text.Content, Markup: markup}, nil

@@ -18,8 +18,9 @@
 -- ARGV[5]  returned: 1 when the send was the robot's probe; answered: 1 when the robot is
 --          open (the platform accepted or refused the message itself); else unused
 -- ARGV[6…] throttled: configured limit, cool-down ms, window ms, learning 1/0, longest
---          cool-down ms, then pairs of the other robots' names and configured limits
---          (throttled's ARGV[3…]); disabled: how long, ms (suspend's ARGV[2])
+--          cool-down ms, the platform's Retry-After ms (0: none), then pairs of the other
+--          robots' names and configured limits (throttled's ARGV[3…]); disabled: how
+--          long, ms (suspend's ARGV[2])
 --
 -- Returns: returned and answered {1 when the send was still in the window, else 0};
 -- throttled {limit in effect, 1 if an episode started, cool-down end, sends in the

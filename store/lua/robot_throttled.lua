@@ -16,7 +16,9 @@
 --          while in doubt and out of its rest (its probe was throttled again: the
 --          platform's lock-out is longer than the rest) rests twice as long as the last
 --          time, up to this (strikes:r counts such throttles; robot_touch.lua clears it)
--- ARGV[8…] pairs: name and configured limit of each other robot of the target
+-- ARGV[8]  the platform's Retry-After, ms (0: none): the robot rests at least this long,
+--          up to the longest cool-down (ARGV[7], or ARGV[4] when that is longer)
+-- ARGV[9…] pairs: name and configured limit of each other robot of the target
 --
 -- With learning on, a throttle while the window held fewer sends than the configured
 -- limit is evidence that someone else sends through the robot too: its learned limit
@@ -59,7 +61,7 @@ if ARGV[6] == '1' then
       -- is charged for them, so it does not spend this window's budget twice.
       redis.call('HINCRBY', KEYS[4], 'debt', count)
       redis.call('PEXPIRE', KEYS[4], 2 * window + 1000)
-      for i = 8, #ARGV, 2 do
+      for i = 9, #ARGV, 2 do
         local other, limit = ARGV[i], tonumber(ARGV[i + 1])
         if not redis.call('HGET', KEYS[2], 'lim:' .. other) and seen < limit then
           redis.call('HSET', KEYS[2], 'lim:' .. other, seen, 'ceil:' .. other, seen, 'at:' .. other, string.format('%d', now))
@@ -72,9 +74,11 @@ if ARGV[6] == '1' then
   redis.call('HDEL', KEYS[2], 'probe:' .. name)
   redis.call('PERSIST', KEYS[2])
 end
--- The rest: the cool-down, doubled per throttle in a row while in doubt, up to the longest.
+-- The rest: the cool-down, doubled per throttle in a row while in doubt, up to the longest;
+-- never shorter than the platform's Retry-After (up to the longest): a request before its
+-- end would be throttled again.
 local rest = tonumber(ARGV[4])
-local longest = tonumber(ARGV[7])
+local longest = math.max(tonumber(ARGV[7]), rest)
 if longest > rest and ARGV[6] == '1' then
   local strikes = tonumber(redis.call('HGET', KEYS[2], 'strikes:' .. name)) or 0
   if probed then
@@ -83,6 +87,7 @@ if longest > rest and ARGV[6] == '1' then
   end
   rest = math.min(longest, rest * (2 ^ strikes))
 end
+rest = math.max(rest, math.min(longest, tonumber(ARGV[8])))
 local untilMs = now + rest
 redis.call('ZADD', KEYS[1], 'GT', string.format('%d', untilMs), name)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
