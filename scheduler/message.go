@@ -114,16 +114,13 @@ func decode(msg *primitive.MessageExt, rules decodeRules, now time.Time) (store.
 	return a, nil
 }
 
-// absurdMillis is a due time no alert can have: year 9999.
-const absurdMillis = 253402300799999
-
 func deliverAt(msg *primitive.MessageExt) (time.Time, *wire.Rejection) {
 	if v := msg.GetProperty(wire.PropDeliverAt); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return time.Time{}, wire.Reject(wire.RejectBadDue, "%s=%q is not a whole number of Unix milliseconds", wire.PropDeliverAt, v)
 		}
-		if ms < 0 || ms > absurdMillis {
+		if ms < 0 || ms > wire.MaxDueMillis {
 			return time.Time{}, wire.Reject(wire.RejectBadDue, "%s=%d is outside the years 1970–9999", wire.PropDeliverAt, ms)
 		}
 		return time.UnixMilli(ms), nil
@@ -136,7 +133,7 @@ func deliverAt(msg *primitive.MessageExt) (time.Time, *wire.Rejection) {
 		if ms < 0 {
 			return time.Time{}, wire.Reject(wire.RejectBadDue, "%s=%d is negative", wire.PropDelay, ms)
 		}
-		if ms > absurdMillis-msg.BornTimestamp {
+		if ms > wire.MaxDueMillis-msg.BornTimestamp {
 			return time.Time{}, wire.Reject(wire.RejectBadDue, "%s=%d is absurdly far ahead", wire.PropDelay, ms)
 		}
 		return time.UnixMilli(msg.BornTimestamp + ms), nil
