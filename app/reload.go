@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,7 +31,9 @@ const reloadPoll = 5 * time.Second
 // SIGTERM — and the service starts again with the new configuration. The other replicas
 // carry the load meanwhile, as during a rolling restart, so nothing is lost; a replica
 // alone is unready for the moment of its restart. A new configuration that cannot start
-// (a key prefix another deployment owns) is said, and the previous one starts again.
+// (a key prefix another deployment owns), or that has not started within Fallback (a
+// Redis, Postgres or name server it names that never answers), is said, and the previous
+// one starts again; it is not tried again until the file changes or a SIGHUP.
 // rocketdelay_config_info names the running configuration by its digest, and
 // rocketdelay_config_reloads_total counts the reloads by result.
 type Reloading struct {
@@ -44,6 +47,9 @@ type Reloading struct {
 	Logger func(config.Config) *slog.Logger
 	// Poll is how often the file is read again. Default reloadPoll.
 	Poll time.Duration
+	// Fallback is how long after a reload the service must have started, and within
+	// which a failure starts the previous configuration again. Default fallbackWithin.
+	Fallback time.Duration
 }
 
 // reloadMetrics are Reloading's metrics, kept across the service's restarts.
@@ -96,15 +102,23 @@ func contentDigest(raw []byte, files []string) string {
 	return hex.EncodeToString(h.Sum(nil)[:6])
 }
 
-// fallbackWithin is how long after a reload a service that fails starts again with the
-// previous configuration; one that fails later ends, as it would without a reload.
+// fallbackWithin is how long after a reload the service must have started (waiting,
+// unready, for the stores and name servers the new configuration names), and within
+// which a service that fails starts again with the previous configuration; one that
+// fails later ends, as it would without a reload.
 const fallbackWithin = 2 * time.Minute
+
+// errNotStarted is a reloaded service that did not start within Reloading.Fallback.
+var errNotStarted = errors.New("serve: the reloaded configuration did not start in time (a store or name server it names does not answer?)")
 
 // Serve runs the service with cfg, loaded from r.Path, and applies each change of the
 // file as the type's documentation says, until ctx ends.
 func (r Reloading) Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	if r.Poll <= 0 {
 		r.Poll = reloadPoll
+	}
+	if r.Fallback <= 0 {
+		r.Fallback = fallbackWithin
 	}
 	m := newReloadMetrics()
 	opts.Gatherer = m.reg
@@ -126,15 +140,30 @@ func (r Reloading) Serve(ctx context.Context, cfg config.Config, opts ServeOptio
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		started := time.Now()
+		up := make(chan struct{})
+		opts.Started = sync.OnceFunc(func() { close(up) })
 		go func() { done <- Serve(runCtx, cfg, opts) }()
-		next, nextDigest, err := r.wait(ctx, done, digest, cfg.Files(), &st, m, opts.Logger)
+		var startBy <-chan time.Time // a reloaded configuration must start in time
+		if fallback != nil {
+			t := time.NewTimer(r.Fallback)
+			startBy = t.C
+			defer t.Stop()
+		}
+		next, nextDigest, err := r.wait(ctx, done, up, startBy, digest, cfg.Files(), &st, m, opts.Logger)
 		if ctx.Err() != nil {
 			stop()
+			if nextDigest != "" || errors.Is(err, errNotStarted) { // the service still runs: its stop finishes first
+				err = <-done
+			}
 			return err
 		}
-		if err != nil { // the service ended on its own
+		if errors.Is(err, errNotStarted) {
 			stop()
-			if fallback == nil || time.Since(started) > fallbackWithin {
+			<-done // it waited for what never answered: nothing to hand back
+		}
+		if err != nil { // the service ended on its own, or never started
+			stop()
+			if fallback == nil || time.Since(started) > r.Fallback && !errors.Is(err, errNotStarted) {
 				return err
 			}
 			m.reloads.WithLabelValues("failed").Inc()
@@ -166,13 +195,15 @@ type reloadState struct {
 	failed  string
 }
 
-// wait returns once the running service ended (its error), ctx ended, or the file, or a
-// file its values come from (files, the running configuration's), holds a new valid
-// configuration (that configuration and its digest; the service is still running and the
-// caller stops it). A file that does not load is tried again at each poll, as a file it
-// needs may come later (a Secret mounted after the ConfigMap), and said once per error,
-// and counted.
-func (r Reloading) wait(ctx context.Context, done <-chan error, digest string, files []string, st *reloadState, m *reloadMetrics, logger *slog.Logger) (config.Config, string, error) {
+// wait returns once the running service ended (its error), ctx ended, the service has
+// not started (up) by startBy (errNotStarted; it still runs, and the caller stops it), or
+// the file, or a file its values come from (files, the running configuration's), holds a
+// new valid configuration (that configuration and its digest; the service is still
+// running and the caller stops it). A file that does not load is tried again at each
+// poll, as a file it needs may come later (a Secret mounted after the ConfigMap), and
+// said once per error, and counted.
+func (r Reloading) wait(ctx context.Context, done <-chan error, up <-chan struct{}, startBy <-chan time.Time, digest string,
+	files []string, st *reloadState, m *reloadMetrics, logger *slog.Logger) (config.Config, string, error) {
 	t := time.NewTicker(r.Poll)
 	defer t.Stop()
 	for {
@@ -185,6 +216,11 @@ func (r Reloading) wait(ctx context.Context, done <-chan error, digest string, f
 				err = errors.New("serve: the service stopped on its own")
 			}
 			return config.Config{}, "", err
+		case <-up:
+			up, startBy = nil, nil
+			continue
+		case <-startBy:
+			return config.Config{}, "", errNotStarted
 		case <-t.C:
 		case <-r.Hup:
 			hup = true

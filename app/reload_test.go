@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -246,4 +247,46 @@ func replaceFile(t *testing.T, path, body string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path+".new", []byte(body), 0o600))
 	require.NoError(t, os.Rename(path+".new", path))
+}
+
+// A reloaded configuration that never starts (its Postgres does not answer: a typo in a
+// URL) is stopped after Reloading.Fallback, said, counted as failed, and the previous
+// configuration starts again: the replica is ready again. It waited, unready, for ever,
+// and every replica reloading the same file with it.
+func TestServeFallsBackFromAReloadThatNeverStarts(t *testing.T) {
+	getenv, base := reloadEnv(t)
+	closed := "postgres://u@" + testenv.ClosedAddr(t) + "/db"
+	var broken atomic.Bool
+	env := func(k string) string {
+		if k == "ROCKETDELAY_POSTGRES_URL" && broken.Load() {
+			return closed
+		}
+		return getenv(k)
+	}
+	path := filepath.Join(t.TempDir(), "rocketdelay.yaml")
+	body := "shutdownTimeout: 5s\ntargets:\n  ops: {robots: [{name: r-ops, token: reload-ops}]}\n"
+	replaceFile(t, path, body)
+	cfg, err := config.Load(path, env)
+	require.NoError(t, err)
+	logs := serveReloading(t, Reloading{Path: path, Getenv: env, Fallback: 5 * time.Second}, cfg)
+	ready := func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	require.Eventually(t, ready, time.Minute, 50*time.Millisecond, "serve is ready")
+
+	broken.Store(true) // the next load names a Postgres that does not answer
+	replaceFile(t, path, body+"# changed\n")
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), "configuration in force") == 2 },
+		time.Minute, 20*time.Millisecond, "the changed file is reloaded")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "the previous one starts again") },
+		time.Minute, 50*time.Millisecond, "the reload that never started is said")
+	require.Contains(t, logs.String(), "did not start in time")
+	require.Eventually(t, ready, time.Minute, 50*time.Millisecond, "the previous configuration runs again")
+	_, metrics := get(t, base+"/metrics")
+	require.Equal(t, 1.0, gaugeSum(metrics, `rocketdelay_config_reloads_total{result="failed"}`))
 }

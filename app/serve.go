@@ -58,14 +58,24 @@ func newServeCmd(stdio IO) *cobra.Command {
 				return l
 			}
 			opts := ServeOptions{ClockOffset: offset}
+			hup := make(chan os.Signal, 1) // caught from the start: its default ends the process
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			file := config.File(path, stdio.Getenv)
 			if file == "" { // the environment alone: nothing to reload
 				opts.Logger = logger(cfg)
+				go func() {
+					for {
+						select {
+						case <-c.Context().Done():
+							return
+						case <-hup:
+							opts.Logger.Info("SIGHUP: the configuration is the environment alone; nothing to reload")
+						}
+					}
+				}()
 				return Serve(c.Context(), cfg, opts)
 			}
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
 			return Reloading{Path: file, Getenv: stdio.Getenv, Hup: hup, Logger: logger}.Serve(c.Context(), cfg, opts)
 		},
 	}
@@ -92,6 +102,9 @@ type ServeOptions struct {
 	// ClockOffset shifts every clock the service reads (its wall clock, its timing
 	// wheel) by this much: the fault suite's fast-clock scenario. Default 0.
 	ClockOffset time.Duration
+	// Started, when set, is called once the service has started: its dependencies
+	// answered and everything runs (Reloading's check that a reload took).
+	Started func()
 }
 
 // principalsPoll is how often serve reads ingress.principalsFile again: a Kubernetes
@@ -106,8 +119,16 @@ const principalsPoll = 5 * time.Second
 // (the requests on the wire finish first; see scheduler.Stop) while the retry job hands
 // its rows back; then the HTTP server stops, and the stores close.
 // At start it waits, alive and not ready, for Redis, Postgres and RocketMQ's name servers
-// (starting.go); it returns an error when a start can never succeed.
-func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
+// (starting.go); it returns an error when a start can never succeed. Stopped before it
+// started (ctx ended while it started), it returns nil: a stop, not a failure.
+func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error) {
+	started := false
+	defer func() {
+		if err != nil && !started && ctx.Err() != nil {
+			opts.Logger.Info("stopped while starting", "err", err)
+			err = nil
+		}
+	}()
 	logger := opts.Logger
 	reg := opts.Registry
 	if opts.ClockOffset != 0 {
@@ -360,6 +381,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer public.Close()
+	started = true
+	if opts.Started != nil {
+		opts.Started()
+	}
 	logger.Info("rocketdelay serving", "version", Version, "http", ln.Addr().String(),
 		"topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.Group, "levels", cfg.Scheduler.Levels.String())
 
