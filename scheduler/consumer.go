@@ -104,7 +104,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		if a.Hops > 0 && rej.Reason != wire.RejectBadID {
 			// Its hops listed it among the pending alerts (best effort, as the notes are);
 			// a message refused for its id is not the alert its id names.
-			if err := s.store.Unlist(ctx, a.ID); err != nil {
+			if err := s.store.Unlist(ctx, a.ID, a.Target); err != nil {
 				s.metrics.tracesDropped.Inc()
 				s.logger.Warn("rejected alert left in the list of pending alerts", "rd_id", a.ID, "err", err)
 			}

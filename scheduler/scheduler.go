@@ -52,7 +52,7 @@ type WheelStage interface {
 	// alert among the pending ones (best effort); Unlist removes an alert rejected after
 	// it hopped from that list.
 	TraceHop(ctx context.Context, h store.HopNote) error
-	Unlist(ctx context.Context, id string) error
+	Unlist(ctx context.Context, id, target string) error
 	GiveBack(ctx context.Context, c store.Claim, retryAt time.Time, partsSent int) (bool, error)
 	// Confirm and MarkFailed are the powers of a claim over its alert while it is sent
 	// (claim.go).

@@ -34,11 +34,13 @@ var (
 )
 
 // Unlist removes id from the pending alerts: it will never be handed off (the scheduler
-// rejected it after it hopped, its target gone). One round trip; an id not listed is no
-// error.
-func (w *WheelStage) Unlist(ctx context.Context, id string) error {
+// rejected it after it hopped, its target gone). With a target, only when the alert's
+// trace names that target: a message refused for its own target says nothing of another
+// alert of the same id (a producer's RD_HOPS and someone else's RD_ID); "" unlists it
+// whatever its target. One round trip; an id not listed is no error.
+func (w *WheelStage) Unlist(ctx context.Context, id, target string) error {
 	s := w.shardOf(id)
-	if err := pendingUnlistScript.Run(ctx, w.rdb, []string{s.keys.pending(), s.keys.pendingBy(), s.keys.trace(id)}, id).Err(); err != nil {
+	if err := pendingUnlistScript.Run(ctx, w.rdb, []string{s.keys.pending(), s.keys.pendingBy(), s.keys.trace(id)}, id, target).Err(); err != nil {
 		return w.fail("unlist", err)
 	}
 	return nil
@@ -178,7 +180,7 @@ func (w *WheelStage) Pending(ctx context.Context, q PendingQuery) (PendingPage, 
 					if r == nil {
 						// Ended without being unlisted (released by a release without the
 						// list, during an upgrade), or its trace is gone: mend the list.
-						_ = w.Unlist(ctx, ids[k])
+						_ = w.Unlist(ctx, ids[k], "")
 						continue
 					}
 					if (q.Target == "" || r.Target == q.Target) && (q.Principal == "" || r.Principal == q.Principal) {

@@ -189,8 +189,10 @@ func TestPendingListsAndCounts(t *testing.T) {
 	require.Equal(t, []string{"near", "far"}, ids(store.PendingQuery{}))
 
 	// An alert rejected after it hopped is unlisted, and counted no more.
-	require.NoError(t, ws.Unlist(ctx, "far"))
-	require.NoError(t, ws.Unlist(ctx, "never-listed"))
+	require.NoError(t, ws.Unlist(ctx, "far", "db")) // a message of its id for another target: not it
+	require.Equal(t, []string{"near", "far"}, ids(store.PendingQuery{}))
+	require.NoError(t, ws.Unlist(ctx, "far", "ops"))
+	require.NoError(t, ws.Unlist(ctx, "never-listed", ""))
 	require.Equal(t, []string{"near"}, ids(store.PendingQuery{}))
 	c, err = ws.CountPending(ctx, now, 0)
 	require.NoError(t, err)
