@@ -227,10 +227,16 @@ func (b *batcher) sendNow(ctx context.Context, batch []*request, asked time.Time
 	switch {
 	case err != nil:
 		return classify(b.target.Target, b.topic, err)
-	case res.Status != primitive.SendOK:
+	case res.Status == primitive.SendUnknownError:
 		return &sender.Failure{Class: sender.ClassTransient, Target: b.target.Target,
-			Reason: fmt.Sprintf("the broker answered %s for topic %s: stored, but not as durably as it is configured to; sent again",
-				wire.SendStatus(res.Status), b.topic)}
+			Reason: fmt.Sprintf("the broker answered %s for topic %s; sent again", wire.SendStatus(res.Status), b.topic)}
+	case res.Status != primitive.SendOK:
+		// Stored on the master, not yet flushed or replicated as the broker is configured
+		// to: sending it again would store another copy (a broker whose slave is down
+		// answers so to every send), and durability would be no better.
+		b.s.metrics.notDurable.WithLabelValues(b.target.Target, wire.SendStatus(res.Status)).Add(float64(len(msgs)))
+		b.s.logger.Warn("the business topic's broker stored the messages but answered short of SEND_OK: delivered, not sent again",
+			"target", b.target.Target, "topic", b.topic, "status", wire.SendStatus(res.Status), "messages", len(msgs))
 	}
 	return nil
 }

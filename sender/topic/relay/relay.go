@@ -140,6 +140,10 @@ func New(opts Options, targets map[string]topic.Target, rate Rate, logger *slog.
 		// No compression: the body reaches the broker as it is, so the size the broker
 		// checks is the size Send checks, and a large body costs no CPU here.
 		producer.WithCompressMsgBodyOverHowmuch(math.MaxInt32),
+		// No topic made up on the fly: a target naming a topic that does not exist (a
+		// typo) fails its sends, transiently, rather than creating it on a broker that
+		// creates topics (its default) and counting messages nobody consumes as delivered.
+		producer.WithCreateTopicKey(""),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("relay: producer: %w", err)
@@ -169,7 +173,9 @@ func (s *Sender) Handles(target string) bool {
 // *sender.Failure: ClassPermanent for a message that can never go where it
 // asks (a topic not allowed, a message the broker refuses as illegal or too large),
 // ClassTransient for everything else (the broker unreachable or busy, a timeout, the
-// topic missing, a send status other than SEND_OK, a failed confirm of a.Claim). A
+// topic missing, a failed confirm of a.Claim). A send the broker answered short of
+// SEND_OK stored the message on its master: it is delivered, and counted
+// (rocketdelay_topic_sends_not_durable_total). A
 // transient failure is tried again, up to Attempts sends with backoff, a.Claim confirmed
 // before each; a failed confirm is not. Messages for the same destination that wait
 // while a send is in flight go out together in the next one.

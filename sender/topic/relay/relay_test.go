@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -249,4 +251,46 @@ func TestRateIsSharedByReplicas(t *testing.T) {
 	t.Logf("%d messages at 50/s took %s", n, end.Sub(start))
 	require.GreaterOrEqual(t, end.Sub(start), time.Duration(n-burst)*time.Second/50)
 	c.WaitAll(t, ids, 30*time.Second)
+}
+
+// shortOfOK is a producer whose broker stores every message on its master and answers
+// SLAVE_NOT_AVAILABLE (a synchronously replicated broker whose slave is down).
+type shortOfOK struct {
+	rocketmq.Producer
+	sends atomic.Int32
+}
+
+func (p *shortOfOK) SendSync(_ context.Context, msgs ...*primitive.Message) (*primitive.SendResult, error) {
+	p.sends.Add(1)
+	return &primitive.SendResult{Status: primitive.SendSlaveNotAvailable}, nil
+}
+
+// A send the broker stored but answered short of SEND_OK is delivered once and counted:
+// it was sent again (three sends a hand-off, and as many each retry of its row: 63
+// copies, the row ending dead).
+func TestASendStoredShortOfOKIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	s, _, _, reg := newRelay(t, 0)
+	stub := &shortOfOK{Producer: s.producer}
+	s.producer = stub
+	_, err := s.Send(context.Background(), sender.Alert{ID: "short-1", Target: "orders", Body: []byte("x")})
+	require.NoError(t, err)
+	require.Equal(t, int32(1), stub.sends.Load())
+	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.notDurable.WithLabelValues("orders", "SLAVE_NOT_AVAILABLE")), "%v", reg)
+}
+
+// A target naming a topic that does not exist fails its send (transient), rather than
+// the broker creating it on the fly and the message counted delivered to a topic nobody
+// consumes.
+func TestAMissingTopicIsNotCreated(t *testing.T) {
+	t.Parallel()
+	target := topic.Target{Target: "orders", TopicTarget: config.TopicTarget{Name: testenv.Unique("rd_missing_")}}
+	s, err := New(Options{NameServers: []string{testenv.NameServer(t)}, SendTimeout: 2 * time.Second, Attempts: 1},
+		map[string]topic.Target{"orders": target}, nil, testenv.Logger(), NewMetrics(nil))
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Send(context.Background(), sender.Alert{ID: "missing-1", Target: "orders", Body: []byte("x")})
+	var f *sender.Failure
+	require.ErrorAs(t, err, &f, "sent to a topic that did not exist")
+	require.Equal(t, sender.ClassTransient, f.Class)
 }
