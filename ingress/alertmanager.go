@@ -30,6 +30,9 @@ type receiverOptions struct {
 	// sendResolved forwards resolved notifications: at once without delay; with a delay,
 	// only when the group's escalation was delivered. Default true.
 	sendResolved bool
+	// policyGone is a policy this replica's configuration does not have: only a
+	// resolve is taken for it (its episode runs on the terms it started with).
+	policyGone bool
 }
 
 func parseReceiverOptions(r *http.Request) (receiverOptions, error) {
@@ -84,10 +87,7 @@ func (in *Ingress) receiver(w http.ResponseWriter, r *http.Request, target strin
 		return fail(http.StatusBadRequest, "bad_request", err.Error())
 	}
 	if _, ok := in.cfg.Escalations[opts.policy]; opts.policy != "" && !ok {
-		if in.policyElsewhere(w, r, "alertmanager", opts.policy) {
-			return nil, receiverOptions{}, false
-		}
-		return fail(http.StatusNotFound, "unknown_policy", fmt.Sprintf("policy=%q is not an escalation policy of the configuration (escalations)", opts.policy))
+		opts.policyGone = true // judged once the notification is read: a resolve still ends its episode
 	}
 	p := principalOf(r)
 	if !p.MayTarget(target) {
@@ -130,6 +130,16 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 	if err := n.Check(); err != nil {
 		in.metrics.requests.WithLabelValues("alertmanager", "bad_payload").Inc()
 		writeError(w, http.StatusBadRequest, "bad_payload", err.Error())
+		return
+	}
+	if opts.policyGone && n.Status != "resolved" {
+		// A firing needs the policy's steps; a resolve ends an episode that started on a
+		// policy a reload removed since (it would page on, unended, otherwise).
+		if in.policyElsewhere(w, r, "alertmanager", opts.policy) {
+			return
+		}
+		in.metrics.requests.WithLabelValues("alertmanager", "unknown_policy").Inc()
+		writeError(w, http.StatusNotFound, "unknown_policy", fmt.Sprintf("policy=%q is not an escalation policy of the configuration (escalations)", opts.policy))
 		return
 	}
 	msg, body, err := in.renderFitting(rd, target, n)

@@ -1,9 +1,11 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/escalation"
 	"github.com/rocketdelay/rocketdelay/sender"
+	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
@@ -262,4 +265,46 @@ func TestAlertmanagerPriorityFromSeverity(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, out)
 	props, _ = s.published(out["id"].(string))
 	require.NotContains(t, props, wire.PropPriority)
+}
+
+// A resolve for a policy a reload removed since its episode started ends the episode
+// (it runs on the terms it started with): it was answered 404 unknown_policy, which
+// Alertmanager drops, and the episode paged on unended. A firing for it is still 404.
+func TestAResolveEndsAnEpisodeWhosePolicyIsGone(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken)
+	g := group{target: "ops", receiver: "dingtalk-ops", key: "{}:{alertname=\"Gone\"}"}
+	code, out := s.notify("/ops?policy=db", notification(t, "firing", g.key))
+	require.Equal(t, http.StatusOK, code, out)
+	ep, err := s.episodes.Get(t.Context(), g.episode("db"))
+	require.NoError(t, err)
+	require.Equal(t, store.EpisodePending, ep.State)
+
+	reloaded := s.cfg
+	reloaded.Escalations = nil // the policy removed
+	in, err := New(reloaded, s.in.deps, NewMetrics(nil))
+	require.NoError(t, err)
+	srv := httptest.NewServer(in.Handler())
+	defer srv.Close()
+	post := func(n Notification) (int, map[string]any) {
+		b, err := json.Marshal(n)
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, srv.URL+AlertmanagerPath+"/ops?policy=db", bytes.NewReader(b))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+string(ingestToken))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var answer map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer))
+		return resp.StatusCode, answer
+	}
+	code, out = post(notification(t, "firing", "{}:{alertname=\"Other\"}"))
+	require.Equal(t, http.StatusNotFound, code, out)
+	require.Equal(t, "unknown_policy", out["reason"])
+	code, out = post(notification(t, "resolved", g.key))
+	require.Equal(t, http.StatusOK, code, out)
+	ep, err = s.episodes.Get(t.Context(), g.episode("db"))
+	require.NoError(t, err)
+	require.Equal(t, store.EpisodeResolved, ep.State)
 }
