@@ -72,6 +72,19 @@ type Bodies interface {
 type Content struct {
 	Title string `json:"title"`
 	Text  string `json:"text"`
+	// ByTarget is Text as rendered for other targets the episode may page, escaped for
+	// their platforms (an Alertmanager notification's labels are escaped for the
+	// platform they are shown on: one platform's escaping lets another's markup
+	// through); a target it does not name gets Text.
+	ByTarget map[string]string `json:"byTarget,omitempty"`
+}
+
+// textFor is what c says on target.
+func (c Content) textFor(target string) string {
+	if t, ok := c.ByTarget[target]; ok {
+		return t
+	}
+	return c.Text
 }
 
 // Options configure an Escalator.
@@ -417,7 +430,7 @@ func (e *Escalator) Carry(ctx context.Context, key string) error {
 	if ob.Resolution {
 		var c Content
 		_ = json.Unmarshal(ep.Resolution, &c)
-		if c != (Content{}) { // empty: the receiver does not send resolved notifications
+		if c.Title != "" || c.Text != "" { // empty: the receiver does not send resolved notifications
 			if err := e.announce(ctx, ep, ResolutionID(key, ep.Seq), c, e.now().Add(e.opts.ResolutionLag)); err != nil {
 				return err
 			}
@@ -453,7 +466,7 @@ func (e *Escalator) announce(ctx context.Context, ep store.Episode, id string, c
 	if ep.LastTarget == "" {
 		return nil
 	}
-	body, err := e.fitted(ep.LastTarget, c.Text, func(text string) sender.Message {
+	body, err := e.fitted(ep.LastTarget, c.textFor(ep.LastTarget), func(text string) sender.Message {
 		return sender.Message{Format: sender.FormatMarkdown, Title: c.Title, Text: text}
 	})
 	if err != nil {
@@ -618,7 +631,7 @@ func (e *Escalator) stepBody(ep store.Episode, seq int64, k int, step config.Esc
 		fmt.Fprintf(&footer, "\n\n[Acknowledge](%s)", e.opts.Links.URL(ep.Key, seq, now))
 	}
 	title := fmt.Sprintf("[ESCALATION %d] %s", k+1, c.Title)
-	return e.fitted(step.Target, c.Text, func(text string) sender.Message {
+	return e.fitted(step.Target, c.textFor(step.Target), func(text string) sender.Message {
 		return sender.Message{Format: sender.FormatMarkdown, Title: title, Text: text + footer.String(), Mentions: mentions}
 	})
 }

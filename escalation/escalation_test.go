@@ -175,7 +175,9 @@ func TestStepsFollowThePolicyAndTheRotation(t *testing.T) {
 	ctx := context.Background()
 	key := testenv.Unique("db-")
 
-	f, err := e.Fire(ctx, key, "db", escalation.Content{Title: "DB down", Text: "primary unreachable"})
+	// A text rendered for another target (escaped for its platform) goes to that target.
+	f, err := e.Fire(ctx, key, "db", escalation.Content{Title: "DB down", Text: "primary unreachable",
+		ByTarget: map[string]string{"ops-feishu": "primary unreachable, as Feishu shows it"}})
 	require.NoError(t, err)
 	require.Equal(t, "started", f.Result)
 	ep, err := w.episodes.Get(ctx, key)
@@ -210,6 +212,7 @@ func TestStepsFollowThePolicyAndTheRotation(t *testing.T) {
 	require.True(t, send)
 	require.Contains(t, string(body), "<at id=ou_bo></at>", "after the hand-off: bo, by open_id")
 	require.NotContains(t, string(body), "ou_ana")
+	require.Contains(t, string(body), "primary unreachable, as Feishu shows it", "its own target's text")
 
 	// Repeats of the last step: 10m after it, then 20m after that (growth 2).
 	step2 := w.only(t, escalation.StepID(key, f.Seq, 2))

@@ -297,7 +297,7 @@ var errBusy = errors.New("busy")
 // escalation_stale_copy for a firing, resolve_stale_copy for a resolve.
 func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notification, m sender.Message, sendResolved bool) (string, error) {
 	key := g.episode(policy)
-	c := escalation.Content{Title: m.Title, Text: m.Text}
+	c := escalation.Content{Title: m.Title, Text: m.Text, ByTarget: in.renderedFor(policy, g.target, n)}
 	if n.Status == "firing" {
 		// The second member of an Alertmanager HA pair whose gossip failed sends each
 		// notification late: within the window of the copies of a notification, one
@@ -330,6 +330,34 @@ func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notif
 		return "resolved_after_escalation", nil
 	}
 	return "resolution_published", nil
+}
+
+// renderedFor renders n for every robot group policy pages other than target (whose
+// text the caller has), each with its own template and its platform's escaping: a label
+// escaped for one platform is not escaped for another. A target whose rendering fails
+// is left out (it gets target's text, as before).
+func (in *Ingress) renderedFor(policy, target string, n Notification) map[string]string {
+	var out map[string]string
+	for _, step := range in.cfg.Escalations[policy].Steps {
+		rd, ok := in.renderers[step.Target]
+		if !ok || step.Target == target {
+			continue
+		}
+		if _, done := out[step.Target]; done {
+			continue
+		}
+		msg, _, err := in.renderFitting(rd, step.Target, n)
+		if err != nil {
+			in.deps.Logger.Warn("cannot render an Alertmanager notification for a target its policy pages; it gets the receiver's text",
+				"policy", policy, "target", step.Target, "err", err)
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[step.Target] = msg.Text
+	}
+	return out
 }
 
 // namedAlerts names each alert once for good (Alert.named). None when an alert lacks its
