@@ -406,6 +406,9 @@ func (in *Ingress) renderFitting(rd *renderer, target string, n Notification) (s
 		}
 		if k < len(n.Alerts) {
 			msg.Text += fmt.Sprintf("\n\n… and %d more alerts, not shown: the message would pass the platform's size limit", len(n.Alerts)-k)
+			if n.Status == "firing" { // whom the whole group's alerts call, shown or not
+				msg.Mentions = rd.mentionsOf(n.Alerts.Firing())
+			}
 		}
 		body, err := in.deps.Chat.Body(target, msg)
 		if err == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender"
 	"github.com/rocketdelay/rocketdelay/sender/wecom"
@@ -22,7 +23,9 @@ func TestANotificationTooLargeIsSentWithTheAlertsThatFit(t *testing.T) {
 		"ops": {Protocol: wecom.New(""), Robots: []sender.Robot{{Name: "r1", Token: "t"}}}}}, nil, testenv.Logger(), nil, nil)
 	require.NoError(t, err)
 	in := &Ingress{deps: Deps{Chat: chat}}
-	rd, err := newRenderer("ops", "wecom", nil)
+	// Only the last alert (firing, db-299) calls the on-call lead: it is not shown.
+	rd, err := newRenderer("ops", "wecom", &config.AlertmanagerTarget{Mentions: []config.Mention{
+		{Match: map[string]string{"host": "db-299"}, UserIDs: []string{"oncall-lead"}}}})
 	require.NoError(t, err)
 	n := Notification{Version: "4", Status: "firing", Receiver: "r", GroupKey: "g"}
 	for i := range 300 {
@@ -49,4 +52,7 @@ func TestANotificationTooLargeIsSentWithTheAlertsThatFit(t *testing.T) {
 	require.Contains(t, msg.Text, "more alerts, not shown")
 	require.Contains(t, msg.Text, "db-001", "a firing alert is shown")
 	require.NotContains(t, msg.Text, "db-000", "resolved ones go after the firing ones")
+	require.NotContains(t, msg.Text, "db-299")
+	require.Equal(t, []string{"oncall-lead"}, msg.Mentions.Users, "whom the whole group calls, shown or not")
+	require.Contains(t, string(body), "oncall-lead")
 }
