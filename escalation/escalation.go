@@ -77,6 +77,8 @@ type Content struct {
 	// platform they are shown on: one platform's escaping lets another's markup
 	// through); a target it does not name gets Text.
 	ByTarget map[string]string `json:"byTarget,omitempty"`
+	// Priority is the steps' RD_PRIORITY: an Alertmanager group's, from its severity.
+	Priority string `json:"priority,omitempty"`
 }
 
 // textFor is what c says on target.
@@ -412,8 +414,10 @@ func (e *Escalator) Carry(ctx context.Context, key string) error {
 				return fmt.Errorf("escalation: render step %d of %s: %w", ob.Publish, key, err)
 			}
 			id := StepID(key, ep.Seq, ob.Publish)
+			var c Content
+			_ = json.Unmarshal(ep.Content, &c)
 			pub := wire.Publication{Target: step.Target, ID: id, At: ep.Started.Add(offset),
-				Episode: episodeMark(key, ep.Seq, ob.Publish), Body: body}
+				Episode: episodeMark(key, ep.Seq, ob.Publish), Body: body, Priority: c.Priority}
 			pub.EpisodeSig = e.opts.Signer.sign(purposeMark, markPayload(id, step.Target, pub.Episode))
 			pub.Principal, pub.PrincipalSig = StepsPrincipal, e.opts.Signer.SignPrincipal(id, step.Target, StepsPrincipal)
 			if at := e.now(); pub.At.Before(at) {

@@ -175,7 +175,7 @@ func (in *Ingress) alertmanager(w http.ResponseWriter, r *http.Request) {
 		if n.Status == "firing" && !in.mayOpenEpisode(w, r, "alertmanager", p, g.episode(policy)) {
 			return
 		}
-		outcome, err = in.escalate(r.Context(), g, policy, n, msg, opts.sendResolved)
+		outcome, err = in.escalate(r.Context(), g, policy, n, msg, priority, opts.sendResolved)
 	case n.Status == "resolved" && !opts.sendResolved:
 		outcome = "resolved_not_sent"
 	default:
@@ -295,9 +295,9 @@ var errBusy = errors.New("busy")
 // late copy of an earlier episode's firing or resolve (the slow member of an HA pair
 // whose gossip failed) changes nothing: escalation_already_resolved or
 // escalation_stale_copy for a firing, resolve_stale_copy for a resolve.
-func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notification, m sender.Message, sendResolved bool) (string, error) {
+func (in *Ingress) escalate(ctx context.Context, g group, policy string, n Notification, m sender.Message, priority string, sendResolved bool) (string, error) {
 	key := g.episode(policy)
-	c := escalation.Content{Title: m.Title, Text: m.Text, ByTarget: in.renderedFor(policy, g.target, n)}
+	c := escalation.Content{Title: m.Title, Text: m.Text, ByTarget: in.renderedFor(policy, g.target, n), Priority: priority}
 	if n.Status == "firing" {
 		// The second member of an Alertmanager HA pair whose gossip failed sends each
 		// notification late: within the window of the copies of a notification, one

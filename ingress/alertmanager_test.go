@@ -84,6 +84,8 @@ func TestAlertmanagerDelayedEscalation(t *testing.T) {
 	require.NoError(t, err)
 	first := escalation.StepID(key, ep.Seq, 0)
 	require.True(t, ep.Started.Add(10*time.Minute).Equal(s.dueOf(first)), "due %s, started %s", s.dueOf(first), ep.Started)
+	props, _ := s.published(first)
+	require.Equal(t, "critical", props[wire.PropPriority], "a critical group pages at its priority (it paged at normal)")
 
 	n := notification(t, "firing", g.key)
 	n.Alerts[0].Annotations["summary"] = "disk full now"
