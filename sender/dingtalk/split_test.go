@@ -2,6 +2,7 @@ package dingtalk
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -61,7 +62,8 @@ func TestSplitMarkdownNumbersTitleAndText(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, parts, 2)
 	require.Equal(t, "disk (2/2)", parts[1].Markdown.Title)
-	require.True(t, strings.HasPrefix(parts[1].Markdown.Text, "(2/2)\n"))
+	require.True(t, strings.HasPrefix(parts[0].Markdown.Text, "(1/2)\nxxx"))
+	require.True(t, strings.HasPrefix(parts[1].Markdown.Text, "(2/2) xxx"), "the second part continues the first's line")
 }
 
 func TestSplitRefusesOtherTypes(t *testing.T) {
@@ -96,7 +98,15 @@ func TestSplitProperty(t *testing.T) {
 			}
 			c := back.Text.Content
 			if len(parts) > 1 {
-				_, c, _ = strings.Cut(c, "\n") // the part's label
+				label := fmt.Sprintf("(%d/%d)", i+1, len(parts))
+				sep := "\n" // a part starts a line where the content does, else continues its label's
+				if i > 0 && !strings.HasSuffix(joined.String(), "\n") {
+					sep = " "
+				}
+				var ok bool
+				if c, ok = strings.CutPrefix(c, label+sep); !ok {
+					rt.Fatalf("part %d does not start with %q: %.20q", i+1, label+sep, back.Text.Content)
+				}
 			}
 			joined.WriteString(c)
 		}
@@ -158,4 +168,82 @@ func TestMergedMarkdownFormat(t *testing.T) {
 	long := strings.Repeat("告警", 40)
 	first := sender.Merge(ch.Style(), []sender.Message{{Format: sender.FormatText, Text: "\n  " + long + "\nrest"}, {Format: sender.FormatText, Text: "b"}})
 	require.Equal(t, "2 alerts: "+string([]rune(long)[:47])+"…", first.Title)
+}
+
+// firstPartRoom is how many bytes of a plain line of "x" the first part of a split
+// markdown alert titled title holds.
+func firstPartRoom(t *testing.T, title string) int {
+	t.Helper()
+	parts, err := split(t, Message{MsgType: TypeMarkdown, Markdown: &Markdown{Title: title, Text: strings.Repeat("x", 3*MaxBodyBytes)}}, "")
+	require.NoError(t, err)
+	require.Greater(t, len(parts), 1)
+	return len(parts[0].Markdown.Text) - len("(1/4)\n")
+}
+
+// A part cut in the middle of a line keeps the continued text on its label's line: a
+// label value holding "### heading" (or "- ", "> ", "1. ") that was mid-line in the alert
+// is mid-line in every part, so splitting never makes it a heading or a list.
+func TestSplitMidLineNeverStartsALine(t *testing.T) {
+	room := firstPartRoom(t, "disk")
+	text := strings.Repeat("x", room) + "### INJECTED HEADING " + strings.Repeat("y", 25000)
+	parts, err := split(t, Message{MsgType: TypeMarkdown, Markdown: &Markdown{Title: "disk", Text: text}}, "")
+	require.NoError(t, err)
+	require.Len(t, parts, 3)
+	require.True(t, strings.HasSuffix(parts[0].Markdown.Text, "x"), "the cut falls right before the heading")
+	var joined strings.Builder
+	for i, p := range parts {
+		lines := strings.Split(p.Markdown.Text, "\n")
+		if i > 0 {
+			for _, line := range lines {
+				require.False(t, strings.HasPrefix(strings.TrimSpace(line), "#"), "part %d has a heading: %.40q", i+1, line)
+			}
+		}
+		joined.WriteString(stripLabel(t, p.Markdown.Text, i+1, len(parts)))
+	}
+	require.Equal(t, text, joined.String())
+}
+
+// stripLabel is a part's text without its label: "(i/n)\n" before text that starts a
+// line in the alert, "(i/n) " before text that continues one.
+func stripLabel(t require.TestingT, text string, i, n int) string {
+	label := fmt.Sprintf("(%d/%d)", i, n)
+	c, ok := strings.CutPrefix(text, label)
+	require.True(t, ok, "part %d starts with its label: %.20q", i, text)
+	require.True(t, strings.HasPrefix(c, "\n") || (i > 1 && strings.HasPrefix(c, " ")), "part %d: %.20q", i, text)
+	return c[1:]
+}
+
+// DingTalk highlights a markdown mention only when the text names the person too, and
+// Body names them at the end of the text: the one part of a split alert that carries
+// the mentions is the one that names them, so the person is notified, once.
+func TestSplitMentionsGoWithThePartThatNamesThem(t *testing.T) {
+	ch := New("")
+	var b strings.Builder
+	for i := 0; b.Len() < 45000; i++ {
+		b.WriteString("disk full on host-" + strings.Repeat("a", 60) + "\n")
+	}
+	m := sender.Message{Format: sender.FormatMarkdown, Title: "disk", Text: b.String(),
+		Mentions: sender.Mentions{Mobiles: []string{"13800000000"}}}
+	body, err := ch.Body(m)
+	require.NoError(t, err)
+	require.Greater(t, len(body), MaxBodyBytes)
+	back, err := ch.Parse(body)
+	require.NoError(t, err)
+	parts, err := sender.Split(ch, back, 0)
+	require.NoError(t, err)
+	require.Len(t, parts, 3)
+	carriers, named := 0, 0
+	for i, p := range parts {
+		r := render(p)
+		if strings.Contains(r.Markdown.Text, "@13800000000") {
+			named++
+		}
+		if r.At != nil && len(r.At.AtMobiles) > 0 {
+			carriers++
+			require.Equal(t, []string{"13800000000"}, r.At.AtMobiles)
+			require.True(t, strings.Contains(r.Markdown.Text, "@13800000000"), "part %d carries the mention without naming it", i+1)
+		}
+	}
+	require.Equal(t, 1, carriers, "one part carries the mentions")
+	require.Equal(t, 1, named, "the person is named once")
 }
