@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -309,4 +311,27 @@ func TestAResolveEndsAnEpisodeWhosePolicyIsGone(t *testing.T) {
 	ep, err = s.episodes.Get(t.Context(), g.episode("db"))
 	require.NoError(t, err)
 	require.Equal(t, store.EpisodeResolved, ep.State)
+}
+
+// A notification over ingress.maxBody (here 64 KiB) is taken, up to AlertmanagerMaxBody,
+// and sent with the alerts that fit: it was answered 413, which Alertmanager drops.
+func TestALargeNotificationIsFittedNotRefused(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken)
+	n := notification(t, "firing", "{}:{alertname=\"Many\"}")
+	first := n.Alerts[0]
+	n.Alerts = nil
+	for i := range 400 {
+		a := first
+		a.Labels = KV{"alertname": "Many", "instance": fmt.Sprintf("db-%03d", i), "severity": "warning"}
+		a.Annotations = KV{"summary": strings.Repeat("disk almost full ", 20)}
+		a.Fingerprint = fmt.Sprintf("f%03d", i)
+		n.Alerts = append(n.Alerts, a)
+	}
+	b, err := json.Marshal(n)
+	require.NoError(t, err)
+	require.Greater(t, int64(len(b)), s.cfg.Ingress.MaxBody)
+	code, out := s.notify("/ops", n)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, "published", out["outcome"])
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -196,8 +197,22 @@ func (in *Ingress) Handler() http.Handler {
 	mux.HandleFunc(AlertsPath+"/", notFound)
 	mux.HandleFunc(AlertmanagerPath+"/", notFound)
 	mux.HandleFunc(EscalationsPath+"/", notFound)
-	return in.authenticate(http.MaxBytesHandler(mux, in.cfg.Ingress.MaxBody))
+	api := http.MaxBytesHandler(mux, in.cfg.Ingress.MaxBody)
+	receivers := http.MaxBytesHandler(mux, max(in.cfg.Ingress.MaxBody, AlertmanagerMaxBody))
+	return in.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, AlertmanagerPath+"/") {
+			receivers.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
 }
+
+// AlertmanagerMaxBody bounds an Alertmanager notification's body, bytes (ingress.maxBody
+// when that is larger). A group is fitted to its platform, never published as it came,
+// so it need not fit in one broker message; and Alertmanager drops a notification
+// answered 413: a large group would be lost, where it is sent with the alerts that fit.
+const AlertmanagerMaxBody = 16 << 20
 
 // decodeJSON reads r's JSON body into v, strictly when strict (unknown fields are
 // errors); the body must be one JSON value, in valid UTF-8, and nothing after it. It
