@@ -95,9 +95,10 @@ const overCap = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnectio
 	"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 40\r\n\r\ntoo many connections; try again shortly\n"
 
 // capListener serves at most max connections at once. At the cap, a new connection
-// takes the place of the one idle longest (a keep-alive connection between requests,
-// closed as its idle timeout would close it), so idle clients never lock out a probe or
-// a producer; with none idle it is answered 503 and closed as soon as it is accepted: it
+// takes the place of the one idle longest, if it has been idle for minIdleToEvict (a
+// keep-alive connection between requests, closed as its idle timeout would close it), so
+// idle clients never lock out a probe or a producer; with none idle that long it is
+// answered 503 and closed as soon as it is accepted: it
 // costs no goroutine, and its client learns at once rather than waiting in the kernel's
 // backlog (as with golang.org/x/net/netutil.LimitListener, which stops accepting).
 type capListener struct {
@@ -171,7 +172,17 @@ func (l *capListener) take() bool {
 	return false
 }
 
-// closeIdlest closes the connection idle longest, reporting whether there was one.
+// minIdleToEvict is how long a connection must have been idle to give way at the cap.
+// The server calls a connection idle before it has read a whole request (HTTP/1 until its
+// headers are in; HTTP/2 before its first request, and as soon as its last answer is
+// buffered, before it is flushed): one idle for a moment may be in a request, or owe an
+// answer; one idle for seconds is a client between requests.
+var minIdleToEvict atomic.Int64 // a time.Duration; set in init, tests change it
+
+func init() { minIdleToEvict.Store(int64(5 * time.Second)) }
+
+// closeIdlest closes the connection idle longest, if idle for minIdleToEvict, reporting
+// whether there was one.
 func (l *capListener) closeIdlest() bool {
 	l.mu.Lock()
 	var idlest *cappedConn
@@ -179,6 +190,9 @@ func (l *capListener) closeIdlest() bool {
 		if idlest == nil || since.Before(l.idle[idlest]) {
 			idlest = c
 		}
+	}
+	if idlest != nil && time.Since(l.idle[idlest]) < time.Duration(minIdleToEvict.Load()) {
+		idlest = nil
 	}
 	delete(l.idle, idlest)
 	l.mu.Unlock()
