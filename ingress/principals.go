@@ -57,7 +57,8 @@ func newPrincipals(cfg config.Config, logger *slog.Logger) (*principals, error) 
 }
 
 // Reload reads the principals file again, with the secrets its tokens reference (a
-// token's file rotated, or emptied to revoke it, is a change too), and, when the
+// token's file rotated is a change too; one emptied makes the file invalid: revoke a
+// principal by removing it from the file), and, when the
 // principals changed and are valid, puts them in force; a file that is not valid leaves
 // the principals as they were and is the error. It reports whether the principals
 // changed.

@@ -101,7 +101,7 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 		if err != nil {
 			return "reject", fmt.Errorf("record the rejection (%s): %w", rej.Reason, err)
 		}
-		if a.Hops > 0 && rej.Reason != wire.RejectBadID {
+		if a.Hops > 0 && rej.Reason != wire.RejectBadID && a.Target != "" {
 			// Its hops listed it among the pending alerts (best effort, as the notes are);
 			// a message refused for its id is not the alert its id names.
 			if err := s.store.Unlist(ctx, a.ID, a.Target); err != nil {

@@ -86,3 +86,25 @@ func TestAProvenServiceIDKeepsItsRefusalsReason(t *testing.T) {
 	require.Len(t, rec.rejected, 1)
 	require.Equal(t, string(wire.RejectStale), rec.rejected[0].Reason)
 }
+
+// A producer's message with RD_HOPS under another alert's RD_ID and no target, refused
+// for its missing target, leaves that alert in the list of pending alerts (it unlisted
+// it: an empty target matched whatever the alert's was).
+func TestARefusalWithoutATargetUnlistsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis")
+	}
+	rdb, prefix := testenv.Redis(t)
+	ws := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{})
+	require.NoError(t, ws.TraceHop(t.Context(), store.HopNote{ID: "victim", Target: "ops", Due: time.Now().Add(time.Hour), Hops: 1, Delay: time.Hour}))
+	s := &Scheduler{opts: Options{KnownTarget: func(string) bool { return true }, Horizon: 2 * time.Hour}.withDefaults(),
+		store: ws, delivery: newRecorder(), logger: discardLogger(), metrics: NewMetrics(prometheus.NewRegistry()), now: time.Now}
+	msg := &primitive.MessageExt{Message: primitive.Message{Body: []byte("x")}, MsgId: "m3"}
+	msg.WithProperty(wire.PropID, "victim")
+	msg.WithProperty(wire.PropHops, "1")
+	_, err := s.handle(t.Context(), msg)
+	require.NoError(t, err)
+	c, err := ws.CountPending(t.Context(), time.Now(), 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), c.Total, "the victim is still listed")
+}

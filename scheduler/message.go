@@ -160,9 +160,11 @@ func messageID(msg *primitive.MessageExt) string {
 // hold its queue.
 const maxConsumedPropertyBytes = 32767 - 1024
 
-// hopRoom is what a hop's own properties may take beyond a first arrival's: rocketdelay's
-// RD_* that a hop adds take a few dozen bytes.
-const hopRoom = 512
+// hopRoom is what a hop's own properties may take beyond a first arrival's: all but
+// what its next hop adds (RD_HOPS, RD_DELIVER_AT_MS, …) and the broker's own, so that a
+// hop is refused only when the broker would refuse its next hop anyway (a release before
+// the bound's hopped what it took: those hop on).
+const hopRoom = 1024 - 160
 
 // propertyBytes is the size of msg's own properties as the broker encodes them (each name
 // and value, and a separator after each): the broker's (wire.SystemProperty), which grow
