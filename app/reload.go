@@ -128,9 +128,9 @@ func (r Reloading) Serve(ctx context.Context, cfg config.Config, opts ServeOptio
 	}
 	digest := contentDigest(raw, cfg.Files())
 	st := reloadState{}
-	// fallback is the configuration before the last reload while the reloaded one has not
-	// failed: a service that fails with it within fallbackWithin starts again with this
-	// one, once.
+	// fallback is the last configuration that started, before the last reload, while the
+	// reloaded one has not failed: a service that fails with it within Fallback, or has
+	// not started by then, starts again with this one, once.
 	var fallback *config.Config
 	fallbackDigest := ""
 	for {
@@ -143,13 +143,12 @@ func (r Reloading) Serve(ctx context.Context, cfg config.Config, opts ServeOptio
 		up := make(chan struct{})
 		opts.Started = sync.OnceFunc(func() { close(up) })
 		go func() { done <- Serve(runCtx, cfg, opts) }()
-		var startBy <-chan time.Time // a reloaded configuration must start in time
-		if fallback != nil {
-			t := time.NewTimer(r.Fallback)
-			startBy = t.C
-			defer t.Stop()
+		startBy := time.NewTimer(r.Fallback) // a reloaded configuration must start in time
+		if fallback == nil {
+			startBy.Stop()
 		}
-		next, nextDigest, err := r.wait(ctx, done, up, startBy, digest, cfg.Files(), &st, m, opts.Logger)
+		next, nextDigest, err := r.wait(ctx, done, up, startBy.C, digest, cfg.Files(), &st, m, opts.Logger)
+		startBy.Stop()
 		if ctx.Err() != nil {
 			stop()
 			if nextDigest != "" || errors.Is(err, errNotStarted) { // the service still runs: its stop finishes first
@@ -181,8 +180,12 @@ func (r Reloading) Serve(ctx context.Context, cfg config.Config, opts ServeOptio
 		}
 		m.reloads.WithLabelValues("applied").Inc()
 		opts.Logger.Info("configuration reloaded: the service restarts with it", "file", r.Path, "from", digest, "to", nextDigest)
-		previous := cfg
-		fallback, fallbackDigest = &previous, digest
+		select {
+		case <-up: // it started: the one to fall back to
+			previous := cfg
+			fallback, fallbackDigest = &previous, digest
+		default: // stopped while it started (waiting for a store): the fallback stays the last that started
+		}
 		cfg, digest = next, nextDigest
 	}
 }

@@ -250,9 +250,10 @@ func replaceFile(t *testing.T, path, body string) {
 }
 
 // A reloaded configuration that never starts (its Postgres does not answer: a typo in a
-// URL) is stopped after Reloading.Fallback, said, counted as failed, and the previous
-// configuration starts again: the replica is ready again. It waited, unready, for ever,
-// and every replica reloading the same file with it.
+// URL) is stopped after Reloading.Fallback, said, counted as failed, and the last
+// configuration that started runs again: the replica is ready again. It waited, unready,
+// for ever, and every replica reloading the same file with it; and after two such
+// reloads in a row, it fell back to the first of them, which never started either.
 func TestServeFallsBackFromAReloadThatNeverStarts(t *testing.T) {
 	getenv, base := reloadEnv(t)
 	closed := "postgres://u@" + testenv.ClosedAddr(t) + "/db"
@@ -279,10 +280,15 @@ func TestServeFallsBackFromAReloadThatNeverStarts(t *testing.T) {
 	}
 	require.Eventually(t, ready, time.Minute, 50*time.Millisecond, "serve is ready")
 
-	broken.Store(true) // the next load names a Postgres that does not answer
+	broken.Store(true) // the next loads name a Postgres that does not answer
 	replaceFile(t, path, body+"# changed\n")
 	require.Eventually(t, func() bool { return strings.Count(logs.String(), "configuration in force") == 2 },
 		time.Minute, 20*time.Millisecond, "the changed file is reloaded")
+	// Changed again while that one waits: the one to fall back to is still the first,
+	// the last that started (it was the one stopped while it waited, which never starts).
+	replaceFile(t, path, body+"# changed again\n")
+	require.Eventually(t, func() bool { return strings.Count(logs.String(), "configuration in force") == 3 },
+		time.Minute, 20*time.Millisecond, "the file changed again is reloaded")
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "the previous one starts again") },
 		time.Minute, 50*time.Millisecond, "the reload that never started is said")
 	require.Contains(t, logs.String(), "did not start in time")
