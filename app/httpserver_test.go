@@ -110,14 +110,8 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 func TestConnectionsOverTheCapAreRefused(t *testing.T) {
 	const capacity, over = 20, 1000
 	cfg := stackConfig(t)
-	cfg.HTTP.MaxConnections = capacity
 	cfg.HTTP.ReadHeaderTimeout = time.Minute // the held connections wait that long for their first request
-	reg := prometheus.NewRegistry()
-	base, _ := serveWith(t, cfg, ServeOptions{Logger: slog.New(slog.DiscardHandler), Registry: reg})
-	addr := strings.TrimPrefix(base, "http://")
-	http.DefaultClient.CloseIdleConnections() // the readiness probe's
-	require.Eventually(t, func() bool { return metricValue(t, reg, "rocketdelay_http_open_connections") == 0 },
-		10*time.Second, 10*time.Millisecond, "the readiness probe's connection is closed")
+	addr, reg := servedCapped(t, cfg, capacity)
 
 	var held []net.Conn
 	var readers []*bufio.Reader
@@ -155,14 +149,7 @@ func TestIdleConnectionsGiveWayAtTheCap(t *testing.T) {
 	const capacity = 5
 	minIdleToEvict.Store(int64(time.Hour)) // none gives way until the connections are all open
 	t.Cleanup(func() { minIdleToEvict.Store(int64(5 * time.Second)) })
-	cfg := stackConfig(t)
-	cfg.HTTP.MaxConnections = capacity
-	reg := prometheus.NewRegistry()
-	base, _ := serveWith(t, cfg, ServeOptions{Logger: slog.New(slog.DiscardHandler), Registry: reg})
-	addr := strings.TrimPrefix(base, "http://")
-	http.DefaultClient.CloseIdleConnections() // the readiness probe's
-	require.Eventually(t, func() bool { return metricValue(t, reg, "rocketdelay_http_open_connections") == 0 },
-		10*time.Second, 10*time.Millisecond, "the readiness probe's connection is closed")
+	addr, reg := servedCapped(t, stackConfig(t), capacity)
 
 	var idle []net.Conn
 	var readers []*bufio.Reader
@@ -198,6 +185,19 @@ func TestIdleConnectionsGiveWayAtTheCap(t *testing.T) {
 	require.Equal(t, 3, closed, "one idle connection gave way for each new one")
 	require.Equal(t, float64(capacity), metricValue(t, reg, "rocketdelay_http_open_connections"))
 	require.Equal(t, float64(1), metricValue(t, reg, "rocketdelay_http_connections_refused_total"))
+}
+
+// servedCapped serves cfg with at most capacity connections, once the readiness probe's
+// connection is closed: its address, and the registry of its metrics.
+func servedCapped(t *testing.T, cfg config.Config, capacity int) (string, *prometheus.Registry) {
+	t.Helper()
+	cfg.HTTP.MaxConnections = capacity
+	reg := prometheus.NewRegistry()
+	base, _ := serveWith(t, cfg, ServeOptions{Logger: slog.New(slog.DiscardHandler), Registry: reg})
+	http.DefaultClient.CloseIdleConnections() // the readiness probe's
+	require.Eventually(t, func() bool { return metricValue(t, reg, "rocketdelay_http_open_connections") == 0 },
+		10*time.Second, 10*time.Millisecond, "the readiness probe's connection is closed")
+	return strings.TrimPrefix(base, "http://"), reg
 }
 
 // metricValue is the value of the unlabelled gauge or counter name in reg.

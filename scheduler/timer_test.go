@@ -214,38 +214,29 @@ func TestPropertiesTooLargeToHopAreRejected(t *testing.T) {
 	m.WithProperty(wire.PropID, "big-props")
 	m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().Add(20*time.Second).UnixMilli(), 10))
 	m.WithProperty("NOTE", strings.Repeat("x", 32767-300))
-	res, err := h.raw.SendSync(context.Background(), m)
-	require.NoError(t, err)
-	require.Equal(t, primitive.SendOK, res.Status)
-	require.Eventually(t, func() bool {
-		h.rec.mu.Lock()
-		defer h.rec.mu.Unlock()
-		for _, r := range h.rec.rejected {
-			if r.Alert.ID == "big-props" && r.Reason == string(wire.RejectDestination) {
-				return true
+	refusedForItsProperties := func(id string) {
+		t.Helper()
+		res, err := h.raw.SendSync(context.Background(), m)
+		require.NoError(t, err)
+		require.Equal(t, primitive.SendOK, res.Status)
+		require.Eventually(t, func() bool {
+			h.rec.mu.Lock()
+			defer h.rec.mu.Unlock()
+			for _, r := range h.rec.rejected {
+				if r.Alert.ID == id && r.Reason == string(wire.RejectDestination) {
+					return true
+				}
 			}
-		}
-		return false
-	}, 30*time.Second, 50*time.Millisecond, "rejected with its reason")
-	require.Zero(t, h.rec.count("big-props"))
+			return false
+		}, 30*time.Second, 50*time.Millisecond, "%s rejected with its reason", id)
+		require.Zero(t, h.rec.count(id))
+	}
+	refusedForItsProperties("big-props")
 
 	// A producer's RD_HOPS buys nothing: weighed with a hop's room, it is refused too
 	// (it was not weighed, and its hop was refused by the broker for ever).
 	m.WithProperty(wire.PropID, "big-props-hops")
 	m.WithProperty(wire.PropHops, "1")
 	m.WithProperty("NOTE", strings.Repeat("x", 32767-200))
-	res, err = h.raw.SendSync(context.Background(), m)
-	require.NoError(t, err)
-	require.Equal(t, primitive.SendOK, res.Status)
-	require.Eventually(t, func() bool {
-		h.rec.mu.Lock()
-		defer h.rec.mu.Unlock()
-		for _, r := range h.rec.rejected {
-			if r.Alert.ID == "big-props-hops" && r.Reason == string(wire.RejectDestination) {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 50*time.Millisecond, "a forged RD_HOPS rejected with its reason")
-	require.Zero(t, h.rec.count("big-props-hops"))
+	refusedForItsProperties("big-props-hops")
 }
