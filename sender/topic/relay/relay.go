@@ -279,14 +279,22 @@ var brokerCode = regexp.MustCompile(`^CODE: (\d+)`)
 // topic, tag or properties are invalid; sending it again cannot succeed.
 const codeMessageIllegal = 13
 
+// codeNoPermission is the broker's NO_PERMISSION: the service's user may not publish to
+// the topic (ACL); nothing changes that but an operator.
+const codeNoPermission = 16
+
 // classify turns the error of a send to the broker into a Failure.
 func classify(target, dest string, err error) *sender.Failure {
 	f := &sender.Failure{Class: sender.ClassTransient, Target: target, Err: err,
 		Reason: fmt.Sprintf("send to topic %s failed: %v", dest, err)}
 	if m := brokerCode.FindStringSubmatch(err.Error()); m != nil {
-		if code, _ := strconv.Atoi(m[1]); code == codeMessageIllegal {
+		switch code, _ := strconv.Atoi(m[1]); code {
+		case codeMessageIllegal:
 			f.Class = sender.ClassPermanent
 			f.Reason = fmt.Sprintf("the broker refuses the message for topic %s as illegal (too large, or an invalid tag or property): %v", dest, err)
+		case codeNoPermission:
+			f.Class = sender.ClassPermanent
+			f.Reason = fmt.Sprintf("the service's user may not publish to topic %s (grant it Pub, then retry the row): %v", dest, err)
 		}
 	}
 	return f

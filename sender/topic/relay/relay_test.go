@@ -294,3 +294,13 @@ func TestAMissingTopicIsNotCreated(t *testing.T) {
 	require.ErrorAs(t, err, &f, "sent to a topic that did not exist")
 	require.Equal(t, sender.ClassTransient, f.Class)
 }
+
+// The broker's answers are classed: an illegal message (13) and a user without Pub on the
+// topic (16) fail for good, an operator's to fix and retry (a denial was retried for a
+// day, 63 sends); anything else is transient.
+func TestBrokerCodesAreClassed(t *testing.T) {
+	for code, class := range map[int]sender.Class{13: sender.ClassPermanent, 16: sender.ClassPermanent, 14: sender.ClassTransient} {
+		f := classify("orders", "order-events", fmt.Errorf("CODE: %d  DESC: refused", code))
+		require.Equal(t, class, f.Class, "code %d", code)
+	}
+}
