@@ -1,7 +1,6 @@
 package ingress
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -288,21 +287,10 @@ func TestAResolveEndsAnEpisodeWhosePolicyIsGone(t *testing.T) {
 	reloaded.Escalations = nil // the policy removed
 	in, err := New(reloaded, s.in.deps, NewMetrics(nil))
 	require.NoError(t, err)
-	srv := httptest.NewServer(in.Handler())
-	defer srv.Close()
-	post := func(n Notification) (int, map[string]any) {
-		b, err := json.Marshal(n)
-		require.NoError(t, err)
-		req, err := http.NewRequest(http.MethodPost, srv.URL+AlertmanagerPath+"/ops?policy=db", bytes.NewReader(b))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+string(ingestToken))
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var answer map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer))
-		return resp.StatusCode, answer
-	}
+	onReloaded := *s // the same stores, through the replica whose configuration lacks db
+	onReloaded.srv = httptest.NewServer(in.Handler())
+	defer onReloaded.srv.Close()
+	post := func(n Notification) (int, map[string]any) { return onReloaded.notify("/ops?policy=db", n) }
 	code, out = post(notification(t, "firing", "{}:{alertname=\"Other\"}"))
 	require.Equal(t, http.StatusNotFound, code, out)
 	require.Equal(t, "unknown_policy", out["reason"])
