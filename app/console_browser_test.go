@@ -262,7 +262,9 @@ func (b *browser) waitText(sel, want string) {
 	b.t.Helper()
 	q, err := json.Marshal(sel)
 	require.NoError(b.t, err)
-	expr := fmt.Sprintf(`(document.querySelector(%s)?.textContent ?? "").trim()`, q)
+	// Only a page the browser has parsed whole counts: a server-rendered table streams in,
+	// and its first row can read right while the rest are still arriving.
+	expr := fmt.Sprintf(`document.readyState === "complete" ? (document.querySelector(%s)?.textContent ?? "").trim() : ""`, q)
 	var got string
 	require.Eventually(b.t, func() bool {
 		ctx, cancel := context.WithTimeout(b.ctx, time.Second)

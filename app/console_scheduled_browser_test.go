@@ -62,6 +62,7 @@ func TestConsoleScheduledPageInABrowser(t *testing.T) {
 	run("log in", chromedp.Navigate(base+"/ui/scheduled"), chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), adminToken), chromedp.Click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#pending")))
+	b.waitText("#pending tbody tr:first-child td:nth-child(2)", "sched-00000") // the whole page, parsed
 	require.Equal(t, "10000", text("#pending-total"))
 	require.Contains(t, text("#by-target"), "ops: 9000")
 	require.Contains(t, text("#by-target"), "db: 1000")
