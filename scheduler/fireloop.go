@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
@@ -36,7 +38,7 @@ func (s *Scheduler) loadDue(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	for _, d := range due {
-		if err := s.wheel.Add(d.ID, d.DueAt); err != nil {
+		if err := s.wheel.Add(d.ID, s.opts.fireAt(d.DueAt)); err != nil {
 			if errors.Is(err, timewheel.ErrStopped) {
 				return 0, err
 			}
@@ -82,7 +84,9 @@ func (s *Scheduler) fireLoop(ctx context.Context) {
 // not take stays due, for the sweeper).
 func (s *Scheduler) claimFired(ctx context.Context, batch []string) bool {
 	token := s.claimToken()
-	claim := func(ctx context.Context) (store.Claimed, error) { return s.store.Claim(ctx, batch, token) }
+	claim := func(ctx context.Context) (store.Claimed, error) {
+		return s.store.ClaimAhead(ctx, batch, token, s.opts.ClaimAhead)
+	}
 	c, err := s.pool.claim(ctx, "claim", claim)
 	if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
 		// It may have run: the same claim again, aside, until its outcome is known
@@ -114,8 +118,50 @@ func (s *Scheduler) fired(ctx context.Context, batch []string, c store.Claimed) 
 	s.metrics.claims.WithLabelValues("lost").Add(float64(len(batch) - won - len(c.NotDue)))
 	s.metrics.claims.WithLabelValues("not_due").Add(float64(len(c.NotDue)))
 	for _, nd := range c.NotDue {
-		_ = s.wheel.Add(nd.ID, s.now().Add(nd.Wait)) // refused only when stopping: the sweeper has it
+		_ = s.wheel.Add(nd.ID, s.opts.fireAt(s.now().Add(nd.Wait))) // refused only when stopping: the sweeper has it
 	}
 	s.pool.quarantine(ctx, c.Corrupt)
-	s.pool.enqueue(ctx, c.Entries)
+	// Claimed ahead of their due time (Options.ClaimAhead), most entries wait for it.
+	due := slices.IndexFunc(c.Entries, func(e store.Entry) bool { return e.DueIn > 0 })
+	if due < 0 {
+		s.pool.enqueue(ctx, c.Entries)
+		return
+	}
+	waiting := slices.Clone(c.Entries)
+	slices.SortStableFunc(waiting, func(a, b store.Entry) int { return a.DueAt.Compare(b.DueAt) })
+	s.life.loops.Add(1)
+	go s.enqueueWhenDue(ctx, time.Now(), waiting)
 }
+
+// enqueueWhenDue queues entries, in order of due time, for hand-off each at its due time:
+// once its DueIn has passed since claimed (the claim's reply was in by then, so it is
+// due by the clock of the Redis that holds it) and it is due by this replica's
+// reference clock too. When ctx ends (stopping) it drops the rest: this replica holds
+// them, and hands them back as it stops.
+func (s *Scheduler) enqueueWhenDue(ctx context.Context, claimed time.Time, entries []store.Entry) {
+	defer s.life.loops.Done()
+	for len(entries) > 0 {
+		since, now := time.Since(claimed), s.now()
+		n := 0
+		for n < len(entries) && entries[n].DueIn <= since && !entries[n].DueAt.After(now) {
+			n++
+		}
+		if n > 0 {
+			s.pool.enqueue(ctx, entries[:n])
+			entries = entries[n:]
+			continue
+		}
+		t := time.NewTimer(max(entries[0].DueIn-since, entries[0].DueAt.Sub(now)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			s.metrics.handoffs.WithLabelValues("stopping").Add(float64(len(entries)))
+			return
+		}
+	}
+}
+
+// fireAt is when the wheel fires the key of an alert due at due: ClaimAhead before it,
+// so that its claim is over by then.
+func (o Options) fireAt(due time.Time) time.Time { return due.Add(-o.ClaimAhead) }

@@ -305,7 +305,7 @@ func (p *handoffPool) giveBack(e store.Entry, retryAt time.Time, partsSent int) 
 		return
 	}
 	if ok && !p.stopping.Load() {
-		_ = p.wheel.Add(e.ID, retryAt)
+		_ = p.wheel.Add(e.ID, p.opts.fireAt(retryAt))
 	}
 }
 

@@ -10,7 +10,7 @@ import "context"
 func (s *Scheduler) moveLoop(ctx context.Context) {
 	defer s.life.loops.Done()
 	for m := range s.store.Moves(ctx) {
-		if s.wheel.Move(m.ID, m.DueAt) {
+		if s.wheel.Move(m.ID, s.opts.fireAt(m.DueAt)) {
 			s.metrics.movesApplied.Inc()
 		}
 	}

@@ -34,7 +34,7 @@ import (
 // *store.WheelStage implements it.
 type WheelStage interface {
 	Put(ctx context.Context, e store.Entry) (store.PutResult, error)
-	Claim(ctx context.Context, ids []string, token string) (store.Claimed, error)
+	ClaimAhead(ctx context.Context, ids []string, token string, ahead time.Duration) (store.Claimed, error)
 	ClaimOverdue(ctx context.Context, grace time.Duration, limit int, token string) (store.Claimed, error)
 	// Moves announces the reschedules of waiting alerts, for the timers of this
 	// replica's wheel; the channel closes when ctx ends.
@@ -91,6 +91,10 @@ const (
 	DefaultSweepInterval = 500 * time.Millisecond
 	// DefaultClaimBatch bounds the entries one sweep claims.
 	DefaultClaimBatch = 512
+	// DefaultClaimAhead is how long before their due time alerts are claimed: enough for
+	// the claims of a burst of a few thousand alerts due at one instant on one Redis
+	// (docs/performance.md, Burst).
+	DefaultClaimAhead = 100 * time.Millisecond
 	// DefaultRetryDelay is how long a hand-off that failed waits before it is tried again.
 	DefaultRetryDelay = time.Second
 	// DefaultHandoffWorkers is how many alerts are handed off at once.
@@ -173,6 +177,14 @@ type Options struct {
 	SweepInterval time.Duration
 	// ClaimBatch bounds the entries one sweep claims. Default DefaultClaimBatch.
 	ClaimBatch int
+	// ClaimAhead is how long before their due time the wheel fires its keys and the fire
+	// loop claims them (store.WheelStage.ClaimAhead): the claim's round trip is over by
+	// the due instant, and a burst of alerts due together is claimed before it rather
+	// than after. A claimed entry is still handed off no sooner than its due time by
+	// Redis's clock; an alert cancelled or moved within ClaimAhead of its due time is
+	// too late, as one being sent is. Default DefaultClaimAhead; negative: at the due
+	// time.
+	ClaimAhead time.Duration
 	// RetryDelay is how long a hand-off that failed waits before it is tried again; it
 	// doubles with every failed try of the same alert. Default DefaultRetryDelay.
 	RetryDelay time.Duration
@@ -217,6 +229,8 @@ func (o Options) withDefaults() Options {
 	config.Default(&o.RetryMaxDelay, config.DefaultRetryMaxDelay)
 	o.RetryMaxDelay = max(o.RetryMaxDelay, o.RetryDelay)
 	config.Default(&o.ClaimBatch, DefaultClaimBatch)
+	config.Default(&o.ClaimAhead, DefaultClaimAhead)
+	o.ClaimAhead = max(o.ClaimAhead, 0)
 	config.Default(&o.HandoffWorkers, DefaultHandoffWorkers)
 	config.Default(&o.HandoffsPerTarget, o.HandoffWorkers*3/4)
 	o.HandoffsPerTarget = min(o.HandoffsPerTarget, o.HandoffWorkers)

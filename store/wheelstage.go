@@ -133,6 +133,10 @@ type Entry struct {
 	// delivered (noted by Confirm and GiveBack): the next hand-off sends from the part
 	// after them.
 	PartsSent int
+	// DueIn, set on entries a claim ahead took before they were due (ClaimAhead), is how
+	// long after the claim's reply the alert is due by the clock of the Redis that holds
+	// it: it is handed off no sooner. 0 for an entry due already.
+	DueIn time.Duration
 }
 
 // Claimed is what a claim took, and what it left.
@@ -510,6 +514,19 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 // fails the call fails, though other shards may have claimed theirs: a repeat with the
 // same token returns them, or their lease runs out. An id named twice is claimed once.
 func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Claimed, error) {
+	return w.ClaimAhead(ctx, ids, token, 0)
+}
+
+// ClaimAhead is Claim, but takes an id up to ahead before its due time by Redis's clock
+// too, so that the claim's round trip is over by the due instant: such an entry comes
+// back with DueIn, the time from the claim's reply until it is due by the clock of the
+// Redis that holds it, and may be handed off no sooner (the caller waits). Its lease
+// runs from Redis now + ahead. An id due later than ahead is left waiting and reported
+// in NotDue with the time until it is due.
+func (w *WheelStage) ClaimAhead(ctx context.Context, ids []string, token string, ahead time.Duration) (Claimed, error) {
+	if ahead < 0 {
+		return Claimed{}, errors.New("store: claim: ahead must not be negative")
+	}
 	// Twice in one batch (the wheel fires a key again that was re-added while its first
 	// firing waited to be received), an id would come back twice with the same token:
 	// two hand-offs whose confirms both hold, and the alert sent twice.
@@ -520,7 +537,7 @@ func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Cla
 	if len(ids) > maxScriptIDs {
 		var parts []Claimed
 		for chunk := range slices.Chunk(ids, maxScriptIDs) {
-			c, err := w.Claim(ctx, chunk, token)
+			c, err := w.ClaimAhead(ctx, chunk, token, ahead)
 			if err != nil {
 				return Claimed{}, err
 			}
@@ -535,7 +552,7 @@ func (w *WheelStage) Claim(ctx context.Context, ids []string, token string) (Cla
 			return nil
 		}
 		var err error
-		parts[i], err = w.claim(ctx, s, groups[i], ids, token)
+		parts[i], err = w.claim(ctx, s, groups[i], ids, token, ahead)
 		return err
 	})
 	if err != nil {
@@ -571,10 +588,11 @@ func mergeClaimed(parts []Claimed) Claimed {
 	return c
 }
 
-// claim claims for token the ids at positions at of ids, all of shard s: Claim's script.
-func (w *WheelStage) claim(ctx context.Context, s *shard, at []int, ids []string, token string) (Claimed, error) {
-	args := make([]any, 0, len(at)+3)
-	args = append(args, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds())
+// claim claims for token the ids at positions at of ids, all of shard s, up to ahead
+// before their due time: ClaimAhead's script.
+func (w *WheelStage) claim(ctx context.Context, s *shard, at []int, ids []string, token string, ahead time.Duration) (Claimed, error) {
+	args := make([]any, 0, len(at)+4)
+	args = append(args, w.opts.Lease.Milliseconds(), token, w.opts.Liveness.Milliseconds(), ahead.Milliseconds())
 	for _, k := range at {
 		args = append(args, ids[k])
 	}
@@ -582,13 +600,24 @@ func (w *WheelStage) claim(ctx context.Context, s *shard, at []int, ids []string
 	if err != nil {
 		return Claimed{}, w.fail("claim", err)
 	}
-	if len(res) != 2 {
-		return Claimed{}, fmt.Errorf("store: claim: reply of %d items, want 2", len(res))
+	if len(res) != 3 {
+		return Claimed{}, fmt.Errorf("store: claim: reply of %d items, want 3", len(res))
 	}
 	claimed, _ := res[0].([]any)
 	c, err := decodeClaimed(claimed, token)
 	if err != nil {
 		return Claimed{}, fmt.Errorf("store: claim: %w", err)
+	}
+	nowText, _ := res[2].(string)
+	nowMs, err := strconv.ParseInt(nowText, 10, 64)
+	if err != nil {
+		return Claimed{}, fmt.Errorf("store: claim: Redis now %q: %w", nowText, err)
+	}
+	// Redis read now (to the millisecond, rounded down) before it replied: an entry
+	// waited for from the reply on is due by its clock once DueIn has passed.
+	now := time.UnixMilli(nowMs)
+	for i := range c.Entries {
+		c.Entries[i].DueIn = max(c.Entries[i].DueAt.Sub(now), 0)
 	}
 	early, _ := res[1].([]any)
 	for i := 0; i+1 < len(early); i += 2 {

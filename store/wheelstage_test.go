@@ -537,6 +537,49 @@ func TestWheelStageClaimNeverEarly(t *testing.T) {
 	require.Empty(t, swept.Entries)
 }
 
+// A claim ahead takes an entry due within ahead by Redis's clock, and says how long
+// after its reply the entry is due by that clock (DueIn), so the caller can wait for it:
+// never less than the time left from the script's own reading of the clock. An entry
+// due later is left waiting; one due already comes back with no wait; the lease runs
+// from Redis now plus ahead.
+func TestWheelStageClaimAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix, ws := newWheelStage(t, store.WheelStageOptions{Lease: 10 * time.Second})
+	at := redisNow(t, rdb)
+	soon := at.Add(2 * time.Second).Truncate(time.Millisecond)
+	for id, due := range map[string]time.Time{"soon": soon, "later": at.Add(time.Hour), "now": at.Add(-time.Second)} {
+		_, err := ws.Put(ctx, entryAt(id, due))
+		require.NoError(t, err)
+	}
+
+	before := redisNow(t, rdb).Truncate(time.Millisecond)
+	c, err := ws.ClaimAhead(ctx, []string{"soon", "later", "now"}, tok, 5*time.Second)
+	after := redisNow(t, rdb)
+	require.NoError(t, err)
+	require.Equal(t, []string{"soon", "now"}, ids(c.Entries))
+	wait := c.Entries[0].DueIn
+	require.LessOrEqual(t, wait, soon.Sub(before), "counted from the script's reading of Redis's clock, not earlier")
+	require.GreaterOrEqual(t, wait, soon.Sub(after), "waited for from the reply, it is due by Redis's clock")
+	require.Zero(t, c.Entries[1].DueIn)
+	require.Len(t, c.NotDue, 1)
+	require.Equal(t, "later", c.NotDue[0].ID)
+	require.InDelta(t, time.Hour.Seconds(), c.NotDue[0].Wait.Seconds(), 60)
+	lease, err := rdb.ZScore(ctx, "{"+prefix+"}:inflight", "soon").Result()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, int64(lease), before.Add(15*time.Second).UnixMilli())
+
+	// Without ahead, as Claim does, an entry not due yet is left waiting.
+	_, err = ws.Put(ctx, entryAt("soon-2", soon))
+	require.NoError(t, err)
+	c, err = ws.Claim(ctx, []string{"soon-2"}, tok)
+	require.NoError(t, err)
+	require.Empty(t, c.Entries)
+	require.Equal(t, "soon-2", c.NotDue[0].ID)
+	_, err = ws.ClaimAhead(ctx, []string{"soon-2"}, tok, -time.Millisecond)
+	require.Error(t, err)
+}
+
 // A corrupt record among valid ones is returned apart, held by the claim like the
 // others, so the valid ones of its batch are handed off and the bad one can be recorded
 // and released.

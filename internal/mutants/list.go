@@ -41,10 +41,30 @@ var List = []Mutant{
 		Name:      "claim-takes-not-due",
 		Invariant: "never early: the claim script takes an entry only once it is due by Redis TIME",
 		File:      "store/lua/wheel_claim.lua",
-		From:      "if wait > 0 then",
+		From:      "if wait > ahead then",
 		To:        "if wait > 86400000 then",
 		Package:   "./store",
 		Tests:     "^TestWheelStageClaimNeverEarly$",
+	},
+	{
+		// killed: the entry claimed 2s ahead comes back with no wait: require.GreaterOrEqual(wait, soon.Sub(after)) fails
+		Name:      "claim-ahead-without-wait",
+		Invariant: "never early: an entry claimed ahead of its due time says how long until it is due by Redis's clock",
+		File:      "store/wheelstage.go",
+		From:      "c.Entries[i].DueIn = max(c.Entries[i].DueAt.Sub(now), 0)",
+		To:        "c.Entries[i].DueIn = 0",
+		Package:   "./store",
+		Tests:     "^TestWheelStageClaimAhead$",
+	},
+	{
+		// killed: the replica 5s fast, uncorrected, hands each alert off as soon as its claim ahead lands, up to 100ms early: require.False(at.Before(due)) fails
+		Name:      "handoff-before-claim-ahead-wait",
+		Invariant: "never early: an entry claimed ahead is handed off only once its wait by Redis's clock has passed",
+		File:      "scheduler/fireloop.go",
+		From:      "entries[n].DueIn <= since &&",
+		To:        "entries[n].DueIn <= since+time.Hour &&",
+		Package:   "./scheduler",
+		Tests:     "^TestFastClockNeverSendsEarly$",
 	},
 	{
 		// killed: with grace 1m the second sweep takes 'in-2s' too: require.Equal([]string{"old-10m"}, ...) fails

@@ -13,35 +13,40 @@
 -- ARGV[1]  lease, ms
 -- ARGV[2]  token of this claim: "<replica>/<…>"
 -- ARGV[3]  liveness period, ms; "0": liveness is off
--- ARGV[4…] ids to claim
+-- ARGV[4]  ahead, ms: how long before its due time an id may be claimed ("0": not before)
+-- ARGV[5…] ids to claim
 --
--- Every id in due whose due time has come by Redis's clock (score <= Redis now) moves to
--- inflight with score = Redis now + lease, owned by the token. An id in due that is not
--- due yet stays where it is: no replica, whatever its own clock says, can take an entry
--- early. An id in flight that the token owns already is returned again with a renewed
+-- Every id in due whose due time comes within ahead by Redis's clock (score <= Redis now
+-- + ahead) moves to inflight with score = Redis now + ahead + lease, owned by the token.
+-- An id in due that is not due that soon stays where it is. The caller hands an entry
+-- off no sooner than its due time by Redis's clock, which the reply gives (now): no
+-- replica, whatever its own clock says, can send an entry early.
+-- An id in flight that the token owns already is returned again with a renewed
 -- lease, so a claim whose reply was lost (a cut connection; go-redis or the caller
 -- retries it with the same token) loses nothing. Other ids (claimed elsewhere,
 -- cancelled, delivered) are skipped; an id in due without an entry (never written by
 -- these scripts) is dropped from due. The token's replica becomes responsible for each id
 -- claimed (by, held). With liveness on, a replica that is not live claims nothing: the
 -- script fails with LAPSED.
--- Returns two arrays: {id, entry, tries, failure, parts, …} of the claimed ids in ARGV
--- order (tries and parts "0", failure "" when there are none), and {id, ms until due, …}
--- of the ids not due yet.
+-- Returns two arrays and a time: {id, entry, tries, failure, parts, …} of the claimed ids
+-- in ARGV order (tries and parts "0", failure "" when there are none), {id, ms until
+-- due, …} of the ids not due within ahead, and Redis now (Unix ms) as the script read it.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expiry = string.format('%d', now + tonumber(ARGV[1]))
+local ahead = tonumber(ARGV[4])
+local expiry = string.format('%d', now + ahead + tonumber(ARGV[1]))
+local nowText = string.format('%d', now)
 local claimed, early = {}, {}
 local replica = replica_of(ARGV[2])
 if ARGV[3] ~= '0' and lapsed(KEYS[10], replica, now) then
   return lapsed_error(replica)
 end
 local ids = {}
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   ids[#ids + 1] = ARGV[i]
 end
 if #ids == 0 then
-  return {claimed, early}
+  return {claimed, early, nowText}
 end
 
 -- The batch goes with one variadic command per key (the caller sends at most a few
@@ -52,7 +57,7 @@ for j, id in ipairs(ids) do
   local score = scores[j]
   if score then
     local wait = tonumber(score) - now
-    if wait > 0 then
+    if wait > ahead then
       early[#early + 1] = id
       early[#early + 1] = string.format('%d', wait)
     else
@@ -163,4 +168,4 @@ if #got > 0 then
     claimed[#claimed + 1] = parts[n] or '0'
   end
 end
-return {claimed, early}
+return {claimed, early, nowText}
