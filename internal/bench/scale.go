@@ -261,12 +261,13 @@ func scaleOnce(ctx context.Context, cfg config.Config, rc config.Redis, topo str
 	if time.Now().After(firstDue) {
 		return scaleRun{}, fmt.Errorf("publishing %d alerts took longer than 5s; use fewer", n)
 	}
-	// The publishing's commands are counted up to a moment before the due instant, by
-	// which every alert is in the wheel stage (the consumers write as the broker hands
-	// them over); the hand-off's from then on.
-	time.Sleep(time.Until(firstDue.Add(-100 * time.Millisecond)))
+	// The publishing's commands are counted up to a moment before the claims ahead of
+	// the due instant begin, by which every alert is in the wheel stage (the consumers
+	// write as the broker hands them over); the hand-off's from then on.
+	counted := scheduler.DefaultClaimAhead + 100*time.Millisecond
+	time.Sleep(time.Until(firstDue.Add(-counted)))
 	if waiting, _, err := stage.Stats(ctx); err != nil || waiting < int64(n) {
-		return scaleRun{}, fmt.Errorf("only %d of %d alerts in the wheel stage 100ms before they fall due (%v); use fewer", waiting, n, err)
+		return scaleRun{}, fmt.Errorf("only %d of %d alerts in the wheel stage %s before they fall due (%v); use fewer", waiting, n, counted, err)
 	}
 	byNameAtDue, err := commandsByName(ctx, rdb)
 	if err != nil {
