@@ -309,6 +309,44 @@ func (p *handoffPool) giveBack(e store.Entry, retryAt time.Time, partsSent int) 
 	}
 }
 
+// undone is entries but those whose done marker is left: taken over from a replica that
+// delivered them and left their markers ahead of their releases (release.go), they are
+// released, not sent again. When the markers cannot be read within a lease, all of
+// entries are handed off.
+func (p *handoffPool) undone(ctx context.Context, entries []store.Entry) []store.Entry {
+	if len(entries) == 0 {
+		return entries
+	}
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.ID
+	}
+	var done []store.Outcome
+	err := retryStore(ctx, p.metrics, "sweep", p.store.Lease(), func(ctx context.Context) error {
+		var err error
+		done, err = p.store.Done(ctx, ids)
+		return err
+	})
+	if err != nil {
+		p.logger.Warn("cannot read the done markers of the entries swept; handing them all off", "entries", len(entries), "err", err)
+		return entries
+	}
+	var out []store.Entry
+	for i, e := range entries {
+		if done[i] == 0 {
+			out = append(out, e)
+			continue
+		}
+		p.metrics.handoffs.WithLabelValues("done").Inc()
+		p.logger.Info("swept an alert whose done marker is left (the replica that held it handed it off); released, not sent again",
+			"rd_id", e.ID)
+		if p.releases.reserve() == nil { // else past the stop's deadline: claimed again once this replica is gone
+			p.release(e, store.Receipt{Outcome: done[i], Replica: p.opts.InstanceName})
+		}
+	}
+	return out
+}
+
 // quarantine records claimed entries whose record cannot be decoded as rejected inputs
 // (rejected_corrupt_entry, with the record as the payload) and releases them, so one
 // damaged record never blocks the rest of its batch nor comes back forever. One whose

@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 	"github.com/rocketdelay/rocketdelay/internal/testenv"
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
+	"github.com/rocketdelay/rocketdelay/store"
 )
 
 // replica is a `rocketdelay serve` subprocess.
@@ -513,4 +515,33 @@ func TestDeadConsumersQueuesMove(t *testing.T) {
 				fault, len(keys), q.P50.Round(time.Millisecond), q.Max.Round(time.Millisecond), fault, h.liveness)
 		})
 	}
+}
+
+// A replica that dies with alerts delivered and their done markers left ahead of their
+// releases (a burst's releases queued behind one another, release.go) leaves them in
+// flight under its claims: the survivor's sweeper takes them over, finds them done and
+// releases them without sending them again; the one without a marker it hands off.
+func TestSweptAlertsWhoseMarkersAreLeftAreNotSentAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	ctx := context.Background()
+	_, err := h.ws.Liveness(nil).Beat(ctx, "dead")
+	require.NoError(t, err)
+	keys := []string{"swept-done-1", "swept-done-2", "swept-undone"}
+	for _, id := range keys {
+		_, err := h.ws.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: time.Now().Add(-time.Second), Body: []byte("x")})
+		require.NoError(t, err)
+	}
+	c, err := h.ws.Claim(ctx, keys, "dead/1")
+	require.NoError(t, err)
+	require.Len(t, c.Entries, len(keys))
+	require.NoError(t, h.ws.MarkAllDelivered(ctx, keys[:2]))
+
+	_, m := h.start("survivor") // "dead" beats no more: its liveness lapses, its holdings are swept
+	h.rec.waitAll(t, keys[2:], 30*time.Second)
+	h.settle(keys, m)
+	require.Zero(t, h.rec.count("swept-done-1"))
+	require.Zero(t, h.rec.count("swept-done-2"))
+	require.Equal(t, 1, h.rec.count("swept-undone"))
+	require.EqualValues(t, 2, testutil.ToFloat64(m.handoffs.WithLabelValues("done")))
 }

@@ -34,6 +34,7 @@ type Metrics struct {
 	storeRetries   *prometheus.CounterVec
 	releaseBatch   prometheus.Histogram
 	releasing      prometheus.Gauge
+	marked         prometheus.Counter
 	movesApplied   prometheus.Counter
 	tracesDropped  prometheus.Counter
 
@@ -77,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rocketdelay_handoffs_total",
-			Help: "Due alerts handed off, by result: ok (delivered), recorded (failure recorded in failed_sends), error (given back for a retry), claim_lost (another replica holds it now), not_due (claimed before its due time by this replica's clock; given back), parked (its target busy: parked for the target's next send on any replica), stopping (not sent before this replica stopped: handed back to the others).",
+			Help: "Due alerts handed off, by result: ok (delivered), recorded (failure recorded in failed_sends), error (given back for a retry), claim_lost (another replica holds it now), not_due (claimed before its due time by this replica's clock; given back), parked (its target busy: parked for the target's next send on any replica), stopping (not sent before this replica stopped: handed back to the others), done (swept with its done marker left: handed off by the replica that held it; released, not sent again).",
 		}, []string{"result"}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rocketdelay_handoff_lateness_seconds",
@@ -142,7 +143,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.storeRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rocketdelay_wheel_stage_retries_total",
-		Help: "Wheel-stage writes tried again while Redis could not be reached (claim, sweep, adopt, release, give_back), instead of leaving the entry to its lease.",
+		Help: "Wheel-stage writes tried again while Redis could not be reached (claim, sweep, adopt, release, mark, give_back), instead of leaving the entry to its lease.",
 	}, []string{"op"})
 	m.releaseBatch = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "rocketdelay_release_batch_size",
@@ -151,7 +152,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.releasing = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "rocketdelay_releases_waiting",
-		Help: "Hand-offs done whose release is queued or on its way to Redis: alerts sent that a kill of this replica now would leave to be sent again. With the hand-offs sending, at most 512: a hand-off takes its release's slot before it sends, and waits for one at the bound.",
+		Help: "Hand-offs delivered with neither their release nor their done marker landed in Redis: alerts sent that a kill of this replica now would leave to be sent again. With the hand-offs sending, at most 512: a hand-off takes its slot before it sends, and waits for one at the bound.",
+	})
+	m.marked = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rocketdelay_release_marks_total",
+		Help: "Delivered hand-offs whose done marker was left ahead of their release, the releases queued behind one another (a burst): from then on a replica that takes them over finds them done and does not send them again.",
 	})
 	m.movesApplied = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "rocketdelay_wheel_moves_applied_total",
@@ -204,7 +209,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.mode, m.received, m.elsewhere, m.hops, m.stored, m.claims, m.recovered, m.handoffs, m.lateness,
 		m.rejected, m.cancelled, m.retries, m.reconsumed, m.reconsumeTimes, m.claimsLost, m.dlq, m.wheelEntries,
-		m.quarantined, m.storeRetries, m.releaseBatch, m.releasing, m.movesApplied, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)
+		m.quarantined, m.storeRetries, m.releaseBatch, m.releasing, m.marked, m.movesApplied, m.tracesDropped, m.clockOffset, m.clockUncertainty, m.clockSyncs)
 	for _, r := range wire.RejectReasons {
 		m.rejected.WithLabelValues(string(r))
 	}

@@ -109,6 +109,65 @@ func (h heldCalls) ReleaseAll(_ context.Context, rs []store.Released) ([]bool, e
 	return make([]bool, len(rs)), nil
 }
 
+func (h heldCalls) MarkAllDelivered(context.Context, []string) error {
+	<-h.open
+	return nil
+}
+
+// markedCalls is a wheel stage whose releases wait until open is closed, and whose done
+// markers land at once, each noted.
+type markedCalls struct {
+	heldCalls
+	mu     sync.Mutex
+	marked map[string]bool
+}
+
+func (m *markedCalls) MarkAllDelivered(_ context.Context, ids []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		m.marked[id] = true
+	}
+	return nil
+}
+
+// While the releases of a burst wait, their done markers go ahead and give the slots
+// back: the burst is handed off whole with no release landed, and of what was sent at
+// most releaseOutstanding have neither marker nor release (a kill would send those
+// again, and only those); once the releases land, nothing is left in flight.
+func TestDoneMarkersGoAheadOfReleasesThatWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stage := &markedCalls{heldCalls: heldCalls{open: make(chan struct{})}, marked: map[string]bool{}}
+		wheel, err := timewheel.New(timewheel.Config{})
+		require.NoError(t, err)
+		t.Cleanup(func() { wheel.Stop() })
+		rec := newRecorder()
+		m := NewMetrics(prometheus.NewRegistry())
+		p := newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), m, time.Now, wheel, nil)
+		p.start()
+		n := 4 * releaseOutstanding
+		entries, ids := make([]store.Entry, n), make([]string, n)
+		for i := range entries {
+			ids[i] = fmt.Sprint("a", i)
+			entries[i] = store.Entry{ID: ids[i], Target: fmt.Sprint("t", i), DueAt: time.Now(), Token: "t"}
+		}
+		go p.enqueue(t.Context(), entries)
+		synctest.Wait()
+		require.Equal(t, n, rec.countAll(ids), "sent while every release is held")
+		stage.mu.Lock()
+		marked := len(stage.marked)
+		stage.mu.Unlock()
+		require.GreaterOrEqual(t, marked, n-releaseOutstanding, "sent with neither marker nor release")
+		require.EqualValues(t, marked, testutil.ToFloat64(m.marked))
+		close(stage.open)
+		synctest.Wait()
+		close(p.quit)
+		p.wait(t.Context())
+		require.Empty(t, p.handingOff())
+		require.Zero(t, testutil.ToFloat64(m.releasing))
+	})
+}
+
 // A hand-off waits for a slot once releaseOutstanding are taken, and only then: what a
 // replica killed mid-burst has sent without its release having landed is bounded.
 func TestReleasesOutstandingAreBounded(t *testing.T) {

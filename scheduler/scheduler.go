@@ -42,6 +42,10 @@ type WheelStage interface {
 	// ReleaseAll ends claims whose hand-offs are done, noting each receipt in its alert's
 	// trace, and reports for each whether its claim had been lost.
 	ReleaseAll(ctx context.Context, rs []store.Released) ([]bool, error)
+	// MarkAllDelivered leaves the done markers of delivered hand-offs whose releases wait
+	// (release.go); Done reads the markers of entries taken over (sweeper.go).
+	MarkAllDelivered(ctx context.Context, ids []string) error
+	Done(ctx context.Context, ids []string) ([]store.Outcome, error)
 	// RescheduledDue is the due time of an alert rescheduled while it hopped, which
 	// overrides its message's (docs/design.md, Reschedule).
 	RescheduledDue(ctx context.Context, id string) (time.Time, bool, error)

@@ -883,11 +883,74 @@ func (w *WheelStage) MarkFailed(ctx context.Context, c Claim, failure []byte) er
 // MarkDelivered leaves the done marker of a delivered id, as Release does, for an alert
 // delivered outside the wheel stage (by the failed-sends retry job).
 func (w *WheelStage) MarkDelivered(ctx context.Context, id string) error {
+	return w.MarkAllDelivered(ctx, []string{id})
+}
+
+// MarkAllDelivered leaves the done markers of ids delivered, as Release does, in one
+// call per shard: for hand-offs whose release waits behind others, so that a replica
+// that takes them over finds them done (Done) rather than sending them again. The
+// entries stay in flight until they are released.
+func (w *WheelStage) MarkAllDelivered(ctx context.Context, ids []string) error {
 	now := time.Now().UnixMilli()
-	if err := w.write(ctx, wheelMarkDeliveredScript, []string{w.shardOf(id).keys.done(id)}, now, w.opts.DoneTTL.Milliseconds()).Err(); err != nil {
-		return w.fail("mark delivered", err)
+	for chunk := range slices.Chunk(ids, maxScriptIDs) {
+		groups := w.group(len(chunk), func(k int) string { return chunk[k] })
+		err := w.each(func(i int, s *shard) error {
+			if len(groups[i]) == 0 {
+				return nil
+			}
+			keys := make([]string, len(groups[i]))
+			for n, k := range groups[i] {
+				keys[n] = s.keys.done(chunk[k])
+			}
+			if err := w.write(ctx, wheelMarkDeliveredScript, keys, now, w.opts.DoneTTL.Milliseconds()).Err(); err != nil {
+				return w.fail("mark delivered", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// Done reads the done markers of ids, in one round trip per shard: for each id the
+// outcome its marker records (Delivered, Recorded or Withheld), 0 for an id without one.
+// A replica that takes over entries in flight asks it first: one whose marker is left
+// was handed off by the replica that held it, and is released, not sent again.
+func (w *WheelStage) Done(ctx context.Context, ids []string) ([]Outcome, error) {
+	out := make([]Outcome, len(ids))
+	groups := w.group(len(ids), func(k int) string { return ids[k] })
+	err := w.each(func(i int, s *shard) error {
+		if len(groups[i]) == 0 {
+			return nil
+		}
+		keys := make([]string, len(groups[i]))
+		for n, k := range groups[i] {
+			keys[n] = s.keys.done(ids[k])
+		}
+		vs, err := w.rdb.MGet(ctx, keys...).Result()
+		if err != nil {
+			return w.fail("read done markers", err)
+		}
+		for n, v := range vs {
+			marker, ok := v.(string)
+			switch {
+			case !ok:
+			case strings.HasPrefix(marker, recordedPrefix):
+				out[groups[i][n]] = Recorded
+			case strings.HasPrefix(marker, withheldPrefix):
+				out[groups[i][n]] = Withheld
+			default:
+				out[groups[i][n]] = Delivered
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ErrNotReplicated is the error of a write that fewer Redis replicas than

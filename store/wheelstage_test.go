@@ -580,6 +580,33 @@ func TestWheelStageClaimAhead(t *testing.T) {
 	require.Error(t, err)
 }
 
+// Done markers left ahead of the releases, on every shard, read back by Done with the
+// outcome each records; an id without one reads 0. The entries stay in flight until
+// they are released.
+func TestWheelStageMarkAllDeliveredAndDone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, ws := newWheelStage(t, store.WheelStageOptions{Shards: 3})
+	ids := []string{"m-1", "m-2", "m-3", "m-4", "m-5", "m-6"}
+	for _, id := range ids {
+		_, err := ws.Put(ctx, entryAt(id, time.Now().Add(-time.Second)))
+		require.NoError(t, err)
+	}
+	c, err := ws.Claim(ctx, ids, tok)
+	require.NoError(t, err)
+	require.Len(t, c.Entries, len(ids))
+	require.NoError(t, ws.MarkAllDelivered(ctx, []string{"m-1", "m-3", "m-4"}))
+	_, err = ws.ReleaseAll(ctx, []store.Released{{Claim: store.Claim{ID: "m-5", Token: tok}, Receipt: store.Receipt{Outcome: store.Recorded}}})
+	require.NoError(t, err)
+
+	done, err := ws.Done(ctx, append(ids, "never"))
+	require.NoError(t, err)
+	require.Equal(t, []store.Outcome{store.Delivered, 0, store.Delivered, store.Delivered, store.Recorded, 0, 0}, done)
+	waiting, inflight, err := ws.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{0, 5}, [2]int64{waiting, inflight}, "marked, still in flight until released")
+}
+
 // A corrupt record among valid ones is returned apart, held by the claim like the
 // others, so the valid ones of its batch are handed off and the bad one can be recorded
 // and released.

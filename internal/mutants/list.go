@@ -57,6 +57,26 @@ var List = []Mutant{
 		Tests:     "^TestWheelStageClaimAhead$",
 	},
 	{
+		// killed: with every release held, no done marker goes ahead and only 512 of the 2048 are sent: require.Equal(n, rec.countAll(ids)) fails
+		Name:      "release-marks-nothing-ahead",
+		Invariant: "a burst waits for done markers, not releases: a delivered hand-off whose release waits has its marker left first",
+		File:      "scheduler/release.go",
+		From:      "case r.Receipt.Outcome == store.Delivered:",
+		To:        "case r.Receipt.Outcome != store.Delivered:",
+		Package:   "./scheduler",
+		Tests:     "^TestDoneMarkersGoAheadOfReleasesThatWait$",
+	},
+	{
+		// killed: the swept alerts whose markers are left are sent again: require.Zero(h.rec.count("swept-done-1")) fails
+		Name:      "sweep-sends-what-is-done",
+		Invariant: "exactly one hand-off: an entry taken over whose done marker is left is released, not sent again",
+		File:      "scheduler/handoff.go",
+		From:      "if done[i] == 0 {",
+		To:        "if true {",
+		Package:   "./scheduler",
+		Tests:     "^TestSweptAlertsWhoseMarkersAreLeftAreNotSentAgain$",
+	},
+	{
 		// killed: the replica 5s fast, uncorrected, hands each alert off as soon as its claim ahead lands, up to 100ms early: require.False(at.Before(due)) fails
 		Name:      "handoff-before-claim-ahead-wait",
 		Invariant: "never early: an entry claimed ahead is handed off only once its wait by Redis's clock has passed",
