@@ -52,7 +52,7 @@ var List = []Mutant{
 		Invariant: "never early: an entry claimed ahead of its due time says how long until it is due by Redis's clock",
 		File:      "store/wheelstage.go",
 		From:      "c.Entries[i].DueIn = max(c.Entries[i].DueAt.Sub(now), 0)",
-		To:        "c.Entries[i].DueIn = 0",
+		To:        "c.Entries[i].DueIn = min(c.Entries[i].DueAt.Sub(now), 0)",
 		Package:   "./store",
 		Tests:     "^TestWheelStageClaimAhead$",
 	},
