@@ -166,8 +166,8 @@ func (s *Scheduler) handle(ctx context.Context, msg *primitive.MessageExt) (stag
 	case store.PutStored, store.PutDuplicate:
 		// A duplicate may be this very copy, stored by a Put whose answer was lost (a cut
 		// reply, a WAIT short of its replicas) and handed back: then no wheel holds it.
-		// Holding it here too costs one claim at most: the claim takes it only when it is
-		// due by Redis's clock, and only from wherever it waits.
+		// Holding it here too costs one claim at most: the claim takes it only from
+		// wherever it waits, and it is handed off only once due by Redis's clock.
 		if err := s.wheel.Add(a.ID, s.opts.fireAt(a.DueAt)); err != nil {
 			// Redis holds it; the sweeper claims it once it is overdue.
 			s.logger.Warn("wheel refused a key; the sweeper will deliver it", "rd_id", a.ID, "err", err)

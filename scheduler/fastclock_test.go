@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/timewheel"
 )
 
@@ -58,4 +59,39 @@ func TestFastClockNeverSendsEarly(t *testing.T) {
 			require.GreaterOrEqual(t, testutil.ToFloat64(m.claims.WithLabelValues("not_due")), float64(len(ids)))
 		}
 	}
+}
+
+// An alert claimed ahead of its due time by a replica that is gone before it falls due
+// is taken over by another's sweeper, still not due: the survivor hands it off no
+// sooner than its due time by Redis's clock, though its own clock runs 5s fast and
+// uncorrected (only the wait the sweep's reply gives holds it back).
+func TestATakeOverBeforeTheDueTimeIsNotEarly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 5*time.Second)
+	ctx := context.Background()
+	_, err := h.ws.Liveness(nil).Beat(ctx, "gone")
+	require.NoError(t, err)
+	due := time.Now().Add(8 * time.Second).Truncate(time.Millisecond)
+	_, err = h.ws.Put(ctx, store.Entry{ID: "taken-ahead", Target: "ops", DueAt: due, Body: []byte("x")})
+	require.NoError(t, err)
+	c, err := h.ws.ClaimAhead(ctx, []string{"taken-ahead"}, "gone/1", 10*time.Second)
+	require.NoError(t, err)
+	require.Len(t, c.Entries, 1, "claimed ahead by the replica about to be gone")
+
+	m := NewMetrics(prometheus.NewRegistry())
+	fast := timewheel.ShiftedClock(5 * time.Second)
+	opts := h.options("survivor")
+	opts.Wheel.Clock = fast
+	s, err := New(opts, h.ws, h.rec, discardLogger(), m, fast.Now)
+	require.NoError(t, err)
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, s.Start(startCtx))
+	t.Cleanup(func() { stop(t, s) })
+	h.rec.waitAll(t, []string{"taken-ahead"}, 30*time.Second)
+	h.rec.mu.Lock()
+	at := h.rec.at["taken-ahead"][0]
+	h.rec.mu.Unlock()
+	require.False(t, at.Before(due), "handed off %s early", due.Sub(at))
+	require.EqualValues(t, 1, testutil.ToFloat64(m.recovered), "taken over by the sweeper")
 }

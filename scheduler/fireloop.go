@@ -121,13 +121,19 @@ func (s *Scheduler) fired(ctx context.Context, batch []string, c store.Claimed) 
 		_ = s.wheel.Add(nd.ID, s.opts.fireAt(s.now().Add(nd.Wait))) // refused only when stopping: the sweeper has it
 	}
 	s.pool.quarantine(ctx, c.Corrupt)
-	// Claimed ahead of their due time (Options.ClaimAhead), most entries wait for it.
-	due := slices.IndexFunc(c.Entries, func(e store.Entry) bool { return e.DueIn > 0 })
+	s.handOff(ctx, c.Entries)
+}
+
+// handOff queues claimed entries for hand-off, each at its due time: those a claim took
+// before it (claimed ahead, Options.ClaimAhead; or claimed ahead by a replica since gone
+// and swept) wait for it.
+func (s *Scheduler) handOff(ctx context.Context, entries []store.Entry) {
+	due := slices.IndexFunc(entries, func(e store.Entry) bool { return e.DueIn > 0 })
 	if due < 0 {
-		s.pool.enqueue(ctx, c.Entries)
+		s.pool.enqueue(ctx, entries)
 		return
 	}
-	waiting := slices.Clone(c.Entries)
+	waiting := slices.Clone(entries)
 	slices.SortStableFunc(waiting, func(a, b store.Entry) int { return a.DueAt.Compare(b.DueAt) })
 	s.life.loops.Add(1)
 	go s.enqueueWhenDue(ctx, time.Now(), waiting)

@@ -13,9 +13,10 @@ import (
 // The reference clock: every replica schedules by Redis TIME, the clock the wheel
 // stage's scripts (claims, leases) and the robot pool already judge by, rather than by
 // its own. A replica whose clock runs fast or slow (a node with broken NTP, a stepped
-// clock) then fires its wheel at the right moment; the claim script's own check, which
-// never takes an entry that is not due by Redis's clock, is what makes it impossible to
-// send early, and the reference clock is what keeps such a replica from being late.
+// clock) then fires its wheel at the right moment; the claim scripts, which say how long
+// each entry they take has until it is due by Redis's clock (Entry.DueIn, waited for
+// from their reply), are what make it impossible to send early, and the reference clock
+// is what keeps such a replica from being late.
 
 // DefaultClockSyncInterval is how often a RefClock measures its offset to Redis.
 const DefaultClockSyncInterval = 10 * time.Second

@@ -28,14 +28,15 @@ import (
 //
 // A release costs Redis many times what a done marker does (the entry, its claim state,
 // its trace, the list of pending alerts), and in a burst the releases queue behind one
-// another. So a delivered hand-off whose release finds every flusher on its way has its
-// done marker left ahead of its release: a marker sends the markers queued (up to
-// maxMarks per call, a SET each), the flushers starting no release while it is on its
-// way, and a hand-off's slot goes back once its marker or its release lands. A replica that takes such an alert over
-// finds it done and releases it without sending it again (handoffPool.undone). The
-// burst's hand-offs then wait for the markers, not for the releases, which follow; at
-// most releaseBacklog hand-offs are sending or wait for their release, past which a
-// hand-off waits too (Redis cannot keep up).
+// another. So a delivered hand-off whose release finds every flusher on its way, and more
+// than half the slots taken, has its done marker left ahead of its release: a marker
+// sends the markers queued (up to maxMarks per call, a SET each), the flushers starting
+// no release while it is on its way, and a hand-off's slot goes back once its marker or
+// its release lands. A replica that takes such an alert over finds it done and releases
+// it without sending it again (handoffPool.undone). The burst's hand-offs then wait for
+// the markers, not for the releases, which follow; at most releaseBacklog hand-offs are
+// sending or wait for their release, past which a hand-off waits too (Redis cannot keep
+// up).
 type releaser struct {
 	ctx     context.Context // every release's: the pool's, cancelled at the stop's deadline
 	store   WheelStage
@@ -141,12 +142,13 @@ func (rl *releaser) release(r store.Released, done func(lost bool, err error)) {
 	case rl.flushers < releaseFlushes:
 		rl.flushers++
 		go rl.flushQueued()
-	case r.Receipt.Outcome == store.Delivered:
-		// It waits for a flusher, its slot held: its done marker goes ahead. (A failure
-		// recorded or a step withheld is noted under its claim already: taken over, it
-		// is recorded or withheld again, never sent.)
+	case r.Receipt.Outcome == store.Delivered && len(rl.slots) > releaseOutstanding/2:
+		// It waits for a flusher, its slot held, and the slots run short: its done
+		// marker goes ahead. (A failure recorded or a step withheld is noted under its
+		// claim already: taken over, it is recorded or withheld again, never sent. While
+		// slots are plenty, no marker's round trip is needed.)
 		rl.marks = append(rl.marks, req)
-		if !rl.marker {
+		if !rl.marker && !rl.releasesDue() {
 			rl.marker = true
 			rl.marking.Add(1)
 			go rl.markQueued()
@@ -166,7 +168,7 @@ func (rl *releaser) wait() {
 func (rl *releaser) markQueued() {
 	defer rl.marking.Done()
 	rl.mu.Lock()
-	for len(rl.marks) > 0 {
+	for len(rl.marks) > 0 && !rl.releasesDue() {
 		n := min(len(rl.marks), maxMarks)
 		batch := slices.Clone(rl.marks[:n])
 		rl.marks = slices.Delete(rl.marks, 0, n)
@@ -203,6 +205,12 @@ func (rl *releaser) mark(batch []*release) {
 		rl.free(req)
 	}
 }
+
+// releasesDue reports whether the releases queued reach half the backlog: then the
+// flushers go on, markers or not, so that a load the releases cannot keep up with
+// settles there rather than holding every release until the backlog is full. Called
+// with mu held.
+func (rl *releaser) releasesDue() bool { return len(rl.queued) >= releaseBacklog/2 }
 
 // flushQueued sends what is queued, a batch per call, until nothing is left; while the
 // marker is on its way it starts no call, so that Redis takes the markers first.

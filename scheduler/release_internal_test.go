@@ -226,6 +226,38 @@ func TestWhatIsSentWithoutItsReleaseIsBounded(t *testing.T) {
 	})
 }
 
+// Markers go ahead of the releases only while fewer than half the backlog's releases
+// wait: past that the hand-offs wait for releases again (here held, so for good), rather
+// than every release waiting until the backlog is full.
+func TestMarkersYieldToReleasesPastHalfTheBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stage := &markedCalls{heldCalls: heldCalls{open: make(chan struct{})}, marked: map[string]bool{}}
+		wheel, err := timewheel.New(timewheel.Config{})
+		require.NoError(t, err)
+		t.Cleanup(func() { wheel.Stop() })
+		rec := newRecorder()
+		p := newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now, wheel, nil)
+		p.start()
+		n := releaseBacklog/2 + 2*releaseOutstanding
+		entries, ids := make([]store.Entry, n), make([]string, n)
+		for i := range entries {
+			ids[i] = fmt.Sprint("a", i)
+			entries[i] = store.Entry{ID: ids[i], Target: fmt.Sprint("t", i), DueAt: time.Now(), Token: "t"}
+		}
+		go p.enqueue(t.Context(), entries)
+		synctest.Wait()
+		sent := rec.countAll(ids)
+		require.Less(t, sent, n, "markers went on past half the backlog")
+		require.GreaterOrEqual(t, sent, releaseBacklog/2, "markers stopped before half the backlog")
+		close(stage.open)
+		synctest.Wait()
+		require.Equal(t, n, rec.countAll(ids))
+		close(p.quit)
+		p.wait(t.Context())
+		require.Empty(t, p.handingOff())
+	})
+}
+
 // heldPool is a hand-off pool whose releases wait until stage.open is closed, its
 // hand-offs recorded by rec; its wheel stops when t ends. For a synctest bubble.
 func heldPool(t *testing.T) (*handoffPool, heldCalls, *recorder) {

@@ -133,9 +133,10 @@ type Entry struct {
 	// delivered (noted by Confirm and GiveBack): the next hand-off sends from the part
 	// after them.
 	PartsSent int
-	// DueIn, set on entries a claim ahead took before they were due (ClaimAhead), is how
-	// long after the claim's reply the alert is due by the clock of the Redis that holds
-	// it: it is handed off no sooner. 0 for an entry due already.
+	// DueIn, set on entries a claim took before they were due (ClaimAhead, and
+	// ClaimOverdue, which takes over entries claimed ahead and handed back or left by a
+	// replica gone), is how long after the claim's reply the alert is due by the clock
+	// of the Redis that holds it: it is handed off no sooner. 0 for an entry due already.
 	DueIn time.Duration
 }
 
@@ -574,6 +575,22 @@ func (w *WheelStage) ClaimAhead(ctx context.Context, ids []string, token string,
 	return c, nil
 }
 
+// waitFrom sets the DueIn of c's entries from Redis now as a claim script read it (Unix
+// ms, as text). Redis read it (to the millisecond, rounded down) before it replied: an
+// entry waited for from the reply on is due by its clock once DueIn has passed.
+func (c Claimed) waitFrom(now any) error {
+	text, _ := now.(string)
+	ms, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return fmt.Errorf("Redis now %q: %w", text, err)
+	}
+	at := time.UnixMilli(ms)
+	for i := range c.Entries {
+		c.Entries[i].DueIn = max(c.Entries[i].DueAt.Sub(at), 0)
+	}
+	return nil
+}
+
 // mergeClaimed joins the claims of several shards, in shard order.
 func mergeClaimed(parts []Claimed) Claimed {
 	if len(parts) == 1 {
@@ -608,16 +625,8 @@ func (w *WheelStage) claim(ctx context.Context, s *shard, at []int, ids []string
 	if err != nil {
 		return Claimed{}, fmt.Errorf("store: claim: %w", err)
 	}
-	nowText, _ := res[2].(string)
-	nowMs, err := strconv.ParseInt(nowText, 10, 64)
-	if err != nil {
-		return Claimed{}, fmt.Errorf("store: claim: Redis now %q: %w", nowText, err)
-	}
-	// Redis read now (to the millisecond, rounded down) before it replied: an entry
-	// waited for from the reply on is due by its clock once DueIn has passed.
-	now := time.UnixMilli(nowMs)
-	for i := range c.Entries {
-		c.Entries[i].DueIn = max(c.Entries[i].DueAt.Sub(now), 0)
+	if err := c.waitFrom(res[2]); err != nil {
+		return Claimed{}, fmt.Errorf("store: claim: %w", err)
 	}
 	early, _ := res[1].([]any)
 	for i := 0; i+1 < len(early); i += 2 {
@@ -666,7 +675,14 @@ func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limi
 		if err != nil {
 			return w.fail("claim overdue", err)
 		}
-		if parts[i], err = decodeClaimed(res, token); err != nil {
+		if len(res) != 2 {
+			return fmt.Errorf("store: claim overdue: reply of %d items, want 2", len(res))
+		}
+		claimed, _ := res[0].([]any)
+		if parts[i], err = decodeClaimed(claimed, token); err != nil {
+			return fmt.Errorf("store: claim overdue: %w", err)
+		}
+		if err := parts[i].waitFrom(res[1]); err != nil {
 			return fmt.Errorf("store: claim overdue: %w", err)
 		}
 		return nil

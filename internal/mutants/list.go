@@ -51,8 +51,8 @@ var List = []Mutant{
 		Name:      "claim-ahead-without-wait",
 		Invariant: "never early: an entry claimed ahead of its due time says how long until it is due by Redis's clock",
 		File:      "store/wheelstage.go",
-		From:      "c.Entries[i].DueIn = max(c.Entries[i].DueAt.Sub(now), 0)",
-		To:        "c.Entries[i].DueIn = min(c.Entries[i].DueAt.Sub(now), 0)",
+		From:      "c.Entries[i].DueIn = max(c.Entries[i].DueAt.Sub(at), 0)",
+		To:        "c.Entries[i].DueIn = min(c.Entries[i].DueAt.Sub(at), 0)",
 		Package:   "./store",
 		Tests:     "^TestWheelStageClaimAhead$",
 	},
@@ -61,10 +61,30 @@ var List = []Mutant{
 		Name:      "release-marks-nothing-ahead",
 		Invariant: "a burst waits for done markers, not releases: a delivered hand-off whose release waits has its marker left first",
 		File:      "scheduler/release.go",
-		From:      "case r.Receipt.Outcome == store.Delivered:",
-		To:        "case r.Receipt.Outcome != store.Delivered:",
+		From:      "case r.Receipt.Outcome == store.Delivered && len(rl.slots)",
+		To:        "case r.Receipt.Outcome != store.Delivered && len(rl.slots)",
 		Package:   "./scheduler",
 		Tests:     "^TestDoneMarkersGoAheadOfReleasesThatWait$",
+	},
+	{
+		// killed: the alert claimed ahead by a replica gone is swept 5s before its due time and handed off at once by a survivor 5s fast: require.False(at.Before(due)) fails
+		Name:      "sweep-hands-off-before-due",
+		Invariant: "never early: an entry swept before its due time (claimed ahead by a replica since gone) waits for it by Redis's clock",
+		File:      "scheduler/sweeper.go",
+		From:      "s.handOff(ctx, s.pool.undone(ctx, c.Entries))",
+		To:        "s.pool.enqueue(ctx, s.pool.undone(ctx, c.Entries))",
+		Package:   "./scheduler",
+		Tests:     "^TestATakeOverBeforeTheDueTimeIsNotEarly$",
+	},
+	{
+		// killed: with every release held, markers go on until the backlog is full: require.Less(sent, n) fails
+		Name:      "markers-never-yield",
+		Invariant: "the releases keep up: past half the backlog the markers stop and the releases go on",
+		File:      "scheduler/release.go",
+		From:      "return len(rl.queued) >= releaseBacklog/2",
+		To:        "return len(rl.queued) < 0",
+		Package:   "./scheduler",
+		Tests:     "^TestMarkersYieldToReleasesPastHalfTheBacklog$",
 	},
 	{
 		// killed: the swept alerts whose markers are left are sent again: require.Zero(h.rec.count("swept-done-1")) fails

@@ -27,8 +27,10 @@
 -- Claims, oldest first, entries of inflight whose lease has expired (lease expiry <= now),
 -- then entries of due overdue by more than grace, up to limit in all; each gets
 -- score = Redis now + lease in inflight and the token as its owner, so the claim it
--- replaces can no longer extend, give back or confirm it. Every entry it takes is due by
--- Redis's clock (an entry goes in flight only once due). The ids taken are noted under
+-- replaces can no longer extend, give back or confirm it. An entry of inflight may be
+-- due up to a claim's ahead later (wheel_claim.lua: claimed ahead, then handed back or
+-- taken over before its due time): the caller waits for its due time by Redis's clock,
+-- which the reply gives (now). The ids taken are noted under
 -- the token, so the same claim run again (its reply was lost) returns what the first run
 -- took, still held by the token, instead of taking more. The token's replica becomes
 -- responsible for each id taken (by, held). With liveness on, a replica that is not live
@@ -47,7 +49,8 @@
 -- lease, tells that its holder is gone; while a quiet window is open (or nobody beat for
 -- T/2), so is the expired claim of any replica, live or not: after a silence of Redis
 -- the replicas get a whole T to beat again before anything of theirs moves.
--- Returns a flat array id, entry, tries, failure, parts, … of the claimed ids.
+-- Returns a flat array id, entry, tries, failure, parts, … of the claimed ids, and Redis
+-- now (Unix ms) as the script read it.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[2])
@@ -77,7 +80,7 @@ if redis.call('EXISTS', KEYS[11]) == 1 then
       emit(id, entry)
     end
   end
-  return out
+  return {out, string.format('%d', now)}
 end
 
 local period = tonumber(ARGV[5])
@@ -146,4 +149,4 @@ if n > 0 then
   -- and the repeat must still find what this run took.
   redis.call('PEXPIRE', KEYS[11], math.max(lease, 3600000))
 end
-return out
+return {out, string.format('%d', now)}
