@@ -121,13 +121,14 @@ func (s *Scheduler) fired(ctx context.Context, batch []string, c store.Claimed) 
 		_ = s.wheel.Add(nd.ID, s.opts.fireAt(s.now().Add(nd.Wait))) // refused only when stopping: the sweeper has it
 	}
 	s.pool.quarantine(ctx, c.Corrupt)
-	s.handOff(ctx, c.Entries)
+	s.handOff(ctx, c.Entries, false)
 }
 
 // handOff queues claimed entries for hand-off, each at its due time: those a claim took
 // before it (claimed ahead, Options.ClaimAhead; or claimed ahead by a replica since gone
-// and swept) wait for it.
-func (s *Scheduler) handOff(ctx context.Context, entries []store.Entry) {
+// and swept) wait for it, on a goroutine of their own, or on the caller's with inline
+// (the sweeper's, which claims no more meanwhile).
+func (s *Scheduler) handOff(ctx context.Context, entries []store.Entry, inline bool) {
 	due := slices.IndexFunc(entries, func(e store.Entry) bool { return e.DueIn > 0 })
 	if due < 0 {
 		s.pool.enqueue(ctx, entries)
@@ -135,8 +136,15 @@ func (s *Scheduler) handOff(ctx context.Context, entries []store.Entry) {
 	}
 	waiting := slices.Clone(entries)
 	slices.SortStableFunc(waiting, func(a, b store.Entry) int { return a.DueAt.Compare(b.DueAt) })
+	if inline {
+		s.enqueueWhenDue(ctx, time.Now(), waiting)
+		return
+	}
 	s.life.loops.Add(1)
-	go s.enqueueWhenDue(ctx, time.Now(), waiting)
+	go func() {
+		defer s.life.loops.Done()
+		s.enqueueWhenDue(ctx, time.Now(), waiting)
+	}()
 }
 
 // enqueueWhenDue queues entries, in order of due time, for hand-off each at its due time:
@@ -145,7 +153,6 @@ func (s *Scheduler) handOff(ctx context.Context, entries []store.Entry) {
 // reference clock too. When ctx ends (stopping) it drops the rest: this replica holds
 // them, and hands them back as it stops.
 func (s *Scheduler) enqueueWhenDue(ctx context.Context, claimed time.Time, entries []store.Entry) {
-	defer s.life.loops.Done()
 	for len(entries) > 0 {
 		since, now := time.Since(claimed), s.now()
 		n := 0

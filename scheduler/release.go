@@ -142,13 +142,13 @@ func (rl *releaser) release(r store.Released, done func(lost bool, err error)) {
 	case rl.flushers < releaseFlushes:
 		rl.flushers++
 		go rl.flushQueued()
-	case r.Receipt.Outcome == store.Delivered && len(rl.slots) > releaseOutstanding/2:
+	case r.Receipt.Outcome == store.Delivered && len(rl.slots) > releaseOutstanding/2 && !rl.releasesDue():
 		// It waits for a flusher, its slot held, and the slots run short: its done
 		// marker goes ahead. (A failure recorded or a step withheld is noted under its
 		// claim already: taken over, it is recorded or withheld again, never sent. While
 		// slots are plenty, no marker's round trip is needed.)
 		rl.marks = append(rl.marks, req)
-		if !rl.marker && !rl.releasesDue() {
+		if !rl.marker {
 			rl.marker = true
 			rl.marking.Add(1)
 			go rl.markQueued()

@@ -39,7 +39,7 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 				s.logger.Info("sweeper recovered overdue entries", "count", n)
 			}
 			s.pool.quarantine(ctx, c.Corrupt)
-			s.handOff(ctx, s.pool.undone(ctx, c.Entries))
+			s.handOff(ctx, s.pool.undone(ctx, c.Entries), true)
 			if len(c.Entries)+len(c.Corrupt) < s.opts.ClaimBatch {
 				break
 			}

@@ -71,7 +71,7 @@ var List = []Mutant{
 		Name:      "sweep-hands-off-before-due",
 		Invariant: "never early: an entry swept before its due time (claimed ahead by a replica since gone) waits for it by Redis's clock",
 		File:      "scheduler/sweeper.go",
-		From:      "s.handOff(ctx, s.pool.undone(ctx, c.Entries))",
+		From:      "s.handOff(ctx, s.pool.undone(ctx, c.Entries), true)",
 		To:        "s.pool.enqueue(ctx, s.pool.undone(ctx, c.Entries))",
 		Package:   "./scheduler",
 		Tests:     "^TestATakeOverBeforeTheDueTimeIsNotEarly$",
