@@ -169,9 +169,7 @@ func (rl *releaser) markQueued() {
 	defer rl.marking.Done()
 	rl.mu.Lock()
 	for len(rl.marks) > 0 && !rl.releasesDue() {
-		n := min(len(rl.marks), maxMarks)
-		batch := slices.Clone(rl.marks[:n])
-		rl.marks = slices.Delete(rl.marks, 0, n)
+		batch := takeFirst(&rl.marks, maxMarks)
 		rl.mu.Unlock()
 		rl.mark(batch)
 		rl.mu.Lock()
@@ -221,9 +219,7 @@ func (rl *releaser) flushQueued() {
 			rl.marked.Wait()
 			continue
 		}
-		n := min(len(rl.queued), releaseBatch)
-		batch := slices.Clone(rl.queued[:n])
-		rl.queued = slices.Delete(rl.queued, 0, n)
+		batch := takeFirst(&rl.queued, releaseBatch)
 		rl.mu.Unlock()
 		rl.flush(batch)
 		rl.mu.Lock()
@@ -252,4 +248,12 @@ func (rl *releaser) flush(batch []*release) {
 		<-rl.backlog
 		rl.landing.Done()
 	}
+}
+
+// takeFirst removes up to n releases from the front of q and returns them.
+func takeFirst(q *[]*release, n int) []*release {
+	n = min(len(*q), n)
+	batch := slices.Clone((*q)[:n])
+	*q = slices.Delete(*q, 0, n)
+	return batch
 }

@@ -137,20 +137,10 @@ func (m *markedCalls) MarkAllDelivered(_ context.Context, ids []string) error {
 // again, and only those); once the releases land, nothing is left in flight.
 func TestDoneMarkersGoAheadOfReleasesThatWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		stage := &markedCalls{heldCalls: heldCalls{open: make(chan struct{})}, marked: map[string]bool{}}
-		wheel, err := timewheel.New(timewheel.Config{})
-		require.NoError(t, err)
-		t.Cleanup(func() { wheel.Stop() })
-		rec := newRecorder()
-		m := NewMetrics(prometheus.NewRegistry())
-		p := newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), m, time.Now, wheel, nil)
+		p, stage, rec, m := markedPool(t)
 		p.start()
 		n := 4 * releaseOutstanding
-		entries, ids := make([]store.Entry, n), make([]string, n)
-		for i := range entries {
-			ids[i] = fmt.Sprint("a", i)
-			entries[i] = store.Entry{ID: ids[i], Target: fmt.Sprint("t", i), DueAt: time.Now(), Token: "t"}
-		}
+		entries, ids := dueNow(n)
 		go p.enqueue(t.Context(), entries)
 		synctest.Wait()
 		require.Equal(t, n, rec.countAll(ids), "sent while every release is held")
@@ -209,11 +199,7 @@ func TestWhatIsSentWithoutItsReleaseIsBounded(t *testing.T) {
 		p, stage, rec := heldPool(t)
 		p.start()
 		n := releaseOutstanding + 2*p.opts.HandoffWorkers
-		entries, ids := make([]store.Entry, n), make([]string, n)
-		for i := range entries {
-			ids[i] = fmt.Sprint("a", i)
-			entries[i] = store.Entry{ID: ids[i], Target: fmt.Sprint("t", i), DueAt: time.Now(), Token: "t"}
-		}
+		entries, ids := dueNow(n)
 		go p.enqueue(t.Context(), entries)
 		synctest.Wait()
 		require.Equal(t, releaseOutstanding, rec.countAll(ids), "sent while every release is held")
@@ -231,19 +217,10 @@ func TestWhatIsSentWithoutItsReleaseIsBounded(t *testing.T) {
 // than every release waiting until the backlog is full.
 func TestMarkersYieldToReleasesPastHalfTheBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		stage := &markedCalls{heldCalls: heldCalls{open: make(chan struct{})}, marked: map[string]bool{}}
-		wheel, err := timewheel.New(timewheel.Config{})
-		require.NoError(t, err)
-		t.Cleanup(func() { wheel.Stop() })
-		rec := newRecorder()
-		p := newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), NewMetrics(prometheus.NewRegistry()), time.Now, wheel, nil)
+		p, stage, rec, _ := markedPool(t)
 		p.start()
 		n := releaseBacklog/2 + 2*releaseOutstanding
-		entries, ids := make([]store.Entry, n), make([]string, n)
-		for i := range entries {
-			ids[i] = fmt.Sprint("a", i)
-			entries[i] = store.Entry{ID: ids[i], Target: fmt.Sprint("t", i), DueAt: time.Now(), Token: "t"}
-		}
+		entries, ids := dueNow(n)
 		go p.enqueue(t.Context(), entries)
 		synctest.Wait()
 		sent := rec.countAll(ids)
@@ -256,6 +233,28 @@ func TestMarkersYieldToReleasesPastHalfTheBacklog(t *testing.T) {
 		p.wait(t.Context())
 		require.Empty(t, p.handingOff())
 	})
+}
+
+// dueNow is n entries due now, each for a target of its own, and their ids.
+func dueNow(n int) ([]store.Entry, []string) {
+	entries, ids := make([]store.Entry, n), make([]string, n)
+	for i := range entries {
+		ids[i] = fmt.Sprint("a", i)
+		entries[i] = store.Entry{ID: ids[i], Target: fmt.Sprint("t", i), DueAt: time.Now(), Token: "t"}
+	}
+	return entries, ids
+}
+
+// markedPool is a hand-off pool whose releases wait until stage.open is closed and whose
+// done markers land at once, its hand-offs recorded by rec and its metrics m; its wheel
+// stops when t ends. For a synctest bubble.
+func markedPool(t *testing.T) (*handoffPool, *markedCalls, *recorder, *Metrics) {
+	wheel, err := timewheel.New(timewheel.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { wheel.Stop() })
+	stage := &markedCalls{heldCalls: heldCalls{open: make(chan struct{})}, marked: map[string]bool{}}
+	rec, m := newRecorder(), NewMetrics(prometheus.NewRegistry())
+	return newHandoffPool(Options{}.withDefaults(), stage, rec, discardLogger(), m, time.Now, wheel, nil), stage, rec, m
 }
 
 // heldPool is a hand-off pool whose releases wait until stage.open is closed, its

@@ -914,11 +914,7 @@ func (w *WheelStage) MarkAllDelivered(ctx context.Context, ids []string) error {
 			if len(groups[i]) == 0 {
 				return nil
 			}
-			keys := make([]string, len(groups[i]))
-			for n, k := range groups[i] {
-				keys[n] = s.keys.done(chunk[k])
-			}
-			if err := w.write(ctx, wheelMarkDeliveredScript, keys, now, w.opts.DoneTTL.Milliseconds()).Err(); err != nil {
+			if err := w.write(ctx, wheelMarkDeliveredScript, s.doneKeys(chunk, groups[i]), now, w.opts.DoneTTL.Milliseconds()).Err(); err != nil {
 				return w.fail("mark delivered", err)
 			}
 			return nil
@@ -928,6 +924,15 @@ func (w *WheelStage) MarkAllDelivered(ctx context.Context, ids []string) error {
 		}
 	}
 	return nil
+}
+
+// doneKeys are the keys of the done markers, on shard s, of the ids at positions at.
+func (s *shard) doneKeys(ids []string, at []int) []string {
+	keys := make([]string, len(at))
+	for n, k := range at {
+		keys[n] = s.keys.done(ids[k])
+	}
+	return keys
 }
 
 // Done reads the done markers of ids, in one round trip per shard: for each id the
@@ -941,11 +946,7 @@ func (w *WheelStage) Done(ctx context.Context, ids []string) ([]Outcome, error) 
 		if len(groups[i]) == 0 {
 			return nil
 		}
-		keys := make([]string, len(groups[i]))
-		for n, k := range groups[i] {
-			keys[n] = s.keys.done(ids[k])
-		}
-		vs, err := w.rdb.MGet(ctx, keys...).Result()
+		vs, err := w.rdb.MGet(ctx, s.doneKeys(ids, groups[i])...).Result()
 		if err != nil {
 			return w.fail("read done markers", err)
 		}
