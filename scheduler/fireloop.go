@@ -129,21 +129,21 @@ func (s *Scheduler) fired(ctx context.Context, batch []string, c store.Claimed) 
 // and swept) wait for it, on a goroutine of their own, or on the caller's with inline
 // (the sweeper's, which claims no more meanwhile).
 func (s *Scheduler) handOff(ctx context.Context, entries []store.Entry, inline bool) {
-	due := slices.IndexFunc(entries, func(e store.Entry) bool { return e.DueIn > 0 })
-	if due < 0 {
+	if !slices.ContainsFunc(entries, func(e store.Entry) bool { return e.DueIn > 0 }) {
 		s.pool.enqueue(ctx, entries)
 		return
 	}
+	claimed := time.Now() // the claim's reply is in: each DueIn counts from no later than this
 	waiting := slices.Clone(entries)
 	slices.SortStableFunc(waiting, func(a, b store.Entry) int { return a.DueAt.Compare(b.DueAt) })
 	if inline {
-		s.enqueueWhenDue(ctx, time.Now(), waiting)
+		s.enqueueWhenDue(ctx, claimed, waiting)
 		return
 	}
 	s.life.loops.Add(1)
 	go func() {
 		defer s.life.loops.Done()
-		s.enqueueWhenDue(ctx, time.Now(), waiting)
+		s.enqueueWhenDue(ctx, claimed, waiting)
 	}()
 }
 
