@@ -80,9 +80,9 @@ bench: ## the Go benchmarks of every package, the timing wheel table, the pipeli
 	go test -short -run '^$$' -bench . -benchtime 1x ./timewheel/
 	$(MAKE) bench-timewheel bench-pipeline bench-sender bench-modes bench-topic bench-alertmanager bench-api
 
-bench-api: ## the publish API with principals (owner records, a rate, the mention check) against without, interleaved: p50, p99, ratio
+bench-api: ## the publish API under scoped ids, claimed ids and the single token (and the single token again, the noise), interleaved: p50, p99, ratios
 	deploy/local/up --profile test >/dev/null
-	eval "$$(deploy/local/env)"; go test -run '^$$' -bench PublishAPIPrincipals -benchtime 10000x ./ingress/
+	eval "$$(deploy/local/env)"; go test -run '^$$' -bench PublishAPIPrincipals -benchtime 30000x -timeout 30m ./ingress/
 
 bench-timewheel: ## timewheel vs time.AfterFunc vs go-zero's TimingWheel, one table
 	cd timewheel/bench && go run .

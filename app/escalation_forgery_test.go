@@ -147,6 +147,14 @@ func TestAStepsIDCannotBeTakenFromTheTopic(t *testing.T) {
 		keys = append(keys, res.MsgID)
 	}
 
+	requireRejectedBadID(t, cfg, keys)
+	require.Equal(t, 1, sentOnceWithoutSquatters(t, sim, "db down"), "the step is sent once")
+}
+
+// requireRejectedBadID waits until the message of each key is recorded in failed_sends as
+// rejected_bad_id, by its key.
+func requireRejectedBadID(t *testing.T, cfg config.Config, keys []string) {
+	t.Helper()
 	pool, err := store.OpenPostgres(context.Background(), cfg.Postgres.URL.Reveal())
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
@@ -160,22 +168,28 @@ func TestAStepsIDCannotBeTakenFromTheTopic(t *testing.T) {
 		}
 		return true
 	}, 60*time.Second, 100*time.Millisecond, "each squatter is recorded as rejected_bad_id, by its message key")
+}
+
+// sentOnceWithoutSquatters waits until the simulator accepted a message holding text,
+// requires that none it accepted holds "squatter", and returns how many hold text.
+func sentOnceWithoutSquatters(t *testing.T, sim *chatsim.Server, text string) int {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, m := range sim.Accepted() {
-			if strings.Contains(m.Text, "db down") {
+			if strings.Contains(m.Text, text) {
 				return true
 			}
 		}
 		return false
-	}, 60*time.Second, 100*time.Millisecond, "the step itself is sent when it falls due")
-	steps := 0
+	}, 60*time.Second, 100*time.Millisecond, "%q is sent when it falls due", text)
+	n := 0
 	for _, m := range sim.Accepted() {
 		require.NotContains(t, m.Text, "squatter", "no squatter reached the chat")
-		if strings.Contains(m.Text, "db down") {
-			steps++
+		if strings.Contains(m.Text, text) {
+			n++
 		}
 	}
-	require.Equal(t, 1, steps, "the step is sent once")
+	return n
 }
 
 // startedEpisode is what POST /api/v1/escalations answers.

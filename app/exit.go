@@ -22,8 +22,8 @@ const (
 	// malformed argument); nothing was done.
 	ExitUsage = 2
 	// ExitNotFound: what the command names does not exist (`cancel` of an id rocketdelay
-	// has no trace of, `failed show` of an unknown row, an escalation key without an
-	// episode).
+	// has no trace of, `failed show` of an unknown row, `failed retry|discard` naming one,
+	// an escalation key without an episode).
 	ExitNotFound = 3
 	// ExitTooLate: the command came too late to change anything (`cancel` or
 	// `reschedule` of an alert being sent or delivered, `escalations ack` of an episode

@@ -66,9 +66,16 @@ func TestFailedDryRunCommands(t *testing.T) {
 	require.True(t, strings.HasSuffix(out, "nothing changed (dry run)\n"), out)
 
 	out, _, err = run(t, env, "failed", "discard", "1", "3", "9", "--reason", "dup", "--dry-run")
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(out, "dry run: would discard 2 rows: 1, 3\nunchanged (delivered, cancelled or discarded already, or no such row): 9\n"), out)
+	require.Equal(t, ExitNotFound, ExitCode(err), "row 9 does not exist: %v", err)
+	require.ErrorContains(t, err, "no failed send has the row id 9")
+	require.True(t, strings.HasPrefix(out, "dry run: would discard 2 rows: 1, 3\nID "), out)
 	require.Equal(t, before, rows(), "nothing changed")
+
+	// A row that does not exist is exit 3 (not found), after the rows that do are
+	// retried: a script that retries a row it read wrong learns it.
+	out, _, err = run(t, env, "failed", "retry", "3", "9")
+	require.Equal(t, ExitNotFound, ExitCode(err), "%v", err)
+	require.Equal(t, "retried 1 row: 3\n", out)
 
 	out, _, err = run(t, env, "failed", "retry", "--status", "dead")
 	require.NoError(t, err)

@@ -62,6 +62,13 @@ const (
 // Rights are every right a principal may hold.
 var Rights = []string{RightCancel, RightEscalate, RightRaw, RightOthers}
 
+// PrincipalName reports whether name is a principal's name as the configuration takes
+// one: letters, digits, '-', '_' and '.', so that a scoped id's principal
+// (wire.ScopePrefix) ends at its first ':'.
+func PrincipalName(name string) bool {
+	return name != "" && strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == ""
+}
+
 // LegacyPrincipal is the name of the principal ingress.token stands for: every target,
 // every right, no bound.
 const LegacyPrincipal = "ingest"
@@ -161,7 +168,7 @@ func (c Config) validatePrincipals(bad badFunc, file []Principal) {
 			k = fmt.Sprintf("ingress.principalsFile %s: principals[%d]", c.Ingress.PrincipalsFile, i-n)
 		}
 		switch {
-		case p.Name == "" || strings.Trim(p.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "":
+		case !PrincipalName(p.Name):
 			bad(k+".name", "%q: required, of letters, digits, '-', '_' and '.'", p.Name)
 		case names[p.Name] || p.Name == LegacyPrincipal:
 			bad(k+".name", "%q is taken (%q is ingress.token's)", p.Name, LegacyPrincipal)

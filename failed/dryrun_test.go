@@ -71,21 +71,23 @@ func TestDryRunsChangeNothing(t *testing.T) {
 		"row 12's alert has a live row (15): a retry leaves it discarded")
 
 	out.Reset()
-	require.NoError(t, op.RetryDryRun(ctx, []int64{14, 1, 12, 13, 99, 1}))
+	require.ErrorIs(t, op.RetryDryRun(ctx, []int64{14, 1, 12, 13, 99, 1}), store.ErrNotFound, "row 99 does not exist")
 	require.True(t, strings.HasPrefix(out.String(), "dry run: would retry 2 rows: 1, 14\n"+
-		"unchanged (delivered or cancelled already, or no such row): 12, 13, 99\nID "), out.String())
+		"unchanged (delivered or cancelled already): 12, 13\nID "), out.String())
 	require.Equal(t, []string{"14", "1"}, tableIDs(out.String()))
 
 	out.Reset()
 	require.NoError(t, op.DiscardDryRun(ctx, []int64{1, 12, 13}))
 	require.True(t, strings.HasPrefix(out.String(), "dry run: would discard 1 row: 1\n"+
-		"unchanged (delivered, cancelled or discarded already, or no such row): 12, 13\n"), out.String())
+		"unchanged (delivered, cancelled or discarded already): 12, 13\n"), out.String())
 
 	require.Equal(t, before, snapshot(), "a dry run changes no row")
 
 	// What the commands then do is what their dry runs said.
 	out.Reset()
-	require.NoError(t, op.Retry(ctx, []int64{14, 1, 12, 13, 99, 1}))
+	err = op.Retry(ctx, []int64{14, 1, 12, 13, 99, 1})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorContains(t, err, "no failed send has the row id 99")
 	require.True(t, strings.HasPrefix(out.String(), "retried 2 rows: 1, 14\n"), out.String())
 	out.Reset()
 	require.NoError(t, op.RetryWhere(ctx, store.StatusDiscarded, ""))

@@ -12,6 +12,7 @@ import (
 	"github.com/rocketdelay/rocketdelay/config"
 	"github.com/rocketdelay/rocketdelay/scheduler"
 	"github.com/rocketdelay/rocketdelay/store"
+	"github.com/rocketdelay/rocketdelay/wire"
 )
 
 // The states of an alert, as Inspect reports them.
@@ -99,7 +100,9 @@ func (in Inspector) Inspect(ctx context.Context, id string) (Report, error) {
 		return Report{}, err
 	}
 	r := Report{ID: id, History: []Event{}, Rows: []View{}, Target: s.Target}
-	if in.Owners != nil {
+	if principal, scoped := wire.Scope(id); scoped {
+		r.Principal = principal // its own by its name
+	} else if in.Owners != nil {
 		if r.Principal, err = in.Owners.Owner(ctx, store.OwnAlert, id); err != nil {
 			return Report{}, err
 		}

@@ -96,7 +96,7 @@ func (o Operator) Retry(ctx context.Context, ids []int64) error {
 	if err != nil {
 		return err
 	}
-	return o.report("retried", "delivered or cancelled already, or no such row", ids, changed)
+	return o.report(ctx, "retried", "delivered or cancelled already", ids, changed)
 }
 
 // RetryWhere makes every row with status (and target, unless "") due now and prints
@@ -106,7 +106,7 @@ func (o Operator) RetryWhere(ctx context.Context, status store.FailedStatus, tar
 	if err != nil {
 		return err
 	}
-	return o.report("retried", "", nil, changed)
+	return o.report(ctx, "retried", "", nil, changed)
 }
 
 // Discard gives up on the rows ids and prints which changed and which did not
@@ -116,24 +116,44 @@ func (o Operator) Discard(ctx context.Context, ids []int64, reason string) error
 	if err != nil {
 		return err
 	}
-	return o.report("discarded", "delivered, cancelled or discarded already, or no such row", ids, changed)
+	return o.report(ctx, "discarded", "delivered, cancelled or discarded already", ids, changed)
 }
 
-func (o Operator) report(verb, whyNot string, asked, changed []int64) error {
+// report prints which of the rows asked changed (verb) and which did not (whyNot); a row
+// asked that does not exist is the error, wrapping store.ErrNotFound (a script tells it
+// by the exit code).
+func (o Operator) report(ctx context.Context, verb, whyNot string, asked, changed []int64) error {
 	if _, err := fmt.Fprintf(o.Out, "%s %d %s%s\n", verb, len(changed), rowsWord(len(changed)), idList(changed)); err != nil {
 		return err
 	}
-	var unchanged []int64
+	var unchanged, unknown []int64
 	for _, id := range asked {
-		if !slices.Contains(changed, id) && !slices.Contains(unchanged, id) {
-			unchanged = append(unchanged, id)
+		if slices.Contains(changed, id) || slices.Contains(unchanged, id) || slices.Contains(unknown, id) {
+			continue
 		}
+		if _, err := o.Store.Get(ctx, id); errors.Is(err, store.ErrNotFound) {
+			unknown = append(unknown, id)
+			continue
+		} else if err != nil {
+			return err
+		}
+		unchanged = append(unchanged, id)
 	}
 	if len(unchanged) > 0 {
-		_, err := fmt.Fprintf(o.Out, "unchanged (%s): %s\n", whyNot, strings.TrimPrefix(idList(unchanged), ": "))
-		return err
+		if _, err := fmt.Fprintf(o.Out, "unchanged (%s): %s\n", whyNot, strings.TrimPrefix(idList(unchanged), ": ")); err != nil {
+			return err
+		}
 	}
-	return nil
+	return noSuchRows(unknown)
+}
+
+// noSuchRows is the error for the rows ids asked for that do not exist; nil for none.
+func noSuchRows(ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return fmt.Errorf("no failed send has the row id%s %s (%w)", map[bool]string{true: "s"}[len(ids) > 1],
+		strings.TrimPrefix(idList(ids), ": "), store.ErrNotFound)
 }
 
 func idList(ids []int64) string {
@@ -167,14 +187,14 @@ const DryRunSample = 10
 // RetryDryRun prints what Retry(ids) would do, and changes nothing: how many rows and
 // which would be made due now, a sample of them, and the ids it would leave alone.
 func (o Operator) RetryDryRun(ctx context.Context, ids []int64) error {
-	return o.dryRunIDs(ctx, "retry", ids, o.retryable, "delivered or cancelled already, or no such row")
+	return o.dryRunIDs(ctx, "retry", ids, o.retryable, "delivered or cancelled already")
 }
 
 // DiscardDryRun prints what Discard(ids, …) would do, and changes nothing.
 func (o Operator) DiscardDryRun(ctx context.Context, ids []int64) error {
 	return o.dryRunIDs(ctx, "discard", ids, func(_ context.Context, r store.FailedSend) (bool, error) {
 		return discardable(r.Status), nil
-	}, "delivered, cancelled or discarded already, or no such row")
+	}, "delivered, cancelled or discarded already")
 }
 
 // RetryWhereDryRun prints what RetryWhere(status, target) would do, and changes nothing:
@@ -220,17 +240,18 @@ func (o Operator) RetryWhereDryRun(ctx context.Context, status store.FailedStatu
 }
 
 // dryRunIDs prints which of the rows ids would changes says change (verb), a sample of
-// them and the others (whyNot), changing nothing.
+// them and the others (whyNot), changing nothing; rows that do not exist are the error,
+// as for report.
 func (o Operator) dryRunIDs(ctx context.Context, verb string, ids []int64, changes func(context.Context, store.FailedSend) (bool, error), whyNot string) error {
 	var would []store.FailedSend
-	var wouldIDs, unchanged []int64
+	var wouldIDs, unchanged, unknown []int64
 	for _, id := range ids {
-		if slices.Contains(wouldIDs, id) || slices.Contains(unchanged, id) {
+		if slices.Contains(wouldIDs, id) || slices.Contains(unchanged, id) || slices.Contains(unknown, id) {
 			continue
 		}
 		r, err := o.Store.Get(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
-			unchanged = append(unchanged, id)
+			unknown = append(unknown, id)
 			continue
 		}
 		if err != nil {
@@ -256,7 +277,10 @@ func (o Operator) dryRunIDs(ctx context.Context, verb string, ids []int64, chang
 			return err
 		}
 	}
-	return o.dryRunSample(would[:min(len(would), DryRunSample)], len(would))
+	if err := o.dryRunSample(would[:min(len(would), DryRunSample)], len(would)); err != nil {
+		return err
+	}
+	return noSuchRows(unknown)
 }
 
 // dryRunSample prints sample, the first rows of the count a dry run would change, and

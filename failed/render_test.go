@@ -188,8 +188,8 @@ func TestOperatorCommands(t *testing.T) {
 		return r.Status
 	}
 
-	require.NoError(t, op.Retry(ctx, []int64{1, 3, 99}))
-	require.Equal(t, "retried 1 row: 1\nunchanged (delivered or cancelled already, or no such row): 3, 99\n", out.String())
+	require.ErrorIs(t, op.Retry(ctx, []int64{1, 3, 99}), store.ErrNotFound, "row 99 does not exist")
+	require.Equal(t, "retried 1 row: 1\nunchanged (delivered or cancelled already): 3\n", out.String())
 	require.Equal(t, []store.FailedStatus{"pending", "dead", "delivered", "pending", "pending"},
 		[]store.FailedStatus{status(1), status(2), status(3), status(4), status(5)})
 

@@ -93,8 +93,13 @@ func (in *Ingress) publish(w http.ResponseWriter, r *http.Request) {
 		in.forbid(w, "publish", p, reason, "%s", why)
 		return
 	}
+	if principal, ok := wire.Scope(pub.ID); ok && principal != p.Name {
+		in.forbid(w, "publish", p, "foreign_id", "id %q is in principal %q's scope: a principal publishes scoped ids "+
+			"(@<principal>:<name>) in its own only, @%s:…", pub.ID, principal, p.Name)
+		return
+	}
 	if pub.ID == "" {
-		pub.ID = wire.NewID()
+		pub.ID = in.newID(p)
 	}
 	if !in.ownAlert(w, r, "publish", p, pub.ID, pub.At) {
 		return
@@ -125,7 +130,11 @@ func (in *Ingress) publication(req PublishRequest) (wire.Publication, string, er
 		return bad(wire.RejectUnknownTarget, "target %q is not a target of the configuration (known: %s)", req.Target,
 			strings.Join(slices.Sorted(maps.Keys(in.cfg.Targets)), ", "))
 	}
-	if prefix, _, ok := wire.ReservedID(req.ID); ok {
+	switch prefix, principal, ok := wire.ReservedID(req.ID); {
+	case ok && prefix == wire.ScopePrefix && !config.PrincipalName(principal):
+		return bad(wire.RejectBadID, "id %q is not a scoped id: a scoped id is @<principal>:<name>, the principal's name of "+
+			"letters, digits, '-', '_' and '.'", req.ID)
+	case ok && prefix != wire.ScopePrefix:
 		return bad(wire.RejectBadID, "id %q begins with %q: ids beginning so are the service's own (escalation steps, "+
 			"Alertmanager notifications), which a producer's alert would stand in for", req.ID, prefix)
 	}
@@ -194,9 +203,16 @@ func (in *Ingress) publication(req PublishRequest) (wire.Publication, string, er
 }
 
 // check refuses pub as the producer and the consumer would (wire.Publication.Check,
-// with the configuration's horizon and dedupe window), in their reasons and words.
+// with the configuration's horizon and dedupe window), in their reasons and words. A
+// scoped id is checked as its principal's: publish refuses another principal's scope,
+// and stamps the principal (in.stamp) before the publish; without a signer (tests) it is
+// refused, as nothing would prove it.
 func (in *Ingress) check(pub wire.Publication, now time.Time) (wire.Publication, string, error) {
-	if rej := pub.Check(now, in.limits); rej != nil {
+	c := pub
+	if principal, scoped := wire.Scope(pub.ID); scoped && c.PrincipalSig == "" && in.deps.Signer != nil {
+		c.Principal, c.PrincipalSig = principal, "stamped before the publish"
+	}
+	if rej := c.Check(now, in.limits); rej != nil {
 		return wire.Publication{}, string(rej.Reason), errors.New(rej.Detail)
 	}
 	return pub, "", nil

@@ -118,6 +118,7 @@ type Ingress struct {
 	deps       Deps
 	renderers  map[string]*renderer // robot groups' Alertmanager rendering
 	principals *principals
+	rates      *rates
 	metrics    *Metrics
 }
 
@@ -157,7 +158,7 @@ func New(cfg config.Config, deps Deps, metrics *Metrics) (*Ingress, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, principals: ps, metrics: metrics,
+	in := &Ingress{cfg: cfg, deps: deps, renderers: rs, principals: ps, metrics: metrics, rates: newRates(deps.Now),
 		limits: wire.DueLimits{Horizon: cfg.Scheduler.Horizon, Dedupe: cfg.Scheduler.DoneTTL}}
 	in.deps.Logger = deps.Logger.With("component", "ingress")
 	return in, nil

@@ -275,7 +275,7 @@ func (in *Ingress) ownedBy(ctx context.Context, p config.Principal) func(store.P
 		return nil
 	}
 	return func(a store.Pending) (bool, error) {
-		owner, err := in.deps.Producers.Owner(ctx, store.OwnAlert, a.ID)
+		owner, err := in.alertOwner(ctx, a.ID)
 		return owner == p.Name, err
 	}
 }

@@ -29,10 +29,13 @@ type Producers interface {
 	// Extend keeps kind's id's owner record, whoever's, at least ttl from now; it records
 	// none.
 	Extend(ctx context.Context, kind, id string, ttl time.Duration) (string, error)
-	Take(ctx context.Context, principal string, perSecond float64, burst int) (time.Duration, error)
-	// Publish is Take (perSecond 0: none) and then, unless over the rate, Own of the alert
-	// id, in one round trip: the publish route's.
-	Publish(ctx context.Context, principal string, perSecond float64, burst int, id string, ttl time.Duration) (time.Duration, string, error)
+	// Take takes up to want requests of principal's rate: granted, or when none, how
+	// long until one may go (rates spends them a lease at a time).
+	Take(ctx context.Context, principal string, perSecond float64, burst, want int) (granted int, wait time.Duration, err error)
+	// Publish is Take (perSecond 0: none) and then, unless over the rate, Own of the
+	// unscoped alert id the publish route publishes, in one round trip; an id the wheel
+	// stage holds as another's (published to the topic directly) is not taken.
+	Publish(ctx context.Context, principal string, perSecond float64, burst, want int, id string, ttl time.Duration) (granted int, wait time.Duration, owner string, err error)
 	// OpenEpisode records that principal opens episode key within max open at once.
 	OpenEpisode(ctx context.Context, principal, key string, max int) (ok bool, open int, err error)
 }
@@ -144,7 +147,7 @@ func principalOf(r *http.Request) config.Principal {
 
 // authenticate finds the principal of a request's bearer token (401 for none), and takes
 // one request of its rate (429 with Retry-After past it) — but for a publish, which takes
-// it with the ownership of its id in one round trip (ownAlert).
+// it once its body is read (ownAlert).
 func (in *Ingress) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !in.principals.any() {
@@ -160,7 +163,7 @@ func (in *Ingress) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if p.RatePerSecond > 0 && !(r.Method == http.MethodPost && r.URL.Path == AlertsPath) {
-			wait, err := in.deps.Producers.Take(r.Context(), p.Name, p.RatePerSecond, p.Burst)
+			wait, err := in.rates.take(r.Context(), in.deps.Producers, p)
 			if err != nil {
 				in.rateUnknown(w, p, err)
 				return
@@ -268,17 +271,46 @@ func owns(p config.Principal, owner string) bool {
 }
 
 // ownAlert takes one request of p's rate and records p as the owner of the alert id due
-// at due before it is published, in one round trip; it reports false, having answered
-// 429 when p is over its rate (nothing recorded) or 403 when another principal owns the
-// id.
+// at due before it is published, in one round trip at most; it reports false, having
+// answered 429 when p is over its rate (nothing recorded) or 403 when another principal
+// owns the id. A scoped id of p's own (wire.ScopePrefix; the caller refused another's)
+// is p's by its name: nothing is recorded, and but for a lease of its rate now and then
+// Redis is not asked.
 func (in *Ingress) ownAlert(w http.ResponseWriter, r *http.Request, op string, p config.Principal, id string, due time.Time) bool {
-	ttl := store.AlertOwnerTTL(due, in.deps.Now(), in.cfg.Scheduler.DoneTTL)
-	wait, owner, err := in.deps.Producers.Publish(r.Context(), p.Name, p.RatePerSecond, p.Burst, id, ttl)
-	if err != nil {
+	if _, scoped := wire.Scope(id); scoped {
+		wait, err := in.rates.take(r.Context(), in.deps.Producers, p)
+		switch {
+		case err != nil:
+			in.unavailableRedis(w, op, id, err)
+		case wait > 0:
+			in.overRate(w, r, p, wait)
+		}
+		return err == nil && wait == 0
+	}
+	// An unscoped id: its lease's refill, when one is due, rides with the owner's round trip.
+	held, wait, want, err := in.rates.spend(r.Context(), p)
+	switch {
+	case err != nil:
 		in.unavailableRedis(w, op, id, err)
 		return false
+	case wait > 0:
+		in.overRate(w, r, p, wait)
+		return false
 	}
-	if wait > 0 {
+	perSecond := p.RatePerSecond
+	if held {
+		perSecond = 0 // spent of this replica's lease already
+	}
+	ttl := store.AlertOwnerTTL(due, in.deps.Now(), in.cfg.Scheduler.DoneTTL)
+	granted, wait, owner, err := in.deps.Producers.Publish(r.Context(), p.Name, perSecond, p.Burst, want, id, ttl)
+	if !held {
+		in.rates.fill(p, want, granted, wait) // every refill spend asked for is answered, an error too
+	}
+	switch {
+	case err != nil:
+		in.unavailableRedis(w, op, id, err)
+		return false
+	case !held && granted == 0:
 		in.overRate(w, r, p, wait)
 		return false
 	}
@@ -300,7 +332,7 @@ func (in *Ingress) alertOwnedBy(w http.ResponseWriter, r *http.Request, op strin
 		in.forbid(w, op, p, "forbidden", "may not cancel or reschedule alerts: that takes the right \"cancel\"")
 		return false
 	}
-	owner, err := in.deps.Producers.Owner(r.Context(), store.OwnAlert, id)
+	owner, err := in.alertOwner(r.Context(), id)
 	if err != nil {
 		in.unavailableRedis(w, op, id, err)
 		return false
@@ -310,6 +342,27 @@ func (in *Ingress) alertOwnedBy(w http.ResponseWriter, r *http.Request, op strin
 		return false
 	}
 	return true
+}
+
+// alertOwner is the principal that owns the alert id: a scoped id's principal, by its
+// name, or the one recorded when it was published ("" for none: published to the topic
+// directly, or the record expired).
+func (in *Ingress) alertOwner(ctx context.Context, id string) (string, error) {
+	if principal, scoped := wire.Scope(id); scoped {
+		return principal, nil
+	}
+	return in.deps.Producers.Owner(ctx, store.OwnAlert, id)
+}
+
+// newID is the id the publish route makes up for an alert p publishes without one: in
+// p's scope (wire.ScopePrefix), p's by its name with nothing recorded; ingress.token's
+// (config.LegacyPrincipal) is unscoped, as it always was.
+func (in *Ingress) newID(p config.Principal) string {
+	id := wire.NewID()
+	if scoped := wire.ScopePrefix + p.Name + ":" + id; p.Name != config.LegacyPrincipal && wire.CheckID(scoped) == nil {
+		return scoped
+	}
+	return id
 }
 
 // unavailableRedis answers 503: the owner of id could not be read or recorded.

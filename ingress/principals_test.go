@@ -68,6 +68,70 @@ func TestPrincipalsCannotTouchAnothersAlerts(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, out, "ingress.token has every right")
 }
 
+// A scoped id (@<principal>:<name>) is its principal's by its name: its principal
+// publishes and cancels it with no owner recorded, inspect and the list name it;
+// another principal can neither publish in its scope nor act on it (403, nothing
+// published or changed), and a malformed one is refused (400). An alert published
+// without an id gets one in its principal's scope, but ingress.token's, which stays
+// unscoped.
+func TestScopedIDsAreTheirPrincipals(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, withPrincipals)
+	publish := func(id, auth string) (int, map[string]any) {
+		target := "ops"
+		if auth == shopToken {
+			target = "orders"
+		}
+		return s.do("POST", AlertsPath, map[string]any{"target": target, "in": "90m", "id": id, "text": "disk full"}, auth)
+	}
+
+	code, out := publish("@team:disk-1", teamToken)
+	require.Equal(t, http.StatusAccepted, code, out)
+	require.Equal(t, "@team:disk-1", out["id"])
+	props, _ := s.published("@team:disk-1")
+	require.Equal(t, "team", props[wire.PropPrincipal])
+	require.NotEmpty(t, props[wire.PropPrincipalSig], "signed as team's: the scheduler takes a scoped id only so")
+	n, err := s.rdb.Exists(t.Context(), "{"+s.prefix+"}:principal:alert:@team:disk-1").Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "no owner is recorded for a scoped id")
+	rep, err := failed.Inspector{Wheel: s.ws, Rows: s.fs, Config: s.cfg, Owners: s.owners}.Inspect(t.Context(), "@team:disk-1")
+	require.NoError(t, err)
+	require.Equal(t, "team", rep.Principal, "inspect names the scope's principal")
+
+	code, out = publish("@team:disk-2", shopToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+	require.Equal(t, "foreign_id", out["reason"])
+	require.Contains(t, out["error"], "@shop:…")
+	code, out = s.do("DELETE", AlertsPath+"/@team:disk-1", nil, shopToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+	require.Equal(t, "foreign_id", out["reason"])
+	code, out = s.do("POST", AlertsPath+"/@team:disk-1/reschedule", map[string]any{"in": "1m"}, shopToken)
+	require.Equal(t, http.StatusForbidden, code, out)
+	code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "90m", "id": "@shop:x", "text": "x"}, shopToken)
+	require.Equal(t, http.StatusForbidden, code, out, "shop may not publish to ops, even in its own scope")
+	require.Equal(t, "forbidden_target", out["reason"])
+	code, out = publish("@shop:order-1", shopToken)
+	require.Equal(t, http.StatusAccepted, code, out)
+
+	for _, id := range []string{"@team", "@:disk", "@team:", "@te/am:disk", "@escalations"} {
+		code, out = publish(id, teamToken)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %v", id, out)
+		require.Equal(t, "bad_id", out["reason"], id)
+	}
+
+	code, out = s.do("DELETE", AlertsPath+"/@team:disk-1", nil, teamToken)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Equal(t, "tombstoned", out["result"], "its principal's cancel is the first: the refused ones changed nothing")
+	require.Zero(t, s.stored.Copies("@team:disk-2"), "the refused publish reached no topic")
+
+	code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "90m", "text": "made-up id"}, teamToken)
+	require.Equal(t, http.StatusAccepted, code, out)
+	require.True(t, strings.HasPrefix(out["id"].(string), "@team:rd-"), out)
+	code, out = s.do("POST", AlertsPath, map[string]any{"target": "ops", "in": "90m", "text": "made-up id"})
+	require.Equal(t, http.StatusAccepted, code, out)
+	require.True(t, strings.HasPrefix(out["id"].(string), "rd-"), "ingress.token's ids stay unscoped: %v", out)
+}
+
 // An id the wheel stage holds as another's stays so, with one shard or several: a
 // principal publishing under the id of an alert published to the topic directly (nobody's)
 // or of another principal's whose owner record is gone (its trace still names it) is
@@ -335,9 +399,10 @@ func TestPrincipalsRate(t *testing.T) {
 	require.Equal(t, "rate_limited", out["reason"])
 }
 
-// A publish takes its principal's rate with the ownership of its id, in one round trip
-// (store.Producers.Publish): within the burst both are published and owned; over it the
-// answer is 429 and the id is not recorded as anyone's, so nothing was taken from it.
+// A publish takes its principal's rate before the ownership of its id (a rate this small
+// is asked of Redis every request): within the burst both are published and owned; over
+// it the answer is 429 and the id is not recorded as anyone's, so nothing was taken from
+// it.
 func TestPrincipalsRateOnPublish(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken, func(c *config.Config) {
@@ -361,6 +426,25 @@ func TestPrincipalsRateOnPublish(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, owner, "a publish over the rate records no owner")
 	require.Zero(t, s.stored.Copies("rated-3"), "nor reaches the topic")
+}
+
+// A rate large enough to be taken a lease at a time is taken once per request: a publish
+// that spends its replica's lease asks Redis for its id's owner only. Seventy publishes
+// of unscoped ids at once on a burst of 80 all go (taken twice, the burst would be spent
+// by the fortieth).
+func TestALeasedRateIsTakenOncePerPublish(t *testing.T) {
+	t.Parallel()
+	s := newSite(t, ingestToken, func(c *config.Config) {
+		withPrincipals(c)
+		c.Ingress.Principals[0].RatePerSecond, c.Ingress.Principals[0].Burst = 100, 80
+	})
+	for i := range 70 {
+		code, out := s.do("POST", AlertsPath, map[string]any{"target": "orders", "in": "90m", "id": fmt.Sprint("leased-", i), "text": "order unpaid"}, shopToken)
+		require.Equal(t, http.StatusAccepted, code, "publish %d: %v", i, out)
+	}
+	owner, err := s.owners.Owner(t.Context(), store.OwnAlert, "leased-69")
+	require.NoError(t, err)
+	require.Equal(t, "shop", owner, "a publish that spent the lease still records its owner")
 }
 
 // The principals file is read again while the service runs: a principal added is in

@@ -68,11 +68,13 @@ func (in *Ingress) reschedule(w http.ResponseWriter, r *http.Request) {
 	}
 	// The owner's record, whoever's, lasts as long as the alert at its new time (never
 	// past the horizon: a time beyond it is refused below); an alert nobody owns stays
-	// nobody's.
+	// nobody's. A scoped id has none: it is its principal's by its name.
 	ttl := min(store.AlertOwnerTTL(due, now, in.cfg.Scheduler.DoneTTL), in.cfg.Scheduler.Horizon+in.cfg.Scheduler.DoneTTL)
-	if _, err := in.deps.Producers.Extend(r.Context(), store.OwnAlert, id, ttl); err != nil {
-		in.unavailableRedis(w, "reschedule", id, err)
-		return
+	if _, scoped := wire.Scope(id); !scoped {
+		if _, err := in.deps.Producers.Extend(r.Context(), store.OwnAlert, id, ttl); err != nil {
+			in.unavailableRedis(w, "reschedule", id, err)
+			return
+		}
 	}
 	res, err := in.deps.Rescheduler.Reschedule(store.WithAuthor(r.Context(), p.Name), id, due)
 	switch {

@@ -257,7 +257,8 @@ func (s *Scheduler) publishHop(ctx context.Context, orig *primitive.MessageExt, 
 
 // serviceIDProven refuses a, whose principal the service's signature proves (or not), when
 // its id is one of the service's own (wire.ReservedID: an escalation's step, an
-// Alertmanager notification) and it is not proven to be the service's: a message
+// Alertmanager notification) or a scoped one, and it is not proven to be the service's
+// (for a scoped id, its principal's, through the ways in): a message
 // published to the topic directly under such an id would take it, and the service's own
 // alert, arriving later, would be dropped as its copy. A step of a release that signed
 // its mark but not its principal (bede048) is proven by its mark. Refused with
@@ -271,6 +272,10 @@ func (s *Scheduler) serviceIDProven(a store.Entry) *wire.Rejection {
 		return nil
 	case prefix == wire.StepIDPrefix && s.opts.StepMarkProven != nil && s.opts.StepMarkProven(a):
 		return nil
+	}
+	if prefix == wire.ScopePrefix {
+		return wire.Reject(wire.RejectBadID, "id %q is a scoped id (@<principal>:<name>), and the message is not proven to be "+
+			"its principal's, published through the ways in (published to the topic directly, or by another principal?)", a.ID)
 	}
 	return wire.Reject(wire.RejectBadID, "id %q begins with %q, the service's own ids (escalation steps, Alertmanager "+
 		"notifications), and the message is not proven to be the service's (published to the topic directly?)", a.ID, prefix)

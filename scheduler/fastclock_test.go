@@ -63,8 +63,11 @@ func TestFastClockNeverSendsEarly(t *testing.T) {
 
 // An alert claimed ahead of its due time by a replica that is gone before it falls due
 // is taken over by another's sweeper, still not due: the survivor hands it off no
-// sooner than its due time by Redis's clock, though its own clock runs 5s fast and
-// uncorrected (only the wait the sweep's reply gives holds it back).
+// sooner than its due time by Redis's clock, though its own clock runs 30s fast and
+// uncorrected (only the wait the sweep's reply gives holds it back: the hand-off's own
+// check, by the survivor's clock, finds it due; with a clock 5s fast it held back a
+// take-over more than 5s before the due time, which is when the liveness take-over
+// came, and a sweep that did not wait went unseen).
 func TestATakeOverBeforeTheDueTimeIsNotEarly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 5*time.Second)
@@ -79,7 +82,7 @@ func TestATakeOverBeforeTheDueTimeIsNotEarly(t *testing.T) {
 	require.Len(t, c.Entries, 1, "claimed ahead by the replica about to be gone")
 
 	m := NewMetrics(prometheus.NewRegistry())
-	fast := timewheel.ShiftedClock(5 * time.Second)
+	fast := timewheel.ShiftedClock(30 * time.Second)
 	opts := h.options("survivor")
 	opts.Wheel.Clock = fast
 	s, err := New(opts, h.ws, h.rec, discardLogger(), m, fast.Now)

@@ -11,7 +11,8 @@ import (
 
 // Who may carry the service's own ids on arrival: a step's id the escalations' proven
 // principal, or (a step of bede048, which signed marks only) a proven mark; an
-// Alertmanager notification's id any proven principal; nobody else.
+// Alertmanager notification's id any proven principal; a scoped id its principal; nobody
+// else.
 func TestServiceIDsAreProven(t *testing.T) {
 	marked := false
 	s := &Scheduler{opts: Options{StepMarkProven: func(store.Entry) bool { return marked }}}
@@ -27,4 +28,8 @@ func TestServiceIDsAreProven(t *testing.T) {
 	require.NotNil(t, s.serviceIDProven(store.Entry{ID: "am-0a1b"}), "a mark proves steps only")
 	require.Nil(t, s.serviceIDProven(store.Entry{ID: "am-0a1b", Principal: "team"}))
 	require.Nil(t, s.serviceIDProven(store.Entry{ID: "disk-db-3"}))
+	require.NotNil(t, s.serviceIDProven(store.Entry{ID: "@team:disk-db-3"}), "a scoped id takes its principal's proof")
+	require.NotNil(t, s.serviceIDProven(store.Entry{ID: "@team:disk-db-3", Principal: "shop"}))
+	require.Nil(t, s.serviceIDProven(store.Entry{ID: "@team:disk-db-3", Principal: "team"}))
+	require.NotNil(t, s.serviceIDProven(store.Entry{ID: "@team", Principal: "team"}), "a malformed one is nobody's")
 }

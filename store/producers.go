@@ -19,7 +19,8 @@ import (
 //
 // An owner is recorded before the alert is published (or the episode started), with
 // SET NX: the first principal to use an id owns it until the record expires, and no other
-// principal's request with the same id is taken.
+// principal's request with the same id is taken. A scoped alert id (@<principal>:<name>,
+// wire.Scope) is its principal's by its name: the ways in record none for it.
 type Producers struct {
 	rdb    redis.UniversalClient
 	keys   keys
@@ -81,61 +82,64 @@ func (p *Producers) Owner(ctx context.Context, kind, id string) (string, error) 
 	return v, nil
 }
 
-// Take takes one request of principal's rate (perSecond, bursts of burst), for all
-// replicas together, on Redis's clock: 0 when it may go now, else how long until it may.
-func (p *Producers) Take(ctx context.Context, principal string, perSecond float64, burst int) (time.Duration, error) {
-	if perSecond <= 0 || burst < 1 {
-		return 0, errors.New("store: take a principal's rate: perSecond and burst must be positive")
+// Take takes up to want requests of principal's rate (perSecond, bursts of burst), for
+// all replicas together, on Redis's clock: granted is how many it took (at least one
+// when any may go now), and when none, wait is how long until one may.
+func (p *Producers) Take(ctx context.Context, principal string, perSecond float64, burst, want int) (granted int, wait time.Duration, err error) {
+	if perSecond <= 0 || burst < 1 || want < 1 {
+		return 0, 0, errors.New("store: take a principal's rate: perSecond, burst and want must be positive")
 	}
-	v, err := topicRateScript.Run(ctx, p.rdb, []string{p.keys.principalRate(principal)}, 1, perSecond, burst).Int64Slice()
+	v, err := topicRateScript.Run(ctx, p.rdb, []string{p.keys.principalRate(principal)}, want, perSecond, burst).Int64Slice()
 	if err != nil {
-		return 0, redisFail("take a principal's rate", err)
+		return 0, 0, redisFail("take a principal's rate", err)
 	}
 	if len(v) != 2 {
-		return 0, errors.New("store: take a principal's rate: unexpected reply")
+		return 0, 0, errors.New("store: take a principal's rate: unexpected reply")
 	}
-	if v[0] == 1 {
-		return 0, nil
+	if v[0] > 0 {
+		return int(v[0]), 0, nil
 	}
-	return time.Duration(max(v[1], 1)) * time.Microsecond, nil
+	return 0, time.Duration(max(v[1], 1)) * time.Microsecond, nil
 }
 
 var principalPublishScript = scriptWith("principal_publish.lua", "lib_rate.lua")
 
-// Publish takes what principal's publish of the alert id asks of Redis in one round
-// trip: one request of its rate (perSecond, bursts of burst; perSecond 0: none), then,
-// unless it is over the rate (wait > 0, nothing recorded), the ownership of id for ttl,
-// as Own: owner is the id's owner, principal when it is now theirs. An id with no owner
-// record that the wheel stage holds as another's (its trace's principal; "" for an alert
-// published to the topic directly) is not taken: owner is that other. With several shards the trace is in another slot than the record:
-// it is read first, another round trip.
-func (p *Producers) Publish(ctx context.Context, principal string, perSecond float64, burst int, id string, ttl time.Duration) (wait time.Duration, owner string, err error) {
-	if perSecond > 0 && burst < 1 {
-		return 0, "", errors.New("store: a principal's publish: burst must be positive")
+// Publish takes what principal's publish of the unscoped alert id asks of Redis in one
+// round trip: up to want requests of its rate (perSecond, bursts of burst; perSecond 0:
+// none, when its replica holds one), then, unless it is over the rate (granted 0 and
+// wait > 0, nothing recorded), the ownership of id for ttl, as Own: owner is the id's
+// owner, principal when it is now theirs. An id with no owner record that the wheel
+// stage holds as another's (its trace's principal; "" for an alert published to the
+// topic directly) is not taken: owner is that other. With several shards the trace is
+// in another slot than the record: it is read first, another round trip.
+func (p *Producers) Publish(ctx context.Context, principal string, perSecond float64, burst, want int, id string, ttl time.Duration) (granted int, wait time.Duration, owner string, err error) {
+	if perSecond > 0 && (burst < 1 || want < 1) {
+		return 0, 0, "", errors.New("store: a principal's publish: burst and want must be positive")
 	}
 	keys := []string{p.keys.principalRate(principal), p.keys.ownerOf(OwnAlert, id)}
-	args := []any{max(perSecond, 0), burst, principal, max(ttl.Milliseconds(), 1)}
+	args := []any{max(perSecond, 0), burst, max(want, 1), principal, max(ttl.Milliseconds(), 1)}
 	trace := p.keys.shard(shardIndex(id, p.shards), p.shards).trace(id)
 	if p.shards == 1 {
 		keys = append(keys, trace)
 	} else if who, held, err := p.heldAs(ctx, trace); err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	} else if held && who != principal {
 		args = append(args, who) // the script weighs it against the owner record, after the rate
 	}
 	v, err := principalPublishScript.Run(ctx, p.rdb, keys, args...).Slice()
 	if err != nil {
-		return 0, "", redisFail("a principal's publish", err)
+		return 0, 0, "", redisFail("a principal's publish", err)
 	}
-	if len(v) != 2 {
-		return 0, "", errors.New("store: a principal's publish: unexpected reply")
-	}
-	if v[0] == int64(0) {
+	switch {
+	case len(v) == 2 && v[0] == int64(0):
 		us, _ := v[1].(int64)
-		return time.Duration(max(us, 1)) * time.Microsecond, "", nil
+		return 0, time.Duration(max(us, 1)) * time.Microsecond, "", nil
+	case len(v) == 3:
+		n, _ := v[0].(int64)
+		owner, _ = v[2].(string)
+		return int(n), 0, owner, nil
 	}
-	owner, _ = v[1].(string)
-	return 0, owner, nil
+	return 0, 0, "", errors.New("store: a principal's publish: unexpected reply")
 }
 
 // heldAs reads whose the wheel stage holds an alert as, by its trace: held is false when

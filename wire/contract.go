@@ -103,16 +103,47 @@ const (
 	// AlertmanagerIDPrefix begins the ids of an Alertmanager receiver's notifications,
 	// published as the receiver's principal (any).
 	AlertmanagerIDPrefix = "am-"
+	// ScopePrefix begins a scoped id, "@<principal>:<name>": an id in one principal's
+	// scope, published by that principal only (through the ways in, whose
+	// PropPrincipalSig proves it). Its owner is in its name, so the ways in neither
+	// record nor read one, and no other producer can take it.
+	ScopePrefix = "@"
 )
 
-// ReservedID reports whether id begins with a prefix of the service's own ids, and
-// which; principal is who must publish it: StepsPrincipal, or "" for any principal.
+// Scope returns the principal whose scope a scoped id ("@<principal>:<name>") is in; ok
+// is false for an id that does not begin with ScopePrefix. A malformed scoped id (no
+// principal, or no name) is in nobody's scope: principal is "" and ok true.
+func Scope(id string) (principal string, ok bool) {
+	rest, ok := strings.CutPrefix(id, ScopePrefix)
+	if !ok {
+		return "", false
+	}
+	principal, name, found := strings.Cut(rest, ":")
+	if !found || principal == "" || name == "" {
+		return "", true
+	}
+	return principal, true
+}
+
+// nobody is the principal ReservedID names for a malformed scoped id: no principal's name
+// can be it (names are letters, digits, '-', '_' and '.').
+const nobody = "@"
+
+// ReservedID reports whether id begins with a prefix of the service's own ids or of a
+// scoped id, and which; principal is who must publish it: StepsPrincipal, a scoped id's
+// principal (a name no principal has for a malformed one), or "" for any principal.
 func ReservedID(id string) (prefix, principal string, ok bool) {
 	switch {
 	case strings.HasPrefix(id, StepIDPrefix):
 		return StepIDPrefix, StepsPrincipal, true
 	case strings.HasPrefix(id, AlertmanagerIDPrefix):
 		return AlertmanagerIDPrefix, "", true
+	}
+	if principal, ok := Scope(id); ok {
+		if principal == "" {
+			principal = nobody
+		}
+		return ScopePrefix, principal, true
 	}
 	return "", "", false
 }

@@ -172,7 +172,8 @@ func (pub Publication) Check(now time.Time, limits DueLimits) *Rejection {
 		// consumer refuses the message (the service's publishers sign theirs).
 		if prefix, principal, ok := ReservedID(pub.ID); ok && (pub.PrincipalSig == "" || principal != "" && pub.Principal != principal) {
 			return Reject(RejectBadID, "id %q begins with %q: ids beginning so are the service's own (escalation steps, "+
-				"Alertmanager notifications), refused on arrival unless the service published them", pub.ID, prefix)
+				"Alertmanager notifications) or in a principal's scope (@<principal>:…), refused on arrival unless "+
+				"the service published them (for a scoped id, the ways in, for its principal)", pub.ID, prefix)
 		}
 	}
 	if separated(pub.Tag) {

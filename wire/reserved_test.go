@@ -28,3 +28,26 @@ func TestTheServicesOwnIDsNeedItsProof(t *testing.T) {
 	require.Nil(t, check("am-0a1b2c", "team", "sig"), "an Alertmanager notification is any principal's")
 	require.Nil(t, check("escape-1", "", ""), "only the prefixes")
 }
+
+// A scoped id (@<principal>:<name>) goes only with its principal's proof; a malformed one
+// with nobody's.
+func TestAScopedIDIsItsPrincipals(t *testing.T) {
+	now := time.Now()
+	check := func(id, principal, sig string) *wire.Rejection {
+		return wire.Publication{Target: "ops", In: time.Minute, ID: id, Principal: principal, PrincipalSig: sig}.Check(now, wire.DueLimits{})
+	}
+	for id, want := range map[string]string{"@team:disk-1": "team", "@team:a:b": "team", "@team": "", "@:x": "", "@team:": ""} {
+		got, ok := wire.Scope(id)
+		require.True(t, ok, id)
+		require.Equal(t, want, got, id)
+	}
+	_, ok := wire.Scope("team:disk-1")
+	require.False(t, ok)
+	require.NotNil(t, check("@team:disk-1", "", ""), "no proof")
+	require.NotNil(t, check("@team:disk-1", "shop", "sig"), "another principal's")
+	require.Nil(t, check("@team:disk-1", "team", "sig"))
+	rej := check("@team", "team", "sig")
+	require.NotNil(t, rej, "a malformed scoped id is nobody's")
+	require.Equal(t, wire.RejectBadID, rej.Reason)
+	require.Nil(t, check("team@x", "", ""), "only the prefix")
+}

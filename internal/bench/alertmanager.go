@@ -718,11 +718,11 @@ func (anyOwner) Owner(context.Context, string, string) (string, error) { return 
 func (anyOwner) Extend(context.Context, string, string, time.Duration) (string, error) {
 	return "", nil
 }
-func (anyOwner) Take(context.Context, string, float64, int) (time.Duration, error) {
-	return 0, nil
+func (anyOwner) Take(_ context.Context, _ string, _ float64, _, want int) (int, time.Duration, error) {
+	return want, 0, nil
 }
-func (anyOwner) Publish(_ context.Context, principal string, _ float64, _ int, _ string, _ time.Duration) (time.Duration, string, error) {
-	return 0, principal, nil
+func (anyOwner) Publish(_ context.Context, principal string, _ float64, _, want int, _ string, _ time.Duration) (int, time.Duration, string, error) {
+	return want, 0, principal, nil
 }
 func (anyOwner) OpenEpisode(context.Context, string, string, int) (bool, int, error) {
 	return true, 0, nil

@@ -78,6 +78,9 @@ func Corpus(prefix string) []MalformedCase {
 	add(c{Name: "id-with-newline", Props: map[string]string{wire.PropID: prefix + "\nid"}, Reason: wire.RejectBadID})
 	add(c{Name: "id-control-char", Props: map[string]string{wire.PropID: prefix + "\x07bell"}, Reason: wire.RejectBadID})
 	add(c{Name: "id-nbsp", Props: map[string]string{wire.PropID: prefix + "\u00a0id"}, Reason: wire.RejectBadID})
+	add(c{Name: "id-scoped-unproven", Props: map[string]string{wire.PropID: "@ops:" + prefix}, Reason: wire.RejectBadID})
+	add(c{Name: "id-scoped-forged", Props: map[string]string{wire.PropID: "@ops:" + prefix + "-f",
+		wire.PropPrincipal: "ops", wire.PropPrincipalSig: "forged"}, Reason: wire.RejectBadID})
 	// Targets.
 	add(c{Name: "target-missing", Props: map[string]string{wire.PropTarget: none}, Reason: wire.RejectMissingTarget})
 	add(c{Name: "target-unknown", Props: map[string]string{wire.PropTarget: "nope"}, Reason: wire.RejectUnknownTarget})

@@ -67,7 +67,7 @@ var List = []Mutant{
 		Tests:     "^TestDoneMarkersGoAheadOfReleasesThatWait$",
 	},
 	{
-		// killed: the alert claimed ahead by a replica gone is swept 5s before its due time and handed off at once by a survivor 5s fast: require.False(at.Before(due)) fails
+		// killed: the alert claimed ahead by a replica gone is swept 9s before its due time and handed off at once by a survivor 30s fast: require.False(at.Before(due)) fails
 		Name:      "sweep-hands-off-before-due",
 		Invariant: "never early: an entry swept before its due time (claimed ahead by a replica since gone) waits for it by Redis's clock",
 		File:      "scheduler/sweeper.go",
@@ -85,6 +85,56 @@ var List = []Mutant{
 		To:        "return len(rl.queued) < 0",
 		Package:   "./scheduler",
 		Tests:     "^TestMarkersYieldToReleasesPastHalfTheBacklog$",
+	},
+	{
+		// killed: a scoped id with no proof passes the producer's check: require.NotNil(check("@team:disk-1", "", "")) fails
+		Name:      "scoped-id-unreserved",
+		Invariant: "only the service grants power: a scoped id goes only with its principal's proof",
+		File:      "wire/contract.go",
+		From:      "if principal, ok := Scope(id); ok {",
+		To:        "if principal, ok := Scope(id); ok && false {",
+		Package:   "./wire",
+		Tests:     "^TestAScopedIDIsItsPrincipals$",
+	},
+	{
+		// killed: shop's publish in team's scope is not 403 foreign_id: require.Equal(http.StatusForbidden, code) fails
+		Name:      "publish-in-anothers-scope",
+		Invariant: "a credential allows only what it names: no principal publishes in another's scope",
+		File:      "ingress/api.go",
+		From:      "if principal, ok := wire.Scope(pub.ID); ok && principal != p.Name {",
+		To:        "if principal, ok := wire.Scope(pub.ID); ok && principal == \"\" {",
+		Package:   "./ingress",
+		Tests:     "^TestScopedIDsAreTheirPrincipals$",
+	},
+	{
+		// killed: a lapsed lease's unspent requests are spent later: require.Equal(5, c.trips) fails
+		Name:      "lease-never-lapses",
+		Invariant: "a principal's rate holds: a lease is spent within leaseLife of its grant, never later",
+		File:      "ingress/rates.go",
+		From:      "case l.left > 0 && now.Before(l.until):",
+		To:        "case l.left > 0:",
+		Package:   "./ingress",
+		Tests:     "^TestRatesAreTakenALeaseAtATime$",
+	},
+	{
+		// killed: requests one at a time take whole leases and waste them: request 1 is refused (require.Zero(wait))
+		Name:      "lease-wastes-the-rate",
+		Invariant: "a principal's rate holds: a lease asks for what its replica spent, so requests one at a time waste none",
+		File:      "ingress/rates.go",
+		From:      "want = l.spent",
+		To:        "want = leaseSize(p)",
+		Package:   "./ingress",
+		Tests:     "^TestRatesAreTakenALeaseAtATime$",
+	},
+	{
+		// killed: the publishes that spend the lease take the rate again, and the burst is spent by the 46th: require.Equal(http.StatusAccepted, code) fails
+		Name:      "lease-taken-twice",
+		Invariant: "a principal's rate holds: a request is counted once, from its replica's lease or from Redis",
+		File:      "ingress/principals.go",
+		From:      "perSecond = 0 // spent of this replica's lease already",
+		To:        "perSecond, want = p.RatePerSecond, 1",
+		Package:   "./ingress",
+		Tests:     "^TestALeasedRateIsTakenOncePerPublish$",
 	},
 	{
 		// killed: the swept alerts whose markers are left are sent again: require.Zero(h.rec.count("swept-done-1")) fails
@@ -627,7 +677,7 @@ end`,
 		Name:      "publish-ignores-the-stage",
 		Invariant: "an id the wheel stage holds as another's (a topic alert, another principal's) is never taken by a principal's publish",
 		File:      "store/lua/principal_publish.lua",
-		From:      "if tr[1] and (tr[2] or '') ~= ARGV[3] then",
+		From:      "if tr[1] and (tr[2] or '') ~= ARGV[4] then",
 		To:        "if false then",
 		Package:   "./ingress",
 		Tests:     "^TestPrincipalsCannotTakeAnIDTheStageHolds$",
