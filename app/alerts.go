@@ -107,7 +107,10 @@ counts of every pending alert: in all, by target, and by hour ahead for HOURS ho
 			return err
 		}
 		return withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
-			ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+			ws, err := store.OpenWheelStage(c.Context(), rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+			if err != nil {
+				return err
+			}
 			var res ingress.PendingResponse
 			if limit > 0 {
 				page, err := ws.Pending(c.Context(), q)
@@ -190,7 +193,10 @@ reason, or when more than 10,000 alerts match; 5 when Redis or Postgres cannot b
 		var view bulkCancelView
 		err = withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
 			return withPostgres(c, cfg, func(pg *pgxpool.Pool) error {
-				ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+				ws, err := store.OpenWheelStage(c.Context(), rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+				if err != nil {
+					return err
+				}
 				ids, err := store.PendingIDs(c.Context(), ws, q, maxBulkCancel, nil)
 				if err != nil {
 					return err

@@ -39,9 +39,13 @@ than scheduler.doneTTL).`,
 		}
 		return withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
 			return withPostgres(c, cfg, func(pg *pgxpool.Pool) error {
-				in := failed.Inspector{Wheel: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
+				stage, err := store.OpenWheelStage(c.Context(), rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+				if err != nil {
+					return err
+				}
+				in := failed.Inspector{Wheel: stage,
 					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Config: cfg, Now: time.Now,
-					Owners: store.NewProducers(rdb, cfg.Redis.KeyPrefix, cfg.Redis.Shards)}
+					Owners: store.NewProducers(rdb, cfg.Redis.KeyPrefix, cfg.Redis.Shards).Beside(stage)}
 				rep, err := in.Inspect(c.Context(), args[0])
 				if err != nil {
 					return err

@@ -86,7 +86,11 @@ the id when the alert was moved.`,
 		var res store.Rescheduled
 		err = withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
 			return withPostgres(c, cfg, func(pg *pgxpool.Pool) (err error) {
-				r := failed.Rescheduler{Stage: store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg)),
+				stage, err := store.OpenWheelStage(c.Context(), rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+				if err != nil {
+					return err
+				}
+				r := failed.Rescheduler{Stage: stage,
 					Rows: store.NewFailedSends(pg, store.FailedSendsOptions{}), Publisher: pub, Reach: cfg.Scheduler.Threshold,
 					Horizon: cfg.Scheduler.Horizon,
 					Reader:  wire.Reader{Access: scheduler.AccessFromConfig(cfg), Timeout: cfg.RocketMQ.SendTimeout}}

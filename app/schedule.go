@@ -352,7 +352,10 @@ already_delivered or recorded. With -o name it prints the id when the alert is c
 		}
 		err = withRedis(c, stdio, cfg, func(rdb redis.UniversalClient) error {
 			return withPostgres(c, cfg, func(pg *pgxpool.Pool) (err error) {
-				stage := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+				stage, err := store.OpenWheelStage(c.Context(), rdb, cfg.Redis.KeyPrefix, store.WheelStageOptionsFromConfig(cfg))
+				if err != nil {
+					return err
+				}
 				rows := store.NewFailedSends(pg, store.FailedSendsOptions{})
 				canceller := failed.Canceller{Stage: stage, Rows: rows, Note: store.CancelNote{By: by, Reason: reason}}
 				if res, err = canceller.Cancel(c.Context(), id); err != nil || res != store.CancelTombstoned {

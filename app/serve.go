@@ -194,9 +194,14 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error
 	case err != nil:
 		return err
 	}
-	wsOpts := store.WheelStageOptionsFromConfig(cfg)
+	wsOpts := store.WheelStageOptionsFromConfig(cfg).In(st.layout)
 	wsOpts.OnDurability = durability.changed
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wsOpts)
+	layouts := newLayoutWatch(reg, rdb, cfg.Redis.KeyPrefix, ws, cfg.Scheduler.Horizon+ws.Options().CancelTTL, logger)
+	if st.layout.Moving() || st.layout.Shards != max(cfg.Redis.Shards, 1) {
+		logger.Warn("the wheel stage moves to another shard count; this replica follows the deployment's layout",
+			"redis.shards", max(cfg.Redis.Shards, 1), "layout", st.layout.String())
+	}
 	// Every clock of the service is the reference clock: this replica's own clock corrected
 	// by its offset to Redis TIME, so a host whose clock is off neither sends early nor late.
 	schedMetrics := scheduler.NewMetrics(reg)
@@ -263,8 +268,8 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error
 	if err != nil {
 		return err
 	}
-	deliverer.SetGate(esc)                                                      // an escalation's step goes only while its episode runs
-	producers := store.NewProducers(rdb, cfg.Redis.KeyPrefix, cfg.Redis.Shards) // who owns an id, and the principals' rates
+	deliverer.SetGate(esc)                                                                 // an escalation's step goes only while its episode runs
+	producers := store.NewProducers(rdb, cfg.Redis.KeyPrefix, cfg.Redis.Shards).Beside(ws) // who owns an id, and the principals' rates
 	ing, err := ingress.New(cfg, ingress.Deps{Publisher: pub, Wheel: ingressCancels, Rescheduler: rescheduler, Pending: ws, Chat: snd, Signer: signer, Logger: logger, Now: now,
 		Escalations: esc, Dedupe: store.NewDedupe(rdb, cfg.Redis.KeyPrefix), Producers: producers, Roster: roster},
 		ingress.NewMetrics(reg))
@@ -276,8 +281,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error
 	schedOpts.CheckBody = snd.Check
 	schedOpts.Liveness = ws.Liveness(beatRdb)
 	schedOpts.Roster = roster
-	schedOpts.AfterFirstBeat = func(ctx context.Context) error {
-		return store.ConfirmShards(ctx, rdb, cfg.Redis.KeyPrefix, max(cfg.Redis.Shards, 1))
+	var sched *scheduler.Scheduler
+	schedOpts.AfterFirstBeat = func(ctx context.Context) error { // before it takes anything
+		return store.AckLayout(ctx, rdb, cfg.Redis.KeyPrefix, sched.InstanceName(), ws.Layout())
 	}
 	schedOpts.Principal = func(e store.Entry) string { // who published it, for the list of pending alerts
 		return signer.ProvenPrincipal(e.ID, e.Target, e.Props[wire.PropPrincipal], e.Props[wire.PropPrincipalSig])
@@ -285,7 +291,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error
 	schedOpts.StepMarkProven = func(e store.Entry) bool { // a step of bede048, which signed marks only
 		return signer.ProvenMark(e.ID, e.Target, e.Props[wire.PropEpisode], e.Props[wire.PropEpisodeSig])
 	}
-	sched, err := scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
+	sched, err = scheduler.New(schedOpts, ws, deliverer, logger, schedMetrics, now)
 	if err != nil {
 		return err
 	}
@@ -320,6 +326,10 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error
 	escDone := make(chan struct{})
 	go func() { defer close(escDone); esc.Run(escCtx) }() // carries out what a dead replica left
 	defer func() { stopEsc(); <-escDone }()
+	layoutCtx, stopLayout := context.WithCancel(ctx)
+	layoutDone := make(chan struct{})
+	go func() { defer close(layoutDone); layouts.run(layoutCtx, sched.InstanceName(), cfg.Scheduler.Liveness) }()
+	defer func() { stopLayout(); <-layoutDone }()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); ing.WatchPrincipals(watchCtx, principalsPoll) }()

@@ -33,6 +33,8 @@ type stores struct {
 	rdb  redis.UniversalClient
 	beat redis.UniversalClient // the heartbeat's own (store.OpenBeatRedis)
 	pg   *pgxpool.Pool
+	// layout is the wheel stage's layout this replica acts in (store.ClaimShards).
+	layout store.Layout
 }
 
 func (s stores) close() {
@@ -120,7 +122,7 @@ func openStoresOnce(ctx context.Context, cfg config.Config, logger *slog.Logger)
 	if err = store.ClaimPrefix(ctx, st.rdb, cfg.Redis.KeyPrefix, cfg.RocketMQ.Topic+"/"+cfg.RocketMQ.Group); err != nil {
 		return st, "redis", fmt.Errorf("serve: %w", err)
 	}
-	if err = store.ClaimShards(ctx, st.rdb, cfg.Redis.KeyPrefix, max(cfg.Redis.Shards, 1)); err != nil {
+	if st.layout, err = store.ClaimShards(ctx, st.rdb, cfg.Redis.KeyPrefix, max(cfg.Redis.Shards, 1), cfg.Scheduler.Liveness > 0); err != nil {
 		return st, "redis", fmt.Errorf("serve: %w", err)
 	}
 	// The heartbeat has connections of its own: a beat never waits behind the hand-offs.

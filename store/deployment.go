@@ -15,7 +15,8 @@ import (
 // in it which targets their configurations have:
 //
 //	{p}:deployment  string  "<topic>/<group>": the deployment the prefix belongs to
-//	{p}:shards      string  the number of shards of its wheel stage (redis.shards)
+//	{p}:shards      string  the layout of its wheel stage: its number of shards
+//	                        (redis.shards), or the move from one to another (moving.go)
 //	{p}:targets     hash    target → when a replica last said it knows it, Unix ms by the
 //	                        Redis clock (roster_affirm.lua)
 
@@ -41,83 +42,83 @@ func ClaimPrefix(ctx context.Context, rdb redis.UniversalClient, prefix, deploym
 		ErrPrefixTaken, prefix, prev, deployment, key)
 }
 
-// ErrShardsChanged is returned by ClaimShards when a replica's redis.shards is not the
-// count the deployment's wheel stage was laid out with, and the stage is not drained.
+// ErrShardsChanged is returned by ClaimShards and AckLayout when a replica may not act
+// in the layout it would: the count changed while the stage is not drained and moves
+// cannot be followed (liveness off), or the deployment's layout moved on while the
+// replica started.
 var ErrShardsChanged = errors.New("store: redis.shards is not the deployment's")
 
 // ClaimShards records that the deployment under prefix lays its wheel stage out in n
-// shards, or checks that it already does. An alert's shard depends on the count, and
-// there is no online resharding (docs/design.md, Shards): a replica started with another
-// count would look for every alert's records in another shard, deliver what was
-// cancelled, send again what was delivered, and never sweep a shard past its count. So
-// another count is taken only when the deployment is drained — nothing waits, is in
-// flight or parked in the wheel stage, nothing is listed as pending (hopping alerts
-// included), and no replica is live in the old layout — and refused otherwise,
-// the error wrapping ErrShardsChanged and naming what is left. What the drain cannot see
-// (a cancelled alert still hopping: its tombstone stays in the old layout) is the
-// procedure's to wait out.
-func ClaimShards(ctx context.Context, rdb redis.UniversalClient, prefix string, n int) error {
+// shards, or finds how it does, and returns the layout this replica acts in. An alert's
+// shard depends on the count:
+//
+//   - nothing recorded, or n already: n;
+//   - another count m, and the stage drained (nothing waits, is in flight or parked,
+//     nothing is listed as pending, no replica is live): n at once;
+//   - another count m, not drained, and online (liveness on, so that the replicas that
+//     act in a layout are known): the stage starts moving from m to n (moving.go), in
+//     phase 1;
+//   - a move under way: that move, whatever n is (the caller says so when n differs);
+//
+// and refused otherwise, the error wrapping ErrShardsChanged and naming what is left.
+func ClaimShards(ctx context.Context, rdb redis.UniversalClient, prefix string, n int, online bool) (Layout, error) {
 	key := newKeys(prefix).shardCount()
 	want := strconv.Itoa(n)
 	prev, err := rdb.SetArgs(ctx, key, want, redis.SetArgs{Mode: "NX", Get: true}).Result()
 	switch {
 	case errors.Is(err, redis.Nil), err == nil && prev == want:
-		return nil
+		return Layout{Shards: n}, nil
 	case err != nil:
-		return redisFail("claim the shard count", err)
+		return Layout{}, redisFail("claim the shard count", err)
 	}
-	m, err := strconv.Atoi(prev)
-	if err != nil || m < 1 {
-		return fmt.Errorf("%w: the key %s holds %q, not a shard count", ErrShardsChanged, key, prev)
+	rec, err := ParseLayout(prev)
+	if err != nil {
+		return Layout{}, fmt.Errorf("%w: the key %s holds %w", ErrShardsChanged, key, err)
 	}
+	if rec.Moving() {
+		return rec, nil
+	}
+	m := rec.Shards
 	old := NewWheelStage(rdb, prefix, WheelStageOptions{Shards: m})
 	left, err := old.drainLeft(ctx)
 	if err != nil {
-		return err
+		return Layout{}, err
 	}
 	if left != "" {
-		return fmt.Errorf("%w: it is %d, and the deployment's wheel stage has %d shards and is not drained (%s). "+
-			"Changing the count needs a drain (docs/design.md, Shards): stop publishing, wait until nothing is "+
-			"pending, stop every replica, then start them all with the new count; or start this one with redis.shards: %d",
-			ErrShardsChanged, n, m, left, m)
+		if !online {
+			return Layout{}, fmt.Errorf("%w: it is %d, and the deployment's wheel stage has %d shards and is not drained (%s). "+
+				"A count changes under load only with scheduler.liveness on; without it, drain first (docs/design.md, Shards), "+
+				"or start this one with redis.shards: %d", ErrShardsChanged, n, m, left, m)
+		}
+		moving := Layout{Shards: n, From: m, Phase: 1}
+		got, ok, err := casLayout(ctx, rdb, prefix, rec, moving)
+		if err != nil || ok || got.Moving() {
+			return got, err // started, or another replica started a move first: followed
+		}
+		return Layout{}, fmt.Errorf("%w: another replica changed it to %s meanwhile; start again", ErrShardsChanged, got)
 	}
 	set, err := rdb.SetArgs(ctx, key, want, redis.SetArgs{Mode: "XX", Get: true}).Result()
 	if err != nil {
-		return redisFail("claim the shard count", err)
+		return Layout{}, redisFail("claim the shard count", err)
 	}
 	if set != prev {
-		return fmt.Errorf("%w: another replica changed it to %s meanwhile; start again", ErrShardsChanged, set)
+		return Layout{}, fmt.Errorf("%w: another replica changed it to %s meanwhile; start again", ErrShardsChanged, set)
 	}
 	// A replica of the old count that passed its own claim before this one's change may
 	// have beaten since: then the change is taken back. One that beats later sees the new
-	// count after its first beat (ConfirmShards) and does not start.
+	// count when it acks its layout (AckLayout) and does not start.
 	view, err := old.Liveness(nil).View(ctx)
 	if err != nil {
-		return err
+		return Layout{}, err
 	}
 	if len(view.Live) > 0 {
 		if err := rdb.SetArgs(ctx, key, prev, redis.SetArgs{Mode: "XX"}).Err(); err != nil {
-			return redisFail("claim the shard count", err)
+			return Layout{}, redisFail("claim the shard count", err)
 		}
-		return fmt.Errorf("%w: a replica of the deployment's count %d went live meanwhile (%s); the count stays %d",
+		return Layout{}, fmt.Errorf("%w: a replica of the deployment's count %d went live meanwhile (%s); the count stays %d",
 			ErrShardsChanged, m, strings.Join(view.Live, ", "), m)
 	}
-	return nil
-}
-
-// ConfirmShards checks, once this replica is live, that the deployment under prefix still
-// lays its wheel stage out in n shards: a replica that changed the count between this
-// one's ClaimShards and its first beat saw no replica live, and the two layouts must not
-// run side by side. The error wraps ErrShardsChanged.
-func ConfirmShards(ctx context.Context, rdb redis.UniversalClient, prefix string, n int) error {
-	got, err := rdb.Get(ctx, newKeys(prefix).shardCount()).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return redisFail("confirm the shard count", err)
-	}
-	if got != strconv.Itoa(n) {
-		return fmt.Errorf("%w: it is %d, and another replica changed the deployment's count to %q while this one started", ErrShardsChanged, n, got)
-	}
-	return nil
+	return Layout{Shards: n}, nil
 }
 
 // drainLeft says what the wheel stage holds that a change of its shard count would lose

@@ -38,12 +38,20 @@ func TestClaimShardsRefusesAnotherCountUntilDrained(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testenv.Redis(t)
-	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 1))
-	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 1), "the same count again")
+	claim := func(n int) error { // with liveness off: no moves
+		t.Helper()
+		l, err := store.ClaimShards(ctx, rdb, prefix, n, false)
+		if err == nil {
+			require.Equal(t, store.Layout{Shards: n}, l)
+		}
+		return err
+	}
+	require.NoError(t, claim(1))
+	require.NoError(t, claim(1), "the same count again")
 	one := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: 1, Liveness: time.Minute})
 	refused := func(what string) {
 		t.Helper()
-		err := store.ClaimShards(ctx, rdb, prefix, 3)
+		err := claim(3)
 		require.ErrorIs(t, err, store.ErrShardsChanged)
 		require.ErrorContains(t, err, "it is 3, and the deployment's wheel stage has 1 shards")
 		require.ErrorContains(t, err, what)
@@ -68,29 +76,32 @@ func TestClaimShardsRefusesAnotherCountUntilDrained(t *testing.T) {
 	_, _, err = live.Leave(ctx, "replica-a")
 	require.NoError(t, err)
 
-	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 3), "drained: the new count is taken")
-	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 3))
+	require.NoError(t, claim(3), "drained: the new count is taken")
+	require.NoError(t, claim(3))
 	three := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: 3})
 	_, err = three.Put(ctx, store.Entry{ID: "after", Target: "ops", DueAt: time.Now().Add(time.Minute), Body: []byte("x")})
 	require.NoError(t, err)
-	err = store.ClaimShards(ctx, rdb, prefix, 1)
+	err = claim(1)
 	require.ErrorIs(t, err, store.ErrShardsChanged, "and now the old count is the other one")
 	require.ErrorContains(t, err, "start this one with redis.shards: 3")
 }
 
 // A replica that passed ClaimShards with the old count before another changed it (it
 // saw nobody live: the first had not beaten yet) learns of it once it is live, before it
-// takes anything: ConfirmShards refuses it, and the two layouts never run side by side.
-func TestConfirmShardsRefusesALayoutChangedWhileStarting(t *testing.T) {
+// takes anything: AckLayout refuses it, and the two layouts never run side by side.
+func TestAckLayoutRefusesALayoutChangedWhileStarting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testenv.Redis(t)
-	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 1), "replica c, waiting for Postgres")
-	require.NoError(t, store.ClaimShards(ctx, rdb, prefix, 3), "replica a: drained, nobody live")
-	err := store.ConfirmShards(ctx, rdb, prefix, 1)
+	c, err := store.ClaimShards(ctx, rdb, prefix, 1, true)
+	require.NoError(t, err, "replica c, waiting for Postgres")
+	a, err := store.ClaimShards(ctx, rdb, prefix, 3, true)
+	require.NoError(t, err, "replica a: drained, nobody live")
+	require.Equal(t, store.Layout{Shards: 3}, a)
+	err = store.AckLayout(ctx, rdb, prefix, "replica-c", c)
 	require.ErrorIs(t, err, store.ErrShardsChanged, "replica c, after its first beat")
-	require.ErrorContains(t, err, `changed the deployment's count to "3"`)
-	require.NoError(t, store.ConfirmShards(ctx, rdb, prefix, 3), "replica a")
+	require.ErrorContains(t, err, "acts in the layout 1, and the deployment's is 3 now")
+	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-a", a))
 }
 
 // TestRosterSaysWhoKnowsATarget: a target no replica affirmed is not known; one affirmed

@@ -23,8 +23,8 @@ import (
 // liveness keys (live, live-meta, guard, gone, departed) are kept in every shard, as the
 // scripts check them in their own slot. The escalation episodes (ep…, episodes.go) and the
 // at-once dedupe (once:, dedupe.go) are not sharded: they stay under shard 0's tag {p}.
-// Changing the number of shards of a running deployment moves ids to other shards: drain
-// first (docs/design.md, "Shards").
+// Changing the number of shards of a running deployment moves ids to other shards: the
+// stage then scans both counts' shards until every id is in its new one (moving.go).
 //
 //	wheel stage, tag {p} (shard 0) or {p/i} (shard i), shown as {p}:
 //	  {p}:due          sorted set  id → next due time, Unix ms
@@ -45,6 +45,9 @@ import (
 //	                               arrival of the alert is routed by (wheel_reschedule.lua)
 //	  {p}:gen:<id>     hash        generation record of an alert a reschedule sent back to the
 //	                               broker: live, decided, next (wheel_requeue.lua)
+//	  {p}:fwd:<id>     string      while the stage moves to another shard count, in the id's
+//	                               shard of the old count: the id moved to its new shard
+//	                               (moving.go, lua/lib_route.lua)
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	  {p}:pending      sorted set  id → due time, Unix ms: every alert accepted and not yet
 //	                               handed off or cancelled, hopping or waiting (pending.go)
@@ -64,6 +67,9 @@ import (
 //	  {p}:once:<key>   string      "<id>|<until>": the id the first copy of a notification picked, and when its window ends (dedupe.go)
 //	  {p}:signing-key  string      the deployment's generated signing key (signingkey.go)
 //	  {p}:deployment   string      "<topic>/<group>" the prefix belongs to (deployment.go)
+//	  {p}:shards       string      the wheel stage's layout: its shard count, or the move
+//	                               from one to another (moving.go)
+//	  {p}:shards-acks  hash        replica → "<layout>|<Unix ms>": the layout it acts in
 //	  {p}:targets      hash        target → when a replica last said it knows it, Unix ms
 //	                               (deployment.go)
 //	  {p}:console:…    strings     console sessions and failed-login counters (console.go)
@@ -114,7 +120,7 @@ const clusterSlots = 16384
 // slot (within the first 32nd of that part of the ring, at least 4 slots). A cluster whose primaries own
 // equal ranges of slots, as redis-cli --cluster create makes them, then carries about
 // n/primaries shards each, where tags placed by chance often put two of three shards on
-// one primary. The tags depend on n: changing it needs a drain (docs/design.md, Shards).
+// one primary. The tags depend on n: a change of n moves the stage (moving.go).
 func ShardTag(prefix string, i, n int) string {
 	base := prefix + "/" + strconv.Itoa(i)
 	if i <= 0 || n <= 1 {
@@ -176,10 +182,12 @@ func (k keys) done(id string) string          { return k.stage() + "done:" + id 
 func (k keys) cancel(id string) string        { return k.stage() + "cancel:" + id }
 func (k keys) resched(id string) string       { return k.stage() + "resched:" + id }
 func (k keys) gen(id string) string           { return k.stage() + "gen:" + id }
+func (k keys) fwd(id string) string           { return k.stage() + "fwd:" + id }
 func (k keys) once(key string) string         { return k.stage() + "once:" + key }
 func (k keys) signingKey() string             { return k.stage() + "signing-key" }
 func (k keys) deployment() string             { return k.stage() + "deployment" }
 func (k keys) shardCount() string             { return k.stage() + "shards" }
+func (k keys) layoutAcks() string             { return k.stage() + "shards-acks" }
 func (k keys) roster() string                 { return k.stage() + "targets" }
 func (k keys) consoleSession(h string) string { return k.stage() + "console:session:" + h }
 func (k keys) ownerOf(kind, id string) string { return k.stage() + "principal:" + kind + ":" + id }

@@ -51,7 +51,7 @@ func (w *WheelStage) Park(ctx context.Context, target string, lease time.Duratio
 	if lease < time.Millisecond {
 		return nil, fmt.Errorf("store: park: lease %s is below 1ms", lease)
 	}
-	groups := w.group(len(parked), func(k int) string { return parked[k].Claim.ID })
+	groups := w.groupClaims(len(parked), func(k int) Claim { return parked[k].Claim })
 	parts := make([][]string, len(w.shards))
 	err := w.each(func(i int, s *shard) error {
 		if len(groups[i]) == 0 {
@@ -163,5 +163,5 @@ func (w *WheelStage) adopt(ctx context.Context, s *shard, target string, limit i
 		return Claimed{}, 0, fmt.Errorf("store: adopt: %w", err)
 	}
 	left, _ := res[1].(int64)
-	return c, int(left), nil
+	return c.in(w, s), int(left), nil
 }

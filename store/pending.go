@@ -30,7 +30,7 @@ import (
 
 var (
 	pendingPageScript   = script("pending_page.lua")
-	pendingUnlistScript = scriptWith("pending_unlist.lua", "lib_pending.lua")
+	pendingUnlistScript = byIDScript("pending_unlist.lua", "lib_pending.lua")
 )
 
 // Unlist removes id from the pending alerts: it will never be handed off (the scheduler
@@ -39,8 +39,8 @@ var (
 // alert of the same id (a producer's RD_HOPS and someone else's RD_ID); "" unlists it
 // whatever its target. One round trip; an id not listed is no error.
 func (w *WheelStage) Unlist(ctx context.Context, id, target string) error {
-	s := w.shardOf(id)
-	if err := pendingUnlistScript.Run(ctx, w.rdb, []string{s.keys.pending(), s.keys.pendingBy(), s.keys.trace(id)}, id, target).Err(); err != nil {
+	keys := func(s *shard) []string { return []string{s.keys.pending(), s.keys.pendingBy(), s.keys.trace(id)} }
+	if err := w.onShard(ctx, id, pendingUnlistScript, false, keys, id, target).Err(); err != nil {
 		return w.fail("unlist", err)
 	}
 	return nil

@@ -42,13 +42,11 @@ func BenchmarkPendingIndexCost(b *testing.B) {
 	defer func() { _, _ = DeleteKeys(ctx, rdb, prefix) }()
 	ws := NewWheelStage(rdb, prefix, WheelStageOptions{})
 
-	on := [3]*redis.Script{wheelPutScript, wheelReleaseScript, traceHopScript}
-	off := [3]*redis.Script{
-		redis.NewScript(pendingOff + mustRead("lua/wheel_put.lua")),
-		redis.NewScript(mustRead("lua/lib_holding.lua") + pendingOff + mustRead("lua/wheel_release.lua")),
-		redis.NewScript(pendingOff + mustRead("lua/trace_hop.lua")),
-	}
-	defer func() { wheelPutScript, wheelReleaseScript, traceHopScript = on[0], on[1], on[2] }()
+	onPut, onRelease, onHop := wheelPutScript, wheelReleaseScript, traceHopScript
+	offPut := idScript{plain: redis.NewScript(pendingOff + mustRead("lua/wheel_put.lua"))}
+	offRelease := redis.NewScript(mustRead("lua/lib_holding.lua") + pendingOff + mustRead("lua/wheel_release.lua"))
+	offHop := idScript{plain: redis.NewScript(pendingOff + mustRead("lua/trace_hop.lua"))}
+	defer func() { wheelPutScript, wheelReleaseScript, traceHopScript = onPut, onRelease, onHop }()
 	body := make([]byte, 512)
 	_, _ = rand.Read(body)
 	life := func(id string) time.Duration {
@@ -73,9 +71,9 @@ func BenchmarkPendingIndexCost(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		wheelPutScript, wheelReleaseScript, traceHopScript = on[0], on[1], on[2]
+		wheelPutScript, wheelReleaseScript, traceHopScript = onPut, onRelease, onHop
 		with = append(with, life("with-"+strconv.Itoa(i)))
-		wheelPutScript, wheelReleaseScript, traceHopScript = off[0], off[1], off[2]
+		wheelPutScript, wheelReleaseScript, traceHopScript = offPut, offRelease, offHop
 		without = append(without, life("without-"+strconv.Itoa(i)))
 	}
 	slices.Sort(with)

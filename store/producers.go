@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,12 +26,29 @@ type Producers struct {
 	rdb    redis.UniversalClient
 	keys   keys
 	shards int
+	stage  *WheelStage // when set (Beside), its layout, not shards, places the traces
 }
 
 // NewProducers returns the producers' records in rdb under prefix, beside a wheel stage
 // of shards shards (redis.shards), whose traces say whose an alert id is.
 func NewProducers(rdb redis.UniversalClient, prefix string, shards int) *Producers {
 	return &Producers{rdb: rdb, keys: newKeys(prefix), shards: max(shards, 1)}
+}
+
+// Beside returns the producers' records beside the wheel stage w: an alert's trace is
+// found where w's layout places it, in both its shards while w moves (moving.go).
+func (p *Producers) Beside(w *WheelStage) *Producers {
+	out := *p
+	out.stage = w
+	return &out
+}
+
+// traces returns the keys id's trace may be under.
+func (p *Producers) traces(id string) []string {
+	if p.stage != nil {
+		return p.stage.TraceKeys(id)
+	}
+	return []string{p.keys.shard(shardIndex(id, p.shards), p.shards).trace(id)}
 }
 
 // Kinds of what a principal owns.
@@ -111,20 +129,26 @@ var principalPublishScript = scriptWith("principal_publish.lua", "lib_rate.lua")
 // owner, principal when it is now theirs. An id with no owner record that the wheel
 // stage holds as another's (its trace's principal; "" for an alert published to the
 // topic directly) is not taken: owner is that other. With several shards the trace is
-// in another slot than the record: it is read first, another round trip.
+// in another slot than the record: it is read first, another round trip (two while the
+// stage moves, when it may be in either of two shards).
 func (p *Producers) Publish(ctx context.Context, principal string, perSecond float64, burst, want int, id string, ttl time.Duration) (granted int, wait time.Duration, owner string, err error) {
 	if perSecond > 0 && (burst < 1 || want < 1) {
 		return 0, 0, "", errors.New("store: a principal's publish: burst and want must be positive")
 	}
 	keys := []string{p.keys.principalRate(principal), p.keys.ownerOf(OwnAlert, id)}
 	args := []any{max(perSecond, 0), burst, max(want, 1), principal, max(ttl.Milliseconds(), 1)}
-	trace := p.keys.shard(shardIndex(id, p.shards), p.shards).trace(id)
-	if p.shards == 1 {
-		keys = append(keys, trace)
-	} else if who, held, err := p.heldAs(ctx, trace); err != nil {
-		return 0, 0, "", err
-	} else if held && who != principal {
-		args = append(args, who) // the script weighs it against the owner record, after the rate
+	traces := p.traces(id)
+	if len(traces) == 1 && strings.HasPrefix(traces[0], p.keys.tag) {
+		keys = append(keys, traces[0])
+	} else {
+		for _, trace := range traces {
+			if who, held, err := p.heldAs(ctx, trace); err != nil {
+				return 0, 0, "", err
+			} else if held && who != principal {
+				args = append(args, who) // the script weighs it against the owner record, after the rate
+				break
+			}
+		}
 	}
 	v, err := principalPublishScript.Run(ctx, p.rdb, keys, args...).Slice()
 	if err != nil {

@@ -215,10 +215,11 @@ type Requeue struct {
 // looked at: the service reschedules through failed.Rescheduler, which asks the
 // failed_sends rows too.
 func (w *WheelStage) Reschedule(ctx context.Context, id string, dueAt time.Time, reach time.Duration) (Rescheduled, error) {
-	s := w.shardOf(id)
-	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
-		s.keys.gen(id), s.keys.parts(), s.keys.pending(), s.keys.pendingBy()}
-	res, err := w.write(ctx, wheelRescheduleScript, keys, id, dueAt.UnixMilli(), reach.Milliseconds(),
+	keys := func(s *shard) []string {
+		return []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
+			s.keys.gen(id), s.keys.parts(), s.keys.pending(), s.keys.pendingBy()}
+	}
+	res, err := w.onShard(ctx, id, wheelRescheduleScript, true, keys, id, dueAt.UnixMilli(), reach.Milliseconds(),
 		w.opts.CancelTTL.Milliseconds(), w.moves, AuthorOf(ctx)).Slice()
 	if err != nil {
 		return Rescheduled{}, w.fail("reschedule", err)
@@ -338,10 +339,11 @@ func (w *WheelStage) SettleRequeue(ctx context.Context, id string, gen int64, du
 	if commit {
 		mode = "commit"
 	}
-	s := w.shardOf(id)
-	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
-		s.keys.gen(id), s.keys.tries(), s.keys.failed(), s.keys.parts(), s.keys.pending(), s.keys.pendingBy()}
-	res, err := w.write(ctx, wheelRequeueScript, keys, id, gen, dueAt.UnixMilli(), mode, w.opts.CancelTTL.Milliseconds(),
+	keys := func(s *shard) []string {
+		return []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.trace(id), s.keys.resched(id),
+			s.keys.gen(id), s.keys.tries(), s.keys.failed(), s.keys.parts(), s.keys.pending(), s.keys.pendingBy()}
+	}
+	res, err := w.onShard(ctx, id, wheelRequeueScript, true, keys, id, gen, dueAt.UnixMilli(), mode, w.opts.CancelTTL.Milliseconds(),
 		AuthorOf(ctx)).Slice()
 	if err != nil {
 		return Rescheduled{}, w.fail("settle requeue", err)
@@ -383,8 +385,11 @@ type Routing struct {
 func (w *WheelStage) Routing(ctx context.Context, id string) (Routing, error) {
 	var due *redis.StringCmd
 	var gens *redis.SliceCmd
-	s := w.shardOf(id)
-	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	s, err := w.readShard(ctx, id)
+	if err != nil {
+		return Routing{}, err
+	}
+	_, err = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		due = p.Get(ctx, s.keys.resched(id))
 		gens = p.HMGet(ctx, s.keys.gen(id), "live", "decided")
 		return nil
@@ -418,7 +423,11 @@ func (w *WheelStage) Routing(ctx context.Context, id string) (Routing, error) {
 // when the alert was not rescheduled while hopping. The scheduler asks it when a hop
 // arrives, and routes the alert by it.
 func (w *WheelStage) RescheduledDue(ctx context.Context, id string) (time.Time, bool, error) {
-	ms, err := w.rdb.Get(ctx, w.shardOf(id).keys.resched(id)).Int64()
+	s, err := w.readShard(ctx, id)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	ms, err := w.rdb.Get(ctx, s.keys.resched(id)).Int64()
 	if errors.Is(err, redis.Nil) {
 		return time.Time{}, false, nil
 	}

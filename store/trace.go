@@ -15,7 +15,7 @@ import (
 // the release) and by one write per broker hop (TraceHop), that lives as long as the
 // alert's done marker. Inspect reads it together with the alert's live state.
 
-var traceHopScript = scriptWith("trace_hop.lua", "lib_pending.lua")
+var traceHopScript = byIDScript("trace_hop.lua", "lib_pending.lua")
 
 // HopNote is one broker hop of an alert, as TraceHop notes it.
 type HopNote struct {
@@ -41,9 +41,10 @@ type HopNote struct {
 // changes nothing else; a trace of an alert that is done already (a late copy), or a
 // note of a stale copy (a generation that lost), is left alone.
 func (w *WheelStage) TraceHop(ctx context.Context, h HopNote) error {
-	s := w.shardOf(h.ID)
-	err := traceHopScript.Run(ctx, w.rdb, []string{s.keys.trace(h.ID), s.keys.resched(h.ID), s.keys.cancel(h.ID),
-		s.keys.pending(), s.keys.pendingBy(), s.keys.gen(h.ID)},
+	keys := func(s *shard) []string {
+		return []string{s.keys.trace(h.ID), s.keys.resched(h.ID), s.keys.cancel(h.ID), s.keys.pending(), s.keys.pendingBy(), s.keys.gen(h.ID)}
+	}
+	err := w.onShard(ctx, h.ID, traceHopScript, false, keys,
 		h.Due.UnixMilli(), h.Target, h.Hops, h.Delay.Milliseconds(), w.opts.CancelTTL.Milliseconds(),
 		h.Priority, h.Principal, h.ID, h.Msg, h.Gen).Err()
 	if err != nil {
@@ -122,7 +123,11 @@ type AlertState struct {
 // move names who made it (a principal or an operator: a caller allowed to move the id);
 // zero when its trace records no such move, or is gone. One round trip.
 func (w *WheelStage) MovedTo(ctx context.Context, id string) (time.Time, error) {
-	trace, err := w.rdb.HGetAll(ctx, w.shardOf(id).keys.trace(id)).Result()
+	s, err := w.readShard(ctx, id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	trace, err := w.rdb.HGetAll(ctx, s.keys.trace(id)).Result()
 	if err != nil {
 		return time.Time{}, w.fail("moved to", err)
 	}
@@ -142,7 +147,10 @@ func (w *WheelStage) MovedTo(ctx context.Context, id string) (time.Time, error) 
 // the alert id: its trace, its place in the wheel stage, its claim, its done marker and
 // its cancel tombstone.
 func (w *WheelStage) Inspect(ctx context.Context, id string) (AlertState, error) {
-	sh := w.shardOf(id)
+	sh, err := w.readShard(ctx, id)
+	if err != nil {
+		return AlertState{}, err
+	}
 	var (
 		trace                      *redis.MapStringStringCmd
 		due, inflight              *redis.FloatCmd
@@ -153,7 +161,7 @@ func (w *WheelStage) Inspect(ctx context.Context, id string) (AlertState, error)
 		failedKey, partsKey        = sh.keys.failed(), sh.keys.parts()
 		doneKey, cancelKey, dueKey = sh.keys.done(id), sh.keys.cancel(id), sh.due
 	)
-	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		trace = p.HGetAll(ctx, stage)
 		due = p.ZScore(ctx, dueKey, id)
 		inflight = p.ZScore(ctx, sh.inflight, id)

@@ -71,6 +71,11 @@ type WheelStageOptions struct {
 	// number, and changing it needs a drain (docs/design.md). Default 1 (config
 	// redis.shards): one tag, {p}, the layout of a stage that was never sharded.
 	Shards int
+	// From, when above 0 and not Shards, is the count the stage moves from to Shards
+	// (online resharding, moving.go: the deployment's Layout): the stage scans the
+	// shards of both, and finds each id's records in its shard of From until the id
+	// moves. Phase 1 unless Phase is 2. Default 0: settled.
+	From, Phase int
 }
 
 func (o WheelStageOptions) withDefaults() WheelStageOptions {
@@ -138,6 +143,8 @@ type Entry struct {
 	// replica gone), is how long after the claim's reply the alert is due by the clock
 	// of the Redis that holds it: it is handed off no sooner. 0 for an entry due already.
 	DueIn time.Duration
+	// home is the shard it was claimed in while the stage moves (Claim.home).
+	home *shard
 }
 
 // Claimed is what a claim took, and what it left.
@@ -175,10 +182,36 @@ type NotDue struct {
 type Claim struct {
 	ID    string
 	Token string
+	// home is the shard the claim was taken in while the stage moves (moving.go); nil
+	// when settled, or for a claim not taken by this stage: then its id's shard.
+	home *shard
 }
 
 // Claim returns the claim that holds e (e.ID and e.Token).
-func (e Entry) Claim() Claim { return Claim{ID: e.ID, Token: e.Token} }
+func (e Entry) Claim() Claim { return Claim{ID: e.ID, Token: e.Token, home: e.home} }
+
+// shardOfClaim returns the shard that holds c's entry.
+func (w *WheelStage) shardOfClaim(c Claim) *shard {
+	if c.home != nil {
+		return c.home
+	}
+	return w.shardOf(c.ID)
+}
+
+// in notes, while the stage moves, that c's entries were claimed in shard s, so that
+// what is done with their claims goes to s.
+func (c Claimed) in(w *WheelStage, s *shard) Claimed {
+	if w.moving == nil {
+		return c
+	}
+	for i := range c.Entries {
+		c.Entries[i].home = s
+	}
+	for i := range c.Corrupt {
+		c.Corrupt[i].Claim.home = s
+	}
+	return c
+}
 
 // Outcome is how a hand-off ended, for Release.
 type Outcome int
@@ -347,15 +380,15 @@ func (r CancelResult) String() string {
 }
 
 var (
-	wheelPutScript           = scriptWith("wheel_put.lua", "lib_pending.lua")
+	wheelPutScript           = byIDScript("wheel_put.lua", "lib_pending.lua")
 	wheelClaimScript         = scriptWith("wheel_claim.lua", "lib_holding.lua")
 	wheelClaimOverdueScript  = scriptWith("wheel_claim_overdue.lua", "lib_holding.lua")
 	wheelReleaseScript       = scriptWith("wheel_release.lua", "lib_holding.lua", "lib_pending.lua")
 	wheelGiveBackScript      = scriptWith("wheel_give_back.lua", "lib_holding.lua")
 	wheelDueWithinScript     = script("wheel_due_within.lua")
-	wheelCancelScript        = scriptWith("wheel_cancel.lua", "lib_done.lua", "lib_pending.lua")
-	wheelRescheduleScript    = scriptWith("wheel_reschedule.lua", "lib_done.lua", "lib_pending.lua", "lib_move.lua")
-	wheelRequeueScript       = scriptWith("wheel_requeue.lua", "lib_done.lua", "lib_pending.lua", "lib_move.lua")
+	wheelCancelScript        = byIDScript("wheel_cancel.lua", "lib_done.lua", "lib_pending.lua")
+	wheelRescheduleScript    = byIDScript("wheel_reschedule.lua", "lib_done.lua", "lib_pending.lua", "lib_move.lua")
+	wheelRequeueScript       = byIDScript("wheel_requeue.lua", "lib_done.lua", "lib_pending.lua", "lib_move.lua")
 	wheelConfirmScript       = script("wheel_confirm.lua")
 	wheelMarkFailedScript    = script("wheel_mark_failed.lua")
 	wheelMarkDeliveredScript = script("wheel_mark_delivered.lua")
@@ -379,9 +412,13 @@ var (
 // within its shard, not across shards. With one shard every method is one round trip as
 // described.
 type WheelStage struct {
-	rdb    redis.UniversalClient
-	opts   WheelStageOptions
+	rdb  redis.UniversalClient
+	opts WheelStageOptions
+	// shards are the shards every scan looks at: the placed count's, in order, then
+	// while the stage moves those of the old count the new one does not share.
 	shards []*shard
+	placed int          // the count ids are placed by: shardOf
+	moving *movingStage // nil when settled
 	// durableMu orders the changes of short and what OnDurability hears of them.
 	durableMu sync.Mutex
 	short     bool   // the last write fell short of opts.Replicas
@@ -391,6 +428,7 @@ type WheelStage struct {
 // shard is one shard of the wheel stage: its keys, and the names of those every claim
 // uses.
 type shard struct {
+	i                      int // its place in WheelStage.shards
 	keys                   keys
 	due, inflight, entries string
 }
@@ -402,11 +440,30 @@ type shard struct {
 func NewWheelStage(rdb redis.UniversalClient, prefix string, opts WheelStageOptions) *WheelStage {
 	w := &WheelStage{rdb: rdb, opts: opts.withDefaults(), moves: "{" + prefix + "}:moves"}
 	k := newKeys(prefix)
+	w.placed = w.opts.Shards
+	byTag := make(map[string]*shard)
 	for i := range w.opts.Shards {
-		sk := k.shard(i, w.opts.Shards)
-		w.shards = append(w.shards, &shard{keys: sk, due: sk.due(), inflight: sk.inflight(), entries: sk.entries()})
+		w.shards = append(w.shards, newShard(i, k.shard(i, w.opts.Shards)))
+		byTag[w.shards[i].keys.tag] = w.shards[i]
+	}
+	if from := w.opts.From; from > 0 && from != w.opts.Shards {
+		w.moving = &movingStage{from: from}
+		w.moving.phase.Store(int32(min(max(w.opts.Phase, 1), 2)))
+		for i := range from {
+			s := newShard(len(w.shards), k.shard(i, from))
+			if shared := byTag[s.keys.tag]; shared != nil {
+				s = shared
+			} else {
+				w.shards = append(w.shards, s)
+			}
+			w.moving.old = append(w.moving.old, s)
+		}
 	}
 	return w
+}
+
+func newShard(i int, k keys) *shard {
+	return &shard{i: i, keys: k, due: k.due(), inflight: k.inflight(), entries: k.entries()}
 }
 
 // shardIndex is the shard of id among n: FNV-1a-32 of id, mod n.
@@ -422,8 +479,9 @@ func shardIndex(id string, n int) int {
 	return int(h % uint32(n))
 }
 
-// shardOf returns the shard that holds id.
-func (w *WheelStage) shardOf(id string) *shard { return w.shards[shardIndex(id, len(w.shards))] }
+// shardOf returns the shard that holds id: while the stage moves, the shard of the new
+// count (oldOf, the old).
+func (w *WheelStage) shardOf(id string) *shard { return w.shards[shardIndex(id, w.placed)] }
 
 // group returns, for each shard, the positions in 0…n-1 whose id (id(k)) it holds, in
 // order.
@@ -437,7 +495,21 @@ func (w *WheelStage) group(n int, id func(k int) string) [][]int {
 		return out
 	}
 	for k := range n {
-		i := shardIndex(id(k), len(w.shards))
+		i := shardIndex(id(k), w.placed)
+		out[i] = append(out[i], k)
+	}
+	return out
+}
+
+// groupClaims returns, for each shard, the positions in 0…n-1 whose claim (claim(k))
+// holds an entry of it, in order.
+func (w *WheelStage) groupClaims(n int, claim func(k int) Claim) [][]int {
+	if w.moving == nil {
+		return w.group(n, func(k int) string { return claim(k).ID })
+	}
+	out := make([][]int, len(w.shards))
+	for k := range n {
+		i := w.shardOfClaim(claim(k)).i
 		out[i] = append(out[i], k)
 	}
 	return out
@@ -481,10 +553,11 @@ func (w *WheelStage) Put(ctx context.Context, e Entry) (PutResult, error) {
 	if e.ID == "" {
 		return 0, errors.New("store: put: empty id")
 	}
-	s := w.shardOf(e.ID)
-	keys := []string{s.due, s.inflight, s.entries, s.keys.done(e.ID), s.keys.cancel(e.ID), s.keys.trace(e.ID),
-		s.keys.resched(e.ID), s.keys.gen(e.ID), s.keys.pending(), s.keys.pendingBy()}
-	code, err := w.write(ctx, wheelPutScript, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e), e.Target, e.Hops,
+	keys := func(s *shard) []string {
+		return []string{s.due, s.inflight, s.entries, s.keys.done(e.ID), s.keys.cancel(e.ID), s.keys.trace(e.ID),
+			s.keys.resched(e.ID), s.keys.gen(e.ID), s.keys.pending(), s.keys.pendingBy()}
+	}
+	code, err := w.onShard(ctx, e.ID, wheelPutScript, true, keys, e.ID, e.DueAt.UnixMilli(), encodeWheelEntry(e), e.Target, e.Hops,
 		w.opts.CancelTTL.Milliseconds(), e.Gen, e.Priority, e.Principal).Int()
 	if err != nil {
 		return 0, w.fail("put", err)
@@ -546,7 +619,7 @@ func (w *WheelStage) ClaimAhead(ctx context.Context, ids []string, token string,
 		}
 		return mergeClaimed(parts), nil
 	}
-	groups := w.group(len(ids), func(k int) string { return ids[k] })
+	groups := w.candidates(len(ids), func(k int) string { return ids[k] })
 	parts := make([]Claimed, len(w.shards))
 	err := w.each(func(i int, s *shard) error {
 		if len(groups[i]) == 0 {
@@ -625,6 +698,7 @@ func (w *WheelStage) claim(ctx context.Context, s *shard, at []int, ids []string
 	if err != nil {
 		return Claimed{}, fmt.Errorf("store: claim: %w", err)
 	}
+	c = c.in(w, s)
 	if err := c.waitFrom(res[2]); err != nil {
 		return Claimed{}, fmt.Errorf("store: claim: %w", err)
 	}
@@ -682,6 +756,7 @@ func (w *WheelStage) ClaimOverdue(ctx context.Context, grace time.Duration, limi
 		if parts[i], err = decodeClaimed(claimed, token); err != nil {
 			return fmt.Errorf("store: claim overdue: %w", err)
 		}
+		parts[i] = parts[i].in(w, s)
 		if err := parts[i].waitFrom(res[1]); err != nil {
 			return fmt.Errorf("store: claim overdue: %w", err)
 		}
@@ -782,7 +857,7 @@ func (w *WheelStage) releaseAll(ctx context.Context, rs []Released, lost []bool)
 		}
 		return strconv.Itoa(n)
 	}
-	groups := w.group(len(rs), func(k int) string { return rs[k].Claim.ID })
+	groups := w.groupClaims(len(rs), func(k int) Claim { return rs[k].Claim })
 	return w.each(func(i int, s *shard) error {
 		at := groups[i]
 		if len(at) == 0 {
@@ -840,7 +915,7 @@ func (o Outcome) markerPrefix() string {
 // back: it reports false, changing nothing else, when c no longer holds it (released,
 // cancelled, given back already, or claimed by another replica after c's lease ran out).
 func (w *WheelStage) GiveBack(ctx context.Context, c Claim, retryAt time.Time, partsSent int) (bool, error) {
-	s := w.shardOf(c.ID)
+	s := w.shardOfClaim(c)
 	n, err := w.write(ctx, wheelGiveBackScript, []string{s.due, s.inflight, s.keys.owner(), s.keys.tries(), s.keys.parts(),
 		s.keys.by(), s.keys.held()},
 		c.ID, c.Token, retryAt.UnixMilli(), max(partsSent, 0)).Int()
@@ -867,7 +942,7 @@ var ErrNotHeld = errors.New("the claim no longer holds the entry")
 // (Options().Liveness = T), the send must start within G = T/3 of the call: a take-over
 // of c's replica leaves the entry alone until then, and not longer.
 func (w *WheelStage) Confirm(ctx context.Context, c Claim, partsSent int) error {
-	s := w.shardOf(c.ID)
+	s := w.shardOfClaim(c)
 	n, err := w.write(ctx, wheelConfirmScript, []string{s.inflight, s.keys.owner(), s.keys.parts(), s.keys.guard()},
 		w.opts.Lease.Milliseconds(), c.ID, c.Token, max(partsSent, 0), w.Guard().Milliseconds()).Int()
 	if err != nil {
@@ -884,7 +959,7 @@ func (w *WheelStage) Confirm(ctx context.Context, c Claim, partsSent int) error 
 // hands the entry off next only records the failure and never sends it again. It returns
 // an error wrapping ErrNotHeld when c does not hold the entry any more.
 func (w *WheelStage) MarkFailed(ctx context.Context, c Claim, failure []byte) error {
-	s := w.shardOf(c.ID)
+	s := w.shardOfClaim(c)
 	n, err := w.write(ctx, wheelMarkFailedScript, []string{s.inflight, s.keys.owner(), s.keys.failed()},
 		c.ID, c.Token, failure).Int()
 	if err != nil {
@@ -905,11 +980,12 @@ func (w *WheelStage) MarkDelivered(ctx context.Context, id string) error {
 // MarkAllDelivered leaves the done markers of ids delivered, as Release does, in one
 // call per shard: for hand-offs whose release waits behind others, so that a replica
 // that takes them over finds them done (Done) rather than sending them again. The
-// entries stay in flight until they are released.
+// entries stay in flight until they are released. While the stage moves, an id's
+// marker is left in both its shards: the alert was delivered, whichever holds it.
 func (w *WheelStage) MarkAllDelivered(ctx context.Context, ids []string) error {
 	now := time.Now().UnixMilli()
 	for chunk := range slices.Chunk(ids, maxScriptIDs) {
-		groups := w.group(len(chunk), func(k int) string { return chunk[k] })
+		groups := w.candidates(len(chunk), func(k int) string { return chunk[k] })
 		err := w.each(func(i int, s *shard) error {
 			if len(groups[i]) == 0 {
 				return nil
@@ -940,8 +1016,8 @@ func (s *shard) doneKeys(ids []string, at []int) []string {
 // A replica that takes over entries in flight asks it first: one whose marker is left
 // was handed off by the replica that held it, and is released, not sent again.
 func (w *WheelStage) Done(ctx context.Context, ids []string) ([]Outcome, error) {
-	out := make([]Outcome, len(ids))
-	groups := w.group(len(ids), func(k int) string { return ids[k] })
+	groups := w.candidates(len(ids), func(k int) string { return ids[k] })
+	found := make([][]Outcome, len(w.shards)) // each shard's, merged below: while the stage moves an id is asked of two
 	err := w.each(func(i int, s *shard) error {
 		if len(groups[i]) == 0 {
 			return nil
@@ -950,22 +1026,31 @@ func (w *WheelStage) Done(ctx context.Context, ids []string) ([]Outcome, error) 
 		if err != nil {
 			return w.fail("read done markers", err)
 		}
+		found[i] = make([]Outcome, len(vs))
 		for n, v := range vs {
 			marker, ok := v.(string)
 			switch {
 			case !ok:
 			case strings.HasPrefix(marker, recordedPrefix):
-				out[groups[i][n]] = Recorded
+				found[i][n] = Recorded
 			case strings.HasPrefix(marker, withheldPrefix):
-				out[groups[i][n]] = Withheld
+				found[i][n] = Withheld
 			default:
-				out[groups[i][n]] = Delivered
+				found[i][n] = Delivered
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	out := make([]Outcome, len(ids))
+	for i, at := range groups {
+		for n, k := range at {
+			if found[i][n] != 0 {
+				out[k] = found[i][n]
+			}
+		}
 	}
 	return out, nil
 }
@@ -1062,14 +1147,11 @@ func (w *WheelStage) Time(ctx context.Context) (time.Time, error) {
 // IsDelivered reports whether id's done marker says it was delivered (by a hand-off, or
 // by MarkDelivered), as opposed to recorded as failed or unknown.
 func (w *WheelStage) IsDelivered(ctx context.Context, id string) (bool, error) {
-	v, err := w.rdb.Get(ctx, w.shardOf(id).keys.done(id)).Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
+	done, err := w.Done(ctx, []string{id})
 	if err != nil {
-		return false, w.fail("is delivered", err)
+		return false, err
 	}
-	return !strings.HasPrefix(v, recordedPrefix) && !strings.HasPrefix(v, withheldPrefix), nil
+	return done[0] == Delivered, nil
 }
 
 // DueWithin lists, read only and earliest first, up to limit ids of the due index whose
@@ -1127,7 +1209,7 @@ func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
 		}
 	} else {
 		// One pipeline: on a Redis Cluster, go-redis sends each shard's HMGET to its node.
-		groups := w.group(len(ids), func(k int) string { return ids[k] })
+		groups := w.candidates(len(ids), func(k int) string { return ids[k] })
 		cmds := make([]*redis.SliceCmd, len(w.shards))
 		_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, at := range groups {
@@ -1148,7 +1230,9 @@ func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
 		recs = make([]any, len(ids))
 		for i, at := range groups {
 			for j, k := range at {
-				recs[k] = cmds[i].Val()[j]
+				if rec := cmds[i].Val()[j]; rec != nil {
+					recs[k] = rec
+				}
 			}
 		}
 	}
@@ -1175,10 +1259,11 @@ func (w *WheelStage) Peek(ctx context.Context, ids []string) ([]Entry, error) {
 // Options().CancelTTL. Only the wheel stage is looked at: an alert may also wait in
 // failed_sends, so the service cancels through failed.Canceller, which asks both.
 func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error) {
-	s := w.shardOf(id)
-	keys := []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.tries(), s.keys.failed(), s.keys.parts(),
-		s.keys.trace(id), s.keys.pending(), s.keys.pendingBy()}
-	code, err := wheelCancelScript.Run(ctx, w.rdb, keys, id, w.opts.CancelTTL.Milliseconds()).Int()
+	keys := func(s *shard) []string {
+		return []string{s.due, s.inflight, s.entries, s.keys.done(id), s.keys.cancel(id), s.keys.tries(), s.keys.failed(), s.keys.parts(),
+			s.keys.trace(id), s.keys.pending(), s.keys.pendingBy()}
+	}
+	code, err := w.onShard(ctx, id, wheelCancelScript, false, keys, id, w.opts.CancelTTL.Milliseconds()).Int()
 	if err != nil {
 		return 0, w.fail("cancel", err)
 	}
@@ -1192,7 +1277,11 @@ func (w *WheelStage) Cancel(ctx context.Context, id string) (CancelResult, error
 // IsCancelled reports whether id has a cancel tombstone. The scheduler does not ask on
 // hops (Put refuses a tombstoned id); operators and tests do.
 func (w *WheelStage) IsCancelled(ctx context.Context, id string) (bool, error) {
-	n, err := w.rdb.Exists(ctx, w.shardOf(id).keys.cancel(id)).Result()
+	s, err := w.readShard(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	n, err := w.rdb.Exists(ctx, s.keys.cancel(id)).Result()
 	if err != nil {
 		return false, w.fail("is cancelled", err)
 	}

@@ -1,0 +1,21 @@
+-- layout_ack.lua: a replica says the layout it acts in (store/moving.go, AckLayout), and
+-- reads the record, atomically with AdvanceLayout's check.
+--
+-- KEYS[1]  {p}:shards       the layout
+-- KEYS[2]  {p}:shards-acks  hash: replica -> "<layout>|<Unix ms>"
+-- ARGV[1]  the replica
+-- ARGV[2]  the layout it acts in
+--
+-- Returns the record's layout. Replicas ack again every liveness period: an ack an hour
+-- old is a replica's that is gone, and is forgotten.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. '|' .. string.format('%d', now))
+local acks = redis.call('HGETALL', KEYS[2])
+for i = 1, #acks, 2 do
+  local at = tonumber(string.match(acks[i + 1], '|(%d+)$') or '')
+  if not at or at < now - 3600000 then
+    redis.call('HDEL', KEYS[2], acks[i])
+  end
+end
+return redis.call('GET', KEYS[1]) or ''

@@ -1,0 +1,14 @@
+-- layout_cas.lua: change the wheel stage's layout record (store/moving.go) from one
+-- value to another, unless it holds something else.
+--
+-- KEYS[1]  {p}:shards  the layout: "3", "1>3" or "1>3+@<ms>"
+-- ARGV[1]  the value it must hold
+-- ARGV[2]  the value it takes
+--
+-- Returns the value it holds after the call.
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return ARGV[2]
+end
+return cur or ''

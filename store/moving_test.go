@@ -1,0 +1,150 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocketdelay/rocketdelay/internal/testenv"
+	"github.com/rocketdelay/rocketdelay/store"
+)
+
+// TestAShardMoveWaitsForEveryLiveReplica: a replica started with another count while
+// the stage is not drained starts a move (on the code before, it was refused); one with
+// the old count follows it. Phase 2 waits until every live replica acks the move; a
+// replica that would look only at the old count is refused once it began; the move
+// settles once its records have had time to end.
+func TestAShardMoveWaitsForEveryLiveReplica(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	one, err := store.ClaimShards(ctx, rdb, prefix, 1, true)
+	require.NoError(t, err)
+	stage := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: 1, Liveness: time.Minute})
+	_, err = stage.Put(ctx, store.Entry{ID: "waiting", Target: "ops", DueAt: time.Now().Add(time.Minute), Body: []byte("x")})
+	require.NoError(t, err)
+	_, err = stage.Liveness(nil).Beat(ctx, "replica-a")
+	require.NoError(t, err)
+	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-a", one))
+
+	moving, err := store.ClaimShards(ctx, rdb, prefix, 3, true)
+	require.NoError(t, err, "not drained, and online: a move")
+	require.Equal(t, store.Layout{Shards: 3, From: 1, Phase: 1}, moving)
+	follow, err := store.ClaimShards(ctx, rdb, prefix, 1, true)
+	require.NoError(t, err)
+	require.Equal(t, moving, follow, "a replica of the old count follows the move")
+	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-a", one), "the old count runs beside phase 1")
+	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-b", moving))
+
+	rec, err := store.AdvanceLayout(ctx, rdb, prefix, moving)
+	require.NoError(t, err)
+	require.Equal(t, moving, rec, "replica-a, live, looks only at the old count: phase 2 waits")
+
+	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-a", follow), "replica-a started again in the move")
+	rec, err = store.AdvanceLayout(ctx, rdb, prefix, moving)
+	require.NoError(t, err)
+	require.Equal(t, 2, rec.Phase)
+	require.WithinDuration(t, time.Now(), rec.Since, time.Minute)
+	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-b", moving), "phase 1 runs beside phase 2")
+	err = store.AckLayout(ctx, rdb, prefix, "replica-c", one)
+	require.ErrorIs(t, err, store.ErrShardsChanged, "the old count alone, after phase 2 began")
+	again, err := store.ClaimShards(ctx, rdb, prefix, 3, true)
+	require.NoError(t, err)
+	require.Equal(t, rec.String(), again.String())
+
+	same, err := store.SettleLayout(ctx, rdb, prefix, rec, time.Hour, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, rec.String(), same.String(), "records of the old count may live on")
+	settled, err := store.SettleLayout(ctx, rdb, prefix, rec, time.Hour, time.Now().Add(2*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, store.Layout{Shards: 3}, settled)
+	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-b", rec), "phase 2 runs beside the count it settled at")
+}
+
+// TestAMovingStageKeepsEachAlertInOneShard: alerts placed by the old count and by the
+// new one, seen through replicas in each phase (as in a rolling change of redis.shards
+// from 1 to 3): each is stored once, cancelled, rescheduled, claimed and released where
+// it is, a duplicate of one is refused whichever replica gets it, and after the move
+// settles the new count alone finds every one's done marker and tombstone.
+func TestAMovingStageKeepsEachAlertInOneShard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	opts := func(shards, from, phase int) store.WheelStageOptions {
+		return store.WheelStageOptions{Shards: shards, From: from, Phase: phase, Liveness: time.Minute}
+	}
+	old := store.NewWheelStage(rdb, prefix, opts(1, 0, 0))
+	one := store.NewWheelStage(rdb, prefix, opts(3, 1, 1))
+	two := store.NewWheelStage(rdb, prefix, opts(3, 1, 2))
+	for _, w := range []*store.WheelStage{old, one, two} {
+		_, err := w.Liveness(nil).Beat(ctx, "replica")
+		require.NoError(t, err)
+	}
+	require.Equal(t, "1>3", one.Layout().String())
+	due := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	put := func(w *store.WheelStage, id string) store.PutResult {
+		t.Helper()
+		r, err := w.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: due, Body: []byte(id)})
+		require.NoError(t, err)
+		return r
+	}
+	const n = 24
+	var before, after []string
+	for i := range n {
+		b, a := fmt.Sprintf("before-%d", i), fmt.Sprintf("after-%d", i)
+		before, after = append(before, b), append(after, a)
+		require.Equal(t, store.PutStored, put(old, b), b)
+		require.Equal(t, store.PutStored, put(two, a), a)
+		for _, w := range []*store.WheelStage{one, two} {
+			require.Equal(t, store.PutDuplicate, put(w, b), b)
+			require.Equal(t, store.PutDuplicate, put(w, a), a)
+		}
+	}
+	moved, err := rdb.Keys(ctx, "{"+prefix+"}:fwd:*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, moved, "some alerts placed in phase 2 are in shards the old count has not")
+	listed, err := two.DueWithin(ctx, time.Minute, 1000)
+	require.NoError(t, err)
+	require.Len(t, listed, 2*n, "the fire loop sees both counts' shards")
+
+	// Cancelled through a replica of phase 1: each where it is.
+	for _, id := range []string{before[0], after[0]} {
+		r, err := one.Cancel(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, store.CancelRemoved, r, id)
+		require.Equal(t, store.PutCancelled, put(two, id), id)
+		gone, err := two.IsCancelled(ctx, id)
+		require.NoError(t, err)
+		require.True(t, gone, id)
+	}
+	// Claimed and released through phase 2, in one batch of both kinds.
+	ids := append(append([]string{}, before[1:]...), after[1:]...)
+	c, err := two.Claim(ctx, ids, "replica/claim")
+	require.NoError(t, err)
+	require.Len(t, c.Entries, len(ids), "every alert claimed once, wherever it is")
+	claims := make([]store.Claim, len(c.Entries))
+	for i, e := range c.Entries {
+		claims[i] = e.Claim()
+	}
+	lost, err := two.Release(ctx, store.Delivered, claims...)
+	require.NoError(t, err)
+	require.Zero(t, lost)
+	for _, id := range ids {
+		require.Equal(t, store.PutDone, put(one, id), id)
+		require.Equal(t, store.PutDone, put(two, id), id)
+	}
+	waiting, inflight, err := two.Stats(ctx)
+	require.NoError(t, err)
+	require.Zero(t, waiting+inflight)
+
+	// Settled at 3 (the old count's records ended: here they are still there, and the
+	// new count finds those of the alerts that moved).
+	three := store.NewWheelStage(rdb, prefix, opts(3, 0, 0))
+	for _, id := range after[1:] {
+		require.Equal(t, store.PutDone, put(three, id), id)
+	}
+	require.Equal(t, store.PutCancelled, put(three, after[0]))
+}
