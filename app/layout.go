@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -20,8 +21,8 @@ type layoutWatch struct {
 	prefix  string
 	replica string
 	ws      *store.WheelStage
-	// settleAfter is how long after phase 2 began the old count's records may live: the
-	// horizon (an alert placed the old way is due by then) and its tombstone's life.
+	// settleAfter is how long a record of an alert that is over may live: a done
+	// marker's or a tombstone's life (store.SettleLayout).
 	settleAfter time.Duration
 	logger      *slog.Logger
 	phase       prometheus.Gauge
@@ -39,34 +40,50 @@ func newLayoutWatch(reg prometheus.Registerer, rdb redis.UniversalClient, prefix
 	return w
 }
 
-// run follows the move until it settles or ctx ends; a replica whose stage does not move
-// has nothing to follow (a move another replica starts waits for it to start again).
-func (w *layoutWatch) run(ctx context.Context, replica string, every time.Duration) {
+// run says again every period which layout this replica acts in and follows the move,
+// until ctx ends; it returns an error wrapping store.ErrShardsChanged when this replica
+// may no longer run in its layout (it acts in a settled count the deployment moves away
+// from: it was paused or cut off while phase 2 began), and the replica stops, to start
+// again in the move.
+func (w *layoutWatch) run(ctx context.Context, replica string, every time.Duration) error {
 	w.replica = replica
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for done := !w.ws.Layout().Moving(); !done; {
+	var lastSettle time.Time
+	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
-		var err error
-		if done, err = w.step(ctx); err != nil {
-			w.logger.Warn("cannot follow the wheel stage's move to another shard count; trying again", "layout", w.ws.Layout().String(), "err", err)
+		err := w.step(ctx, time.Since(lastSettle) >= settleEvery)
+		switch {
+		case errors.Is(err, store.ErrShardsChanged):
+			return err
+		case errors.Is(err, errSettleTried):
+			lastSettle = time.Now()
+		case err != nil:
+			w.logger.Warn("cannot say which shard layout this replica acts in; trying again", "layout", w.ws.Layout().String(), "err", err)
 		}
 	}
 }
 
-// step is one look at the move; done once it settled.
-func (w *layoutWatch) step(ctx context.Context) (done bool, err error) {
+// settleEvery spaces the looks at whether a move can settle, which scan the old shards.
+const settleEvery = 10 * time.Minute
+
+// errSettleTried is step's answer when it looked whether the move can settle.
+var errSettleTried = errors.New("looked whether the move settles")
+
+// step is one look: the ack, and while the stage moves, the move's next phase, and,
+// when settle is set, whether it settles.
+func (w *layoutWatch) step(ctx context.Context, settle bool) error {
 	l := w.ws.Layout()
-	if err := store.AckLayout(ctx, w.rdb, w.prefix, w.replica, l); err != nil {
-		return false, err
+	if err := store.AckLayout(ctx, w.rdb, w.prefix, w.replica, l); err != nil || !l.Moving() {
+		return err
 	}
 	rec, err := store.AdvanceLayout(ctx, w.rdb, w.prefix, l)
 	if err != nil || !rec.Moving() {
-		return err == nil, err
+		return err
 	}
 	if rec.Phase == 2 && l.Phase == 1 {
 		w.ws.PlaceNew()
@@ -74,18 +91,20 @@ func (w *layoutWatch) step(ctx context.Context) (done bool, err error) {
 		w.logger.Info("every live replica scans both shard counts: new alerts are placed by the new count",
 			"layout", rec.String())
 		if err := store.AckLayout(ctx, w.rdb, w.prefix, w.replica, w.ws.Layout()); err != nil {
-			return false, err
+			return err
 		}
 	}
-	if rec.Phase != 2 {
-		return false, nil
+	if rec.Phase != 2 || !settle {
+		return nil
 	}
 	settled, err := store.SettleLayout(ctx, w.rdb, w.prefix, rec, w.settleAfter, time.Now())
-	if err != nil || settled.Moving() {
-		return false, err
+	if err != nil {
+		return err
 	}
-	// This replica goes on in phase 2, which places every alert as the settled count
-	// does; the replicas that start from now on act in the settled count alone.
-	w.logger.Info("the wheel stage's move to another shard count is done", "shards", settled.Shards)
-	return true, nil
+	if !settled.Moving() {
+		// This replica goes on in phase 2, which places every alert as the settled count
+		// does; the replicas that start from now on act in the settled count alone.
+		w.logger.Info("the wheel stage's move to another shard count is done", "shards", settled.Shards)
+	}
+	return errSettleTried
 }

@@ -197,7 +197,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error
 	wsOpts := store.WheelStageOptionsFromConfig(cfg).In(st.layout)
 	wsOpts.OnDurability = durability.changed
 	ws := store.NewWheelStage(rdb, cfg.Redis.KeyPrefix, wsOpts)
-	layouts := newLayoutWatch(reg, rdb, cfg.Redis.KeyPrefix, ws, cfg.Scheduler.Horizon+ws.Options().CancelTTL, logger)
+	layouts := newLayoutWatch(reg, rdb, cfg.Redis.KeyPrefix, ws, max(ws.Options().CancelTTL, ws.Options().DoneTTL), logger)
 	if st.layout.Moving() || st.layout.Shards != max(cfg.Redis.Shards, 1) {
 		logger.Warn("the wheel stage moves to another shard count; this replica follows the deployment's layout",
 			"redis.shards", max(cfg.Redis.Shards, 1), "layout", st.layout.String())
@@ -328,7 +328,11 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error
 	defer func() { stopEsc(); <-escDone }()
 	layoutCtx, stopLayout := context.WithCancel(ctx)
 	layoutDone := make(chan struct{})
-	go func() { defer close(layoutDone); layouts.run(layoutCtx, sched.InstanceName(), cfg.Scheduler.Liveness) }()
+	movedOn := make(chan error, 1)
+	go func() {
+		defer close(layoutDone)
+		movedOn <- layouts.run(layoutCtx, sched.InstanceName(), cfg.Scheduler.Liveness)
+	}()
 	defer func() { stopLayout(); <-layoutDone }()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
@@ -398,10 +402,17 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error
 	logger.Info("rocketdelay serving", "version", Version, "http", ln.Addr().String(),
 		"topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.Group, "levels", cfg.Scheduler.Levels.String())
 
+	var stopErr error // the replica stops because it may not run on: it exits with it, to start again
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("serve: http server: %w", err)
+	case err := <-movedOn:
+		if err == nil {
+			break
+		}
+		stopErr = fmt.Errorf("serve: %w", err)
+		logger.Error("this replica acts in a wheel-stage layout the deployment moved away from; it stops, to start again in the move", "err", err)
 	}
 
 	// Readiness off first; then, within one deadline: the scheduler leaves the consumer
@@ -425,7 +436,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) (err error
 		}
 	}
 	logger.Info("stopped")
-	return nil
+	return stopErr
 }
 
 func newBuildInfo() prometheus.Collector {

@@ -278,9 +278,10 @@ type Redis struct {
 	WaitTimeout time.Duration `yaml:"waitTimeout" json:"waitTimeout"`
 	// Shards is how many shards the wheel stage is split into, 1 to 1024, each under a
 	// hash tag of its own, so that a Redis Cluster spreads the stage over its primaries
-	// (an alert belongs to one shard, by a hash of its id). Every replica must use the
-	// same number; changing it moves alerts to other shards, so a running deployment is
-	// drained first (docs/design.md). Default 1: the single-tag layout.
+	// (an alert belongs to one shard, by a hash of its id). A change rolled out replica
+	// by replica moves the stage to the new count online, every replica following the
+	// deployment's layout meanwhile (docs/design.md, Shards). Default 1: the single-tag
+	// layout.
 	Shards int `yaml:"shards" json:"shards"`
 }
 

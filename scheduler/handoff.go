@@ -369,7 +369,7 @@ func (p *handoffPool) quarantineOne(ctx context.Context, c store.Corrupt) {
 	err := p.delivery.Reject(ctx, delivery.Rejected{Alert: sender.Alert{ID: c.Claim.ID, Body: c.Record},
 		Reason: rejectCorruptEntry, Detail: "the wheel stage's record of this alert cannot be decoded (" + c.Err.Error() +
 			"): it was damaged in Redis or written by an unknown version; the record is kept as this row's payload"})
-	entry := store.Entry{ID: c.Claim.ID, Token: c.Claim.Token}
+	entry := c.Claim.Entry()
 	if err != nil {
 		p.releases.unreserve()
 		p.logger.Warn("cannot record a corrupt wheel-stage entry; it is given back and tried again", "rd_id", c.Claim.ID, "err", err)

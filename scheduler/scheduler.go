@@ -148,7 +148,7 @@ type Options struct {
 	// AfterFirstBeat, when set, runs once this replica's first beat has landed (it is
 	// live: a replica that changes the deployment's layout now sees it) and before it
 	// claims or consumes anything; an error ends the start. Serve re-reads the
-	// deployment's shard count there (store.ConfirmShards). Default none.
+	// deployment's layout there and says it acts in it (store.AckLayout). Default none.
 	AfterFirstBeat func(context.Context) error
 	// UnknownTargetWait is how long after the last replica that had a target said so its
 	// alerts still wait for one. Default config scheduler.unknownTargetWait.

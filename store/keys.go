@@ -48,6 +48,8 @@ import (
 //	  {p}:fwd:<id>     string      while the stage moves to another shard count, in the id's
 //	                               shard of the old count: the id moved to its new shard
 //	                               (moving.go, lua/lib_route.lua)
+//	  {p}:fence        string      the shard count a move away from reached phase 2: a
+//	                               replica settled in it writes no id here (moving.go)
 //	  {p}:trace:<id>   hash        an alert's trace for operators (trace.go)
 //	  {p}:pending      sorted set  id → due time, Unix ms: every alert accepted and not yet
 //	                               handed off or cancelled, hopping or waiting (pending.go)
@@ -70,6 +72,8 @@ import (
 //	  {p}:shards       string      the wheel stage's layout: its shard count, or the move
 //	                               from one to another (moving.go)
 //	  {p}:shards-acks  hash        replica → "<layout>|<Unix ms>": the layout it acts in
+//	  {p}:shards-clear string      "<move>|<Unix ms>": since when the old count holds no
+//	                               alert of the move that is still to be handed off
 //	  {p}:targets      hash        target → when a replica last said it knows it, Unix ms
 //	                               (deployment.go)
 //	  {p}:console:…    strings     console sessions and failed-login counters (console.go)
@@ -183,6 +187,8 @@ func (k keys) cancel(id string) string        { return k.stage() + "cancel:" + i
 func (k keys) resched(id string) string       { return k.stage() + "resched:" + id }
 func (k keys) gen(id string) string           { return k.stage() + "gen:" + id }
 func (k keys) fwd(id string) string           { return k.stage() + "fwd:" + id }
+func (k keys) fence() string                  { return k.stage() + "fence" }
+func (k keys) moveClear() string              { return k.stage() + "shards-clear" }
 func (k keys) once(key string) string         { return k.stage() + "once:" + key }
 func (k keys) signingKey() string             { return k.stage() + "signing-key" }
 func (k keys) deployment() string             { return k.stage() + "deployment" }

@@ -222,7 +222,7 @@ func (l *Liveness) Leave(ctx context.Context, replica string, keep ...string) (e
 	if err := checkReplica(replica); err != nil {
 		return 0, 0, fmt.Errorf("store: leave: %w", err)
 	}
-	groups := l.w.group(len(keep), func(k int) string { return keep[k] })
+	groups := l.w.candidates(len(keep), func(k int) string { return keep[k] }) // both shards while the stage moves
 	endeds := make([]int, len(l.w.shards))
 	lefts := make([]int, len(l.w.shards))
 	err = l.w.each(func(i int, s *shard) error {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,25 +169,44 @@ func (w *WheelStage) candidates(n int, id func(k int) string) [][]int {
 }
 
 // idScript is a script of one id in two forms: as it is, and behind lib_route.lua's
-// guard, for the id's old shard while the stage moves (its last key fwd, its last two
-// arguments the phase and fwd's lifetime).
+// guard (its last key fwd, its last two arguments the phase and fwd's lifetime): on the
+// id's old shard while the stage moves, and on its shard while the stage is settled,
+// where the guard only checks the stage was not moved away from.
 type idScript struct {
 	plain, guarded *redis.Script
 }
 
-// errForwarded is the guard's answer: the id lives in its new shard.
-const errForwarded = "RDFWD"
+// errForwarded is the guard's answer when the id lives in its new shard; errFenced when
+// the stage is settled in a count that a move left (phase 2): the replica must start
+// again to follow it.
+const (
+	errForwarded = "RDFWD"
+	errFenced    = "RDLAYOUT"
+)
+
+// ErrMovedOn wraps the error of a write of a replica that acts in a settled count the
+// deployment's wheel stage moves away from (phase 2 began while it was paused, or cut
+// off): it changes nothing, and the replica starts again to follow the move. It also
+// wraps ErrUnavailable: what it was storing is kept and tried again.
+var ErrMovedOn = errors.New("store: the deployment's wheel stage moved on to another shard count")
 
 func byIDScript(name string, libs ...string) idScript {
 	var src strings.Builder
-	for _, lib := range append(libs, "lib_route.lua") {
+	for _, lib := range libs {
 		src.WriteString(mustRead("lua/" + lib))
 	}
-	src.WriteString("local function run(KEYS, ARGV)\n" + mustRead("lua/"+name) + "\nend\n")
-	src.WriteString("local ttl = table.remove(ARGV)\nlocal phase = table.remove(ARGV)\n" +
-		"if route_elsewhere(table.remove(KEYS), phase, ttl) then\n  return redis.error_reply('" + errForwarded + " the id is in its new shard')\nend\n" +
-		"return run(KEYS, ARGV)\n")
-	return idScript{plain: scriptWith(name, libs...), guarded: redis.NewScript(src.String())}
+	return newIDScript(src.String(), mustRead("lua/"+name))
+}
+
+// newIDScript is the idScript of the script body after the functions of libs.
+func newIDScript(libs, body string) idScript {
+	guarded := libs + mustRead("lua/lib_route.lua") + "local function run(KEYS, ARGV)\n" + body + "\nend\n" +
+		"local ttl = table.remove(ARGV)\nlocal phase = table.remove(ARGV)\n" +
+		"local to = route(table.remove(KEYS), phase, ttl)\n" +
+		"if to == 'moved' then\n  return redis.error_reply('" + errForwarded + " the id is in its new shard')\nend\n" +
+		"if to == 'fenced' then\n  return redis.error_reply('" + errFenced + " the wheel stage moved on to another shard count; this replica acts in the old one alone')\nend\n" +
+		"return run(KEYS, ARGV)\n"
+	return idScript{plain: redis.NewScript(libs + body), guarded: redis.NewScript(guarded)}
 }
 
 // onShard runs sc for id on the shard that holds id's records (keys builds the script's
@@ -199,6 +219,11 @@ func (w *WheelStage) onShard(ctx context.Context, id string, sc idScript, write 
 		}
 		return s.Run(ctx, w.rdb, keys, args...)
 	}
+	s := w.shardOf(id)
+	if w.moving == nil {
+		settled := append(append([]any{}, args...), "0:"+strconv.Itoa(w.placed), 0)
+		return run(sc.guarded, append(keys(s), s.keys.fwd(id)), settled...)
+	}
 	if old := w.oldOf(id); old != nil {
 		guarded := append(append([]any{}, args...), w.moving.phase.Load(), w.fwdTTL().Milliseconds())
 		cmd := run(sc.guarded, append(keys(old), old.keys.fwd(id)), guarded...)
@@ -206,7 +231,7 @@ func (w *WheelStage) onShard(ctx context.Context, id string, sc idScript, write 
 			return cmd
 		}
 	}
-	return run(sc.plain, keys(w.shardOf(id)), args...)
+	return run(sc.plain, keys(s), args...)
 }
 
 // fwdTTL is how long the mark of a moved id lives in its old shard: longer than any
@@ -286,17 +311,17 @@ func casLayout(ctx context.Context, rdb redis.UniversalClient, prefix string, pr
 // each time its layout changes. The error wraps ErrShardsChanged when it may not run.
 func AckLayout(ctx context.Context, rdb redis.UniversalClient, prefix, replica string, l Layout) error {
 	k := newKeys(prefix)
-	got, err := layoutAckScript.Run(ctx, rdb, []string{k.shardCount(), k.layoutAcks()}, replica, l.String()).Text()
-	if err != nil {
-		return redisFail("say the shard layout", err)
+	got, err := layoutAckScript.Run(ctx, rdb, []string{k.shardCount(), k.layoutAcks(), k.fence()}, replica, l.String()).StringSlice()
+	if err != nil || len(got) != 2 {
+		return redisFail("say the shard layout", cmp.Or(err, errors.New("unexpected reply")))
 	}
-	rec, err := ParseLayout(got)
+	rec, err := ParseLayout(got[0])
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrShardsChanged, err)
 	}
-	if !l.Compatible(rec) {
-		return fmt.Errorf("%w: this replica acts in the layout %s, and the deployment's is %s now; start it again to follow",
-			ErrShardsChanged, l, rec)
+	if !l.Compatible(rec) || (!l.Moving() && got[1] == strconv.Itoa(l.Shards)) {
+		return fmt.Errorf("%w: this replica acts in the layout %s, and the deployment's is %s now (moving on from %s); start it again to follow",
+			ErrShardsChanged, l, rec, cmp.Or(got[1], "nothing"))
 	}
 	return nil
 }
@@ -304,11 +329,35 @@ func AckLayout(ctx context.Context, rdb redis.UniversalClient, prefix, replica s
 // AdvanceLayout moves a move in phase 1 to phase 2 once every replica live in the
 // stage (the liveness of shard 0, which every replica beats in) has acked the move, and
 // returns the record's layout: the caller's stage follows it (WheelStage.PlaceNew).
+//
+// Before it advances, it fences every shard of the old count ({p}:fence holds the old
+// count): a replica that acts in the old count alone and was not live when the acks were
+// counted (paused past its liveness, cut off) can no longer write an id there
+// (lua/lib_route.lua's guard fails, ErrMovedOn), and its AckLayout tells it to start
+// again. The fence stays until the move settles.
 func AdvanceLayout(ctx context.Context, rdb redis.UniversalClient, prefix string, l Layout) (Layout, error) {
 	k := newKeys(prefix)
-	got, err := layoutAdvanceScript.Run(ctx, rdb, []string{k.shardCount(), k.layoutAcks(), k.live()}, l.String(), l.move()).Text()
+	advance := func(mode string) (string, error) {
+		got, err := layoutAdvanceScript.Run(ctx, rdb, []string{k.shardCount(), k.layoutAcks(), k.live()}, l.String(), l.move(), mode).Text()
+		if err != nil {
+			return "", redisFail("advance the shard move", err)
+		}
+		return got, nil
+	}
+	got, err := advance("check")
+	if err == nil && got == "ready" {
+		if _, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range l.From {
+				p.Set(ctx, k.shard(i, l.From).fence(), strconv.Itoa(l.From), 0)
+			}
+			return nil
+		}); err != nil {
+			return Layout{}, redisFail("fence the old shard count", err)
+		}
+		got, err = advance("set")
+	}
 	if err != nil {
-		return Layout{}, redisFail("advance the shard move", err)
+		return Layout{}, err
 	}
 	rec, err := ParseLayout(got)
 	if err != nil {
@@ -317,43 +366,107 @@ func AdvanceLayout(ctx context.Context, rdb redis.UniversalClient, prefix string
 	return rec, nil
 }
 
-// SettleLayout ends a move in phase 2 whose old count's records have all ended: its
-// shards that the new count does not share hold nothing, and since the phase began
-// longer has passed than any record lives (settleAfter: the horizon, for the due time of
-// the last alert placed the old way, plus CancelTTL). The record then names the new
-// count alone, and replicas that start act in it; those in phase 2 go on as they are.
-// It returns the record's layout, settled or not.
+// SettleLayout ends a move in phase 2 whose old count's records have all ended, and
+// returns the record's layout, settled or not. The old count's shards (those the new
+// count shares too) must hold nothing still to be handed off of an alert placed the old
+// way: no entry and no pending alert (hopping ones are listed too) whose new shard is
+// another. From the first look that finds them so, no record is written there again but
+// for alerts that are over (a done marker, a tombstone), so once settleAfter has passed
+// since (the longest life of a done marker or a tombstone) every record of the old count
+// has ended. The record then names the new count alone, the fences go, and replicas that
+// start act in the new count; those in phase 2 go on as they are. The look scans the old
+// shards' entries and pending alerts: callers make it now and then, not at every beat.
 func SettleLayout(ctx context.Context, rdb redis.UniversalClient, prefix string, l Layout, settleAfter time.Duration, now time.Time) (Layout, error) {
-	if l.Phase != 2 || now.Sub(l.Since) < settleAfter {
+	if l.Phase != 2 {
 		return l, nil
 	}
-	left, err := NewWheelStage(rdb, prefix, WheelStageOptions{Shards: l.Shards, From: l.From}).oldLeft(ctx)
-	if err != nil || left {
+	k := newKeys(prefix)
+	left, err := NewWheelStage(rdb, prefix, WheelStageOptions{Shards: l.Shards, From: l.From, Phase: 2}).oldLeft(ctx)
+	if err != nil {
 		return l, err
 	}
-	rec, _, err := casLayout(ctx, rdb, prefix, l, Layout{Shards: l.Shards})
-	return rec, err
+	if left {
+		if err := rdb.Del(ctx, k.moveClear()).Err(); err != nil {
+			return l, redisFail("note the shard move's progress", err)
+		}
+		return l, nil
+	}
+	clear := fmt.Sprintf("%s|%d", l.move(), now.UnixMilli())
+	prev, err := rdb.SetArgs(ctx, k.moveClear(), clear, redis.SetArgs{Mode: "NX", Get: true}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return l, redisFail("note the shard move's progress", err)
+	}
+	if move, ms, ok := strings.Cut(prev, "|"); ok && move == l.move() {
+		if since, err := strconv.ParseInt(ms, 10, 64); err == nil && now.Sub(time.UnixMilli(since)) < settleAfter {
+			return l, nil
+		}
+	} else {
+		if prev != "" { // another move's: this one's starts now
+			if err := rdb.Set(ctx, k.moveClear(), clear, 0).Err(); err != nil {
+				return l, redisFail("note the shard move's progress", err)
+			}
+		}
+		if settleAfter > 0 {
+			return l, nil
+		}
+	}
+	rec, ok, err := casLayout(ctx, rdb, prefix, l, Layout{Shards: l.Shards})
+	if err != nil || !ok {
+		return rec, err
+	}
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range l.From {
+			p.Del(ctx, k.shard(i, l.From).fence())
+		}
+		p.Del(ctx, k.moveClear())
+		return nil
+	})
+	if err != nil {
+		return rec, redisFail("lift the old shard count's fences", err)
+	}
+	return rec, nil
 }
 
-// oldLeft reports whether a shard of the old count that the new count does not share
-// still holds an entry or a pending alert.
+// oldLeft reports whether a shard of the old count holds an entry or a pending alert
+// placed the old way: one whose shard of the new count is another.
 func (w *WheelStage) oldLeft(ctx context.Context) (bool, error) {
 	if w.moving == nil {
 		return false, nil
 	}
-	var cmds []*redis.IntCmd
-	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, s := range w.shards[w.placed:] {
-			cmds = append(cmds, p.HLen(ctx, s.entries), p.ZCard(ctx, s.keys.pending()))
+	placedOld := func(s *shard, ids []string) bool {
+		for _, id := range ids {
+			if w.oldOf(id) == s {
+				return true
+			}
 		}
-		return nil
-	})
-	if err != nil {
-		return false, w.fail("count the old shards", err)
+		return false
 	}
-	for _, c := range cmds {
-		if c.Val() > 0 {
-			return true, nil
+	seen := make(map[*shard]bool)
+	for _, s := range w.moving.old {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		for _, scan := range []func(cursor uint64) *redis.ScanCmd{
+			func(cursor uint64) *redis.ScanCmd { return w.rdb.HScan(ctx, s.entries, cursor, "", 1000) },
+			func(cursor uint64) *redis.ScanCmd { return w.rdb.ZScan(ctx, s.keys.pending(), cursor, "", 1000) },
+		} {
+			for cursor := uint64(0); ; {
+				pairs, next, err := scan(cursor).Result()
+				if err != nil {
+					return false, w.fail("look at the old shards", err)
+				}
+				ids := make([]string, 0, len(pairs)/2)
+				for i := 0; i+1 < len(pairs); i += 2 {
+					ids = append(ids, pairs[i])
+				}
+				if placedOld(s, ids) {
+					return true, nil
+				}
+				if cursor = next; cursor == 0 {
+					break
+				}
+			}
 		}
 	}
 	return false, nil

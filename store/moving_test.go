@@ -24,8 +24,12 @@ func TestAShardMoveWaitsForEveryLiveReplica(t *testing.T) {
 	one, err := store.ClaimShards(ctx, rdb, prefix, 1, true)
 	require.NoError(t, err)
 	stage := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: 1, Liveness: time.Minute})
-	_, err = stage.Put(ctx, store.Entry{ID: "waiting", Target: "ops", DueAt: time.Now().Add(time.Minute), Body: []byte("x")})
-	require.NoError(t, err)
+	var placed []string // placed by the old count: some of them in another shard of the new one
+	for i := range 8 {
+		placed = append(placed, fmt.Sprintf("waiting-%d", i))
+		_, err = stage.Put(ctx, store.Entry{ID: placed[i], Target: "ops", DueAt: time.Now().Add(time.Minute), Body: []byte("x")})
+		require.NoError(t, err)
+	}
 	_, err = stage.Liveness(nil).Beat(ctx, "replica-a")
 	require.NoError(t, err)
 	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-a", one))
@@ -42,6 +46,8 @@ func TestAShardMoveWaitsForEveryLiveReplica(t *testing.T) {
 	rec, err := store.AdvanceLayout(ctx, rdb, prefix, moving)
 	require.NoError(t, err)
 	require.Equal(t, moving, rec, "replica-a, live, looks only at the old count: phase 2 waits")
+	_, err = stage.Put(ctx, store.Entry{ID: "still-old", Target: "ops", DueAt: time.Now().Add(time.Minute), Body: []byte("x")})
+	require.NoError(t, err, "and it writes as before")
 
 	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-a", follow), "replica-a started again in the move")
 	rec, err = store.AdvanceLayout(ctx, rdb, prefix, moving)
@@ -51,17 +57,36 @@ func TestAShardMoveWaitsForEveryLiveReplica(t *testing.T) {
 	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-b", moving), "phase 1 runs beside phase 2")
 	err = store.AckLayout(ctx, rdb, prefix, "replica-c", one)
 	require.ErrorIs(t, err, store.ErrShardsChanged, "the old count alone, after phase 2 began")
+	_, err = stage.Put(ctx, store.Entry{ID: "late-old", Target: "ops", DueAt: time.Now().Add(time.Minute), Body: []byte("x")})
+	require.ErrorIs(t, err, store.ErrMovedOn, "a replica of the old count alone that was away writes nothing")
+	require.ErrorIs(t, err, store.ErrUnavailable, "and keeps what it was storing")
 	again, err := store.ClaimShards(ctx, rdb, prefix, 3, true)
 	require.NoError(t, err)
 	require.Equal(t, rec.String(), again.String())
 
-	same, err := store.SettleLayout(ctx, rdb, prefix, rec, time.Hour, time.Now())
+	now := time.Now()
+	same, err := store.SettleLayout(ctx, rdb, prefix, rec, 0, now)
 	require.NoError(t, err)
-	require.Equal(t, rec.String(), same.String(), "records of the old count may live on")
-	settled, err := store.SettleLayout(ctx, rdb, prefix, rec, time.Hour, time.Now().Add(2*time.Hour))
+	require.Equal(t, rec.String(), same.String(), "alerts placed the old way are still to be handed off")
+	two := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: 3, From: 1, Phase: 2})
+	for _, id := range append(placed, "still-old") {
+		r, err := two.Cancel(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, store.CancelRemoved, r, id)
+	}
+	same, err = store.SettleLayout(ctx, rdb, prefix, rec, time.Hour, now)
+	require.NoError(t, err)
+	require.Equal(t, rec.String(), same.String(), "their tombstones live on")
+	same, err = store.SettleLayout(ctx, rdb, prefix, rec, time.Hour, now.Add(59*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, rec.String(), same.String())
+	settled, err := store.SettleLayout(ctx, rdb, prefix, rec, time.Hour, now.Add(61*time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, store.Layout{Shards: 3}, settled)
 	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-b", rec), "phase 2 runs beside the count it settled at")
+	fences, err := rdb.Exists(ctx, "{"+prefix+"}:fence").Result()
+	require.NoError(t, err)
+	require.Zero(t, fences, "the fence is lifted")
 }
 
 // TestAMovingStageKeepsEachAlertInOneShard: alerts placed by the old count and by the

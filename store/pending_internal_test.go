@@ -43,9 +43,9 @@ func BenchmarkPendingIndexCost(b *testing.B) {
 	ws := NewWheelStage(rdb, prefix, WheelStageOptions{})
 
 	onPut, onRelease, onHop := wheelPutScript, wheelReleaseScript, traceHopScript
-	offPut := idScript{plain: redis.NewScript(pendingOff + mustRead("lua/wheel_put.lua"))}
+	offPut := newIDScript(pendingOff, mustRead("lua/wheel_put.lua"))
 	offRelease := redis.NewScript(mustRead("lua/lib_holding.lua") + pendingOff + mustRead("lua/wheel_release.lua"))
-	offHop := idScript{plain: redis.NewScript(pendingOff + mustRead("lua/trace_hop.lua"))}
+	offHop := newIDScript(pendingOff, mustRead("lua/trace_hop.lua"))
 	defer func() { wheelPutScript, wheelReleaseScript, traceHopScript = onPut, onRelease, onHop }()
 	body := make([]byte, 512)
 	_, _ = rand.Read(body)

@@ -67,9 +67,10 @@ type WheelStageOptions struct {
 	Liveness time.Duration
 	// Shards is how many shards the stage is split into, each under a hash tag of its own
 	// (keys.go), so that a Redis Cluster spreads the stage over its primaries; an id's
-	// shard is FNV-1a-32(id) mod Shards. Every replica of a deployment must use the same
-	// number, and changing it needs a drain (docs/design.md). Default 1 (config
-	// redis.shards): one tag, {p}, the layout of a stage that was never sharded.
+	// shard is FNV-1a-32(id) mod Shards. Every replica of a deployment acts in the
+	// deployment's layout (ClaimShards), which From and Phase complete while it moves.
+	// Default 1 (config redis.shards): one tag, {p}, the layout of a stage that was
+	// never sharded.
 	Shards int
 	// From, when above 0 and not Shards, is the count the stage moves from to Shards
 	// (online resharding, moving.go: the deployment's Layout): the stage scans the
@@ -189,6 +190,11 @@ type Claim struct {
 
 // Claim returns the claim that holds e (e.ID and e.Token).
 func (e Entry) Claim() Claim { return Claim{ID: e.ID, Token: e.Token, home: e.home} }
+
+// Entry returns the bare entry c holds (its id and claim, nothing of its record), for a
+// hand-off that has only the claim (a corrupt record's): giving it back or releasing it
+// reaches the shard c was taken in.
+func (c Claim) Entry() Entry { return Entry{ID: c.ID, Token: c.Token, home: c.home} }
 
 // shardOfClaim returns the shard that holds c's entry.
 func (w *WheelStage) shardOfClaim(c Claim) *shard {
@@ -1095,7 +1101,9 @@ func (w *WheelStage) write(ctx context.Context, s *redis.Script, keys []string, 
 			continue
 		}
 		switch {
-		case cmd.Err() != nil:
+		case cmd.Err() != nil && !redis.HasErrorPrefix(cmd.Err(), errForwarded):
+			// A script that failed is answered as it failed. The guard's answer that the
+			// id moved may have marked it (lua/lib_route.lua): a write like any other.
 		case wait.Err() != nil:
 			cmd.SetErr(wait.Err())
 		case wait.Val() < int64(w.opts.Replicas):
@@ -1321,6 +1329,9 @@ var ErrLapsed = errors.New("the replica's liveness lapsed")
 func (w *WheelStage) fail(op string, err error) error {
 	if redis.HasErrorPrefix(err, "LAPSED") {
 		return fmt.Errorf("store: %s: %w: %s", op, ErrLapsed, strings.TrimPrefix(err.Error(), "LAPSED "))
+	}
+	if redis.HasErrorPrefix(err, errFenced) {
+		return fmt.Errorf("store: %s: %w: %w", op, ErrMovedOn, ErrUnavailable)
 	}
 	if errors.Is(err, ErrUnavailable) {
 		return fmt.Errorf("store: %s: %w", op, err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rocketdelay/rocketdelay/sender/chatsim"
 	"github.com/rocketdelay/rocketdelay/sender/dingtalk"
+	"github.com/rocketdelay/rocketdelay/store"
 	"github.com/rocketdelay/rocketdelay/wire"
 )
 
@@ -39,6 +40,7 @@ var setups = map[string]func(ctx context.Context, e *env) error{
 	ScenarioRollingUpgrade: setupPreviousRelease,
 	ScenarioRollingConfig:  setupRollingConfig,
 	ScenarioReloadConfig:   setupRollingConfig,
+	ScenarioReshard:        setupReshard,
 }
 
 // previousRelease reads the commit of the previous release from previousReleaseFile
@@ -508,4 +510,65 @@ func (r *replica) configDigest() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("chaos: %s names no configuration digest", r.name)
+}
+
+// reshardTo is the shard count reshard rolls out; the replicas start with one.
+const reshardTo = 3
+
+// setupReshard gives the scenario two revisions of the configuration: redis.shards 1
+// (both replicas at start) and reshardTo.
+func setupReshard(_ context.Context, e *env) error {
+	e.reconfigure = func(revision int, d *configData) {
+		d.Shards = 1 + revision*(reshardTo-1)
+	}
+	return nil
+}
+
+// reshard: redis.shards changed from 1 to 3 under a steady load, replica by replica as
+// rolling-upgrade changes the release: the first replica started with 3 starts the
+// wheel stage's move (phase 1: both counts scanned, alerts placed as before) beside the
+// other, which still runs 1; once the second runs 3 too, every live replica has acked
+// the move and new alerts are placed in the new shards (phase 2). Nothing may be lost,
+// doubled or early, the p99 lateness stays within 1s, and the move must have reached
+// phase 2 with alerts placed in the new shards, or the scenario proves nothing.
+func runReshard(ctx context.Context, e *env) error {
+	o := e.r.opts
+	e.latenessBound = time.Second
+	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
+		if err := rollingUpdate(ctx, e, o.PublishOver/3, func(i int) string {
+			e.revision[i] = 1
+			return fmt.Sprintf("started with redis.shards %d", reshardTo)
+		}); err != nil || ctx.Err() != nil {
+			return err
+		}
+		return e.awaitPhase2(ctx)
+	})
+}
+
+// awaitPhase2 waits, a bounded time, until the layout record says the move is in phase
+// 2, and until alerts were placed in the new shards; it notes both.
+func (e *env) awaitPhase2(ctx context.Context) error {
+	key := "{" + e.prefix + "}:shards"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rec, err := e.rdb.Get(ctx, key).Result()
+		if err != nil {
+			return fmt.Errorf("chaos: read the layout %s: %w", key, err)
+		}
+		l, err := store.ParseLayout(rec)
+		if err != nil {
+			return err
+		}
+		moved, err := e.rdb.Keys(ctx, "{"+e.prefix+"}:fwd:*").Result()
+		if err != nil {
+			return err
+		}
+		if l.Phase == 2 && len(moved) > 0 {
+			e.note("the layout is %s, %d alerts placed in new shards by then", rec, len(moved))
+			return nil
+		}
+		if time.Now().After(deadline) || !sleep(ctx, 200*time.Millisecond) {
+			return fmt.Errorf("chaos: the move never placed an alert in a new shard: the layout is %s, %d alerts moved", rec, len(moved))
+		}
+	}
 }

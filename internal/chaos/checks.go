@@ -240,7 +240,12 @@ func (e *env) checkPending(ctx context.Context, row *Row) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	c, err := store.NewWheelStage(e.rdb, e.prefix, store.WheelStageOptions{}).CountPending(ctx, time.Now(), 0)
+	ws, err := store.OpenWheelStage(ctx, e.rdb, e.prefix, store.WheelStageOptions{}) // every shard of the deployment's layout
+	if err != nil {
+		row.Err = errors.Join(row.Err, fmt.Errorf("chaos: count the pending alerts: %w", err))
+		return
+	}
+	c, err := ws.CountPending(ctx, time.Now(), 0)
 	if err != nil {
 		row.Err = errors.Join(row.Err, fmt.Errorf("chaos: count the pending alerts: %w", err))
 		return

@@ -86,11 +86,14 @@ const (
 	ScenarioFailoverDegraded = "failover-degraded"
 	// (26) rolling-config's change applied by reloading each replica's file, no restart
 	ScenarioReloadConfig = "reload-config"
-	ScenarioBaseline     = "baseline" // no fault: the reference row
-	scenarioIDPattern    = `[0-9a-f]{6}-[a-z-]+-\d{5}`
+	// (27) redis.shards changed from 1 to 3, rolled out replica by replica under a
+	// steady load: the wheel stage moves online
+	ScenarioReshard   = "reshard"
+	ScenarioBaseline  = "baseline" // no fault: the reference row
+	scenarioIDPattern = `[0-9a-f]{6}-[a-z-]+-\d{5}`
 )
 
-// AllScenarios lists every scenario in the order Run runs them: (27) and on, a kill-one
+// AllScenarios lists every scenario in the order Run runs them: (28) and on, a kill-one
 // and a storm with every alert for the target of each chat platform but DingTalk
 // (ChannelScenarios), their robots' limits held at the simulator (per second too, where
 // the platform has such a limit), the storms in each platform's own answers.
@@ -99,7 +102,7 @@ var AllScenarios = append([]string{ScenarioKillOne, ScenarioKillBoth, ScenarioRe
 	ScenarioRedisFailover, ScenarioKillOneCluster, ScenarioRedisBlips, ScenarioRetryJobZombie,
 	ScenarioRedisOutage, ScenarioPostgresOutage, ScenarioCombined, ScenarioKillOneTopic, ScenarioBrokerTopic,
 	ScenarioKillBusy, ScenarioRolling, ScenarioRollingUpgrade, ScenarioRollingConfig, ScenarioTwoDeployments,
-	ScenarioStartWithoutRedis, ScenarioFailoverDegraded, ScenarioReloadConfig}, ChannelScenarios()...)
+	ScenarioStartWithoutRedis, ScenarioFailoverDegraded, ScenarioReloadConfig, ScenarioReshard}, ChannelScenarios()...)
 
 // ChannelScenarios are the kill-one and the storm of every chat platform's target but
 // DingTalk's (whose are kill-one and storm), in the registry's order: kill-one-wecom,
@@ -479,6 +482,7 @@ var scenarios = map[string]scenarioFunc{
 
 	ScenarioRollingUpgrade:    runRollingUpgrade,
 	ScenarioRollingConfig:     runRollingConfig,
+	ScenarioReshard:           runReshard,
 	ScenarioTwoDeployments:    runTwoDeployments,
 	ScenarioStartWithoutRedis: runStartWithoutRedis,
 	ScenarioFailoverDegraded:  runFailoverDegraded,

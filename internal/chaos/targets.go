@@ -135,6 +135,8 @@ type configData struct {
 	Limits map[string]int
 	// Sections are the chat platforms with a section of their own under sender.
 	Sections []configSection
+	// Shards is redis.shards; 0 leaves it out.
+	Shards int
 }
 
 // configSection is a chat platform's section under sender.
@@ -176,6 +178,9 @@ sender:
   breakerOpen: 3s
 failedSends: {interval: 1s, backoffBase: 1s, backoffCap: 4s, maxAttempts: 1000, batchSize: 200, claimLease: {{.ClaimLease}}}
 shutdownTimeout: 10s
+{{- if .Shards}}
+redis: {shards: {{.Shards}}}
+{{- end}}
 `))
 
 // tokenPrefix is what every robot token of e's scenario starts with.

@@ -772,4 +772,44 @@ end`,
 		Package:   "./scheduler",
 		Tests:     "^(TestReleasesOutstandingAreBounded|TestWhatIsSentWithoutItsReleaseIsBounded)$",
 	},
+	{
+		// killed: an alert put in phase 2 stays in its old shard whatever it holds: require.NotEmpty(moved) fails
+		Name:      "move-never-places-new",
+		Invariant: "a shard move: in phase 2 an alert with no record in its old shard is placed in its new one",
+		File:      "store/lua/lib_route.lua",
+		From:      "if phase ~= '2' then",
+		To:        "if phase ~= '3' then",
+		Package:   "./store",
+		Tests:     "^TestAMovingStageKeepsEachAlertInOneShard$",
+	},
+	{
+		// killed: an alert put by the old count is stored again in its new shard: require.Equal(PutDuplicate, put(w, b)) fails
+		Name:      "move-skips-the-old-shard",
+		Invariant: "a shard move: every script of an id runs first on its old shard, where its records may be",
+		File:      "store/moving.go",
+		From:      "if old := w.oldOf(id); old != nil {\n\t\tguarded",
+		To:        "if old := w.oldOf(id); old != nil && false {\n\t\tguarded",
+		Package:   "./store",
+		Tests:     "^TestAMovingStageKeepsEachAlertInOneShard$",
+	},
+	{
+		// killed: the released claims of alerts of the old count are released in their new shard and stay in flight: require.Zero(waiting+inflight) fails
+		Name:      "move-releases-by-id",
+		Invariant: "a shard move: a claim is confirmed, given back and released in the shard it was taken in",
+		File:      "store/wheelstage.go",
+		From:      "if c.home != nil {",
+		To:        "if c.home != nil && false {",
+		Package:   "./store",
+		Tests:     "^TestAMovingStageKeepsEachAlertInOneShard$",
+	},
+	{
+		// killed: phase 2 begins while replica-a, live, acts in the old count alone: require.Equal(moving, rec) fails
+		Name:      "move-advances-past-a-live-replica",
+		Invariant: "a shard move: phase 2 begins only once every live replica scans both counts",
+		File:      "store/lua/layout_advance.lua",
+		From:      "    return cur\n  end\nend",
+		To:        "  end\nend",
+		Package:   "./store",
+		Tests:     "^TestAShardMoveWaitsForEveryLiveReplica$",
+	},
 }
