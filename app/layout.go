@@ -49,36 +49,34 @@ func (w *layoutWatch) run(ctx context.Context, replica string, every time.Durati
 	w.replica = replica
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var lastSettle time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		err := w.step(ctx, time.Since(lastSettle) >= settleEvery)
-		switch {
-		case errors.Is(err, store.ErrShardsChanged):
+		err := w.step(ctx, every)
+		if errors.Is(err, store.ErrShardsChanged) {
 			return err
-		case errors.Is(err, errSettleTried):
-			lastSettle = time.Now()
-		case err != nil:
+		}
+		if err != nil {
 			w.logger.Warn("cannot say which shard layout this replica acts in; trying again", "layout", w.ws.Layout().String(), "err", err)
 		}
 	}
 }
 
-// settleEvery spaces the looks at whether a move can settle, which scan the old shards.
+// settleEvery spaces the deployment's looks at whether a move settles, which scan the
+// old shards' indexes: one replica looks, once in this period.
 const settleEvery = 10 * time.Minute
 
-// errSettleTried is step's answer when it looked whether the move can settle.
-var errSettleTried = errors.New("looked whether the move settles")
-
-// step is one look: the ack, and while the stage moves, the move's next phase, and,
-// when settle is set, whether it settles.
-func (w *layoutWatch) step(ctx context.Context, settle bool) error {
+// step is one look: the ack and the fences a settled move left, and while the stage
+// moves, the move's next phase and, now and then, whether it settles.
+func (w *layoutWatch) step(ctx context.Context, every time.Duration) error {
 	l := w.ws.Layout()
-	if err := store.AckLayout(ctx, w.rdb, w.prefix, w.replica, l); err != nil || !l.Moving() {
+	if err := store.AckLayout(ctx, w.rdb, w.prefix, w.replica, l); err != nil {
+		return err
+	}
+	if err := store.LiftFences(ctx, w.rdb, w.prefix); err != nil || !l.Moving() {
 		return err
 	}
 	rec, err := store.AdvanceLayout(ctx, w.rdb, w.prefix, l)
@@ -94,17 +92,19 @@ func (w *layoutWatch) step(ctx context.Context, settle bool) error {
 			return err
 		}
 	}
-	if rec.Phase != 2 || !settle {
+	// Every replica left phase 1 within a period of phase 2's start: from then on the
+	// old count places no new alert, and a look that finds it clear holds.
+	if rec.Phase != 2 || time.Since(rec.Since) < 2*every {
 		return nil
 	}
-	settled, err := store.SettleLayout(ctx, w.rdb, w.prefix, rec, w.settleAfter, time.Now())
-	if err != nil {
+	if turn, err := store.SettleTurn(ctx, w.rdb, w.prefix, settleEvery); err != nil || !turn {
 		return err
 	}
-	if !settled.Moving() {
+	settled, err := store.SettleLayout(ctx, w.rdb, w.prefix, rec, w.settleAfter, time.Now())
+	if err == nil && !settled.Moving() {
 		// This replica goes on in phase 2, which places every alert as the settled count
 		// does; the replicas that start from now on act in the settled count alone.
 		w.logger.Info("the wheel stage's move to another shard count is done", "shards", settled.Shards)
 	}
-	return errSettleTried
+	return err
 }

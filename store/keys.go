@@ -74,6 +74,8 @@ import (
 //	  {p}:shards-acks  hash        replica → "<layout>|<Unix ms>": the layout it acts in
 //	  {p}:shards-clear string      "<move>|<Unix ms>": since when the old count holds no
 //	                               alert of the move that is still to be handed off
+//	  {p}:fence-lift   string      the count whose shards' fences a settled move left
+//	  {p}:shards-settling string   held by the replica that looks whether a move settles
 //	  {p}:targets      hash        target → when a replica last said it knows it, Unix ms
 //	                               (deployment.go)
 //	  {p}:console:…    strings     console sessions and failed-login counters (console.go)
@@ -189,6 +191,8 @@ func (k keys) gen(id string) string           { return k.stage() + "gen:" + id }
 func (k keys) fwd(id string) string           { return k.stage() + "fwd:" + id }
 func (k keys) fence() string                  { return k.stage() + "fence" }
 func (k keys) moveClear() string              { return k.stage() + "shards-clear" }
+func (k keys) fenceLift() string              { return k.stage() + "fence-lift" }
+func (k keys) settleTurn() string             { return k.stage() + "shards-settling" }
 func (k keys) once(key string) string         { return k.stage() + "once:" + key }
 func (k keys) signingKey() string             { return k.stage() + "signing-key" }
 func (k keys) deployment() string             { return k.stage() + "deployment" }

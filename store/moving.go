@@ -293,7 +293,12 @@ func ReadLayout(ctx context.Context, rdb redis.UniversalClient, prefix string) (
 // casLayout changes the record from prev to next, unless it holds something else: then
 // it returns that.
 func casLayout(ctx context.Context, rdb redis.UniversalClient, prefix string, prev, next Layout) (Layout, bool, error) {
-	got, err := layoutCASScript.Run(ctx, rdb, []string{newKeys(prefix).shardCount()}, prev.String(), next.String()).Text()
+	lift := "" // a move that settles leaves its fences to be lifted
+	if prev.Moving() && !next.Moving() {
+		lift = strconv.Itoa(prev.From)
+	}
+	k := newKeys(prefix)
+	got, err := layoutCASScript.Run(ctx, rdb, []string{k.shardCount(), k.fenceLift()}, prev.String(), next.String(), lift).Text()
 	if err != nil {
 		return Layout{}, false, redisFail("change the shard layout", err)
 	}
@@ -414,21 +419,49 @@ func SettleLayout(ctx context.Context, rdb redis.UniversalClient, prefix string,
 	if err != nil || !ok {
 		return rec, err
 	}
+	if err := rdb.Del(ctx, k.moveClear()).Err(); err != nil {
+		return rec, redisFail("note the shard move's progress", err)
+	}
+	return rec, LiftFences(ctx, rdb, prefix)
+}
+
+// LiftFences lifts the fences of a move that settled (AdvanceLayout wrote them; the
+// settle noted which count's shards hold them): a replica settled in that count later
+// (the count moved back to it) must not find them. Every replica calls it every
+// liveness period, so a settle cut off before it lifted them is finished by another;
+// with nothing to lift it is one read.
+func LiftFences(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	k := newKeys(prefix)
+	count, err := rdb.Get(ctx, k.fenceLift()).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return redisFail("read the fences to lift", err)
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 || n > 1<<16 {
+		return rdb.Del(ctx, k.fenceLift()).Err()
+	}
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range l.From {
-			p.Del(ctx, k.shard(i, l.From).fence())
+		for i := range n {
+			p.Del(ctx, k.shard(i, n).fence())
 		}
-		p.Del(ctx, k.moveClear())
 		return nil
 	})
-	if err != nil {
-		return rec, redisFail("lift the old shard count's fences", err)
+	if err == nil {
+		err = rdb.Del(ctx, k.fenceLift()).Err()
 	}
-	return rec, nil
+	if err != nil {
+		return redisFail("lift the old shard count's fences", err)
+	}
+	return nil
 }
 
 // oldLeft reports whether a shard of the old count holds an entry or a pending alert
-// placed the old way: one whose shard of the new count is another.
+// placed the old way: one whose shard of the new count is another. It reads the ids of
+// the due, in-flight and pending indexes (a parked entry is pending too), not the
+// entries' records.
 func (w *WheelStage) oldLeft(ctx context.Context) (bool, error) {
 	if w.moving == nil {
 		return false, nil
@@ -447,12 +480,9 @@ func (w *WheelStage) oldLeft(ctx context.Context) (bool, error) {
 			continue
 		}
 		seen[s] = true
-		for _, scan := range []func(cursor uint64) *redis.ScanCmd{
-			func(cursor uint64) *redis.ScanCmd { return w.rdb.HScan(ctx, s.entries, cursor, "", 1000) },
-			func(cursor uint64) *redis.ScanCmd { return w.rdb.ZScan(ctx, s.keys.pending(), cursor, "", 1000) },
-		} {
+		for _, set := range []string{s.due, s.inflight, s.keys.pending()} { // ids with their scores, no records
 			for cursor := uint64(0); ; {
-				pairs, next, err := scan(cursor).Result()
+				pairs, next, err := w.rdb.ZScan(ctx, set, cursor, "", 1000).Result()
 				if err != nil {
 					return false, w.fail("look at the old shards", err)
 				}
@@ -490,4 +520,17 @@ func OpenWheelStage(ctx context.Context, rdb redis.UniversalClient, prefix strin
 		opts = opts.In(l)
 	}
 	return NewWheelStage(rdb, prefix, opts), nil
+}
+
+// SettleTurn reports whether this replica takes the deployment's next look at whether a
+// move settles (SettleLayout scans the old shards): one replica in every period.
+func SettleTurn(ctx context.Context, rdb redis.UniversalClient, prefix string, period time.Duration) (bool, error) {
+	ok, err := rdb.SetArgs(ctx, newKeys(prefix).settleTurn(), "1", redis.SetArgs{Mode: "NX", TTL: period}).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, redisFail("take the settle look's turn", err)
+	}
+	return ok == "OK", nil
 }

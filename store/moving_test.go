@@ -177,3 +177,63 @@ func TestAMovingStageKeepsEachAlertInOneShard(t *testing.T) {
 	}
 	require.Equal(t, store.PutCancelled, put(three, after[0]))
 }
+
+// TestASettledMoveLeavesNoFence: a move from 2 to 3 fences both shards of 2 when phase 2
+// begins (a replica settled at 2 writes nothing), and once it settles the fences go, also
+// when the settle was cut off before it lifted them (another replica lifts them), so a
+// later layout of 2 shards is not fenced. A record that is gone is written again by the
+// next ack instead of stopping every replica.
+func TestASettledMoveLeavesNoFence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	_, err := store.ClaimShards(ctx, rdb, prefix, 2, true)
+	require.NoError(t, err)
+	opts := store.WheelStageOptions{Shards: 2, Liveness: time.Minute}
+	two := store.NewWheelStage(rdb, prefix, opts)
+	put := func(w *store.WheelStage, id string) error {
+		_, err := w.Put(ctx, store.Entry{ID: id, Target: "ops", DueAt: time.Now().Add(time.Minute), Body: []byte("x")})
+		return err
+	}
+	require.NoError(t, put(two, "placed"))
+	moving, err := store.ClaimShards(ctx, rdb, prefix, 3, true)
+	require.NoError(t, err)
+	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-b", moving))
+	rec, err := store.AdvanceLayout(ctx, rdb, prefix, moving)
+	require.NoError(t, err)
+	require.Equal(t, 2, rec.Phase)
+	for i := range 6 { // ids of both shards of 2
+		require.ErrorIs(t, put(two, fmt.Sprintf("fenced-%d", i)), store.ErrMovedOn)
+	}
+	r, err := store.NewWheelStage(rdb, prefix, store.WheelStageOptions{Shards: 3, From: 2, Phase: 2}).Cancel(ctx, "placed")
+	require.NoError(t, err)
+	require.Equal(t, store.CancelRemoved, r)
+	settled, err := store.SettleLayout(ctx, rdb, prefix, rec, 0, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, store.Layout{Shards: 3}, settled)
+	for i := range 6 {
+		require.NoError(t, put(two, fmt.Sprintf("after-%d", i)), "no fence is left")
+	}
+
+	// A settle cut off between its change and the lift: the next replica's look lifts.
+	tags := []string{"{" + prefix + "}:fence", "{" + store.ShardTag(prefix, 1, 2) + "}:fence"}
+	for _, key := range tags {
+		require.NoError(t, rdb.Set(ctx, key, "2", 0).Err())
+	}
+	require.NoError(t, rdb.Set(ctx, "{"+prefix+"}:fence-lift", "2", 0).Err())
+	require.ErrorIs(t, put(two, "fenced-again"), store.ErrMovedOn)
+	require.NoError(t, store.LiftFences(ctx, rdb, prefix))
+	for _, key := range tags {
+		n, err := rdb.Exists(ctx, key).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, key)
+	}
+	require.NoError(t, put(two, "lifted"))
+
+	require.NoError(t, rdb.Del(ctx, "{"+prefix+"}:shards").Err())
+	require.NoError(t, store.AckLayout(ctx, rdb, prefix, "replica-b", settled), "a record that is gone is written again")
+	l, ok, err := store.ReadLayout(ctx, rdb, prefix)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, settled, l)
+}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -534,28 +535,59 @@ func setupReshard(_ context.Context, e *env) error {
 func runReshard(ctx context.Context, e *env) error {
 	o := e.r.opts
 	e.latenessBound = time.Second
+	changed := fmt.Sprintf("started with redis.shards %d", reshardTo)
 	return concurrently(ctx, e.publishDefault(o.OtherAlerts), func(ctx context.Context) error {
-		if err := rollingUpdate(ctx, e, o.PublishOver/3, func(i int) string {
-			e.revision[i] = 1
-			return fmt.Sprintf("started with redis.shards %d", reshardTo)
-		}); err != nil || ctx.Err() != nil {
+		start := time.Now()
+		if !sleep(ctx, o.PublishOver/3) {
+			return nil
+		}
+		if err := e.roll(ctx, 0, start, func() string { e.revision[0] = 1; return changed }); err != nil {
 			return err
 		}
-		return e.awaitPhase2(ctx)
+		if !sleep(ctx, o.PublishOver/3) {
+			return nil
+		}
+		// Replica 1, live in the old count alone, holds the move in phase 1.
+		l, err := e.layout(ctx)
+		if err != nil {
+			return err
+		}
+		if l.String() != fmt.Sprintf("1>%d", reshardTo) {
+			return fmt.Errorf("chaos: beside a replica of the old count the layout is %s, not phase 1 of the move", l)
+		}
+		e.note("the layout is %s beside the replica of the old count", l)
+		if err := e.roll(ctx, 1, start, func() string { e.revision[1] = 1; return changed }); err != nil {
+			return err
+		}
+		if err := e.awaitPhase2(ctx); err != nil {
+			return err
+		}
+		if sleep(ctx, time.Until(start.Add(o.PublishOver))) {
+			moved, err := e.rdb.Keys(ctx, "{"+e.prefix+"}:fwd:*").Result()
+			if err != nil {
+				return err
+			}
+			e.note("publishing over: %d alerts were placed in new shards", len(moved))
+		}
+		return nil
 	})
+}
+
+// layout reads the deployment's layout record.
+func (e *env) layout(ctx context.Context) (store.Layout, error) {
+	l, ok, err := store.ReadLayout(ctx, e.rdb, e.prefix)
+	if err == nil && !ok {
+		err = errors.New("chaos: no layout is recorded")
+	}
+	return l, err
 }
 
 // awaitPhase2 waits, a bounded time, until the layout record says the move is in phase
 // 2, and until alerts were placed in the new shards; it notes both.
 func (e *env) awaitPhase2(ctx context.Context) error {
-	key := "{" + e.prefix + "}:shards"
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		rec, err := e.rdb.Get(ctx, key).Result()
-		if err != nil {
-			return fmt.Errorf("chaos: read the layout %s: %w", key, err)
-		}
-		l, err := store.ParseLayout(rec)
+		l, err := e.layout(ctx)
 		if err != nil {
 			return err
 		}
@@ -564,11 +596,11 @@ func (e *env) awaitPhase2(ctx context.Context) error {
 			return err
 		}
 		if l.Phase == 2 && len(moved) > 0 {
-			e.note("the layout is %s, %d alerts placed in new shards by then", rec, len(moved))
+			e.note("the layout is %s, %d alerts placed in new shards by then", l, len(moved))
 			return nil
 		}
 		if time.Now().After(deadline) || !sleep(ctx, 200*time.Millisecond) {
-			return fmt.Errorf("chaos: the move never placed an alert in a new shard: the layout is %s, %d alerts moved", rec, len(moved))
+			return fmt.Errorf("chaos: the move never placed an alert in a new shard: the layout is %s, %d alerts moved", l, len(moved))
 		}
 	}
 }
