@@ -292,21 +292,54 @@ func TestSecondDeploymentOnAPrefixIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "the first deployment runs on")
 }
 
-// TestAnotherShardCountIsRefusedUntilDrained: a rollout that changes redis.shards is
-// refused while the deployment runs: the replica with the new count does not start,
-// naming the deployment's count and its live replica, and the first runs on. On the code
-// before, it started and looked for every alert's records in other shards.
-func TestAnotherShardCountIsRefusedUntilDrained(t *testing.T) {
+// TestAnotherShardCountMovesTheStage: a replica started with another redis.shards beside
+// a running one starts the wheel stage's move instead of being refused (on the code
+// before, it did not start): the layout is "1>3" while the replica of one shard runs
+// on; a replica of the old count that starts during the move follows it; a replica that
+// still acts in the old count alone once phase 2 began (it was away) stops with an
+// error, to start again in the move, and the others go on to phase 2.
+func TestAnotherShardCountMovesTheStage(t *testing.T) {
+	ctx := context.Background()
 	first := stackConfig(t)
-	base := startReplica(t, first)
+	old, stopOld := serveReplica(t, first, io.Discard)
 	second := first
 	second.Redis.Shards = 3
-	second.HTTP.Addr = "127.0.0.1:0"
-	err := Serve(context.Background(), second, ServeOptions{Logger: slog.New(slog.DiscardHandler)})
-	require.ErrorIs(t, err, store.ErrShardsChanged)
-	require.ErrorContains(t, err, "it is 3, and the deployment's wheel stage has 1 shards and is not drained (replicas live in it: ")
-	code, _ := get(t, base+"/readyz")
-	require.Equal(t, http.StatusOK, code, "the deployment runs on")
+	moved := startReplica(t, second)
+	rdb, _ := testenv.Redis(t)
+	l, ok, err := store.ReadLayout(ctx, rdb, first.Redis.KeyPrefix)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, store.Layout{Shards: 3, From: 1, Phase: 1}, l)
+	code, _ := get(t, old+"/readyz")
+	require.Equal(t, http.StatusOK, code, "the replica of one shard runs on beside it")
+	follower := startReplica(t, first)
+	phase := func(base string) string {
+		_, metrics := get(t, base+"/metrics")
+		for line := range strings.Lines(metrics) {
+			if v, ok := strings.CutPrefix(line, "rocketdelay_shard_move_phase "); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	require.Equal(t, "1", phase(follower), "a replica of the old count started during the move follows it")
+	require.Equal(t, "1", phase(moved))
+
+	// Phase 2 begins while the first replica, in the old count alone, is away.
+	l.Phase, l.Since = 2, time.Now()
+	require.NoError(t, rdb.Set(ctx, "{"+first.Redis.KeyPrefix+"}:shards", l.String(), 0).Err())
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(old + "/healthz")
+		if err != nil {
+			return true
+		}
+		_ = resp.Body.Close()
+		return false
+	}, time.Minute, 100*time.Millisecond, "it stops by itself")
+	require.ErrorIs(t, stopOld(), store.ErrShardsChanged)
+	for _, base := range []string{moved, follower} {
+		require.Eventually(t, func() bool { return phase(base) == "2" }, time.Minute, 100*time.Millisecond)
+	}
 }
 
 // TestServeWaitsForRedis: a replica started while Redis cannot be reached stays up: it

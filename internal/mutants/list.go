@@ -812,4 +812,24 @@ end`,
 		Package:   "./store",
 		Tests:     "^TestAShardMoveWaitsForEveryLiveReplica$",
 	},
+	{
+		// killed: the replica settled in the old count stores "late-old" after phase 2 began: require.ErrorIs(err, store.ErrMovedOn) fails
+		Name:      "move-never-fences",
+		Invariant: "a shard move: a replica settled in the old count writes no id once phase 2 began",
+		File:      "store/lua/lib_route.lua",
+		From:      "if redis.call('GET', tag .. 'fence') == string.sub(phase, 3) then",
+		To:        "if redis.call('GET', tag .. 'fence') == 'never' then",
+		Package:   "./store",
+		Tests:     "^TestAShardMoveWaitsForEveryLiveReplica$",
+	},
+	{
+		// killed: the move settles while alerts placed the old way wait in {p}: require.Equal(rec.String(), same.String()) fails
+		Name:      "move-settles-over-old-alerts",
+		Invariant: "a shard move settles only once no alert placed the old way is left to hand off",
+		File:      "store/moving.go",
+		From:      "\t\t\tif w.oldOf(id) == s {",
+		To:        "\t\t\tif w.oldOf(id) == s && false {",
+		Package:   "./store",
+		Tests:     "^TestAShardMoveWaitsForEveryLiveReplica$",
+	},
 }
