@@ -3,14 +3,10 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/rocketdelay/rocketdelay/internal/quantile"
 )
@@ -27,19 +23,8 @@ import (
 //
 //	go test -run '^$' -bench ShardMoveCost -benchtime 3000x ./store/
 func BenchmarkShardMoveCost(b *testing.B) {
-	u := os.Getenv("ROCKETDELAY_REDIS_URL")
-	if u == "" {
-		b.Skip("needs Redis: eval \"$(deploy/local/env)\"")
-	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
 	ctx := context.Background()
-	prefix := fmt.Sprintf("rdbench%d", time.Now().UnixNano())
-	defer func() { _, _ = DeleteKeys(ctx, rdb, prefix) }()
+	rdb, prefix := benchRedis(b)
 	settled := NewWheelStage(rdb, prefix, WheelStageOptions{Shards: 3})
 	moving := NewWheelStage(rdb, prefix, WheelStageOptions{Shards: 3, From: 1, Phase: 2})
 

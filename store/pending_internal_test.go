@@ -27,19 +27,8 @@ const pendingOff = "local function pending_note() end\nlocal function pending_dr
 //
 //	go test -run '^$' -bench PendingIndexCost -benchtime 3000x ./store/
 func BenchmarkPendingIndexCost(b *testing.B) {
-	u := os.Getenv("ROCKETDELAY_REDIS_URL")
-	if u == "" {
-		b.Skip("needs Redis: eval \"$(deploy/local/env)\"")
-	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
 	ctx := context.Background()
-	prefix := fmt.Sprintf("rdbench%d", time.Now().UnixNano())
-	defer func() { _, _ = DeleteKeys(ctx, rdb, prefix) }()
+	rdb, prefix := benchRedis(b)
 	ws := NewWheelStage(rdb, prefix, WheelStageOptions{})
 
 	onPut, onRelease, onHop := wheelPutScript, wheelReleaseScript, traceHopScript
@@ -89,4 +78,25 @@ func BenchmarkPendingIndexCost(b *testing.B) {
 	if wo.P50 > 0 {
 		b.ReportMetric(float64(w.P50)/float64(wo.P50), "p50-ratio")
 	}
+}
+
+// benchRedis is a client of the local stack's Redis and a key prefix of the benchmark's
+// own, whose keys are deleted when it ends; it skips the benchmark without Redis.
+func benchRedis(b *testing.B) (*redis.Client, string) {
+	b.Helper()
+	u := os.Getenv("ROCKETDELAY_REDIS_URL")
+	if u == "" {
+		b.Skip("needs Redis: eval \"$(deploy/local/env)\"")
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	prefix := fmt.Sprintf("rdbench%d", time.Now().UnixNano())
+	b.Cleanup(func() {
+		_, _ = DeleteKeys(context.Background(), rdb, prefix)
+		_ = rdb.Close()
+	})
+	return rdb, prefix
 }
