@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,10 +133,15 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 }
 
 // Changed is the answer of a retry or discard: the ids that changed, ascending, and how
-// many.
+// many; of the rows named, those that exist and did not change (delivered, cancelled or
+// discarded already), and those that do not exist. With any of the latter the answer is
+// 404 and Error says which, though the others changed.
 type Changed struct {
-	IDs   []int64 `json:"ids"`
-	Count int     `json:"count"`
+	Error     string  `json:"error,omitempty"`
+	IDs       []int64 `json:"ids"`
+	Count     int     `json:"count"`
+	Unchanged []int64 `json:"unchanged,omitempty"`
+	NotFound  []int64 `json:"notFound,omitempty"`
 }
 
 func newChanged(ids []int64) Changed {
@@ -143,6 +149,41 @@ func newChanged(ids []int64) Changed {
 		ids = []int64{}
 	}
 	return Changed{IDs: ids, Count: len(ids)}
+}
+
+// answerChanged answers a retry or discard (verb) of the rows asked, of which changed
+// changed: 200, or 404 when a row asked does not exist.
+func (a *api) answerChanged(w http.ResponseWriter, r *http.Request, verb string, asked, changed []int64) {
+	out := newChanged(changed)
+	for _, id := range asked {
+		if slices.Contains(changed, id) || slices.Contains(out.Unchanged, id) || slices.Contains(out.NotFound, id) {
+			continue
+		}
+		switch _, err := a.store.Get(r.Context(), id); {
+		case errors.Is(err, store.ErrNotFound):
+			out.NotFound = append(out.NotFound, id)
+		case err != nil:
+			a.storeError(w, r, err)
+			return
+		default:
+			out.Unchanged = append(out.Unchanged, id)
+		}
+	}
+	if len(out.NotFound) == 0 {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	out.Error = fmt.Sprintf("no failed send has the row id%s %s; the others named were %s", map[bool]string{true: "s"}[len(out.NotFound) > 1],
+		joinIDs(out.NotFound), verb)
+	writeJSON(w, http.StatusNotFound, out)
+}
+
+func joinIDs(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (a *api) retryOne(w http.ResponseWriter, r *http.Request) {
@@ -196,6 +237,11 @@ func (a *api) retry(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ids, err = a.store.Retry(r.Context(), req.IDs)
+		if err == nil {
+			a.logger.Info("operator retried failed sends", "ids", ids, "remote", r.RemoteAddr)
+			a.answerChanged(w, r, "retried", req.IDs, ids)
+			return
+		}
 	case req.Status != "":
 		st, perr := ParseRetryStatus(req.Status)
 		if perr != nil {
@@ -243,7 +289,7 @@ func (a *api) discard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.logger.Info("operator discarded failed sends", "ids", ids, "reason", req.Reason, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, newChanged(ids))
+	a.answerChanged(w, r, "discarded", req.IDs, ids)
 }
 
 // storeError answers a store error without its text, which is logged instead.
