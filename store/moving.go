@@ -26,12 +26,14 @@ import (
 //
 // The first replica started with n while the stage is laid out in m (and not drained)
 // begins phase 1; every replica that starts during a move follows the record, whatever
-// its own redis.shards. Phase 2 begins once every live replica has said (AckLayout) that
-// it scans both counts (AdvanceLayout), so no replica that looks only at the shards of m
-// is live while an id moves. A replica that would look only at m and beat after that
-// refuses to start (AckLayout). The move settles at n (SettleLayout) once the shards of
-// m that are not n's hold nothing, and the longest-lived record of an id that stayed
-// (CancelTTL, past the due time of the last alert accepted before phase 2) has ended.
+// its own redis.shards. Phase 2 begins once every replica in the liveness set has said
+// (AckLayout) that it scans both counts (AdvanceLayout), so no replica that looks only
+// at the shards of m is live while an id moves; the shards of m are fenced first, so one
+// that comes back (paused, cut off) writes nothing there, and its next ack stops it. The
+// move settles at n (SettleLayout) once no shard of m holds an alert placed the old way
+// that is still to be handed off, and has held none for the longest life of a record of
+// an alert that is over (a done marker's, a tombstone's); the fences are then lifted
+// (LiftFences).
 //
 // Every script of an id (Put, Cancel, Reschedule, SettleRequeue, TraceHop, Unlist) runs
 // first, while the stage moves, on the id's old shard, behind lib_route.lua: the script
