@@ -113,9 +113,11 @@ func (p Principal) withDefaults() Principal {
 	return p
 }
 
-// principalsFile is the document of ingress.principalsFile.
+// principalsFile is the document of ingress.principalsFile. Its principals are a
+// pointer so that a file without the key (an empty file: one caught while it is being
+// written in place) is told from one that lists none ("principals: []").
 type principalsFile struct {
-	Principals []Principal `yaml:"principals"`
+	Principals *[]Principal `yaml:"principals"`
 }
 
 // LoadPrincipals reads the principals of a principals file (YAML: "principals: [...]",
@@ -126,18 +128,22 @@ func LoadPrincipals(path string) ([]Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	var doc principalsFile // an empty file is no principals: every one of them revoked
+	var doc principalsFile
 	if err := decodeStrict(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	for i := range doc.Principals {
-		tok, err := doc.Principals[i].Token.resolve(os.Getenv, os.ReadFile)
+	if doc.Principals == nil {
+		return nil, fmt.Errorf("%s: no principals key (a file written in place and read halfway?); to revoke every principal write \"principals: []\"", path)
+	}
+	ps := *doc.Principals
+	for i := range ps {
+		tok, err := ps[i].Token.resolve(os.Getenv, os.ReadFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s: principals[%d].token: %w", path, i, err)
 		}
-		doc.Principals[i].Token = tok
+		ps[i].Token = tok
 	}
-	return doc.Principals, nil
+	return ps, nil
 }
 
 // ValidatePrincipals checks ingress.principals together with file, the principals of
