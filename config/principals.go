@@ -113,11 +113,9 @@ func (p Principal) withDefaults() Principal {
 	return p
 }
 
-// principalsFile is the document of ingress.principalsFile. Its principals are a
-// pointer so that a file without the key (an empty file: one caught while it is being
-// written in place) is told from one that lists none ("principals: []").
+// principalsFile is the document of ingress.principalsFile.
 type principalsFile struct {
-	Principals *[]Principal `yaml:"principals"`
+	Principals []Principal `yaml:"principals"`
 }
 
 // LoadPrincipals reads the principals of a principals file (YAML: "principals: [...]",
@@ -128,22 +126,18 @@ func LoadPrincipals(path string) ([]Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	var doc principalsFile
+	var doc principalsFile // an empty file is no principals: every one of them revoked
 	if err := decodeStrict(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if doc.Principals == nil {
-		return nil, fmt.Errorf("%s: no principals key (a file written in place and read halfway?); to revoke every principal write \"principals: []\"", path)
-	}
-	ps := *doc.Principals
-	for i := range ps {
-		tok, err := ps[i].Token.resolve(os.Getenv, os.ReadFile)
+	for i := range doc.Principals {
+		tok, err := doc.Principals[i].Token.resolve(os.Getenv, os.ReadFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s: principals[%d].token: %w", path, i, err)
 		}
-		ps[i].Token = tok
+		doc.Principals[i].Token = tok
 	}
-	return ps, nil
+	return doc.Principals, nil
 }
 
 // ValidatePrincipals checks ingress.principals together with file, the principals of

@@ -449,9 +449,7 @@ func TestALeasedRateIsTakenOncePerPublish(t *testing.T) {
 
 // The principals file is read again while the service runs: a principal added is in
 // force at once, one removed is gone, and a file that is not valid leaves them as they
-// were. The file is written in place, so the watch may read it empty, between the
-// truncate and the write: that is not valid either (once it revoked every principal, and
-// this test failed one run in many with 401).
+// were.
 func TestPrincipalsFileIsReloaded(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "principals.yaml")
