@@ -55,7 +55,7 @@ func TestAcknowledgeInABrowser(t *testing.T) {
 	cfg.Sender.BaseURL = simURL
 	cfg.Admin.Token = adminToken
 	cfg.Ingress.Token = testIngestToken
-	const secondStep = 20 * time.Second // time enough to start the browser and acknowledge
+	const secondStep = 20 * time.Second // time enough to open the link and acknowledge
 	cfg.Escalations = map[string]config.Policy{"oncall": {Steps: []config.EscalationStep{
 		{Target: "ops"}, {After: secondStep, Target: "ops", Mention: config.StepMention{All: true}}}, ReackAfter: time.Hour}}
 	// The links point at the service itself: its listener comes first.
@@ -73,6 +73,10 @@ func TestAcknowledgeInABrowser(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	require.Eventually(t, func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+
+	// The browser starts first: a cold Chromium must not eat the second step's time.
+	b := newBrowser(t)
+	b.run("phone", chromedp.EmulateViewport(390, 700, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulatePortrait))
 
 	// An episode starts; its first step is due at once.
 	key := "db-primary" // the test's own Redis key prefix keeps it apart
@@ -96,8 +100,6 @@ func TestAcknowledgeInABrowser(t *testing.T) {
 	require.True(t, strings.HasPrefix(url, base+escalation.AckPath), url)
 	token := strings.TrimPrefix(url, base+escalation.AckPath)
 
-	b := newBrowser(t)
-	b.run("phone", chromedp.EmulateViewport(390, 700, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulatePortrait))
 	status, headers := b.open(url)
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "no-referrer", headers["Referrer-Policy"], "the capability never leaves in a Referer")

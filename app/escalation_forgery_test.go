@@ -59,15 +59,7 @@ func TestForgedEscalationMarkFromAPlainProducer(t *testing.T) {
 	raw := plainProducer(t, cfg, "forger")
 	mark := strconv.FormatInt(started.Seq, 10) + ":0:" + key
 	forge := func(target, id string) string {
-		m := primitive.NewMessage(cfg.RocketMQ.Topic, []byte("forged"))
-		m.WithProperty(wire.PropTarget, target)
-		m.WithProperty(wire.PropID, id)
-		m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().UnixMilli(), 10))
-		m.WithProperty(wire.PropEpisode, mark)
-		res, err := raw.SendSync(context.Background(), m)
-		require.NoError(t, err)
-		require.Equal(t, primitive.SendOK, res.Status)
-		return res.MsgID
+		return sendRaw(t, raw, cfg, "forged", target, id, time.Now(), wire.PropEpisode, mark)
 	}
 	rdb, err := store.OpenRedisConfig(context.Background(), cfg.Redis)
 	require.NoError(t, err)
@@ -133,18 +125,11 @@ func TestAStepsIDCannotBeTakenFromTheTopic(t *testing.T) {
 	// retry of the row would deliver it and take the id.
 	stale := time.Now().Add(-cfg.Scheduler.DoneTTL - time.Hour)
 	for i, id := range []string{escalation.StepID(key, started.Seq, 0), "am-squatted-notification", escalation.ResolutionID(key, started.Seq)} {
-		m := primitive.NewMessage(cfg.RocketMQ.Topic, []byte(`{"msgtype":"text","text":{"content":"squatter"}}`))
-		m.WithProperty(wire.PropTarget, "ops")
-		m.WithProperty(wire.PropID, id)
 		due := time.Now()
 		if i == 2 {
 			due = stale
 		}
-		m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(due.UnixMilli(), 10))
-		res, err := raw.SendSync(context.Background(), m)
-		require.NoError(t, err)
-		require.Equal(t, primitive.SendOK, res.Status)
-		keys = append(keys, res.MsgID)
+		keys = append(keys, sendRaw(t, raw, cfg, squatterBody, "ops", id, due))
 	}
 
 	requireRejectedBadID(t, cfg, keys)
@@ -226,4 +211,26 @@ func plainProducer(t *testing.T, cfg config.Config, name string) rocketmq.Produc
 	require.NoError(t, raw.Start())
 	t.Cleanup(func() { _ = raw.Shutdown() })
 	return raw
+}
+
+// squatterBody is the raw body of a message a plain producer sends under an id it may
+// not take.
+const squatterBody = `{"msgtype":"text","text":{"content":"squatter"}}`
+
+// sendRaw sends, through a plain producer, a message of the service's topic for target
+// under id due at due, with more properties as name, value pairs, and answers its
+// message id (the key failed_sends records it by).
+func sendRaw(t *testing.T, raw rocketmq.Producer, cfg config.Config, body, target, id string, due time.Time, props ...string) string {
+	t.Helper()
+	m := primitive.NewMessage(cfg.RocketMQ.Topic, []byte(body))
+	m.WithProperty(wire.PropTarget, target)
+	m.WithProperty(wire.PropID, id)
+	m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(due.UnixMilli(), 10))
+	for i := 0; i+1 < len(props); i += 2 {
+		m.WithProperty(props[i], props[i+1])
+	}
+	res, err := raw.SendSync(context.Background(), m)
+	require.NoError(t, err)
+	require.Equal(t, primitive.SendOK, res.Status)
+	return res.MsgID
 }

@@ -181,6 +181,13 @@ func TestServeReloadsWhenAFileItNeedsChanges(t *testing.T) {
 	reaches("ops", "rotate-1", "r-old")
 
 	replaceFile(t, secret, "rotate-new\n") // the Secret rotated
+	// Posted before the reload restarted it, rotate-2 would be sent by the old token.
+	inForce := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Count(logs.String(), "configuration in force") == n },
+			time.Minute, 20*time.Millisecond, "configuration %d in force", n)
+	}
+	inForce(2)
 	reaches("ops", "rotate-2", "r-new")
 
 	// A target whose token's file is not there yet: the file does not load, and is tried
@@ -189,6 +196,7 @@ func TestServeReloadsWhenAFileItNeedsChanges(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "does not load") },
 		time.Minute, 50*time.Millisecond, "the file that needs a missing secret is said")
 	replaceFile(t, late, "rotate-late\n")
+	inForce(3)
 	reaches("late", "rotate-3", "r-late")
 	require.Equal(t, 1, strings.Count(logs.String(), "does not load"), "said once, tried at every poll")
 }

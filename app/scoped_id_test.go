@@ -1,15 +1,12 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocketdelay/rocketdelay/config"
@@ -40,18 +37,11 @@ func TestAScopedIDCannotBeTakenFromTheTopic(t *testing.T) {
 	raw := plainProducer(t, cfg, "scope-squatter")
 	var keys []string
 	for _, principal := range []string{"", "team"} {
-		m := primitive.NewMessage(cfg.RocketMQ.Topic, []byte(`{"msgtype":"text","text":{"content":"squatter"}}`))
-		m.WithProperty(wire.PropTarget, "ops")
-		m.WithProperty(wire.PropID, id)
-		m.WithProperty(wire.PropDeliverAt, strconv.FormatInt(time.Now().UnixMilli(), 10))
+		var claim []string
 		if principal != "" {
-			m.WithProperty(wire.PropPrincipal, principal)
-			m.WithProperty(wire.PropPrincipalSig, strings.Repeat("ab", 32))
+			claim = []string{wire.PropPrincipal, principal, wire.PropPrincipalSig, strings.Repeat("ab", 32)}
 		}
-		res, err := raw.SendSync(context.Background(), m)
-		require.NoError(t, err)
-		require.Equal(t, primitive.SendOK, res.Status)
-		keys = append(keys, res.MsgID)
+		keys = append(keys, sendRaw(t, raw, cfg, squatterBody, "ops", id, time.Now(), claim...))
 	}
 	requireRejectedBadID(t, cfg, keys)
 

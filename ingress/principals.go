@@ -49,6 +49,10 @@ type principals struct {
 	now    atomic.Pointer[map[[32]byte]config.Principal]
 	mu     sync.Mutex // one Reload at a time
 	sum    [32]byte   // the digest of the principals in force
+	// fromFile is how many principals in force the file gave; emptied is set by a
+	// read that found none where the file gave some, and not yet put in force.
+	fromFile int
+	emptied  bool
 }
 
 func newPrincipals(cfg config.Config, logger *slog.Logger) (*principals, error) {
@@ -63,18 +67,27 @@ func newPrincipals(cfg config.Config, logger *slog.Logger) (*principals, error) 
 // token's file rotated is a change too; one emptied makes the file invalid: revoke a
 // principal by removing it from the file), and, when the
 // principals changed and are valid, puts them in force; a file that is not valid leaves
-// the principals as they were and is the error. It reports whether the principals
-// changed.
+// the principals as they were and is the error. A file emptied of its principals (an
+// empty file revokes them all) is put in force by the next read that agrees: a file
+// written in place is empty for an instant, between its truncate and its write, and
+// that instant must not revoke everyone. It reports whether the principals changed.
 func (ps *principals) Reload() (bool, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	all, err := ps.cfg.Principals()
+	var file []config.Principal
 	if err == nil {
-		err = ps.cfg.ValidatePrincipals(all[len(ps.cfg.Ingress.Principals) : len(all)-legacy(ps.cfg)])
+		file = all[len(ps.cfg.Ingress.Principals) : len(all)-legacy(ps.cfg)]
+		err = ps.cfg.ValidatePrincipals(file)
 	}
 	if err != nil {
 		return false, fmt.Errorf("the principals file is not taken: %w", err)
 	}
+	if len(file) == 0 && ps.fromFile > 0 && !ps.emptied {
+		ps.emptied = true
+		return false, nil
+	}
+	ps.emptied = false
 	m := make(map[[32]byte]config.Principal, len(all))
 	sum := sha256.New()
 	for _, p := range all {
@@ -91,7 +104,7 @@ func (ps *principals) Reload() (bool, error) {
 		return false, nil
 	}
 	ps.now.Store(&m)
-	ps.sum = digest
+	ps.sum, ps.fromFile = digest, len(file)
 	return true, nil
 }
 

@@ -381,7 +381,7 @@ func TestPrincipalsRate(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken, func(c *config.Config) {
 		withPrincipals(c)
-		c.Ingress.Principals[0].RatePerSecond, c.Ingress.Principals[0].Burst = 0.2, 2
+		c.Ingress.Principals[0].RatePerSecond, c.Ingress.Principals[0].Burst = 0.001, 2
 	})
 	for i := range 2 {
 		code, out := s.do("DELETE", AlertsPath+"/none", nil, shopToken)
@@ -407,7 +407,7 @@ func TestPrincipalsRateOnPublish(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, ingestToken, func(c *config.Config) {
 		withPrincipals(c)
-		c.Ingress.Principals[0].RatePerSecond, c.Ingress.Principals[0].Burst = 0.2, 2
+		c.Ingress.Principals[0].RatePerSecond, c.Ingress.Principals[0].Burst = 0.001, 2
 	})
 	publish := func(id string) (int, map[string]any) {
 		return s.do("POST", AlertsPath, map[string]any{"target": "orders", "in": "90m", "id": id, "text": "order unpaid"}, shopToken)
@@ -474,6 +474,42 @@ func TestPrincipalsFileIsReloaded(t *testing.T) {
 	write("principals: []\n")
 	require.Eventually(t, func() bool { return status() == http.StatusUnauthorized }, 10*time.Second, 10*time.Millisecond,
 		"the removed principal is gone")
+}
+
+// A principals file written in place is empty for an instant, between its truncate and
+// its write: a read in that instant must not revoke every principal. An emptied file is
+// put in force by the next read that agrees. On the code before, the first read of the
+// empty file revoked them (and TestPrincipalsFileIsReloaded, whose watch reads every
+// 10 ms, failed one CI run with 401 where 403 was due).
+func TestAnEmptiedPrincipalsFileRevokesOnTheNextReadThatAgrees(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "principals.yaml")
+	write := func(content string) { require.NoError(t, os.WriteFile(file, []byte(content), 0o600)) }
+	const listed = "principals:\n  - {name: late, token: late-token-0123456789abc, targets: [ops]}\n"
+	write(listed)
+	s := newSite(t, ingestToken, func(c *config.Config) { c.Ingress.PrincipalsFile = file })
+	status := func() int {
+		code, _ := s.do("DELETE", AlertsPath+"/none", nil, "Bearer late-token-0123456789abc")
+		return code
+	}
+	reload := func() bool {
+		changed, err := s.in.principals.Reload()
+		require.NoError(t, err)
+		return changed
+	}
+	require.Equal(t, http.StatusForbidden, status())
+
+	write("") // caught between the truncate and the write
+	require.False(t, reload(), "one empty read changes nothing")
+	require.Equal(t, http.StatusForbidden, status())
+	write(listed)
+	require.False(t, reload())
+	write("")
+	require.False(t, reload(), "an empty read after a full one waits again")
+	require.Equal(t, http.StatusForbidden, status())
+
+	require.True(t, reload(), "the next empty read agrees: revoked")
+	require.Equal(t, http.StatusUnauthorized, status())
 }
 
 // GET /api/v1/alerts lists the pending alerts: a principal sees its own and is refused
