@@ -137,6 +137,26 @@ var List = []Mutant{
 		Tests:     "^TestALeasedRateIsTakenOncePerPublish$",
 	},
 	{
+		// killed: one empty read revokes the principal: require.False(t, reload(), "one empty read changes nothing") fails
+		Name:      "principals-emptied-at-once",
+		Invariant: "a credential ends only by the operator's word: a principals file read while it is written in place revokes nobody",
+		File:      "ingress/principals.go",
+		From:      "if len(file) == 0 && ps.fromFile > 0 && !ps.emptied {",
+		To:        "if len(file) == 0 && ps.fromFile > 0 && false {",
+		Package:   "./ingress",
+		Tests:     "^TestAnEmptiedPrincipalsFileRevokesOnTheNextReadThatAgrees$",
+	},
+	{
+		// killed: an emptied file never revokes: require.True(t, reload(), "the next empty read agrees: revoked") fails
+		Name:      "principals-emptied-never",
+		Invariant: "a credential allows only what it names: an emptied principals file revokes its principals",
+		File:      "ingress/principals.go",
+		From:      "if len(file) == 0 && ps.fromFile > 0 && !ps.emptied {",
+		To:        "if len(file) == 0 && ps.fromFile > 0 {",
+		Package:   "./ingress",
+		Tests:     "^TestAnEmptiedPrincipalsFileRevokesOnTheNextReadThatAgrees$|^TestPrincipalsFileFollowsItsSecrets$",
+	},
+	{
 		// killed: the swept alerts whose markers are left are sent again: require.Zero(h.rec.count("swept-done-1")) fails
 		Name:      "sweep-sends-what-is-done",
 		Invariant: "exactly one hand-off: an entry taken over whose done marker is left is released, not sent again",
