@@ -15,10 +15,8 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -245,17 +243,13 @@ func RedisServer(t testing.TB, args ...string) (*redis.Client, string) {
 	return rdb, srv.Addr
 }
 
-// ClosedAddr returns a loopback address nothing listens on, for "the server cannot be
-// reached": a TCP socket bound to it and never listening, held until the test ends, so
-// that a connection is refused and no other process (another package's tests run beside)
-// is given the port meanwhile, as it could be one taken and released.
+// ClosedAddr returns a loopback address nothing listens on: a port taken and released,
+// for "the server cannot be reached".
 func ClosedAddr(t testing.TB) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
-	sa, err := syscall.Getsockname(fd)
-	require.NoError(t, err)
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }
